@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs, only when they are missing:
+# OpenSSH server (real sshd targets), PostgreSQL server binaries (real database
+# tests) and Chromium (browser tests). Safe to run repeatedly.
+set -euo pipefail
+
+need=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "missing system packages: ${need[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+
+echo "installing system packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

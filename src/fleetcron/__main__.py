@@ -1,0 +1,3 @@
+from fleetcron.cli.main import main
+
+main()

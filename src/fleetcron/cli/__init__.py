@@ -1,0 +1,1 @@
+"""The `fleetcron` command line: a thin adapter over the service functions."""
