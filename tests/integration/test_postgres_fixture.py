@@ -1,0 +1,117 @@
+"""The PostgreSQL fixtures start a real server and give each test an isolated database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from fixtures.postgres import PostgresServer
+
+pytestmark = pytest.mark.postgres
+
+
+def _conninfo(url: str) -> str:
+    parsed = make_url(url)
+    return f"host={parsed.host} port={parsed.port} user={parsed.username} dbname={parsed.database}"
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(_conninfo(url)) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.fixture
+def second_postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    url = postgres_server.create_database("t_second_db")
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database("t_second_db")
+
+
+def test_the_server_answers_queries_on_loopback_as_the_fleetcron_superuser(
+    postgres_server: PostgresServer,
+) -> None:
+    with psycopg.connect(postgres_server.conninfo()) as conn:
+        row = conn.execute(
+            "SELECT current_user, current_setting('fsync'),"
+            " current_setting('max_connections')::int, inet_server_addr()::text"
+        ).fetchone()
+    assert row == ("fleetcron", "off", 300, "127.0.0.1/32")
+
+
+def test_the_url_points_at_an_existing_empty_database_on_the_server(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    url = make_url(postgres_url)
+    assert (url.drivername, url.host, url.port) == (
+        "postgresql+psycopg",
+        "127.0.0.1",
+        postgres_server.port,
+    )
+    assert _tables(postgres_url) == set()
+
+
+def test_a_table_created_in_one_test_database_is_absent_from_another(
+    postgres_url: str, second_postgres_url: str
+) -> None:
+    assert make_url(postgres_url).database != make_url(second_postgres_url).database
+    with psycopg.connect(_conninfo(postgres_url)) as conn:
+        conn.execute("CREATE TABLE only_here (id int)")
+
+    assert _tables(postgres_url) == {"only_here"}
+    assert _tables(second_postgres_url) == set()
+
+
+def test_dropping_a_database_disconnects_its_open_sessions(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.create_database("t_dropped_db")
+    with psycopg.connect(_conninfo(url), autocommit=True) as lingering:
+        postgres_server.drop_database("t_dropped_db")
+        with pytest.raises(psycopg.OperationalError):
+            lingering.execute("SELECT 1")
+
+    with psycopg.connect(postgres_server.conninfo()) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname = 't_dropped_db'"
+        ).fetchone()
+    assert row == (0,)
+
+
+def test_a_restart_keeps_committed_rows_and_the_system_identifier(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    identifier_before = postgres_server.system_identifier()
+    with psycopg.connect(_conninfo(postgres_url)) as conn:
+        conn.execute("CREATE TABLE survivors (name text)")
+        conn.execute("INSERT INTO survivors VALUES ('kept')")
+
+    postgres_server.restart()
+
+    with psycopg.connect(_conninfo(postgres_url)) as conn:
+        rows = conn.execute("SELECT name FROM survivors").fetchall()
+    assert rows == [("kept",)]
+    assert postgres_server.system_identifier() == identifier_before
+
+
+def test_a_restart_cuts_off_connections_that_were_open(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    with psycopg.connect(_conninfo(postgres_url), autocommit=True) as conn:
+        postgres_server.restart()
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+
+
+def test_the_database_name_must_be_a_plain_lowercase_identifier(
+    postgres_server: PostgresServer,
+) -> None:
+    with pytest.raises(ValueError, match="Bad test database name"):
+        postgres_server.create_database('x"; DROP DATABASE postgres; --')
