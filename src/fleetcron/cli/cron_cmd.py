@@ -1,0 +1,89 @@
+"""`fleetcron cron ...`: check an expression and list its next fire times."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import click
+
+from fleetcron.cron import parse, validate_timezone
+from fleetcron.errors import InvalidInput
+
+TIMEZONE_ENV = "FLEETCRON_TIMEZONE"
+DEFAULT_TIMEZONE = "UTC"
+MAX_COUNT = 10_000
+
+
+def configured_timezone() -> str:
+    """The zone schedules use unless told otherwise: $FLEETCRON_TIMEZONE, else UTC."""
+    return os.environ.get(TIMEZONE_ENV) or DEFAULT_TIMEZONE
+
+
+def _zone_option(value: str) -> ZoneInfo:
+    try:
+        return validate_timezone(value)
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"--tz: {value!r} is not a known time zone; expected an IANA name such as "
+            '"UTC" or "Europe/Berlin"',
+            field="--tz",
+            value=value,
+            allowed=exc.allowed,
+        ) from exc
+
+
+def _from_option(value: str | None, tz: ZoneInfo) -> datetime:
+    if value is None:
+        return datetime.now(UTC).astimezone(tz)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(
+            f"--from: {value!r} is not an ISO-8601 date-time; "
+            "expected e.g. 2026-03-08T01:30 or 2026-03-08T01:30:00-05:00",
+            field="--from",
+            value=value,
+            allowed="an ISO-8601 date-time",
+        ) from exc
+    # a naive --from is a wall-clock time in --tz
+    return moment.replace(tzinfo=tz) if moment.tzinfo is None else moment
+
+
+@click.group()
+def cron() -> None:
+    """Check cron expressions and preview their fire times."""
+
+
+@cron.command()
+@click.argument("expression")
+def check(expression: str) -> None:
+    """Validate EXPRESSION; print its normalized form and an English description."""
+    schedule = parse(expression)
+    click.echo(schedule.normalized)
+    click.echo(schedule.describe())
+    if schedule.extensions:
+        click.echo(f"note: uses extensions beyond Debian cron: {', '.join(schedule.extensions)}")
+
+
+@cron.command("next")
+@click.argument("expression")
+@click.option("--from", "from_", metavar="ISO-8601", help="Start after this time (default: now).")
+@click.option("--tz", metavar="ZONE", help=f"IANA time zone (default: ${TIMEZONE_ENV} or UTC).")
+@click.option("-n", "count", default="5", metavar="N", help="How many fire times (default 5).")
+def next_(expression: str, from_: str | None, tz: str | None, count: str) -> None:
+    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset."""
+    if not count.isdigit() or not 1 <= int(count) <= MAX_COUNT:
+        raise InvalidInput(
+            f"-n: {count!r} is not a count; expected a whole number 1-{MAX_COUNT}",
+            field="-n",
+            value=count,
+            allowed=f"1-{MAX_COUNT}",
+        )
+    zone = _zone_option(tz if tz is not None else configured_timezone())
+    start = _from_option(from_, zone)
+    schedule = parse(expression, zone)
+    for fire in itertools.islice(schedule.iter_after(start), int(count)):
+        click.echo(fire.isoformat())
