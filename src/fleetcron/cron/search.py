@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from fleetcron.cron.fields import ParsedField
@@ -76,6 +76,17 @@ def _last_weekday(days_in_month: int, first_dow: int) -> int:
     return days_in_month
 
 
+# Multiplying a 7-bit week by this repeats it five times, covering days 1-35.
+_FIVE_WEEKS = sum(1 << (7 * week) for week in range(5))
+
+
+def _weekly_bits(weekdays: int, first_dow: int) -> int:
+    """Bits of the days 1-35 whose weekday is in the ``weekdays`` mask (0 = Sunday)."""
+    # rotate so bit k means "day k + 1 of the month", then repeat the week
+    week = ((weekdays >> first_dow) | (weekdays << (7 - first_dow))) & 0x7F
+    return (week * _FIVE_WEEKS) << 1
+
+
 def day_mask(dom: ParsedField, dow: ParsedField, days_in_month: int, first_dow: int) -> int:
     """Bitmask of the days (1-31) that match in a month of this length starting on first_dow
     (0 = Sunday)."""
@@ -84,15 +95,14 @@ def day_mask(dom: ParsedField, dow: ParsedField, days_in_month: int, first_dow: 
         dom_bits |= 1 << days_in_month
     if dom.last_weekday:
         dom_bits |= 1 << _last_weekday(days_in_month, first_dow)
-    dow_bits = 0
-    for day in range(1, days_in_month + 1):
-        weekday = (first_dow + day - 1) % 7
-        if (
-            dow.mask >> weekday & 1
-            or (weekday, (day + 6) // 7) in dow.nth_weekdays
-            or (dow.last_weekdays >> weekday & 1 and day + 7 > days_in_month)
-        ):
-            dow_bits |= 1 << day
+    dow_bits = _weekly_bits(dow.mask, first_dow)
+    for weekday, nth in dow.nth_weekdays:
+        dow_bits |= 1 << (1 + (weekday - first_dow) % 7 + 7 * (nth - 1))
+    if dow.last_weekdays:
+        last_dow = (first_dow + days_in_month - 1) % 7
+        for weekday in range(7):
+            if dow.last_weekdays >> weekday & 1:
+                dow_bits |= 1 << (days_in_month - (last_dow - weekday) % 7)
     month_days = ((1 << days_in_month) - 1) << 1
     # cronie: if either day field starts with "*", both must match; otherwise either may.
     if dom.star or dow.star:
@@ -105,6 +115,7 @@ class Tables:
 
     __slots__ = (
         "_day_cache",
+        "_shape_cache",
         "_dom",
         "_dow",
         "first_month",
@@ -135,20 +146,25 @@ class Tables:
         self.last_month = self.prev_month[12]
         self._dom = dom
         self._dow = dow
-        # (year * 16 + month) -> (next-day table, previous-day table)
+        # (year * 16 + month) -> (next-day table, previous-day table); the tables only depend
+        # on the month's shape (length * 7 + weekday of the 1st), so at most 28 are built.
         self._day_cache: dict[int, tuple[list[int], list[int]]] = {}
+        self._shape_cache: dict[int, tuple[list[int], list[int]]] = {}
 
     def days(self, year: int, month: int) -> tuple[list[int], list[int]]:
         key = year * 16 + month
         tables = self._day_cache.get(key)
         if tables is None:
-            days_in_month = calendar.monthrange(year, month)[1]
-            first_dow = (date(year, month, 1).weekday() + 1) % 7
-            mask = day_mask(self._dom, self._dow, days_in_month, first_dow)
-            # index 32 stands for "past the end" going forward and "the last day" backward
-            following = _next_table(mask, 0, 31)
-            shifted = _prev_table(mask, 0, 31)
-            tables = (following, [*shifted[1:], shifted[32]])
+            first_weekday, days_in_month = calendar.monthrange(year, month)
+            shape = days_in_month * 7 + (first_weekday + 1) % 7
+            tables = self._shape_cache.get(shape)
+            if tables is None:
+                mask = day_mask(self._dom, self._dow, days_in_month, (first_weekday + 1) % 7)
+                # index 32 stands for "past the end" forward and "the last day" backward
+                following = _next_table(mask, 0, 31)
+                shifted = _prev_table(mask, 0, 31)
+                tables = (following, [*shifted[1:], shifted[32]])
+                self._shape_cache[shape] = tables
             if len(self._day_cache) >= _DAY_TABLE_CACHE_LIMIT:
                 self._day_cache.clear()
             self._day_cache[key] = tables
@@ -216,11 +232,11 @@ class Tables:
                     continue
                 day, hour, minute = found, 23, 59
             found = prev_hour[hour + 1]
+            if found < 0:  # also covers hour == -1, whose table entry is -1 too
+                day -= 1
+                hour, minute = 23, 59
+                continue
             if found != hour:
-                if found < 0:
-                    day -= 1
-                    hour, minute = 23, 59
-                    continue
                 hour, minute = found, 59
             found = prev_minute[minute + 1]
             if found < 0:
@@ -423,7 +439,21 @@ class Finder:
         if self._fixed_offset:
             yield from self.iter_plain(t)
             return
-        current = t
+        next_wall, tz = self._tables.next_wall, self._tz
+        current = self.next_after(t)
+        yield current
         while True:
+            # Fast step: when the last fire time and the next matching wall time are both
+            # unambiguous, no gap or repeat lies between them and the wall time is the answer.
+            wall = current.replace(tzinfo=None)
+            if current.utcoffset() == current.replace(fold=1 - current.fold).utcoffset():
+                found = next_wall(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1)
+                if found is None:
+                    raise _exhausted(current, "after")
+                candidate = datetime(*found, tzinfo=tz)
+                if candidate.utcoffset() == candidate.replace(fold=1).utcoffset():
+                    current = candidate
+                    yield current
+                    continue
             current = self.next_after(current)
             yield current
