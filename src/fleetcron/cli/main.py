@@ -12,7 +12,11 @@ import click
 
 from fleetcron import __version__
 from fleetcron.cli.cron_cmd import cron
+from fleetcron.cli.job_cmd import job
 from fleetcron.cli.output import run_cli
+from fleetcron.cli.setup_cmd import db, init
+from fleetcron.cli.target_cmd import target
+from fleetcron.cli.user_cmd import audit, user
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,7 +25,8 @@ def cli() -> None:
     """Cron for fleets of servers: every run recorded, never twice."""
 
 
-cli.add_command(cron)
+for command in (init, db, target, job, user, audit, cron):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -1,0 +1,181 @@
+"""`fleetcron user ...` and `fleetcron audit list`."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+import click
+
+from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.output import print_json, print_table
+from fleetcron.errors import InvalidInput
+from fleetcron.services import audit as audit_svc
+from fleetcron.services import users as svc
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def _password(given: str | None) -> str:
+    password = given or os.environ.get("FLEETCRON_PASSWORD")
+    if password is None:
+        if not click.get_text_stream("stdin").isatty():
+            raise InvalidInput(
+                "password: required (--password or FLEETCRON_PASSWORD)",
+                field="password",
+                value=None,
+                allowed="at least 8 characters",
+            )
+        password = str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+    return password
+
+
+@click.group()
+def user() -> None:
+    """Accounts of the web UI, API and CLI."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option(
+    "--role",
+    type=click.Choice(["viewer", "operator", "admin"]),
+    default="viewer",
+    show_default=True,
+)
+@click.option("--password", help="Password (or FLEETCRON_PASSWORD; prompted when interactive).")
+@as_user_option
+def add(name: str, role: str, password: str | None, as_user: str | None) -> None:
+    """Add a user."""
+    with opened_app() as app:
+        svc.add_user(app, acting(app, as_user), name, _password(password), role)
+    click.echo(f"user {name} added ({role})")
+
+
+@user.command("list")
+@json_option
+@as_user_option
+def list_(as_json: bool, as_user: str | None) -> None:
+    """List users."""
+    with opened_app() as app:
+        users = svc.list_users(app, acting(app, as_user))
+    if as_json:
+        print_json([{"name": u.name, "role": u.role, "created_at": u.created_at} for u in users])
+        return
+    print_table(None, ["name", "role", "created"], [(u.name, u.role, u.created_at) for u in users])
+
+
+@user.command("passwd")
+@click.argument("name")
+@click.option("--password", help="New password (or FLEETCRON_PASSWORD; prompted when interactive).")
+@as_user_option
+def passwd(name: str, password: str | None, as_user: str | None) -> None:
+    """Set a user's password."""
+    with opened_app() as app:
+        svc.set_password(app, acting(app, as_user), name, _password(password))
+    click.echo(f"password of {name} changed")
+
+
+@user.command("role")
+@click.argument("name")
+@click.argument("role", type=click.Choice(["viewer", "operator", "admin"]))
+@as_user_option
+def role(name: str, role: str, as_user: str | None) -> None:
+    """Change a user's role."""
+    with opened_app() as app:
+        svc.set_role(app, acting(app, as_user), name, role)
+    click.echo(f"user {name} is now {role}")
+
+
+@user.command("rm")
+@click.argument("name")
+@as_user_option
+def rm(name: str, as_user: str | None) -> None:
+    """Remove a user and their API tokens."""
+    with opened_app() as app:
+        svc.remove_user(app, acting(app, as_user), name)
+    click.echo(f"user {name} removed")
+
+
+@click.group()
+def audit() -> None:
+    """The audit log of every operator action."""
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(
+            f"since: {value!r} is not an ISO-8601 time",
+            field="since",
+            value=value,
+            allowed="e.g. 2026-03-08 or 2026-03-08T02:00:00+00:00",
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()
+    return parsed
+
+
+@audit.command("list")
+@click.option("--actor", help="Only this actor.")
+@click.option("--action", help="Only actions starting with this (e.g. job. or job.add).")
+@click.option("--target", help="Only events about this target.")
+@click.option("--since", help="Only events at or after this ISO-8601 time.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@json_option
+@as_user_option
+def audit_list(
+    actor: str | None,
+    action: str | None,
+    target: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+    as_user: str | None,
+) -> None:
+    """List audit events, newest first."""
+    with opened_app() as app:
+        events = audit_svc.list_events(
+            app,
+            acting(app, as_user),
+            by=actor,
+            action=action,
+            target=target,
+            since=_since(since),
+            limit=limit,
+        )
+    rows = [
+        {
+            "id": e.id,
+            "at": e.at,
+            "actor": e.actor,
+            "action": e.action,
+            "success": e.success,
+            "job": e.job_name,
+            "target": e.target_name,
+            "detail": e.detail,
+        }
+        for e in events
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        None,
+        ["at", "actor", "action", "ok", "job", "target", "detail"],
+        [
+            (
+                r["at"],
+                r["actor"],
+                r["action"],
+                "yes" if r["success"] else "NO",
+                r["job"],
+                r["target"],
+                ", ".join(f"{k}={v}" for k, v in r["detail"].items()),
+            )  # type: ignore[union-attr]
+            for r in rows
+        ],
+    )

@@ -1,0 +1,111 @@
+"""The one settings object of fleetcron.
+
+Every value comes from an environment variable ``FLEETCRON_<NAME>``; secrets may come
+from a file named by ``FLEETCRON_<NAME>_FILE`` instead. Every default lives here, each
+with its description, so there is one place to read what can be configured.
+Invalid values stop the start with one clear message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fleetcron.errors import ConfigError
+
+ENV_PREFIX = "FLEETCRON_"
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory: ``$XDG_DATA_HOME/fleetcron`` or ``~/.local/share/fleetcron``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "fleetcron"
+
+
+class Settings(BaseSettings):
+    """Effective configuration of one fleetcron process."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the SQLite database and the master key file live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; unset means SQLite in the data dir. "
+        "PostgreSQL: postgresql+psycopg://user@host/db",
+    )
+    timezone: str = Field(default="UTC", description="Default time zone of new jobs.")
+    master_key: SecretStr | None = Field(
+        default=None, description="Key that encrypts secrets at rest (base64, 32 bytes)."
+    )
+    master_key_file: Path | None = Field(
+        default=None, description="File holding the master key; default <data_dir>/master.key."
+    )
+    command_max_length: int = Field(
+        default=512, ge=1, le=65536, description="Longest command a job may hold, in characters."
+    )
+    job_timeout_s: int = Field(
+        default=300, ge=1, le=7 * 24 * 3600, description="Default per-run timeout of new jobs."
+    )
+    ssh_connect_timeout_s: float = Field(
+        default=15.0, gt=0, le=300, description="Timeout to connect and verify an SSH target."
+    )
+    node_name: str | None = Field(
+        default=None, description="Name this node records on runs; default: the hostname."
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"{value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+            ) from exc
+        return value
+
+    @cached_property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'fleetcron.db'}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.effective_database_url.startswith("sqlite")
+
+    @property
+    def effective_master_key_file(self) -> Path:
+        return self.master_key_file or self.data_dir / "master.key"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment; raise ConfigError naming each bad variable."""
+    url_file = os.environ.get(ENV_PREFIX + "DATABASE_URL_FILE")
+    if (
+        url_file
+        and "database_url" not in overrides
+        and not os.environ.get(ENV_PREFIX + "DATABASE_URL")
+    ):
+        try:
+            overrides["database_url"] = Path(url_file).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"FLEETCRON_DATABASE_URL_FILE: cannot read {url_file}: {exc.strerror}"
+            ) from None
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = ENV_PREFIX + "_".join(str(part) for part in error["loc"]).upper()
+            problems.append(f"{name}: {error['msg']} (got {error.get('input')!r})")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

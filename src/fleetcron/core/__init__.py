@@ -1,0 +1,1 @@
+"""Pure decisions of fleetcron: plain functions over plain data, no I/O, no clock."""

@@ -1,0 +1,53 @@
+"""Who may do what: the permission matrix, in one place.
+
+Roles are ordered: ``viewer`` < ``operator`` < ``admin``; each action names the least
+role allowed to perform it. The CLI, the API and the web pages all ask :func:`authorize`.
+"""
+
+from __future__ import annotations
+
+from fleetcron.errors import PermissionDenied
+
+ROLE_RANK = {"viewer": 0, "operator": 1, "admin": 2}
+
+#: action -> least role allowed
+MATRIX: dict[str, str] = {
+    "target.read": "viewer",
+    "target.add": "operator",
+    "target.pair": "operator",
+    "target.unpair": "operator",
+    "target.label": "operator",
+    "target.remove": "operator",
+    "job.read": "viewer",
+    "job.add": "operator",
+    "job.edit": "operator",
+    "job.enable": "operator",
+    "job.disable": "operator",
+    "job.remove": "operator",
+    "job.run": "operator",
+    "run.read": "viewer",
+    "audit.read": "viewer",
+    "user.read": "admin",
+    "user.add": "admin",
+    "user.edit": "admin",
+    "user.remove": "admin",
+    "token.manage_own": "viewer",
+    "token.manage_any": "admin",
+    "cluster.read": "viewer",
+    "cluster.manage": "admin",
+    "settings.manage": "admin",
+}
+
+
+def allowed(role: str, action: str) -> bool:
+    least = MATRIX[action]
+    return ROLE_RANK.get(role, -1) >= ROLE_RANK[least]
+
+
+def authorize(actor_name: str, role: str, action: str) -> None:
+    """Raise PermissionDenied unless ``role`` may perform ``action``."""
+    if not allowed(role, action):
+        raise PermissionDenied(
+            f"{actor_name} ({role}) may not {action.replace('.', ' ')}; "
+            f"it needs the {MATRIX[action]} role"
+        )

@@ -1,0 +1,114 @@
+"""Rules for the fields operators type: names, commands, timeouts and job options.
+
+Each check raises :class:`InvalidInput` naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fleetcron.errors import InvalidInput
+
+NAME_RULE = (
+    "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64"
+)
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+OVERLAP_POLICIES = ("allow", "forbid")
+CATCHUP_POLICIES = ("none", "latest")
+RETRY_KINDS = ("connect_error", "failed", "timed_out")
+ROLES = ("viewer", "operator", "admin")
+MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_JITTER_S = 3600
+MAX_RETRIES = 10
+
+
+def validate_name(value: str, *, field: str = "name") -> str:
+    if not _NAME.fullmatch(value):
+        raise InvalidInput(
+            f"{field}: {value!r} is not a valid name; allowed: {NAME_RULE}",
+            field=field,
+            value=value,
+            allowed=NAME_RULE,
+        )
+    return value
+
+
+def validate_command(value: str, *, max_length: int, field: str = "command") -> str:
+    """A command is stored verbatim: never templated, never stripped."""
+    if not value.strip():
+        raise InvalidInput(
+            f"{field}: must not be empty", field=field, value=value, allowed="a shell command"
+        )
+    if "\x00" in value:
+        raise InvalidInput(
+            f"{field}: contains a NUL character",
+            field=field,
+            value=value,
+            allowed="text without NUL",
+        )
+    if len(value) > max_length:
+        raise InvalidInput(
+            f"{field}: is {len(value)} characters long; at most {max_length} are allowed",
+            field=field,
+            value=value,
+            allowed=f"at most {max_length} characters",
+        )
+    return value
+
+
+def validate_choice(value: str, choices: tuple[str, ...], *, field: str) -> str:
+    if value not in choices:
+        allowed = ", ".join(choices)
+        raise InvalidInput(
+            f"{field}: {value!r} is not one of {allowed}", field=field, value=value, allowed=allowed
+        )
+    return value
+
+
+def validate_int(value: int, *, field: str, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise InvalidInput(
+            f"{field}: {value} is out of range {low}-{high}",
+            field=field,
+            value=value,
+            allowed=f"{low}-{high}",
+        )
+    return value
+
+
+def validate_port(value: int) -> int:
+    return validate_int(value, field="port", low=1, high=65535)
+
+
+def validate_host(value: str) -> str:
+    if not value or len(value) > 255 or any(ch.isspace() for ch in value) or "@" in value:
+        raise InvalidInput(
+            f"host: {value!r} is not a host name or address",
+            field="host",
+            value=value,
+            allowed="a DNS name or an IP address",
+        )
+    return value
+
+
+def validate_user(value: str, *, field: str = "user") -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9._-]{0,31}", value):
+        raise InvalidInput(
+            f"{field}: {value!r} is not a valid user name",
+            field=field,
+            value=value,
+            allowed="letters, digits, '.', '_', '-' (at most 32, not starting with a digit)",
+        )
+    return value
+
+
+def validate_password(value: str) -> str:
+    if len(value) < 8:
+        raise InvalidInput(
+            "password: must be at least 8 characters long",
+            field="password",
+            value="**********",
+            allowed="at least 8 characters",
+        )
+    return value

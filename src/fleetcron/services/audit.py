@@ -1,0 +1,107 @@
+"""The audit log: every operator action, successful or not, appended and never changed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fleetcron.errors import FleetcronError
+from fleetcron.services.context import Actor, App
+from fleetcron.store.schema import AuditEvent
+
+log = logging.getLogger(__name__)
+
+COMMAND_EXCERPT = 120
+
+
+def command_excerpt(command: str) -> str:
+    return command if len(command) <= COMMAND_EXCERPT else command[: COMMAND_EXCERPT - 1] + "…"
+
+
+@dataclass
+class AuditNote:
+    """What an action will record; filled in as the action learns its objects."""
+
+    action: str
+    job_id: int | None = None
+    job_name: str | None = None
+    target_id: int | None = None
+    target_name: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def record(session: Session, app: App, actor: Actor, note: AuditNote, *, success: bool) -> None:
+    session.add(
+        AuditEvent(
+            at=app.now(),
+            actor=actor.name,
+            action=note.action,
+            success=success,
+            job_id=note.job_id,
+            job_name=note.job_name,
+            target_id=note.target_id,
+            target_name=note.target_name,
+            detail=note.detail,
+        )
+    )
+
+
+@contextmanager
+def audited(app: App, actor: Actor, note: AuditNote) -> Iterator[Session]:
+    """A write transaction whose success is audited inside it, and whose failure is audited
+    in a separate transaction after the rollback, so that failed attempts leave a trace."""
+    try:
+        with app.db.session() as session:
+            yield session
+            record(session, app, actor, note, success=True)
+    except FleetcronError as exc:
+        note.detail = {**note.detail, "error": exc.message}
+        with app.db.session() as session:
+            record(session, app, actor, note, success=False)
+        log.info(
+            "refused %s by %s: %s",
+            note.action,
+            actor.name,
+            exc.message,
+            extra={"action": note.action, "actor": actor.name},
+        )
+        raise
+
+
+def record_failure(app: App, actor: Actor, note: AuditNote, error: FleetcronError) -> None:
+    """Audit an attempt that failed before any transaction began (e.g. bad input)."""
+    note.detail = {**note.detail, "error": error.message}
+    with app.db.session() as session:
+        record(session, app, actor, note, success=False)
+
+
+def list_events(
+    app: App,
+    actor: Actor,
+    *,
+    by: str | None = None,
+    action: str | None = None,
+    target: str | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> Sequence[AuditEvent]:
+    actor.authorize("audit.read")
+    query = select(AuditEvent).order_by(AuditEvent.at.desc(), AuditEvent.id.desc())
+    if by:
+        query = query.where(AuditEvent.actor == by)
+    if action:
+        query = query.where(AuditEvent.action.startswith(action))
+    if target:
+        query = query.where(AuditEvent.target_name == target)
+    if since:
+        query = query.where(AuditEvent.at >= since)
+    with app.db.read() as session:
+        return session.scalars(query.limit(limit).offset(offset)).all()

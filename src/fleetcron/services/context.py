@@ -1,0 +1,62 @@
+"""What a service call needs: the database, the settings, the master key and the clock."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+
+from fleetcron.config import Settings
+from fleetcron.core.permissions import authorize
+from fleetcron.crypto import MasterKey, load_master_key
+from fleetcron.store.db import Database
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs an action: a user with a role, or the system itself."""
+
+    name: str
+    role: str
+
+    def authorize(self, action: str) -> None:
+        authorize(self.name, self.role, action)
+
+
+SYSTEM = Actor("system", "admin")
+
+
+@dataclass
+class App:
+    """One fleetcron process's handle on its data."""
+
+    settings: Settings
+    db: Database
+    clock: Callable[[], datetime] = field(default=utc_now)
+
+    @classmethod
+    def open(cls, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> App:
+        return cls(settings=settings, db=Database(settings.effective_database_url), clock=clock)
+
+    @cached_property
+    def master_key(self) -> MasterKey:
+        secret = self.settings.master_key
+        return load_master_key(
+            secret.get_secret_value() if secret else None, self.settings.effective_master_key_file
+        )
+
+    @cached_property
+    def node_name(self) -> str:
+        return self.settings.node_name or socket.gethostname()
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def close(self) -> None:
+        self.db.dispose()

@@ -1,0 +1,391 @@
+"""Jobs: bulk jobs over many targets and individual jobs on one.
+
+A bulk job has one assignment per selected paired target, each with its own enabled
+flag; its schedule, command and notes are shared by all (no per-target divergence).
+An individual job has exactly one assignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from fleetcron.core import validation as v
+from fleetcron.core.labels import format_selector, parse_selector
+from fleetcron.cron import parse, validate_timezone
+from fleetcron.errors import Conflict, InvalidInput, NotFound
+from fleetcron.services.audit import AuditNote, audited, command_excerpt
+from fleetcron.services.context import Actor, App
+from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
+from fleetcron.services.targets import get_target
+from fleetcron.store.schema import Assignment, Job, Target
+
+
+@dataclass(frozen=True)
+class AssignmentView:
+    target: str
+    enabled: bool
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as the CLI, API and pages show it."""
+
+    id: int
+    name: str
+    origin: str
+    schedule: str
+    timezone: str
+    command: str
+    notes: str
+    selector: str
+    timeout_s: int
+    overlap: str
+    catchup: str
+    jitter_s: int
+    retries: int
+    retry_on: list[str]
+    retry_backoff_s: int
+    created_by: str
+    updated_by: str
+    created_at: datetime
+    updated_at: datetime
+    enabled: int
+    total: int
+    target: str | None = None
+    assignments: list[AssignmentView] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a job holds besides its name; defaults are the product's defaults."""
+
+    schedule: str
+    command: str
+    timezone: str | None = None
+    notes: str = ""
+    timeout_s: int | None = None
+    overlap: str = "allow"
+    catchup: str = "none"
+    jitter_s: int = 0
+    retries: int = 0
+    retry_on: Sequence[str] = ("connect_error",)
+    retry_backoff_s: int = 30
+
+
+EDITABLE = (
+    "schedule",
+    "command",
+    "timezone",
+    "notes",
+    "timeout_s",
+    "overlap",
+    "catchup",
+    "jitter_s",
+    "retries",
+    "retry_on",
+    "retry_backoff_s",
+    "selector",
+)
+
+
+def get_job(session: Session, name: str) -> Job:
+    job = session.scalar(select(Job).where(Job.name == name).options(selectinload(Job.assignments)))
+    if job is None:
+        raise NotFound("job", name)
+    return job
+
+
+def _validated_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
+    """Check every given field; returns them normalized."""
+    out = dict(values)
+    if "timezone" in out:
+        out["timezone"] = validate_timezone(out["timezone"] or app.settings.timezone).key
+    if "schedule" in out:
+        parse(out["schedule"], out.get("timezone") or "UTC")
+    if "command" in out:
+        v.validate_command(out["command"], max_length=app.settings.command_max_length)
+    if out.get("timeout_s") is not None:
+        v.validate_int(out["timeout_s"], field="timeout", low=1, high=v.MAX_TIMEOUT_S)
+    if "overlap" in out:
+        v.validate_choice(out["overlap"], v.OVERLAP_POLICIES, field="overlap")
+    if "catchup" in out:
+        v.validate_choice(out["catchup"], v.CATCHUP_POLICIES, field="catchup")
+    if "jitter_s" in out:
+        v.validate_int(out["jitter_s"], field="jitter", low=0, high=v.MAX_JITTER_S)
+    if "retries" in out:
+        v.validate_int(out["retries"], field="retries", low=0, high=v.MAX_RETRIES)
+    if "retry_backoff_s" in out:
+        v.validate_int(out["retry_backoff_s"], field="retry_backoff", low=1, high=3600)
+    if "retry_on" in out:
+        out["retry_on"] = [
+            v.validate_choice(k, v.RETRY_KINDS, field="retry_on") for k in out["retry_on"]
+        ]
+    if "selector" in out:
+        out["selector"] = parse_selector(out["selector"])
+    return out
+
+
+def add_job(
+    app: App,
+    actor: Actor,
+    name: str,
+    spec: JobSpec,
+    *,
+    target: str | None = None,
+    bulk: bool = False,
+    selector: str | None = None,
+    disabled_on: Sequence[str] = (),
+) -> JobView:
+    """Create an individual job on ``target``, or a bulk job over the selected targets
+    (those in ``disabled_on`` get a paused assignment)."""
+    origin = "bulk" if bulk else "individual"
+    note = AuditNote(
+        "job.add",
+        job_name=name,
+        detail={
+            "origin": origin,
+            "schedule": spec.schedule,
+            "command": command_excerpt(spec.command),
+        },
+    )
+    with audited(app, actor, note) as session:
+        actor.authorize("job.add")
+        v.validate_name(name)
+        if bulk == (target is not None):
+            raise InvalidInput(
+                "a job needs exactly one of --target T (individual) or --bulk",
+                field="target",
+                value=target,
+                allowed="--target NAME or --bulk",
+            )
+        if not bulk and (selector or disabled_on):
+            raise InvalidInput(
+                "--selector and --disabled-on apply to bulk jobs only",
+                field="selector",
+                value=selector,
+                allowed="use them with --bulk",
+            )
+        values = _validated_fields(app, {**asdict(spec), "selector": selector or ""})
+        if session.scalar(select(Job.id).where(Job.name == name)) is not None:
+            raise Conflict(f"job {name} already exists", field="name")
+        now = app.now()
+        job = Job(
+            name=name,
+            origin=origin,
+            created_by=actor.name,
+            updated_by=actor.name,
+            created_at=now,
+            updated_at=now,
+            **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
+        )
+        session.add(job)
+        if bulk:
+            for disabled in disabled_on:
+                get_target(session, disabled)
+            sync_bulk_membership(session, app, job, disabled_on=disabled_on)
+            note.detail["selector"] = format_selector(job.selector)
+        else:
+            assert target is not None
+            the_target = get_target(session, target)
+            note.target_id, note.target_name = the_target.id, the_target.name
+            job.target_id = the_target.id
+            # On an unpaired target the job waits; pairing gives it its assignment.
+            if the_target.paired:
+                new_assignment(session, job, the_target, enabled=True, now=now)
+        session.flush()
+        note.job_id = job.id
+        view = _view(job)
+        note.detail.update({"enabled": view.enabled, "total": view.total})
+        return view
+
+
+def edit_job(app: App, actor: Actor, name: str, **changes: Any) -> JobView:
+    """Change fields of a job; for a bulk job every target sees the change at once."""
+    note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
+    with audited(app, actor, note) as session:
+        actor.authorize("job.edit")
+        unknown = set(changes) - set(EDITABLE)
+        if unknown:
+            raise InvalidInput(
+                f"cannot edit {', '.join(sorted(unknown))}",
+                field=sorted(unknown)[0],
+                value=None,
+                allowed=", ".join(EDITABLE),
+            )
+        job = get_job(session, name)
+        note.job_id = job.id
+        if "selector" in changes and job.origin != "bulk":
+            raise InvalidInput(
+                "only bulk jobs have a selector",
+                field="selector",
+                value=changes["selector"],
+                allowed="--selector on bulk jobs",
+            )
+        values = _validated_fields(
+            app,
+            {
+                **changes,
+                **(
+                    {"timezone": changes.get("timezone") or job.timezone}
+                    if "schedule" in changes or "timezone" in changes
+                    else {}
+                ),
+            },
+        )
+        for key, value in values.items():
+            setattr(job, key, value)
+        now = app.now()
+        job.updated_by, job.updated_at = actor.name, now
+        if "schedule" in values or "timezone" in values:
+            for assignment in job.assignments:
+                assignment.next_fire_at = next_fire(job, now)
+                assignment.updated_at = now
+        if "selector" in values:
+            added, removed = sync_bulk_membership(session, app, job)
+            note.detail.update({"added": added, "removed": removed})
+        note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
+        session.flush()
+        return _view(job)
+
+
+def set_enabled(
+    app: App, actor: Actor, name: str, enabled: bool, *, target: str | None = None
+) -> JobView:
+    """Enable or disable a job everywhere, or only on one target (one assignment)."""
+    action = "job.enable" if enabled else "job.disable"
+    note = AuditNote(action, job_name=name, target_name=target)
+    with audited(app, actor, note) as session:
+        actor.authorize(action)
+        job = get_job(session, name)
+        note.job_id = job.id
+        assignments = job.assignments
+        if target is not None:
+            the_target = get_target(session, target)
+            note.target_id = the_target.id
+            assignments = [a for a in job.assignments if a.target_id == the_target.id]
+            if not assignments:
+                raise NotFound(f"assignment of job {name} on target", target)
+        now = app.now()
+        for assignment in assignments:
+            if assignment.enabled != enabled:
+                assignment.enabled = enabled
+                assignment.updated_at = now
+                if enabled:
+                    # A paused assignment resumes at its next slot, not at the ones it skipped.
+                    assignment.next_fire_at = next_fire(job, now)
+        session.flush()
+        view = _view(job)
+        note.detail.update(
+            {"changed": len(assignments), "enabled": view.enabled, "total": view.total}
+        )
+        return view
+
+
+def remove_job(app: App, actor: Actor, name: str) -> int:
+    """Delete the job and all its assignments in one transaction; run history stays."""
+    note = AuditNote("job.remove", job_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("job.remove")
+        job = get_job(session, name)
+        note.job_id = job.id
+        count = len(job.assignments)
+        note.detail.update(
+            {
+                "origin": job.origin,
+                "assignments": count,
+                "schedule": job.schedule,
+                "command": command_excerpt(job.command),
+            }
+        )
+        session.delete(job)
+        return count
+
+
+def list_jobs(
+    app: App, actor: Actor, *, origin: str | None = None, target: str | None = None
+) -> list[JobView]:
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        query = select(Job).options(selectinload(Job.assignments).selectinload(Assignment.target))
+        if origin:
+            query = query.where(
+                Job.origin == v.validate_choice(origin, ("bulk", "individual"), field="origin")
+            )
+        if target:
+            the_target = get_target(session, target)
+            query = query.where(
+                Job.id.in_(select(Assignment.job_id).where(Assignment.target_id == the_target.id))
+                | (Job.target_id == the_target.id)
+            )
+        return [_view(job) for job in session.scalars(query.order_by(Job.name))]
+
+
+def show_job(app: App, actor: Actor, name: str) -> JobView:
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        job = get_job(session, name)
+        return _view(job, with_assignments=True)
+
+
+def count_jobs(session: Session) -> int:
+    return session.scalar(select(func.count(Job.id))) or 0
+
+
+def _view(job: Job, *, with_assignments: bool = False) -> JobView:
+    assignments = sorted(job.assignments, key=lambda a: a.target.name)
+    return JobView(
+        id=job.id,
+        name=job.name,
+        origin=job.origin,
+        schedule=job.schedule,
+        timezone=job.timezone,
+        command=job.command,
+        notes=job.notes,
+        selector=format_selector(job.selector),
+        timeout_s=job.timeout_s,
+        overlap=job.overlap,
+        catchup=job.catchup,
+        jitter_s=job.jitter_s,
+        retries=job.retries,
+        retry_on=list(job.retry_on),
+        retry_backoff_s=job.retry_backoff_s,
+        created_by=job.created_by,
+        updated_by=job.updated_by,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        enabled=sum(1 for a in assignments if a.enabled),
+        total=len(assignments),
+        target=job.target.name if job.target is not None else None,
+        assignments=[
+            AssignmentView(a.target.name, a.enabled, a.next_fire_at, a.last_fire_at)
+            for a in assignments
+        ]
+        if with_assignments
+        else [],
+    )
+
+
+__all__ = [
+    "AssignmentView",
+    "JobSpec",
+    "JobView",
+    "Target",
+    "add_job",
+    "edit_job",
+    "get_job",
+    "list_jobs",
+    "remove_job",
+    "set_enabled",
+    "show_job",
+]

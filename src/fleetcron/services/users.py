@@ -1,0 +1,215 @@
+"""User accounts and API tokens.
+
+Passwords are hashed with argon2id (argon2-cffi); API tokens are random, shown once,
+and stored as SHA-256 (a token has 256 bits of entropy, so a slow hash adds nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from fleetcron.core import validation as v
+from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound
+from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.context import Actor, App
+from fleetcron.store.schema import ApiToken, User
+
+_hasher = PasswordHasher()
+TOKEN_PREFIX = "fct_"
+
+
+@dataclass(frozen=True)
+class UserView:
+    id: int
+    name: str
+    role: str
+    created_at: datetime
+
+
+def _view(user: User) -> UserView:
+    return UserView(user.id, user.name, user.role, user.created_at)
+
+
+def get_user(session: Session, name: str) -> User:
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise NotFound("user", name)
+    return user
+
+
+def count_users(session: Session) -> int:
+    return session.scalar(select(func.count(User.id))) or 0
+
+
+def add_user(app: App, actor: Actor, name: str, password: str, role: str) -> UserView:
+    note = AuditNote("user.add", detail={"user": name, "role": role})
+    with audited(app, actor, note) as session:
+        actor.authorize("user.add")
+        v.validate_name(name, field="name")
+        v.validate_choice(role, v.ROLES, field="role")
+        v.validate_password(password)
+        if session.scalar(select(User.id).where(User.name == name)) is not None:
+            raise Conflict(f"user {name} already exists", field="name")
+        now = app.now()
+        user = User(
+            name=name,
+            password_hash=_hasher.hash(password),
+            role=role,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(user)
+        session.flush()
+        return _view(user)
+
+
+def list_users(app: App, actor: Actor) -> list[UserView]:
+    actor.authorize("user.read")
+    with app.db.read() as session:
+        return [_view(u) for u in session.scalars(select(User).order_by(User.name))]
+
+
+def set_password(app: App, actor: Actor, name: str, password: str) -> None:
+    note = AuditNote("user.passwd", detail={"user": name})
+    with audited(app, actor, note) as session:
+        if actor.name != name:
+            actor.authorize("user.edit")
+        v.validate_password(password)
+        user = get_user(session, name)
+        user.password_hash = _hasher.hash(password)
+        user.updated_at = app.now()
+
+
+def set_role(app: App, actor: Actor, name: str, role: str) -> UserView:
+    note = AuditNote("user.role", detail={"user": name, "role": role})
+    with audited(app, actor, note) as session:
+        actor.authorize("user.edit")
+        v.validate_choice(role, v.ROLES, field="role")
+        user = get_user(session, name)
+        _keep_an_admin(session, user, new_role=role)
+        user.role = role
+        user.updated_at = app.now()
+        return _view(user)
+
+
+def remove_user(app: App, actor: Actor, name: str) -> None:
+    note = AuditNote("user.remove", detail={"user": name})
+    with audited(app, actor, note) as session:
+        actor.authorize("user.remove")
+        user = get_user(session, name)
+        _keep_an_admin(session, user, new_role=None)
+        session.delete(user)
+
+
+def _keep_an_admin(session: Session, user: User, *, new_role: str | None) -> None:
+    if user.role != "admin" or new_role == "admin":
+        return
+    admins = session.scalar(select(func.count(User.id)).where(User.role == "admin")) or 0
+    if admins <= 1:
+        raise Conflict(f"{user.name} is the last admin; make another admin first", field="name")
+
+
+def authenticate(app: App, name: str, password: str) -> Actor:
+    """The actor for valid credentials; AuthenticationFailed otherwise (same message for an
+    unknown user and a wrong password, so names cannot be probed)."""
+    with app.db.read() as session:
+        user = session.scalar(select(User).where(User.name == name))
+        stored = user.password_hash if user else None
+    try:
+        if stored is None:
+            _hasher.hash(password)  # spend the same time as a real check
+            raise VerificationError
+        _hasher.verify(stored, password)
+    except (VerificationError, InvalidHashError):
+        raise AuthenticationFailed("unknown user or wrong password") from None
+    assert user is not None
+    return Actor(user.name, user.role)
+
+
+def actor_for(app: App, name: str) -> Actor:
+    """The actor of an existing user (the CLI acts as a local user without a password)."""
+    with app.db.read() as session:
+        user = get_user(session, name)
+        return Actor(user.name, user.role)
+
+
+def first_admin(app: App) -> Actor:
+    with app.db.read() as session:
+        user = session.scalar(select(User).where(User.role == "admin").order_by(User.id).limit(1))
+        if user is None:
+            raise NotFound("admin user", "(none)")
+        return Actor(user.name, user.role)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(app: App, actor: Actor, owner: str, token_name: str) -> tuple[str, int]:
+    """A new API token for ``owner``; returns (token, id). The token is shown only now."""
+    note = AuditNote("token.create", detail={"user": owner, "token": token_name})
+    with audited(app, actor, note) as session:
+        actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
+        v.validate_name(token_name, field="token name")
+        user = get_user(session, owner)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = ApiToken(
+            user=user,
+            name=token_name,
+            token_hash=hash_token(token),
+            prefix=token[:10],
+            created_at=app.now(),
+        )
+        session.add(row)
+        session.flush()
+        return token, row.id
+
+
+def list_tokens(app: App, actor: Actor, owner: str) -> Sequence[ApiToken]:
+    actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
+    with app.db.read() as session:
+        user = get_user(session, owner)
+        return session.scalars(select(ApiToken).where(ApiToken.user_id == user.id)).all()
+
+
+def revoke_token(app: App, actor: Actor, token_id: int) -> None:
+    note = AuditNote("token.revoke", detail={"token_id": token_id})
+    with audited(app, actor, note) as session:
+        row = session.get(ApiToken, token_id)
+        if row is None:
+            raise NotFound("token", token_id)
+        actor.authorize("token.manage_own" if row.user.name == actor.name else "token.manage_any")
+        if row.revoked_at is None:
+            row.revoked_at = app.now()
+
+
+def actor_for_token(app: App, token: str) -> Actor:
+    """Resolve a bearer token; records its last use."""
+    if not token.startswith(TOKEN_PREFIX):
+        raise AuthenticationFailed("invalid API token")
+    with app.db.session() as session:
+        row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+        if row is None or row.revoked_at is not None:
+            raise AuthenticationFailed("invalid or revoked API token")
+        row.last_used_at = app.now()
+        return Actor(row.user.name, row.user.role)
+
+
+def check_bootstrap_password(password: str | None) -> str:
+    if password is None:
+        raise InvalidInput(
+            "admin-password: required",
+            field="admin-password",
+            value=None,
+            allowed="at least 8 characters",
+        )
+    return v.validate_password(password)

@@ -1,0 +1,138 @@
+"""Connecting to the database, migrating it, and checking its schema is current.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout and foreign keys
+on; PostgreSQL is used as is. Migrations are Alembic's, shipped inside the package.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from fleetcron.errors import SchemaOutOfDate, StoreError
+
+log = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_begin_immediate(conn: Any) -> None:
+    # A write transaction takes SQLite's single writer lock at BEGIN, not at the first
+    # write, so two processes cannot both read "not yet fired" and then both insert.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_db_engine(url: str) -> Engine:
+    """Create an engine for the URL with fleetcron's connection settings."""
+    if url.startswith("sqlite"):
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _sqlite_pragmas)
+
+        # Let SQLAlchemy, not pysqlite, issue BEGIN so BEGIN IMMEDIATE takes effect.
+        @event.listens_for(engine, "connect")
+        def _no_pysqlite_begin(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+
+        event.listen(engine, "begin", _sqlite_begin_immediate)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def alembic_config(engine: Engine | None = None, url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("fleetcron.store") / "migrations"))
+    if url:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if engine is not None:
+        config.attributes["engine"] = engine
+    return config
+
+
+class Database:
+    """An engine and a session factory; the one way the rest of fleetcron reaches the data."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = create_db_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        session = self._sessions()
+        try:
+            with session.begin():
+                yield session
+        except OperationalError as exc:
+            raise StoreError(f"database error: {exc.orig}") from exc
+        finally:
+            session.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads only (still one transaction, for a consistent view)."""
+        with self.session() as session:
+            yield session
+
+    def head_revision(self) -> str | None:
+        return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+    def current_revision(self) -> str | None:
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot reach the database: {exc}") from exc
+
+    def upgrade(self) -> None:
+        """Migrate the schema to the newest revision."""
+        log.info("migrating database to head", extra={"action": "db.upgrade"})
+        command.upgrade(alembic_config(engine=self.engine), "head")
+
+    def ensure_current(self, *, auto_upgrade: bool = False) -> None:
+        """Stop with a clear message when the schema is not the one this code expects."""
+        current, head = self.current_revision(), self.head_revision()
+        if current == head:
+            return
+        if auto_upgrade:
+            self.upgrade()
+            return
+        if current is None:
+            raise SchemaOutOfDate(
+                "the database has no fleetcron schema; "
+                "run `fleetcron init` or `fleetcron db upgrade`"
+            )
+        raise SchemaOutOfDate(
+            f"the database schema is at revision {current}, this fleetcron needs {head}; "
+            "run `fleetcron db upgrade`"
+        )
+
+    def dispose(self) -> None:
+        self.engine.dispose()

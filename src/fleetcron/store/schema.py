@@ -1,0 +1,259 @@
+"""The database schema: every table of fleetcron, in one module.
+
+Alembic migrations under ``store/migrations`` are written against these models; a test
+checks that the migrated database matches them. Timestamps are stored as UTC and always
+come back timezone-aware (SQLite has no time zone type).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored as naive UTC and returned aware, on every database."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; pass an aware datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+
+
+class Target(Base):
+    """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
+
+    __tablename__ = "targets"
+    __table_args__ = (CheckConstraint("kind IN ('ssh', 'local')", name="kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    host: Mapped[str | None] = mapped_column(String(255))
+    port: Mapped[int | None] = mapped_column(Integer)
+    user: Mapped[str | None] = mapped_column(String(64))
+    private_key_enc: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    host_key: Mapped[str | None] = mapped_column(Text)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    paired: Mapped[bool] = mapped_column(Boolean, default=False)
+    paired_at: Mapped[datetime | None]
+    unpaired_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    assignments: Mapped[list[Assignment]] = relationship(
+        back_populates="target", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    def __repr__(self) -> str:
+        return f"Target(id={self.id!r}, name={self.name!r}, kind={self.kind!r})"
+
+
+class Job(Base):
+    """A command on a schedule; ``bulk`` runs on many targets, ``individual`` on one."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint("origin IN ('bulk', 'individual')", name="origin"),
+        CheckConstraint("overlap IN ('allow', 'forbid')", name="overlap"),
+        CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    origin: Mapped[str] = mapped_column(String(16))
+    schedule: Mapped[str] = mapped_column(String(255))
+    timezone: Mapped[str] = mapped_column(String(64))
+    command: Mapped[str] = mapped_column(Text)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    selector: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Individual jobs remember their target so re-pairing after an unpair restores them.
+    target_id: Mapped[int | None] = mapped_column(ForeignKey("targets.id"), index=True)
+    timeout_s: Mapped[int] = mapped_column(Integer)
+    overlap: Mapped[str] = mapped_column(String(8), default="allow")
+    catchup: Mapped[str] = mapped_column(String(8), default="none")
+    jitter_s: Mapped[int] = mapped_column(Integer, default=0)
+    retries: Mapped[int] = mapped_column(Integer, default=0)
+    retry_on: Mapped[list[str]] = mapped_column(JSON, default=list)
+    retry_backoff_s: Mapped[int] = mapped_column(Integer, default=30)
+    created_by: Mapped[str] = mapped_column(String(64))
+    updated_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    assignments: Mapped[list[Assignment]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", passive_deletes=True
+    )
+    target: Mapped[Target | None] = relationship(foreign_keys=[target_id])
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, origin={self.origin!r})"
+
+
+class Assignment(Base):
+    """One job on one target, with its own enabled flag and its next fire time."""
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("job_id", "target_id", name="uq_assignments_job_target"),
+        # The scheduler reads due work through this index: cost grows with due rows only.
+        Index("ix_assignments_due", "enabled", "next_fire_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id", ondelete="CASCADE"), index=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    last_fire_at: Mapped[datetime | None]
+    next_fire_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    job: Mapped[Job] = relationship(back_populates="assignments")
+    target: Mapped[Target] = relationship(back_populates="assignments")
+
+
+class Run(Base):
+    """One execution, or one slot that did not execute and why.
+
+    Written only through :mod:`fleetcron.store.runs`. ``assignment_id``, ``job_id`` and
+    ``target_id`` are plain columns, not foreign keys, so history outlives the job and the
+    target; the names are copied for the same reason.
+    """
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("assignment_id", "scheduled_for", "attempt", name="uq_runs_slot"),
+        Index("ix_runs_target_started", "target_id", "started_at"),
+        Index("ix_runs_job_started", "job_id", "started_at"),
+        Index("ix_runs_status", "status"),
+        Index("ix_runs_scheduled", "scheduled_for"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[int] = mapped_column(Integer)
+    target_id: Mapped[int] = mapped_column(Integer)
+    job_name: Mapped[str] = mapped_column(String(64))
+    target_name: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(16))
+    command: Mapped[str] = mapped_column(Text)
+    scheduled_for: Mapped[datetime]
+    trigger: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    stdout_head: Mapped[str] = mapped_column(Text, default="")
+    stdout_tail: Mapped[str] = mapped_column(Text, default="")
+    stdout_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    stdout_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    stderr_head: Mapped[str] = mapped_column(Text, default="")
+    stderr_tail: Mapped[str] = mapped_column(Text, default="")
+    stderr_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    stderr_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    deadline_at: Mapped[datetime | None]
+    node: Mapped[str] = mapped_column(String(255))
+    actor: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class AuditEvent(Base):
+    """An operator or system action. Append-only: the code has no update or delete path."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_at", "at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime]
+    actor: Mapped[str] = mapped_column(String(64), index=True)
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    success: Mapped[bool] = mapped_column(Boolean)
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    job_name: Mapped[str | None] = mapped_column(String(64))
+    target_id: Mapped[int | None] = mapped_column(Integer)
+    target_name: Mapped[str | None] = mapped_column(String(64), index=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class User(Base):
+    """An account of the web UI, the API and the CLI."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    tokens: Mapped[list[ApiToken]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    def __repr__(self) -> str:
+        return f"User(id={self.id!r}, name={self.name!r}, role={self.role!r})"
+
+
+class ApiToken(Base):
+    """A bearer token for the API; only its SHA-256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+    user: Mapped[User] = relationship(back_populates="tokens")
