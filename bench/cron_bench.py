@@ -29,8 +29,8 @@ START = (2026, 1, 1, 0, 0)
 def run_fleetcron(expr: str, start: datetime, fires: int) -> datetime:
     schedule = parse(expr, start.tzinfo)  # type: ignore[arg-type]
     last = start
-    for last in itertools.islice(schedule.iter_after(start), fires):
-        pass
+    for fire in itertools.islice(schedule.iter_after(start), fires):
+        last = fire
     return last
 
 
@@ -78,7 +78,9 @@ def main() -> None:
     for zone, expr in itertools.product(ZONES, EXPRESSIONS):
         start = datetime(*START, tzinfo=ZoneInfo(zone))
         fires = args.fires if expr != "0 0 29 2 *" else max(args.fires // 10, 10)
-        results = {name: rate(run, expr, start, fires, args.repeat) for name, run in RUNNERS.items()}
+        results = {
+            name: rate(run, expr, start, fires, args.repeat) for name, run in RUNNERS.items()
+        }
         # the three must agree, or the comparison is meaningless
         ends = {name: run(expr, start, fires) for name, run in RUNNERS.items()}
         agree = "" if len(set(ends.values())) == 1 else " (results differ!)"

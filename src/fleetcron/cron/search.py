@@ -115,9 +115,9 @@ class Tables:
 
     __slots__ = (
         "_day_cache",
-        "_shape_cache",
         "_dom",
         "_dow",
+        "_shape_cache",
         "first_month",
         "last_month",
         "next_hour",

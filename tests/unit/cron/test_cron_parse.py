@@ -85,9 +85,7 @@ def test_plain_cron_reports_no_extensions() -> None:
         ("0 0 1,L * fri#3,5L", ("L", "#", "DOWL")),
     ],
 )
-def test_it_lists_the_extensions_an_expression_uses(
-    text: str, extensions: tuple[str, ...]
-) -> None:
+def test_it_lists_the_extensions_an_expression_uses(text: str, extensions: tuple[str, ...]) -> None:
     assert parse(text).extensions == extensions
 
 
