@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import click

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -23,7 +24,7 @@ def init(admin_name: str, admin_password: str | None) -> None:
     """Create the data dir, the database, the master key and the first admin."""
     password = admin_password or os.environ.get("FLEETCRON_ADMIN_PASSWORD")
     with opened_app(check_schema=False) as app:
-        if setup.needs_admin(app) and password is None and click.get_text_stream("stdin").isatty():
+        if setup.needs_admin(app) and password is None and sys.stdin.isatty():
             password = click.prompt(
                 "Password for the first admin", hide_input=True, confirmation_prompt=True
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime
 
 import click
@@ -12,6 +13,7 @@ from fleetcron.cli.output import print_json, print_table
 from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
+from fleetcron.store.schema import AuditEvent
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -19,7 +21,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 def _password(given: str | None) -> str:
     password = given or os.environ.get("FLEETCRON_PASSWORD")
     if password is None:
-        if not click.get_text_stream("stdin").isatty():
+        if not sys.stdin.isatty():
             raise InvalidInput(
                 "password: required (--password or FLEETCRON_PASSWORD)",
                 field="password",
@@ -147,35 +149,35 @@ def audit_list(
             since=_since(since),
             limit=limit,
         )
-    rows = [
-        {
-            "id": e.id,
-            "at": e.at,
-            "actor": e.actor,
-            "action": e.action,
-            "success": e.success,
-            "job": e.job_name,
-            "target": e.target_name,
-            "detail": e.detail,
-        }
-        for e in events
-    ]
     if as_json:
-        print_json(rows)
+        print_json([_event_dict(e) for e in events])
         return
     print_table(
         None,
         ["at", "actor", "action", "ok", "job", "target", "detail"],
         [
             (
-                r["at"],
-                r["actor"],
-                r["action"],
-                "yes" if r["success"] else "NO",
-                r["job"],
-                r["target"],
-                ", ".join(f"{k}={v}" for k, v in r["detail"].items()),
-            )  # type: ignore[union-attr]
-            for r in rows
+                e.at,
+                e.actor,
+                e.action,
+                "yes" if e.success else "NO",
+                e.job_name,
+                e.target_name,
+                ", ".join(f"{k}={v}" for k, v in e.detail.items()),
+            )
+            for e in events
         ],
     )
+
+
+def _event_dict(event: AuditEvent) -> dict[str, object]:
+    return {
+        "id": event.id,
+        "at": event.at,
+        "actor": event.actor,
+        "action": event.action,
+        "success": event.success,
+        "job": event.job_name,
+        "target": event.target_name,
+        "detail": event.detail,
+    }

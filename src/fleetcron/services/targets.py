@@ -164,7 +164,7 @@ def pair_target(
     waiting on the network; the transaction then rechecks that the pinned key is unchanged.
     """
     note = AuditNote("target.pair", target_name=name)
-    fingerprint: str | None = None
+    key_fingerprint: str | None = None
     pinned: str | None = None
     tofu = False
     try:
@@ -175,8 +175,8 @@ def pair_target(
         note.target_id = target.id
         if target.kind == "ssh":
             pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
-            fingerprint = fingerprint(pinned)
-            note.detail.update({"host_key": fingerprint, "trust_on_first_use": tofu})
+            key_fingerprint = fingerprint(pinned)
+            note.detail.update({"host_key": key_fingerprint, "trust_on_first_use": tofu})
             _verify(app, target, pinned)
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
@@ -195,7 +195,7 @@ def pair_target(
         current.updated_at = now
         extended = extend_jobs_to(session, app, actor, current)
         note.detail["extended_jobs"] = len(extended)
-    return PairResult(current, fingerprint, tofu, tuple(extended))
+    return PairResult(current, key_fingerprint, tofu, tuple(extended))
 
 
 def _resolve_host_key(

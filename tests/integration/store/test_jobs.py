@@ -13,7 +13,9 @@ from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, AuditEvent, Job
 
-NIGHTLY = JobSpec(schedule="0 2 * * *", command="/usr/sbin/fwconsole reload", notes="nightly reload")
+NIGHTLY = JobSpec(
+    schedule="0 2 * * *", command="/usr/sbin/fwconsole reload", notes="nightly reload"
+)
 
 
 def add_local_targets(app: App, actor: Actor, *names: str, labels: tuple[str, ...] = ()) -> None:

@@ -12,9 +12,9 @@ target_metadata = Base.metadata
 
 
 def run_migrations_online() -> None:
-    engine = config.attributes.get("engine") or create_engine(
-        config.get_main_option("sqlalchemy.url")
-    )
+    engine = config.attributes.get("engine")
+    if engine is None:
+        engine = create_engine(str(config.get_main_option("sqlalchemy.url")))
     with engine.connect() as connection:
         context.configure(
             connection=connection,
