@@ -57,6 +57,51 @@ class Settings(BaseSettings):
     ssh_connect_timeout_s: float = Field(
         default=15.0, gt=0, le=300, description="Timeout to connect and verify an SSH target."
     )
+    output_limit_bytes: int = Field(
+        default=4096,
+        ge=0,
+        le=1 << 20,
+        description="Bytes kept from the head and from the tail of each run's stdout and stderr.",
+    )
+    misfire_grace_s: int = Field(
+        default=60,
+        ge=1,
+        le=24 * 3600,
+        description="A slot still fires this many seconds after its minute; later it is missed.",
+    )
+    catchup_window_s: int = Field(
+        default=24 * 3600,
+        ge=1,
+        le=366 * 24 * 3600,
+        description="Jobs with catchup=latest run their newest missed slot if it is this recent.",
+    )
+    max_missed_records: int = Field(
+        default=10,
+        ge=1,
+        le=10_000,
+        description="Missed slots recorded one by one per assignment before a summary record.",
+    )
+    tick_s: float = Field(
+        default=1.0, gt=0, le=30, description="How often the scheduler looks for due work."
+    )
+    shutdown_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="On SIGTERM, running runs get this long to finish before being interrupted.",
+    )
+    ssh_max_concurrency: int = Field(
+        default=64, ge=1, le=10_000, description="SSH runs in flight across all targets."
+    )
+    ssh_per_target_concurrency: int = Field(
+        default=4, ge=1, le=1000, description="SSH runs in flight on one target."
+    )
+    local_max_concurrency: int = Field(
+        default=64, ge=1, le=10_000, description="Local runs in flight at once."
+    )
+    log_format: str = Field(
+        default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
+    )
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )

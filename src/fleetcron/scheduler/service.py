@@ -1,0 +1,346 @@
+"""The scheduler: the asyncio loop that ties planning, the run store and the executors.
+
+Each tick claims due slots and queued manual runs (one transaction each, through
+:class:`~fleetcron.store.runs.RunStore`), starts a task per run, and lets a writer task
+record completions in batches. Database calls run on one dedicated thread so the event
+loop never blocks on I/O and SQLite sees one writer.
+
+Stopping (SIGTERM/SIGINT): no more claims; running runs get ``shutdown_grace_s`` to finish,
+the rest are cancelled (their processes killed) and recorded as ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from fleetcron.core.planning import SlotPolicy, jitter_offset, retry_delay, should_retry
+from fleetcron.executors.base import EMPTY_OUTPUT, ExecRequest, ExecResult, SshTarget, utc_now
+from fleetcron.executors.local import LocalExecutor
+from fleetcron.executors.ssh import SshExecutor
+from fleetcron.services.context import App
+from fleetcron.store.runs import Dispatch, RunGuard, RunStore
+
+log = logging.getLogger("fleetcron.cron")
+
+T = TypeVar("T")
+
+#: Completions written in one transaction at most.
+FINISH_BATCH = 500
+
+
+def policy_from(app: App) -> SlotPolicy:
+    s = app.settings
+    return SlotPolicy(
+        grace=timedelta(seconds=s.misfire_grace_s),
+        catchup_window=timedelta(seconds=s.catchup_window_s),
+        max_missed_records=s.max_missed_records,
+    )
+
+
+@dataclass
+class TickStats:
+    """What one tick did; returned for tests and the tick-duration metric."""
+
+    dispatched: int = 0
+    missed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Finished:
+    dispatch: Dispatch
+    result: ExecResult
+
+
+@dataclass
+class Scheduler:
+    """One scheduler of one node. ``clock`` is the only time source (tests inject one)."""
+
+    app: App
+    guard: RunGuard | None = None
+    clock: Callable[[], datetime] = utc_now
+    local: LocalExecutor | None = None
+    ssh: SshExecutor | None = None
+    running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    last_tick: datetime | None = None
+
+    def __post_init__(self) -> None:
+        settings = self.app.settings
+        self.runs = RunStore(
+            self.app.db, node=self.app.node_name, guard=self.guard, policy=policy_from(self.app)
+        )
+        self.local = self.local or LocalExecutor(clock=self.clock)
+        self.ssh = self.ssh or SshExecutor(
+            clock=self.clock,
+            max_concurrency=settings.ssh_max_concurrency,
+            per_target_concurrency=settings.ssh_per_target_concurrency,
+            max_connections=max(256, settings.ssh_max_concurrency),
+            connect_timeout_s=settings.ssh_connect_timeout_s,
+        )
+        self._local_slots = asyncio.Semaphore(settings.local_max_concurrency)
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetcron-db")
+        self._finished: asyncio.Queue[_Finished] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._retries: set[asyncio.Task[None]] = set()
+
+    async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Close runs a crash left behind, then accept completions."""
+        lost = await self._in_db(self.runs.close_lost, self.clock())
+        if lost:
+            log.warning(
+                "cron: %d run(s) left running by a crash closed as lost",
+                lost,
+                extra={"action": "runs.lost", "count": lost},
+            )
+        self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Tick until ``stop`` is set, then shut down gracefully."""
+        await self.start()
+        log.info(
+            "cron: scheduler started on node %s",
+            self.app.node_name,
+            extra={"action": "scheduler.start", "node": self.app.node_name},
+        )
+        try:
+            while not stop.is_set():
+                try:
+                    await self.tick()
+                except Exception:
+                    log.exception("cron: tick failed; retrying", extra={"action": "tick.error"})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.app.settings.tick_s)
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        grace = self.app.settings.shutdown_grace_s
+        pending = [t for t in self.running.values() if not t.done()]
+        if pending:
+            log.info(
+                "cron: waiting up to %gs for %d running run(s)",
+                grace,
+                len(pending),
+                extra={"action": "scheduler.drain", "count": len(pending)},
+            )
+            await asyncio.wait(pending, timeout=grace)
+        for task in self._retries:
+            task.cancel()
+        leftover = {rid: t for rid, t in self.running.items() if not t.done()}
+        for task in leftover.values():
+            task.cancel()
+        await asyncio.gather(*leftover.values(), *self._retries, return_exceptions=True)
+        await self._drain_writer()
+        if leftover:
+            await self._in_db(
+                self.runs.interrupt,
+                list(leftover),
+                self.clock(),
+                "the scheduler was stopped before this run finished",
+            )
+        if self.ssh is not None:
+            await self.ssh.close()
+        self._db.shutdown(wait=True)
+        log.info("cron: scheduler stopped", extra={"action": "scheduler.stop"})
+
+    # -- ticking ----------------------------------------------------------------------
+
+    async def tick(self) -> TickStats:
+        """Claim due slots and queued manual runs, and start them."""
+        t0 = time.perf_counter()
+        now = self.clock()
+        claimed = await self._in_db(self.runs.claim_due, now)
+        queued = await self._in_db(self.runs.claim_queued, now)
+        dispatches = claimed.dispatches + queued
+        if dispatches or claimed.missed or claimed.skipped:
+            log.info(
+                "cron: %d due at %s (%d missed, %d skipped)",
+                len(dispatches),
+                now.strftime("%Y-%m-%d %H:%M"),
+                claimed.missed,
+                claimed.skipped,
+                extra={
+                    "action": "tick",
+                    "due": len(dispatches),
+                    "missed": claimed.missed,
+                    "skipped": claimed.skipped,
+                },
+            )
+        for dispatch in dispatches:
+            self._launch(dispatch)
+        self.last_tick = now
+        return TickStats(len(dispatches), claimed.missed, claimed.skipped, time.perf_counter() - t0)
+
+    def _launch(self, dispatch: Dispatch) -> None:
+        task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")
+        self.running[dispatch.run_id] = task
+        run_id = dispatch.run_id
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self.running.pop(run_id, None)
+
+        task.add_done_callback(forget)
+
+    async def _execute(self, dispatch: Dispatch) -> None:
+        delay = jitter_offset(dispatch.job_id, dispatch.target_id, dispatch.jitter_s)
+        if delay:
+            await asyncio.sleep(delay)
+        log.info(
+            "cron: dispatch job=%s target=%s run=%d attempt=%d",
+            dispatch.job_name,
+            dispatch.target_name,
+            dispatch.run_id,
+            dispatch.attempt,
+            extra={
+                "action": "run.dispatch",
+                "job": dispatch.job_name,
+                "target": dispatch.target_name,
+                "run_id": dispatch.run_id,
+            },
+        )
+        result = await self._run_on_target(dispatch)
+        log.info(
+            "cron: done    job=%s target=%s run=%d status=%s exit=%s took=%dms",
+            dispatch.job_name,
+            dispatch.target_name,
+            dispatch.run_id,
+            result.status,
+            "-" if result.exit_code is None else result.exit_code,
+            result.duration_ms,
+            extra={
+                "action": "run.done",
+                "job": dispatch.job_name,
+                "target": dispatch.target_name,
+                "run_id": dispatch.run_id,
+                "status": result.status,
+                "exit_code": result.exit_code,
+                "took_ms": result.duration_ms,
+            },
+        )
+        await self._finished.put(_Finished(dispatch, result))
+        if should_retry(result.status, dispatch.attempt, dispatch.retries, list(dispatch.retry_on)):
+            task = asyncio.create_task(self._retry(dispatch))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
+
+    async def _retry(self, previous: Dispatch) -> None:
+        await asyncio.sleep(retry_delay(previous.attempt, previous.retry_backoff_s))
+        dispatch = await self._in_db(self.runs.start_retry, previous, self.clock())
+        if dispatch is not None:
+            self._launch(dispatch)
+
+    async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
+        request = ExecRequest(
+            command=dispatch.command,
+            env=run_environment(dispatch),
+            timeout_s=float(dispatch.timeout_s),
+            output_limit=self.app.settings.output_limit_bytes,
+        )
+        try:
+            if dispatch.target_kind == "local":
+                assert self.local is not None
+                async with self._local_slots:
+                    return await self.local.run(request)
+            assert self.ssh is not None
+            return await self.ssh.run(self._ssh_target(dispatch), request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or a broken target record must not kill the loop
+            log.exception(
+                "cron: run %d could not start",
+                dispatch.run_id,
+                extra={"action": "run.error", "run_id": dispatch.run_id},
+            )
+            return _not_started(self.clock(), f"could not start: {exc}")
+
+    def _ssh_target(self, dispatch: Dispatch) -> SshTarget:
+        if not (
+            dispatch.host
+            and dispatch.port
+            and dispatch.user
+            and dispatch.private_key_enc
+            and dispatch.host_key
+        ):
+            raise ValueError(
+                f"target {dispatch.target_name} is missing its SSH settings or host key"
+            )
+        return SshTarget(
+            name=dispatch.target_name,
+            host=dispatch.host,
+            port=dispatch.port,
+            user=dispatch.user,
+            private_key=self.app.master_key.decrypt(dispatch.private_key_enc).reveal(),
+            host_key=dispatch.host_key,
+        )
+
+    # -- recording --------------------------------------------------------------------
+
+    async def _write_completions(self) -> None:
+        while True:
+            first = await self._finished.get()
+            batch = [first]
+            while len(batch) < FINISH_BATCH and not self._finished.empty():
+                batch.append(self._finished.get_nowait())
+            try:
+                await self._in_db(self.runs.finish, [(f.dispatch.run_id, f.result) for f in batch])
+            except Exception:
+                log.exception(
+                    "cron: could not record %d finished run(s)",
+                    len(batch),
+                    extra={"action": "runs.finish.error"},
+                )
+            finally:
+                for _ in batch:
+                    self._finished.task_done()
+
+    async def _drain_writer(self) -> None:
+        await self._finished.join()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+
+    async def idle(self) -> None:
+        """Wait until every started run has finished and been recorded (for tests and CLI)."""
+        while self.running or self._retries:
+            await asyncio.gather(*self.running.values(), *self._retries, return_exceptions=True)
+        await self._finished.join()
+
+
+def run_environment(dispatch: Dispatch) -> dict[str, str]:
+    """Variables every command gets, so it can tell which run it is."""
+    return {
+        "FLEETCRON_RUN_ID": str(dispatch.run_id),
+        "FLEETCRON_JOB": dispatch.job_name,
+        "FLEETCRON_TARGET": dispatch.target_name,
+        "FLEETCRON_SCHEDULED_FOR": (
+            dispatch.scheduled_for.isoformat() if dispatch.scheduled_for else ""
+        ),
+    }
+
+
+def _not_started(now: datetime, error: str) -> ExecResult:
+    return ExecResult(
+        status="connect_error",
+        exit_code=None,
+        stdout=EMPTY_OUTPUT,
+        stderr=EMPTY_OUTPUT,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0,
+        error=error,
+    )

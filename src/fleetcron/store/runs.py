@@ -1,0 +1,413 @@
+"""The single write path for runs.
+
+Every write of a run row — claiming due slots, starting a queued manual run, a retry,
+completion, loss, interruption — goes through :class:`RunStore`, and every one of those
+transactions calls the :class:`RunGuard` before it commits. Standalone, the guard lets
+everything through; with high availability it proves this node is the authorized owner
+and raises :class:`~fleetcron.errors.Fenced` otherwise, rolling the write back.
+
+Exactly once per slot: a run row for (assignment, slot, attempt) is inserted under a
+unique constraint in the same transaction that advances the assignment's
+``next_fire_at``. PostgreSQL locks the due assignments with ``FOR UPDATE SKIP LOCKED``;
+SQLite takes its single writer lock at ``BEGIN IMMEDIATE``. Either way two scheduler
+processes on one database can never both dispatch the same slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import Row, and_, bindparam, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
+from fleetcron.cron import CronSchedule, parse
+from fleetcron.executors.base import ExecResult
+from fleetcron.store.db import Database
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+log = logging.getLogger(__name__)
+
+#: A run's deadline is its timeout plus this margin (time to connect, to kill, to record).
+DEADLINE_MARGIN = timedelta(seconds=60)
+FINISHED = ("succeeded", "failed", "timed_out", "connect_error")
+
+
+class RunGuard(Protocol):
+    """Decides, inside a write transaction, whether this node may write runs at all."""
+
+    def check(self, session: Session) -> None:
+        """Return if the write may commit; raise Fenced (rolling it back) otherwise."""
+
+
+class Standalone:
+    """The guard of a single node: nothing to prove."""
+
+    def check(self, session: Session) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Everything the scheduler needs to run one claimed run; plain data, no session."""
+
+    run_id: int
+    assignment_id: int
+    job_id: int
+    job_name: str
+    target_id: int
+    target_name: str
+    target_kind: str
+    host: str | None
+    port: int | None
+    user: str | None
+    private_key_enc: bytes | None = None
+    host_key: str | None = None
+    command: str = ""
+    timeout_s: int = 300
+    scheduled_for: datetime | None = None
+    trigger: str = "schedule"
+    attempt: int = 1
+    jitter_s: int = 0
+    retries: int = 0
+    retry_on: tuple[str, ...] = ()
+    retry_backoff_s: int = 30
+    started_at: datetime | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Dispatch(run_id={self.run_id}, job={self.job_name!r}, target={self.target_name!r}, "
+            f"scheduled_for={self.scheduled_for}, attempt={self.attempt})"
+        )
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What one claim transaction decided."""
+
+    dispatches: list[Dispatch]
+    missed: int
+    skipped: int
+
+
+_DISPATCH_COLUMNS = (
+    Assignment.id.label("assignment_id"),
+    Assignment.next_fire_at,
+    Job.id.label("job_id"),
+    Job.name.label("job_name"),
+    Job.origin,
+    Job.schedule,
+    Job.timezone,
+    Job.command,
+    Job.timeout_s,
+    Job.overlap,
+    Job.catchup,
+    Job.jitter_s,
+    Job.retries,
+    Job.retry_on,
+    Job.retry_backoff_s,
+    Target.id.label("target_id"),
+    Target.name.label("target_name"),
+    Target.kind.label("target_kind"),
+    Target.host,
+    Target.port,
+    Target.user,
+    Target.private_key_enc,
+    Target.host_key,
+)
+
+
+def _dispatch_query() -> Any:
+    return (
+        select(*_DISPATCH_COLUMNS)
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+    )
+
+
+class RunStore:
+    """Claims, starts and finishes runs; the only code that writes the runs table."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        node: str,
+        guard: RunGuard | None = None,
+        policy: SlotPolicy | None = None,
+    ) -> None:
+        self.db = db
+        self.node = node
+        self.guard: RunGuard = guard or Standalone()
+        self.policy = policy or SlotPolicy()
+        self._schedules: dict[tuple[str, str], CronSchedule] = {}
+
+    def _schedule(self, expression: str, timezone: str) -> CronSchedule:
+        key = (expression, timezone)
+        schedule = self._schedules.get(key)
+        if schedule is None:
+            schedule = self._schedules[key] = parse(expression, timezone)
+        return schedule
+
+    # -- claiming ---------------------------------------------------------------------
+
+    def claim_due(self, now: datetime, limit: int = 500) -> Claimed:
+        """Decide every due slot of up to ``limit`` due assignments, in one transaction.
+
+        Reads only assignments whose indexed ``next_fire_at`` has come. Returns the runs to
+        dispatch (already recorded as ``running``) and how many slots were recorded as
+        missed or skipped. On a unique-constraint race nothing is written and nothing is
+        returned; the next tick sees the winner's writes.
+        """
+        try:
+            with self.db.session() as session:
+                return self._claim_due(session, now, limit)
+        except IntegrityError:
+            log.warning("claim lost a race; retrying next tick", extra={"action": "claim.race"})
+            return Claimed([], 0, 0)
+
+    def _claim_due(self, session: Session, now: datetime, limit: int) -> Claimed:
+        query = (
+            _dispatch_query()
+            .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
+            .order_by(Assignment.next_fire_at)
+            .limit(limit)
+        )
+        if self.db.dialect == "postgresql":
+            query = query.with_for_update(skip_locked=True, of=Assignment)
+        rows = session.execute(query).all()
+        if not rows:
+            return Claimed([], 0, 0)
+        self.guard.check(session)
+        running = self._running_assignments(
+            session, [r.assignment_id for r in rows if r.overlap == "forbid"]
+        )
+        firing: list[tuple[Row[Any], Run]] = []
+        missed = skipped = 0
+        next_fires: list[dict[str, Any]] = []
+        for row in rows:
+            plan = plan_assignment(
+                self._schedule(row.schedule, row.timezone),
+                AssignmentState(
+                    row.next_fire_at, row.overlap, row.catchup, row.assignment_id in running
+                ),
+                now,
+                self.policy,
+            )
+            next_fires.append({"aid": row.assignment_id, "next": plan.next_fire_at, "now": now})
+            for outcome in plan.outcomes:
+                run = self._new_run(row, outcome.slot, outcome.trigger, now)
+                if outcome.outcome == "fire":
+                    run.status = "running"
+                    run.started_at = now
+                    run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+                    firing.append((row, run))
+                else:
+                    run.status = outcome.outcome
+                    run.reason = outcome.reason
+                    run.finished_at = now
+                    missed += outcome.outcome == "missed"
+                    skipped += outcome.outcome == "skipped"
+                session.add(run)
+        assignments = Assignment.__table__
+        # Core executemany: one statement for every advanced assignment.
+        session.connection().execute(
+            update(assignments)
+            .where(assignments.c.id == bindparam("aid"))
+            .values(next_fire_at=bindparam("next"), last_fire_at=bindparam("now")),
+            next_fires,
+        )
+        session.flush()
+        return Claimed([_dispatch_from(row, run) for row, run in firing], missed, skipped)
+
+    def _running_assignments(self, session: Session, assignment_ids: list[int]) -> set[int]:
+        if not assignment_ids:
+            return set()
+        return set(
+            session.scalars(
+                select(Run.assignment_id).where(
+                    Run.status == "running", Run.assignment_id.in_(assignment_ids)
+                )
+            )
+        )
+
+    def _new_run(self, row: Row[Any], slot: datetime, trigger: str, now: datetime) -> Run:
+        return Run(
+            assignment_id=row.assignment_id,
+            job_id=row.job_id,
+            job_name=row.job_name,
+            origin=row.origin,
+            command=row.command,
+            target_id=row.target_id,
+            target_name=row.target_name,
+            scheduled_for=slot,
+            trigger=trigger,
+            attempt=1,
+            node=self.node,
+            actor="scheduler",
+            created_at=now,
+        )
+
+    def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
+        """Start queued manual runs (requested by the CLI, API or web on any node)."""
+        with self.db.session() as session:
+            query = select(Run).where(Run.status == "queued").order_by(Run.id).limit(limit)
+            if self.db.dialect == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            runs = session.scalars(query).all()
+            if not runs:
+                return []
+            self.guard.check(session)
+            rows = {
+                row.assignment_id: row
+                for row in session.execute(
+                    _dispatch_query().where(Assignment.id.in_([r.assignment_id for r in runs]))
+                )
+            }
+            dispatches = []
+            for run in runs:
+                row = rows.get(run.assignment_id)
+                if row is None:
+                    run.status, run.finished_at = "skipped", now
+                    run.reason = "the job or its target was removed before the run started"
+                    continue
+                run.status, run.started_at, run.node = "running", now, self.node
+                run.command = row.command
+                run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+                dispatches.append(_dispatch_from(row, run))
+            return dispatches
+
+    def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
+        """Record the next attempt of a failed run as running; None if it cannot start."""
+        with self.db.session() as session:
+            self.guard.check(session)
+            row = session.execute(
+                _dispatch_query().where(
+                    Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
+                )
+            ).first()
+            if row is None:
+                return None
+            run = self._new_run(row, previous.scheduled_for or now, "retry", now)
+            run.attempt = previous.attempt + 1
+            run.status, run.started_at = "running", now
+            run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+            session.add(run)
+            session.flush()
+            return _dispatch_from(row, run)
+
+    # -- finishing --------------------------------------------------------------------
+
+    def finish(self, results: Sequence[tuple[int, ExecResult]]) -> None:
+        """Record the outcome of finished runs, in one transaction.
+
+        Only runs still ``running`` are updated: a run already closed as lost, interrupted
+        or fenced keeps that status.
+        """
+        if not results:
+            return
+        params = [_finish_params(run_id, result) for run_id, result in results]
+        with self.db.session() as session:
+            self.guard.check(session)
+            runs = Run.__table__
+            session.connection().execute(
+                update(runs)
+                .where(and_(runs.c.id == bindparam("rid"), runs.c.status == "running"))
+                .values(
+                    status=bindparam("status"),
+                    exit_code=bindparam("exit_code"),
+                    stdout_head=bindparam("stdout_head"),
+                    stdout_tail=bindparam("stdout_tail"),
+                    stdout_bytes=bindparam("stdout_bytes"),
+                    stdout_truncated=bindparam("stdout_truncated"),
+                    stderr_head=bindparam("stderr_head"),
+                    stderr_tail=bindparam("stderr_tail"),
+                    stderr_bytes=bindparam("stderr_bytes"),
+                    stderr_truncated=bindparam("stderr_truncated"),
+                    error=bindparam("error"),
+                    started_at=bindparam("started_at"),
+                    finished_at=bindparam("finished_at"),
+                    duration_ms=bindparam("duration_ms"),
+                ),
+                params,
+            )
+
+    def close_lost(self, now: datetime) -> int:
+        """Runs of this node left ``running`` past their deadline (a crash) become ``lost``."""
+        with self.db.session() as session:
+            self.guard.check(session)
+            result = session.execute(
+                update(Run)
+                .where(Run.node == self.node, Run.status == "running", Run.deadline_at < now)
+                .values(
+                    status="lost",
+                    finished_at=now,
+                    reason="the scheduler stopped while this run was going; its outcome is unknown",
+                )
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+
+    def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
+        ids = list(run_ids)
+        if not ids:
+            return
+        with self.db.session() as session:
+            self.guard.check(session)
+            session.execute(
+                update(Run)
+                .where(Run.id.in_(ids), Run.status == "running")
+                .values(status="interrupted", finished_at=now, reason=reason)
+            )
+
+
+def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
+    """The dispatch of a flushed run (its id is known)."""
+    return Dispatch(
+        run_id=run.id,
+        assignment_id=row.assignment_id,
+        job_id=row.job_id,
+        job_name=row.job_name,
+        command=row.command,
+        timeout_s=row.timeout_s,
+        jitter_s=row.jitter_s if run.trigger == "schedule" else 0,
+        retries=row.retries,
+        retry_on=tuple(row.retry_on or ()),
+        retry_backoff_s=row.retry_backoff_s,
+        target_id=row.target_id,
+        target_name=row.target_name,
+        target_kind=row.target_kind,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        private_key_enc=row.private_key_enc,
+        host_key=row.host_key,
+        scheduled_for=run.scheduled_for,
+        trigger=run.trigger,
+        attempt=run.attempt,
+        started_at=run.started_at,
+    )
+
+
+def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
+    return {
+        "rid": run_id,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "stdout_head": result.stdout.head,
+        "stdout_tail": result.stdout.tail,
+        "stdout_bytes": result.stdout.total_bytes,
+        "stdout_truncated": result.stdout.truncated,
+        "stderr_head": result.stderr.head,
+        "stderr_tail": result.stderr.tail,
+        "stderr_bytes": result.stderr.total_bytes,
+        "stderr_truncated": result.stderr.truncated,
+        "error": result.error,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "duration_ms": result.duration_ms,
+    }
