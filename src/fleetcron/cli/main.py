@@ -14,6 +14,8 @@ from fleetcron import __version__
 from fleetcron.cli.cron_cmd import cron
 from fleetcron.cli.job_cmd import job
 from fleetcron.cli.output import run_cli
+from fleetcron.cli.runs_cmd import run_job, runs
+from fleetcron.cli.serve_cmd import scheduler, serve
 from fleetcron.cli.setup_cmd import db, init
 from fleetcron.cli.target_cmd import target
 from fleetcron.cli.user_cmd import audit, user
@@ -25,8 +27,9 @@ def cli() -> None:
     """Cron for fleets of servers: every run recorded, never twice."""
 
 
-for command in (init, db, target, job, user, audit, cron):
+for command in (init, db, serve, scheduler, target, job, runs, user, audit, cron):
     cli.add_command(command)
+job.add_command(run_job)
 
 
 def main() -> None:

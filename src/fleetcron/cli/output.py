@@ -80,3 +80,19 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
     for row in rows:
         table.add_row(*(_cell(cell) for cell in row))
     Console().print(table)
+
+
+def parse_time(value: str | None, option: str) -> datetime | None:
+    """An ISO-8601 option value; a time without a zone is in the local zone."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(
+            f"{option}: {value!r} is not an ISO-8601 time",
+            field=option,
+            value=value,
+            allowed="e.g. 2026-03-08 or 2026-03-08T02:00:00+00:00",
+        ) from None
+    return parsed if parsed.tzinfo else parsed.astimezone()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
 
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import parse_time, print_json, print_table
 from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
@@ -104,23 +103,6 @@ def audit() -> None:
     """The audit log of every operator action."""
 
 
-def _since(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(
-            f"since: {value!r} is not an ISO-8601 time",
-            field="since",
-            value=value,
-            allowed="e.g. 2026-03-08 or 2026-03-08T02:00:00+00:00",
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.astimezone()
-    return parsed
-
-
 @audit.command("list")
 @click.option("--actor", help="Only this actor.")
 @click.option("--action", help="Only actions starting with this (e.g. job. or job.add).")
@@ -146,7 +128,7 @@ def audit_list(
             by=actor,
             action=action,
             target=target,
-            since=_since(since),
+            since=parse_time(since, "since"),
             limit=limit,
         )
     if as_json:

@@ -1,0 +1,196 @@
+"""`fleetcron runs list|show` and `fleetcron job run`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.output import parse_time, print_json, print_table
+from fleetcron.services import runs as svc
+from fleetcron.services.runs import FINISHED_STATUSES, RUN_STATUSES, RunFilter
+from fleetcron.store.schema import Run
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def run_dict(run: Run, *, full: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": run.id,
+        "job": run.job_name,
+        "target": run.target_name,
+        "origin": run.origin,
+        "scheduled_for": run.scheduled_for,
+        "trigger": run.trigger,
+        "attempt": run.attempt,
+        "status": run.status,
+        "reason": run.reason,
+        "exit_code": run.exit_code,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "duration_ms": run.duration_ms,
+        "node": run.node,
+        "actor": run.actor,
+        "error": run.error,
+    }
+    if full:
+        data["command"] = run.command
+        for stream in ("stdout", "stderr"):
+            data[stream] = {
+                "head": getattr(run, f"{stream}_head"),
+                "tail": getattr(run, f"{stream}_tail"),
+                "bytes": getattr(run, f"{stream}_bytes"),
+                "truncated": getattr(run, f"{stream}_truncated"),
+            }
+    return data
+
+
+@click.group()
+def runs() -> None:
+    """What ran, what failed, what was skipped or missed and why."""
+
+
+@runs.command("list")
+@click.option("--job", help="Only this job.")
+@click.option("--target", help="Only this target.")
+@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only this status.")
+@click.option("--since", help="Only slots at or after this ISO-8601 time.")
+@click.option("--grep", "grep", help="Only runs whose output or error contains this text.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@json_option
+@as_user_option
+def list_(
+    job: str | None,
+    target: str | None,
+    status: str | None,
+    since: str | None,
+    grep: str | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
+    as_user: str | None,
+) -> None:
+    """List runs, newest first."""
+    f = RunFilter(
+        job=job, target=target, status=status, since=parse_time(since, "since"), grep=grep
+    )
+    with opened_app() as app:
+        rows, total = svc.list_runs(app, acting(app, as_user), f, limit=limit, offset=offset)
+    if as_json:
+        print_json({"total": total, "runs": [run_dict(r) for r in rows]})
+        return
+    if not rows:
+        click.echo("no runs match")
+        return
+    print_table(
+        f"{len(rows)} of {total} run(s)",
+        ["id", "slot", "job", "target", "trigger", "status", "exit", "took", "node"],
+        [
+            (
+                r.id,
+                r.scheduled_for,
+                r.job_name,
+                r.target_name,
+                r.trigger,
+                r.status if not r.reason else f"{r.status}: {r.reason}",
+                r.exit_code,
+                None if r.duration_ms is None else f"{r.duration_ms}ms",
+                r.node,
+            )
+            for r in rows
+        ],
+    )
+
+
+def _show(run: Run) -> None:
+    data = run_dict(run, full=True)
+    for key in (
+        "id",
+        "job",
+        "target",
+        "origin",
+        "command",
+        "scheduled_for",
+        "trigger",
+        "attempt",
+        "status",
+        "reason",
+        "exit_code",
+        "error",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "node",
+        "actor",
+    ):
+        if data[key] is not None:
+            click.echo(f"{key + ':':15}{data[key]}")
+    for stream in ("stdout", "stderr"):
+        out = data[stream]
+        note = f" (truncated: {out['bytes']} bytes in all)" if out["truncated"] else ""
+        click.echo(f"--- {stream}{note}")
+        click.echo(out["head"], nl=False)
+        if out["truncated"]:
+            click.echo(f"\n[... middle omitted ...]\n{out['tail']}", nl=False)
+        elif out["tail"]:
+            click.echo(out["tail"], nl=False)
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@json_option
+@as_user_option
+def show(run_id: int, as_json: bool, as_user: str | None) -> None:
+    """Show one run with its full output excerpts."""
+    with opened_app() as app:
+        run = svc.get_run(app, acting(app, as_user), run_id)
+    if as_json:
+        print_json(run_dict(run, full=True))
+    else:
+        _show(run)
+
+
+@click.command("run")
+@click.argument("name")
+@click.option("--target", help="Only on this target (even if the job is paused there).")
+@click.option("--wait", is_flag=True, help="Wait for the run(s) to finish and show the outcome.")
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(1),
+    default=600,
+    show_default=True,
+    help="Seconds to wait with --wait.",
+)
+@as_user_option
+def run_job(
+    name: str, target: str | None, wait: bool, wait_timeout: float, as_user: str | None
+) -> None:
+    """Run a job now; the running scheduler starts it on its next tick."""
+    with opened_app() as app:
+        actor = acting(app, as_user)
+        run_ids = svc.request_run(app, actor, name, target=target)
+        click.echo(f"queued {len(run_ids)} run(s): {', '.join(map(str, run_ids))}")
+        if not wait:
+            return
+        deadline = time.monotonic() + wait_timeout
+        f = RunFilter(run_ids=run_ids)
+        while True:
+            rows, _ = svc.list_runs(app, actor, f, limit=len(run_ids))
+            if all(r.status in FINISHED_STATUSES for r in rows):
+                break
+            if time.monotonic() > deadline:
+                waiting = sum(r.status == "queued" for r in rows)
+                hint = (
+                    " (is a scheduler running? start one with `fleetcron serve`)" if waiting else ""
+                )
+                raise click.ClickException(f"still not finished after {wait_timeout:g}s{hint}")
+            time.sleep(0.5)
+    for r in sorted(rows, key=lambda r: r.id):
+        click.echo(f"run {r.id} on {r.target_name}: {r.status} exit={r.exit_code}")
+        if r.stdout_head:
+            click.echo(r.stdout_head.rstrip("\n"))
+    if any(r.status != "succeeded" for r in rows):
+        raise SystemExit(1)
