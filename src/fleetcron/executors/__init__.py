@@ -1,0 +1,42 @@
+"""Executors: run one command locally or on an SSH target and report how it ended."""
+
+from fleetcron.executors.base import (
+    DEFAULT_KILL_GRACE_S,
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    Clock,
+    ExecRequest,
+    ExecResult,
+    Executor,
+    OutputExcerpt,
+    SshTarget,
+    Status,
+    TargetExecutor,
+    utc_now,
+)
+from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
+from fleetcron.executors.local import LocalExecutor
+from fleetcron.executors.output import BoundedOutput
+from fleetcron.executors.ssh import SshExecutor, fetch_host_key, verify_target
+
+__all__ = [
+    "DEFAULT_KILL_GRACE_S",
+    "DEFAULT_OUTPUT_LIMIT",
+    "DEFAULT_TIMEOUT_S",
+    "BoundedOutput",
+    "Clock",
+    "ExecRequest",
+    "ExecResult",
+    "Executor",
+    "LocalExecutor",
+    "OutputExcerpt",
+    "SshExecutor",
+    "SshTarget",
+    "Status",
+    "TargetExecutor",
+    "fetch_host_key",
+    "fingerprint",
+    "normalize_key_line",
+    "utc_now",
+    "verify_target",
+]

@@ -1,0 +1,196 @@
+"""Contracts of the executors: what a run asks for, what it gives back.
+
+An executor runs one shell command and reports how it ended. It never raises because
+the command failed, timed out or the target could not be reached: every such outcome
+is an :class:`ExecResult` with a ``status``. Only programming errors and invalid
+requests (``InvalidInput``) raise.
+
+Implementations: :class:`fleetcron.executors.local.LocalExecutor` (a subprocess on this
+machine) and :class:`fleetcron.executors.ssh.SshExecutor` (OpenSSH targets, asyncssh).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final, Literal, Protocol
+
+from fleetcron.errors import InvalidInput
+from fleetcron.executors.hostkeys import parse_key_line
+
+Status = Literal["succeeded", "failed", "timed_out", "connect_error"]
+"""How a run ended: exit 0, non-zero exit, killed at its timeout, never started."""
+
+Clock = Callable[[], datetime]
+"""Returns the current time as an aware datetime; injected so callers control it."""
+
+DEFAULT_TIMEOUT_S: Final = 300.0
+"""A run is terminated after this many seconds unless the request says otherwise."""
+
+DEFAULT_OUTPUT_LIMIT: Final = 4096
+"""Bytes kept from the head and, separately, from the tail of stdout and of stderr."""
+
+DEFAULT_KILL_GRACE_S: Final = 5.0
+"""Seconds between SIGTERM and SIGKILL when a run times out."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def utc_now() -> datetime:
+    """The default :data:`Clock`."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class OutputExcerpt:
+    """A bounded view of one output stream.
+
+    ``head`` is the first bytes written and ``tail`` the last ones, each at most the
+    request's ``output_limit`` bytes, decoded as UTF-8 with replacement characters.
+    When the whole stream fits, ``head`` holds all of it and ``tail`` is empty.
+    """
+
+    head: str
+    tail: str
+    total_bytes: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        """Head and tail joined, with a marker where bytes were left out."""
+        if not self.truncated:
+            return self.head + self.tail
+        skipped = self.total_bytes - len(self.head.encode()) - len(self.tail.encode())
+        return f"{self.head}\n[... {max(skipped, 0)} bytes omitted ...]\n{self.tail}"
+
+
+EMPTY_OUTPUT: Final = OutputExcerpt(head="", tail="", total_bytes=0, truncated=False)
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """One command to run.
+
+    ``env`` is added to the command's environment (the scheduler puts
+    ``FLEETCRON_RUN_ID``, ``FLEETCRON_JOB``, ``FLEETCRON_TARGET``,
+    ``FLEETCRON_SCHEDULED_FOR`` there). Raises :class:`InvalidInput` for an empty
+    command, a non-positive timeout, a negative output limit or a bad variable name.
+    """
+
+    command: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+
+    def __post_init__(self) -> None:
+        if not self.command.strip():
+            raise InvalidInput(
+                "the command is empty",
+                field="command",
+                value=self.command,
+                allowed="a non-empty shell command",
+            )
+        if not self.timeout_s > 0:
+            raise InvalidInput(
+                f"timeout must be positive, got {self.timeout_s}",
+                field="timeout_s",
+                value=self.timeout_s,
+                allowed="a number of seconds > 0",
+            )
+        if self.output_limit < 0:
+            raise InvalidInput(
+                f"output limit must not be negative, got {self.output_limit}",
+                field="output_limit",
+                value=self.output_limit,
+                allowed="a number of bytes >= 0",
+            )
+        for name, value in self.env.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise InvalidInput(
+                    f"invalid environment variable name {name!r}",
+                    field="env",
+                    value=name,
+                    allowed="letters, digits and _, not starting with a digit",
+                )
+            if "\0" in value:
+                raise InvalidInput(
+                    f"environment variable {name} contains a NUL byte",
+                    field="env",
+                    value=name,
+                    allowed="text without NUL bytes",
+                )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a run ended.
+
+    ``exit_code`` is set for ``succeeded`` and ``failed`` only. ``error`` explains a
+    ``timed_out`` or ``connect_error`` run (for example ``"connection refused"``,
+    ``"authentication failed for user deploy"``, ``"host key mismatch: expected
+    SHA256:..., got SHA256:..."``). ``started_at``/``finished_at`` come from the
+    executor's clock; ``duration_ms`` from a monotonic timer.
+    """
+
+    status: Status
+    exit_code: int | None
+    stdout: OutputExcerpt
+    stderr: OutputExcerpt
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """An OpenSSH server to run commands on.
+
+    ``private_key`` is the decrypted client key (OpenSSH or PEM text); it is kept in
+    memory only and never appears in ``repr``. ``host_key`` is the pinned server key
+    as an OpenSSH public key line (``"ssh-ed25519 AAAA..."``); no other key is trusted.
+    """
+
+    name: str
+    host: str
+    port: int
+    user: str
+    private_key: str | bytes = field(repr=False)
+    host_key: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise InvalidInput(
+                f"port must be 1-65535, got {self.port}",
+                field="port",
+                value=self.port,
+                allowed="1-65535",
+            )
+        parse_key_line(self.host_key)
+        for name in ("host", "user"):
+            if not getattr(self, name):
+                raise InvalidInput(
+                    f"{name} is empty", field=name, value="", allowed=f"a non-empty {name}"
+                )
+
+
+class Executor(Protocol):
+    """Runs a request on this machine (LocalExecutor) or on one target."""
+
+    async def run(self, request: ExecRequest) -> ExecResult:
+        """Run the command to completion or timeout; never raises for its outcome."""
+        ...
+
+
+class TargetExecutor(Protocol):
+    """Runs requests on remote targets; holds connections until closed."""
+
+    async def run(self, target: SshTarget, request: ExecRequest) -> ExecResult:
+        """Run the command on ``target``; never raises for its outcome."""
+        ...
+
+    async def close(self) -> None:
+        """Close every pooled connection; later runs open new ones."""
+        ...

@@ -1,0 +1,503 @@
+"""Run commands on OpenSSH targets with asyncssh.
+
+Trust: only the target's pinned host key is accepted (no known_hosts file, no
+~/.ssh/config, no agent). A different key fails the run before anything is executed.
+The client key is parsed from memory with ``asyncssh.import_private_key`` and never
+written anywhere.
+
+Reuse: one connection per (host, port, user, client key, pinned host key) is pooled and
+shared by concurrent runs as separate sessions. Idle connections expire; the pool never
+holds more than ``max_connections``. A global cap and a per-target cap bound concurrent
+runs; only one handshake per target is in flight at a time (later runs wait for it and
+reuse it), at most ``max_connecting`` handshakes overall, and a handshake dropped before
+the banner (sshd's ``MaxStartups``) or reset is retried with backoff.
+
+Timeouts: OpenSSH's sshd runs every session's command in a new session (``setsid``), so
+the login shell's pid is the pgid of everything the command starts. The command is
+wrapped so the shell first prints ``__fleetcron_pgid__=<pid>`` on stderr (stripped from
+the captured output) and then ``exec``s ``/bin/sh -c <command>``. On timeout a second
+session on the same connection runs ``kill -s TERM -- -<pgid>``, then ``KILL`` after
+the grace period if the session is still open. Channel signal requests alone are not
+relied on: sshd ignores them for sessions without a PTY in many versions. The target's
+login shell must be POSIX-like (sh, bash, dash, zsh, ksh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import shlex
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+import asyncssh
+
+from fleetcron.errors import AuthError, ConnectError, ExecutionError, HostKeyMismatch
+from fleetcron.executors.base import (
+    DEFAULT_KILL_GRACE_S,
+    EMPTY_OUTPUT,
+    Clock,
+    ExecRequest,
+    ExecResult,
+    SshTarget,
+    Status,
+    utc_now,
+)
+from fleetcron.executors.hostkeys import fingerprint
+from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
+
+logger = logging.getLogger(__name__)
+
+PGID_MARKER: Final = b"__fleetcron_pgid__="
+_RETRYABLE = (
+    asyncssh.ConnectionLost,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+)
+
+_PoolKey = tuple[str, int, str, str, str]
+
+
+def wrap_command(command: str) -> str:
+    """The remote command line: report the process group, then run ``command`` in it."""
+    return (
+        f"printf '%s\\n' \"{PGID_MARKER.decode()}$$\" >&2; exec /bin/sh -c {shlex.quote(command)}"
+    )
+
+
+class _PinnedClient(asyncssh.SSHClient):
+    """Records the host key a server presented when it was not the pinned one."""
+
+    def __init__(self) -> None:
+        self.presented: asyncssh.SSHKey | None = None
+        self.lost = False
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        self.presented = key
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+
+
+class _RunSession(asyncssh.SSHClientSession[bytes]):
+    def __init__(self, stdout: BoundedOutput, stderr: MarkerLineSplitter) -> None:
+        self._stdout = stdout
+        self._stderr = stderr
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype == asyncssh.EXTENDED_DATA_STDERR:
+            self._stderr.feed(data)
+        else:
+            self._stdout.feed(data)
+
+
+@dataclass
+class _Pooled:
+    conn: asyncssh.SSHClientConnection
+    client: _PinnedClient
+    users: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+    @property
+    def usable(self) -> bool:
+        return not self.client.lost
+
+
+class SshExecutor:
+    """Runs requests on SSH targets over pooled, host-key-pinned connections.
+
+    Args:
+        clock: source of ``started_at``/``finished_at``.
+        max_concurrency: runs in flight across all targets (default 64).
+        per_target_concurrency: runs in flight on one target (default 4; keep it at or
+            below the target's sshd ``MaxSessions``, 10 by default).
+        max_connections: pooled connections kept at most; idle ones are closed first.
+        idle_timeout_s: an unused pooled connection is closed after this long.
+        connect_timeout_s: TCP connect plus SSH handshake and authentication.
+        connect_attempts: tries for a handshake dropped or reset by the server.
+        connect_backoff_s: first retry delay, doubled each time, with jitter.
+        max_connecting: handshakes in flight across all targets.
+        kill_grace_s: seconds between SIGTERM and SIGKILL on timeout.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = utc_now,
+        max_concurrency: int = 64,
+        per_target_concurrency: int = 4,
+        max_connections: int = 256,
+        idle_timeout_s: float = 300.0,
+        connect_timeout_s: float = 15.0,
+        connect_attempts: int = 4,
+        connect_backoff_s: float = 0.2,
+        max_connecting: int = 16,
+        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    ) -> None:
+        if max_connections < max_concurrency:
+            # Each run in flight holds one connection; fewer slots could deadlock.
+            raise ValueError("max_connections must be >= max_concurrency")
+        self._clock = clock
+        self._per_target_concurrency = per_target_concurrency
+        self._max_connections = max_connections
+        self._idle_timeout_s = idle_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._connect_attempts = connect_attempts
+        self._connect_backoff_s = connect_backoff_s
+        self._kill_grace_s = kill_grace_s
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._connecting = asyncio.Semaphore(max_connecting)
+        self._target_slots: dict[_PoolKey, asyncio.Semaphore] = {}
+        self._connect_locks: dict[_PoolKey, asyncio.Lock] = {}
+        self._pool: dict[_PoolKey, _Pooled] = {}
+        self._keys: dict[str, asyncssh.SSHKey] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.connections_opened = 0
+        """Successful handshakes so far; a reused connection does not count."""
+
+    async def run(self, target: SshTarget, request: ExecRequest) -> ExecResult:
+        """Run the command on ``target``; never raises for its outcome."""
+        key = _pool_key(target)
+        slot = self._target_slots.setdefault(key, asyncio.Semaphore(self._per_target_concurrency))
+        # Target slot first: a burst on one target must not hold global slots idle.
+        async with slot, self._slots:
+            started_at = self._clock()
+            t0 = time.monotonic()
+            try:
+                return await self._run_on_pool(key, target, request)
+            except ExecutionError as exc:
+                return ExecResult(
+                    status="connect_error",
+                    exit_code=None,
+                    stdout=EMPTY_OUTPUT,
+                    stderr=EMPTY_OUTPUT,
+                    started_at=started_at,
+                    finished_at=self._clock(),
+                    duration_ms=int((time.monotonic() - t0) * 1000),
+                    error=exc.message,
+                )
+
+    async def close(self) -> None:
+        """Close every pooled connection; later runs open new ones."""
+        pooled, self._pool = list(self._pool.values()), {}
+        for entry in pooled:
+            entry.conn.close()
+        for entry in pooled:
+            await entry.conn.wait_closed()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    @property
+    def pooled_connections(self) -> int:
+        """Connections currently held open by the pool."""
+        return len(self._pool)
+
+    async def _run_on_pool(
+        self,
+        key: _PoolKey,
+        target: SshTarget,
+        request: ExecRequest,
+    ) -> ExecResult:
+        for attempt in (1, 2):
+            entry, reused = await self._acquire(key, target)
+            try:
+                return await self._run_session(entry.conn, request)
+            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, ConnectionError) as exc:
+                # A pooled connection the server closed while idle: one fresh try.
+                entry.client.lost = True
+                if not reused or attempt == 2:
+                    raise ConnectError(
+                        f"connection to {target.host}:{target.port} lost: {exc}"
+                    ) from exc
+            finally:
+                self._release(key, entry)
+        raise AssertionError("unreachable")
+
+    async def _run_session(
+        self, conn: asyncssh.SSHClientConnection, request: ExecRequest
+    ) -> ExecResult:
+        stdout = BoundedOutput(request.output_limit)
+        stderr = BoundedOutput(request.output_limit)
+        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
+        started_at = self._clock()
+        t0 = time.monotonic()
+        chan, _ = await conn.create_session(
+            lambda: _RunSession(stdout, splitter),
+            wrap_command(request.command),
+            env=_env(request),
+            encoding=None,
+        )
+        status: Status
+        exit_code: int | None = None
+        error: str | None = None
+        try:
+            async with asyncio.timeout(request.timeout_s):
+                await chan.wait_closed()
+        except TimeoutError:
+            await self._terminate(conn, chan, _pgid(splitter))
+            status = "timed_out"
+            error = f"timed out after {request.timeout_s:g} s; remote process group killed"
+        except asyncio.CancelledError:
+            task = asyncio.create_task(self._terminate(conn, chan, _pgid(splitter), grace_s=0))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            raise
+        else:
+            status, exit_code, error = _exit_outcome(chan)
+        splitter.flush()
+        return ExecResult(
+            status=status,
+            exit_code=exit_code,
+            stdout=stdout.excerpt(),
+            stderr=stderr.excerpt(),
+            started_at=started_at,
+            finished_at=self._clock(),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            error=error,
+        )
+
+    async def _terminate(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        chan: asyncssh.SSHClientChannel[bytes],
+        pgid: int | None,
+        grace_s: float | None = None,
+    ) -> None:
+        grace = self._kill_grace_s if grace_s is None else grace_s
+        try:
+            if pgid is None:
+                # The wrapper never reported (timed out during login): best effort.
+                chan.send_signal("KILL")
+            else:
+                await _remote_kill(conn, "TERM", pgid)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(chan.wait_closed()), grace)
+                if not chan.is_closing():
+                    await _remote_kill(conn, "KILL", pgid)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            logger.warning(
+                "could not kill a timed-out remote command: %s",
+                exc,
+                extra={"action": "ssh.kill_failed"},
+            )
+        finally:
+            chan.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(chan.wait_closed(), 5)
+
+    async def _acquire(self, key: _PoolKey, target: SshTarget) -> tuple[_Pooled, bool]:
+        lock = self._connect_locks.setdefault(key, asyncio.Lock())
+        # Runs on the same target queue behind one handshake and then share it.
+        async with lock:
+            entry = self._pool.get(key)
+            reused = entry is not None and entry.usable
+            if entry is None or not entry.usable:
+                if entry is not None:
+                    self._drop(key)
+                self._expire_idle()
+                conn, client = await self._connect(target)
+                entry = _Pooled(conn, client)
+                self._pool[key] = entry
+            entry.users += 1
+            return entry, reused
+
+    def _release(self, key: _PoolKey, entry: _Pooled) -> None:
+        entry.users -= 1
+        entry.idle_since = time.monotonic()
+        if not entry.usable and self._pool.get(key) is entry and entry.users == 0:
+            self._drop(key)
+
+    def _drop(self, key: _PoolKey) -> None:
+        entry = self._pool.pop(key)
+        entry.conn.close()
+
+    def _expire_idle(self) -> None:
+        now = time.monotonic()
+        idle = sorted(
+            (entry.idle_since, key) for key, entry in self._pool.items() if entry.users == 0
+        )
+        for since, key in idle:
+            if now - since > self._idle_timeout_s or len(self._pool) >= self._max_connections:
+                logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_evict"})
+                self._drop(key)
+
+    async def _connect(
+        self, target: SshTarget
+    ) -> tuple[asyncssh.SSHClientConnection, _PinnedClient]:
+        client_key = self._import_key(target)
+        delay = self._connect_backoff_s
+        async with self._connecting:
+            for attempt in range(1, self._connect_attempts + 1):
+                try:
+                    conn, client = await _open(target, client_key, self._connect_timeout_s)
+                except _RETRYABLE as exc:
+                    if attempt == self._connect_attempts:
+                        raise ConnectError(
+                            f"connection to {target.host}:{target.port} was dropped during the "
+                            f"handshake {attempt} times (sshd MaxStartups?): {exc}"
+                        ) from exc
+                    logger.info(
+                        "ssh handshake with %s:%s dropped, retry %s in %.2f s",
+                        target.host,
+                        target.port,
+                        attempt,
+                        delay,
+                        extra={"action": "ssh.connect_retry"},
+                    )
+                    # Jitter spreads a fleet-wide burst so retries do not collide again.
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                    delay *= 2
+                else:
+                    self.connections_opened += 1
+                    return conn, client
+        raise AssertionError("unreachable")
+
+    def _import_key(self, target: SshTarget) -> asyncssh.SSHKey:
+        digest = _key_digest(target)
+        key = self._keys.get(digest)
+        if key is None:
+            key = _import_private_key(target)
+            self._keys[digest] = key
+        return key
+
+
+async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
+    """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
+
+    Used for trust-on-first-use pairing: show the fingerprint to a human, then pin it.
+    Raises :class:`ConnectError` when the server cannot be reached.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            key = await asyncssh.get_server_host_key(host, port, config=None)
+    except (OSError, asyncssh.Error, TimeoutError) as exc:
+        raise _connect_failure(exc, host, port, timeout_s) from exc
+    if key is None:
+        raise ConnectError(f"{host}:{port} did not present a host key")
+    kind, blob, *_ = key.export_public_key("openssh").decode().split()
+    return f"{kind} {blob}"
+
+
+async def verify_target(target: SshTarget, timeout_s: float = 15) -> None:
+    """Log in with the pinned host key and run ``true``.
+
+    Raises :class:`HostKeyMismatch`, :class:`AuthError` or :class:`ConnectError` with a
+    message naming the target and what to do; returns ``None`` when all is well.
+    """
+    conn, _ = await _open(target, _import_private_key(target), timeout_s)
+    async with conn:
+        try:
+            result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            raise ConnectError(f"{target.name}: running `true` failed: {exc}") from exc
+    if result.exit_status != 0:
+        raise ConnectError(
+            f"{target.name}: `true` exited with {result.exit_status}; check the login shell"
+        )
+
+
+async def _open(
+    target: SshTarget, client_key: asyncssh.SSHKey, timeout_s: float
+) -> tuple[asyncssh.SSHClientConnection, _PinnedClient]:
+    pinned = asyncssh.import_public_key(target.host_key)
+    client = _PinnedClient()
+    try:
+        conn = await asyncssh.connect(
+            target.host,
+            target.port,
+            username=target.user,
+            client_keys=[client_key],
+            known_hosts=([pinned], [], []),
+            client_factory=lambda: client,
+            config=None,
+            agent_path=None,
+            password=None,
+            kbdint_auth=False,
+            gss_auth=False,
+            preferred_auth="publickey",
+            connect_timeout=timeout_s,
+            keepalive_interval=30,
+        )
+    except asyncssh.HostKeyNotVerifiable as exc:
+        presented = (
+            client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
+        )
+        raise HostKeyMismatch(
+            f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
+            f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
+            "If the server's key was changed on purpose, pair the target again."
+        ) from exc
+    except asyncssh.PermissionDenied as exc:
+        raise AuthError(
+            f"authentication failed for user {target.user} on {target.host}:{target.port} "
+            f"(target {target.name}): the server refused the key"
+        ) from exc
+    except _RETRYABLE:
+        raise
+    except (OSError, asyncssh.Error, TimeoutError) as exc:
+        raise _connect_failure(exc, target.host, target.port, timeout_s) from exc
+    return conn, client
+
+
+def _connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) -> ConnectError:
+    where = f"{host}:{port}"
+    if isinstance(exc, ConnectionRefusedError):
+        return ConnectError(f"connection refused: {where}")
+    if isinstance(exc, socket.gaierror):
+        return ConnectError(f"cannot resolve host {host}: {exc.strerror}")
+    if isinstance(exc, TimeoutError):
+        return ConnectError(f"connection to {where} timed out after {timeout_s:g} s")
+    if isinstance(exc, asyncssh.Error):
+        return ConnectError(f"ssh handshake with {where} failed: {exc.reason}")
+    return ConnectError(f"cannot connect to {where}: {exc}")
+
+
+async def _remote_kill(conn: asyncssh.SSHClientConnection, sig: str, pgid: int) -> None:
+    await asyncio.wait_for(
+        conn.run(f"kill -s {sig} -- -{pgid} 2>/dev/null", check=False), timeout=10
+    )
+
+
+def _pgid(splitter: MarkerLineSplitter) -> int | None:
+    value = splitter.value
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _exit_outcome(chan: asyncssh.SSHClientChannel[bytes]) -> tuple[Status, int | None, str | None]:
+    signal_info = chan.get_exit_signal()
+    if signal_info is not None:
+        return "failed", None, f"killed by signal {signal_info[0]}"
+    code = chan.get_exit_status()
+    if code is None:
+        return "failed", None, "the server closed the session without an exit status"
+    return ("succeeded" if code == 0 else "failed"), code, None
+
+
+def _env(request: ExecRequest) -> dict[str | bytes, str | bytes]:
+    return {name: value for name, value in request.env.items()}
+
+
+def _key_digest(target: SshTarget) -> str:
+    raw = target.private_key.encode() if isinstance(target.private_key, str) else target.private_key
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _pool_key(target: SshTarget) -> _PoolKey:
+    return (target.host, target.port, target.user, _key_digest(target), target.host_key)
+
+
+def _import_private_key(target: SshTarget) -> asyncssh.SSHKey:
+    try:
+        return asyncssh.import_private_key(target.private_key)
+    except (asyncssh.KeyImportError, ValueError) as exc:
+        # The exception text never contains key material, only what was wrong with it.
+        raise AuthError(f"the private key of target {target.name} cannot be used: {exc}") from exc
