@@ -1,0 +1,184 @@
+"""SshExecutor against a real OpenSSH sshd on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fixtures.sshd import ClientKey, SshServer, generate_client_key
+from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+
+TargetFactory = Callable[..., SshTarget]
+
+pytestmark = pytest.mark.sshd
+
+PROBE = Path(__file__).with_name("memory_probe.py")
+
+
+def marker_seconds() -> str:
+    """A unique sleep duration, so pgrep only ever finds this test's processes."""
+    return f"600.{uuid.uuid4().int % 10**9:09d}"
+
+
+def running(pattern: str) -> str:
+    return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def stranger_key(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
+    return generate_client_key(tmp_path_factory.mktemp("stranger"))
+
+
+async def test_it_captures_stdout_and_stderr_of_a_successful_command(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    result = await executor.run(target, ExecRequest("echo out; echo err >&2", timeout_s=10))
+    assert (result.status, result.exit_code, result.error) == ("succeeded", 0, None)
+    assert (result.stdout.head, result.stderr.head) == ("out\n", "err\n")
+
+
+async def test_it_reports_a_non_zero_exit_as_failed(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    result = await executor.run(target, ExecRequest("exit 3", timeout_s=10))
+    assert (result.status, result.exit_code) == ("failed", 3)
+
+
+async def test_the_fleetcron_variables_reach_the_remote_command(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    env = {"FLEETCRON_RUN_ID": "42", "FLEETCRON_JOB": "nightly backup"}
+    request = ExecRequest('printf "%s|%s" "$FLEETCRON_RUN_ID" "$FLEETCRON_JOB"', env=env)
+    result = await executor.run(target, request)
+    assert result.stdout.head == "42|nightly backup"
+
+
+async def test_a_timeout_kills_the_remote_process_group(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    child, grandchild = marker_seconds(), marker_seconds()
+    # Closing the channel alone would leave both sleeps running on the target.
+    command = f"(sleep {grandchild} &); sleep {child}"
+    result = await executor.run(target, ExecRequest(command, timeout_s=2))
+    assert (result.status, result.exit_code) == ("timed_out", None)
+    assert running(child) == "" and running(grandchild) == ""
+
+
+async def test_a_remote_command_ignoring_sigterm_is_killed_after_the_grace_period(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    child = marker_seconds()
+    result = await executor.run(target, ExecRequest(f"trap '' TERM; sleep {child}", timeout_s=1))
+    assert result.status == "timed_out"
+    assert running(child) == ""
+
+
+async def test_a_closed_port_is_a_connect_error(
+    executor: SshExecutor, sshd: SshServer, free_port: int
+) -> None:
+    target = SshTarget(
+        "gone", "127.0.0.1", free_port, sshd.user, sshd.client_private_key, sshd.host_key_line
+    )
+    result = await executor.run(target, ExecRequest("true"))
+    assert (result.status, result.exit_code) == ("connect_error", None)
+    assert result.error is not None and result.error.startswith("connection refused")
+
+
+async def test_a_key_the_server_does_not_accept_is_an_authentication_failure(
+    executor: SshExecutor, sshd: SshServer, stranger_key: ClientKey, make_target: TargetFactory
+) -> None:
+    result = await executor.run(
+        make_target(sshd, key=stranger_key.private_key), ExecRequest("true")
+    )
+    assert result.status == "connect_error"
+    assert result.error is not None
+    assert result.error.startswith(f"authentication failed for user {sshd.user}")
+
+
+async def test_a_host_key_mismatch_fails_before_running_the_command(
+    executor: SshExecutor,
+    sshd: SshServer,
+    sshd_other_host_key: SshServer,
+    tmp_path: Path,
+    make_target: TargetFactory,
+) -> None:
+    marker = tmp_path / "ran"
+    impostor = make_target(sshd_other_host_key, host_key=sshd.host_key_line)
+    result = await executor.run(impostor, ExecRequest(f"touch {marker}"))
+    assert result.status == "connect_error"
+    assert result.error is not None
+    expected = sshd.host_key_fingerprint
+    presented = sshd_other_host_key.host_key_fingerprint
+    assert result.error.startswith(f"host key mismatch: expected {expected}, got {presented}")
+    assert not marker.exists()
+
+
+async def test_a_second_run_on_the_same_target_reuses_the_connection(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    await executor.run(target, ExecRequest("true"))
+    await executor.run(target, ExecRequest("true"))
+    assert executor.connections_opened == 1
+
+
+async def test_concurrent_runs_on_one_target_share_one_handshake(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    results = await asyncio.gather(*(executor.run(target, ExecRequest("true")) for _ in range(8)))
+    assert {r.status for r in results} == {"succeeded"}
+    assert executor.connections_opened == 1
+
+
+async def test_a_connection_closed_by_the_server_is_replaced(
+    executor: SshExecutor, target: SshTarget
+) -> None:
+    await executor.run(target, ExecRequest("true"))
+    # Kill this connection's sshd child on the target: the next run must reconnect.
+    await executor.run(target, ExecRequest("kill -9 $PPID"))
+    result = await executor.run(target, ExecRequest("echo back"))
+    assert (result.status, result.stdout.head) == ("succeeded", "back\n")
+    assert executor.connections_opened == 2
+
+
+async def test_the_per_target_cap_bounds_runs_in_flight(
+    sshd: SshServer, tmp_path: Path, make_target: TargetFactory
+) -> None:
+    log = tmp_path / "log"
+    executor = SshExecutor(per_target_concurrency=2)
+    command = f"echo start >> {log}; sleep 0.3; echo end >> {log}"
+    try:
+        await asyncio.gather(
+            *(executor.run(make_target(sshd), ExecRequest(command)) for _ in range(6))
+        )
+    finally:
+        await executor.close()
+    in_flight, peak = 0, 0
+    for line in log.read_text().split():
+        in_flight += 1 if line == "start" else -1
+        peak = max(peak, in_flight)
+    assert peak == 2
+
+
+def test_huge_remote_output_stays_bounded_in_memory(sshd: SshServer) -> None:
+    args = [sshd.host, str(sshd.port), sshd.user, str(sshd.client_key_path), sshd.host_key_line]
+    out = subprocess.run(
+        [sys.executable, str(PROBE), "ssh", str(200_000_000), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    ).stdout
+    report = json.loads(out)
+    assert report["status"] == "succeeded"
+    assert (report["stdout_total"], report["stderr_total"]) == (200_000_000, 200_000_000)
+    assert (report["stdout_kept"], report["stderr_kept"], report["truncated"]) == (8192, 8192, True)
+    assert report["rss_growth_kib"] < 8 * 1024
