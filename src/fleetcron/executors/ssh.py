@@ -17,9 +17,9 @@ the login shell's pid is the pgid of everything the command starts. The command 
 wrapped so the shell first prints ``__fleetcron_pgid__=<pid>`` on stderr (stripped from
 the captured output) and then ``exec``s ``/bin/sh -c <command>``. On timeout a second
 session on the same connection runs ``kill -s TERM -- -<pgid>``, then ``KILL`` after
-the grace period if the session is still open. Channel signal requests alone are not
-relied on: sshd ignores them for sessions without a PTY in many versions. The target's
-login shell must be POSIX-like (sh, bash, dash, zsh, ksh).
+the grace period if the session is still open. Closing the channel would leave the
+command running, and SSH signal requests (where sshd honours them) reach only the shell,
+not its children. The target's login shell must be POSIX-like (sh, bash, dash, zsh, ksh).
 """
 
 from __future__ import annotations
