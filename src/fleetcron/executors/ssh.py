@@ -207,35 +207,41 @@ class SshExecutor:
         target: SshTarget,
         request: ExecRequest,
     ) -> ExecResult:
-        for attempt in (1, 2):
-            entry, reused = await self._acquire(key, target)
-            try:
-                return await self._run_session(entry.conn, request)
-            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, ConnectionError) as exc:
-                # A pooled connection the server closed while idle: one fresh try.
-                entry.client.lost = True
-                if not reused or attempt == 2:
-                    raise ConnectError(
-                        f"connection to {target.host}:{target.port} lost: {exc}"
-                    ) from exc
-            finally:
-                self._release(key, entry)
-        raise AssertionError("unreachable")
+        entry = await self._acquire(key, target)
+        try:
+            return await self._run_session(entry, target, request)
+        finally:
+            self._release(key, entry)
 
     async def _run_session(
-        self, conn: asyncssh.SSHClientConnection, request: ExecRequest
+        self, entry: _Pooled, target: SshTarget, request: ExecRequest
     ) -> ExecResult:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         splitter = MarkerLineSplitter(PGID_MARKER, stderr)
         started_at = self._clock()
         t0 = time.monotonic()
-        chan, _ = await conn.create_session(
-            lambda: _RunSession(stdout, splitter),
-            wrap_command(request.command),
-            env=_env(request),
-            encoding=None,
-        )
+        conn = entry.conn
+        # Never retried: once the exec request may have reached the server, a second
+        # attempt could run the command twice.
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                chan, _ = await conn.create_session(
+                    lambda: _RunSession(stdout, splitter),
+                    wrap_command(request.command),
+                    env=_env(request),
+                    encoding=None,
+                )
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectError(
+                f"{target.host}:{target.port} refused a new session ({exc.reason}); "
+                "is sshd's MaxSessions below the per-target concurrency?"
+            ) from exc
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            entry.client.lost = True
+            raise ConnectError(
+                f"connection to {target.host}:{target.port} lost before the command started"
+            ) from exc
         status: Status
         exit_code: int | None = None
         error: str | None = None
@@ -294,21 +300,21 @@ class SshExecutor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(chan.wait_closed(), 5)
 
-    async def _acquire(self, key: _PoolKey, target: SshTarget) -> tuple[_Pooled, bool]:
+    async def _acquire(self, key: _PoolKey, target: SshTarget) -> _Pooled:
         lock = self._connect_locks.setdefault(key, asyncio.Lock())
         # Runs on the same target queue behind one handshake and then share it.
         async with lock:
+            self._expire_idle()
             entry = self._pool.get(key)
-            reused = entry is not None and entry.usable
             if entry is None or not entry.usable:
                 if entry is not None:
                     self._drop(key)
-                self._expire_idle()
+                self._expire_idle(need_room=True)
                 conn, client = await self._connect(target)
                 entry = _Pooled(conn, client)
                 self._pool[key] = entry
             entry.users += 1
-            return entry, reused
+            return entry
 
     def _release(self, key: _PoolKey, entry: _Pooled) -> None:
         entry.users -= 1
@@ -320,13 +326,14 @@ class SshExecutor:
         entry = self._pool.pop(key)
         entry.conn.close()
 
-    def _expire_idle(self) -> None:
+    def _expire_idle(self, *, need_room: bool = False) -> None:
         now = time.monotonic()
         idle = sorted(
             (entry.idle_since, key) for key, entry in self._pool.items() if entry.users == 0
         )
         for since, key in idle:
-            if now - since > self._idle_timeout_s or len(self._pool) >= self._max_connections:
+            full = need_room and len(self._pool) >= self._max_connections
+            if full or now - since > self._idle_timeout_s:
                 logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_evict"})
                 self._drop(key)
 
