@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     tick_s: float = Field(
         default=1.0, gt=0, le=30, description="How often the scheduler looks for due work."
     )
+    claim_batch: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Due assignments decided per transaction; a tick repeats until none is due.",
+    )
     shutdown_grace_s: float = Field(
         default=30.0,
         ge=0,

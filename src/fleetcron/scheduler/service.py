@@ -160,30 +160,40 @@ class Scheduler:
     # -- ticking ----------------------------------------------------------------------
 
     async def tick(self) -> TickStats:
-        """Claim due slots and queued manual runs, and start them."""
+        """Claim due slots (in batches, until none is left) and queued manual runs; start them."""
         t0 = time.perf_counter()
         now = self.clock()
-        claimed = await self._in_db(self.runs.claim_due, now)
-        queued = await self._in_db(self.runs.claim_queued, now)
-        dispatches = claimed.dispatches + queued
-        if dispatches or claimed.missed or claimed.skipped:
+        stats = TickStats()
+        batch = self.app.settings.claim_batch
+        while True:
+            claimed = await self._in_db(self.runs.claim_due, now, batch)
+            for dispatch in claimed.dispatches:
+                self._launch(dispatch)
+            stats.dispatched += len(claimed.dispatches)
+            stats.missed += claimed.missed
+            stats.skipped += claimed.skipped
+            if claimed.assignments < batch:
+                break
+        for dispatch in await self._in_db(self.runs.claim_queued, now):
+            self._launch(dispatch)
+            stats.dispatched += 1
+        if stats.dispatched or stats.missed or stats.skipped:
             log.info(
                 "cron: %d due at %s (%d missed, %d skipped)",
-                len(dispatches),
+                stats.dispatched,
                 now.strftime("%Y-%m-%d %H:%M"),
-                claimed.missed,
-                claimed.skipped,
+                stats.missed,
+                stats.skipped,
                 extra={
                     "action": "tick",
-                    "due": len(dispatches),
-                    "missed": claimed.missed,
-                    "skipped": claimed.skipped,
+                    "due": stats.dispatched,
+                    "missed": stats.missed,
+                    "skipped": stats.skipped,
                 },
             )
-        for dispatch in dispatches:
-            self._launch(dispatch)
         self.last_tick = now
-        return TickStats(len(dispatches), claimed.missed, claimed.skipped, time.perf_counter() - t0)
+        stats.seconds = time.perf_counter() - t0
+        return stats
 
     def _launch(self, dispatch: Dispatch) -> None:
         task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")

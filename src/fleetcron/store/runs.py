@@ -93,6 +93,7 @@ class Claimed:
     dispatches: list[Dispatch]
     missed: int
     skipped: int
+    assignments: int = 0
 
 
 _DISPATCH_COLUMNS = (
@@ -182,7 +183,7 @@ class RunStore:
             query = query.with_for_update(skip_locked=True, of=Assignment)
         rows = session.execute(query).all()
         if not rows:
-            return Claimed([], 0, 0)
+            return Claimed([], 0, 0, 0)
         self.guard.check(session)
         running = self._running_assignments(
             session, [r.assignment_id for r in rows if r.overlap == "forbid"]
@@ -223,7 +224,8 @@ class RunStore:
             next_fires,
         )
         session.flush()
-        return Claimed([_dispatch_from(row, run) for row, run in firing], missed, skipped)
+        dispatches = [_dispatch_from(row, run) for row, run in firing]
+        return Claimed(dispatches, missed, skipped, len(rows))
 
     def _running_assignments(self, session: Session, assignment_ids: list[int]) -> set[int]:
         if not assignment_ids:
