@@ -1,0 +1,219 @@
+"""Running the installed `fleetcron` console script on throwaway data dirs.
+
+A cold start of the script costs ~0.85 s, nearly all of it importing (SQLAlchemy, Alembic,
+asyncssh, pydantic, rich), and this machine is shared. So most commands run through a
+*zygote*: one helper interpreter imports fleetcron once, then forks a fresh child per command,
+and the child runs the console-script file itself (with ``runpy``) under the command's argv,
+environment and working directory, stdin from /dev/null and its own stdout and stderr.
+Nothing is faked; only the interpreter start-up is shared. :func:`run_fleetcron` starts the
+script cold, for the tests of start-up itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+FLEETCRON = str(Path(sys.executable).with_name("fleetcron"))
+ADMIN_PASSWORD = "admin-password-1"
+USER_PASSWORD = "user-password-1"
+
+Result = subprocess.CompletedProcess[str]
+
+_ZYGOTE = r"""
+import json, os, runpy, sys, traceback
+
+import fleetcron.cli.main  # the expensive part, done once
+
+
+def run(request):
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+    ):
+        opened = os.open(path, flags, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+    sys.argv = [request["script"], *request["args"]]
+    code = 0
+    try:
+        runpy.run_path(request["script"], run_name="__main__")
+    except SystemExit as exc:
+        if isinstance(exc.code, int) or exc.code is None:
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(run(json.loads(line)))
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def environment(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The calling environment without any FLEETCRON_* setting, plus the data dir at
+    ``workdir/data`` and passwords, so that nothing prompts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCRON_")}
+    env.update(
+        FLEETCRON_DATA_DIR=str(workdir / "data"),
+        FLEETCRON_ADMIN_PASSWORD=ADMIN_PASSWORD,
+        FLEETCRON_PASSWORD=USER_PASSWORD,
+        COLUMNS="200",  # rich fits tables to this width when stdout is not a terminal
+    )
+    env.update(extra or {})
+    return env
+
+
+def run_fleetcron(*args: str, workdir: Path, env: Mapping[str, str] | None = None) -> Result:
+    """Start ``fleetcron ARGS`` cold, in ``workdir``, with its data dir at ``workdir/data``."""
+    return subprocess.run(
+        [FLEETCRON, *args],
+        cwd=workdir,
+        env=environment(workdir, env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+class Zygote:
+    """An interpreter with fleetcron imported that forks one child per command."""
+
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = scratch
+        self._numbers = count()
+        self._log = scratch / "zygote.log"
+        with self._log.open("w") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _ZYGOTE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=environment(scratch),
+                text=True,
+            )
+
+    def run(self, *args: str, workdir: Path, env: Mapping[str, str] | None = None) -> Result:
+        """Like :func:`run_fleetcron`, in a child forked from the zygote."""
+        number = next(self._numbers)
+        stdout, stderr = self._scratch / f"{number}.out", self._scratch / f"{number}.err"
+        request = {
+            "script": FLEETCRON,
+            "args": list(args),
+            "cwd": str(workdir),
+            "env": environment(workdir, env),
+            "stdout": str(stdout),
+            "stderr": str(stderr),
+        }
+        to_zygote, from_zygote = self._pipes()
+        to_zygote.write(json.dumps(request) + "\n")
+        to_zygote.flush()
+        reply = from_zygote.readline()
+        if not reply:
+            raise RuntimeError(f"the zygote stopped:\n{self._log.read_text()}")
+        return subprocess.CompletedProcess(
+            [FLEETCRON, *args], int(reply), stdout.read_text(), stderr.read_text()
+        )
+
+    def _pipes(self) -> tuple[IO[str], IO[str]]:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        return self._process.stdin, self._process.stdout
+
+    def close(self) -> None:
+        to_zygote, _ = self._pipes()
+        to_zygote.close()
+        self._process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    the_zygote = Zygote(tmp_path_factory.mktemp("zygote"))
+    yield the_zygote
+    the_zygote.close()
+
+
+@dataclass
+class Fleet:
+    """A working directory (data dir ``data/``) and the commands run in it."""
+
+    workdir: Path
+    zygote: Zygote
+    #: the last result of each command line run, by command line
+    results: dict[str, Result] = field(default_factory=dict, repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    def run(self, command: str, **env: str) -> Result:
+        """Run one command line (shell-quoted, without ``fleetcron``); keep its result."""
+        result = self.zygote.run(*shlex.split(command), workdir=self.workdir, env=env)
+        self.results[command] = result
+        return result
+
+    def ok(self, command: str, **env: str) -> str:
+        """Run a command that must succeed; its stdout."""
+        return succeeded(self.run(command, **env))
+
+    def json(self, command: str, **env: str) -> Any:
+        """Run a command that must succeed and print JSON; the parsed JSON."""
+        return json.loads(self.ok(command, **env))
+
+    def ran(self, command: str) -> Result:
+        """The result of a command line run earlier."""
+        return self.results[command]
+
+
+def describe(result: Result) -> str:
+    return (
+        f"`fleetcron {shlex.join(result.args[1:])}` exited {result.returncode}\n"
+        f"stdout: {result.stdout}\nstderr: {result.stderr}"
+    )
+
+
+def succeeded(result: Result) -> str:
+    """The stdout of a command that must have succeeded."""
+    assert result.returncode == 0, describe(result)
+    assert "Traceback" not in result.stderr, describe(result)
+    return result.stdout
+
+
+def assert_refused(result: Result, *fragments: str, exit_code: int = 2) -> None:
+    """The command failed with ``exit_code`` and one ``error: ...`` message on stderr that
+    contains every fragment; nothing on stdout and no traceback."""
+    assert result.returncode == exit_code, describe(result)
+    assert result.stderr.startswith("error: "), describe(result)
+    for fragment in fragments:
+        assert fragment in result.stderr, describe(result)
+    assert result.stdout == "", describe(result)
+    assert "Traceback" not in result.stderr, describe(result)
