@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import signal
+from collections.abc import Iterator
 
 import click
+import uvicorn
 
 from fleetcron.config import Settings, load_settings
 from fleetcron.crypto import create_key_file
+from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import setup
@@ -49,33 +53,83 @@ def _first_admin(app: App, settings: Settings) -> None:
     )
 
 
-async def _serve(app: App) -> None:
+class _WebServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the process has one stop event."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(
+            f"listen: {value!r} is not HOST:PORT",
+            field="listen",
+            value=value,
+            allowed="e.g. 127.0.0.1:8080",
+        )
+    return host.strip("[]"), int(port)
+
+
+async def _run(app: App, listen: tuple[str, int] | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Scheduler(app).serve(stop)
+    scheduler = Scheduler(app)
+    tasks = [asyncio.create_task(scheduler.serve(stop), name="scheduler")]
+    server: _WebServer | None = None
+    if listen is not None:
+        from fleetcron.web.app import create_app
+
+        web = create_app(app)
+        web.state.scheduler = scheduler
+        config = uvicorn.Config(
+            web,
+            host=listen[0],
+            port=listen[1],
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            lifespan="off",
+        )
+        server = _WebServer(config)
+        tasks.append(asyncio.create_task(server.serve(), name="web"))
+        log.info("web UI and API on http://%s:%d/", *listen, extra={"action": "web.start"})
+    done, _ = await asyncio.wait(
+        [*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    stop.set()
+    if server is not None:
+        server.should_exit = True
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        if task in tasks and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+def _main(listen: tuple[str, int] | None) -> None:
+    settings = load_settings()
+    configure_logging(settings.log_format)
+    app = prepare(settings)
+    try:
+        asyncio.run(_run(app, listen))
+    finally:
+        app.close()
 
 
 @click.command()
 def scheduler() -> None:
     """Run the scheduler alone (no web UI)."""
-    settings = load_settings()
-    configure_logging(settings.log_format)
-    app = prepare(settings)
-    try:
-        asyncio.run(_serve(app))
-    finally:
-        app.close()
+    _main(None)
 
 
 @click.command()
-def serve() -> None:
-    """Run the scheduler (and the web UI and API, when installed) in one process."""
-    settings = load_settings()
-    configure_logging(settings.log_format)
-    app = prepare(settings)
-    try:
-        asyncio.run(_serve(app))
-    finally:
-        app.close()
+@click.option(
+    "--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT of the web UI."
+)
+def serve(listen: str) -> None:
+    """Run the scheduler, the web UI and the REST API in one process."""
+    _main(parse_listen(listen))

@@ -12,6 +12,7 @@ from fleetcron.cli.output import parse_time, print_json, print_table
 from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
+from fleetcron.services.audit import AuditFilter
 from fleetcron.store.schema import AuditEvent
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -122,13 +123,12 @@ def audit_list(
 ) -> None:
     """List audit events, newest first."""
     with opened_app() as app:
-        events = audit_svc.list_events(
+        events, _ = audit_svc.list_events(
             app,
             acting(app, as_user),
-            by=actor,
-            action=action,
-            target=target,
-            since=parse_time(since, "since"),
+            AuditFilter(
+                actor=actor, action=action, target=target, since=parse_time(since, "since")
+            ),
             limit=limit,
         )
     if as_json:

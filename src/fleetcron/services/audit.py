@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.errors import FleetcronError
@@ -82,26 +82,40 @@ def record_failure(app: App, actor: Actor, note: AuditNote, error: FleetcronErro
         record(session, app, actor, note, success=False)
 
 
+@dataclass(frozen=True)
+class AuditFilter:
+    actor: str | None = None
+    action: str | None = None
+    target: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def _filtered(query: Select[Any], f: AuditFilter) -> Select[Any]:
+    if f.actor:
+        query = query.where(AuditEvent.actor == f.actor)
+    if f.action:
+        query = query.where(AuditEvent.action.startswith(f.action, autoescape=True))
+    if f.target:
+        query = query.where(AuditEvent.target_name == f.target)
+    if f.since:
+        query = query.where(AuditEvent.at >= f.since)
+    if f.until:
+        query = query.where(AuditEvent.at < f.until)
+    return query
+
+
 def list_events(
-    app: App,
-    actor: Actor,
-    *,
-    by: str | None = None,
-    action: str | None = None,
-    target: str | None = None,
-    since: datetime | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> Sequence[AuditEvent]:
+    app: App, actor: Actor, f: AuditFilter, *, limit: int = 100, offset: int = 0
+) -> tuple[Sequence[AuditEvent], int]:
+    """Events matching the filter, newest first, and how many match in all."""
     actor.authorize("audit.read")
-    query = select(AuditEvent).order_by(AuditEvent.at.desc(), AuditEvent.id.desc())
-    if by:
-        query = query.where(AuditEvent.actor == by)
-    if action:
-        query = query.where(AuditEvent.action.startswith(action))
-    if target:
-        query = query.where(AuditEvent.target_name == target)
-    if since:
-        query = query.where(AuditEvent.at >= since)
     with app.db.read() as session:
-        return session.scalars(query.limit(limit).offset(offset)).all()
+        total: int = session.scalar(_filtered(select(func.count(AuditEvent.id)), f)) or 0
+        rows = session.scalars(
+            _filtered(select(AuditEvent), f)
+            .order_by(AuditEvent.at.desc(), AuditEvent.id.desc())
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        return rows, total

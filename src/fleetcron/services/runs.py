@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import Select, func, or_, select
 
@@ -22,7 +22,7 @@ from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Run
 
-RUN_STATUSES = (
+RunStatus = Literal[
     "queued",
     "running",
     "succeeded",
@@ -34,7 +34,8 @@ RUN_STATUSES = (
     "missed",
     "skipped",
     "fenced",
-)
+]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 FINISHED_STATUSES = frozenset(RUN_STATUSES) - {"queued", "running"}
 
 

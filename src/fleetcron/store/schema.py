@@ -242,7 +242,25 @@ class User(Base):
         return f"User(id={self.id!r}, name={self.name!r}, role={self.role!r})"
 
 
+class WebSession(Base):
+    """A browser login; only the SHA-256 of the cookie value is stored, so logout and
+    expiry are enforced by the server."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    address: Mapped[str] = mapped_column(String(64), default="")
+
+    user: Mapped[User] = relationship()
+
+
 class ApiToken(Base):
+
     """A bearer token for the API; only its SHA-256 is stored."""
 
     __tablename__ = "api_tokens"

@@ -1,0 +1,1 @@
+"""The web UI and the REST API: thin adapters over the service functions."""

@@ -1,0 +1,122 @@
+"""/api/v1/jobs"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from fleetcron.cron import parse
+from fleetcron.services import jobs as svc
+from fleetcron.services import runs as runs_svc
+from fleetcron.services.context import App
+from fleetcron.services.jobs import JobSpec, JobView
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+AppDep = Annotated[App, Depends(the_app)]
+
+
+def job_out(view: JobView) -> JobOut:
+    return JobOut.of(view, parse(view.schedule, view.timezone).describe())
+
+
+@router.get("", response_model=list[JobOut])
+def list_jobs(
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    origin: Literal["bulk", "individual"] | None = None,
+    target: Annotated[str | None, Query(max_length=64)] = None,
+) -> list[JobOut]:
+    return [job_out(v) for v in svc.list_jobs(app, caller.actor, origin=origin, target=target)]
+
+
+@router.post("", response_model=JobOut, status_code=201)
+def add_job(
+    body: JobIn, app: AppDep, caller: Annotated[Caller, Depends(requires("job.add"))]
+) -> JobOut:
+    spec = JobSpec(
+        schedule=body.schedule,
+        command=body.command,
+        timezone=body.timezone,
+        notes=body.notes,
+        timeout_s=body.timeout_s,
+        overlap=body.overlap,
+        catchup=body.catchup,
+        jitter_s=body.jitter_s,
+        retries=body.retries,
+        retry_on=tuple(body.retry_on),
+        retry_backoff_s=body.retry_backoff_s,
+    )
+    svc.add_job(
+        app,
+        caller.actor,
+        body.name,
+        spec,
+        target=body.target,
+        bulk=body.bulk,
+        selector=body.selector,
+        disabled_on=body.disabled_on,
+    )
+    return job_out(svc.show_job(app, caller.actor, body.name))
+
+
+@router.get("/{name}", response_model=JobOut)
+def show_job(
+    name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("job.read"))]
+) -> JobOut:
+    return job_out(svc.show_job(app, caller.actor, name))
+
+
+@router.patch("/{name}", response_model=JobOut)
+def edit_job(
+    name: str, body: JobPatch, app: AppDep, caller: Annotated[Caller, Depends(requires("job.edit"))]
+) -> JobOut:
+    changes = body.model_dump(exclude_none=True, exclude={"enabled_on"})
+    if changes:
+        svc.edit_job(app, caller.actor, name, **changes)
+    for target, enabled in (body.enabled_on or {}).items():
+        svc.set_enabled(app, caller.actor, name, enabled, target=target)
+    return job_out(svc.show_job(app, caller.actor, name))
+
+
+@router.post("/{name}/enable", response_model=JobOut)
+def enable_job(
+    name: str,
+    body: TargetRef,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.enable"))],
+) -> JobOut:
+    svc.set_enabled(app, caller.actor, name, True, target=body.target)
+    return job_out(svc.show_job(app, caller.actor, name))
+
+
+@router.post("/{name}/disable", response_model=JobOut)
+def disable_job(
+    name: str,
+    body: TargetRef,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.disable"))],
+) -> JobOut:
+    svc.set_enabled(app, caller.actor, name, False, target=body.target)
+    return job_out(svc.show_job(app, caller.actor, name))
+
+
+@router.post("/{name}/run", response_model=RunRequestOut, status_code=202)
+def run_job(
+    name: str, body: TargetRef, app: AppDep, caller: Annotated[Caller, Depends(requires("job.run"))]
+) -> RunRequestOut:
+    run_ids = runs_svc.request_run(app, caller.actor, name, target=body.target)
+    return RunRequestOut(
+        run_ids=run_ids,
+        message=f"queued {len(run_ids)} run(s); the scheduler starts them on its next tick",
+    )
+
+
+@router.delete("/{name}", status_code=204)
+def remove_job(
+    name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("job.remove"))]
+) -> Response:
+    svc.remove_job(app, caller.actor, name)
+    return Response(status_code=204)

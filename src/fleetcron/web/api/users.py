@@ -1,0 +1,88 @@
+"""/api/v1/users and /api/v1/tokens"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+
+from fleetcron.services import users as svc
+from fleetcron.services.context import App
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.schemas import TokenCreated, TokenIn, TokenOut, UserIn, UserOut, UserPatch
+
+router = APIRouter(tags=["users"])
+AppDep = Annotated[App, Depends(the_app)]
+
+
+def _out(view: svc.UserView) -> UserOut:
+    return UserOut(name=view.name, role=view.role, created_at=view.created_at)
+
+
+@router.get("/users", response_model=list[UserOut])
+def list_users(
+    app: AppDep, caller: Annotated[Caller, Depends(requires("user.read"))]
+) -> list[UserOut]:
+    return [_out(u) for u in svc.list_users(app, caller.actor)]
+
+
+@router.post("/users", response_model=UserOut, status_code=201)
+def add_user(
+    body: UserIn, app: AppDep, caller: Annotated[Caller, Depends(requires("user.add"))]
+) -> UserOut:
+    return _out(svc.add_user(app, caller.actor, body.name, body.password, body.role))
+
+
+@router.patch("/users/{name}", response_model=UserOut)
+def edit_user(
+    name: str,
+    body: UserPatch,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("user.edit"))],
+) -> UserOut:
+    if body.password is not None:
+        svc.set_password(app, caller.actor, name, body.password)
+    if body.role is not None:
+        svc.set_role(app, caller.actor, name, body.role)
+    return next(_out(u) for u in svc.list_users(app, caller.actor) if u.name == name)
+
+
+@router.delete("/users/{name}", status_code=204)
+def remove_user(
+    name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("user.remove"))]
+) -> Response:
+    svc.remove_user(app, caller.actor, name)
+    return Response(status_code=204)
+
+
+@router.get("/tokens", response_model=list[TokenOut])
+def list_tokens(
+    app: AppDep, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
+) -> list[TokenOut]:
+    return [
+        TokenOut(
+            id=t.id,
+            name=t.name,
+            prefix=t.prefix,
+            created_at=t.created_at,
+            last_used_at=t.last_used_at,
+            revoked_at=t.revoked_at,
+        )
+        for t in svc.list_tokens(app, caller.actor, caller.actor.name)
+    ]
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
+def create_token(
+    body: TokenIn, app: AppDep, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
+) -> TokenCreated:
+    token, token_id = svc.create_token(app, caller.actor, body.user or caller.actor.name, body.name)
+    return TokenCreated(id=token_id, token=token)
+
+
+@router.delete("/tokens/{token_id}", status_code=204)
+def revoke_token(
+    token_id: int, app: AppDep, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
+) -> Response:
+    svc.revoke_token(app, caller.actor, token_id)
+    return Response(status_code=204)

@@ -1,0 +1,68 @@
+"""The FastAPI application: API under /api/v1, pages at /, static files, security headers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib.resources import files
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fleetcron import __version__
+from fleetcron.errors import FleetcronError
+from fleetcron.services.context import App
+from fleetcron.web import errors
+from fleetcron.web.api import jobs, runs, targets, users
+from fleetcron.web.pages import auth, views
+from fleetcron.web.ratelimit import LoginLimiter
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def create_app(app: App) -> FastAPI:
+    """The web application over ``app``; the scheduler, when in the same process, is
+    attached by the caller as ``state.scheduler``."""
+    web = FastAPI(
+        title="fleetcron",
+        version=__version__,
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+    )
+    web.state.fleetcron = app
+    web.state.login_limiter = LoginLimiter()
+    web.state.scheduler = None
+
+    web.add_exception_handler(FleetcronError, errors.fleetcron_error)
+    web.add_exception_handler(RequestValidationError, errors.validation_error)
+    web.add_exception_handler(StarletteHTTPException, errors.http_error)
+
+    @web.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.url.path.startswith("/api/") or request.method != "GET":
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    for router in (targets.router, jobs.router, runs.router, users.router):
+        web.include_router(router, prefix="/api/v1")
+    web.include_router(auth.router)
+    web.include_router(views.router)
+    web.mount(
+        "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
+    )
+    return web

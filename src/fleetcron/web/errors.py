@@ -1,0 +1,86 @@
+"""Turning fleetcron errors into HTTP answers: JSON for the API, a page for browsers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fleetcron.errors import (
+    AuthenticationFailed,
+    Conflict,
+    CoordinationError,
+    FleetcronError,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    StoreError,
+)
+
+STATUS = (
+    (AuthenticationFailed, 401, "unauthenticated"),
+    (PermissionDenied, 403, "forbidden"),
+    (NotFound, 404, "not_found"),
+    (Conflict, 409, "conflict"),
+    (InvalidInput, 422, "invalid"),
+    (CoordinationError, 503, "not_owner"),
+    (StoreError, 503, "unavailable"),
+)
+
+
+def status_for(error: FleetcronError) -> tuple[int, str]:
+    for kind, status, code in STATUS:
+        if isinstance(error, kind):
+            return status, code
+    return 500, "error"
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or "application/json" in request.headers.get(
+        "accept", ""
+    )
+
+
+async def fleetcron_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, FleetcronError)
+    status, code = status_for(exc)
+    field = getattr(exc, "field", None)
+    if not wants_json(request):
+        from fleetcron.web.pages.render import error_page
+
+        return error_page(request, status, exc.message)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(code, exc.message, field), status_code=status, headers=headers)
+
+
+async def validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    field = ".".join(loc) or None
+    message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+    if not wants_json(request):
+        from fleetcron.web.pages.render import error_page
+
+        return error_page(request, 422, message)
+    return JSONResponse(error_body("invalid", message, field), status_code=422)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+    code = codes.get(exc.status_code, "error")
+    if not wants_json(request):
+        from fleetcron.web.pages.render import error_page
+
+        return error_page(request, exc.status_code, str(exc.detail))
+    return JSONResponse(
+        error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+    )

@@ -1,0 +1,64 @@
+"""Rendering templates with what every page needs: the caller, the CSRF token, times."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from importlib.resources import files
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from fleetcron.core.permissions import allowed
+from fleetcron.web.deps import optional_caller
+
+templates = Jinja2Templates(directory=str(files("fleetcron.web") / "templates"))
+TZ_COOKIE = "fleetcron_tz"
+
+
+def viewer_zone(request: Request) -> ZoneInfo:
+    """The viewer's time zone (cookie set by the page script, else the server's default)."""
+    name = request.cookies.get(TZ_COOKIE) or request.app.state.fleetcron.settings.timezone
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def _when(zone: ZoneInfo) -> Any:
+    def when(value: datetime | None) -> str:
+        if value is None:
+            return ""
+        return value.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+
+    return when
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    caller = optional_caller(request)
+    zone = viewer_zone(request)
+    role = caller.actor.role if caller else ""
+    return templates.TemplateResponse(
+        request,
+        template,
+        {
+            "caller": caller,
+            "csrf_token": caller.csrf_token if caller else "",
+            "can": lambda action: bool(caller) and allowed(role, action),
+            "when": _when(zone),
+            "zone": zone.key,
+            **context,
+        },
+        status_code=status_code,
+    )
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    if status == 401:
+        from fastapi.responses import RedirectResponse
+
+        target = request.url.path
+        return RedirectResponse(f"/login?next={target}", status_code=303)  # type: ignore[return-value]
+    return render(request, "error.html", status_code=status, status=status, message=message)
