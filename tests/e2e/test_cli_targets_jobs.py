@@ -104,11 +104,6 @@ def test_init_writes_a_master_key_file_readable_only_by_its_owner(fleet: Fleet) 
     assert key_file.stat().st_mode & 0o777 == 0o600
 
 
-@pytest.mark.xfail(
-    reason="the database engine creates the data dir with the default mode before init "
-    "applies 0700 (store/db.py create_db_engine), so the database is readable by all users",
-    strict=True,
-)
 def test_init_makes_the_data_dir_private_to_its_owner(fleet: Fleet) -> None:
     assert fleet.data_dir.stat().st_mode & 0o777 == 0o700
 
@@ -136,11 +131,6 @@ def test_db_upgrade_creates_the_schema_of_an_empty_database(tmp_path: Path, zygo
     assert re.fullmatch(r"database schema: empty -> \w+\n", out), out
 
 
-@pytest.mark.xfail(
-    reason="without an admin, services/users.py first_admin raises NotFound, so the CLI says "
-    "'admin user (none) does not exist' with exit 2 instead of telling to run init",
-    strict=True,
-)
 def test_commands_after_only_db_upgrade_say_to_run_init(tmp_path: Path, zygote: Zygote) -> None:
     upgraded = Fleet(tmp_path, zygote)
     upgraded.ok("db upgrade")

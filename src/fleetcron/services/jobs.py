@@ -194,6 +194,17 @@ def add_job(
             for disabled in disabled_on:
                 get_target(session, disabled)
             sync_bulk_membership(session, app, job, disabled_on=disabled_on)
+            covered = {a.target.name for a in job.assignments}
+            stray = sorted(set(disabled_on) - covered)
+            if stray:
+                raise InvalidInput(
+                    f"disabled-on: {', '.join(stray)} would not run this job "
+                    "(unpaired, or not matched by the selector)",
+                    field="disabled_on",
+                    value=stray,
+                    allowed="paired targets the job's selector matches",
+                )
+
             note.detail["selector"] = format_selector(job.selector)
         else:
             assert target is not None

@@ -115,7 +115,14 @@ def add_target(
         note.detail.update({"host": target.host, "labels": parsed_labels})
     if not verify:
         return PairResult(target, _fingerprint(target.host_key), False, ())
-    return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
+    try:
+        return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
+    except FleetcronError as exc:
+        exc.args = (
+            f"target {name} was added but not paired: {exc.message}; "
+            f"fix that, then run `fleetcron target pair {name}`",
+        )
+        raise
 
 
 def _fill_ssh_fields(

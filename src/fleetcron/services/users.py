@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.core import validation as v
-from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound
+from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import ApiToken, User
@@ -146,7 +146,7 @@ def first_admin(app: App) -> Actor:
     with app.db.read() as session:
         user = session.scalar(select(User).where(User.role == "admin").order_by(User.id).limit(1))
         if user is None:
-            raise NotFound("admin user", "(none)")
+            raise StoreError("there is no admin user yet; run `fleetcron init`")
         return Actor(user.name, user.role)
 
 

@@ -18,10 +18,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from fleetcron.errors import SchemaOutOfDate, StoreError
+from fleetcron.errors import Conflict, SchemaOutOfDate, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,10 @@ def create_db_engine(url: str) -> Engine:
     """Create an engine for the URL with fleetcron's connection settings."""
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            # The database holds password hashes and encrypted keys: owner only.
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(
+                parents=True, exist_ok=True, mode=0o700
+            )
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _sqlite_pragmas)
 
@@ -90,6 +93,9 @@ class Database:
         try:
             with session.begin():
                 yield session
+        except IntegrityError as exc:
+            # Two writers raced for a unique name or slot; the loser sees a plain conflict.
+            raise Conflict(f"the change conflicts with existing data: {exc.orig}") from exc
         except OperationalError as exc:
             raise StoreError(f"database error: {exc.orig}") from exc
         finally:

@@ -22,11 +22,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Row, and_, bindparam, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
 from fleetcron.cron import CronSchedule, parse
+from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -168,7 +168,7 @@ class RunStore:
         try:
             with self.db.session() as session:
                 return self._claim_due(session, now, limit)
-        except IntegrityError:
+        except Conflict:
             log.warning("claim lost a race; retrying next tick", extra={"action": "claim.race"})
             return Claimed([], 0, 0)
 

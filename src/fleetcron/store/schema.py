@@ -260,7 +260,6 @@ class WebSession(Base):
 
 
 class ApiToken(Base):
-
     """A bearer token for the API; only its SHA-256 is stored."""
 
     __tablename__ = "api_tokens"

@@ -240,3 +240,16 @@ def test_a_failed_write_leaves_nothing_behind(app: App, operator: Actor) -> None
     with app.db.read() as session:
         assert session.scalar(select(func.count(Job.id))) == 0
         assert session.scalar(select(func.count(Assignment.id))) == 0
+
+
+def test_disabling_at_creation_a_target_the_selector_does_not_match_is_refused(
+    app: App, operator: Actor
+) -> None:
+    add_local_targets(app, operator, "prod1", labels=("env=prod",))
+    add_local_targets(app, operator, "dev1", labels=("env=dev",))
+
+    with pytest.raises(InvalidInput, match="dev1 would not run this job") as caught:
+        jobs.add_job(
+            app, operator, "reload", NIGHTLY, bulk=True, selector="env=prod", disabled_on=["dev1"]
+        )
+    assert caught.value.field == "disabled_on"

@@ -141,3 +141,22 @@ def test_a_target_repr_and_audit_never_show_the_private_key(
     with app.db.read() as session:
         details = [str(e.detail) for e in session.scalars(select(AuditEvent))]
     assert not any(body in d for d in details)
+
+
+def test_a_target_whose_pairing_fails_at_add_is_kept_and_the_message_says_how_to_retry(
+    app: App, operator: Actor, sshd: SshServer
+) -> None:
+    with pytest.raises(ConnectError, match=r"added but not paired: .*fleetcron target pair gone"):
+        targets.add_target(
+            app,
+            operator,
+            "gone",
+            host="127.0.0.1",
+            port=1,
+            user=sshd.user,
+            private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        )
+
+    the_target, _ = targets.show_target(app, operator, "gone")
+    assert not the_target.paired
