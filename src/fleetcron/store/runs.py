@@ -19,9 +19,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import Row, and_, bindparam, select, update
+from sqlalchemy import Row, Table, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 #: A run's deadline is its timeout plus this margin (time to connect, to kill, to record).
 DEADLINE_MARGIN = timedelta(seconds=60)
 FINISHED = ("succeeded", "failed", "timed_out", "connect_error")
+# Core tables for executemany updates (the ORM would try a bulk update by primary key).
+ASSIGNMENTS = cast(Table, Assignment.__table__)
+RUNS = cast(Table, Run.__table__)
+
 
 
 class RunGuard(Protocol):
@@ -215,7 +219,7 @@ class RunStore:
                     missed += outcome.outcome == "missed"
                     skipped += outcome.outcome == "skipped"
                 session.add(run)
-        assignments = Assignment.__table__
+        assignments = ASSIGNMENTS
         # Core executemany: one statement for every advanced assignment.
         session.connection().execute(
             update(assignments)
@@ -316,7 +320,7 @@ class RunStore:
         params = [_finish_params(run_id, result) for run_id, result in results]
         with self.db.session() as session:
             self.guard.check(session)
-            runs = Run.__table__
+            runs = RUNS
             session.connection().execute(
                 update(runs)
                 .where(and_(runs.c.id == bindparam("rid"), runs.c.status == "running"))
