@@ -13,12 +13,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleetcron.errors import ConfigError
 
 ENV_PREFIX = "FLEETCRON_"
+#: A run's claim deadline is its timeout plus this margin (to connect, kill and record).
+DEADLINE_MARGIN_S = 60
 
 
 def default_data_dir() -> Path:
@@ -108,6 +110,38 @@ class Settings(BaseSettings):
     log_format: str = Field(
         default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
     )
+    cluster: bool = Field(
+        default=False,
+        description="Run as one node of a cluster sharing PostgreSQL: jobs run only on the "
+        "approved owner node (see docs/high-availability.md).",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        description="This node's base URL as other nodes reach it, e.g. http://10.0.0.5:8080.",
+    )
+    machine_id_file: Path = Field(
+        default=Path("/etc/machine-id"), description="Source of this host's node identity."
+    )
+    maintenance_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How often expired claims are closed and pending transfers progressed.",
+    )
+    lease_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="Opt-in automatic failover: the owner's lease; unset means no failover.",
+    )
+    lease_renew_s: float = Field(
+        default=10.0, gt=0, le=3600, description="How often the owner renews its lease."
+    )
+    unsafe_disable_guard: bool = Field(
+        default=False,
+        description="TEST ONLY: switch the ownership guard off to show that the fault tests "
+        "catch duplicate runs. Never set this in production.",
+    )
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )
@@ -125,8 +159,32 @@ class Settings(BaseSettings):
             ) from exc
         return value
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        """Invariants between settings, each broken one named with what to change."""
+        if self.cluster:
+            if self.is_sqlite:
+                raise ValueError(
+                    "cluster mode needs PostgreSQL shared by every node: set "
+                    "FLEETCRON_DATABASE_URL=postgresql+psycopg://..."
+                )
+            if not self.endpoint:
+                raise ValueError("cluster mode needs FLEETCRON_ENDPOINT (this node's base URL)")
+        if self.lease_s is not None and self.lease_renew_s >= self.lease_s:
+            raise ValueError(
+                f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "
+                f"FLEETCRON_LEASE_S ({self.lease_s:g})"
+            )
+        if self.ssh_connect_timeout_s >= DEADLINE_MARGIN_S:
+            raise ValueError(
+                f"FLEETCRON_SSH_CONNECT_TIMEOUT_S must be under {DEADLINE_MARGIN_S} s, the margin "
+                "a run's claim deadline keeps beyond its timeout"
+            )
+        return self
+
     @cached_property
     def effective_database_url(self) -> str:
+
         return self.database_url or f"sqlite:///{self.data_dir / 'fleetcron.db'}"
 
     @property

@@ -17,7 +17,8 @@ from fleetcron.crypto import create_key_file
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import setup
+from fleetcron.services import cluster, setup
+from fleetcron.services.cluster import Node
 from fleetcron.services.context import App
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,19 @@ class _WebServer(uvicorn.Server):
         yield
 
 
+def cluster_scheduler(app: App) -> Scheduler:
+    """A scheduler whose every run write is checked by the ownership guard."""
+    node = Node(app)
+    cluster.announce(app, node)
+    log.info(
+        "cluster: this is node %s (%s)",
+        node.identity.node_id,
+        node.identity.endpoint,
+        extra={"action": "cluster.node", "node": node.identity.node_id},
+    )
+    return Scheduler(app, guard=node.guard(), maintenance=lambda: cluster.maintain(app))
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -78,7 +92,7 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scheduler = Scheduler(app)
+    scheduler = cluster_scheduler(app) if app.settings.cluster else Scheduler(app)
     tasks = [asyncio.create_task(scheduler.serve(stop), name="scheduler")]
     server: _WebServer | None = None
     if listen is not None:

@@ -70,6 +70,8 @@ class Scheduler:
     clock: Callable[[], datetime] = utc_now
     local: LocalExecutor | None = None
     ssh: SshExecutor | None = None
+    #: Runs every ``maintenance_interval_s`` on the database thread (cluster maintenance).
+    maintenance: Callable[[], object] | None = None
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     last_tick: datetime | None = None
 
@@ -116,9 +118,15 @@ class Scheduler:
             self.app.node_name,
             extra={"action": "scheduler.start", "node": self.app.node_name},
         )
+        next_maintenance = time.monotonic()
         try:
             while not stop.is_set():
                 try:
+                    if self.maintenance is not None and time.monotonic() >= next_maintenance:
+                        next_maintenance = (
+                            time.monotonic() + self.app.settings.maintenance_interval_s
+                        )
+                        await self._in_db(self.maintenance)
                     await self.tick()
                 except Exception:
                     log.exception("cron: tick failed; retrying", extra={"action": "tick.error"})
@@ -306,7 +314,15 @@ class Scheduler:
             while len(batch) < FINISH_BATCH and not self._finished.empty():
                 batch.append(self._finished.get_nowait())
             try:
-                await self._in_db(self.runs.finish, [(f.dispatch.run_id, f.result) for f in batch])
+                refused = await self._in_db(
+                    self.runs.finish, [(f.dispatch.run_id, f.result) for f in batch]
+                )
+                for run_id in refused:
+                    log.warning(
+                        "cron: completion of run %d refused: this node no longer holds its claim",
+                        run_id,
+                        extra={"action": "run.fenced", "run_id": run_id},
+                    )
             except Exception:
                 log.exception(
                     "cron: could not record %d finished run(s)",
@@ -332,8 +348,10 @@ class Scheduler:
 
 
 def run_environment(dispatch: Dispatch) -> dict[str, str]:
-    """Variables every command gets, so it can tell which run it is."""
-    return {
+    """Variables every command gets, so it can tell which run it is; with high availability
+    also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
+    writes from a stale owner."""
+    env = {
         "FLEETCRON_RUN_ID": str(dispatch.run_id),
         "FLEETCRON_JOB": dispatch.job_name,
         "FLEETCRON_TARGET": dispatch.target_name,
@@ -341,6 +359,9 @@ def run_environment(dispatch: Dispatch) -> dict[str, str]:
             dispatch.scheduled_for.isoformat() if dispatch.scheduled_for else ""
         ),
     }
+    if dispatch.claim_id is not None:
+        env["FLEETCRON_FENCING_TOKEN"] = f"{dispatch.generation}:{dispatch.claim_id}"
+    return env
 
 
 def _not_started(now: datetime, error: str) -> ExecResult:

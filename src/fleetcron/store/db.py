@@ -61,7 +61,15 @@ def create_db_engine(url: str) -> Engine:
 
         event.listen(engine, "begin", _sqlite_begin_immediate)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # Timestamps are stored as UTC; comparing them with clock_timestamp() needs a UTC session.
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=20,
+        connect_args={"options": "-c timezone=UTC"},
+    )
+
 
 
 def alembic_config(engine: Engine | None = None, url: str | None = None) -> Config:

@@ -16,43 +16,76 @@ processes on one database can never both dispatch the same slot.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
 
 from sqlalchemy import Row, Table, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from fleetcron.config import DEADLINE_MARGIN_S
+from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
 from fleetcron.cron import CronSchedule, parse
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
-from fleetcron.store.schema import Assignment, Job, Run, Target
+from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
 
 log = logging.getLogger(__name__)
 
 #: A run's deadline is its timeout plus this margin (time to connect, to kill, to record).
-DEADLINE_MARGIN = timedelta(seconds=60)
+DEADLINE_MARGIN = timedelta(seconds=DEADLINE_MARGIN_S)
 FINISHED = ("succeeded", "failed", "timed_out", "connect_error")
 # Core tables for executemany updates (the ORM would try a bulk update by primary key).
 ASSIGNMENTS = cast(Table, Assignment.__table__)
 RUNS = cast(Table, Run.__table__)
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
 
 class RunGuard(Protocol):
-    """Decides, inside a write transaction, whether this node may write runs at all."""
+    """Decides, inside each run-writing transaction, what this node may write.
 
-    def check(self, session: Session) -> None:
-        """Return if the write may commit; raise Fenced (rolling it back) otherwise."""
+    Every method runs in the caller's transaction, so its decision and the write commit
+    together or not at all.
+    """
+
+    def verdict(self, session: Session) -> Verdict:
+        """Whether this node owns the jobs now (and under which generation); takes the
+        ownership lock for the rest of the transaction."""
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
+        """Create an execution claim for each flushed (run, timeout_s); sets the run's
+        ``claim_id`` and ``generation``."""
+
+    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
+        """The runs among ``run_ids`` whose claims are still live for this node and
+        generation: only those may be written."""
+
+    def release(self, session: Session, run_ids: Sequence[int]) -> None:
+        """Mark the claims of finished runs done."""
+
+
+STANDALONE_VERDICT = Verdict("owner", "standalone: this is the only node")
 
 
 class Standalone:
-    """The guard of a single node: nothing to prove."""
+    """The guard of a single node: nothing to prove, no claims to keep."""
 
-    def check(self, session: Session) -> None:
+    def verdict(self, session: Session) -> Verdict:
+        return STANDALONE_VERDICT
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
+        return None
+
+    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
+        return set(run_ids)
+
+    def release(self, session: Session, run_ids: Sequence[int]) -> None:
         return None
 
 
@@ -82,6 +115,8 @@ class Dispatch:
     retry_on: tuple[str, ...] = ()
     retry_backoff_s: int = 30
     started_at: datetime | None = None
+    generation: int | None = None
+    claim_id: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -145,11 +180,13 @@ class RunStore:
         node: str,
         guard: RunGuard | None = None,
         policy: SlotPolicy | None = None,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.db = db
         self.node = node
         self.guard: RunGuard = guard or Standalone()
         self.policy = policy or SlotPolicy()
+        self._now = clock
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
 
     def _schedule(self, expression: str, timezone: str) -> CronSchedule:
@@ -188,7 +225,10 @@ class RunStore:
         rows = session.execute(query).all()
         if not rows:
             return Claimed([], 0, 0, 0)
-        self.guard.check(session)
+        verdict = self.guard.verdict(session)
+        if not verdict.may_claim and verdict.kind != "invalid":
+            # Another node owns the work, or this one may not act: leave the slots due.
+            return Claimed([], 0, 0, 0)
         running = self._running_assignments(
             session, [r.assignment_id for r in rows if r.overlap == "forbid"]
         )
@@ -207,7 +247,12 @@ class RunStore:
             next_fires.append({"aid": row.assignment_id, "next": plan.next_fire_at, "now": now})
             for outcome in plan.outcomes:
                 run = self._new_run(row, outcome.slot, outcome.trigger, now)
-                if outcome.outcome == "fire":
+                if outcome.outcome == "fire" and verdict.kind == "invalid":
+                    # Fail closed: nobody can prove ownership, so the slot does not run.
+                    run.status, run.finished_at = "skipped", now
+                    run.reason = f"ownership uncertain: {verdict.reason}"
+                    skipped += 1
+                elif outcome.outcome == "fire":
                     run.status = "running"
                     run.started_at = now
                     run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
@@ -228,6 +273,7 @@ class RunStore:
             next_fires,
         )
         session.flush()
+        self.guard.claim(session, verdict, [(run, row.timeout_s) for row, run in firing])
         dispatches = [_dispatch_from(row, run) for row, run in firing]
         return Claimed(dispatches, missed, skipped, len(rows))
 
@@ -268,14 +314,17 @@ class RunStore:
             runs = session.scalars(query).all()
             if not runs:
                 return []
-            self.guard.check(session)
+            verdict = self.guard.verdict(session)
+            if not verdict.may_claim:
+                # Queued runs wait for the owner; the request never runs on a non-owner.
+                return []
             rows = {
                 row.assignment_id: row
                 for row in session.execute(
                     _dispatch_query().where(Assignment.id.in_([r.assignment_id for r in runs]))
                 )
             }
-            dispatches = []
+            starting: list[tuple[Row[Any], Run]] = []
             for run in runs:
                 row = rows.get(run.assignment_id)
                 if row is None:
@@ -285,13 +334,17 @@ class RunStore:
                 run.status, run.started_at, run.node = "running", now, self.node
                 run.command = row.command
                 run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
-                dispatches.append(_dispatch_from(row, run))
-            return dispatches
+                starting.append((row, run))
+            session.flush()
+            self.guard.claim(session, verdict, [(run, row.timeout_s) for row, run in starting])
+            return [_dispatch_from(row, run) for row, run in starting]
 
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
         with self.db.session() as session:
-            self.guard.check(session)
+            verdict = self.guard.verdict(session)
+            if not verdict.may_claim:
+                return None
             row = session.execute(
                 _dispatch_query().where(
                     Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
@@ -305,21 +358,36 @@ class RunStore:
             run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
             session.add(run)
             session.flush()
+            self.guard.claim(session, verdict, [(run, row.timeout_s)])
             return _dispatch_from(row, run)
 
     # -- finishing --------------------------------------------------------------------
 
-    def finish(self, results: Sequence[tuple[int, ExecResult]]) -> None:
-        """Record the outcome of finished runs, in one transaction.
+    def finish(self, results: Sequence[tuple[int, ExecResult]]) -> list[int]:
+        """Record the outcome of finished runs, in one transaction; returns the refused ones.
 
-        Only runs still ``running`` are updated: a run already closed as lost, interrupted
-        or fenced keeps that status.
+        Only runs whose claim is still live are written (standalone: all), and only while
+        still ``running``: a run already closed as lost, interrupted or fenced keeps that
+        status. A refused write is recorded in ``fenced_writes``.
         """
         if not results:
-            return
-        params = [_finish_params(run_id, result) for run_id, result in results]
+            return []
         with self.db.session() as session:
-            self.guard.check(session)
+            verdict = self.guard.verdict(session)
+            live = self.guard.live(session, verdict, [run_id for run_id, _ in results])
+            refused = [run_id for run_id, _ in results if run_id not in live]
+            for run_id in refused:
+                session.add(
+                    FencedWrite(
+                        at=self._now(),
+                        node_id=self.node,
+                        run_id=run_id,
+                        reason=f"completion refused: {verdict.reason}; the claim is not live",
+                    )
+                )
+            params = [_finish_params(rid, result) for rid, result in results if rid in live]
+            if not params:
+                return refused
             runs = RUNS
             session.connection().execute(
                 update(runs)
@@ -342,11 +410,12 @@ class RunStore:
                 ),
                 params,
             )
+            self.guard.release(session, sorted(live))
+        return refused
 
     def close_lost(self, now: datetime) -> int:
         """Runs of this node left ``running`` past their deadline (a crash) become ``lost``."""
         with self.db.session() as session:
-            self.guard.check(session)
             result = session.execute(
                 update(Run)
                 .where(Run.node == self.node, Run.status == "running", Run.deadline_at < now)
@@ -363,12 +432,14 @@ class RunStore:
         if not ids:
             return
         with self.db.session() as session:
-            self.guard.check(session)
+            verdict = self.guard.verdict(session)
+            live = sorted(self.guard.live(session, verdict, ids))
             session.execute(
                 update(Run)
-                .where(Run.id.in_(ids), Run.status == "running")
+                .where(Run.id.in_(live), Run.status == "running")
                 .values(status="interrupted", finished_at=now, reason=reason)
             )
+            self.guard.release(session, live)
 
 
 def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
@@ -396,6 +467,8 @@ def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
         trigger=run.trigger,
         attempt=run.attempt,
         started_at=run.started_at,
+        generation=run.generation,
+        claim_id=run.claim_id,
     )
 
 

@@ -198,6 +198,8 @@ class Run(Base):
     finished_at: Mapped[datetime | None]
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     deadline_at: Mapped[datetime | None]
+    generation: Mapped[int | None] = mapped_column(BigInteger)
+    claim_id: Mapped[int | None] = mapped_column(BigInteger)
     node: Mapped[str] = mapped_column(String(255))
     actor: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
@@ -242,7 +244,120 @@ class User(Base):
         return f"User(id={self.id!r}, name={self.name!r}, role={self.role!r})"
 
 
+class ClusterNode(Base):
+    """A scheduler node of a cluster: a candidate until an admin approves its signed identity."""
+
+    __tablename__ = "cluster_nodes"
+    __table_args__ = (
+        CheckConstraint("state IN ('candidate', 'approved', 'retired')", name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(32), unique=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    hostname: Mapped[str] = mapped_column(String(255))
+    version: Mapped[str] = mapped_column(String(64))
+    endpoint: Mapped[str] = mapped_column(String(255))
+    aliases: Mapped[list[str]] = mapped_column(JSON, default=list)
+    state: Mapped[str] = mapped_column(String(16), default="candidate")
+    announced_at: Mapped[datetime]
+    approved_at: Mapped[datetime | None]
+    approved_by: Mapped[str | None] = mapped_column(String(64))
+    retired_at: Mapped[datetime | None]
+    # Set when a forced takeover fenced this node; cleared by `cluster verify-rejoin`.
+    fenced_at: Mapped[datetime | None]
+
+
+class ClusterOwnership(Base):
+    """Who may run jobs: the owner node and the generation (the fencing token).
+
+    Exactly one row is expected; any other count is invalid state and fails closed.
+    """
+
+    __tablename__ = "cluster_ownership"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_node_id: Mapped[str | None] = mapped_column(String(32))
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    transfer_id: Mapped[int | None] = mapped_column(Integer)
+    lease_expires_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime]
+
+
+class ExecutionClaim(Base):
+    """Permission for one run to write, bound to a node, a generation and a deadline
+    measured by the database clock. An expired or revoked claim can never commit."""
+
+    __tablename__ = "execution_claims"
+    __table_args__ = (
+        CheckConstraint("state IN ('live', 'done', 'expired', 'revoked')", name="state"),
+        Index("ix_execution_claims_live", "state", "deadline_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    node_id: Mapped[str] = mapped_column(String(32))
+    generation: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime]
+    deadline_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(String(16), default="live")
+    released_at: Mapped[datetime | None]
+
+
+class ClusterTransfer(Base):
+    """A change of owner: a handoff (drains first), a forced takeover, or the first owner."""
+
+    __tablename__ = "cluster_transfers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    from_node_id: Mapped[str | None] = mapped_column(String(32))
+    to_node_id: Mapped[str] = mapped_column(String(32))
+    requested_by: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(String(16))
+    completed_at: Mapped[datetime | None]
+    generation_after: Mapped[int | None] = mapped_column(BigInteger)
+    note: Mapped[str] = mapped_column(Text, default="")
+
+
+class FencedWrite(Base):
+    """A run write the ownership guard refused: who tried, under which generation, why."""
+
+    __tablename__ = "fenced_writes"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime]
+    node_id: Mapped[str] = mapped_column(String(32))
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(Text)
+
+
+class ClusterSecret(Base):
+    """Coordination secrets (encrypted with the master key); the newest signs, the previous
+    one is still accepted for a grace window after a rotation."""
+
+    __tablename__ = "cluster_secrets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    secret_enc: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(64))
+
+
+class SeenNonce(Base):
+    """Nonces of signed requests already accepted, to refuse replays."""
+
+    __tablename__ = "cluster_nonces"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class WebSession(Base):
+
     """A browser login; only the SHA-256 of the cookie value is stored, so logout and
     expiry are enforced by the server."""
 

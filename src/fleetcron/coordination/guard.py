@@ -1,0 +1,120 @@
+"""The ownership guard of a cluster node: the lock and the checks behind every run write.
+
+In each run-writing transaction the guard locks the single ownership row
+(``SELECT ... FOR UPDATE``), reads the node registry, and asks
+:func:`fleetcron.core.ownership.evaluate` whether this node is the approved owner under the
+current generation. New runs get an execution claim whose deadline is measured by the
+database clock (``clock_timestamp()``), so a node with a wrong or paused clock cannot extend
+it; a completion is written only while its claim is live, for this node and generation.
+Handoff and takeover take the same lock, so they can never interleave with a run write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
+from fleetcron.store.runs import DEADLINE_MARGIN
+from fleetcron.store.schema import ClusterNode, ClusterOwnership, ExecutionClaim, Run
+
+UNGUARDED = Verdict("owner", "UNSAFE: the ownership guard is switched off (test-only setting)")
+
+
+def db_now(session: Session) -> datetime:
+    """The database's clock: the one clock every node agrees on."""
+    value = session.scalar(select(func.clock_timestamp()))
+    if not isinstance(value, datetime):
+        raise TypeError("the database returned no clock_timestamp()")
+    return value
+
+
+def current_verdict(session: Session, node_id: str, fingerprint: str, *, lock: bool) -> Verdict:
+    """Evaluate ownership for ``node_id`` from the database, optionally under the lock."""
+    query = select(
+        ClusterOwnership.owner_node_id,
+        ClusterOwnership.generation,
+        ClusterOwnership.draining,
+        ClusterOwnership.lease_expires_at,
+    ).order_by(ClusterOwnership.id)
+    if lock:
+        query = query.with_for_update()
+    rows = [dict(r) for r in session.execute(query).mappings()]
+    nodes = {
+        n.node_id: NodeRecord(n.node_id, n.fingerprint, n.state, n.fenced_at is not None)
+        for n in session.scalars(select(ClusterNode))
+    }
+    lease = rows[0]["lease_expires_at"] if len(rows) == 1 else None
+    return evaluate(
+        rows,
+        nodes,
+        node_id,
+        fingerprint,
+        lease_expires_at=lease,
+        db_now=db_now(session) if lease else None,
+    )
+
+
+@dataclass
+class CoordinatedGuard:
+    """The :class:`~fleetcron.store.runs.RunGuard` of a node in a cluster."""
+
+    node_id: str
+    fingerprint: str
+    unguarded: bool = False
+
+    def verdict(self, session: Session) -> Verdict:
+        if self.unguarded:
+            return UNGUARDED
+        return current_verdict(session, self.node_id, self.fingerprint, lock=True)
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
+        if not runs:
+            return
+        now = db_now(session)
+        claims = [
+            ExecutionClaim(
+                run_id=run.id,
+                node_id=self.node_id,
+                generation=verdict.generation,
+                created_at=now,
+                deadline_at=now + timedelta(seconds=timeout_s) + DEADLINE_MARGIN,
+                state="live",
+            )
+            for run, timeout_s in runs
+        ]
+        session.add_all(claims)
+        session.flush()
+        for (run, _), claim in zip(runs, claims, strict=True):
+            run.claim_id, run.generation = claim.id, verdict.generation
+            run.deadline_at = claim.deadline_at
+
+    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
+        if self.unguarded:
+            return set(run_ids)
+        if verdict.kind != "owner" or not run_ids:
+            return set()
+        return set(
+            session.scalars(
+                select(ExecutionClaim.run_id).where(
+                    ExecutionClaim.run_id.in_(run_ids),
+                    ExecutionClaim.state == "live",
+                    ExecutionClaim.node_id == self.node_id,
+                    ExecutionClaim.generation == verdict.generation,
+                    ExecutionClaim.deadline_at > func.clock_timestamp(),
+                )
+            )
+        )
+
+    def release(self, session: Session, run_ids: Sequence[int]) -> None:
+        if not run_ids:
+            return
+        session.execute(
+            update(ExecutionClaim)
+            .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
+            .values(state="done", released_at=func.clock_timestamp())
+        )

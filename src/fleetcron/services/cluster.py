@@ -1,0 +1,562 @@
+"""High availability: nodes, ownership, handoff, forced takeover, maintenance.
+
+Several nodes share one PostgreSQL. At most one approved node — the owner — runs jobs; the
+owner and a generation that increases on every change of owner live in the
+``cluster_ownership`` row, and every run write is rechecked against them under that row's
+lock (:mod:`fleetcron.coordination.guard`). Changing the owner takes the same lock:
+
+- **handoff**: the owner is marked draining (no new claims) and, once its live claims have
+  finished or expired, the owner and generation change in one transaction;
+- **forced takeover**: for an unreachable owner that the operator has fenced; generation
+  goes up at once, the old owner's live claims are revoked and it must pass
+  ``verify-rejoin`` before it may work again;
+- the first owner is chosen with a transfer too (generation 0 -> 1).
+
+The database row is the source of truth: a node learns it is draining or fenced from the
+row, under the lock, on its next write. Status reads never write; maintenance writes only
+when a claim expires or a transfer completes.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.orm import Session
+
+from fleetcron import __version__
+from fleetcron.coordination.guard import CoordinatedGuard, current_verdict
+from fleetcron.coordination.identity import (
+    NodeIdentity,
+    node_identity,
+    normalize_endpoint,
+    read_machine_id,
+)
+from fleetcron.core.ownership import Verdict
+from fleetcron.errors import Conflict, CoordinationError, InvalidInput, NotFound
+from fleetcron.services.audit import AuditNote, audited, record
+from fleetcron.services.context import SYSTEM, Actor, App
+from fleetcron.store.schema import (
+    ClusterNode,
+    ClusterOwnership,
+    ClusterTransfer,
+    ExecutionClaim,
+    Run,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Node:
+    """This process's view of itself in the cluster."""
+
+    app: App
+
+    @cached_property
+    def identity(self) -> NodeIdentity:
+        settings = self.app.settings
+        if not settings.endpoint:
+            raise CoordinationError("this node has no FLEETCRON_ENDPOINT")
+        with self.app.db.read() as session:
+            system_id = str(
+                session.scalar(text("SELECT system_identifier FROM pg_control_system()"))
+            )
+        return node_identity(
+            read_machine_id(settings.machine_id_file),
+            system_id,
+            socket.gethostname(),
+            __version__,
+            settings.endpoint,
+        )
+
+    def guard(self) -> CoordinatedGuard:
+        return CoordinatedGuard(
+            self.identity.node_id,
+            self.identity.fingerprint,
+            unguarded=self.app.settings.unsafe_disable_guard,
+        )
+
+
+def ensure_ownership_row(session: Session, now: datetime) -> None:
+    """Create the ownership row the first time a cluster node starts (never a second one)."""
+    if session.scalar(select(func.count(ClusterOwnership.id))) == 0:
+        session.add(
+            ClusterOwnership(owner_node_id=None, generation=0, draining=False, updated_at=now)
+        )
+
+
+def announce(app: App, node: Node) -> ClusterNode:
+    """Register this node as a candidate, or refresh its record when something changed.
+
+    Discovery never approves: a new node stays a candidate until an admin approves it."""
+    me = node.identity
+    with app.db.session() as session:
+        ensure_ownership_row(session, app.now())
+        row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == me.node_id))
+        if row is None:
+            row = ClusterNode(
+                node_id=me.node_id,
+                fingerprint=me.fingerprint,
+                hostname=me.hostname,
+                version=me.version,
+                endpoint=me.endpoint,
+                aliases=[],
+                state="candidate",
+                announced_at=app.now(),
+            )
+            session.add(row)
+            record(
+                session,
+                app,
+                SYSTEM,
+                AuditNote("cluster.announce", detail=_node_detail(me)),
+                success=True,
+            )
+        elif (row.hostname, row.version, row.endpoint) != (me.hostname, me.version, me.endpoint):
+            if me.endpoint != row.endpoint and me.endpoint not in row.aliases:
+                row.aliases = [*row.aliases, me.endpoint]
+            row.hostname, row.version = me.hostname, me.version
+        session.flush()
+        return row
+
+
+def _node_detail(me: NodeIdentity) -> dict[str, str]:
+    return {
+        "node": me.node_id,
+        "hostname": me.hostname,
+        "endpoint": me.endpoint,
+        "version": me.version,
+    }
+
+
+def _get_node(session: Session, node_id: str) -> ClusterNode:
+    row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == node_id))
+    if row is None:
+        raise NotFound("node", node_id)
+    return row
+
+
+def _lock_ownership(session: Session) -> ClusterOwnership:
+    rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
+    if len(rows) != 1:
+        raise CoordinationError(
+            f"coordination state has {len(rows)} ownership rows, expected 1; repair it first"
+        )
+    return rows[0]
+
+
+def approve(app: App, actor: Actor, identity: NodeIdentity) -> ClusterNode:
+    """Approve a candidate whose identity was verified (signed challenge to its endpoint).
+
+    Refused when another live, approved record has the same node id with a different
+    fingerprint (a cloned disk), or when the database identifiers differ."""
+    note = AuditNote("cluster.approve", detail=_node_detail(identity))
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        row = _get_node(session, identity.node_id)
+        if row.state == "retired":
+            raise Conflict(f"node {row.node_id} is retired and can never be approved again")
+        if row.fingerprint != identity.fingerprint:
+            raise Conflict(
+                f"node {row.node_id} answered with fingerprint {identity.fingerprint[:12]}…, "
+                f"but registered with {row.fingerprint[:12]}…: a clone or another database; "
+                "fence that host and give it a new machine id"
+            )
+        if row.state != "approved":
+            row.state, row.approved_at, row.approved_by = "approved", app.now(), actor.name
+        if identity.endpoint != row.endpoint and identity.endpoint not in row.aliases:
+            row.aliases = [*row.aliases, identity.endpoint]
+        session.flush()
+        return row
+
+
+def retire(app: App, actor: Actor, node_id: str) -> None:
+    """Retire a node: kept for audit, never selectable again, its endpoint reusable."""
+    note = AuditNote("cluster.retire", detail={"node": node_id})
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        ownership = _lock_ownership(session)
+        row = _get_node(session, node_id)
+        if ownership.owner_node_id == node_id:
+            raise Conflict(f"node {node_id} owns the jobs; transfer ownership or take over first")
+        row.state, row.retired_at = "retired", app.now()
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    id: int
+    kind: str
+    state: str
+    from_node: str | None
+    to_node: str
+    generation_after: int | None
+
+
+def _transfer_result(t: ClusterTransfer) -> TransferResult:
+    return TransferResult(t.id, t.kind, t.state, t.from_node_id, t.to_node_id, t.generation_after)
+
+
+def request_transfer(
+    app: App, actor: Actor, to_node: str, *, idempotency_key: str | None = None
+) -> TransferResult:
+    """Hand the jobs to ``to_node``. Idempotent: the same key returns the same transfer."""
+    key = idempotency_key or uuid.uuid4().hex
+    note = AuditNote("cluster.transfer", detail={"to": to_node, "idempotency_key": key})
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        ownership = _lock_ownership(session)
+        existing = session.scalar(
+            select(ClusterTransfer).where(ClusterTransfer.idempotency_key == key)
+        )
+        if existing is not None:
+            if existing.to_node_id != to_node:
+                raise Conflict(
+                    f"idempotency key {key} was used for a transfer to {existing.to_node_id}"
+                )
+            return _transfer_result(existing)
+        target = _get_node(session, to_node)
+        if target.state != "approved" or target.fenced_at is not None:
+            raise InvalidInput(
+                f"node {to_node} is {target.state}{' and fenced' if target.fenced_at else ''}; "
+                "only an approved, unfenced node can own the jobs",
+                field="to",
+                value=to_node,
+                allowed="an approved node",
+            )
+        now = app.now()
+        transfer = ClusterTransfer(
+            idempotency_key=key,
+            from_node_id=ownership.owner_node_id,
+            to_node_id=to_node,
+            requested_by=actor.name,
+            requested_at=now,
+            state="pending",
+            note="",
+            kind="initial" if ownership.owner_node_id is None else "handoff",
+        )
+        session.add(transfer)
+        session.flush()
+        if ownership.owner_node_id is None or ownership.owner_node_id == to_node:
+            _complete(session, ownership, transfer, now)
+        else:
+            _supersede_pending(session, ownership, transfer.id, now, keep=transfer.id)
+            ownership.draining, ownership.transfer_id, ownership.updated_at = True, transfer.id, now
+        note.detail.update({"transfer": transfer.id, "state": transfer.state})
+        return _transfer_result(transfer)
+
+
+def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferResult:
+    actor.authorize("cluster.read")
+    with app.db.read() as session:
+        t = session.scalar(
+            select(ClusterTransfer).where(ClusterTransfer.idempotency_key == idempotency_key)
+        )
+        if t is None:
+            raise NotFound("transfer", idempotency_key)
+        return _transfer_result(t)
+
+
+def _complete(
+    session: Session, ownership: ClusterOwnership, transfer: ClusterTransfer, now: datetime
+) -> None:
+    if ownership.owner_node_id != transfer.to_node_id or ownership.generation == 0:
+        ownership.generation += 1
+    ownership.owner_node_id = transfer.to_node_id
+    ownership.draining, ownership.transfer_id = False, None
+    ownership.lease_expires_at = None
+    ownership.updated_at = now
+    transfer.state, transfer.completed_at = "completed", now
+    transfer.generation_after = ownership.generation
+
+
+def _supersede_pending(
+    session: Session,
+    ownership: ClusterOwnership,
+    by: int,
+    now: datetime,
+    *,
+    keep: int | None = None,
+) -> None:
+    for pending in session.scalars(
+        select(ClusterTransfer).where(
+            ClusterTransfer.state == "pending", ClusterTransfer.id != keep
+        )
+    ):
+        pending.state, pending.completed_at = "superseded", now
+        pending.note = f"superseded by transfer {by}"
+
+
+def takeover(
+    app: App, actor: Actor, node: Node, fenced_endpoint: str, *, confirm_fenced: bool
+) -> TransferResult:
+    """Forced takeover by this node of an unreachable owner the operator has fenced."""
+    me = node.identity
+    note = AuditNote(
+        "cluster.takeover", detail={"to": me.node_id, "fenced_endpoint": fenced_endpoint}
+    )
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        if not confirm_fenced:
+            raise InvalidInput(
+                "confirm with --confirm-fenced that the old owner is powered off or cut off",
+                field="confirm_fenced",
+                value=False,
+                allowed="--confirm-fenced",
+            )
+        ownership = _lock_ownership(session)
+        if ownership.owner_node_id is None:
+            raise Conflict("there is no owner to take over from; use `fleetcron cluster transfer`")
+        old = _get_node(session, ownership.owner_node_id)
+        typed = normalize_endpoint(fenced_endpoint)
+        if typed != old.endpoint:
+            raise InvalidInput(
+                f"fenced endpoint {typed!r} is not the owner's endpoint; type it exactly",
+                field="fenced_endpoint",
+                value=fenced_endpoint,
+                allowed="the owner's exact endpoint",
+            )
+        mine = _get_node(session, me.node_id)
+        if mine.state != "approved" or mine.fingerprint != me.fingerprint or mine.fenced_at:
+            raise Conflict(f"this node ({me.node_id}) is not an approved, unfenced node")
+        if old.node_id == me.node_id:
+            raise Conflict("this node already owns the jobs")
+        now = app.now()
+        transfer = ClusterTransfer(
+            idempotency_key=uuid.uuid4().hex,
+            kind="takeover",
+            from_node_id=old.node_id,
+            to_node_id=me.node_id,
+            requested_by=actor.name,
+            requested_at=now,
+            state="pending",
+            note=f"forced; {old.endpoint} confirmed fenced by {actor.name}",
+        )
+        session.add(transfer)
+        session.flush()
+        _supersede_pending(session, ownership, transfer.id, now, keep=transfer.id)
+        revoked = _revoke_claims(
+            session, old.node_id, app, reason=f"revoked by forced takeover {transfer.id}"
+        )
+        old.fenced_at = now
+        _complete(session, ownership, transfer, now)
+        note.detail.update(
+            {"from": old.node_id, "generation": ownership.generation, "revoked_claims": revoked}
+        )
+        return _transfer_result(transfer)
+
+
+def _revoke_claims(session: Session, node_id: str, app: App, *, reason: str) -> int:
+    run_ids = list(
+        session.scalars(
+            select(ExecutionClaim.run_id).where(
+                ExecutionClaim.node_id == node_id, ExecutionClaim.state == "live"
+            )
+        )
+    )
+    if not run_ids:
+        return 0
+    session.execute(
+        update(ExecutionClaim)
+        .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
+        .values(state="revoked", released_at=func.clock_timestamp())
+    )
+    _fence_runs(session, run_ids, app.now(), reason)
+    return len(run_ids)
+
+
+def _fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: str) -> None:
+    session.execute(
+        update(Run)
+        .where(Run.id.in_(run_ids), Run.status == "running")
+        .values(status="fenced", finished_at=now, reason=reason)
+    )
+
+
+def verify_rejoin(app: App, actor: Actor, node: Node) -> Verdict:
+    """Checks a node coming back must pass before its scheduler may claim work."""
+    me = node.identity
+    note = AuditNote("cluster.verify_rejoin", detail={"node": me.node_id})
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        ownership = _lock_ownership(session)
+        row = _get_node(session, me.node_id)
+        problems = []
+        if row.state != "approved":
+            problems.append(f"node is {row.state}, not approved")
+        if row.fingerprint != me.fingerprint:
+            problems.append("fingerprint differs from the approved record")
+        if ownership.owner_node_id is None:
+            problems.append("no current owner is visible")
+        live = session.scalar(
+            select(func.count(ExecutionClaim.id)).where(
+                ExecutionClaim.node_id == me.node_id, ExecutionClaim.state == "live"
+            )
+        )
+        if live:
+            problems.append(
+                f"{live} live claim(s) of this node remain; run `fleetcron cluster maintain`"
+            )
+        if problems:
+            raise CoordinationError("rejoin refused: " + "; ".join(problems))
+        row.fenced_at = None
+        note.detail.update({"owner": ownership.owner_node_id, "generation": ownership.generation})
+    with app.db.read() as session:
+        return current_verdict(session, me.node_id, me.fingerprint, lock=False)
+
+
+@dataclass
+class MaintenanceResult:
+    expired_claims: int = 0
+    completed_transfers: list[int] = field(default_factory=list)
+
+
+def maintain(app: App) -> MaintenanceResult:
+    """Expire claims past their deadline (their runs become ``fenced``) and complete a
+    handoff whose old owner has no live claims left. Writes only on such a transition."""
+    result = MaintenanceResult()
+    with app.db.session() as session:
+        expired = session.execute(
+            select(ExecutionClaim.run_id, ExecutionClaim.node_id, ExecutionClaim.generation)
+            .where(
+                ExecutionClaim.state == "live", ExecutionClaim.deadline_at < func.clock_timestamp()
+            )
+            .with_for_update(skip_locked=True)
+        ).all()
+        if expired:
+            ids = [r.run_id for r in expired]
+            session.execute(
+                update(ExecutionClaim)
+                .where(ExecutionClaim.run_id.in_(ids), ExecutionClaim.state == "live")
+                .values(state="expired", released_at=func.clock_timestamp())
+            )
+            for r in expired:
+                _fence_runs(
+                    session,
+                    [r.run_id],
+                    app.now(),
+                    f"claim of node {r.node_id} (generation {r.generation}) expired before the run "
+                    "was recorded as finished",
+                )
+            result.expired_claims = len(expired)
+    with app.db.session() as session:
+        rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
+        if len(rows) == 1 and rows[0].draining and rows[0].transfer_id is not None:
+            ownership = rows[0]
+            live = session.scalar(
+                select(func.count(ExecutionClaim.id)).where(
+                    ExecutionClaim.node_id == ownership.owner_node_id,
+                    ExecutionClaim.state == "live",
+                )
+            )
+            transfer = session.get(ClusterTransfer, ownership.transfer_id)
+            if not live and transfer is not None and transfer.state == "pending":
+                _complete(session, ownership, transfer, app.now())
+                record(
+                    session,
+                    app,
+                    SYSTEM,
+                    AuditNote(
+                        "cluster.transfer.complete",
+                        detail={
+                            "transfer": transfer.id,
+                            "to": transfer.to_node_id,
+                            "generation": ownership.generation,
+                        },
+                    ),
+                    success=True,
+                )
+                result.completed_transfers.append(transfer.id)
+    if result.expired_claims or result.completed_transfers:
+        log.info(
+            "cluster: maintenance expired %d claim(s), completed transfer(s) %s",
+            result.expired_claims,
+            result.completed_transfers,
+            extra={"action": "cluster.maintain"},
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: str
+    hostname: str
+    endpoint: str
+    state: str
+    fenced: bool
+    running: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    mode: str
+    this_node: str | None
+    owner: str | None
+    generation: int
+    draining: bool
+    pending_transfer: TransferResult | None
+    verdict: Verdict | None
+    nodes: list[NodeStatus]
+    running_on: dict[str, int]
+
+    def one_line(self) -> str:
+        if self.mode == "standalone":
+            return "Standalone: this node runs every job"
+        state = {
+            "owner": "Draining" if self.draining else "Active on this node",
+            "standby": "Standby",
+        }.get(self.verdict.kind if self.verdict else "", "Not allowed to run jobs")
+        running = ", ".join(f"{n}: {c}" for n, c in self.running_on.items()) or "nothing"
+        owner = self.owner or "(none)"
+        return f"{state}; owner {owner}, generation {self.generation}; running: {running}"
+
+
+def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
+    """Read-only: status reads never write."""
+    actor.authorize("cluster.read")
+    if node is None:
+        return ClusterStatus("standalone", None, None, 0, False, None, None, [], {})
+    me = node.identity
+    with app.db.read() as session:
+        rows = session.scalars(select(ClusterOwnership)).all()
+        ownership = rows[0] if len(rows) == 1 else None
+        running = dict(
+            session.execute(
+                select(ExecutionClaim.node_id, func.count(ExecutionClaim.id))
+                .where(ExecutionClaim.state == "live")
+                .group_by(ExecutionClaim.node_id)
+            ).tuples()
+        )
+        pending = None
+        if ownership is not None and ownership.transfer_id is not None:
+            t = session.get(ClusterTransfer, ownership.transfer_id)
+            pending = _transfer_result(t) if t else None
+        nodes = [
+            NodeStatus(
+                n.node_id,
+                n.hostname,
+                n.endpoint,
+                n.state,
+                n.fenced_at is not None,
+                running.get(n.node_id, 0),
+            )
+            for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
+        ]
+        verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
+    return ClusterStatus(
+        "cluster",
+        me.node_id,
+        ownership.owner_node_id if ownership else None,
+        ownership.generation if ownership else 0,
+        bool(ownership and ownership.draining),
+        pending,
+        verdict,
+        nodes,
+        running,
+    )
