@@ -1,0 +1,1 @@
+"""Coordination between fleetcron nodes: who a node is, signed messages, and ownership."""
