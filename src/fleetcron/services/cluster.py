@@ -526,13 +526,15 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
     with app.db.read() as session:
         rows = session.scalars(select(ClusterOwnership)).all()
         ownership = rows[0] if len(rows) == 1 else None
-        running = dict(
-            session.execute(
+        running: dict[str, int] = {
+            node_id: count
+            for node_id, count in session.execute(
                 select(ExecutionClaim.node_id, func.count(ExecutionClaim.id))
                 .where(ExecutionClaim.state == "live")
                 .group_by(ExecutionClaim.node_id)
-            ).tuples()
-        )
+            )
+        }
+
         pending = None
         if ownership is not None and ownership.transfer_id is not None:
             t = session.get(ClusterTransfer, ownership.transfer_id)
