@@ -11,6 +11,7 @@ import sys
 import click
 
 from fleetcron import __version__
+from fleetcron.cli.cluster_cmd import cluster
 from fleetcron.cli.cron_cmd import cron
 from fleetcron.cli.job_cmd import job
 from fleetcron.cli.output import run_cli
@@ -27,7 +28,7 @@ def cli() -> None:
     """Cron for fleets of servers: every run recorded, never twice."""
 
 
-for command in (init, db, serve, scheduler, target, job, runs, user, audit, cron):
+for command in (init, db, serve, scheduler, target, job, runs, user, audit, cluster, cron):
     cli.add_command(command)
 job.add_command(run_job)
 

@@ -1,0 +1,200 @@
+"""`fleetcron cluster ...`: nodes, ownership, handoff, takeover (see docs/high-availability.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.output import print_json, print_table
+from fleetcron.services import cluster as svc
+from fleetcron.services.cluster import ClusterStatus, Node, TransferResult
+from fleetcron.services.context import App
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def _node(app: App) -> Node | None:
+    return Node(app) if app.settings.cluster else None
+
+
+def _require_node(app: App) -> Node:
+    node = _node(app)
+    if node is None:
+        raise click.UsageError(
+            "this node is standalone; set FLEETCRON_CLUSTER=true to join a cluster"
+        )
+    return node
+
+
+def status_dict(status: ClusterStatus) -> dict[str, Any]:
+    data = asdict(status)
+    data["summary"] = status.one_line()
+    return data
+
+
+def _transfer(result: TransferResult, as_json: bool) -> None:
+    if as_json:
+        print_json(asdict(result))
+        return
+    generation = f", generation {result.generation_after}" if result.generation_after else ""
+    click.echo(
+        f"transfer {result.id} ({result.kind}) to {result.to_node}: {result.state}{generation}"
+    )
+    if result.state == "pending":
+        click.echo(
+            "the owner is draining: it starts no new runs and hands over when its runs finish"
+        )
+
+
+@click.group()
+def cluster() -> None:
+    """High availability: several nodes, at most one runs the jobs."""
+
+
+@cluster.command("status")
+@json_option
+@as_user_option
+def status(as_json: bool, as_user: str | None) -> None:
+    """Owner, generation, pending transfer and where work is running."""
+    with opened_app() as app:
+        result = svc.status(app, acting(app, as_user), _node(app))
+    if as_json:
+        print_json(status_dict(result))
+        return
+    click.echo(result.one_line())
+    if result.mode == "cluster":
+        click.echo(f"this node: {result.this_node}")
+        if result.pending_transfer:
+            t = result.pending_transfer
+            click.echo(f"pending transfer {t.id}: {t.from_node} -> {t.to_node} ({t.state})")
+        if result.verdict:
+            may = "yes" if result.verdict.may_claim else "no"
+            click.echo(f"this node may run jobs: {may} ({result.verdict.reason})")
+
+
+
+@cluster.command("nodes")
+@json_option
+@as_user_option
+def nodes(as_json: bool, as_user: str | None) -> None:
+    """Every node: candidates, approved and retired."""
+    with opened_app() as app:
+        result = svc.status(app, acting(app, as_user), _node(app))
+    if as_json:
+        print_json([asdict(n) for n in result.nodes])
+        return
+    print_table(
+        None,
+        ["node", "host", "endpoint", "state", "running", "owner"],
+        [
+            (
+                n.node_id,
+                n.hostname,
+                n.endpoint,
+                n.state + (" (fenced)" if n.fenced else ""),
+                n.running,
+                "yes" if n.node_id == result.owner else "",
+            )
+            for n in result.nodes
+        ],
+    )
+
+
+@cluster.command("approve")
+@click.argument("endpoint")
+@as_user_option
+def approve(endpoint: str, as_user: str | None) -> None:
+    """Approve the candidate answering a signed identity challenge at ENDPOINT."""
+    from fleetcron.services.cluster_peers import approve_endpoint
+
+    with opened_app() as app:
+        _require_node(app)
+        row = approve_endpoint(app, acting(app, as_user), endpoint)
+    click.echo(f"node {row.node_id} ({row.hostname}, {row.endpoint}) approved")
+
+
+@cluster.command("retire")
+@click.argument("node_id")
+@as_user_option
+def retire(node_id: str, as_user: str | None) -> None:
+    """Retire a node for good (kept for audit; its endpoint becomes reusable)."""
+    with opened_app() as app:
+        svc.retire(app, acting(app, as_user), node_id)
+    click.echo(f"node {node_id} retired")
+
+
+@cluster.command("transfer")
+@click.option("--to", "to_node", required=True, help="Node id of the new owner.")
+@click.option("--idempotency-key", help="Retrying with the same key returns the same transfer.")
+@json_option
+@as_user_option
+def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: str | None) -> None:
+    """Hand the jobs to another approved node (drains the owner first)."""
+    with opened_app() as app:
+        _require_node(app)
+        result = svc.request_transfer(
+            app, acting(app, as_user), to_node, idempotency_key=idempotency_key
+        )
+    _transfer(result, as_json)
+
+
+@cluster.command("takeover")
+@click.option("--fenced-endpoint", required=True, help="The unreachable owner's exact endpoint.")
+@click.option("--confirm-fenced", is_flag=True, help="The old owner is powered off or cut off.")
+@json_option
+@as_user_option
+def takeover(
+    fenced_endpoint: str, confirm_fenced: bool, as_json: bool, as_user: str | None
+) -> None:
+    """Make this node the owner now; only after fencing the old owner."""
+    with opened_app() as app:
+        node = _require_node(app)
+        result = svc.takeover(
+            app, acting(app, as_user), node, fenced_endpoint, confirm_fenced=confirm_fenced
+        )
+    _transfer(result, as_json)
+
+
+@cluster.command("verify-rejoin")
+@json_option
+@as_user_option
+def verify_rejoin(as_json: bool, as_user: str | None) -> None:
+    """Checks a returning node must pass before its scheduler may work again."""
+    with opened_app() as app:
+        node = _require_node(app)
+        verdict = svc.verify_rejoin(app, acting(app, as_user), node)
+    if as_json:
+        print_json(asdict(verdict))
+        return
+    click.echo(f"rejoin verified: {verdict.reason}")
+
+
+@cluster.command("rotate-secret")
+@as_user_option
+def rotate_secret(as_user: str | None) -> None:
+    """New coordination secret; the previous one is accepted for 24 hours."""
+    from fleetcron.coordination.secrets import rotate_secret as rotate
+
+    with opened_app() as app:
+        _require_node(app)
+        rotate(app, acting(app, as_user))
+    click.echo("coordination secret rotated; the previous one is accepted for 24 hours")
+
+
+@cluster.command("maintain")
+@json_option
+def maintain(as_json: bool) -> None:
+    """Expire claims past their deadline and progress pending transfers, once."""
+    with opened_app() as app:
+        _require_node(app)
+        result = svc.maintain(app)
+    if as_json:
+        print_json(asdict(result))
+        return
+    click.echo(
+        f"expired {result.expired_claims} claim(s); completed transfer(s): "
+        f"{', '.join(map(str, result.completed_transfers)) or 'none'}"
+    )
