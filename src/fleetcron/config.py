@@ -17,10 +17,9 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fleetcron.errors import ConfigError
+from fleetcron.executors.base import DEFAULT_KILL_GRACE_S
 
 ENV_PREFIX = "FLEETCRON_"
-#: A run's claim deadline is its timeout plus this margin (to connect, kill and record).
-DEADLINE_MARGIN_S = 60
 
 
 def default_data_dir() -> Path:
@@ -122,6 +121,13 @@ class Settings(BaseSettings):
     machine_id_file: Path = Field(
         default=Path("/etc/machine-id"), description="Source of this host's node identity."
     )
+    claim_margin_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="A run's claim deadline is its timeout plus this margin (time to connect, "
+        "to kill on timeout and to record the outcome).",
+    )
     maintenance_interval_s: float = Field(
         default=60.0,
         gt=0,
@@ -175,10 +181,10 @@ class Settings(BaseSettings):
                 f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "
                 f"FLEETCRON_LEASE_S ({self.lease_s:g})"
             )
-        if self.ssh_connect_timeout_s >= DEADLINE_MARGIN_S:
+        if self.claim_margin_s <= DEFAULT_KILL_GRACE_S:
             raise ValueError(
-                f"FLEETCRON_SSH_CONNECT_TIMEOUT_S must be under {DEADLINE_MARGIN_S} s, the margin "
-                "a run's claim deadline keeps beyond its timeout"
+                f"FLEETCRON_CLAIM_MARGIN_S ({self.claim_margin_s:g}) must be longer than the "
+                f"{DEFAULT_KILL_GRACE_S:g} s between SIGTERM and SIGKILL at a run's timeout"
             )
         return self
 

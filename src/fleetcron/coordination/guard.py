@@ -66,6 +66,7 @@ class CoordinatedGuard:
     node_id: str
     fingerprint: str
     unguarded: bool = False
+    margin: timedelta = DEADLINE_MARGIN
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
@@ -82,7 +83,7 @@ class CoordinatedGuard:
                 node_id=self.node_id,
                 generation=verdict.generation,
                 created_at=now,
-                deadline_at=now + timedelta(seconds=timeout_s) + DEADLINE_MARGIN,
+                deadline_at=now + timedelta(seconds=timeout_s) + self.margin,
                 state="live",
             )
             for run, timeout_s in runs

@@ -78,7 +78,12 @@ class Scheduler:
     def __post_init__(self) -> None:
         settings = self.app.settings
         self.runs = RunStore(
-            self.app.db, node=self.app.node_name, guard=self.guard, policy=policy_from(self.app)
+            self.app.db,
+            node=self.app.node_name,
+            guard=self.guard,
+            policy=policy_from(self.app),
+            clock=self.clock,
+            claim_margin=timedelta(seconds=settings.claim_margin_s),
         )
         self.local = self.local or LocalExecutor(clock=self.clock)
         self.ssh = self.ssh or SshExecutor(
@@ -264,7 +269,7 @@ class Scheduler:
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
         request = ExecRequest(
             command=dispatch.command,
-            env=run_environment(dispatch),
+            env=run_environment(dispatch, self.app.node_name),
             timeout_s=float(dispatch.timeout_s),
             output_limit=self.app.settings.output_limit_bytes,
         )
@@ -347,12 +352,13 @@ class Scheduler:
         await self._finished.join()
 
 
-def run_environment(dispatch: Dispatch) -> dict[str, str]:
+def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
     """Variables every command gets, so it can tell which run it is; with high availability
     also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
     writes from a stale owner."""
     env = {
         "FLEETCRON_RUN_ID": str(dispatch.run_id),
+        "FLEETCRON_NODE": node,
         "FLEETCRON_JOB": dispatch.job_name,
         "FLEETCRON_TARGET": dispatch.target_name,
         "FLEETCRON_SCHEDULED_FOR": (

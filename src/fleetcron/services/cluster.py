@@ -24,7 +24,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 
 from sqlalchemy import func, select, text, update
@@ -81,6 +81,7 @@ class Node:
             self.identity.node_id,
             self.identity.fingerprint,
             unguarded=self.app.settings.unsafe_disable_guard,
+            margin=timedelta(seconds=self.app.settings.claim_margin_s),
         )
 
 

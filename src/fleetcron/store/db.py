@@ -71,7 +71,6 @@ def create_db_engine(url: str) -> Engine:
     )
 
 
-
 def alembic_config(engine: Engine | None = None, url: str | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(files("fleetcron.store") / "migrations"))

@@ -24,7 +24,6 @@ from typing import Any, Protocol, cast
 from sqlalchemy import Row, Table, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from fleetcron.config import DEADLINE_MARGIN_S
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
 from fleetcron.cron import CronSchedule, parse
@@ -36,7 +35,8 @@ from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
 log = logging.getLogger(__name__)
 
 #: A run's deadline is its timeout plus this margin (time to connect, to kill, to record).
-DEADLINE_MARGIN = timedelta(seconds=DEADLINE_MARGIN_S)
+#: Default time a claim outlives its run's timeout (see ``claim_margin_s`` in the settings).
+DEADLINE_MARGIN = timedelta(seconds=60)
 FINISHED = ("succeeded", "failed", "timed_out", "connect_error")
 # Core tables for executemany updates (the ORM would try a bulk update by primary key).
 ASSIGNMENTS = cast(Table, Assignment.__table__)
@@ -181,12 +181,14 @@ class RunStore:
         guard: RunGuard | None = None,
         policy: SlotPolicy | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        claim_margin: timedelta = DEADLINE_MARGIN,
     ) -> None:
         self.db = db
         self.node = node
         self.guard: RunGuard = guard or Standalone()
         self.policy = policy or SlotPolicy()
         self._now = clock
+        self.margin = claim_margin
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
 
     def _schedule(self, expression: str, timezone: str) -> CronSchedule:
@@ -255,7 +257,7 @@ class RunStore:
                 elif outcome.outcome == "fire":
                     run.status = "running"
                     run.started_at = now
-                    run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+                    run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
                     firing.append((row, run))
                 else:
                     run.status = outcome.outcome
@@ -333,7 +335,7 @@ class RunStore:
                     continue
                 run.status, run.started_at, run.node = "running", now, self.node
                 run.command = row.command
-                run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+                run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
                 starting.append((row, run))
             session.flush()
             self.guard.claim(session, verdict, [(run, row.timeout_s) for row, run in starting])
@@ -355,7 +357,7 @@ class RunStore:
             run = self._new_run(row, previous.scheduled_for or now, "retry", now)
             run.attempt = previous.attempt + 1
             run.status, run.started_at = "running", now
-            run.deadline_at = now + timedelta(seconds=row.timeout_s) + DEADLINE_MARGIN
+            run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
             session.add(run)
             session.flush()
             self.guard.claim(session, verdict, [(run, row.timeout_s)])

@@ -357,7 +357,6 @@ class SeenNonce(Base):
 
 
 class WebSession(Base):
-
     """A browser login; only the SHA-256 of the cookie value is stored, so logout and
     expiry are enforced by the server."""
 

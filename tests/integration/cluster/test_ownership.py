@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select, text, update
 
-from conftest import ClusterNode, approve
 from fixtures.app import FakeClock
+from fixtures.cluster import ClusterNode, approve
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, targets
