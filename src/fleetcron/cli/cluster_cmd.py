@@ -75,7 +75,6 @@ def status(as_json: bool, as_user: str | None) -> None:
             click.echo(f"this node may run jobs: {may} ({result.verdict.reason})")
 
 
-
 @cluster.command("nodes")
 @json_option
 @as_user_option
