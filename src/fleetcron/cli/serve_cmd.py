@@ -72,7 +72,10 @@ def cluster_scheduler(app: App) -> Scheduler:
         node.identity.endpoint,
         extra={"action": "cluster.node", "node": node.identity.node_id},
     )
-    return Scheduler(app, guard=node.guard(), maintenance=lambda: cluster.maintain(app))
+    return Scheduler(
+        app, guard=node.guard(), maintenance=lambda: cluster.maintain(app), clock=app.clock
+    )
+
 
 
 def parse_listen(value: str) -> tuple[str, int]:

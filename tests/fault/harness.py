@@ -1,0 +1,164 @@
+"""A lab of real cluster scheduler processes on one real PostgreSQL, for fault injection."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from fixtures.app import make_settings
+from fleetcron.services import cluster, jobs, targets
+from fleetcron.services.cluster import Node
+from fleetcron.services.context import SYSTEM, App
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store.schema import FencedWrite, Run
+
+NODE_PROCESS = Path(__file__).with_name("node_process.py")
+
+
+@dataclass
+class Lab:
+    """Nodes named ``alpha``, ``beta``, ... share ``database_url``; simulated time runs
+    ``speed`` times faster than real time from ``sim_epoch``."""
+
+    database_url: str
+    directory: Path
+    speed: float = 10.0
+    master_key: str = ""
+    real_epoch: float = field(default_factory=time.time)
+    sim_epoch: datetime = field(default_factory=lambda: datetime(2026, 3, 2, 9, 0, 50, tzinfo=UTC))
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    apps: dict[str, App] = field(default_factory=dict)
+
+    @property
+    def effects(self) -> Path:
+        return self.directory / "effects.log"
+
+    def sim_now(self) -> datetime:
+        return self.sim_epoch + timedelta(seconds=(time.time() - self.real_epoch) * self.speed)
+
+    def env(self, name: str, **extra: str) -> dict[str, str]:
+        machine_id = self.directory / f"{name}.machine-id"
+        if not machine_id.exists():
+            machine_id.write_text(secrets.token_hex(16) + "\n")
+        return {
+            **os.environ,
+            "FLEETCRON_DATABASE_URL": self.database_url,
+            "FLEETCRON_CLUSTER": "true",
+            "FLEETCRON_ENDPOINT": f"http://{name}.test:8080",
+            "FLEETCRON_MACHINE_ID_FILE": str(machine_id),
+            "FLEETCRON_MASTER_KEY": self.master_key,
+            "FLEETCRON_NODE_NAME": name,
+            "FLEETCRON_DATA_DIR": str(self.directory / name),
+            "FLEETCRON_TICK_S": "0.1",
+            "FLEETCRON_MAINTENANCE_INTERVAL_S": "0.3",
+            "FLEETCRON_CLAIM_MARGIN_S": "6",
+            "FLEETCRON_SHUTDOWN_GRACE_S": "1",
+            # Small batches give a second claimer every chance to interleave within a minute.
+            "FLEETCRON_CLAIM_BATCH": "5",
+            **extra,
+        }
+
+    def app(self, name: str) -> App:
+        """The node's settings opened in the test process (for admin actions as that node)."""
+        if name not in self.apps:
+            env = self.env(name)
+            settings = make_settings(
+                self.directory / name,
+                self.database_url,
+                cluster=True,
+                endpoint=env["FLEETCRON_ENDPOINT"],
+                machine_id_file=Path(env["FLEETCRON_MACHINE_ID_FILE"]),
+                master_key=SecretStr(self.master_key),
+                node_name=name,
+            )
+            self.apps[name] = App.open(settings, clock=self.sim_now)
+        return self.apps[name]
+
+    def node(self, name: str) -> Node:
+        return Node(self.app(name))
+
+    def approve(self, *names: str) -> None:
+        for name in names:
+            node = self.node(name)
+            cluster.announce(node.app, node)
+            cluster.approve(node.app, SYSTEM, node.identity)
+
+    def make_owner(self, name: str) -> None:
+        cluster.request_transfer(self.app(name), SYSTEM, self.node(name).identity.node_id)
+
+    def add_fleet(self, count: int, *, work: str = "sleep 0", timeout_s: int = 30) -> None:
+        app = self.app("alpha")
+        for n in range(count):
+            targets.add_target(app, SYSTEM, f"box{n:03d}", local=True)
+        fields = (
+            "$FLEETCRON_SCHEDULED_FOR $FLEETCRON_TARGET $FLEETCRON_FENCING_TOKEN $FLEETCRON_NODE"
+        )
+        command = (
+            f'echo "start $(date +%s.%N) {fields}" >> {self.effects}; {work}; '
+            f'echo "end $(date +%s.%N) {fields}" >> {self.effects}'
+        )
+        jobs.add_job(
+            app, SYSTEM, "everywhere", JobSpec("* * * * *", command, timeout_s=timeout_s), bulk=True
+        )
+
+    def start(self, name: str, **extra_env: str) -> None:
+        self.processes[name] = subprocess.Popen(
+            [
+                sys.executable,
+                str(NODE_PROCESS),
+                str(self.real_epoch),
+                self.sim_epoch.isoformat(),
+                str(self.speed),
+            ],
+            env=self.env(name, **extra_env),
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.directory / f"{name}.log", "ab"),  # noqa: SIM115 - closed with the process
+        )
+
+    def signal(self, name: str, sig: signal.Signals) -> None:
+        self.processes[name].send_signal(sig)
+
+    def stop_all(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for app in self.apps.values():
+            app.close()
+
+    def runs(self) -> list[Run]:
+        with self.app("alpha").db.read() as session:
+            return list(session.scalars(select(Run).order_by(Run.id)))
+
+    def fenced_writes(self) -> list[FencedWrite]:
+        with self.app("alpha").db.read() as session:
+            return list(session.scalars(select(FencedWrite)))
+
+    def log(self, name: str) -> str:
+        path = self.directory / f"{name}.log"
+        return path.read_text() if path.exists() else ""
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.1)

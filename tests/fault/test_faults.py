@@ -1,0 +1,192 @@
+"""Fault injection: real scheduler processes on one real PostgreSQL, checked by C1-C4.
+
+Simulated time runs ten times faster than real time (a schedule minute lasts 6 s); claim
+deadlines and timeouts are real seconds on the database clock.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from checkers import (
+    SafetyViolation,
+    c1_one_execution_per_slot,
+    c2_generation_never_decreases,
+    c3_every_due_slot_accounted_for,
+    c4_no_overlap_across_owners,
+    read_effects,
+)
+from harness import Lab, wait_until
+
+from fixtures.postgres import PostgresServer
+from fleetcron.crypto import generate_key
+from fleetcron.services import cluster
+from fleetcron.services.context import SYSTEM
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+GRACE = timedelta(seconds=60)
+
+
+@pytest.fixture
+def lab(migrated: str, tmp_path: Path) -> Iterator[Lab]:
+    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode())
+    yield the_lab
+    the_lab.stop_all()
+
+
+def started_by(lab: Lab, node: str) -> int:
+    return sum(1 for e in read_effects(lab.effects) if e.kind == "start" and e.node == node)
+
+
+def check_all(lab: Lab, since: datetime) -> None:
+    effects = read_effects(lab.effects)
+    app = lab.app("alpha")
+    c1_one_execution_per_slot(app, effects)
+    c2_generation_never_decreases(effects)
+    c3_every_due_slot_accounted_for(app, since, lab.sim_now() - 2 * GRACE)
+    c4_no_overlap_across_owners(effects, until=time.time())
+
+
+def settle(lab: Lab) -> None:
+    """Stop every node gracefully so in-flight runs are recorded."""
+    lab.stop_all()
+
+
+def test_two_nodes_on_one_minute_with_500_assignments_run_each_slot_once(lab: Lab) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(500)
+    since = lab.sim_now()
+    lab.start("alpha")
+    lab.start("beta")
+
+    wait_until(lambda: started_by(lab, "alpha") >= 500, timeout=60, what="one minute of 500 runs")
+    time.sleep(1)
+    settle(lab)
+
+    check_all(lab, since)
+    assert started_by(lab, "beta") == 0
+    assert len({e.slot for e in read_effects(lab.effects)}) >= 1
+
+
+def test_negative_control_without_the_guard_the_checkers_catch_two_owners(lab: Lab) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(60, work="sleep 1")
+    since = lab.sim_now()
+    lab.start("alpha", FLEETCRON_UNSAFE_DISABLE_GUARD="true")
+    lab.start("beta", FLEETCRON_UNSAFE_DISABLE_GUARD="true")
+
+    wait_until(
+        lambda: started_by(lab, "alpha") > 0 and started_by(lab, "beta") > 0,
+        timeout=60,
+        what="both nodes executing",
+    )
+    settle(lab)
+
+    with pytest.raises(SafetyViolation, match="C4"):
+        check_all(lab, since)
+
+
+def test_a_paused_owner_past_its_deadline_is_taken_over_and_its_late_completion_refused(
+    lab: Lab,
+) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(5, work="sleep 2", timeout_s=3)
+    since = lab.sim_now()
+    lab.start("alpha")
+    lab.start("beta")
+    wait_until(lambda: started_by(lab, "alpha") >= 5, timeout=30, what="alpha's first runs")
+
+    lab.signal("alpha", signal.SIGSTOP)
+    time.sleep(10)  # past the claims' deadline: 3 s timeout + 6 s margin
+    taken = cluster.takeover(
+        lab.app("beta"), SYSTEM, lab.node("beta"), "http://alpha.test:8080", confirm_fenced=True
+    )
+    lab.signal("alpha", signal.SIGCONT)
+    wait_until(
+        lambda: len(lab.fenced_writes()) >= 5, timeout=30, what="alpha's refused completions"
+    )
+    wait_until(lambda: started_by(lab, "beta") >= 5, timeout=30, what="beta running the next slots")
+    settle(lab)
+
+    assert taken.generation_after == 2
+    fenced = {r.id for r in lab.runs() if r.status == "fenced"}
+    assert {w.run_id for w in lab.fenced_writes()} <= fenced
+    check_all(lab, since)
+
+
+def test_a_killed_owner_is_replaced_without_a_duplicate(lab: Lab) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(5, work="sleep 2", timeout_s=3)
+    since = lab.sim_now()
+    lab.start("alpha")
+    lab.start("beta")
+    wait_until(lambda: started_by(lab, "alpha") >= 5, timeout=30, what="alpha's first runs")
+
+    lab.signal("alpha", signal.SIGKILL)
+    wait_until(
+        lambda: sum(r.status == "fenced" for r in lab.runs()) >= 5,
+        timeout=30,
+        what="beta's maintenance expiring alpha's claims",
+    )
+    cluster.takeover(
+        lab.app("beta"), SYSTEM, lab.node("beta"), "http://alpha.test:8080", confirm_fenced=True
+    )
+    wait_until(lambda: started_by(lab, "beta") >= 5, timeout=30, what="beta running the next slots")
+    settle(lab)
+
+    check_all(lab, since)
+
+
+def test_a_handoff_with_20_runs_in_flight_never_overlaps_the_two_nodes(lab: Lab) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(20, work="sleep 3", timeout_s=10)
+    since = lab.sim_now()
+    lab.start("alpha")
+    lab.start("beta")
+    wait_until(lambda: started_by(lab, "alpha") >= 20, timeout=30, what="20 runs in flight")
+
+    pending = cluster.request_transfer(
+        lab.app("beta"), SYSTEM, lab.node("beta").identity.node_id, idempotency_key="handoff-1"
+    )
+    wait_until(
+        lambda: cluster.transfer_status(lab.app("beta"), SYSTEM, "handoff-1").state == "completed",
+        timeout=30,
+        what="the drained handoff",
+    )
+    wait_until(lambda: started_by(lab, "beta") >= 20, timeout=30, what="beta's first minute")
+    settle(lab)
+
+    assert pending.state == "pending"
+    check_all(lab, since)
+
+
+def test_postgresql_restarted_mid_run_loses_no_safety(
+    lab: Lab, postgres_server: PostgresServer
+) -> None:
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(20, work="sleep 0.5")
+    since = lab.sim_now()
+    lab.start("alpha")
+    lab.start("beta")
+    wait_until(lambda: started_by(lab, "alpha") >= 20, timeout=30, what="alpha's first minute")
+
+    postgres_server.restart()
+    before = started_by(lab, "alpha")
+    wait_until(
+        lambda: started_by(lab, "alpha") >= before + 20, timeout=40, what="work after restart"
+    )
+    settle(lab)
+
+    check_all(lab, since)
