@@ -47,6 +47,10 @@ class Lab:
     def sim_now(self) -> datetime:
         return self.sim_epoch + timedelta(seconds=(time.time() - self.real_epoch) * self.speed)
 
+    def real_time_of(self, sim: datetime) -> float:
+        """The true unix time at which simulated time reaches ``sim``."""
+        return self.real_epoch + (sim - self.sim_epoch).total_seconds() / self.speed
+
     def env(self, name: str, **extra: str) -> dict[str, str]:
         machine_id = self.directory / f"{name}.machine-id"
         if not machine_id.exists():

@@ -22,11 +22,13 @@ from checkers import (
     read_effects,
 )
 from harness import Lab, wait_until
+from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
 from fleetcron.crypto import generate_key
 from fleetcron.services import cluster
 from fleetcron.services.context import SYSTEM
+from fleetcron.store.schema import ExecutionClaim, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -190,3 +192,39 @@ def test_postgresql_restarted_mid_run_loses_no_safety(
     settle(lab)
 
     check_all(lab, since)
+
+
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def test_an_owner_whose_clock_is_30_seconds_ahead_breaks_no_safety_rule(lab: Lab) -> None:
+    assert LIBFAKETIME.exists(), "libfaketime is missing: run `bash scripts/system-deps.sh`"
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(10, work="sleep 0.5")
+    since = lab.sim_now()
+    # 3 real seconds are 30 seconds of schedule at ten times speed.
+    lab.start(
+        "alpha", LD_PRELOAD=str(LIBFAKETIME), FAKETIME="+3s", FAKETIME_DONT_FAKE_MONOTONIC="1"
+    )
+    lab.start("beta")
+    wait_until(lambda: started_by(lab, "alpha") >= 20, timeout=40, what="two minutes on alpha")
+
+    cluster.request_transfer(
+        lab.app("beta"), SYSTEM, lab.node("beta").identity.node_id, idempotency_key="skewed"
+    )
+    wait_until(lambda: started_by(lab, "beta") >= 10, timeout=40, what="beta after the handoff")
+    settle(lab)
+
+    check_all(lab, since)
+    with lab.app("alpha").db.read() as session:
+        claims = session.execute(
+            select(ExecutionClaim.created_at, Run.scheduled_for)
+            .join(Run, Run.id == ExecutionClaim.run_id)
+            .where(ExecutionClaim.node_id == lab.node("alpha").identity.node_id)
+        ).all()
+    # The database clock is true time: once running, alpha claimed each minute's slots about
+    # 3 s before they came (its first minute may already have been due when it started).
+    early = [c for c in claims if c.created_at.timestamp() < lab.real_time_of(c.scheduled_for) - 2]
+    assert len(early) >= 10
+
