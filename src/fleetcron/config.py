@@ -109,6 +109,39 @@ class Settings(BaseSettings):
     log_format: str = Field(
         default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
     )
+    retention_days: int = Field(
+        default=90, ge=1, le=100 * 365, description="Runs older than this many days are pruned."
+    )
+    retention_max_runs: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000_000,
+        description="At most this many runs are kept per assignment (the newest).",
+    )
+    audit_retention_days: int | None = Field(
+        default=None, ge=1, description="Audit events older than this are pruned; unset: forever."
+    )
+    prune_batch: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Rows deleted per transaction, so no single delete locks the table for long.",
+    )
+    metrics_require_auth: bool = Field(
+        default=False, description="Require a viewer's API token for /metrics."
+    )
+    notify_max_attempts: int = Field(
+        default=5, ge=1, le=100, description="Delivery attempts per notification before giving up."
+    )
+    notify_backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=86400,
+        description="First retry delay of a failed delivery (doubles).",
+    )
+    notify_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Timeout of one webhook or SMTP delivery."
+    )
     cluster: bool = Field(
         default=False,
         description="Run as one node of a cluster sharing PostgreSQL: jobs run only on the "

@@ -356,7 +356,71 @@ class SeenNonce(Base):
     seen_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class NotificationChannel(Base):
+    """Where notifications go: a webhook (JSON POST) or an email address list (SMTP)."""
+
+    __tablename__ = "notification_channels"
+    __table_args__ = (CheckConstraint("kind IN ('webhook', 'email')", name="kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    #: webhook: {"url"}; email: {"host", "port", "starttls", "username", "sender", "to": [...]}
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: webhook HMAC signing key or SMTP password, encrypted with the master key.
+    secret_enc: Mapped[bytes | None] = mapped_column(LargeBinary)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+
+
+class NotificationRule(Base):
+    """When to notify a channel: for one job, or for every job (``job_id`` null)."""
+
+    __tablename__ = "notification_rules"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    channel_id: Mapped[int] = mapped_column(
+        ForeignKey("notification_channels.id", ondelete="CASCADE"), index=True
+    )
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    on_failure: Mapped[bool] = mapped_column(Boolean, default=True)
+    on_late: Mapped[bool] = mapped_column(Boolean, default=True)
+    on_recovery: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+
+
+class AlertState(Base):
+    """The last notified state of one assignment, so repeats are sent once per change."""
+
+    __tablename__ = "alert_states"
+
+    assignment_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    changed_at: Mapped[datetime]
+
+
+class NotificationDelivery(Base):
+    """One message to one channel and each attempt's outcome; retried with backoff."""
+
+    __tablename__ = "notification_deliveries"
+    __table_args__ = (Index("ix_notification_deliveries_due", "status", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    channel_id: Mapped[int] = mapped_column(
+        ForeignKey("notification_channels.id", ondelete="CASCADE"), index=True
+    )
+    event: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    next_attempt_at: Mapped[datetime | None]
+    sent_at: Mapped[datetime | None]
+
+
 class WebSession(Base):
+
     """A browser login; only the SHA-256 of the cookie value is stored, so logout and
     expiry are enforced by the server."""
 
