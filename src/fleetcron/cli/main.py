@@ -13,6 +13,7 @@ import click
 from fleetcron import __version__
 from fleetcron.cli.cluster_cmd import cluster
 from fleetcron.cli.cron_cmd import cron
+from fleetcron.cli.health_cmd import health, prune
 from fleetcron.cli.job_cmd import job
 from fleetcron.cli.output import run_cli
 from fleetcron.cli.runs_cmd import run_job, runs
@@ -28,7 +29,21 @@ def cli() -> None:
     """Cron for fleets of servers: every run recorded, never twice."""
 
 
-for command in (init, db, serve, scheduler, target, job, runs, user, audit, cluster, cron):
+for command in (
+    init,
+    db,
+    serve,
+    scheduler,
+    target,
+    job,
+    runs,
+    user,
+    audit,
+    health,
+    prune,
+    cluster,
+    cron,
+):
     cli.add_command(command)
 job.add_command(run_job)
 

@@ -16,6 +16,8 @@ from fleetcron.config import Settings, load_settings
 from fleetcron.crypto import create_key_file
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
+from fleetcron.metrics import Metrics
+from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, setup
 from fleetcron.services.cluster import Node
@@ -62,7 +64,15 @@ class _WebServer(uvicorn.Server):
         yield
 
 
-def cluster_scheduler(app: App) -> Scheduler:
+def make_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
+    """The scheduler of this process: guarded by ownership in cluster mode, with
+    housekeeping (cluster maintenance, retention) every ``maintenance_interval_s``."""
+    if app.settings.cluster:
+        return cluster_scheduler(app, metrics)
+    return Scheduler(app, maintenance=Housekeeping(app), metrics=metrics, clock=app.clock)
+
+
+def cluster_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
     """A scheduler whose every run write is checked by the ownership guard."""
     node = Node(app)
     cluster.announce(app, node)
@@ -73,9 +83,8 @@ def cluster_scheduler(app: App) -> Scheduler:
         extra={"action": "cluster.node", "node": node.identity.node_id},
     )
     return Scheduler(
-        app, guard=node.guard(), maintenance=lambda: cluster.maintain(app), clock=app.clock
+        app, guard=node.guard(), maintenance=Housekeeping(app), metrics=metrics, clock=app.clock
     )
-
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -95,13 +104,14 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scheduler = cluster_scheduler(app) if app.settings.cluster else Scheduler(app)
+    metrics = Metrics()
+    scheduler = make_scheduler(app, metrics)
     tasks = [asyncio.create_task(scheduler.serve(stop), name="scheduler")]
     server: _WebServer | None = None
     if listen is not None:
         from fleetcron.web.app import create_app
 
-        web = create_app(app)
+        web = create_app(app, metrics=metrics)
         web.state.scheduler = scheduler
         config = uvicorn.Config(
             web,

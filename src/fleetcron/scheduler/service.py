@@ -25,6 +25,7 @@ from fleetcron.core.planning import SlotPolicy, jitter_offset, retry_delay, shou
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecRequest, ExecResult, SshTarget, utc_now
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
+from fleetcron.metrics import Metrics
 from fleetcron.services.context import App
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
 
@@ -72,6 +73,7 @@ class Scheduler:
     ssh: SshExecutor | None = None
     #: Runs every ``maintenance_interval_s`` on the database thread (cluster maintenance).
     maintenance: Callable[[], object] | None = None
+    metrics: Metrics | None = None
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     last_tick: datetime | None = None
 
@@ -206,6 +208,12 @@ class Scheduler:
             )
         self.last_tick = now
         stats.seconds = time.perf_counter() - t0
+        if self.metrics is not None:
+            self.metrics.tick.observe(stats.seconds)
+            self.metrics.due.set(stats.dispatched + stats.missed + stats.skipped)
+            self.metrics.skipped.labels("missed").inc(stats.missed)
+            self.metrics.skipped.labels("skipped").inc(stats.skipped)
+            self.metrics.in_flight.set(len(self.running))
         return stats
 
     def _launch(self, dispatch: Dispatch) -> None:
@@ -235,7 +243,13 @@ class Scheduler:
                 "run_id": dispatch.run_id,
             },
         )
+        if self.metrics is not None and dispatch.scheduled_for and dispatch.trigger == "schedule":
+            lateness = (self.clock() - dispatch.scheduled_for).total_seconds()
+            self.metrics.lateness.observe(max(lateness, 0.0))
         result = await self._run_on_target(dispatch)
+        if self.metrics is not None:
+            self.metrics.runs.labels(result.status, dispatch.origin).inc()
+            self.metrics.duration.observe(result.duration_ms / 1000)
         log.info(
             "cron: done    job=%s target=%s run=%d status=%s exit=%s took=%dms",
             dispatch.job_name,

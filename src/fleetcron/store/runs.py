@@ -117,6 +117,7 @@ class Dispatch:
     started_at: datetime | None = None
     generation: int | None = None
     claim_id: int | None = None
+    origin: str = "bulk"
 
     def __repr__(self) -> str:
         return (
@@ -471,6 +472,7 @@ def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
         started_at=run.started_at,
         generation=run.generation,
         claim_id=run.claim_id,
+        origin=row.origin,
     )
 
 

@@ -1,0 +1,46 @@
+"""`fleetcron health` and `fleetcron prune`."""
+
+from __future__ import annotations
+
+import click
+
+from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.output import print_json, print_table
+from fleetcron.services import health as svc
+from fleetcron.services import retention
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
+@as_user_option
+def health(as_json: bool, as_user: str | None) -> None:
+    """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise."""
+    with opened_app() as app:
+        result = svc.summary(app, acting(app, as_user))
+    if as_json:
+        print_json(result.as_dict())
+    elif result.ok:
+        click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
+    else:
+        print_table(
+            f"{len(result.problems)} problem(s)",
+            ["kind", "job", "target", "since", "detail"],
+            [(p.kind, p.job, p.target, p.since, p.detail) for p in result.problems],
+        )
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Only count what would be removed.")
+@as_user_option
+def prune(dry_run: bool, as_user: str | None) -> None:
+    """Apply the retention settings once: old runs, runs beyond the per-assignment cap,
+    and (when configured) old audit events."""
+    with opened_app() as app:
+        result = retention.prune(app, acting(app, as_user), dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {result.runs_by_age} run(s) past the age limit, {result.runs_by_count} run(s) "
+        f"beyond the per-assignment cap, {result.audit_events} audit event(s)"
+    )

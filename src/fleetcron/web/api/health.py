@@ -1,0 +1,76 @@
+"""/healthz, /readyz, /metrics and /api/v1/health."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import text
+
+from fleetcron.services import health as svc
+from fleetcron.web.deps import Caller, requires, the_app
+
+router = APIRouter(tags=["health"])
+
+
+def public(request: Request) -> None:
+    """Marks a route that answers without credentials (probes and metrics)."""
+
+
+public.public = True  # type: ignore[attr-defined]
+
+
+@router.get("/healthz", dependencies=[Depends(public)])
+def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "alive"}
+
+
+@router.get("/readyz", dependencies=[Depends(public)])
+def readyz(request: Request) -> JSONResponse:
+    """Ready: the database answers, the scheduler loop ticks, ownership is known."""
+    app = the_app(request)
+    checks: dict[str, Any] = {}
+    try:
+        with app.db.read() as session:
+            session.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:  # any failure to reach the database means not ready
+        checks["database"] = f"unreachable: {exc.__class__.__name__}"
+    scheduler = request.app.state.scheduler
+    if scheduler is None:
+        checks["scheduler"] = "not running in this process"
+    elif scheduler.last_tick is None:
+        checks["scheduler"] = "not ticked yet"
+    else:
+        behind = scheduler.clock() - scheduler.last_tick
+        limit = timedelta(seconds=max(3 * app.settings.tick_s, 10))
+        checks["scheduler"] = (
+            "ok" if behind <= limit else f"last tick {behind.total_seconds():.0f}s ago"
+        )
+    ownership = request.app.state.ownership()
+    checks["ownership"] = "ok" if ownership in ("standalone", "owner", "standby") else ownership
+    ready = all(v == "ok" for k, v in checks.items() if k != "scheduler") and checks.get(
+        "scheduler"
+    ) in ("ok", "not running in this process")
+    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", dependencies=[Depends(public)])
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition; requires a token when FLEETCRON_METRICS_REQUIRE_AUTH is set."""
+    app = the_app(request)
+    if app.settings.metrics_require_auth:
+        await requires("run.read")(request)
+    body = request.app.state.metrics.exposition()
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/api/v1/health")
+def health(
+    request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
+) -> dict[str, Any]:
+    """Failing, late or missing, and stuck; ``ok`` is false when anything needs attention."""
+    return svc.summary(the_app(request), caller.actor).as_dict()
