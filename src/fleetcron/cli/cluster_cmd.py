@@ -179,8 +179,11 @@ def rotate_secret(as_user: str | None) -> None:
 
     with opened_app() as app:
         _require_node(app)
-        rotate(app, acting(app, as_user))
-    click.echo("coordination secret rotated; the previous one is accepted for 24 hours")
+        rotation = rotate(app, acting(app, as_user))
+    click.echo(
+        f"coordination secret rotated: now {rotation.key_id}; the previous one "
+        f"({rotation.previous_key_id}) is accepted until {rotation.previous_accepted_until}"
+    )
 
 
 @cluster.command("maintain")

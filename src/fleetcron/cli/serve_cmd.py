@@ -13,6 +13,7 @@ import click
 import uvicorn
 
 from fleetcron.config import Settings, load_settings
+from fleetcron.coordination.secrets import ensure_secret
 from fleetcron.crypto import create_key_file
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
@@ -21,7 +22,7 @@ from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, setup
 from fleetcron.services.cluster import Node
-from fleetcron.services.context import App
+from fleetcron.services.context import SYSTEM, App
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ def cluster_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
     """A scheduler whose every run write is checked by the ownership guard."""
     node = Node(app)
     cluster.announce(app, node)
+    ensure_secret(app, SYSTEM)
     log.info(
         "cluster: this is node %s (%s)",
         node.identity.node_id,
