@@ -1,0 +1,256 @@
+// fleetcron pages: small enhancements on top of forms that work without JavaScript.
+"use strict";
+
+(function () {
+  // -- The viewer's time zone: the server formats times in the zone this cookie names.
+  function syncTimeZone() {
+    var zone;
+    try {
+      zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    } catch (e) {
+      return;
+    }
+    // IANA names ("America/Argentina/Buenos_Aires", "Etc/GMT+3") are cookie-safe as they are.
+    if (!zone || !/^[A-Za-z0-9_+\-\/]+$/.test(zone)) return;
+    var current = document.cookie.match(/(?:^|;\s*)fleetcron_tz=([^;]*)/);
+    if (current && current[1] === zone) return;
+    document.cookie = "fleetcron_tz=" + zone + "; path=/; max-age=31536000; samesite=lax";
+    var shown = document.body.getAttribute("data-zone");
+    var stored = document.cookie.indexOf("fleetcron_tz=") !== -1;
+    // Reload once so this page shows its times in the viewer's zone; never loop if the
+    // server does not know the zone.
+    var key = "fleetcron_tz_reloaded";
+    if (stored && shown !== zone && sessionStorage.getItem(key) !== zone) {
+      sessionStorage.setItem(key, zone);
+      window.location.reload();
+    }
+  }
+
+  function showJsOnly() {
+    document.querySelectorAll("[data-js-only]").forEach(function (el) {
+      el.hidden = false;
+    });
+  }
+
+  // -- The bulk job form's target picker: search, check all shown, count, selector.
+  function pickerItems(listId) {
+    var list = document.getElementById(listId);
+    return list ? Array.prototype.slice.call(list.querySelectorAll("li")) : [];
+  }
+
+  function updateCount(listId) {
+    var out = document.querySelector('[data-count-for="' + listId + '"]');
+    if (!out) return;
+    var items = pickerItems(listId);
+    var on = items.filter(function (li) {
+      return li.querySelector('input[type="checkbox"]').checked;
+    }).length;
+    out.textContent = on + " of " + items.length + " checked";
+  }
+
+  function setupPicker() {
+    document.querySelectorAll("[data-filter]").forEach(function (box) {
+      var listId = box.getAttribute("data-filter");
+      box.addEventListener("input", function () {
+        var needle = box.value.trim().toLowerCase();
+        pickerItems(listId).forEach(function (li) {
+          var hay = (li.getAttribute("data-name") + " " + li.getAttribute("data-labels")).toLowerCase();
+          li.hidden = needle !== "" && hay.indexOf(needle) === -1;
+        });
+      });
+    });
+    document.querySelectorAll("[data-check]").forEach(function (button) {
+      var listId = button.getAttribute("data-check");
+      button.addEventListener("click", function () {
+        var value = button.getAttribute("data-value") === "on";
+        pickerItems(listId).forEach(function (li) {
+          if (!li.hidden) li.querySelector('input[type="checkbox"]').checked = value;
+        });
+        updateCount(listId);
+      });
+    });
+    document.querySelectorAll("[data-count-for]").forEach(function (out) {
+      var listId = out.getAttribute("data-count-for");
+      var list = document.getElementById(listId);
+      if (list) list.addEventListener("change", function () { updateCount(listId); });
+    });
+    document.querySelectorAll("[data-selector-for]").forEach(function (input) {
+      var listId = input.getAttribute("data-selector-for") + "-list";
+      var mark = function () { markSelector(input.value, listId); };
+      input.addEventListener("input", mark);
+      mark();
+    });
+  }
+
+  function parsePairs(text) {
+    var pairs = {};
+    var ok = true;
+    text.split(",").forEach(function (part) {
+      part = part.trim();
+      if (!part) return;
+      var at = part.indexOf("=");
+      if (at < 1) { ok = false; return; }
+      pairs[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+    });
+    return ok ? pairs : null;
+  }
+
+  function markSelector(text, listId) {
+    var selector = parsePairs(text);
+    pickerItems(listId).forEach(function (li) {
+      var labels = parsePairs(li.getAttribute("data-labels") || "") || {};
+      var matches = selector === null || Object.keys(selector).every(function (key) {
+        return labels[key] === selector[key];
+      });
+      li.classList.toggle("unmatched", !matches);
+      var note = li.querySelector(".no-match");
+      if (note) note.hidden = matches;
+    });
+  }
+
+  // -- Live schedule preview: GET /api/v1/cron/preview as the user types.
+  var WEEKDAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+
+  function fireTime(iso) {
+    // "2026-03-02T10:00:00+01:00" -> "Mon 2026-03-02 10:00" (in the job's zone, as sent)
+    var date = iso.slice(0, 10);
+    var parts = date.split("-").map(Number);
+    var day = new Date(Date.UTC(parts[0], parts[1] - 1, parts[2])).getUTCDay();
+    return WEEKDAYS[day] + " " + date + " " + iso.slice(11, 16);
+  }
+
+  function element(tag, className, text) {
+    var el = document.createElement(tag);
+    if (className) el.className = className;
+    if (text !== undefined) el.textContent = text;
+    return el;
+  }
+
+  function showPreview(box, data) {
+    box.replaceChildren();
+    box.appendChild(element("p", "description", data.description));
+    box.appendChild(element("p", "muted small", "Next fire times (" + data.timezone + "):"));
+    var list = element("ol", "fires");
+    data.next.forEach(function (iso) { list.appendChild(element("li", "", fireTime(iso))); });
+    box.appendChild(list);
+  }
+
+  function showProblem(box, message) {
+    box.replaceChildren(element("p", "field-error", message));
+  }
+
+  function setupPreview() {
+    document.querySelectorAll("[data-preview]").forEach(function (input) {
+      var box = document.getElementById(input.getAttribute("data-preview"));
+      var zoneInput = document.getElementById(input.getAttribute("data-zone-input"));
+      if (!box) return;
+      var timer = null;
+      var asked = 0;
+      var ask = function () {
+        var expr = input.value.trim();
+        var mine = ++asked;
+        if (!expr) {
+          box.replaceChildren(element("p", "muted small", "Type a schedule to see when it fires."));
+          return;
+        }
+        var query = "expr=" + encodeURIComponent(expr);
+        var zone = zoneInput ? zoneInput.value.trim() : "";
+        if (zone) query += "&tz=" + encodeURIComponent(zone);
+        fetch("/api/v1/cron/preview?" + query, {
+          credentials: "same-origin",
+          headers: { Accept: "application/json" },
+        }).then(function (response) {
+          return response.json().then(function (body) {
+            if (mine !== asked) return; // a newer request is on its way
+            if (response.ok) showPreview(box, body);
+            else showProblem(box, (body.error && body.error.message) || "not a valid schedule");
+          });
+        }).catch(function () {
+          if (mine === asked) showProblem(box, "could not check the schedule (connection problem)");
+        });
+      };
+      var later = function () {
+        clearTimeout(timer);
+        timer = setTimeout(ask, 250);
+      };
+      input.addEventListener("input", later);
+      if (zoneInput) zoneInput.addEventListener("change", later);
+    });
+  }
+
+  // -- Runs still queued or running: ask the API about them and reload the page as soon
+  // as one of them changes state (not while the viewer is typing or reading output).
+  function setupAutorefresh() {
+    var section = document.querySelector("[data-autorefresh]");
+    if (!section) return;
+    var pending = Array.prototype.slice.call(
+      section.querySelectorAll('tr[data-status="queued"], tr[data-status="running"]'));
+    if (!pending.length) return;
+    var every = 1000 * (Number(section.getAttribute("data-autorefresh")) || 1);
+    var polls = 0;
+    var busy = function () {
+      var active = document.activeElement;
+      if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return true;
+      return document.querySelector("details.output[open], details.drawer[open]") !== null;
+    };
+    var changed = function () {
+      return Promise.all(pending.map(function (row) {
+        return fetch("/api/v1/runs/" + row.getAttribute("data-run"), {
+          credentials: "same-origin",
+          headers: { Accept: "application/json" },
+        }).then(function (response) {
+          return response.ok ? response.json() : null;
+        }).then(function (run) {
+          return run !== null && run.status !== row.getAttribute("data-status");
+        });
+      })).then(function (answers) { return answers.indexOf(true) !== -1; });
+    };
+    var poll = function () {
+      polls += 1;
+      changed().then(function (yes) {
+        if (yes && !busy()) window.location.reload();
+        // Long runs: ask less often as time goes by.
+        else setTimeout(poll, polls < 30 ? every : every * 5);
+      }).catch(function () { setTimeout(poll, every * 5); });
+    };
+    setTimeout(poll, every);
+  }
+
+  // -- Target form: the SSH fields only matter for SSH targets.
+  function setupKindToggle() {
+    document.querySelectorAll("[data-kind-form]").forEach(function (form) {
+      var radios = form.querySelectorAll('input[name="kind"]');
+      var update = function () {
+        var kind = form.querySelector('input[name="kind"]:checked');
+        form.querySelectorAll("[data-kind]").forEach(function (part) {
+          part.hidden = kind !== null && part.getAttribute("data-kind") !== kind.value;
+        });
+      };
+      radios.forEach(function (radio) { radio.addEventListener("change", update); });
+      update();
+    });
+  }
+
+  function setupSmallButtons() {
+    document.querySelectorAll("[data-copy]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var source = document.getElementById(button.getAttribute("data-copy"));
+        if (!source || !navigator.clipboard) return;
+        navigator.clipboard.writeText(source.textContent.trim()).then(function () {
+          button.textContent = "Copied";
+        });
+      });
+    });
+    document.querySelectorAll("[data-back]").forEach(function (button) {
+      button.addEventListener("click", function () { window.history.back(); });
+    });
+  }
+
+  syncTimeZone();
+  showJsOnly();
+  setupPicker();
+  setupPreview();
+  setupAutorefresh();
+  setupKindToggle();
+  setupSmallButtons();
+})();

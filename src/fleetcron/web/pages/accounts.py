@@ -1,0 +1,191 @@
+"""Accounts: users and their roles (admins), and each user's own API tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+
+from fleetcron.core import validation as v
+from fleetcron.errors import FleetcronError
+from fleetcron.services import users as svc
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.pages.forms import (
+    NO_ERRORS,
+    FieldErrors,
+    Posted,
+    field_errors,
+    page,
+    redirect,
+    text,
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+def _users_page(
+    request: Request,
+    caller: Caller,
+    *,
+    new_user: dict[str, str] | None = None,
+    errors: FieldErrors = NO_ERRORS,
+) -> HTMLResponse:
+    return page(
+        request,
+        "users.html",
+        status_code=422 if errors else 200,
+        users=svc.list_users(the_app(request), caller.actor),
+        roles=v.ROLES,
+        new_user=new_user or {"name": "", "role": "viewer"},
+        errors=errors,
+    )
+
+
+@router.get("/users", response_class=HTMLResponse)
+def list_users(
+    request: Request, caller: Annotated[Caller, Depends(requires("user.read"))]
+) -> HTMLResponse:
+    return _users_page(request, caller)
+
+
+@router.post("/users/new", response_class=HTMLResponse)
+def add_user(
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("user.add"))],
+) -> Response:
+    name, role = text(form, "name").strip(), text(form, "role", "viewer")
+    try:
+        svc.add_user(the_app(request), caller.actor, name, text(form, "password"), role)
+    except FleetcronError as exc:
+        return _users_page(
+            request, caller, new_user={"name": name, "role": role}, errors=field_errors(exc)
+        )
+    return redirect("/users", f"Added user {name} with the {role} role.")
+
+
+@router.post("/users/{name}/role", response_class=HTMLResponse)
+def change_role(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("user.edit"))],
+) -> Response:
+    role = text(form, "role")
+    try:
+        svc.set_role(the_app(request), caller.actor, name, role)
+    except FleetcronError as exc:
+        return redirect("/users", exc.message, error=True)
+    return redirect("/users", f"{name} now has the {role} role.")
+
+
+@router.post("/users/{name}/password", response_class=HTMLResponse)
+def reset_password(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("user.edit"))],
+) -> Response:
+    try:
+        svc.set_password(the_app(request), caller.actor, name, text(form, "password"))
+    except FleetcronError as exc:
+        return redirect("/users", exc.message, error=True)
+    return redirect("/users", f"Set a new password for {name}; tell them through a safe channel.")
+
+
+@router.get("/users/{name}/remove", response_class=HTMLResponse)
+def confirm_remove_user(
+    name: str, request: Request, caller: Annotated[Caller, Depends(requires("user.remove"))]
+) -> HTMLResponse:
+    known = {u.name for u in svc.list_users(the_app(request), caller.actor)}
+    if name not in known:
+        message = f"user {name} does not exist"
+        return page(request, "error.html", status_code=404, status=404, message=message)
+    return page(
+        request,
+        "confirm.html",
+        title=f"Remove user {name}?",
+        message=(
+            f"{name} can no longer log in, and their API tokens stop working. "
+            "What they did stays in the audit log."
+        ),
+        action=f"/users/{quote(name)}/remove",
+        button=f"Remove {name}",
+        cancel="/users",
+        danger=True,
+    )
+
+
+@router.post("/users/{name}/remove", response_class=HTMLResponse)
+def remove_user(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("user.remove"))],
+) -> Response:
+    try:
+        svc.remove_user(the_app(request), caller.actor, name)
+    except FleetcronError as exc:
+        return redirect("/users", exc.message, error=True)
+    return redirect("/users", f"Removed user {name}.")
+
+
+def _tokens_page(
+    request: Request,
+    caller: Caller,
+    *,
+    created: str | None = None,
+    name: str = "",
+    errors: FieldErrors = NO_ERRORS,
+    status_code: int = 200,
+) -> HTMLResponse:
+    tokens = svc.list_tokens(the_app(request), caller.actor, caller.actor.name)
+    return page(
+        request,
+        "tokens.html",
+        status_code=422 if errors else status_code,
+        tokens=sorted(tokens, key=lambda t: (t.revoked_at is not None, t.name)),
+        created=created,
+        name=name,
+        errors=errors,
+    )
+
+
+@router.get("/tokens", response_class=HTMLResponse)
+def list_tokens(
+    request: Request, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
+) -> HTMLResponse:
+    return _tokens_page(request, caller)
+
+
+@router.post("/tokens/new", response_class=HTMLResponse)
+def create_token(
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("token.manage_own"))],
+) -> Response:
+    name = text(form, "name").strip()
+    try:
+        token, _ = svc.create_token(the_app(request), caller.actor, caller.actor.name, name)
+    except FleetcronError as exc:
+        return _tokens_page(
+            request, caller, name=name, errors=field_errors(exc, {"token name": "name"})
+        )
+    # Rendered, not redirected: the token exists in clear only in this one response.
+    return _tokens_page(request, caller, created=token, name=name, status_code=201)
+
+
+@router.post("/tokens/{token_id}/revoke", response_class=HTMLResponse)
+def revoke_token(
+    token_id: int,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("token.manage_own"))],
+) -> Response:
+    try:
+        svc.revoke_token(the_app(request), caller.actor, token_id)
+    except FleetcronError as exc:
+        return redirect("/tokens", exc.message, error=True)
+    return redirect("/tokens", "Revoked the token; requests that use it are refused from now on.")

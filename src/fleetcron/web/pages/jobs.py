@@ -1,0 +1,485 @@
+"""Bulk jobs: the list, the create and edit form with its target picker, run now, delete.
+
+The edit and delete pages serve individual jobs too (linked from their target's page);
+only the list is for bulk jobs alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
+from itertools import islice
+from typing import Annotated, Any
+from urllib.parse import quote
+from zoneinfo import available_timezones
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.datastructures import FormData
+
+from fleetcron.core import validation as v
+from fleetcron.core.labels import format_selector, parse_selector, selector_matches
+from fleetcron.cron import parse
+from fleetcron.errors import CronError, FleetcronError, InvalidInput
+from fleetcron.services import jobs as jobs_svc
+from fleetcron.services import runs as runs_svc
+from fleetcron.services import targets as targets_svc
+from fleetcron.services.context import Actor, App
+from fleetcron.services.jobs import JobSpec, JobView
+from fleetcron.services.runs import RunFilter
+from fleetcron.store.schema import Run
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.pages.forms import (
+    NO_ERRORS,
+    FieldErrors,
+    Posted,
+    field_errors,
+    page,
+    plural,
+    redirect,
+    text,
+    texts,
+    whole_number,
+)
+
+router = APIRouter(include_in_schema=False)
+
+#: Service field names -> the job form's field names.
+FIELD_NAMES = {"disabled_on": "targets", "target": "targets", "label": "selector"}
+PREVIEW_FIRES = 5
+
+
+@dataclass
+class JobFields:
+    """A job form as typed: text, so a refused form comes back exactly as it was sent."""
+
+    name: str = ""
+    schedule: str = ""
+    timezone: str = ""
+    command: str = ""
+    notes: str = ""
+    selector: str = ""
+    timeout: str = ""
+    overlap: str = "allow"
+    catchup: str = "none"
+    jitter: str = "0"
+    retries: str = "0"
+    retry_on: list[str] = field(default_factory=lambda: ["connect_error"])
+    retry_backoff: str = "30"
+
+    @classmethod
+    def posted(cls, form: FormData) -> JobFields:
+        return cls(
+            name=text(form, "name").strip(),
+            schedule=text(form, "schedule").strip(),
+            timezone=text(form, "timezone").strip(),
+            command=text(form, "command").replace("\r\n", "\n"),
+            notes=text(form, "notes").replace("\r\n", "\n"),
+            selector=text(form, "selector").strip(),
+            timeout=text(form, "timeout"),
+            overlap=text(form, "overlap", "allow"),
+            catchup=text(form, "catchup", "none"),
+            jitter=text(form, "jitter"),
+            retries=text(form, "retries"),
+            retry_on=texts(form, "retry_on"),
+            retry_backoff=text(form, "retry_backoff"),
+        )
+
+    @classmethod
+    def of(cls, view: JobView) -> JobFields:
+        return cls(
+            name=view.name,
+            schedule=view.schedule,
+            timezone=view.timezone,
+            command=view.command,
+            notes=view.notes,
+            selector=view.selector,
+            timeout=str(view.timeout_s),
+            overlap=view.overlap,
+            catchup=view.catchup,
+            jitter=str(view.jitter_s),
+            retries=str(view.retries),
+            retry_on=list(view.retry_on),
+            retry_backoff=str(view.retry_backoff_s),
+        )
+
+    def spec(self) -> JobSpec:
+        """The job these fields describe; raises InvalidInput naming a field."""
+        return JobSpec(
+            schedule=self.schedule,
+            command=self.command,
+            timezone=self.timezone or None,
+            notes=self.notes,
+            timeout_s=whole_number(self.timeout, field="timeout"),
+            overlap=self.overlap,
+            catchup=self.catchup,
+            jitter_s=whole_number(self.jitter, field="jitter", default=0) or 0,
+            retries=whole_number(self.retries, field="retries", default=0) or 0,
+            retry_on=tuple(self.retry_on),
+            retry_backoff_s=whole_number(self.retry_backoff, field="retry_backoff", default=30)
+            or 30,
+        )
+
+    def changes(self, view: JobView) -> dict[str, Any]:
+        """Only what differs from ``view``, so the audit log names what really changed."""
+        spec = self.spec()
+        wanted: dict[str, Any] = {
+            "schedule": spec.schedule,
+            "command": spec.command,
+            "notes": spec.notes,
+            "overlap": spec.overlap,
+            "catchup": spec.catchup,
+            "jitter_s": spec.jitter_s,
+            "retries": spec.retries,
+            "retry_on": list(spec.retry_on),
+            "retry_backoff_s": spec.retry_backoff_s,
+        }
+        if spec.timezone:
+            wanted["timezone"] = spec.timezone
+        if spec.timeout_s is not None:
+            wanted["timeout_s"] = spec.timeout_s
+        if view.origin == "bulk":
+            wanted["selector"] = format_selector(parse_selector(self.selector))
+        current = view.as_dict()
+        return {key: value for key, value in wanted.items() if current[key] != value}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One target in the bulk job form's picker."""
+
+    name: str
+    labels: dict[str, str]
+    checked: bool
+
+    @property
+    def label_text(self) -> str:
+        return format_selector(self.labels)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The schedule's description and next fire times, or why it is not valid."""
+
+    description: str = ""
+    fires: tuple[str, ...] = ()
+    timezone: str = ""
+    error: str = ""
+
+
+def job_errors(error: FleetcronError) -> FieldErrors:
+    """Place an error next to its job form field; every cron error (it names the cron
+    field, such as "hour") belongs to the schedule."""
+    if isinstance(error, CronError):
+        return FieldErrors.at("schedule", error.message)
+    return field_errors(error, FIELD_NAMES)
+
+
+def schedule_preview(app: App, schedule: str, timezone: str) -> Preview | None:
+    if not schedule.strip():
+        return None
+    try:
+        parsed = parse(schedule, timezone or app.settings.timezone)
+    except InvalidInput as exc:
+        return Preview(error=exc.message)
+    fires = islice(parsed.iter_after(app.now()), PREVIEW_FIRES)
+    return Preview(
+        description=parsed.describe(),
+        fires=tuple(fire_time(when) for when in fires),
+        timezone=parsed.tz.key,
+    )
+
+
+def fire_time(value: datetime) -> str:
+    """A fire time in the job's own zone (the one its schedule is written in)."""
+    return value.strftime("%a %Y-%m-%d %H:%M")
+
+
+@lru_cache(maxsize=1)
+def zone_names() -> tuple[str, ...]:
+    return tuple(sorted(available_timezones()))
+
+
+def describe(view: JobView) -> str:
+    try:
+        return parse(view.schedule, view.timezone).describe()
+    except InvalidInput:
+        return "(schedule no longer valid)"
+
+
+def last_runs(app: App, actor: Actor, names: Sequence[str]) -> dict[str, Run]:
+    """The newest run of each named job."""
+    latest: dict[str, Run] = {}
+    for name in names:
+        rows, _ = runs_svc.list_runs(app, actor, RunFilter(job=name), limit=1)
+        if rows:
+            latest[name] = rows[0]
+    return latest
+
+
+def _paired_targets(app: App, actor: Actor) -> list[Pick]:
+    return [
+        Pick(t.name, dict(t.labels), True) for t in targets_svc.list_targets(app, actor) if t.paired
+    ]
+
+
+def job_form_context(app: App) -> dict[str, Any]:
+    """What the job fields need besides the values: choices, defaults and limits."""
+    return {
+        "zones": zone_names(),
+        "overlap_choices": v.OVERLAP_POLICIES,
+        "catchup_choices": v.CATCHUP_POLICIES,
+        "retry_kinds": v.RETRY_KINDS,
+        "default_timeout": app.settings.job_timeout_s,
+        "command_max": app.settings.command_max_length,
+    }
+
+
+def _form_page(
+    request: Request,
+    *,
+    mode: str,
+    fields: JobFields,
+    origin: str,
+    picker: Sequence[Pick] = (),
+    errors: FieldErrors = NO_ERRORS,
+    target: str | None = None,
+) -> HTMLResponse:
+    app = the_app(request)
+    return page(
+        request,
+        "job_form.html",
+        status_code=422 if errors else 200,
+        mode=mode,
+        origin=origin,
+        fields=fields,
+        picker=picker,
+        errors=errors,
+        target=target,
+        preview=schedule_preview(app, fields.schedule, fields.timezone),
+        **job_form_context(app),
+    )
+
+
+def job_home(view: JobView) -> str:
+    """Where a job lives in the UI: the bulk list, or its target's page."""
+    if view.origin == "bulk" or view.target is None:
+        return "/jobs"
+    return f"/targets/{quote(view.target)}"
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def list_bulk_jobs(
+    request: Request, caller: Annotated[Caller, Depends(requires("job.read"))]
+) -> HTMLResponse:
+    app = the_app(request)
+    views = jobs_svc.list_jobs(app, caller.actor, origin="bulk")
+    paired = sum(1 for t in targets_svc.list_targets(app, caller.actor) if t.paired)
+    return page(
+        request,
+        "jobs.html",
+        jobs=views,
+        descriptions={view.name: describe(view) for view in views},
+        last=last_runs(app, caller.actor, [view.name for view in views]),
+        paired=paired,
+    )
+
+
+@router.get("/jobs/new", response_class=HTMLResponse)
+def new_bulk_job(
+    request: Request, caller: Annotated[Caller, Depends(requires("job.add"))]
+) -> HTMLResponse:
+    app = the_app(request)
+    fields = JobFields(timezone=app.settings.timezone)
+    return _form_page(
+        request,
+        mode="new",
+        fields=fields,
+        origin="bulk",
+        picker=_paired_targets(app, caller.actor),
+    )
+
+
+@router.post("/jobs/new", response_class=HTMLResponse)
+def create_bulk_job(
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("job.add"))],
+) -> Response:
+    app = the_app(request)
+    fields = JobFields.posted(form)
+    enabled = set(texts(form, "enabled_on"))
+    # Only targets the form showed can be unchecked; one paired since stays enabled.
+    shown = set(texts(form, "picker"))
+    picker = [replace(p, checked=p.name in enabled) for p in _paired_targets(app, caller.actor)]
+    try:
+        selector = parse_selector(fields.selector)
+        disabled_on = [
+            p.name
+            for p in picker
+            if p.name in shown and not p.checked and selector_matches(selector, p.labels)
+        ]
+        view = jobs_svc.add_job(
+            app,
+            caller.actor,
+            fields.name,
+            fields.spec(),
+            bulk=True,
+            selector=fields.selector,
+            disabled_on=disabled_on,
+        )
+    except FleetcronError as exc:
+        return _form_page(
+            request,
+            mode="new",
+            fields=fields,
+            origin="bulk",
+            picker=picker,
+            errors=job_errors(exc),
+        )
+    return redirect(
+        "/jobs",
+        f"Created bulk job {view.name}: enabled on {view.enabled} of {view.total} "
+        f"{'target' if view.total == 1 else 'targets'}.",
+    )
+
+
+def _edit_picker(app: App, actor: Actor, view: JobView) -> list[Pick]:
+    labels = {t.name: dict(t.labels) for t in targets_svc.list_targets(app, actor)}
+    return [Pick(a.target, labels.get(a.target, {}), a.enabled) for a in view.assignments]
+
+
+@router.get("/jobs/{name}/edit", response_class=HTMLResponse)
+def edit_job_form(
+    name: str, request: Request, caller: Annotated[Caller, Depends(requires("job.edit"))]
+) -> HTMLResponse:
+    app = the_app(request)
+    view = jobs_svc.show_job(app, caller.actor, name)
+    return _form_page(
+        request,
+        mode="edit",
+        fields=JobFields.of(view),
+        origin=view.origin,
+        picker=_edit_picker(app, caller.actor, view) if view.origin == "bulk" else (),
+        target=view.target,
+    )
+
+
+@router.post("/jobs/{name}/edit", response_class=HTMLResponse)
+def save_job(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("job.edit"))],
+) -> Response:
+    app = the_app(request)
+    view = jobs_svc.show_job(app, caller.actor, name)
+    fields = replace(JobFields.posted(form), name=view.name)
+    enabled = set(texts(form, "enabled_on"))
+    shown = set(texts(form, "picker"))
+    try:
+        changes = fields.changes(view)
+        if changes:
+            view = jobs_svc.edit_job(app, caller.actor, name, **changes)
+        flipped = 0
+        if view.origin == "bulk":
+            # Re-read: a new selector may have added or dropped targets.
+            for assignment in jobs_svc.show_job(app, caller.actor, name).assignments:
+                want = assignment.target in enabled
+                if assignment.target in shown and want != assignment.enabled:
+                    jobs_svc.set_enabled(app, caller.actor, name, want, target=assignment.target)
+                    flipped += 1
+    except FleetcronError as exc:
+        picker = [
+            replace(p, checked=p.name in enabled) for p in _edit_picker(app, caller.actor, view)
+        ]
+        return _form_page(
+            request,
+            mode="edit",
+            fields=fields,
+            origin=view.origin,
+            picker=picker if view.origin == "bulk" else (),
+            errors=job_errors(exc),
+            target=view.target,
+        )
+    saved = jobs_svc.show_job(app, caller.actor, name)
+    parts = [f"Saved job {name}"]
+    if not changes and not flipped:
+        parts = [f"Nothing changed in job {name}"]
+    if saved.origin == "bulk":
+        parts.append(f"enabled on {saved.enabled} of {saved.total} targets")
+    return redirect(job_home(saved), ": ".join(parts) + ".")
+
+
+@router.post("/jobs/{name}/run", response_class=HTMLResponse)
+def run_job_everywhere(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("job.run"))],
+) -> Response:
+    try:
+        run_ids = runs_svc.request_run(the_app(request), caller.actor, name)
+    except FleetcronError as exc:
+        return redirect("/jobs", exc.message, error=True)
+    return redirect(
+        "/jobs",
+        f"Queued {plural(len(run_ids), 'run')} of {name}; "
+        "the scheduler starts them on its next tick. See Runs for the outcome.",
+    )
+
+
+@router.get("/jobs/{name}/delete", response_class=HTMLResponse)
+def confirm_delete_job(
+    name: str, request: Request, caller: Annotated[Caller, Depends(requires("job.remove"))]
+) -> HTMLResponse:
+    view = jobs_svc.show_job(the_app(request), caller.actor, name)
+    where = (
+        f"It runs on {plural(view.total, 'target')} ({view.enabled} enabled); "
+        "every one of them stops running it."
+        if view.origin == "bulk"
+        else f"It runs on target {view.target} only."
+    )
+    return page(
+        request,
+        "confirm.html",
+        title=f"Delete job {view.name}?",
+        message=f"{where} The run history stays. This cannot be undone.",
+        action=f"/jobs/{quote(view.name)}/delete",
+        button=f"Delete {view.name}",
+        cancel=job_home(view),
+        danger=True,
+    )
+
+
+@router.post("/jobs/{name}/delete", response_class=HTMLResponse)
+def delete_job(
+    name: str,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("job.remove"))],
+) -> Response:
+    app = the_app(request)
+    view = jobs_svc.show_job(app, caller.actor, name)
+    removed = jobs_svc.remove_job(app, caller.actor, name)
+    return redirect(
+        job_home(view),
+        f"Deleted job {name} from {plural(removed, 'target')}; its run history stays.",
+    )
+
+
+def new_individual_job(
+    app: App, actor: Actor, target: str, form: FormData
+) -> tuple[JobFields, FieldErrors, JobView | None]:
+    """Create an individual job from the inline form of a target's page."""
+    fields = JobFields.posted(form)
+    try:
+        view = jobs_svc.add_job(app, actor, fields.name, fields.spec(), target=target)
+    except FleetcronError as exc:
+        return fields, job_errors(exc), None
+    return fields, NO_ERRORS, view
+
+
+__all__ = ["JobFields", "describe", "job_form_context", "new_individual_job", "router"]

@@ -1,0 +1,192 @@
+"""What ran: the runs list with its filters, one run with its output, and the audit log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+
+from fleetcron.errors import InvalidInput
+from fleetcron.services import audit as audit_svc
+from fleetcron.services import jobs as jobs_svc
+from fleetcron.services import runs as svc
+from fleetcron.services import targets as targets_svc
+from fleetcron.services.audit import AuditFilter
+from fleetcron.services.runs import RUN_STATUSES, RunFilter
+from fleetcron.store.schema import AuditEvent, Run
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.pages.forms import local_time, page
+
+router = APIRouter(include_in_schema=False)
+
+PAGE_SIZE = 50
+Text = Annotated[str, Query(max_length=200)]
+Offset = Annotated[int, Query(ge=0, le=10_000_000)]
+
+
+@dataclass(frozen=True)
+class Pager:
+    """Where this page of results sits, and the links to its neighbours."""
+
+    offset: int
+    shown: int
+    total: int
+    query: dict[str, str]
+
+    def _link(self, offset: int) -> str:
+        return "?" + urlencode({**self.query, "offset": offset})
+
+    @property
+    def first(self) -> int:
+        return self.offset + 1 if self.shown else 0
+
+    @property
+    def last(self) -> int:
+        return self.offset + self.shown
+
+    @property
+    def previous(self) -> str | None:
+        return self._link(max(0, self.offset - PAGE_SIZE)) if self.offset > 0 else None
+
+    @property
+    def next(self) -> str | None:
+        return self._link(self.offset + PAGE_SIZE) if self.last < self.total else None
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One output stream of a run as stored: all of it, or its head and tail."""
+
+    head: str
+    tail: str
+    size: int
+    truncated: bool
+
+    @classmethod
+    def of(cls, run: Run, stream: str) -> Excerpt:
+        return cls(
+            head=getattr(run, f"{stream}_head"),
+            tail=getattr(run, f"{stream}_tail"),
+            size=getattr(run, f"{stream}_bytes"),
+            truncated=getattr(run, f"{stream}_truncated"),
+        )
+
+    @property
+    def whole(self) -> str:
+        """The complete output when nothing was dropped (head and tail are adjacent)."""
+        return self.head + self.tail
+
+    @property
+    def omitted(self) -> int:
+        return max(0, self.size - len(self.head.encode()) - len(self.tail.encode()))
+
+
+def _filter_query(**values: str) -> dict[str, str]:
+    return {key: value for key, value in values.items() if value}
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def list_runs(
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("run.read"))],
+    target: Text = "",
+    job: Text = "",
+    status: Text = "",
+    since: Text = "",
+    until: Text = "",
+    q: Text = "",
+    offset: Offset = 0,
+) -> HTMLResponse:
+    app = the_app(request)
+    query = _filter_query(target=target, job=job, status=status, since=since, until=until, q=q)
+    error = ""
+    rows: list[Run] = []
+    total = 0
+    try:
+        f = RunFilter(
+            job=job or None,
+            target=target or None,
+            status=status or None,
+            since=local_time(request, since, field="since"),
+            until=local_time(request, until, field="until"),
+            grep=q or None,
+        )
+        found, total = svc.list_runs(app, caller.actor, f, limit=PAGE_SIZE, offset=offset)
+        rows = list(found)
+    except InvalidInput as exc:
+        error = exc.message
+    return page(
+        request,
+        "runs.html",
+        status_code=422 if error else 200,
+        runs=rows,
+        pager=Pager(offset, len(rows), total, query),
+        filters=dict(target=target, job=job, status=status, since=since, until=until, q=q),
+        filtered=bool(query),
+        error=error,
+        statuses=RUN_STATUSES,
+        target_names=[t.name for t in targets_svc.list_targets(app, caller.actor)],
+        job_names=[j.name for j in jobs_svc.list_jobs(app, caller.actor)],
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def show_run(
+    run_id: int, request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
+) -> HTMLResponse:
+    run = svc.get_run(the_app(request), caller.actor, run_id)
+    return page(
+        request,
+        "run.html",
+        run=run,
+        stdout=Excerpt.of(run, "stdout"),
+        stderr=Excerpt.of(run, "stderr"),
+    )
+
+
+def readable(value: Any) -> str:
+    """One audit detail value: text as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@router.get("/audit", response_class=HTMLResponse)
+def audit_log(
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("audit.read"))],
+    actor: Text = "",
+    action: Text = "",
+    target: Text = "",
+    since: Text = "",
+    offset: Offset = 0,
+) -> HTMLResponse:
+    app = the_app(request)
+    query = _filter_query(actor=actor, action=action, target=target, since=since)
+    error = ""
+    events: list[AuditEvent] = []
+    total = 0
+    try:
+        start = local_time(request, since, field="since")
+        f = AuditFilter(
+            actor=actor or None, action=action or None, target=target or None, since=start
+        )
+        found, total = audit_svc.list_events(app, caller.actor, f, limit=PAGE_SIZE, offset=offset)
+        events = list(found)
+    except InvalidInput as exc:
+        error = exc.message
+    return page(
+        request,
+        "audit.html",
+        status_code=422 if error else 200,
+        events=events,
+        details={e.id: [(k, readable(val)) for k, val in sorted(e.detail.items())] for e in events},
+        pager=Pager(offset, len(events), total, query),
+        filters={"actor": actor, "action": action, "target": target, "since": since},
+        filtered=bool(query),
+        error=error,
+    )

@@ -1,0 +1,97 @@
+"""The web UI in a real headless Chromium, against the real app on a real SQLite database.
+
+One browser and one server per session (see :mod:`live_web`), over a copy of the seeded
+test database with three paired local targets; tests name their own jobs, so they do not
+depend on each other. Each user's page logs in through the login form once, then serves
+all of that user's tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from live_web import (
+    ADMIN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NODE,
+    TARGETS,
+    LiveServer,
+    OpenPage,
+    log_in,
+    new_context,
+    problems_of,
+    watched,
+)
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+
+from fixtures.app import make_settings
+from fleetcron.services.context import App
+from fleetcron.services.targets import add_target
+
+
+@pytest.fixture(scope="session")
+def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    directory = tmp_path_factory.mktemp("web")
+    shutil.copyfile(sqlite_template, directory / "fleetcron.db")
+    settings = make_settings(
+        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=0.2, node_name=NODE
+    )
+    app = App.open(settings)
+    for name, label in TARGETS:
+        add_target(app, ADMIN, name, local=True, labels=[label])
+    live = LiveServer.start(app)
+    yield live
+    live.stop()
+    app.close()
+
+
+@pytest.fixture(scope="session")
+def playwright_driver() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_driver: Playwright) -> Iterator[Browser]:
+    chromium = playwright_driver.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+    )
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture
+def open_page(browser: Browser, server: LiveServer) -> OpenPage:
+    """``open_page(user, javascript=True)``: a page logged in as ``user`` (through the login
+    form, the first time). The same page serves every test of that user on this server,
+    so each test starts with ``page.goto``; its console errors are counted per test
+    (``live_web.problems_of(page)``)."""
+
+    def open_(user: str, *, javascript: bool = True) -> Page:
+        key = (user, javascript)
+        if key not in server.pages:
+            context = new_context(browser, java_script_enabled=javascript)
+            page = context.new_page()
+            if javascript:
+                log_in(page, server, user)
+            else:
+                with_js = open_(user)
+                context.add_cookies(with_js.context.cookies())
+            server.pages[key] = watched(page)
+        page = server.pages[key]
+        problems_of(page).clear()
+        return page
+
+    return open_
+
+
+@pytest.fixture
+def fresh_context(browser: Browser) -> Iterator[BrowserContext]:
+    """A browser context without any cookie."""
+    context = new_context(browser)
+    yield context
+    context.close()

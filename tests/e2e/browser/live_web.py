@@ -1,0 +1,179 @@
+"""What the browser tests share: the live server, logging in, watching a page, screenshots.
+
+The server is the real app served by uvicorn with a real :class:`Scheduler` in the same
+event loop (as ``fleetcron serve`` runs them), in a background thread, on a free loopback
+port and a real SQLite database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from playwright.sync_api import Browser, BrowserContext, Page
+from playwright.sync_api import Error as PlaywrightError
+
+from fixtures.app import USERS
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.context import Actor, App
+from fleetcron.web.app import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: The zone the browser reports; the pages must show their times in it.
+BROWSER_ZONE = "Europe/Berlin"
+NODE = "web-test-node"
+#: Paired local targets every server starts with, and their labels.
+TARGETS = (("alpha", "env=prod"), ("bravo", "env=prod"), ("charlie", "env=staging"))
+SCREENSHOTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
+PASSWORDS = {name: password for name, password, _ in USERS}
+ADMIN = Actor("admin", "admin")
+TIMEOUT_MS = 10_000
+
+#: ``open_page(user, javascript=True)`` -> a logged-in page (the ``open_page`` fixture).
+OpenPage = Callable[..., Page]
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without signal handlers: it runs in a thread that the test process stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class LiveServer:
+    """The running web UI: its base URL and the app behind it (for setup and checks)."""
+
+    url: str
+    app: App
+    #: (user, javascript) -> that user's logged-in page, reused from test to test: a new
+    #: context or page costs a renderer process start, several times a navigation.
+    pages: dict[tuple[str, bool], Page] = field(default_factory=dict)
+    _stop: Callable[[], None] = lambda: None
+
+    def at(self, path: str) -> str:
+        return self.url + path
+
+    @classmethod
+    def start(cls, app: App) -> LiveServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # Without it, a response written as headers then body waits out a delayed ACK (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        ready, box = threading.Event(), dict[str, Any]()
+        thread = threading.Thread(
+            target=asyncio.run, args=(_serve(app, sock, ready, box),), name="web", daemon=True
+        )
+        thread.start()
+        if not ready.wait(30) or "error" in box:
+            raise RuntimeError(f"the web server did not start: {box.get('error')}")
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with urllib.request.urlopen(url + "/login", timeout=10) as response:
+            assert response.status == 200
+
+        def stop() -> None:
+            box["loop"].call_soon_threadsafe(box["stop"].set)
+            thread.join(30)
+            sock.close()
+
+        return cls(url, app, _stop=stop)
+
+    def stop(self) -> None:
+        for page in self.pages.values():
+            with contextlib.suppress(PlaywrightError):  # the browser may be gone already
+                page.context.close()
+        self._stop()
+
+
+async def _serve(
+    app: App, sock: socket.socket, ready: threading.Event, box: dict[str, Any]
+) -> None:
+    stop = asyncio.Event()
+    box["loop"], box["stop"] = asyncio.get_running_loop(), stop
+    web = create_app(app)
+    scheduler = Scheduler(app)
+    web.state.scheduler = scheduler
+    config = uvicorn.Config(web, log_config=None, access_log=False, lifespan="off")
+    server = _QuietServer(config)
+    tasks = [
+        asyncio.create_task(scheduler.serve(stop)),
+        asyncio.create_task(server.serve(sockets=[sock])),
+    ]
+    try:
+        while not server.started:
+            if any(task.done() for task in tasks):
+                box["error"] = [task.exception() for task in tasks if task.done()]
+                return
+            await asyncio.sleep(0.02)
+    finally:
+        ready.set()
+    await stop.wait()
+    server.should_exit = True
+    await asyncio.gather(*tasks)
+
+
+@dataclass
+class Problems:
+    """Console errors and uncaught exceptions of a page (CSP violations show up here)."""
+
+    messages: list[str] = field(default_factory=list)
+
+    def watch(self, page: Page) -> None:
+        page.on("console", lambda m: self.messages.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.messages.append(f"uncaught: {e}"))
+
+
+def watched(page: Page) -> Page:
+    """Start collecting the page's console errors (see :func:`problems_of`)."""
+    problems = Problems()
+    problems.watch(page)
+    page.problems = problems  # type: ignore[attr-defined]
+    return page
+
+
+def problems_of(page: Page) -> list[str]:
+    problems: Problems = page.problems  # type: ignore[attr-defined]
+    return problems.messages
+
+
+def new_context(browser: Browser, **options: Any) -> BrowserContext:
+    context = browser.new_context(timezone_id=BROWSER_ZONE, **options)
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
+def log_in(page: Page, server: LiveServer, user: str) -> None:
+    """Log in through the form. First waits until the page shows times in the browser's
+    zone (the page script sets the zone cookie and reloads once), so no typing is lost."""
+    page.goto(server.at("/login"))
+    page.get_by_text(f"Times in {BROWSER_ZONE}").wait_for()
+    page.get_by_label("User").fill(user)
+    page.get_by_label("Password").fill(PASSWORDS[user])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(server.at("/"))
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
