@@ -228,3 +228,26 @@ def test_an_owner_whose_clock_is_30_seconds_ahead_breaks_no_safety_rule(lab: Lab
     early = [c for c in claims if c.created_at.timestamp() < lab.real_time_of(c.scheduled_for) - 2]
     assert len(early) >= 10
 
+
+def test_with_automatic_failover_a_killed_owner_is_replaced_when_its_lease_expires(
+    lab: Lab,
+) -> None:
+    lease = {"FLEETCRON_LEASE_S": "3", "FLEETCRON_LEASE_RENEW_S": "0.5"}
+    lab.approve("alpha", "beta")
+    lab.make_owner("alpha")
+    lab.add_fleet(5, work="sleep 0.5")
+    since = lab.sim_now()
+    lab.start("alpha", **lease)
+    lab.start("beta", **lease)
+    wait_until(lambda: started_by(lab, "alpha") >= 5, timeout=30, what="alpha's first runs")
+
+    lab.signal("alpha", signal.SIGKILL)
+    wait_until(lambda: started_by(lab, "beta") >= 5, timeout=40, what="beta after the failover")
+    settle(lab)
+
+    status = cluster.status(lab.app("beta"), SYSTEM, lab.node("beta"))
+    assert status.owner == lab.node("beta").identity.node_id
+    assert status.generation == 2
+    fenced = {n.node_id: n.fenced for n in status.nodes}
+    assert fenced[lab.node("alpha").identity.node_id] is True
+    check_all(lab, since)

@@ -84,8 +84,13 @@ def cluster_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
         node.identity.endpoint,
         extra={"action": "cluster.node", "node": node.identity.node_id},
     )
+    lease = cluster.Lease(app, node) if app.settings.lease_s is not None else None
     return Scheduler(
-        app, guard=node.guard(), maintenance=Housekeeping(app), metrics=metrics, clock=app.clock
+        app,
+        guard=node.guard(lease_holds=lease.holds if lease else None),
+        maintenance=Housekeeping(app, lease=lease),
+        metrics=metrics,
+        clock=app.clock,
     )
 
 

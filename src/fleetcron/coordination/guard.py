@@ -11,8 +11,8 @@ Handoff and takeover take the same lock, so they can never interleave with a run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
@@ -67,11 +67,19 @@ class CoordinatedGuard:
     fingerprint: str
     unguarded: bool = False
     margin: timedelta = DEADLINE_MARGIN
+    #: With automatic failover: whether this node renewed its lease in time.
+    lease_holds: Callable[[], bool] | None = None
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        return current_verdict(session, self.node_id, self.fingerprint, lock=True)
+        verdict = current_verdict(session, self.node_id, self.fingerprint, lock=True)
+        if verdict.kind == "owner" and self.lease_holds is not None and not self.lease_holds():
+            # Running runs may still finish; nothing new starts until the lease is renewed.
+            return replace(
+                verdict, draining=True, reason="lease not renewed in time: no new claims"
+            )
+        return verdict
 
     def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
         if not runs:

@@ -1,7 +1,7 @@
-"""Periodic work beside the ticks: cluster maintenance and retention.
+"""Periodic work beside the ticks: lease renewal, cluster maintenance, retention.
 
-Runs on the scheduler's database thread every ``maintenance_interval_s``; each part is
-guarded so that one failing never stops the others or the scheduler.
+Called before every tick on the scheduler's database thread; each task has its own
+interval and is guarded so that one failing never stops the others or the scheduler.
 """
 
 from __future__ import annotations
@@ -21,24 +21,48 @@ PRUNE_EVERY_S = 3600.0
 
 
 @dataclass
+class _Periodic:
+    name: str
+    every_s: float
+    task: Callable[[], object]
+    due: float = 0.0
+
+
+@dataclass
 class Housekeeping:
     app: App
-    extra: list[Callable[[], object]] = field(default_factory=list)
-    _next_prune: float = 0.0
+    lease: cluster.Lease | None = None
+    extra: list[tuple[str, float, Callable[[], object]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        s = self.app.settings
+        self._tasks: list[_Periodic] = []
+        if self.lease is not None:
+            self._tasks.append(_Periodic("lease", s.lease_renew_s, self.lease.step))
+        if s.cluster:
+            self._tasks.append(
+                _Periodic(
+                    "cluster maintenance",
+                    s.maintenance_interval_s,
+                    lambda: cluster.maintain(self.app),
+                )
+            )
+        self._tasks.append(
+            _Periodic("retention", PRUNE_EVERY_S, lambda: retention.prune(self.app, SYSTEM))
+        )
+        self._tasks.extend(_Periodic(name, every, task) for name, every, task in self.extra)
 
     def __call__(self) -> None:
-        if self.app.settings.cluster:
-            self._guarded("cluster maintenance", lambda: cluster.maintain(self.app))
-        if time.monotonic() >= self._next_prune:
-            self._next_prune = time.monotonic() + PRUNE_EVERY_S
-            self._guarded("retention", lambda: retention.prune(self.app, SYSTEM))
-        for task in self.extra:
-            self._guarded(getattr(task, "__name__", "housekeeping task"), task)
-
-    def _guarded(self, what: str, task: Callable[[], object]) -> None:
-        try:
-            task()
-        except Exception:
-            log.exception(
-                "housekeeping: %s failed; will retry", what, extra={"action": "housekeeping.error"}
-            )
+        now = time.monotonic()
+        for periodic in self._tasks:
+            if now < periodic.due:
+                continue
+            periodic.due = now + periodic.every_s
+            try:
+                periodic.task()
+            except Exception:
+                log.exception(
+                    "housekeeping: %s failed; will retry",
+                    periodic.name,
+                    extra={"action": "housekeeping.error"},
+                )

@@ -71,7 +71,8 @@ class Scheduler:
     clock: Callable[[], datetime] = utc_now
     local: LocalExecutor | None = None
     ssh: SshExecutor | None = None
-    #: Runs every ``maintenance_interval_s`` on the database thread (cluster maintenance).
+    #: Called before every tick on the database thread; it keeps its own timers
+    #: (see :class:`fleetcron.scheduler.housekeeping.Housekeeping`).
     maintenance: Callable[[], object] | None = None
     metrics: Metrics | None = None
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
@@ -125,14 +126,10 @@ class Scheduler:
             self.app.node_name,
             extra={"action": "scheduler.start", "node": self.app.node_name},
         )
-        next_maintenance = time.monotonic()
         try:
             while not stop.is_set():
                 try:
-                    if self.maintenance is not None and time.monotonic() >= next_maintenance:
-                        next_maintenance = (
-                            time.monotonic() + self.app.settings.maintenance_interval_s
-                        )
+                    if self.maintenance is not None:
                         await self._in_db(self.maintenance)
                     await self.tick()
                 except Exception:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -31,7 +32,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from fleetcron import __version__
-from fleetcron.coordination.guard import CoordinatedGuard, current_verdict
+from fleetcron.coordination.guard import CoordinatedGuard, current_verdict, db_now
 from fleetcron.coordination.identity import (
     NodeIdentity,
     node_identity,
@@ -76,12 +77,13 @@ class Node:
             settings.endpoint,
         )
 
-    def guard(self) -> CoordinatedGuard:
+    def guard(self, *, lease_holds: Callable[[], bool] | None = None) -> CoordinatedGuard:
         return CoordinatedGuard(
             self.identity.node_id,
             self.identity.fingerprint,
             unguarded=self.app.settings.unsafe_disable_guard,
             margin=timedelta(seconds=self.app.settings.claim_margin_s),
+            lease_holds=lease_holds,
         )
 
 
@@ -563,3 +565,93 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         nodes,
         running,
     )
+
+
+@dataclass
+class Lease:
+    """Opt-in automatic failover: the owner renews a lease in the ownership row; when it
+    has expired by the database clock, an approved standby takes over with generation+1.
+    Safety still comes from the guard: the lease only decides *when* to take over. An owner
+    that could not renew within its lease stops claiming at once (:meth:`holds`)."""
+
+    app: App
+    node: Node
+    _renewed_at: float | None = None
+
+    @property
+    def duration(self) -> float:
+        assert self.app.settings.lease_s is not None
+        return self.app.settings.lease_s
+
+    def holds(self) -> bool:
+        """Whether this node renewed its lease recently enough to keep claiming."""
+        return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.duration
+
+    def step(self) -> str:
+        """Renew (as owner) or take over an expired lease (as standby); returns what happened."""
+        me = self.node.identity
+        started = time.monotonic()
+        with self.app.db.session() as session:
+            rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
+            if len(rows) != 1 or rows[0].owner_node_id is None:
+                return "no owner"
+            ownership = rows[0]
+            if ownership.owner_node_id == me.node_id:
+                if ownership.draining:
+                    return "draining"
+                ownership.lease_expires_at = db_now(session) + timedelta(seconds=self.duration)
+                self._renewed_at = started
+                return "renewed"
+            if ownership.lease_expires_at is None or ownership.lease_expires_at > db_now(session):
+                return "standby"
+            mine = _get_node(session, me.node_id)
+            if mine.state != "approved" or mine.fingerprint != me.fingerprint or mine.fenced_at:
+                return "not eligible"
+            return self._fail_over(session, ownership)
+
+    def _fail_over(self, session: Session, ownership: ClusterOwnership) -> str:
+        me = self.node.identity
+        old = _get_node(session, str(ownership.owner_node_id))
+        now = self.app.now()
+        transfer = ClusterTransfer(
+            idempotency_key=uuid.uuid4().hex,
+            kind="failover",
+            from_node_id=old.node_id,
+            to_node_id=me.node_id,
+            requested_by="system",
+            requested_at=now,
+            state="pending",
+            note=f"lease of {old.node_id} expired at {ownership.lease_expires_at}",
+        )
+        session.add(transfer)
+        session.flush()
+        _supersede_pending(session, ownership, transfer.id, now, keep=transfer.id)
+        revoked = _revoke_claims(
+            session, old.node_id, self.app, reason=f"revoked by failover {transfer.id}"
+        )
+        old.fenced_at = now
+        _complete(session, ownership, transfer, now)
+        ownership.lease_expires_at = db_now(session) + timedelta(seconds=self.duration)
+        self._renewed_at = time.monotonic()
+        record(
+            session,
+            self.app,
+            SYSTEM,
+            AuditNote(
+                "cluster.failover",
+                detail={
+                    "from": old.node_id,
+                    "to": me.node_id,
+                    "generation": ownership.generation,
+                    "revoked_claims": revoked,
+                },
+            ),
+            success=True,
+        )
+        log.warning(
+            "cluster: lease of %s expired; this node took over at generation %d",
+            old.node_id,
+            ownership.generation,
+            extra={"action": "cluster.failover"},
+        )
+        return "took over"
