@@ -1,0 +1,186 @@
+"""Helpers shared by the scheduler benchmarks (tick, fan-out, overhead).
+
+Benchmarks are run by hand and print to stdout only. They reuse the test fixtures'
+throwaway servers (``tests/fixtures``): a real sshd on loopback and, when its binaries
+are installed, a real PostgreSQL cluster started with initdb/pg_ctl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+
+    from fleetcron.services.context import App
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+# fleetcron itself is imported inside the helpers that need it, so a baseline measured in
+# its own process (bench/fanout_bench.py) does not carry its memory.
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as the kernel prints them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: int = 1) -> str:
+    """A Markdown table; columns from index ``right`` on are right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join("---:" if i >= right else "---" for i in range(len(headers))) + "|")
+    lines.extend("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+@dataclass
+class ShiftedClock:
+    """The real clock, moved so that it reads ``start`` now and then runs at real speed.
+
+    Lets a benchmark tick "at the minute" without waiting for one, while every timestamp
+    the scheduler and executors record keeps real durations.
+    """
+
+    start: datetime
+
+    def __post_init__(self) -> None:
+        self._t0 = time.monotonic()
+
+    def __call__(self) -> datetime:
+        return self.start + timedelta(seconds=time.monotonic() - self._t0)
+
+    def restart(self, start: datetime) -> None:
+        self.start, self._t0 = start, time.monotonic()
+
+
+def core_table(model: Any) -> Table:
+    """The Core table of an ORM model, for bulk inserts."""
+    from sqlalchemy import Table
+
+    return cast(Table, model.__table__)
+
+
+def quiet_production_logging() -> None:
+    """INFO log lines formatted like ``fleetcron serve``'s, written to /dev/null, so the
+    benchmark pays for them without printing them."""
+    import logging
+
+    from fleetcron.logs import configure_logging
+
+    configure_logging("text")
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the process
+
+
+def make_app(
+    database_url: str, data_dir: Path, clock: Callable[[], datetime], **settings: object
+) -> App:
+    """An App on ``database_url`` with a fresh master key; the schema is migrated."""
+    from pydantic import SecretStr
+
+    from fleetcron.config import Settings
+    from fleetcron.crypto import generate_key
+    from fleetcron.services.context import App
+
+    values: dict[str, object] = {"shutdown_grace_s": 5.0, **settings}
+    app = App.open(
+        Settings(
+            data_dir=data_dir,
+            database_url=database_url,
+            master_key=SecretStr(generate_key().decode()),
+            **values,  # type: ignore[arg-type]
+        ),
+        clock=clock,
+    )
+    app.db.upgrade()
+    return app
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[object | None]:
+    """A throwaway PostgreSQL cluster (as the test fixture starts it), or None if absent."""
+    from fixtures import postgres as pg
+
+    bin_dir = pg.find_bin_dir()
+    if bin_dir is None:
+        yield None
+        return
+    run_as = pg._service_user() if os.geteuid() == 0 else None
+    data_dir = pg._init_cluster(bin_dir, run_as)
+    server = None
+    try:
+        for attempt in range(3):
+            server = pg.PostgresServer(
+                pg.HOST, pg._free_port(), pg.SUPERUSER, bin_dir, data_dir, run_as
+            )
+            try:
+                server.start()
+                break
+            except RuntimeError as exc:
+                if attempt == 2 or "Address already in use" not in str(exc):
+                    raise
+        yield server
+    finally:
+        if server is not None and server.is_running():
+            server.stop("immediate")
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """CPU seconds (user + system) of this process and its peak resident memory."""
+
+    cpu_s: float
+    maxrss_mb: float
+
+    @classmethod
+    def now(cls) -> Usage:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return cls(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024)
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids whose parent is ``pid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name is in parentheses and may contain spaces
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_no_children(pid: int, timeout_s: float = 30.0) -> None:
+    """Wait until the process ``pid`` (an sshd) has no children left (sessions closed)."""
+    deadline = time.monotonic() + timeout_s
+    while children_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)

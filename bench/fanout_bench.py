@@ -1,0 +1,454 @@
+"""Fan-out: one bulk job on 200 SSH targets, against the usual hand-rolled designs.
+
+One throwaway OpenSSH sshd on 127.0.0.1 (the test fixture's ``running_sshd``, with
+``MaxStartups 1000:30:1000`` and ``MaxSessions 1000``) stands for 200 servers. Each of the
+200 targets has its own client key, so each needs its own connection and handshake:
+fleetcron pools connections by (host, port, user, client key, host key), and the same
+200 keys are used by every design. (Distinct addresses would not work: sshd opens at most
+16 listen sockets, ``MAX_LISTEN_SOCKS``, and listening on 0.0.0.0 would leave loopback.)
+
+The sshd sets ``HOME`` to an empty directory for sessions (``SetEnv HOME=...``): on this
+machine root's login shell is bash, which sources ``~/.bashrc`` for commands started by
+sshd, and that file runs ``pyenv init`` (about 100 ms of CPU per session, for every
+design alike). ``--login-rc`` keeps the real HOME to show that cost.
+
+Designs, each run in its own process so peak memory is its own, one after the other
+(the sshd is left with no session process between two designs):
+
+* ``fleetcron``: a real ``Scheduler`` on SQLite in a temporary directory, 200 SSH targets
+  and a bulk job ``* * * * *``, the product's defaults (``SshExecutor``: 64 runs in
+  flight, 4 per target, 16 handshakes at a time), INFO log lines formatted as in
+  ``fleetcron serve`` but written to /dev/null. One ``tick()`` at the minute (the real
+  clock shifted to read M + 0 s), then ``await scheduler.idle()``: from the fire to all
+  200 runs recorded in the database. The second fire (the next minute) reuses the pooled
+  connections.
+* ``paramiko-8`` / ``paramiko-64``: a thread pool of 8 / 64; each task connects (pinned
+  host key), runs the command, reads its output and exit status, closes.
+* ``asyncssh-64``: asyncssh with a semaphore of 64 (pinned host key): connect, run, keep
+  the connection; the second round runs the command again over the open connections.
+* ``pssh-64``: parallel-ssh's ``ParallelSSHClient`` (libssh2), ``pool_size=64``;
+  ``run_command`` then ``join``. (It does not check host keys.)
+
+All runs must succeed (and ``echo hi`` must print ``hi``) or the script stops. Client CPU
+is the design's process user+sys time over the timed section divided by 200; peak
+memory is the process's ``ru_maxrss`` (interpreter and imports included); each design's
+process is forked by a small ``sh``, as Linux carries the forking process's RSS into a
+child's ``ru_maxrss``, even across ``exec``.
+
+Run by hand: ``.venv/bin/python bench/fanout_bench.py [--targets 200]
+[--commands "echo hi,sleep 1"] [--designs fleetcron,paramiko-8,...] [--repeat 1]
+[--login-rc]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Usage, loadavg, median, table, wait_for_no_children
+
+DESIGNS = ("fleetcron", "paramiko-8", "paramiko-64", "asyncssh-64", "pssh-64")
+CAP = 64
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (VmRSS), in MB."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+
+def check(outputs: list[tuple[int | None, str]], command: str) -> None:
+    """Every run exited 0, and ``echo hi`` printed hi."""
+    bad = [o for o in outputs if o[0] != 0 or (command == "echo hi" and o[1].strip() != "hi")]
+    if bad:
+        raise SystemExit(f"{len(bad)} of {len(outputs)} runs failed; first: {bad[0]}")
+
+
+# -- the designs, each run in a child process -------------------------------------------
+
+
+def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import insert, select
+
+    from _common import ShiftedClock, core_table, make_app, quiet_production_logging
+    from fleetcron.scheduler.service import Scheduler
+    from fleetcron.services import jobs
+    from fleetcron.services.context import SYSTEM
+    from fleetcron.store.schema import Run, Target
+
+    quiet_production_logging()
+    minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    clock = ShiftedClock(minute - timedelta(seconds=30))
+    data_dir = Path(tempfile.mkdtemp(prefix="fleetcron-fanout-"))
+    app = make_app(f"sqlite:///{data_dir / 'fleetcron.db'}", data_dir, clock=clock)
+    now = clock()
+    with app.db.engine.begin() as conn:
+        conn.execute(
+            insert(core_table(Target)),
+            [
+                {
+                    "name": f"web{i:03d}",
+                    "kind": "ssh",
+                    "host": spec["host"],
+                    "port": spec["port"],
+                    "user": spec["user"],
+                    "private_key_enc": app.master_key.encrypt(key.encode()),
+                    "host_key": spec["host_key"],
+                    "labels": {"role": "web"},
+                    "notes": "",
+                    "paired": True,
+                    "paired_at": now,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for i, key in enumerate(spec["keys"])
+            ],
+        )
+    jobs.add_job(app, SYSTEM, "fanout", jobs.JobSpec("* * * * *", command), bulk=True)
+
+    async def fire(scheduler: Scheduler, at: datetime) -> tuple[float, Usage, Usage]:
+        u0 = Usage.now()
+        clock.restart(at)
+        t0 = time.perf_counter()
+        stats = await scheduler.tick()
+        await scheduler.idle()
+        elapsed = time.perf_counter() - t0
+        u1 = Usage.now()
+        assert stats.dispatched == len(spec["keys"]), stats
+        with app.db.read() as session:
+            rows = session.execute(
+                select(Run.exit_code, Run.stdout_head).where(Run.scheduled_for == at)
+            ).all()
+        check([(r.exit_code, r.stdout_head) for r in rows], command)
+        if len(rows) != len(spec["keys"]):
+            raise SystemExit(f"{len(rows)} runs recorded")
+        return elapsed, u0, u1
+
+    async def main() -> dict[str, Any]:
+        scheduler = Scheduler(app, clock=clock)
+        await scheduler.start()
+        before = rss_mb()
+        first, u0, u1 = await fire(scheduler, minute)
+        opened = scheduler.ssh.connections_opened  # type: ignore[union-attr]
+        second, v0, v1 = await fire(scheduler, minute + timedelta(minutes=1))
+        reopened = scheduler.ssh.connections_opened - opened  # type: ignore[union-attr]
+        await scheduler.shutdown()
+        return {
+            "first_s": first,
+            "first_cpu_s": u1.cpu_s - u0.cpu_s,
+            "second_s": second,
+            "second_cpu_s": v1.cpu_s - v0.cpu_s,
+            "note": f"{opened} connections, {reopened} more on reuse",
+            "rss_before_mb": before,
+        }
+
+    try:
+        return asyncio.run(main())
+    finally:
+        app.close()
+
+
+def run_paramiko(spec: dict[str, Any], command: str, workers: int) -> dict[str, Any]:
+    import base64
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    import paramiko
+
+    kind, blob = spec["host_key"].split()
+    pinned = paramiko.Ed25519Key(data=base64.b64decode(blob))
+    known = f"[{spec['host']}]:{spec['port']}"
+
+    def one(key_text: str) -> tuple[int | None, str]:
+        client = paramiko.SSHClient()
+        client.get_host_keys().add(known, kind, pinned)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                spec["host"],
+                spec["port"],
+                username=spec["user"],
+                pkey=paramiko.Ed25519Key.from_private_key(io.StringIO(key_text)),
+                allow_agent=False,
+                look_for_keys=False,
+                timeout=60,
+                banner_timeout=60,
+                auth_timeout=60,
+            )
+            _, stdout, stderr = client.exec_command(command)
+            out = stdout.read().decode()
+            stderr.read()
+            return stdout.channel.recv_exit_status(), out
+        finally:
+            client.close()
+
+    before = rss_mb()
+    u0 = Usage.now()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        outputs = list(pool.map(one, spec["keys"]))
+    elapsed = time.perf_counter() - t0
+    u1 = Usage.now()
+    check(outputs, command)
+    return {"first_s": elapsed, "first_cpu_s": u1.cpu_s - u0.cpu_s, "rss_before_mb": before}
+
+
+def run_asyncssh(spec: dict[str, Any], command: str) -> dict[str, Any]:
+    import asyncssh
+
+    async def main() -> dict[str, Any]:
+        pinned = asyncssh.import_public_key(spec["host_key"])
+        slots = asyncio.Semaphore(CAP)
+
+        async def connect_and_run(key_text: str) -> tuple[Any, tuple[int | None, str]]:
+            async with slots:
+                conn = await asyncssh.connect(
+                    spec["host"],
+                    spec["port"],
+                    username=spec["user"],
+                    client_keys=[asyncssh.import_private_key(key_text)],
+                    known_hosts=([pinned], [], []),
+                    config=None,
+                    agent_path=None,
+                    connect_timeout=60,
+                )
+                result = await conn.run(command, check=False)
+                return conn, (result.exit_status, str(result.stdout))
+
+        async def run_again(conn: Any) -> tuple[int | None, str]:
+            async with slots:
+                result = await conn.run(command, check=False)
+                return result.exit_status, str(result.stdout)
+
+        before = rss_mb()
+        u0 = Usage.now()
+        t0 = time.perf_counter()
+        pairs = await asyncio.gather(*(connect_and_run(k) for k in spec["keys"]))
+        first = time.perf_counter() - t0
+        u1 = Usage.now()
+        check([p[1] for p in pairs], command)
+        conns = [p[0] for p in pairs]
+        v0 = Usage.now()
+        t0 = time.perf_counter()
+        outputs = await asyncio.gather(*(run_again(c) for c in conns))
+        second = time.perf_counter() - t0
+        v1 = Usage.now()
+        check(outputs, command)
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*(c.wait_closed() for c in conns))
+        return {
+            "first_s": first,
+            "first_cpu_s": u1.cpu_s - u0.cpu_s,
+            "second_s": second,
+            "second_cpu_s": v1.cpu_s - v0.cpu_s,
+            "rss_before_mb": before,
+        }
+
+    return asyncio.run(main())
+
+
+def run_pssh(spec: dict[str, Any], command: str) -> dict[str, Any]:
+    from pssh.clients import ParallelSSHClient
+    from pssh.config import HostConfig
+
+    config = [
+        HostConfig(port=spec["port"], user=spec["user"], private_key=k.encode())
+        for k in spec["keys"]
+    ]
+    before = rss_mb()
+    u0 = Usage.now()
+    t0 = time.perf_counter()
+    client = ParallelSSHClient(
+        [spec["host"]] * len(spec["keys"]),
+        host_config=config,
+        pool_size=CAP,
+        num_retries=1,
+        timeout=60,
+    )
+    output = client.run_command(command)
+    client.join(output)
+    results = [(o.exit_code, "\n".join(o.stdout)) for o in output]
+    elapsed = time.perf_counter() - t0
+    u1 = Usage.now()
+    check(results, command)
+    return {"first_s": elapsed, "first_cpu_s": u1.cpu_s - u0.cpu_s, "rss_before_mb": before}
+
+
+def child(design: str, command: str, spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    if design == "fleetcron":
+        result = run_fleetcron(spec, command)
+    elif design.startswith("paramiko-"):
+        result = run_paramiko(spec, command, int(design.split("-")[1]))
+    elif design == "asyncssh-64":
+        result = run_asyncssh(spec, command)
+    elif design == "pssh-64":
+        result = run_pssh(spec, command)
+    else:
+        raise SystemExit(f"unknown design {design}")
+    result["maxrss_mb"] = Usage.now().maxrss_mb
+    status = Path("/proc/self/status").read_text()
+    result["vmhwm_mb"] = int(status.split("VmHWM:")[1].split()[0]) / 1024
+    print(json.dumps(result))
+
+
+# -- the parent: one sshd, every design in turn ------------------------------------------
+
+
+def in_child(design: str, command: str, spec_path: Path) -> dict[str, Any]:
+    # sh forks the design's process (the command is not its last one, so it does not
+    # exec it): the design's ru_maxrss then starts from sh's RSS, not from ours.
+    proc = subprocess.run(
+        [
+            "/bin/sh",
+            "-c",
+            '"$@"; exit $?',
+            "sh",
+            sys.executable,
+            __file__,
+            "--child",
+            design,
+            "--command",
+            command,
+            "--spec",
+            str(spec_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{design} / {command} failed:\n{proc.stdout}\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", type=int, default=200)
+    parser.add_argument("--commands", default="echo hi,sleep 1")
+    parser.add_argument("--designs", default=",".join(DESIGNS))
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--login-rc", action="store_true", help="keep root's HOME (and rc)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--command", help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.command, args.spec)
+        return
+
+    import asyncssh
+
+    from fixtures.sshd import running_sshd
+
+    n = args.targets
+    commands = args.commands.split(",")
+    designs = args.designs.split(",")
+    print(f"load average at start: {loadavg()}")
+    print(f"{n} targets (one client key each) on one loopback sshd; cap {CAP} runs in flight")
+    keys = [asyncssh.generate_private_key("ssh-ed25519") for _ in range(n)]
+    work = Path(tempfile.mkdtemp(prefix="fleetcron-fanout-bench-"))
+    settings = {"MaxStartups": "1000:30:1000", "MaxSessions": "1000"}
+    if not args.login_rc:
+        (work / "home").mkdir()
+        settings["SetEnv"] = f"HOME={work / 'home'}"
+    print(f"session HOME: {'the real one (rc files run)' if args.login_rc else 'an empty dir'}")
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with running_sshd(
+        work / "sshd",
+        authorized_keys=[k.export_public_key("openssh").decode() for k in keys],
+        settings=settings,
+    ) as server:
+        spec_path = work / "spec.json"
+        spec_path.write_text(
+            json.dumps(
+                {
+                    "host": server.host,
+                    "port": server.port,
+                    "user": server.user,
+                    "host_key": server.host_key_line,
+                    "keys": [k.export_private_key("openssh").decode() for k in keys],
+                }
+            )
+        )
+        spec_path.chmod(0o600)
+        for round_ in range(args.repeat):
+            for command in commands:
+                for design in designs:
+                    wait_for_no_children(server.pid)
+                    time.sleep(1)
+                    r = in_child(design, command, spec_path)
+                    results.setdefault((command, design), []).append(r)
+                    print(
+                        f"  #{round_ + 1} {command!r:10} {design:12} {r['first_s']:6.2f} s"
+                        + (f", reuse {r['second_s']:.2f} s" if "second_s" in r else "")
+                        + (f" ({r['note']})" if "note" in r else "")
+                        + f", RSS {r['maxrss_mb']:.0f} MB (VmHWM {r['vmhwm_mb']:.0f})",
+                        flush=True,
+                    )
+        wait_for_no_children(server.pid)
+
+    rows = []
+    for command in commands:
+        base = results.get((command, "asyncssh-64"))
+        slow = results.get((command, "paramiko-8"))
+        for design in designs:
+            rs = results[(command, design)]
+            first = median([r["first_s"] for r in rs])
+            rows.append(
+                [
+                    f"`{command}`",
+                    design,
+                    f"{first:.2f}",
+                    f"{median([r['first_cpu_s'] for r in rs]) / n * 1000:.1f}",
+                    f"{median([r['rss_before_mb'] for r in rs]):.0f}",
+                    f"{median([r['maxrss_mb'] for r in rs]):.0f}",
+                    f"{first / median([r['first_s'] for r in base]):.2f}x" if base else "",
+                    f"{median([r['first_s'] for r in slow]) / first:.1f}x" if slow else "",
+                    "-"
+                    if "second_s" not in rs[0]
+                    else f"{median([r['second_s'] for r in rs]):.2f}",
+                    "-"
+                    if "second_s" not in rs[0]
+                    else f"{median([r['second_cpu_s'] for r in rs]) / n * 1000:.1f}",
+                ]
+            )
+    print()
+    if args.repeat > 1:
+        print(f"median of {args.repeat} rounds")
+    print(
+        table(
+            [
+                "command",
+                "design",
+                "first fire s",
+                "CPU ms / dispatch",
+                "RSS before MB",
+                "peak RSS MB",
+                "vs asyncssh-64",
+                "paramiko-8 / this",
+                "reuse fire s",
+                "reuse CPU ms / dispatch",
+            ],
+            rows,
+            right=2,
+        )
+    )
+    print(f"\nload average at end: {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()
