@@ -75,6 +75,17 @@ class ShiftedClock:
         self.start, self._t0 = start, time.monotonic()
 
 
+def production_scheduler(app: App) -> Any:
+    """A standalone scheduler built as ``fleetcron serve`` builds it (``make_scheduler``):
+    housekeeping before every tick, Prometheus metrics observed, the app's clock."""
+    from fleetcron.metrics import Metrics
+    from fleetcron.scheduler.housekeeping import Housekeeping
+    from fleetcron.scheduler.service import Scheduler
+
+    assert not app.settings.cluster
+    return Scheduler(app, maintenance=Housekeeping(app), metrics=Metrics(), clock=app.clock)
+
+
 def core_table(model: Any) -> Table:
     """The Core table of an ORM model, for bulk inserts."""
     from sqlalchemy import Table

@@ -15,7 +15,8 @@ design alike). ``--login-rc`` keeps the real HOME to show that cost.
 Designs, each run in its own process so peak memory is its own, one after the other
 (the sshd is left with no session process between two designs):
 
-* ``fleetcron``: a real ``Scheduler`` on SQLite in a temporary directory, 200 SSH targets
+* ``fleetcron``: a real ``Scheduler``, built as ``fleetcron serve`` builds a standalone one
+  (housekeeping, Prometheus metrics), on SQLite in a temporary directory, 200 SSH targets
   and a bulk job ``* * * * *``, the product's defaults (``SshExecutor``: 64 runs in
   flight, 4 per target, 16 handshakes at a time), INFO log lines formatted as in
   ``fleetcron serve`` but written to /dev/null. One ``tick()`` at the minute (the real
@@ -81,7 +82,13 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
 
     from sqlalchemy import insert, select
 
-    from _common import ShiftedClock, core_table, make_app, quiet_production_logging
+    from _common import (
+        ShiftedClock,
+        core_table,
+        make_app,
+        production_scheduler,
+        quiet_production_logging,
+    )
     from fleetcron.scheduler.service import Scheduler
     from fleetcron.services import jobs
     from fleetcron.services.context import SYSTEM
@@ -136,8 +143,10 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         return elapsed, u0, u1
 
     async def main() -> dict[str, Any]:
-        scheduler = Scheduler(app, clock=clock)
+        scheduler: Scheduler = production_scheduler(app)
         await scheduler.start()
+        assert scheduler.maintenance is not None
+        await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
         before = rss_mb()
         first, u0, u1 = await fire(scheduler, minute)
         opened = scheduler.ssh.connections_opened  # type: ignore[union-attr]
