@@ -1,0 +1,729 @@
+"""Schedules as code: the YAML schedule file, the plan that brings the store to it, and the
+rule against registering one command twice on one target.
+
+Pure: the service (:mod:`fleetcron.services.schedule_file`) reads the store and the file,
+this module only turns text into declarations, compares plain states and renders YAML.
+
+Format, version 1 (docs/schedules-as-code.md)::
+
+    version: 1
+    jobs:
+      - name: reload
+        bulk: true
+        selector: env=prod,role=pbx   # optional; empty = every paired target
+        disabled_on: [pbx7]           # paused there
+        schedule: "0 2 * * *"
+        command: /usr/sbin/fwconsole reload
+      - name: backup-acme
+        target: acme-app1
+        schedule: "30 3 * * 0"
+        command: php artisan backup:run
+
+Every problem names the line and the field (``schedule.yaml:7: jobs[1].schedule: ...``);
+all problems of a file are reported together.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from itertools import combinations
+from typing import Any, Literal
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from fleetcron.core import validation as v
+from fleetcron.errors import InvalidInput
+
+FILE_VERSION = 1
+
+TOP_KEYS = ("version", "jobs")
+
+#: Keys of one job, in the order export writes them.
+JOB_KEYS = (
+    "name",
+    "bulk",
+    "target",
+    "selector",
+    "disabled_on",
+    "enabled",
+    "schedule",
+    "timezone",
+    "command",
+    "notes",
+    "timeout",
+    "overlap",
+    "catchup",
+    "jitter",
+    "retries",
+    "retry_on",
+    "retry_backoff",
+    "allow_duplicate",
+)
+
+#: File key -> field of :class:`fleetcron.services.jobs.JobSpec`.
+SPEC_FIELDS = {
+    "schedule": "schedule",
+    "command": "command",
+    "timezone": "timezone",
+    "notes": "notes",
+    "timeout": "timeout_s",
+    "overlap": "overlap",
+    "catchup": "catchup",
+    "jitter": "jitter_s",
+    "retries": "retries",
+    "retry_on": "retry_on",
+    "retry_backoff": "retry_backoff_s",
+}
+
+#: What each key holds, as told in type errors.
+_KINDS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "name",
+            "target",
+            "selector",
+            "schedule",
+            "timezone",
+            "command",
+            "notes",
+            "overlap",
+            "catchup",
+        ),
+        "string",
+    ),
+    **dict.fromkeys(("timeout", "jitter", "retries", "retry_backoff"), "integer"),
+    **dict.fromkeys(("bulk", "enabled", "allow_duplicate"), "boolean"),
+    **dict.fromkeys(("disabled_on", "retry_on"), "list of strings"),
+}
+
+_TAGS = {
+    "string": "tag:yaml.org,2002:str",
+    "integer": "tag:yaml.org,2002:int",
+    "boolean": "tag:yaml.org,2002:bool",
+}
+
+_TAG_NAMES = {
+    "tag:yaml.org,2002:str": "a string",
+    "tag:yaml.org,2002:int": "an integer",
+    "tag:yaml.org,2002:bool": "a boolean",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:null": "nothing (null)",
+    "tag:yaml.org,2002:timestamp": "a date",
+    "tag:yaml.org,2002:seq": "a list",
+    "tag:yaml.org,2002:map": "a mapping",
+}
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a schedule file: where (line, path) and what."""
+
+    line: int
+    path: str
+    message: str
+
+    def render(self, source: str) -> str:
+        where = f"{source}:{self.line}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class ScheduleFileError(InvalidInput):
+    """The schedule file is not valid; nothing was applied."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        ordered = sorted(problems)
+        lines = [p.render(source) for p in ordered]
+        if len(lines) == 1:
+            message = lines[0]
+        else:
+            message = f"{len(lines)} problems in {source}:\n" + "\n".join(
+                f"  {line}" for line in lines
+            )
+        super().__init__(
+            message,
+            field=ordered[0].path if ordered else None,
+            value=None,
+            allowed="see docs/schedules-as-code.md",
+        )
+        self.source = source
+        self.problems = tuple(ordered)
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobDecl:
+    """One job as the file declares it; values as given, checked for shape and type only.
+
+    ``spec`` holds the given fields under their :class:`JobSpec` names (``timeout_s``...);
+    fields left out take the product's defaults later. ``lines`` maps each given key to
+    its line.
+    """
+
+    index: int
+    line: int
+    name: str
+    bulk: bool
+    target: str | None
+    selector: str
+    disabled_on: tuple[str, ...]
+    enabled: bool
+    allow_duplicate: bool
+    spec: Mapping[str, Any]
+    lines: Mapping[str, int]
+
+    def path(self, key: str | None = None) -> str:
+        return f"jobs[{self.index}]" + (f".{key}" if key else "")
+
+    def problem(self, key: str, message: str) -> Problem:
+        """A problem with one field of this job, at that field's line."""
+        return Problem(self.lines.get(key, self.line), self.path(key), message)
+
+
+@dataclass(frozen=True)
+class ScheduleFile:
+    source: str
+    version: int
+    jobs: tuple[JobDecl, ...]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(decl.name for decl in self.jobs)
+
+
+def _line(node: Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def _kind_of(node: Node) -> str:
+    if isinstance(node, ScalarNode):
+        kind = _TAG_NAMES.get(node.tag, f"a value tagged {node.tag}")
+        return kind if node.tag.endswith(":null") else f"{kind} {node.value!r}"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    return "a mapping"
+
+
+class _Reader:
+    """Walks the composed YAML nodes, collecting problems instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self._construct = SafeConstructor()
+
+    def fail(self, node: Node, path: str, message: str) -> None:
+        self.problems.append(Problem(_line(node), path, message))
+
+    def mapping(
+        self, node: Node, path: str, allowed: Sequence[str], what: str
+    ) -> dict[str, tuple[Node, Node]] | None:
+        """The keys of a mapping node with their (key, value) nodes; unknown and repeated
+        keys are problems."""
+        if not isinstance(node, MappingNode):
+            self.fail(node, path, f"expected {what}, got {_kind_of(node)}")
+            return None
+        out: dict[str, tuple[Node, Node]] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, ScalarNode) else None
+            key_path = f"{path}.{key}" if path else str(key)
+            if not isinstance(key, str) or key not in allowed:
+                self.fail(
+                    key_node,
+                    key_path,
+                    f"unknown key; allowed keys: {', '.join(allowed)}",
+                )
+            elif key in out:
+                self.fail(
+                    key_node,
+                    key_path,
+                    f"given twice (first on line {_line(out[key][0])})",
+                )
+            else:
+                out[key] = (key_node, value_node)
+        return out
+
+    def scalar(self, node: Node, path: str, kind: str) -> Any:
+        """The value of a scalar of ``kind`` (string, integer, boolean), or None (a problem)."""
+        if not isinstance(node, ScalarNode) or node.tag != _TAGS[kind]:
+            hint = "; quote it" if kind == "string" and isinstance(node, ScalarNode) else ""
+            if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+                hint = "; leave the key out for the default"
+            self.fail(node, path, f"expected {_article(kind)}, got {_kind_of(node)}{hint}")
+            return None
+        return self._construct.construct_object(node, deep=True)
+
+    def strings(self, node: Node, path: str) -> tuple[str, ...] | None:
+        if not isinstance(node, SequenceNode):
+            self.fail(node, path, f"expected a list of strings, got {_kind_of(node)}")
+            return None
+        items = [self.scalar(item, f"{path}[{i}]", "string") for i, item in enumerate(node.value)]
+        if any(item is None for item in items):
+            return None
+        return tuple(items)
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> ScheduleFile:
+    """Read a schedule file; raises :class:`ScheduleFileError` listing every problem found.
+
+    Checks the structure, the keys and the types, job names (valid, each once) and the
+    shape of each job (a bulk job or one target, and only the keys that kind takes).
+    Values (cron, zone, ranges, targets) are checked by the service against the product's
+    rules and the store.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = int(mark.line) + 1 if mark is not None else 1
+        raise ScheduleFileError(
+            source, [Problem(line, "", f"not valid YAML: {exc.problem or exc.context}")]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ScheduleFileError(source, [Problem(1, "", f"not valid YAML: {exc}")]) from None
+    if root is None:
+        raise ScheduleFileError(
+            source,
+            [
+                Problem(
+                    1, "", f"the file is empty; a schedule file starts with version: {FILE_VERSION}"
+                )
+            ],
+        )
+    reader = _Reader()
+    top = reader.mapping(root, "", TOP_KEYS, "a mapping with version and jobs")
+    if top is None:
+        raise ScheduleFileError(source, reader.problems)
+    version = _read_version(reader, root, top)
+    jobs: list[JobDecl] = []
+    if "jobs" in top:
+        jobs_node = top["jobs"][1]
+        if isinstance(jobs_node, SequenceNode):
+            first_line: dict[str, int] = {}
+            for index, item in enumerate(jobs_node.value):
+                decl = _read_job(reader, item, index)
+                if decl is None:
+                    continue
+                if decl.name in first_line:
+                    reader.problems.append(
+                        decl.problem(
+                            "name",
+                            f"job {decl.name} is declared twice "
+                            f"(first on line {first_line[decl.name]})",
+                        )
+                    )
+                    continue
+                first_line[decl.name] = decl.lines["name"]
+                jobs.append(decl)
+        elif not (isinstance(jobs_node, ScalarNode) and jobs_node.tag.endswith(":null")):
+            reader.fail(jobs_node, "jobs", f"expected a list of jobs, got {_kind_of(jobs_node)}")
+    if reader.problems:
+        raise ScheduleFileError(source, reader.problems)
+    assert version is not None
+    return ScheduleFile(source=source, version=version, jobs=tuple(jobs))
+
+
+def _read_version(reader: _Reader, root: Node, top: dict[str, tuple[Node, Node]]) -> int | None:
+    if "version" not in top:
+        reader.fail(root, "version", f"missing; this fleetcron reads version: {FILE_VERSION}")
+        return None
+    node = top["version"][1]
+    version = reader.scalar(node, "version", "integer")
+    if version is not None and version != FILE_VERSION:
+        reader.fail(
+            node,
+            "version",
+            f"{version} is not supported; this fleetcron reads version {FILE_VERSION}",
+        )
+        return None
+    return int(version) if version is not None else None
+
+
+def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
+    path = f"jobs[{index}]"
+    before = len(reader.problems)
+    keys = reader.mapping(node, path, JOB_KEYS, "a job (a mapping with name, schedule, ...)")
+    if keys is None:
+        return None
+    values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    for key, (_key_node, value_node) in keys.items():
+        kind = _KINDS[key]
+        lines[key] = _line(value_node)
+        key_path = f"{path}.{key}"
+        if kind == "list of strings":
+            values[key] = reader.strings(value_node, key_path)
+        else:
+            values[key] = reader.scalar(value_node, key_path, kind)
+
+    def fail(key: str | None, message: str) -> None:
+        line = lines.get(key, _line(node)) if key else _line(node)
+        reader.problems.append(Problem(line, f"{path}.{key}" if key else path, message))
+
+    for required in ("name", "schedule", "command"):
+        if required not in keys:
+            fail(None, f"missing required key {required}")
+    name = values.get("name")
+    if name is not None:
+        try:
+            v.validate_name(name)
+        except InvalidInput as exc:
+            fail("name", exc.message.removeprefix("name: "))
+    bulk = values.get("bulk") is True
+    target = values.get("target")
+    if bulk and "target" in keys:
+        fail("target", "a bulk job runs on the targets its selector matches; remove target")
+    if not bulk and "target" not in keys and "bulk" in keys:
+        fail("bulk", "an individual job (bulk: false) needs target: NAME")
+    elif not bulk and "target" not in keys:
+        fail(None, "a job needs either target: NAME (individual) or bulk: true")
+    if not bulk:
+        for key in ("selector", "disabled_on"):
+            if key in keys:
+                fail(key, "applies to bulk jobs only (bulk: true)")
+    if bulk and "enabled" in keys:
+        fail("enabled", "a bulk job is paused per target with disabled_on: [TARGET, ...]")
+    if len(reader.problems) > before:
+        return None
+    spec = {SPEC_FIELDS[key]: values[key] for key in SPEC_FIELDS if key in values}
+    if "retry_on" in spec:
+        spec["retry_on"] = tuple(spec["retry_on"])
+    return JobDecl(
+        index=index,
+        line=_line(node),
+        name=str(name),
+        bulk=bulk,
+        target=target,
+        selector=values.get("selector") or "",
+        disabled_on=tuple(values.get("disabled_on") or ()),
+        enabled=values.get("enabled", True),
+        allow_duplicate=values.get("allow_duplicate", False),
+        spec=spec,
+        lines=lines,
+    )
+
+
+# --- states and the plan ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job as plain data, wanted (from the file) or current (from the store).
+
+    Field names are the file's keys. ``target`` is None for a bulk job; ``disabled_on``
+    (bulk) is sorted; ``enabled`` (individual) is None while the job has no assignment
+    (its target is unpaired).
+    """
+
+    name: str
+    bulk: bool
+    target: str | None
+    selector: str
+    disabled_on: tuple[str, ...]
+    enabled: bool | None
+    schedule: str
+    timezone: str
+    command: str
+    notes: str
+    timeout: int
+    overlap: str
+    catchup: str
+    jitter: int
+    retries: int
+    retry_on: tuple[str, ...]
+    retry_backoff: int
+
+
+#: The fields a plan compares, in the order a diff shows them.
+COMPARED = tuple(f.name for f in fields(JobState) if f.name != "name")
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """One step of a plan: create, change (with the changed fields) or delete a job."""
+
+    kind: Literal["create", "change", "delete"]
+    name: str
+    before: JobState | None
+    after: JobState | None
+    fields: tuple[FieldChange, ...] = ()
+
+    def changed(self, *names: str) -> bool:
+        return any(f.field in names for f in self.fields)
+
+
+@dataclass(frozen=True)
+class Plan:
+    changes: tuple[JobChange, ...]
+    #: Jobs in the store but not in the file, kept because --prune was not given.
+    kept: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.changes if c.kind == kind)
+
+    def of(self, kind: str) -> list[JobChange]:
+        return [c for c in self.changes if c.kind == kind]
+
+
+def field_changes(before: JobState, after: JobState) -> tuple[FieldChange, ...]:
+    out = []
+    for name in COMPARED:
+        old, new = getattr(before, name), getattr(after, name)
+        # An assignment's flag exists only on a paired target; nothing to compare otherwise.
+        if name == "enabled" and (old is None or new is None):
+            continue
+        if old != new:
+            out.append(FieldChange(name, old, new))
+    return tuple(out)
+
+
+def plan_changes(wanted: Iterable[JobState], current: Iterable[JobState], *, prune: bool) -> Plan:
+    """What to do so that the store holds the wanted jobs: creates and changes in the file's
+    order, then (with ``prune``) deletes of jobs the file does not declare."""
+    have = {state.name: state for state in current}
+    changes: list[JobChange] = []
+    declared: set[str] = set()
+    for state in wanted:
+        declared.add(state.name)
+        old = have.get(state.name)
+        if old is None:
+            changes.append(JobChange("create", state.name, None, state))
+            continue
+        diff = field_changes(old, state)
+        if diff:
+            changes.append(JobChange("change", state.name, old, state, diff))
+    extra = sorted(name for name in have if name not in declared)
+    if prune:
+        changes.extend(JobChange("delete", name, have[name], None) for name in extra)
+        extra = []
+    return Plan(tuple(changes), tuple(extra))
+
+
+# --- duplicate registrations ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A job's command on the targets it covers (bulk: every matched target, paused or not;
+    individual: its target, paired or not)."""
+
+    job: str
+    command: str
+    targets: frozenset[str]
+    allow_duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """Two jobs registering the same command on the same targets."""
+
+    command: str
+    jobs: tuple[str, str]
+    targets: tuple[str, ...]
+
+    def describe(self) -> str:
+        first, second = self.jobs
+        where = "target" if len(self.targets) == 1 else "targets"
+        return (
+            f"jobs {first} and {second} both run {self.command!r} on {where} "
+            f"{', '.join(self.targets)}; remove one, or set allow_duplicate: true on one of them"
+        )
+
+
+def find_duplicates(
+    registrations: Iterable[Registration], *, among: Collection[str] | None = None
+) -> list[Duplicate]:
+    """Pairs of jobs that run the same command (compared without surrounding whitespace)
+    on a common target, unless one of the two allows duplicates.
+
+    With ``among``, only pairs with at least one job in it are reported (an apply answers
+    for the jobs of its file, not for duplicates already in the store between others).
+    """
+    by_command: dict[str, list[Registration]] = defaultdict(list)
+    for registration in registrations:
+        by_command[registration.command.strip()].append(registration)
+    found: list[Duplicate] = []
+    for command, group in by_command.items():
+        for a, b in combinations(sorted(group, key=lambda r: r.job), 2):
+            if a.allow_duplicate or b.allow_duplicate:
+                continue
+            if among is not None and a.job not in among and b.job not in among:
+                continue
+            common = a.targets & b.targets
+            if common:
+                found.append(Duplicate(command, (a.job, b.job), tuple(sorted(common))))
+    return sorted(found, key=lambda d: (d.jobs, d.command))
+
+
+def duplicates_to_allow(duplicates: Iterable[Duplicate]) -> dict[str, list[Duplicate]]:
+    """Which jobs must say ``allow_duplicate: true`` so that every pair is allowed: the
+    second job of each pair not already covered. Returns job -> the pairs it answers for."""
+    marked: dict[str, list[Duplicate]] = {}
+    for duplicate in duplicates:
+        first, second = duplicate.jobs
+        holder = first if first in marked and second not in marked else second
+        marked.setdefault(holder, []).append(duplicate)
+    return marked
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a job gets for a key the file leaves out (the service fills this in from the
+    product's job defaults); a rendered job leaves out the keys whose value equals it."""
+
+    notes: str
+    overlap: str
+    catchup: str
+    jitter: int
+    retries: int
+    retry_on: tuple[str, ...]
+    retry_backoff: int
+
+
+def job_mapping(
+    state: JobState, defaults: Defaults, *, allow_duplicate: bool = False
+) -> dict[str, Any]:
+    """A job as the file writes it: schedule, zone, command and timeout always (the zone
+    and the timeout default to settings that may differ elsewhere), the rest when they
+    differ from the format's defaults."""
+    d = defaults
+    out: dict[str, Any] = {"name": state.name}
+    if state.bulk:
+        out["bulk"] = True
+        if state.selector:
+            out["selector"] = state.selector
+        if state.disabled_on:
+            out["disabled_on"] = list(state.disabled_on)
+    else:
+        out["target"] = state.target
+        if state.enabled is False:
+            out["enabled"] = False
+    out.update(schedule=_Quoted(state.schedule), timezone=state.timezone, command=state.command)
+    for key in ("notes", "timeout", "overlap", "catchup", "jitter", "retries"):
+        value = getattr(state, key)
+        if key == "timeout" or value != getattr(d, key):
+            out[key] = value
+    if state.retry_on != d.retry_on:
+        out["retry_on"] = list(state.retry_on)
+    if state.retry_backoff != d.retry_backoff:
+        out["retry_backoff"] = state.retry_backoff
+    if allow_duplicate:
+        out["allow_duplicate"] = True
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings as literal blocks, lists of names in brackets."""
+
+
+class _Quoted(str):
+    """A string always written in double quotes (cron expressions: ``*`` starts an alias)."""
+
+    __slots__ = ()
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+def _represent_quoted(dumper: yaml.SafeDumper, data: _Quoted) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.SequenceNode:
+    flow = all(isinstance(item, str) and "\n" not in item for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(_Quoted, _represent_quoted)
+_Dumper.add_representer(list, _represent_list)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A job to write, with comment lines to put above it."""
+
+    state: JobState
+    allow_duplicate: bool = False
+    comments: tuple[str, ...] = field(default=())
+
+
+def render_schedule_file(
+    jobs: Iterable[Rendered], defaults: Defaults, *, header: Sequence[str] = ()
+) -> str:
+    """The YAML text of a schedule file holding ``jobs`` (in the given order)."""
+    parts = [f"# {line}\n" if line else "#\n" for line in header]
+    parts.append(f"version: {FILE_VERSION}\n")
+    items = list(jobs)
+    if not items:
+        parts.append("jobs: []\n")
+        return "".join(parts)
+    parts.append("jobs:\n")
+    for index, item in enumerate(items):
+        if index:
+            parts.append("\n")
+        parts.extend(f"  # {line}\n" for line in item.comments)
+        body = yaml.dump(
+            [job_mapping(item.state, defaults, allow_duplicate=item.allow_duplicate)],
+            Dumper=_Dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=100,
+        )
+        parts.extend(f"  {line}\n" for line in body.splitlines())
+    return "".join(parts)
+
+
+__all__ = [
+    "COMPARED",
+    "FILE_VERSION",
+    "JOB_KEYS",
+    "SPEC_FIELDS",
+    "Defaults",
+    "Duplicate",
+    "FieldChange",
+    "JobChange",
+    "JobDecl",
+    "JobState",
+    "Plan",
+    "Problem",
+    "Registration",
+    "Rendered",
+    "ScheduleFile",
+    "ScheduleFileError",
+    "duplicates_to_allow",
+    "field_changes",
+    "find_duplicates",
+    "job_mapping",
+    "parse_schedule_file",
+    "plan_changes",
+    "render_schedule_file",
+]
