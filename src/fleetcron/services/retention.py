@@ -83,7 +83,6 @@ def prune(app: App, actor: Actor, *, dry_run: bool = False) -> PruneResult:
     s = app.settings
     now = app.now()
     queries: list[tuple[Any, Any]] = [
-
         (Run, _old_runs(now - timedelta(days=s.retention_days))),
         (Run, _excess_runs(s.retention_max_runs)),
     ]

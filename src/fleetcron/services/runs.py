@@ -97,6 +97,7 @@ class RunFilter:
     until: datetime | None = None
     grep: str | None = None
     run_ids: Sequence[int] | None = None
+    statuses: Sequence[str] | None = None
 
 
 def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
@@ -106,6 +107,10 @@ def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
         query = query.where(Run.target_name == f.target)
     if f.status:
         query = query.where(Run.status == v.validate_choice(f.status, RUN_STATUSES, field="status"))
+    if f.statuses:
+        for status in f.statuses:
+            v.validate_choice(status, RUN_STATUSES, field="status")
+        query = query.where(Run.status.in_(f.statuses))
     if f.since:
         query = query.where(Run.scheduled_for >= f.since)
     if f.until:

@@ -308,8 +308,8 @@ def _check_private_key(private_key: bytes) -> None:
         asyncssh.import_private_key(private_key)
     except (asyncssh.KeyImportError, ValueError) as exc:
         raise InvalidInput(
-            f"key: not a usable private key ({exc})",
-            field="key",
+            f"private key: not a usable private key ({exc})",
+            field="private_key",
             value="(file contents not shown)",
             allowed="an unencrypted OpenSSH or PEM private key",
         ) from None

@@ -78,6 +78,12 @@ def list_users(app: App, actor: Actor) -> list[UserView]:
         return [_view(u) for u in session.scalars(select(User).order_by(User.name))]
 
 
+def show_user(app: App, actor: Actor, name: str) -> UserView:
+    actor.authorize("user.read")
+    with app.db.read() as session:
+        return _view(get_user(session, name))
+
+
 def set_password(app: App, actor: Actor, name: str, password: str) -> None:
     note = AuditNote("user.passwd", detail={"user": name})
     with audited(app, actor, note) as session:
@@ -159,7 +165,8 @@ def create_token(app: App, actor: Actor, owner: str, token_name: str) -> tuple[s
     note = AuditNote("token.create", detail={"user": owner, "token": token_name})
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
-        v.validate_name(token_name, field="token name")
+        v.validate_name(token_name, field="name")
+
         user = get_user(session, owner)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         row = ApiToken(

@@ -18,10 +18,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from fleetcron.errors import Conflict, SchemaOutOfDate, StoreError
+from fleetcron.errors import Conflict, InvalidInput, SchemaOutOfDate, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,14 @@ class Database:
         try:
             with session.begin():
                 yield session
+        except DataError as exc:
+            # e.g. a NUL character, which PostgreSQL cannot store in text.
+            raise InvalidInput(
+                f"a value cannot be stored or searched: {exc.orig}".strip(),
+                field=None,
+                value=None,
+                allowed="text without NUL characters, numbers within range",
+            ) from exc
         except IntegrityError as exc:
             # Two writers raced for a unique name or slot; the loser sees a plain conflict.
             raise Conflict(f"the change conflicts with existing data: {exc.orig}") from exc

@@ -13,6 +13,9 @@ from fleetcron.errors import (
     AuthenticationFailed,
     Conflict,
     CoordinationError,
+    ExecutionError,
+    HostKeyMismatch,
+
     FleetcronError,
     InvalidInput,
     NotFound,
@@ -27,6 +30,9 @@ STATUS = (
     (Conflict, 409, "conflict"),
     (InvalidInput, 422, "invalid"),
     (CoordinationError, 503, "not_owner"),
+    # The pinned key conflicts with what the target presents: the operator must decide.
+    (HostKeyMismatch, 409, "host_key_mismatch"),
+    (ExecutionError, 502, "target_unreachable"),
     (StoreError, 503, "unavailable"),
 )
 

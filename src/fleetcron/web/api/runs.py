@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from fleetcron.cron import parse
 from fleetcron.services import audit as audit_svc
@@ -17,10 +17,19 @@ from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage
 
 router = APIRouter(tags=["runs"])
+#: Ids fit PostgreSQL's integer columns; larger ones cannot exist.
+MAX_ID = 2**31 - 1
 AppDep = Annotated[App, Depends(the_app)]
 Text = Annotated[str | None, Query(max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """A time given without a zone is taken as UTC (as the API documents)."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
 
 
 @router.get("/runs", response_model=RunPage)
@@ -36,14 +45,18 @@ def list_runs(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> RunPage:
-    f = RunFilter(job=job, target=target, status=status, since=since, until=until, grep=q)
+    f = RunFilter(
+        job=job, target=target, status=status, since=as_utc(since), until=as_utc(until), grep=q
+    )
     rows, total = svc.list_runs(app, caller.actor, f, limit=limit, offset=offset)
     return RunPage(total=total, limit=limit, offset=offset, items=[RunOut.of(r) for r in rows])
 
 
 @router.get("/runs/{run_id}", response_model=RunOut)
 def show_run(
-    run_id: int, app: AppDep, caller: Annotated[Caller, Depends(requires("run.read"))]
+    run_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("run.read"))],
 ) -> RunOut:
     return RunOut.of(svc.get_run(app, caller.actor, run_id))
 
@@ -60,7 +73,9 @@ def list_audit(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> AuditPage:
-    f = AuditFilter(actor=actor, action=action, target=target, since=since, until=until)
+    f = AuditFilter(
+        actor=actor, action=action, target=target, since=as_utc(since), until=as_utc(until)
+    )
     rows, total = audit_svc.list_events(app, caller.actor, f, limit=limit, offset=offset)
     return AuditPage(total=total, limit=limit, offset=offset, items=[AuditOut.of(e) for e in rows])
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Path, Response
 
 from fleetcron.services import users as svc
 from fleetcron.services.context import App
+from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import TokenCreated, TokenIn, TokenOut, UserIn, UserOut, UserPatch
 
@@ -44,7 +45,7 @@ def edit_user(
         svc.set_password(app, caller.actor, name, body.password)
     if body.role is not None:
         svc.set_role(app, caller.actor, name, body.role)
-    return next(_out(u) for u in svc.list_users(app, caller.actor) if u.name == name)
+    return _out(svc.show_user(app, caller.actor, name))
 
 
 @router.delete("/users/{name}", status_code=204)
@@ -82,7 +83,9 @@ def create_token(
 
 @router.delete("/tokens/{token_id}", status_code=204)
 def revoke_token(
-    token_id: int, app: AppDep, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
+    token_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("token.manage_own"))],
 ) -> Response:
     svc.revoke_token(app, caller.actor, token_id)
     return Response(status_code=204)

@@ -7,48 +7,34 @@ a POST with the session's CSRF token, declared with ``Depends(requires(action))`
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from fleetcron.services import cluster as cluster_svc
+from fleetcron.services import health as health_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
 from fleetcron.services.context import Actor, App
-from fleetcron.services.runs import RUN_STATUSES, RunFilter
+from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.pages import accounts, jobs, runs, targets
+from fleetcron.web.pages import accounts, cluster, jobs, runs, targets
+from fleetcron.web.pages.cluster import cluster_node
 from fleetcron.web.pages.forms import page
 
 router = APIRouter(include_in_schema=False)
 
-FAILURES = ("failed", "timed_out", "connect_error")
 RECENT_FAILURES = 10
-WINDOW = timedelta(hours=24)
-
-
-def runs_by_status(app: App, actor: Actor) -> dict[str, int]:
-    """How many runs of the last 24 hours ended (or stand) in each status."""
-    since = app.now() - WINDOW
-    counts: dict[str, int] = {}
-    for status in RUN_STATUSES:
-        # One counting query per status: the service has no grouped count.
-        _, total = runs_svc.list_runs(app, actor, RunFilter(status=status, since=since), limit=1)
-        if total:
-            counts[status] = total
-    return counts
 
 
 def recent_failures(app: App, actor: Actor) -> list[Run]:
-    found: list[Run] = []
-    for status in FAILURES:
-        rows, _ = runs_svc.list_runs(app, actor, RunFilter(status=status), limit=RECENT_FAILURES)
-        found.extend(rows)
-    found.sort(key=lambda run: (run.scheduled_for, run.id), reverse=True)
-    return found[:RECENT_FAILURES]
+    rows, _ = runs_svc.list_runs(
+        app, actor, RunFilter(statuses=health_svc.FAILED), limit=RECENT_FAILURES
+    )
+    return list(rows)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -59,6 +45,7 @@ def dashboard(
     all_targets = targets_svc.list_targets(app, caller.actor)
     origins = Counter(view.origin for view in jobs_svc.list_jobs(app, caller.actor))
     scheduler = request.app.state.scheduler
+    summary = health_svc.summary(app, caller.actor)
     return page(
         request,
         "dashboard.html",
@@ -66,12 +53,14 @@ def dashboard(
         targets_paired=sum(1 for t in all_targets if t.paired),
         bulk_jobs=origins["bulk"],
         individual_jobs=origins["individual"],
-        by_status=runs_by_status(app, caller.actor),
+        by_status=summary.runs_24h,
+        problems=summary.problems,
         failures=recent_failures(app, caller.actor),
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
+        cluster_line=cluster_svc.status(app, caller.actor, cluster_node(app)).one_line(),
     )
 
 
-for _module in (jobs, targets, runs, accounts):
+for _module in (jobs, targets, runs, accounts, cluster):
     router.include_router(_module.router)

@@ -1,0 +1,115 @@
+"""The cluster panel (admin): owner, this node, generation, transfers, nodes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+
+from fleetcron.errors import FleetcronError
+from fleetcron.services import cluster as svc
+from fleetcron.services import cluster_peers
+from fleetcron.services.cluster import Node
+from fleetcron.services.context import App
+from fleetcron.store.schema import ClusterNode
+from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.pages.forms import Posted, checked, page, redirect, text
+
+router = APIRouter(include_in_schema=False)
+HERE = "/cluster"
+
+
+def cluster_node(app: App) -> Node | None:
+    return Node(app) if app.settings.cluster else None
+
+
+@router.get("/cluster", response_class=HTMLResponse)
+def panel(
+    request: Request, caller: Annotated[Caller, Depends(requires("cluster.read"))]
+) -> Response:
+    """Reachability is checked when the page is loaded, never in the background."""
+    app = the_app(request)
+    node = cluster_node(app)
+    status = svc.status(app, caller.actor, node)
+    reachable: dict[str, bool] = {}
+    if node is not None:
+        with app.db.read() as session:
+            rows = {n.node_id: n for n in session.query(ClusterNode)}
+        for n in status.nodes:
+            if n.state == "approved" and n.node_id != status.this_node:
+                reachable[n.node_id] = cluster_peers.node_reachability(app, rows[n.node_id])
+    return page(
+        request,
+        "cluster.html",
+        status=status,
+        reachable=reachable,
+        idempotency_key=uuid.uuid4().hex,
+    )
+
+
+def _act(action: str, done: str, run: Callable[[], object]) -> Response:
+    try:
+        result = run()
+    except FleetcronError as exc:
+        return redirect(HERE, f"{action} refused: {exc.message}", error=True)
+    return redirect(HERE, done.format(result=result))
+
+
+@router.post("/cluster/transfer", response_class=HTMLResponse)
+def transfer(
+    request: Request, form: Posted, caller: Annotated[Caller, Depends(requires("cluster.manage"))]
+) -> Response:
+    app = the_app(request)
+    to_node, key = text(form, "to").strip(), text(form, "idempotency_key").strip() or None
+    return _act(
+        "Transfer",
+        "Transfer {result.id} to {result.to_node}: {result.state}.",
+        lambda: svc.request_transfer(app, caller.actor, to_node, idempotency_key=key),
+    )
+
+
+@router.post("/cluster/takeover", response_class=HTMLResponse)
+def takeover(
+    request: Request, form: Posted, caller: Annotated[Caller, Depends(requires("cluster.manage"))]
+) -> Response:
+    app = the_app(request)
+    node = cluster_node(app)
+    if node is None:
+        return redirect(HERE, "This node is standalone.", error=True)
+    return _act(
+        "Takeover",
+        "This node took over: generation {result.generation_after}.",
+        lambda: svc.takeover(
+            app,
+            caller.actor,
+            node,
+            text(form, "fenced_endpoint").strip(),
+            confirm_fenced=checked(form, "confirm_fenced"),
+        ),
+    )
+
+
+@router.post("/cluster/approve", response_class=HTMLResponse)
+def approve(
+    request: Request, form: Posted, caller: Annotated[Caller, Depends(requires("cluster.manage"))]
+) -> Response:
+    app = the_app(request)
+    return _act(
+        "Approval",
+        "Node {result.node_id} at {result.endpoint} approved.",
+        lambda: cluster_peers.approve_endpoint(app, caller.actor, text(form, "endpoint").strip()),
+    )
+
+
+@router.post("/cluster/retire", response_class=HTMLResponse)
+def retire(
+    request: Request, form: Posted, caller: Annotated[Caller, Depends(requires("cluster.manage"))]
+) -> Response:
+    app = the_app(request)
+    node_id = text(form, "node").strip()
+    return _act(
+        "Retirement", f"Node {node_id} retired.", lambda: svc.retire(app, caller.actor, node_id)
+    )
