@@ -442,3 +442,9 @@ def test_a_rendered_file_writes_defaults_only_where_they_vary_by_installation() 
             allow_duplicate: true
         """
     )
+
+
+def test_every_public_name_is_exported() -> None:
+    import fleetcron.core.schedule_file as module
+
+    assert all(hasattr(module, name) for name in module.__all__)
