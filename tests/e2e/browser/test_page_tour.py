@@ -89,6 +89,7 @@ PAGES = [
     ("audit", "/audit", "Audit log"),
     ("users", "/users", "Users"),
     ("tokens", "/tokens", "API tokens"),
+    ("cluster", "/cluster", "Cluster"),
 ]
 
 
@@ -107,7 +108,20 @@ def test_the_page_renders_under_the_csp_with_every_control_labelled(
     screenshot(page, name)
 
 
+def test_a_standalone_node_shows_its_cluster_status_as_one_line(
+    open_page: OpenPage, server: LiveServer, tour: Tour
+) -> None:
+    page = open_page("admin")
+    page.goto(server.at("/"))
+
+    expect(page.locator("#cluster-status")).to_have_text("Standalone: this node runs every job")
+    page.locator("#cluster-status a").click()
+    expect(page.locator("#cluster-summary")).to_have_text("Standalone: this node runs every job")
+    expect(page.locator("main table")).to_have_count(0)
+
+
 def test_a_failed_run_shows_its_exit_code_and_stderr_on_the_target_page(
+
     open_page: OpenPage, server: LiveServer, tour: Tour
 ) -> None:
     page = open_page("admin")
