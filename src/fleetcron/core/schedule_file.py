@@ -443,6 +443,7 @@ class JobState:
     retries: int
     retry_on: tuple[str, ...]
     retry_backoff: int
+    allow_duplicate: bool = False
 
 
 #: The fields a plan compares, in the order a diff shows them.

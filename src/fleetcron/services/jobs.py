@@ -106,8 +106,9 @@ def get_job(session: Session, name: str) -> Job:
     return job
 
 
-def _validated_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
-    """Check every given field; returns them normalized."""
+def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
+    """Check every given job field (as in :data:`EDITABLE`); returns them normalized.
+    Shared by the jobs service and schedules as code, so both apply the same rules."""
     out = dict(values)
     if "timezone" in out:
         out["timezone"] = validate_timezone(out["timezone"] or app.settings.timezone).key
@@ -176,7 +177,7 @@ def add_job(
                 value=selector,
                 allowed="use them with --bulk",
             )
-        values = _validated_fields(app, {**asdict(spec), "selector": selector or ""})
+        values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
             raise Conflict(f"job {name} already exists", field="name")
         now = app.now()
@@ -243,7 +244,7 @@ def edit_job(app: App, actor: Actor, name: str, **changes: Any) -> JobView:
                 value=changes["selector"],
                 allowed="--selector on bulk jobs",
             )
-        values = _validated_fields(
+        values = validated_job_fields(
             app,
             {
                 **changes,

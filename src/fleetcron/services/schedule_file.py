@@ -45,7 +45,7 @@ from fleetcron.services.audit import AuditNote, audited, command_excerpt, record
 from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
 from fleetcron.services.jobs import JobSpec
-from fleetcron.services.jobs import _validated_fields as validated_fields
+from fleetcron.services.jobs import validated_job_fields as validated_fields
 from fleetcron.store.schema import Assignment, Job, Target
 
 #: Job columns a schedule file sets, by file key.
@@ -131,6 +131,7 @@ def state_of(job: Job) -> JobState:
         retries=job.retries,
         retry_on=tuple(job.retry_on),
         retry_backoff=job.retry_backoff_s,
+        allow_duplicate=job.allow_duplicate,
     )
 
 
@@ -217,6 +218,7 @@ def _wanted(
         retries=spec["retries"],
         retry_on=tuple(spec["retry_on"]),
         retry_backoff=spec["retry_backoff_s"],
+        allow_duplicate=decl.allow_duplicate,
     )
 
 
@@ -243,9 +245,13 @@ def _plan(
         for s in wanted
     ]
     # Jobs the file leaves alone still hold their targets, unless this apply prunes them.
-    # Their allow-duplicate wish is not stored yet, so they count as not allowing.
     registrations += [
-        Registration(name, jobs[name].command, _covered(state_of(jobs[name]), targets))
+        Registration(
+            name,
+            jobs[name].command,
+            _covered(state_of(jobs[name]), targets),
+            jobs[name].allow_duplicate,
+        )
         for name in plan.kept
     ]
     for duplicate in find_duplicates(registrations, among=parsed.names):
@@ -364,6 +370,7 @@ def _write(
     for key, column in _COLUMNS.items():
         setattr(job, column, getattr(state, key))
     job.retry_on = list(state.retry_on)
+    job.allow_duplicate = state.allow_duplicate
     job.selector = parse_selector(state.selector)
     job.updated_by, job.updated_at = actor.name, now
     if change.changed("schedule", "timezone"):
@@ -461,12 +468,14 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
         targets = _load_targets(session)
         states = [state_of(job) for job in jobs.values()]
     marked = duplicates_to_allow(
-        find_duplicates(Registration(s.name, s.command, _covered(s, targets)) for s in states)
+        find_duplicates(
+            Registration(s.name, s.command, _covered(s, targets), s.allow_duplicate) for s in states
+        )
     )
     rendered = [
         Rendered(
             state,
-            allow_duplicate=state.name in marked,
+            allow_duplicate=state.allow_duplicate or state.name in marked,
             comments=tuple(
                 f"duplicate registration: job {_other(d.jobs, state.name)} runs the same command "
                 f"on {', '.join(d.targets)}"

@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -117,6 +118,9 @@ class Job(Base):
     retries: Mapped[int] = mapped_column(Integer, default=0)
     retry_on: Mapped[list[str]] = mapped_column(JSON, default=list)
     retry_backoff_s: Mapped[int] = mapped_column(Integer, default=30)
+    #: The same command may run on the same target from another job too (declared on purpose).
+    allow_duplicate: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
@@ -420,7 +424,6 @@ class NotificationDelivery(Base):
 
 
 class WebSession(Base):
-
     """A browser login; only the SHA-256 of the cookie value is stored, so logout and
     expiry are enforced by the server."""
 

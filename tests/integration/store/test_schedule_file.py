@@ -263,8 +263,14 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
     text = export_schedule(fleet, operator)
     result = apply_schedule(fleet, operator, text)
 
-    assert result.plan.empty, result.plan
+    # The only change: the duplicate made outside any file is now recorded as allowed.
+    assert [(c.name, [f.field for f in c.fields]) for c in result.plan.changes] == [
+        ("pbx1-uptime", ["allow_duplicate"])
+    ]
     assert "# duplicate registration: job all-uptime runs the same command on pbx1" in text
+    again = apply_schedule(fleet, operator, export_schedule(fleet, operator))
+    assert again.plan.empty, again.plan
+
 
 
 def test_schedule_list_shows_each_job_and_target_once(fleet: App, operator: Actor) -> None:
