@@ -13,7 +13,6 @@ import click
 from fleetcron import __version__
 from fleetcron.cli.apply_cmd import apply, export, schedule
 from fleetcron.cli.cluster_cmd import cluster
-
 from fleetcron.cli.cron_cmd import cron
 from fleetcron.cli.health_cmd import health, prune
 from fleetcron.cli.job_cmd import job
