@@ -14,9 +14,8 @@ from fleetcron.errors import (
     Conflict,
     CoordinationError,
     ExecutionError,
-    HostKeyMismatch,
-
     FleetcronError,
+    HostKeyMismatch,
     InvalidInput,
     NotFound,
     PermissionDenied,
