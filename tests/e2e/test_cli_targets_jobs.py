@@ -357,7 +357,7 @@ def test_job_rm_deletes_the_job_from_every_target(fleet: Fleet) -> None:
         ),
         (
             "target add bad-label --local --label Env=prod",
-            ['label: key "Env" is not valid', "allowed: lowercase letters"],
+            ['labels: key "Env" is not valid', "allowed: lowercase letters"],
         ),
         (
             "target add 'Bad Name' --local",

@@ -7,7 +7,7 @@ An individual job has exactly one assignment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -222,8 +222,16 @@ def add_job(
         return view
 
 
-def edit_job(app: App, actor: Actor, name: str, **changes: Any) -> JobView:
-    """Change fields of a job; for a bulk job every target sees the change at once."""
+def edit_job(
+    app: App,
+    actor: Actor,
+    name: str,
+    *,
+    enabled_on: Mapping[str, bool] | None = None,
+    **changes: Any,
+) -> JobView:
+    """Change fields of a job, and (``enabled_on``) its enabled flag per target, in one
+    transaction; for a bulk job every target sees a field change at once."""
     note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
     with audited(app, actor, note) as session:
         actor.authorize("job.edit")
@@ -266,6 +274,11 @@ def edit_job(app: App, actor: Actor, name: str, **changes: Any) -> JobView:
         if "selector" in values:
             added, removed = sync_bulk_membership(session, app, job)
             note.detail.update({"added": added, "removed": removed})
+        for target, enabled in (enabled_on or {}).items():
+            actor.authorize("job.enable" if enabled else "job.disable")
+            _toggle(session, app, job, enabled, target)
+        if enabled_on:
+            note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
         session.flush()
         return _view(job)
@@ -281,27 +294,31 @@ def set_enabled(
         actor.authorize(action)
         job = get_job(session, name)
         note.job_id = job.id
-        assignments = job.assignments
-        if target is not None:
-            the_target = get_target(session, target)
-            note.target_id = the_target.id
-            assignments = [a for a in job.assignments if a.target_id == the_target.id]
-            if not assignments:
-                raise NotFound(f"assignment of job {name} on target", target)
-        now = app.now()
-        for assignment in assignments:
-            if assignment.enabled != enabled:
-                assignment.enabled = enabled
-                assignment.updated_at = now
-                if enabled:
-                    # A paused assignment resumes at its next slot, not at the ones it skipped.
-                    assignment.next_fire_at = next_fire(job, now)
+        changed = _toggle(session, app, job, enabled, target)
         session.flush()
         view = _view(job)
-        note.detail.update(
-            {"changed": len(assignments), "enabled": view.enabled, "total": view.total}
-        )
+        note.detail.update({"changed": changed, "enabled": view.enabled, "total": view.total})
         return view
+
+
+def _toggle(session: Session, app: App, job: Job, enabled: bool, target: str | None) -> int:
+    """Set the enabled flag of every assignment of ``job``, or of its one on ``target``;
+    returns how many assignments that concerned."""
+    assignments = job.assignments
+    if target is not None:
+        the_target = get_target(session, target)
+        assignments = [a for a in job.assignments if a.target_id == the_target.id]
+        if not assignments:
+            raise NotFound(f"assignment of job {job.name} on target", target)
+    now = app.now()
+    for assignment in assignments:
+        if assignment.enabled != enabled:
+            assignment.enabled = enabled
+            assignment.updated_at = now
+            if enabled:
+                # A paused assignment resumes at its next slot, not at the ones it skipped.
+                assignment.next_fire_at = next_fire(job, now)
+    return len(assignments)
 
 
 def remove_job(app: App, actor: Actor, name: str) -> int:

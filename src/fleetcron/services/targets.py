@@ -86,7 +86,7 @@ def add_target(
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
         v.validate_name(name, field="name")
-        parsed_labels = parse_labels(labels)
+        parsed_labels = parse_labels(labels, field="labels")
         now = app.now()
         target = Target(
             name=name,
@@ -281,7 +281,7 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
 def _merge_labels(current: Mapping[str, Any], changes: Sequence[str]) -> dict[str, str]:
     merged = {str(k): str(val) for k, val in current.items()}
     removals = [item[:-1] for item in changes if item.endswith("=")]
-    merged.update(parse_labels(item for item in changes if not item.endswith("=")))
+    merged.update(parse_labels((i for i in changes if not i.endswith("=")), field="labels"))
     for key in removals:
         merged.pop(key, None)
     return merged

@@ -202,12 +202,6 @@ def test_enabling_with_a_target_resumes_only_that_target(
     }
 
 
-@pytest.mark.xfail(
-    reason="web/api/jobs.py edit_job commits the field changes (services.jobs.edit_job) "
-    "before the enabled_on toggles (services.jobs.set_enabled, a transaction each): a "
-    "toggle that fails answers 404 after the fields were changed",
-    strict=True,
-)
 def test_a_patch_refused_for_an_unknown_target_changes_nothing(
     client: TestClient, as_operator: Headers, fleet: tuple[str, ...]
 ) -> None:

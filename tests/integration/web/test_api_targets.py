@@ -205,11 +205,6 @@ def test_a_duplicate_target_name_is_a_conflict_naming_the_field(
 
 
 @sqlite_only
-@pytest.mark.xfail(
-    reason="core/labels.py parse_label names the field 'label' (CLI wording) for "
-    "services.targets.add_target and label_target; the API body field is 'labels'",
-    strict=True,
-)
 def test_an_invalid_label_is_refused_naming_the_labels_field(
     client: TestClient, as_operator: Headers
 ) -> None:

@@ -74,11 +74,8 @@ def edit_job(
     name: str, body: JobPatch, app: AppDep, caller: Annotated[Caller, Depends(requires("job.edit"))]
 ) -> JobOut:
     changes = body.model_dump(exclude_none=True, exclude={"enabled_on"})
-    if changes:
-        svc.edit_job(app, caller.actor, name, **changes)
-    for target, enabled in (body.enabled_on or {}).items():
-        svc.set_enabled(app, caller.actor, name, enabled, target=target)
-    return job_out(svc.show_job(app, caller.actor, name))
+    view = svc.edit_job(app, caller.actor, name, enabled_on=body.enabled_on, **changes)
+    return job_out(svc.show_job(app, caller.actor, view.name))
 
 
 @router.post("/{name}/enable", response_model=JobOut)
