@@ -1,0 +1,236 @@
+"""`fleetcron notify ...`: notification channels, rules and the delivery log."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.output import print_json, print_table
+from fleetcron.errors import InvalidInput
+from fleetcron.services import notifications as svc
+from fleetcron.services.notifications import EmailSpec, WebhookSpec
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+SECRET_ENV = "FLEETCRON_NOTIFY_SECRET"
+PASSWORD_ENV = "FLEETCRON_SMTP_PASSWORD"
+
+
+def _first_line(text: str | None, width: int = 60) -> str:
+    line = (text or "").splitlines()[0] if text else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+@click.group()
+def notify() -> None:
+    """Messages when jobs fail, run late, or recover."""
+
+
+@notify.group()
+def channel() -> None:
+    """Where messages go: webhooks and email."""
+
+
+@channel.command("add")
+@click.argument("name")
+@click.option("--url", help="Webhook: POST the JSON message to this http(s) URL.")
+@click.option(
+    "--secret",
+    help=f"Webhook: sign each request with HMAC-SHA256 under this key (or {SECRET_ENV}).",
+)
+@click.option("--smtp-host", help="Email: the SMTP server.")
+@click.option("--smtp-port", type=int, default=25, show_default=True, help="Email: its port.")
+@click.option("--starttls", is_flag=True, help="Email: upgrade to TLS before sending.")
+@click.option("--username", help="Email: SMTP login.")
+@click.option("--password", help=f"Email: SMTP password (or {PASSWORD_ENV}).")
+@click.option("--from", "sender", help="Email: the sender address.")
+@click.option("--to", multiple=True, help="Email: a recipient (repeat for more).")
+@as_user_option
+def channel_add(
+    name: str,
+    url: str | None,
+    secret: str | None,
+    smtp_host: str | None,
+    smtp_port: int,
+    starttls: bool,
+    username: str | None,
+    password: str | None,
+    sender: str | None,
+    to: tuple[str, ...],
+    as_user: str | None,
+) -> None:
+    """Add a webhook channel (--url) or an email channel (--smtp-host)."""
+    spec: WebhookSpec | EmailSpec
+    if (url is None) == (smtp_host is None):
+        raise InvalidInput(
+            "a channel needs exactly one of --url (webhook) or --smtp-host (email)",
+            field="url",
+            value=None,
+            allowed="--url URL or --smtp-host HOST",
+        )
+    if url is not None:
+        spec = WebhookSpec(url=url, secret=secret or os.environ.get(SECRET_ENV) or None)
+    else:
+        assert smtp_host is not None
+        if not sender:
+            raise InvalidInput(
+                "from: an email channel needs --from ADDRESS",
+                field="from",
+                value=None,
+                allowed="user@domain",
+            )
+        spec = EmailSpec(
+            host=smtp_host,
+            port=smtp_port,
+            starttls=starttls,
+            username=username,
+            password=password or (os.environ.get(PASSWORD_ENV) if username else None) or None,
+            sender=sender,
+            to=list(to),
+        )
+    with opened_app() as app:
+        view = svc.add_channel(app, acting(app, as_user), name, spec)
+    click.echo(f"channel {view.name} added ({view.kind}: {view.summary})")
+
+
+@channel.command("list")
+@json_option
+@as_user_option
+def channel_list(as_json: bool, as_user: str | None) -> None:
+    """List channels (their secrets are never shown)."""
+    with opened_app() as app:
+        channels = svc.list_channels(app, acting(app, as_user))
+    if as_json:
+        print_json([c.as_dict() for c in channels])
+        return
+    print_table(
+        None,
+        ["name", "kind", "enabled", "settings"],
+        [(c.name, c.kind, "yes" if c.enabled else "no", c.summary) for c in channels],
+    )
+
+
+@channel.command("rm")
+@click.argument("name")
+@as_user_option
+def channel_rm(name: str, as_user: str | None) -> None:
+    """Remove a channel, its rules and its deliveries."""
+    with opened_app() as app:
+        rules = svc.remove_channel(app, acting(app, as_user), name)
+    click.echo(f"channel {name} removed (with {rules} rule(s))")
+
+
+@channel.command("test")
+@click.argument("name")
+@as_user_option
+def channel_test(name: str, as_user: str | None) -> None:
+    """Send a test message now and say whether it arrived."""
+    with opened_app() as app:
+        note = svc.send_test_message(app, acting(app, as_user), name)
+    click.echo(f"test message sent to {name}" + (f" ({note})" if note else ""))
+
+
+@notify.group()
+def rule() -> None:
+    """Which events of which jobs go to which channel."""
+
+
+@rule.command("add")
+@click.option("--channel", "channel_name", required=True, help="Send to this channel.")
+@click.option("--job", help="Only this job (default: every job).")
+@click.option("--failure/--no-failure", default=True, show_default=True, help="Failed runs.")
+@click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
+@click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
+@as_user_option
+def rule_add(
+    channel_name: str,
+    job: str | None,
+    failure: bool,
+    late: bool,
+    recovery: bool,
+    as_user: str | None,
+) -> None:
+    """Add a rule for one job or for every job."""
+    with opened_app() as app:
+        view = svc.add_rule(
+            app,
+            acting(app, as_user),
+            channel_name,
+            job=job,
+            on_failure=failure,
+            on_late=late,
+            on_recovery=recovery,
+        )
+    click.echo(
+        f"rule {view.id} added: {', '.join(view.events)} of "
+        f"{'job ' + view.job if view.job else 'every job'} to {view.channel}"
+    )
+
+
+@rule.command("list")
+@json_option
+@as_user_option
+def rule_list(as_json: bool, as_user: str | None) -> None:
+    """List rules."""
+    with opened_app() as app:
+        rules = svc.list_rules(app, acting(app, as_user))
+    if as_json:
+        print_json([r.as_dict() for r in rules])
+        return
+    print_table(
+        None,
+        ["id", "channel", "job", "events"],
+        [(r.id, r.channel, r.job or "(every job)", ", ".join(r.events)) for r in rules],
+    )
+
+
+@rule.command("rm")
+@click.argument("rule_id", metavar="ID", type=int)
+@as_user_option
+def rule_rm(rule_id: int, as_user: str | None) -> None:
+    """Remove a rule."""
+    with opened_app() as app:
+        svc.remove_rule(app, acting(app, as_user), rule_id)
+    click.echo(f"rule {rule_id} removed")
+
+
+@notify.command("deliveries")
+@click.option("--status", type=click.Choice(list(svc.DELIVERY_STATUSES)), help="Only these.")
+@click.option("--channel", "channel_name", help="Only this channel.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@json_option
+@as_user_option
+def deliveries(
+    status: str | None,
+    channel_name: str | None,
+    limit: int,
+    as_json: bool,
+    as_user: str | None,
+) -> None:
+    """Messages queued, sent and given up on, newest first."""
+    with opened_app() as app:
+        rows = svc.list_deliveries(
+            app, acting(app, as_user), status=status, channel=channel_name, limit=limit
+        )
+    if as_json:
+        print_json([d.as_dict() for d in rows])
+        return
+    print_table(
+        None,
+        ["id", "created", "channel", "event", "status", "attempts", "next attempt", "subject"],
+        [
+            (
+                d.id,
+                d.created_at,
+                d.channel,
+                d.event,
+                d.status + (f": {_first_line(d.last_error, 40)}" if d.last_error else ""),
+                d.attempts,
+                d.next_attempt_at,
+                _first_line(d.subject),
+            )
+            for d in rows
+        ],
+    )

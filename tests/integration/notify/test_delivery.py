@@ -1,0 +1,276 @@
+"""Delivering queued messages to a real HTTP receiver and a real SMTP server.
+
+The ``app`` here allows 3 attempts, 30 s apart and doubling, with a 1 s timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import json
+import threading
+from datetime import timedelta
+from email.message import Message
+from pathlib import Path
+
+from sqlalchemy import select
+
+from fixtures.app import FakeClock, make_settings
+from fleetcron.notify.webhook import SIGNATURE_HEADER, verify
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services import notifications as notify
+from fleetcron.services.context import Actor, App
+from fleetcron.services.notifications import EmailSpec, WebhookSpec
+from fleetcron.store.schema import NotificationChannel, NotificationDelivery
+from integration.notify.conftest import (
+    FAILING,
+    SmtpReceiver,
+    WebhookReceiver,
+    add_job,
+    next_minute,
+)
+
+SECRET = "webhook-signing-key-1"
+
+
+def deliveries(app: App) -> list[NotificationDelivery]:
+    with app.db.read() as session:
+        return list(session.scalars(select(NotificationDelivery).order_by(NotificationDelivery.id)))
+
+
+async def a_failure(app: App, admin: Actor, scheduler: Scheduler, clock: FakeClock) -> None:
+    """Job backup fails once on box, and the failure is queued for every channel."""
+    add_job(app, admin, "backup", FAILING)
+    await next_minute(scheduler, clock)
+    assert notify.evaluate_alerts(app, clock.now) >= 1
+
+
+def channel_to(app: App, admin: Actor, url: str, *, secret: str | None = SECRET) -> None:
+    notify.add_channel(app, admin, "ops", WebhookSpec(url=url, secret=secret))
+    notify.add_rule(app, admin, "ops")
+
+
+async def test_a_webhook_gets_the_alert_as_json_signed_with_the_channel_secret(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    channel_to(app, admin, webhook.url)
+    await a_failure(app, admin, scheduler, clock)
+
+    assert notify.deliver_due(app, clock.now) == 1
+
+    [request] = webhook.requests
+    assert request.path == "/hooks/fleetcron?token=abc"
+    assert request.headers["Content-Type"] == "application/json; charset=utf-8"
+    assert verify(SECRET.encode(), request.body, request.headers[SIGNATURE_HEADER])
+    assert not verify(b"another-key-entirely", request.body, request.headers[SIGNATURE_HEADER])
+    body = json.loads(request.body)
+    [delivery] = deliveries(app)
+    assert body["delivery_id"] == delivery.id == int(request.headers["X-Fleetcron-Delivery"])
+    assert body["schema"] == "fleetcron.alert/1"
+    assert (body["event"], body["job"]["name"], body["target"]["name"]) == (
+        "failure",
+        "backup",
+        "box",
+    )
+    assert body["run"]["exit_code"] == 3
+    assert (delivery.status, delivery.attempts, delivery.sent_at) == ("sent", 1, clock.now)
+
+
+async def test_a_sent_message_is_not_sent_again(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    channel_to(app, admin, webhook.url)
+    await a_failure(app, admin, scheduler, clock)
+    notify.deliver_due(app, clock.now)
+
+    clock.advance(hours=1)
+
+    assert notify.deliver_due(app, clock.now) == 0
+    assert len(webhook.requests) == 1
+
+
+def test_an_unsigned_webhook_carries_no_signature(
+    app: App, admin: Actor, webhook: WebhookReceiver
+) -> None:
+    channel_to(app, admin, webhook.url, secret=None)
+
+    notify.send_test_message(app, admin, "ops")
+
+    [request] = webhook.requests
+    assert SIGNATURE_HEADER not in request.headers
+    assert json.loads(request.body)["event"] == "test"
+
+
+async def test_an_email_reaches_its_recipients_with_the_alert_subject(
+    app: App, admin: Actor, box: str, scheduler: Scheduler, clock: FakeClock, smtp: SmtpReceiver
+) -> None:
+    spec = EmailSpec(
+        host="127.0.0.1",
+        port=smtp.port,
+        sender="fleetcron@example.com",
+        to=["ops@example.com", "oncall@example.com"],
+    )
+    notify.add_channel(app, admin, "mail", spec)
+    notify.add_rule(app, admin, "mail")
+    await a_failure(app, admin, scheduler, clock)
+
+    notify.deliver_due(app, clock.now)
+
+    [mail] = smtp.mails
+    assert mail.sender == "fleetcron@example.com"
+    assert mail.recipients == ["ops@example.com", "oncall@example.com"]
+    message: Message = email.message_from_bytes(mail.content)
+    assert message["Subject"] == "[fleetcron] FAILED backup on box (exit 3)"
+    assert message["To"] == "ops@example.com, oncall@example.com"
+    body = message.get_payload(decode=True)
+    assert isinstance(body, bytes)
+    lines = body.decode().splitlines()
+    assert "Status:  failed (exit code 3)" in lines
+    assert lines[-3:] == ["stderr (first 20 lines):", "  disk full", "  giving up"]
+    assert [d.status for d in deliveries(app)] == ["sent"]
+
+
+def test_an_smtp_login_uses_the_password_stored_encrypted(
+    app: App, admin: Actor, smtp: SmtpReceiver
+) -> None:
+    spec = EmailSpec(
+        host="127.0.0.1",
+        port=smtp.port,
+        sender="fleetcron@example.com",
+        to=["ops@example.com"],
+        username="alerts",
+        password="relay-password-1",
+    )
+    notify.add_channel(app, admin, "mail", spec)
+
+    notify.send_test_message(app, admin, "mail")
+
+    assert smtp.logins == [("alerts", "relay-password-1")]
+    assert len(smtp.mails) == 1
+    with app.db.read() as session:
+        channel = session.scalars(select(NotificationChannel)).one()
+    assert channel.secret_enc is not None and b"relay-password-1" not in channel.secret_enc
+    assert "relay-password-1" not in json.dumps(channel.config)
+
+
+async def test_a_failing_receiver_is_retried_with_backoff_until_the_last_attempt(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    channel_to(app, admin, webhook.url)
+    await a_failure(app, admin, scheduler, clock)
+    webhook.answer(500)
+    start = clock.now
+
+    first = notify.deliver_due(app, clock.now)  # 500
+    [after_first] = deliveries(app)
+    clock.advance(seconds=29)
+    too_early = notify.deliver_due(app, clock.now)
+    webhook.close()  # from now on nothing listens on the port
+    clock.advance(seconds=1)
+    second = notify.deliver_due(app, clock.now)  # connection refused
+    [after_second] = deliveries(app)
+    clock.advance(seconds=60)
+    third = notify.deliver_due(app, clock.now)  # refused again: the last attempt
+    clock.advance(days=1)
+    after_giving_up = notify.deliver_due(app, clock.now)
+
+    assert (first, too_early, second, third, after_giving_up) == (1, 0, 1, 1, 0)
+    assert after_first.status == "pending"
+    assert after_first.next_attempt_at == start + timedelta(seconds=30)
+    assert after_first.last_error is not None and "answered HTTP 500" in after_first.last_error
+    assert "token" not in after_first.last_error  # errors name the origin only
+    assert after_second.next_attempt_at == start + timedelta(seconds=30 + 60)
+    assert after_second.last_error is not None and "connection refused" in after_second.last_error
+    [final] = deliveries(app)
+    assert (final.status, final.attempts, final.next_attempt_at) == ("failed", 3, None)
+    assert len(webhook.requests) == 1
+
+
+async def test_a_hung_receiver_does_not_hold_up_the_scheduler(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    silent_port: int,
+) -> None:
+    channel_to(app, admin, f"http://127.0.0.1:{silent_port}/hook")
+    await a_failure(app, admin, scheduler, clock)
+
+    notifying = asyncio.create_task(notify.run_notifications(app, clock.now))
+    await asyncio.sleep(0.2)  # the POST is now waiting for an answer that never comes
+    stats = await next_minute(scheduler, clock)
+
+    assert stats.dispatched == 1
+    assert not notifying.done()
+    result = await notifying
+    assert (result.attempted, result.errors) == (1, 0)
+    [delivery] = deliveries(app)
+    assert delivery.status == "pending"
+    assert delivery.last_error == f"no answer from http://127.0.0.1:{silent_port} within 1 s"
+
+
+async def test_a_secret_this_master_key_cannot_decrypt_is_recorded_not_raised(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    channel_to(app, admin, webhook.url)
+    await a_failure(app, admin, scheduler, clock)
+    other_key = App.open(make_settings(tmp_path / "other", database_url), clock=clock)
+
+    try:
+        stats = await notify.run_notifications(other_key, clock.now)
+    finally:
+        other_key.close()
+
+    assert (stats.attempted, stats.errors) == (1, 0)
+    [delivery] = deliveries(app)
+    assert delivery.last_error is not None and "master key" in delivery.last_error
+    assert webhook.requests == []
+
+
+async def test_two_delivery_rounds_at_once_send_each_message_once(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    channel_to(app, admin, webhook.url)
+    await a_failure(app, admin, scheduler, clock)
+    webhook.delay_s = 0.3
+    sent: list[int] = []
+
+    rounds = [
+        threading.Thread(target=lambda: sent.append(notify.deliver_due(app, clock.now)))
+        for _ in range(2)
+    ]
+    for thread in rounds:
+        thread.start()
+    for thread in rounds:
+        thread.join()
+
+    assert sorted(sent) == [0, 1]
+    assert len(webhook.requests) == 1
