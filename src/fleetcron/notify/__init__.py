@@ -4,7 +4,8 @@
 :mod:`fleetcron.notify.webhook`) or an email (SMTP, see :mod:`fleetcron.notify.email`) —
 within a timeout, and raises :class:`DeliveryFailed` with a message an operator can act on
 for anything that goes wrong. Nothing here touches the database; callers send outside any
-transaction and record the outcome afterwards.
+transaction and record the outcome afterwards. :mod:`fleetcron.notify.channels` holds what
+a channel's settings are and the rules for them.
 """
 
 from __future__ import annotations

@@ -19,16 +19,13 @@ or database hiccup is logged and retried, and never blocks the scheduler's loop.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -58,7 +55,13 @@ from fleetcron.core.alerts import (
 from fleetcron.crypto import Secret
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput, NotFound
 from fleetcron.notify import DeliveryFailed, send
-from fleetcron.notify.webhook import SCHEMES, origin
+from fleetcron.notify.channels import (
+    EmailSpec,
+    WebhookSpec,
+    audit_summary,
+    validate_email,
+    validate_webhook,
+)
 from fleetcron.services.audit import AuditNote, audited, record, record_failure
 from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import get_job
@@ -85,43 +88,18 @@ NOTIFY_INTERVAL_S = 10.0
 #: many intervals long, so a slow or skipped round loses nothing; a node that was down
 #: longer finished no runs meanwhile (the ones it left running are closed at its restart).
 EVALUATION_WINDOW = timedelta(minutes=15)
-#: Deliveries claimed by one :func:`deliver_due` call, and sent at most this many at once.
+#: Deliveries claimed by one :func:`deliver_due` call.
 DELIVERY_BATCH = 100
+#: Sends in flight at once within that call.
 SEND_CONCURRENCY = 8
-MIN_SECRET_LENGTH = 16
-MAX_SECRET_LENGTH = 1024
-MAX_URL_LENGTH = 2048
-MAX_RECIPIENTS = 50
 MAX_ERROR_LENGTH = 500
 _IN_CHUNK = 500
 # Key of the PostgreSQL advisory lock that lets one node at a time evaluate ("fcnt").
 _EVALUATION_LOCK = 0x66636E74
-_ADDRESS = re.compile(r"[^@\s<>()\[\],;:\"]+@[^@\s<>()\[\],;:\"]+")
 _VERDICT_STATUSES = sorted(FAILURE_STATUSES | LATE_STATUSES)
 
 
 # -- channels ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WebhookSpec:
-    """A webhook channel: JSON POST to ``url``, signed with ``secret`` when given."""
-
-    url: str
-    secret: str | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class EmailSpec:
-    """An email channel: plain-text mail from ``sender`` to ``to`` through an SMTP server."""
-
-    host: str
-    sender: str
-    to: Sequence[str]
-    port: int = 25
-    starttls: bool = False
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -165,10 +143,10 @@ def add_channel(app: App, actor: Actor, name: str, spec: WebhookSpec | EmailSpec
         actor.authorize("settings.manage")
         v.validate_name(name)
         if isinstance(spec, WebhookSpec):
-            config, secret = _valid_webhook(spec)
+            config, secret = validate_webhook(spec)
         else:
-            config, secret = _valid_email(spec)
-        note.detail.update(_audit_summary(kind, config, secret is not None))
+            config, secret = validate_email(spec)
+        note.detail.update(audit_summary(kind, config, signed=secret is not None))
         taken = session.scalar(
             select(NotificationChannel.id).where(NotificationChannel.name == name)
         )
@@ -996,152 +974,6 @@ async def run_notifications(app: App, now: datetime) -> NotifyStats:
         errors += 1
         log.exception("notify: delivery round failed", extra={"action": "notify.error"})
     return NotifyStats(queued, attempted, errors)
-
-
-# -- validation -------------------------------------------------------------------------
-
-
-def _valid_webhook(spec: WebhookSpec) -> tuple[dict[str, Any], str | None]:
-    url = spec.url
-    parts = urlsplit(url)
-    shown = origin(url) if parts.scheme else "(no scheme)"
-    allowed = "an http:// or https:// URL with a host, at most 2048 characters"
-    if (
-        len(url) > MAX_URL_LENGTH
-        or parts.scheme not in SCHEMES
-        or not parts.hostname
-        or any(ch.isspace() or ord(ch) < 32 for ch in url)
-    ):
-        # The message names the origin only: URLs often carry a token, and it is audited.
-        raise InvalidInput(
-            f"url: {shown} is not a valid webhook URL; allowed: {allowed}",
-            field="url",
-            value=shown,
-            allowed=allowed,
-        )
-    if "@" in parts.netloc:
-        raise InvalidInput(
-            "url: credentials in the URL are not supported; sign requests with --secret",
-            field="url",
-            value=shown,
-            allowed=allowed,
-        )
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError:
-        raise InvalidInput(
-            f"url: {shown} has an invalid port", field="url", value=shown, allowed=allowed
-        ) from None
-    return {"url": url}, _valid_secret(spec.secret, field_name="secret")
-
-
-def _valid_secret(secret: str | None, *, field_name: str) -> str | None:
-    if secret is None:
-        return None
-    rule = f"{MIN_SECRET_LENGTH} to {MAX_SECRET_LENGTH} characters"
-    if not MIN_SECRET_LENGTH <= len(secret) <= MAX_SECRET_LENGTH:
-        raise InvalidInput(
-            f"{field_name}: must be {rule} long (got {len(secret)})",
-            field=field_name,
-            value="**********",
-            allowed=rule,
-        )
-    return secret
-
-
-def _valid_email(spec: EmailSpec) -> tuple[dict[str, Any], str | None]:
-    host = spec.host
-    if not host or len(host) > 255 or any(ch.isspace() or ch in "@/" for ch in host):
-        raise InvalidInput(
-            f"smtp_host: {host!r} is not a host name or address",
-            field="smtp_host",
-            value=host,
-            allowed="a DNS name or an IP address",
-        )
-    v.validate_int(spec.port, field="smtp_port", low=1, high=65535)
-    sender = _valid_address(spec.sender, field_name="from")
-    recipients = list(dict.fromkeys(_valid_address(a, field_name="to") for a in spec.to))
-    if not 1 <= len(recipients) <= MAX_RECIPIENTS:
-        raise InvalidInput(
-            f"to: {len(recipients)} recipients; give 1 to {MAX_RECIPIENTS}",
-            field="to",
-            value=recipients,
-            allowed=f"1 to {MAX_RECIPIENTS} addresses",
-        )
-    username = spec.username or None
-    if username is not None and (
-        len(username) > 255 or any(ch.isspace() or ord(ch) < 32 for ch in username)
-    ):
-        raise InvalidInput(
-            "username: must be at most 255 characters without spaces",
-            field="username",
-            value=username,
-            allowed="at most 255 characters without spaces",
-        )
-    password = spec.password or None
-    if (username is None) != (password is None):
-        missing = "password" if password is None else "username"
-        raise InvalidInput(
-            f"{missing}: an SMTP login needs both --username and --password",
-            field=missing,
-            value=None,
-            allowed="both or neither",
-        )
-    if password is not None and len(password) > MAX_SECRET_LENGTH:
-        raise InvalidInput(
-            f"password: at most {MAX_SECRET_LENGTH} characters",
-            field="password",
-            value="**********",
-            allowed=f"at most {MAX_SECRET_LENGTH} characters",
-        )
-    if password is not None and not spec.starttls and not _is_loopback(host):
-        raise InvalidInput(
-            "starttls: a password is sent only over STARTTLS (add --starttls), "
-            "or in plain text to a relay on this host",
-            field="starttls",
-            value=False,
-            allowed="--starttls, or --smtp-host localhost",
-        )
-    config = {
-        "host": host,
-        "port": spec.port,
-        "starttls": spec.starttls,
-        "username": username,
-        "sender": sender,
-        "to": recipients,
-    }
-    return config, password
-
-
-def _valid_address(address: str, *, field_name: str) -> str:
-    if not _ADDRESS.fullmatch(address) or len(address) > 254:
-        raise InvalidInput(
-            f"{field_name}: {address!r} is not an email address",
-            field=field_name,
-            value=address,
-            allowed="user@domain",
-        )
-    return address
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _audit_summary(kind: str, config: dict[str, Any], signed: bool) -> dict[str, Any]:
-    if kind == "webhook":
-        return {"origin": origin(config["url"]), "signed": signed}
-    return {
-        "host": config["host"],
-        "port": config["port"],
-        "starttls": config["starttls"],
-        "recipients": len(config["to"]),
-    }
 
 
 def _channel_view(channel: NotificationChannel) -> ChannelView:
