@@ -16,6 +16,7 @@ from fleetcron.cli.cluster_cmd import cluster
 from fleetcron.cli.cron_cmd import cron
 from fleetcron.cli.health_cmd import health, prune
 from fleetcron.cli.job_cmd import job
+from fleetcron.cli.notify_cmd import notify
 from fleetcron.cli.output import run_cli
 from fleetcron.cli.runs_cmd import run_job, runs
 from fleetcron.cli.serve_cmd import scheduler, serve
@@ -44,6 +45,7 @@ for command in (
     user,
 
     audit,
+    notify,
     health,
     prune,
     cluster,

@@ -27,6 +27,7 @@ from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
 from fleetcron.services.context import App
+from fleetcron.services.notifications import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
 
 log = logging.getLogger("fleetcron.cron")
@@ -126,17 +127,27 @@ class Scheduler:
             self.app.node_name,
             extra={"action": "scheduler.start", "node": self.app.node_name},
         )
+        notifying: asyncio.Task[NotifyStats] | None = None
+        next_notify = time.monotonic()
         try:
             while not stop.is_set():
                 try:
                     if self.maintenance is not None:
                         await self._in_db(self.maintenance)
                     await self.tick()
+                    # Notifications run on their own threads: a slow channel never delays a tick.
+                    if time.monotonic() >= next_notify and (notifying is None or notifying.done()):
+                        next_notify = time.monotonic() + NOTIFY_INTERVAL_S
+                        notifying = asyncio.create_task(
+                            run_notifications(self.app, self.clock()), name="fleetcron-notify"
+                        )
                 except Exception:
                     log.exception("cron: tick failed; retrying", extra={"action": "tick.error"})
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.app.settings.tick_s)
         finally:
+            if notifying is not None:
+                await asyncio.wait({notifying}, timeout=2 * self.app.settings.notify_timeout_s)
             await self.shutdown()
 
     async def shutdown(self) -> None:

@@ -173,6 +173,7 @@ class Run(Base):
         Index("ix_runs_job_started", "job_id", "started_at"),
         Index("ix_runs_status", "status"),
         Index("ix_runs_scheduled", "scheduled_for"),
+        Index("ix_runs_finished", "finished_at"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)

@@ -33,7 +33,7 @@ from fleetcron.services.context import App
 from fleetcron.services.targets import add_target
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     directory = tmp_path_factory.mktemp("web")
     shutil.copyfile(sqlite_template, directory / "fleetcron.db")
@@ -49,13 +49,18 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     app.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
+    """One driver for the browser tests only (package scope; the root conftest runs them
+    last: Playwright's sync API leaves an event loop marked as running in the main thread,
+    which later asyncio tests would trip over)."""
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+
+
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     chromium = playwright_driver.chromium.launch(
         executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS

@@ -1,0 +1,21 @@
+"""The migrations build exactly the schema the models describe, on both databases."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from fleetcron.services.context import App
+from fleetcron.store.schema import Base
+
+
+def test_the_migrated_database_matches_the_models(app: App) -> None:
+    with app.db.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        differences = compare_metadata(context, Base.metadata)
+
+    assert differences == []
+
+
+def test_the_database_is_at_the_newest_revision(app: App) -> None:
+    assert app.db.current_revision() == app.db.head_revision()
