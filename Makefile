@@ -22,7 +22,8 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/mypy src/fleetcron/cron src/fleetcron/core src/fleetcron/errors.py
+	$(BIN)/mypy src/fleetcron
+
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/cron_bench.py
