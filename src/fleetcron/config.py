@@ -1,25 +1,52 @@
 """The one settings object of fleetcron.
 
-Every value comes from an environment variable ``FLEETCRON_<NAME>``; secrets may come
-from a file named by ``FLEETCRON_<NAME>_FILE`` instead. Every default lives here, each
-with its description, so there is one place to read what can be configured.
-Invalid values stop the start with one clear message naming the variable.
+Every setting is a field of :class:`Settings`, with its default and its description, so
+there is one place to read what can be configured. A value comes from, highest first:
+
+1. an argument (``load_settings(tick_s=0.1)``, tests and tools);
+2. the environment variable ``FLEETCRON_<NAME>`` (an empty one counts as unset);
+3. for a secret (:data:`SECRET_FIELDS`), the file named by ``FLEETCRON_<NAME>_FILE``;
+4. the TOML file named by ``FLEETCRON_CONFIG``, else ``/etc/fleetcron/fleetcron.toml``
+   when it exists; its keys are the field names (``timezone = "Europe/Berlin"``);
+5. the default.
+
+Invalid values and broken invariants stop the start with one clear message each, naming
+where the value came from; secrets never show in those messages nor in ``config show``.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import tomllib
+from collections.abc import Collection
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from fleetcron.errors import ConfigError
 from fleetcron.executors.base import DEFAULT_KILL_GRACE_S
 
 ENV_PREFIX = "FLEETCRON_"
+CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"
+DEFAULT_CONFIG_FILE = Path("/etc/fleetcron/fleetcron.toml")
+SECRET_FIELDS = ("database_url", "master_key")
+"""Settings that are secrets: masked wherever settings are shown, and readable from a file
+named by ``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its
+own, as ``master_key`` has: its key file is read when the key is needed)."""
+MASK = "**********"
 
 
 def default_data_dir() -> Path:
@@ -31,7 +58,10 @@ def default_data_dir() -> Path:
 class Settings(BaseSettings):
     """Effective configuration of one fleetcron process."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    # An empty variable counts as unset (systemd and compose files often leave VAR= lines).
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     data_dir: Path = Field(
         default_factory=default_data_dir,
@@ -185,6 +215,27 @@ class Settings(BaseSettings):
         default=None, description="Name this node records on runs; default: the hostname."
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: arguments, environment, ``*_FILE`` secrets, the TOML file."""
+        given = init_settings.init_kwargs if isinstance(init_settings, InitSettingsSource) else {}
+        sources: list[PydanticBaseSettingsSource] = [
+            init_settings,
+            env_settings,
+            SecretFileSource(settings_cls, given=given.keys()),
+        ]
+        path = config_file()
+        if path is not None:
+            sources.append(TomlFileSource(settings_cls, path))
+        return tuple(sources)
+
     @field_validator("timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
@@ -236,24 +287,223 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings from the environment; raise ConfigError naming each bad variable."""
-    url_file = os.environ.get(ENV_PREFIX + "DATABASE_URL_FILE")
-    if (
-        url_file
-        and "database_url" not in overrides
-        and not os.environ.get(ENV_PREFIX + "DATABASE_URL")
-    ):
-        try:
-            overrides["database_url"] = Path(url_file).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"FLEETCRON_DATABASE_URL_FILE: cannot read {url_file}: {exc.strerror}"
-            ) from None
+    """Read the settings (arguments, environment, ``*_FILE`` secrets, TOML file); raise
+    ConfigError with one line per bad value, naming where it came from."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = []
+        origins = setting_origins(**overrides)
+        problems: dict[str, str] = {}
         for error in exc.errors():
-            name = ENV_PREFIX + "_".join(str(part) for part in error["loc"]).upper()
-            problems.append(f"{name}: {error['msg']} (got {error.get('input')!r})")
-        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+            loc = error["loc"]
+            field = str(loc[0]) if loc else ""
+            if field not in problems:
+                problems[field] = _problem(error, field, origins.get(field, "default"))
+        lines = list(problems.values())
+        if len(lines) == 1:
+            raise ConfigError(f"invalid configuration: {lines[0]}") from None
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {x}" for x in lines)) from None
+
+
+def _problem(error: Any, field: str, origin: str) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not field:
+        # An invariant between settings: its message names the variables to change.
+        return message
+    shown = MASK if field in SECRET_FIELDS else repr(error.get("input"))
+    return f"{origin_name(field, origin)}: {message} (got {shown})"
+
+
+def env_variable(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def file_variable(field: str) -> str:
+    return env_variable(field) + "_FILE"
+
+
+def origin_name(field: str, origin: str) -> str:
+    """How a user finds the value again: the variable, or the key in the TOML file."""
+    kind, _, where = origin.partition(":")
+    if kind in ("env", "file"):
+        return where
+    if kind == "toml":
+        return f"{field} in {where}"
+    if kind == "argument":
+        return field
+    return env_variable(field)
+
+
+def config_file() -> Path | None:
+    """The TOML file to read: ``$FLEETCRON_CONFIG`` (which must exist), else the default
+    path when it exists, else none."""
+    named = os.environ.get(CONFIG_VARIABLE)
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{CONFIG_VARIABLE}: {path} does not exist or is not a file")
+        return path
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+def _file_fields() -> tuple[str, ...]:
+    fields = Settings.model_fields
+    return tuple(name for name in SECRET_FIELDS if f"{name}_file" not in fields)
+
+
+class SecretFileSource(PydanticBaseSettingsSource):
+    """``FLEETCRON_<NAME>_FILE`` for each secret: the value is the file's content, stripped.
+
+    A file shadowed by an argument or by a non-empty ``FLEETCRON_<NAME>`` is not read, so
+    a stale path there does not stop a start that would not use it.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Collection[str] = ()) -> None:
+        super().__init__(settings_cls)
+        self._given = set(given)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        # Unused: __call__ reads every file at once.
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        environ = {name.upper(): value for name, value in os.environ.items()}
+        values: dict[str, Any] = {}
+        for field in _file_fields():
+            variable = file_variable(field)
+            path = environ.get(variable)
+            if not path or field in self._given or environ.get(env_variable(field)):
+                continue
+            try:
+                content = Path(path).read_text().strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"{variable}: cannot read {path}: {exc.strerror or exc}"
+                ) from None
+            if not content:
+                raise ConfigError(f"{variable}: {path} is empty")
+            values[field] = content
+        return values
+
+
+class TomlFileSource(TomlConfigSettingsSource):
+    """The TOML config file; an unknown key stops the start (it is a typo, not a no-op)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+        self.path = path
+        super().__init__(settings_cls, toml_file=path)
+        known = settings_cls.model_fields
+        for key in self.toml_data:
+            if key.lower() not in known:
+                hint = difflib.get_close_matches(key.lower(), known, n=1)
+                raise ConfigError(
+                    f"{path}: unknown setting {key!r}"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                    + "; the keys are the setting names, see `fleetcron config show`"
+                )
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        try:
+            return super()._read_file(file_path)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{self.path}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+
+
+def setting_origins(**overrides: Any) -> dict[str, str]:
+    """Where each setting's value comes from: ``argument``, ``env:FLEETCRON_X``,
+    ``file:FLEETCRON_X_FILE``, ``toml:<path>`` or ``default``.
+
+    Asks the same sources, in the same order, as :class:`Settings` does.
+    """
+    path = config_file()
+    layers: list[tuple[str, dict[str, Any]]] = [
+        ("argument", dict(overrides)),
+        ("env", EnvSettingsSource(Settings)()),
+        ("file", SecretFileSource(Settings, given=overrides.keys())()),
+    ]
+    if path is not None:
+        toml = {k.lower(): v for k, v in TomlFileSource(Settings, path)().items()}
+        layers.append((f"toml:{path}", toml))
+    origins: dict[str, str] = {}
+    for field in Settings.model_fields:
+        origins[field] = "default"
+        for kind, values in layers:
+            if field in values:
+                if kind == "env":
+                    origins[field] = f"env:{env_variable(field)}"
+                elif kind == "file":
+                    origins[field] = f"file:{file_variable(field)}"
+                else:
+                    origins[field] = kind
+                break
+    return origins
+
+
+@dataclass(frozen=True)
+class EffectiveSetting:
+    """One line of ``fleetcron config show``."""
+
+    name: str
+    variable: str
+    value: Any
+    source: str
+    description: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "variable": self.variable,
+            "value": self.value,
+            "source": self.source,
+            "description": self.description,
+        }
+
+
+def effective_configuration(**overrides: Any) -> list[EffectiveSetting]:
+    """Every setting with its effective value (secrets masked) and its source."""
+    settings = load_settings(**overrides)
+    origins = setting_origins(**overrides)
+    return [
+        EffectiveSetting(
+            name,
+            env_variable(name),
+            shown_value(settings, name),
+            origins[name],
+            info.description or "",
+        )
+        for name, info in Settings.model_fields.items()
+    ]
+
+
+def shown_value(settings: Settings, name: str) -> Any:
+    """A setting's value as it may be shown: secrets masked, paths as text, and the
+    defaults that depend on the data dir resolved."""
+    if name == "database_url":
+        return mask_url(settings.effective_database_url)
+    if name == "master_key_file":
+        return str(settings.effective_master_key_file)
+    value = getattr(settings, name)
+    if name in SECRET_FIELDS:
+        return None if value is None else MASK
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password (in the authority or in the query) replaced by the mask."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return MASK
+    placeholder = "FLEETCRON-MASKED-PASSWORD"
+    if parsed.password is not None:
+        parsed = parsed.set(password=placeholder)
+    if "password" in parsed.query:
+        parsed = parsed.update_query_dict({"password": placeholder})
+    return parsed.render_as_string(hide_password=False).replace(placeholder, MASK)
