@@ -2,57 +2,84 @@
 
 Exit codes: 0 success, 2 bad input (the message names the field and what is allowed),
 1 any other failure. User errors never print a traceback.
+
+Subcommands are imported only when used, so `fleetcron cron next` or `--help` does not
+pay for the database and SSH libraries.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 
 import click
 
 from fleetcron import __version__
-from fleetcron.cli.apply_cmd import apply, export, schedule
-from fleetcron.cli.cluster_cmd import cluster
-from fleetcron.cli.cron_cmd import cron
-from fleetcron.cli.health_cmd import health, prune
-from fleetcron.cli.job_cmd import job
-from fleetcron.cli.notify_cmd import notify
 from fleetcron.cli.output import run_cli
-from fleetcron.cli.runs_cmd import run_job, runs
-from fleetcron.cli.serve_cmd import scheduler, serve
-from fleetcron.cli.setup_cmd import db, init
-from fleetcron.cli.target_cmd import target
-from fleetcron.cli.user_cmd import audit, user
+
+#: name -> (module, attribute, one-line help shown by `fleetcron --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": ("setup_cmd", "init", "Create the data dir, database, master key and first admin."),
+    "db": ("setup_cmd", "db", "Database maintenance (upgrade)."),
+    "serve": ("serve_cmd", "serve", "Run the scheduler, the web UI and the REST API."),
+    "scheduler": ("serve_cmd", "scheduler", "Run the scheduler alone (no web UI)."),
+    "target": ("target_cmd", "target", "Servers jobs run on."),
+    "job": ("job_cmd", "job", "Scheduled commands: bulk (many targets) and individual."),
+    "runs": ("runs_cmd", "runs", "What ran, failed, was skipped or missed, and why."),
+    "apply": ("apply_cmd", "apply", "Apply a schedule file (schedules as code)."),
+    "export": ("apply_cmd", "export", "Write the jobs as a schedule file."),
+    "schedule": ("apply_cmd", "schedule", "Every (job, target, schedule, next fire) once."),
+    "health": ("health_cmd", "health", "Failing, late or stuck: exit 0 when all is well."),
+    "prune": ("health_cmd", "prune", "Apply the retention settings once."),
+    "notify": ("notify_cmd", "notify", "Notification channels, rules and deliveries."),
+    "user": ("user_cmd", "user", "Accounts of the web UI, API and CLI."),
+    "audit": ("user_cmd", "audit", "The audit log of every operator action."),
+    "cluster": ("cluster_cmd", "cluster", "High availability: nodes, owner, handoff."),
+    "config": ("ops_cmd", "config", "Show the effective configuration."),
+    "backup": ("ops_cmd", "backup", "Write a consistent snapshot of the whole state."),
+    "restore": ("ops_cmd", "restore", "Restore a snapshot into an empty data dir or database."),
+    "cron": ("cron_cmd", "cron", "Check cron expressions and preview fire times."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._available(name)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        try:
+            command: click.Command = getattr(
+                importlib.import_module(f"fleetcron.cli.{module}"), attribute
+            )
+        except ModuleNotFoundError:
+            return None
+        if cmd_name == "job":
+            from fleetcron.cli.runs_cmd import run_job
+
+            assert isinstance(command, click.Group)
+            command.add_command(run_job)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    @staticmethod
+    def _available(name: str) -> bool:
+        return importlib.util.find_spec(f"fleetcron.cli.{COMMANDS[name][0]}") is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fleetcron")
 def cli() -> None:
     """Cron for fleets of servers: every run recorded, never twice."""
-
-
-for command in (
-    init,
-    db,
-    serve,
-    scheduler,
-    target,
-    job,
-    runs,
-    apply,
-    export,
-    schedule,
-    user,
-
-    audit,
-    notify,
-    health,
-    prune,
-    cluster,
-    cron,
-):
-    cli.add_command(command)
-job.add_command(run_job)
 
 
 def main() -> None:

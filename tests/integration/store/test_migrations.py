@@ -19,3 +19,11 @@ def test_the_migrated_database_matches_the_models(app: App) -> None:
 
 def test_the_database_is_at_the_newest_revision(app: App) -> None:
     assert app.db.current_revision() == app.db.head_revision()
+
+
+def test_the_head_revision_constant_is_alembics_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    from fleetcron.store.db import HEAD_REVISION, alembic_config
+
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD_REVISION
