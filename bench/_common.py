@@ -162,15 +162,17 @@ def running_postgres() -> Iterator[object | None]:
 
 @dataclass(frozen=True)
 class Usage:
-    """CPU seconds (user + system) of this process and its peak resident memory."""
+    """CPU seconds (user + system) of this process, of the calling thread alone, and the
+    process's peak resident memory."""
 
     cpu_s: float
     maxrss_mb: float
+    thread_s: float = 0.0
 
     @classmethod
     def now(cls) -> Usage:
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        return cls(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024)
+        return cls(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, time.thread_time())
 
 
 def children_of(pid: int) -> list[int]:

@@ -30,15 +30,24 @@ Designs, each run in its own process so peak memory is its own, one after the ot
 * ``pssh-64``: parallel-ssh's ``ParallelSSHClient`` (libssh2), ``pool_size=64``;
   ``run_command`` then ``join``. (It does not check host keys.)
 
+* ``asyncssh-64-hs16`` (not run by default): ``asyncssh-64`` with at most 16 handshakes
+  at a time, as fleetcron's executor does.
+
+``--breakdown`` also decomposes a reuse round: ``echo hi`` over 200 already-open
+connections, adding fleetcron's pieces one at a time (its ``FLEETCRON_*`` variables sent as
+SSH env requests, its process-group wrapper, then ``SshExecutor.run`` itself).
+
 All runs must succeed (and ``echo hi`` must print ``hi``) or the script stops. Client CPU
-is the design's process user+sys time over the timed section divided by 200; peak
+is the design's process user+sys time over the timed section divided by 200, and in
+parentheses the event-loop thread's own share (``time.thread_time``); for fleetcron the
+database thread's CPU per fire is printed below the table. Peak
 memory is the process's ``ru_maxrss`` (interpreter and imports included); each design's
 process is forked by a small ``sh``, as Linux carries the forking process's RSS into a
 child's ``ru_maxrss``, even across ``exec``.
 
 Run by hand: ``.venv/bin/python bench/fanout_bench.py [--targets 200]
 [--commands "echo hi,sleep 1"] [--designs fleetcron,paramiko-8,...] [--repeat 1]
-[--login-rc]``.
+[--breakdown] [--login-rc]``.
 """
 
 from __future__ import annotations
@@ -58,6 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Usage, loadavg, median, table, wait_for_no_children
 
 DESIGNS = ("fleetcron", "paramiko-8", "paramiko-64", "asyncssh-64", "pssh-64")
+# Also available: asyncssh-64-hs16 (asyncssh-64 with at most 16 handshakes at a time, as
+# fleetcron's executor does).
 CAP = 64
 
 
@@ -124,7 +135,8 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         )
     jobs.add_job(app, SYSTEM, "fanout", jobs.JobSpec("* * * * *", command), bulk=True)
 
-    async def fire(scheduler: Scheduler, at: datetime) -> tuple[float, Usage, Usage]:
+    async def fire(scheduler: Scheduler, at: datetime) -> tuple[float, Usage, Usage, float]:
+        db0 = await scheduler._in_db(time.thread_time)  # the database thread's own CPU
         u0 = Usage.now()
         clock.restart(at)
         t0 = time.perf_counter()
@@ -132,6 +144,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         await scheduler.idle()
         elapsed = time.perf_counter() - t0
         u1 = Usage.now()
+        db_cpu = await scheduler._in_db(time.thread_time) - db0
         assert stats.dispatched == len(spec["keys"]), stats
         with app.db.read() as session:
             rows = session.execute(
@@ -140,7 +153,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         check([(r.exit_code, r.stdout_head) for r in rows], command)
         if len(rows) != len(spec["keys"]):
             raise SystemExit(f"{len(rows)} runs recorded")
-        return elapsed, u0, u1
+        return elapsed, u0, u1, db_cpu
 
     async def main() -> dict[str, Any]:
         scheduler: Scheduler = production_scheduler(app)
@@ -148,16 +161,20 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         assert scheduler.maintenance is not None
         await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
         before = rss_mb()
-        first, u0, u1 = await fire(scheduler, minute)
+        first, u0, u1, first_db = await fire(scheduler, minute)
         opened = scheduler.ssh.connections_opened  # type: ignore[union-attr]
-        second, v0, v1 = await fire(scheduler, minute + timedelta(minutes=1))
+        second, v0, v1, second_db = await fire(scheduler, minute + timedelta(minutes=1))
         reopened = scheduler.ssh.connections_opened - opened  # type: ignore[union-attr]
         await scheduler.shutdown()
         return {
             "first_s": first,
             "first_cpu_s": u1.cpu_s - u0.cpu_s,
+            "first_loop_cpu_s": u1.thread_s - u0.thread_s,
+            "first_db_cpu_s": first_db,
             "second_s": second,
             "second_cpu_s": v1.cpu_s - v0.cpu_s,
+            "second_loop_cpu_s": v1.thread_s - v0.thread_s,
+            "second_db_cpu_s": second_db,
             "note": f"{opened} connections, {reopened} more on reuse",
             "rss_before_mb": before,
         }
@@ -213,25 +230,33 @@ def run_paramiko(spec: dict[str, Any], command: str, workers: int) -> dict[str, 
     return {"first_s": elapsed, "first_cpu_s": u1.cpu_s - u0.cpu_s, "rss_before_mb": before}
 
 
-def run_asyncssh(spec: dict[str, Any], command: str) -> dict[str, Any]:
+async def open_asyncssh(spec: dict[str, Any], key_text: str) -> Any:
+    """One asyncssh connection with the pinned host key, as a hand-rolled client makes it."""
     import asyncssh
 
+    return await asyncssh.connect(
+        spec["host"],
+        spec["port"],
+        username=spec["user"],
+        client_keys=[asyncssh.import_private_key(key_text)],
+        known_hosts=([asyncssh.import_public_key(spec["host_key"])], [], []),
+        config=None,
+        agent_path=None,
+        connect_timeout=60,
+    )
+
+
+def run_asyncssh(spec: dict[str, Any], command: str, handshakes: int = CAP) -> dict[str, Any]:
+    import asyncssh  # noqa: F401 - imported before the timed section, as the others are
+
     async def main() -> dict[str, Any]:
-        pinned = asyncssh.import_public_key(spec["host_key"])
         slots = asyncio.Semaphore(CAP)
+        connecting = asyncio.Semaphore(handshakes)
 
         async def connect_and_run(key_text: str) -> tuple[Any, tuple[int | None, str]]:
             async with slots:
-                conn = await asyncssh.connect(
-                    spec["host"],
-                    spec["port"],
-                    username=spec["user"],
-                    client_keys=[asyncssh.import_private_key(key_text)],
-                    known_hosts=([pinned], [], []),
-                    config=None,
-                    agent_path=None,
-                    connect_timeout=60,
-                )
+                async with connecting:
+                    conn = await open_asyncssh(spec, key_text)
                 result = await conn.run(command, check=False)
                 return conn, (result.exit_status, str(result.stdout))
 
@@ -260,9 +285,78 @@ def run_asyncssh(spec: dict[str, Any], command: str) -> dict[str, Any]:
         return {
             "first_s": first,
             "first_cpu_s": u1.cpu_s - u0.cpu_s,
+            "first_loop_cpu_s": u1.thread_s - u0.thread_s,
             "second_s": second,
             "second_cpu_s": v1.cpu_s - v0.cpu_s,
+            "second_loop_cpu_s": v1.thread_s - v0.thread_s,
             "rss_before_mb": before,
+        }
+
+    return asyncio.run(main())
+
+
+def run_breakdown(spec: dict[str, Any], rounds: int = 5) -> dict[str, Any]:
+    """Where a reuse round's time goes: ``echo hi`` over already-open connections, adding
+    fleetcron's pieces one at a time (median of ``rounds``)."""
+    from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+    from fleetcron.executors.ssh import wrap_command
+
+    env = {
+        "FLEETCRON_RUN_ID": "12345",
+        "FLEETCRON_NODE": "scheduler-1",
+        "FLEETCRON_JOB": "fanout",
+        "FLEETCRON_TARGET": "web000",
+        "FLEETCRON_SCHEDULED_FOR": "2026-03-02T09:30:00+00:00",
+    }
+
+    async def main() -> dict[str, Any]:
+        conns = await asyncio.gather(*(open_asyncssh(spec, k) for k in spec["keys"]))
+        targets = [
+            SshTarget(f"web{i:03d}", spec["host"], spec["port"], spec["user"], k, spec["host_key"])
+            for i, k in enumerate(spec["keys"])
+        ]
+        executor = SshExecutor()
+        await asyncio.gather(*(executor.run(t, ExecRequest("true")) for t in targets))
+        slots = asyncio.Semaphore(CAP)
+
+        def over_conn(line: str, with_env: bool) -> Any:
+            async def one(i: int) -> tuple[int | None, str]:
+                async with slots:
+                    r = await conns[i].run(line, env=env if with_env else {}, check=False)
+                    return r.exit_status, str(r.stdout)
+
+            return one
+
+        async def through_executor(i: int) -> tuple[int | None, str]:
+            r = await executor.run(targets[i], ExecRequest("echo hi", env=env))
+            return r.exit_code, r.stdout.text
+
+        steps = [
+            ("asyncssh `conn.run`", over_conn("echo hi", False)),
+            ("+ 5 FLEETCRON_* variables (SSH env requests)", over_conn("echo hi", True)),
+            ("+ process-group wrapper", over_conn(wrap_command("echo hi"), False)),
+            ("+ wrapper and variables", over_conn(wrap_command("echo hi"), True)),
+            ("`SshExecutor.run` (pool, caps, output)", through_executor),
+        ]
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in steps}
+        for _ in range(rounds):
+            for name, step in steps:
+                await asyncio.sleep(0.5)
+                u0 = Usage.now()
+                t0 = time.perf_counter()
+                outputs = await asyncio.gather(*(step(i) for i in range(len(conns))))
+                elapsed = time.perf_counter() - t0
+                u1 = Usage.now()
+                check(list(outputs), "echo hi")
+                times[name].append((elapsed, u1.cpu_s - u0.cpu_s))
+        await executor.close()
+        for conn in conns:
+            conn.close()
+        return {
+            "steps": [
+                [name, median([t for t, _ in v]), median([c for _, c in v])]
+                for name, v in times.items()
+            ]
         }
 
     return asyncio.run(main())
@@ -292,7 +386,12 @@ def run_pssh(spec: dict[str, Any], command: str) -> dict[str, Any]:
     elapsed = time.perf_counter() - t0
     u1 = Usage.now()
     check(results, command)
-    return {"first_s": elapsed, "first_cpu_s": u1.cpu_s - u0.cpu_s, "rss_before_mb": before}
+    return {
+        "first_s": elapsed,
+        "first_cpu_s": u1.cpu_s - u0.cpu_s,
+        "first_loop_cpu_s": u1.thread_s - u0.thread_s,  # gevent: one thread does it all
+        "rss_before_mb": before,
+    }
 
 
 def child(design: str, command: str, spec_path: str) -> None:
@@ -303,6 +402,10 @@ def child(design: str, command: str, spec_path: str) -> None:
         result = run_paramiko(spec, command, int(design.split("-")[1]))
     elif design == "asyncssh-64":
         result = run_asyncssh(spec, command)
+    elif design == "asyncssh-64-hs16":
+        result = run_asyncssh(spec, command, handshakes=16)
+    elif design == "breakdown":
+        result = run_breakdown(spec)
     elif design == "pssh-64":
         result = run_pssh(spec, command)
     else:
@@ -314,6 +417,62 @@ def child(design: str, command: str, spec_path: str) -> None:
 
 
 # -- the parent: one sshd, every design in turn ------------------------------------------
+
+
+def results_table(
+    results: dict[tuple[str, str], list[dict[str, Any]]],
+    commands: list[str],
+    designs: list[str],
+    n: int,
+) -> str:
+    def med(rs: list[dict[str, Any]], key: str) -> float:
+        return median([r[key] for r in rs])
+
+    def cpu(rs: list[dict[str, Any]], which: str) -> str:
+        total = f"{med(rs, which + '_cpu_s') / n * 1000:.1f}"
+        if which + "_loop_cpu_s" in rs[0]:
+            total += f" ({med(rs, which + '_loop_cpu_s') / n * 1000:.1f})"
+        return total
+
+    rows = []
+    for command in commands:
+        base = results.get((command, "asyncssh-64"))
+        slow = results.get((command, "paramiko-8"))
+        for design in designs:
+            rs = results[(command, design)]
+            first = med(rs, "first_s")
+            reuse = "second_s" in rs[0]
+            vs_base = reuse and base is not None and "second_s" in base[0]
+            rows.append(
+                [
+                    f"`{command}`",
+                    design,
+                    f"{first:.2f}",
+                    f"{first / med(base, 'first_s'):.2f}x" if base else "",
+                    f"{med(slow, 'first_s') / first:.1f}x" if slow else "",
+                    cpu(rs, "first"),
+                    f"{med(rs, 'rss_before_mb'):.0f} → {med(rs, 'maxrss_mb'):.0f}",
+                    f"{med(rs, 'second_s'):.2f}" if reuse else "-",
+                    f"{med(rs, 'second_s') / med(base, 'second_s'):.2f}x" if vs_base else "-",  # type: ignore[arg-type]
+                    cpu(rs, "second") if reuse else "-",
+                ]
+            )
+    return table(
+        [
+            "command",
+            "design",
+            "first fire s",
+            "vs asyncssh-64",
+            "paramiko-8 / this",
+            "CPU ms / dispatch (loop thread)",
+            "RSS MB before → peak",
+            "reuse fire s",
+            "reuse vs asyncssh-64",
+            "reuse CPU ms / dispatch (loop thread)",
+        ],
+        rows,
+        right=2,
+    )
 
 
 def in_child(design: str, command: str, spec_path: Path) -> dict[str, Any]:
@@ -351,6 +510,9 @@ def main() -> None:
     parser.add_argument("--designs", default=",".join(DESIGNS))
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--login-rc", action="store_true", help="keep root's HOME (and rc)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also decompose a reuse round, step by step"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--command", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
@@ -365,7 +527,7 @@ def main() -> None:
 
     n = args.targets
     commands = args.commands.split(",")
-    designs = args.designs.split(",")
+    designs = [d for d in args.designs.split(",") if d]
     print(f"load average at start: {loadavg()}")
     print(f"{n} targets (one client key each) on one loopback sshd; cap {CAP} runs in flight")
     keys = [asyncssh.generate_private_key("ssh-ed25519") for _ in range(n)]
@@ -408,54 +570,35 @@ def main() -> None:
                         + f", RSS {r['maxrss_mb']:.0f} MB (VmHWM {r['vmhwm_mb']:.0f})",
                         flush=True,
                     )
+        breakdown = None
+        if args.breakdown:
+            wait_for_no_children(server.pid)
+            time.sleep(1)
+            breakdown = in_child("breakdown", "echo hi", spec_path)
         wait_for_no_children(server.pid)
 
-    rows = []
-    for command in commands:
-        base = results.get((command, "asyncssh-64"))
-        slow = results.get((command, "paramiko-8"))
-        for design in designs:
-            rs = results[(command, design)]
-            first = median([r["first_s"] for r in rs])
-            rows.append(
-                [
-                    f"`{command}`",
-                    design,
-                    f"{first:.2f}",
-                    f"{median([r['first_cpu_s'] for r in rs]) / n * 1000:.1f}",
-                    f"{median([r['rss_before_mb'] for r in rs]):.0f}",
-                    f"{median([r['maxrss_mb'] for r in rs]):.0f}",
-                    f"{first / median([r['first_s'] for r in base]):.2f}x" if base else "",
-                    f"{median([r['first_s'] for r in slow]) / first:.1f}x" if slow else "",
-                    "-"
-                    if "second_s" not in rs[0]
-                    else f"{median([r['second_s'] for r in rs]):.2f}",
-                    "-"
-                    if "second_s" not in rs[0]
-                    else f"{median([r['second_cpu_s'] for r in rs]) / n * 1000:.1f}",
-                ]
+    if results:
+        print()
+        if args.repeat > 1:
+            print(f"median of {args.repeat} rounds")
+        print(results_table(results, commands, designs, n))
+        for command in commands:
+            fleet = results.get((command, "fleetcron"))
+            if fleet:
+                print(
+                    f"fleetcron database thread CPU, `{command}`: "
+                    f"first fire {median([r['first_db_cpu_s'] for r in fleet]) * 1000:.0f} ms, "
+                    f"reuse fire {median([r['second_db_cpu_s'] for r in fleet]) * 1000:.0f} ms"
+                )
+    if breakdown is not None:
+        print()
+        print("reuse breakdown: `echo hi` over open connections, median of 5 rounds")
+        print(
+            table(
+                ["step", "wall s", "client CPU ms / run"],
+                [[name, f"{t:.3f}", f"{c / n * 1000:.2f}"] for name, t, c in breakdown["steps"]],
             )
-    print()
-    if args.repeat > 1:
-        print(f"median of {args.repeat} rounds")
-    print(
-        table(
-            [
-                "command",
-                "design",
-                "first fire s",
-                "CPU ms / dispatch",
-                "RSS before MB",
-                "peak RSS MB",
-                "vs asyncssh-64",
-                "paramiko-8 / this",
-                "reuse fire s",
-                "reuse CPU ms / dispatch",
-            ],
-            rows,
-            right=2,
         )
-    )
     print(f"\nload average at end: {loadavg()}")
 
 
