@@ -29,7 +29,6 @@ Designs, each run in its own process so peak memory is its own, one after the ot
   the connection; the second round runs the command again over the open connections.
 * ``pssh-64``: parallel-ssh's ``ParallelSSHClient`` (libssh2), ``pool_size=64``;
   ``run_command`` then ``join``. (It does not check host keys.)
-
 * ``asyncssh-64-hs16`` (not run by default): ``asyncssh-64`` with at most 16 handshakes
   at a time, as fleetcron's executor does.
 
