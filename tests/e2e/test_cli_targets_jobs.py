@@ -23,7 +23,11 @@ BACKUP = (
     "--schedule '0 2 * * 0' --command 'tar czf /var/backups/etc.tgz /etc'"
 )
 ROTATE = "job add rotate --target web2 --schedule '0 3 * * *' --command 'logrotate /etc/lr.conf'"
-SITE_JOB = "--bulk --selector site=ams --schedule '0 1 * * *' --command 'echo old'"
+
+
+def site_job(name: str) -> str:
+    """A bulk job on the ams site; each job its own command (no duplicate registrations)."""
+    return f"--bulk --selector site=ams --schedule '0 1 * * *' --command 'echo old {name}'"
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +300,7 @@ def test_job_list_target_lists_the_jobs_on_that_target(fleet: Fleet) -> None:
 
 
 def test_job_edit_changes_the_job_on_every_target_at_once(fleet: Fleet) -> None:
-    fleet.ok(f"job add to-edit {SITE_JOB}")
+    fleet.ok(f"job add to-edit {site_job('to-edit')}")
     out = fleet.ok("job edit to-edit --schedule '30 4 * * *' --command 'echo new'")
     assert out.startswith("job to-edit updated (command, schedule)")
     job = fleet.json("job show to-edit --json")
@@ -306,24 +310,24 @@ def test_job_edit_changes_the_job_on_every_target_at_once(fleet: Fleet) -> None:
 
 
 def test_job_disable_on_one_target_pauses_only_there(fleet: Fleet) -> None:
-    fleet.ok(f"job add to-pause {SITE_JOB}")
+    fleet.ok(f"job add to-pause {site_job('to-pause')}")
     out = fleet.ok("job disable to-pause --target web1")
     assert out == "job to-pause disabled on web1 (1/2 enabled)\n"
     assert targets_of(fleet.json("job show to-pause --json")) == {"web1": False, "web2": True}
 
 
 def test_job_disable_pauses_the_job_on_every_target(fleet: Fleet) -> None:
-    fleet.ok(f"job add to-pause-all {SITE_JOB}")
+    fleet.ok(f"job add to-pause-all {site_job('to-pause-all')}")
     assert fleet.ok("job disable to-pause-all") == "job to-pause-all disabled (0/2 enabled)\n"
 
 
 def test_job_enable_resumes_the_job_on_every_target(fleet: Fleet) -> None:
-    fleet.ok(f"job add to-resume {SITE_JOB} --disabled-on web1 --disabled-on web2")
+    fleet.ok(f"job add to-resume {site_job('to-resume')} --disabled-on web1 --disabled-on web2")
     assert fleet.ok("job enable to-resume") == "job to-resume enabled (2/2 enabled)\n"
 
 
 def test_job_rm_deletes_the_job_from_every_target(fleet: Fleet) -> None:
-    fleet.ok(f"job add to-delete {SITE_JOB}")
+    fleet.ok(f"job add to-delete {site_job('to-delete')}")
     assert fleet.ok("job rm to-delete") == "job to-delete removed (2 assignment(s))\n"
     assert_refused(fleet.run("job show to-delete"), "job to-delete does not exist")
 

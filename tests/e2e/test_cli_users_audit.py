@@ -188,3 +188,31 @@ def test_the_audit_log_never_records_a_password(fleet: Fleet) -> None:
     assert "careful" in out
     for password in (ADMIN_PASSWORD, USER_PASSWORD, "careful-secret-1"):
         assert password not in out
+
+
+# API tokens
+
+
+def test_token_create_shows_a_token_that_the_list_knows_only_by_its_prefix(fleet: Fleet) -> None:
+    created = fleet.json("token create deploy-script --json --as olivia")
+    listed = fleet.json("token list --json --as olivia")
+
+    assert created["token"].startswith("fct_")
+    [row] = [t for t in listed if t["id"] == created["id"]]
+    assert row["prefix"] == created["token"][:10]
+    assert created["token"] not in str(listed)
+
+
+def test_token_revoke_marks_the_token_revoked(fleet: Fleet) -> None:
+    created = fleet.json("token create short-lived --json --as olivia")
+
+    fleet.ok(f"token revoke {created['id']} --as olivia")
+
+    [row] = [t for t in fleet.json("token list --json --as olivia") if t["id"] == created["id"]]
+    assert row["revoked_at"] is not None
+
+
+def test_a_viewer_cannot_create_a_token_for_someone_else(fleet: Fleet) -> None:
+    assert_refused(
+        fleet.run("token create sneaky --user olivia --as victor"), "needs the admin role"
+    )

@@ -104,24 +104,40 @@ def nodes(as_json: bool, as_user: str | None) -> None:
 
 @cluster.command("approve")
 @click.argument("endpoint")
+@json_option
 @as_user_option
-def approve(endpoint: str, as_user: str | None) -> None:
+def approve(endpoint: str, as_json: bool, as_user: str | None) -> None:
     """Approve the candidate answering a signed identity challenge at ENDPOINT."""
     from fleetcron.services.cluster_peers import approve_endpoint
 
     with opened_app() as app:
         _require_node(app)
         row = approve_endpoint(app, acting(app, as_user), endpoint)
+    if as_json:
+        print_json(
+            {
+                "node": row.node_id,
+                "hostname": row.hostname,
+                "endpoint": row.endpoint,
+                "state": row.state,
+                "aliases": row.aliases,
+            }
+        )
+        return
     click.echo(f"node {row.node_id} ({row.hostname}, {row.endpoint}) approved")
 
 
 @cluster.command("retire")
 @click.argument("node_id")
+@json_option
 @as_user_option
-def retire(node_id: str, as_user: str | None) -> None:
+def retire(node_id: str, as_json: bool, as_user: str | None) -> None:
     """Retire a node for good (kept for audit; its endpoint becomes reusable)."""
     with opened_app() as app:
         svc.retire(app, acting(app, as_user), node_id)
+    if as_json:
+        print_json({"node": node_id, "state": "retired"})
+        return
     click.echo(f"node {node_id} retired")
 
 
@@ -172,14 +188,18 @@ def verify_rejoin(as_json: bool, as_user: str | None) -> None:
 
 
 @cluster.command("rotate-secret")
+@json_option
 @as_user_option
-def rotate_secret(as_user: str | None) -> None:
+def rotate_secret(as_json: bool, as_user: str | None) -> None:
     """New coordination secret; the previous one is accepted for 24 hours."""
     from fleetcron.coordination.secrets import rotate_secret as rotate
 
     with opened_app() as app:
         _require_node(app)
         rotation = rotate(app, acting(app, as_user))
+    if as_json:
+        print_json(asdict(rotation))
+        return
     click.echo(
         f"coordination secret rotated: now {rotation.key_id}; the previous one "
         f"({rotation.previous_key_id}) is accepted until {rotation.previous_accepted_until}"

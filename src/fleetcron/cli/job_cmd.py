@@ -68,6 +68,11 @@ def job() -> None:
 )
 @click.option("--retry-backoff", "retry_backoff_s", type=int, default=30, show_default=True)
 @click.option("--notes", default="")
+@click.option(
+    "--allow-duplicate",
+    is_flag=True,
+    help="Allow another job to run the same command on the same target.",
+)
 @as_user_option
 def add(
     name: str,
@@ -86,6 +91,7 @@ def add(
     retry_on: tuple[str, ...],
     retry_backoff_s: int,
     notes: str,
+    allow_duplicate: bool,
     as_user: str | None,
 ) -> None:
     """Add a job."""
@@ -101,6 +107,7 @@ def add(
         retries=retries,
         retry_on=retry_on or ("connect_error",),
         retry_backoff_s=retry_backoff_s,
+        allow_duplicate=allow_duplicate,
     )
     with opened_app() as app:
         view = svc.add_job(
@@ -212,6 +219,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
 @click.option("--retry-backoff", "retry_backoff_s", type=int)
 @click.option("--selector")
 @click.option("--notes")
+@click.option("--allow-duplicate/--no-allow-duplicate", "allow_duplicate", default=None)
 @as_user_option
 def edit(name: str, as_user: str | None, retry_on: tuple[str, ...], **options: Any) -> None:
     """Change a job; a bulk job changes on every target at once."""

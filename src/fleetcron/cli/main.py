@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "notify": ("notify_cmd", "notify", "Notification channels, rules and deliveries."),
     "user": ("user_cmd", "user", "Accounts of the web UI, API and CLI."),
     "audit": ("user_cmd", "audit", "The audit log of every operator action."),
+    "token": ("user_cmd", "token", "API tokens for scripts: create, list, revoke."),
     "cluster": ("cluster_cmd", "cluster", "High availability: nodes, owner, handoff."),
     "config": ("ops_cmd", "config", "Show the effective configuration."),
     "backup": ("ops_cmd", "backup", "Write a consistent snapshot of the whole state."),

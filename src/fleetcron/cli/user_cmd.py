@@ -163,3 +163,67 @@ def _event_dict(event: AuditEvent) -> dict[str, object]:
         "target": event.target_name,
         "detail": event.detail,
     }
+
+
+@click.group()
+def token() -> None:
+    """API tokens (bearer tokens for scripts)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--user", "owner", help="For this user (admins only; default: yourself).")
+@json_option
+@as_user_option
+def token_create(name: str, owner: str | None, as_json: bool, as_user: str | None) -> None:
+    """Create a token; it is shown only now."""
+    with opened_app() as app:
+        actor = acting(app, as_user)
+        secret, token_id = svc.create_token(app, actor, owner or actor.name, name)
+    if as_json:
+        print_json({"id": token_id, "token": secret})
+    else:
+        click.echo(f"token {token_id} created; copy it now, it is not shown again:\n{secret}")
+
+
+@token.command("list")
+@click.option("--user", "owner", help="Tokens of this user (admins only; default: yourself).")
+@json_option
+@as_user_option
+def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
+    """List tokens: name, prefix, created, last used, revoked."""
+    with opened_app() as app:
+        actor = acting(app, as_user)
+        rows = svc.list_tokens(app, actor, owner or actor.name)
+    data = [
+        {
+            "id": t.id,
+            "name": t.name,
+            "prefix": t.prefix,
+            "created_at": t.created_at,
+            "last_used_at": t.last_used_at,
+            "revoked_at": t.revoked_at,
+        }
+        for t in rows
+    ]
+    if as_json:
+        print_json(data)
+        return
+    print_table(
+        None,
+        ["id", "name", "prefix", "created", "last used", "revoked"],
+        [
+            (d["id"], d["name"], d["prefix"], d["created_at"], d["last_used_at"], d["revoked_at"])
+            for d in data
+        ],
+    )
+
+
+@token.command("revoke")
+@click.argument("token_id", type=click.IntRange(1))
+@as_user_option
+def token_revoke(token_id: int, as_user: str | None) -> None:
+    """Revoke a token at once."""
+    with opened_app() as app:
+        svc.revoke_token(app, acting(app, as_user), token_id)
+    click.echo(f"token {token_id} revoked")

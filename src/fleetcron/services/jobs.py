@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.core import validation as v
 from fleetcron.core.labels import format_selector, parse_selector
+from fleetcron.core.schedule_file import Registration, find_duplicates
 from fleetcron.cron import parse, validate_timezone
 from fleetcron.errors import Conflict, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
@@ -53,6 +54,7 @@ class JobView:
     retries: int
     retry_on: list[str]
     retry_backoff_s: int
+    allow_duplicate: bool
     created_by: str
     updated_by: str
     created_at: datetime
@@ -81,6 +83,7 @@ class JobSpec:
     retries: int = 0
     retry_on: Sequence[str] = ("connect_error",)
     retry_backoff_s: int = 30
+    allow_duplicate: bool = False
 
 
 EDITABLE = (
@@ -96,6 +99,7 @@ EDITABLE = (
     "retry_on",
     "retry_backoff_s",
     "selector",
+    "allow_duplicate",
 )
 
 
@@ -216,6 +220,7 @@ def add_job(
             if the_target.paired:
                 new_assignment(session, job, the_target, enabled=True, now=now)
         session.flush()
+        refuse_duplicates(session, job)
         note.job_id = job.id
         view = _view(job)
         note.detail.update({"enabled": view.enabled, "total": view.total})
@@ -277,6 +282,9 @@ def edit_job(
         for target, enabled in (enabled_on or {}).items():
             actor.authorize("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
+        if {"command", "selector", "allow_duplicate"} & set(values):
+            session.flush()
+            refuse_duplicates(session, job)
         if enabled_on:
             note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
@@ -389,6 +397,7 @@ def _view(job: Job, *, with_assignments: bool = False) -> JobView:
         retries=job.retries,
         retry_on=list(job.retry_on),
         retry_backoff_s=job.retry_backoff_s,
+        allow_duplicate=job.allow_duplicate,
         created_by=job.created_by,
         updated_by=job.updated_by,
         created_at=job.created_at,
@@ -418,3 +427,40 @@ __all__ = [
     "set_enabled",
     "show_job",
 ]
+
+
+def covered_targets(job: Job) -> frozenset[str]:
+    """The targets a job registers its command on: paused or not; an individual job's
+    target even while it is unpaired."""
+    names = {a.target.name for a in job.assignments}
+    if job.target is not None:
+        names.add(job.target.name)
+    return frozenset(names)
+
+
+def refuse_duplicates(session: Session, job: Job) -> None:
+    """Refuse a second registration of the same command on the same target by another job
+    (a duplicate registration), unless one of the two jobs allows duplicates."""
+    mine = Registration(job.name, job.command, covered_targets(job), job.allow_duplicate)
+    if mine.allow_duplicate or not mine.targets:
+        return
+    others = session.scalars(
+        select(Job)
+        .where(Job.id != job.id, Job.allow_duplicate.is_(False))
+        .options(selectinload(Job.assignments).selectinload(Assignment.target))
+    )
+    registrations = [mine] + [
+        Registration(o.name, o.command, covered_targets(o))
+        for o in others
+        if o.command.strip() == job.command.strip()
+    ]
+    found = find_duplicates(registrations, among={job.name})
+    if found:
+        duplicate = found[0]
+        other = next(name for name in duplicate.jobs if name != job.name)
+        raise Conflict(
+            f"duplicate registration: jobs {job.name} and {other} would both run "
+            f"{job.command.strip()!r} on {', '.join(duplicate.targets)}; remove one, or allow "
+            "duplicates on one of them (--allow-duplicate)",
+            field="command",
+        )

@@ -102,6 +102,9 @@ class JobIn(Body):
     retries: int = Field(default=0, ge=0, le=10)
     retry_on: list[RetryKind] = Field(default_factory=lambda: list[RetryKind](["connect_error"]))
     retry_backoff_s: int = Field(default=30, ge=1, le=3600)
+    allow_duplicate: bool = Field(
+        default=False, description="the same command may run on the same target from another job"
+    )
 
 
 class JobPatch(Body):
@@ -118,6 +121,7 @@ class JobPatch(Body):
     retry_on: list[RetryKind] | None = None
 
     retry_backoff_s: int | None = Field(default=None, ge=1, le=3600)
+    allow_duplicate: bool | None = None
     enabled_on: dict[str, bool] | None = Field(
         default=None, description="bulk jobs: target name -> enabled"
     )
@@ -152,6 +156,7 @@ class JobOut(BaseModel):
     retries: int
     retry_on: list[str]
     retry_backoff_s: int
+    allow_duplicate: bool
     enabled: int
     total: int
     created_by: str

@@ -58,8 +58,6 @@ def playwright_driver() -> Iterator[Playwright]:
         yield driver
 
 
-
-
 @pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     chromium = playwright_driver.chromium.launch(

@@ -121,7 +121,6 @@ def test_a_standalone_node_shows_its_cluster_status_as_one_line(
 
 
 def test_a_failed_run_shows_its_exit_code_and_stderr_on_the_target_page(
-
     open_page: OpenPage, server: LiveServer, tour: Tour
 ) -> None:
     page = open_page("admin")

@@ -184,7 +184,7 @@ async def test_a_rule_for_one_job_sends_only_that_job_and_only_its_events(
     app: App, admin: Actor, box: str, scheduler: Scheduler, clock: FakeClock
 ) -> None:
     add_job(app, admin, "backup", FAILING)
-    add_job(app, admin, "report", FAILING)
+    add_job(app, admin, "report", FAILING + " # report")
     hook(app, admin, job="backup", on_recovery=False)
 
     await next_minute(scheduler, clock)

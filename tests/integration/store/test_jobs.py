@@ -16,6 +16,7 @@ from fleetcron.store.schema import Assignment, AuditEvent, Job
 NIGHTLY = JobSpec(
     schedule="0 2 * * *", command="/usr/sbin/fwconsole reload", notes="nightly reload"
 )
+BACKUP = JobSpec(schedule="30 3 * * *", command="/usr/local/bin/backup --all")
 
 
 def add_local_targets(app: App, actor: Actor, *names: str, labels: tuple[str, ...] = ()) -> None:
@@ -125,7 +126,7 @@ def test_deleting_a_bulk_job_removes_every_assignment(app: App, operator: Actor)
 
 def test_an_individual_job_is_not_listed_among_bulk_jobs(app: App, operator: Actor) -> None:
     add_local_targets(app, operator, "pbx1")
-    jobs.add_job(app, operator, "backup", NIGHTLY, target="pbx1")
+    jobs.add_job(app, operator, "backup", BACKUP, target="pbx1")
     jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
 
     assert [v.name for v in jobs.list_jobs(app, operator, origin="bulk")] == ["reload"]
@@ -147,7 +148,7 @@ def test_unpairing_a_target_stops_its_jobs_and_repairing_restores_them(
 ) -> None:
     add_local_targets(app, operator, "pbx1", "pbx2")
     jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
-    jobs.add_job(app, operator, "backup", NIGHTLY, target="pbx1")
+    jobs.add_job(app, operator, "backup", BACKUP, target="pbx1")
 
     removed = targets.unpair_target(app, operator, "pbx1")
 
@@ -253,3 +254,48 @@ def test_disabling_at_creation_a_target_the_selector_does_not_match_is_refused(
             app, operator, "reload", NIGHTLY, bulk=True, selector="env=prod", disabled_on=["dev1"]
         )
     assert caught.value.field == "disabled_on"
+
+
+def test_the_same_command_on_the_same_target_from_two_jobs_is_refused_naming_both(
+    app: App, operator: Actor
+) -> None:
+    add_local_targets(app, operator, "pbx1", "pbx2")
+    jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
+
+    with pytest.raises(Conflict, match="jobs reload-again and reload would both run") as caught:
+        jobs.add_job(
+            app,
+            operator,
+            "reload-again",
+            JobSpec("0 5 * * *", " /usr/sbin/fwconsole reload"),
+            target="pbx2",
+        )
+    assert "on pbx2" in caught.value.message
+
+
+def test_a_duplicate_allowed_on_one_of_the_jobs_is_accepted(app: App, operator: Actor) -> None:
+    add_local_targets(app, operator, "pbx1")
+    jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
+
+    view = jobs.add_job(
+        app,
+        operator,
+        "reload-again",
+        JobSpec("0 5 * * *", NIGHTLY.command, allow_duplicate=True),
+        target="pbx1",
+    )
+
+    assert view.allow_duplicate
+
+
+def test_editing_a_command_into_a_duplicate_is_refused_and_changes_nothing(
+    app: App, operator: Actor
+) -> None:
+    add_local_targets(app, operator, "pbx1")
+    jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
+    jobs.add_job(app, operator, "other", JobSpec("0 5 * * *", "uptime"), target="pbx1")
+
+    with pytest.raises(Conflict, match="duplicate registration"):
+        jobs.edit_job(app, operator, "other", command=NIGHTLY.command)
+
+    assert jobs.show_job(app, operator, "other").command == "uptime"

@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import click
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from fixtures.app import FakeClock
 from fleetcron.cli.apply_cmd import apply, export, schedule
@@ -258,7 +258,9 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
     jobs.add_job(fleet, operator, "waiting", JobSpec("@daily", "true"), target="cold")
     # A duplicate made outside any file is exported as allowed, with a comment.
     jobs.add_job(fleet, operator, "all-uptime", JobSpec("@daily", "uptime"), bulk=True)
-    jobs.add_job(fleet, operator, "pbx1-uptime", JobSpec("@weekly", "uptime"), target="pbx1")
+    jobs.add_job(fleet, operator, "pbx1-uptime", JobSpec("@weekly", "w"), target="pbx1")
+    with fleet.db.session() as session:  # a duplicate from before the rule was enforced
+        session.execute(update(Job).where(Job.name == "pbx1-uptime").values(command="uptime"))
 
     text = export_schedule(fleet, operator)
     result = apply_schedule(fleet, operator, text)
@@ -270,7 +272,6 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
     assert "# duplicate registration: job all-uptime runs the same command on pbx1" in text
     again = apply_schedule(fleet, operator, export_schedule(fleet, operator))
     assert again.plan.empty, again.plan
-
 
 
 def test_schedule_list_shows_each_job_and_target_once(fleet: App, operator: Actor) -> None:

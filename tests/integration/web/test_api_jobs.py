@@ -31,7 +31,7 @@ def fleet(app: App, operator: Actor) -> tuple[str, ...]:
 def add_job(client: TestClient, headers: Headers, **body: Any) -> dict[str, Any]:
     response = client.post(
         f"{API}/jobs",
-        json={"schedule": "0 3 * * *", "command": "backup --all", **body},
+        json={"schedule": "0 3 * * *", "command": f"backup --{body.get('name')}", **body},
         headers=headers,
     )
     assert response.status_code == 201, response.text
@@ -404,7 +404,7 @@ def test_a_bad_schedule_in_a_patch_changes_nothing(
     assert response.status_code == 422
     assert error_of(response)["field"] == "day-of-month"
     job = show(client, as_operator, "backup")
-    assert (job["schedule"], job["command"]) == ("0 3 * * *", "backup --all")
+    assert (job["schedule"], job["command"]) == ("0 3 * * *", "backup --backup")
 
 
 def test_a_duplicate_job_name_is_a_conflict_naming_the_field(

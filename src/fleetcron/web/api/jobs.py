@@ -48,6 +48,7 @@ def add_job(
         retries=body.retries,
         retry_on=tuple(body.retry_on),
         retry_backoff_s=body.retry_backoff_s,
+        allow_duplicate=body.allow_duplicate,
     )
     svc.add_job(
         app,
