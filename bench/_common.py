@@ -7,12 +7,14 @@ are installed, a real PostgreSQL cluster started with initdb/pg_ctl.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import resource
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 # fleetcron itself is imported inside the helpers that need it, so a baseline measured in
 # its own process (bench/fanout_bench.py) does not carry its memory.
+
+
+def work_dir(prefix: str) -> Path:
+    """A fresh temporary directory, removed when the process exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def loadavg() -> str:

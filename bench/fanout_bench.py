@@ -56,14 +56,13 @@ import asyncio
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Usage, loadavg, median, table, wait_for_no_children
+from _common import Usage, loadavg, median, table, wait_for_no_children, work_dir
 
 DESIGNS = ("fleetcron", "paramiko-8", "paramiko-64", "asyncssh-64", "pssh-64")
 # Also available: asyncssh-64-hs16 (asyncssh-64 with at most 16 handshakes at a time, as
@@ -98,6 +97,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         make_app,
         production_scheduler,
         quiet_production_logging,
+        work_dir,
     )
     from fleetcron.scheduler.service import Scheduler
     from fleetcron.services import jobs
@@ -107,7 +107,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
     quiet_production_logging()
     minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
     clock = ShiftedClock(minute - timedelta(seconds=30))
-    data_dir = Path(tempfile.mkdtemp(prefix="fleetcron-fanout-"))
+    data_dir = work_dir("fleetcron-fanout-")
     app = make_app(f"sqlite:///{data_dir / 'fleetcron.db'}", data_dir, clock=clock)
     now = clock()
     with app.db.engine.begin() as conn:
@@ -530,7 +530,7 @@ def main() -> None:
     print(f"load average at start: {loadavg()}")
     print(f"{n} targets (one client key each) on one loopback sshd; cap {CAP} runs in flight")
     keys = [asyncssh.generate_private_key("ssh-ed25519") for _ in range(n)]
-    work = Path(tempfile.mkdtemp(prefix="fleetcron-fanout-bench-"))
+    work = work_dir("fleetcron-fanout-bench-")
     settings = {"MaxStartups": "1000:30:1000", "MaxSessions": "1000"}
     if not args.login_rc:
         (work / "home").mkdir()

@@ -41,7 +41,6 @@ import contextlib
 import functools
 import resource
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -62,6 +61,7 @@ from _common import (
     quiet_production_logging,
     running_postgres,
     table,
+    work_dir,
 )
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs
@@ -317,7 +317,7 @@ async def main() -> None:
     if experiments:
         print(f"EXPERIMENT (not the product as shipped): {', '.join(experiments)}")
     rows: list[list[object]] = []
-    work = Path(tempfile.mkdtemp(prefix="fleetcron-overhead-bench-"))
+    work = work_dir("fleetcron-overhead-bench-")
     backends = args.backends.split(",")
     async with contextlib.AsyncExitStack() as stack:
         server = stack.enter_context(running_postgres()) if "postgresql" in backends else None

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,7 +37,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from _common import core_table, loadavg, make_app, median, percentile, running_postgres, table
+from _common import (
+    core_table,
+    loadavg,
+    make_app,
+    median,
+    percentile,
+    running_postgres,
+    table,
+    work_dir,
+)
 from fleetcron.cron import CronSchedule, parse
 from fleetcron.services.context import App
 from fleetcron.store.runs import RunStore
@@ -329,7 +337,7 @@ def main() -> None:
     print(f"load average at start: {loadavg()}")
     print(f"{DUE} due per tick; {args.ticks} timed ticks per design ({args.warmup} warm-up)")
     rows: list[list[object]] = []
-    work = Path(tempfile.mkdtemp(prefix="fleetcron-tick-bench-"))
+    work = work_dir("fleetcron-tick-bench-")
     pg_ctx = running_postgres() if "postgresql" in backends else None
     server = pg_ctx.__enter__() if pg_ctx is not None else None
     try:
