@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
@@ -11,10 +13,14 @@ from fleetcron.services import retention
 
 
 @click.command()
+@click.option("--job", help="Per target of this job: last run, last success, failures in a row.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
 @as_user_option
-def health(as_json: bool, as_user: str | None) -> None:
+def health(job: str | None, as_json: bool, as_user: str | None) -> None:
     """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise."""
+    if job is not None:
+        _job_health(job, as_json, as_user)
+        return
     with opened_app() as app:
         result = svc.summary(app, acting(app, as_user))
     if as_json:
@@ -44,3 +50,29 @@ def prune(dry_run: bool, as_user: str | None) -> None:
         f"{verb} {result.runs_by_age} run(s) past the age limit, {result.runs_by_count} run(s) "
         f"beyond the per-assignment cap, {result.audit_events} audit event(s)"
     )
+
+
+def _job_health(job: str, as_json: bool, as_user: str | None) -> None:
+    with opened_app() as app:
+        rows = svc.assignment_health(app, acting(app, as_user), job)
+    if as_json:
+        print_json([asdict(r) for r in rows])
+    else:
+        print_table(
+            f"{job}",
+            ["target", "enabled", "last run", "status", "last success", "failures", "late"],
+            [
+                (
+                    r.target,
+                    "yes" if r.enabled else "no",
+                    r.last_run_at,
+                    r.last_status,
+                    r.last_success_at,
+                    r.consecutive_failures,
+                    "LATE" if r.late else "",
+                )
+                for r in rows
+            ],
+        )
+    if any(r.late or r.consecutive_failures for r in rows):
+        raise SystemExit(1)

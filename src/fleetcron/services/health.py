@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.errors import NotFound
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
@@ -176,6 +177,9 @@ def _failure_streak(session: Session, assignment_id: int, cap: int = 100) -> int
 def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth]:
     """Per target of ``job``: last run, last success, failures in a row, late."""
     actor.authorize("run.read")
+    with app.db.read() as session:
+        if session.scalar(select(Job.id).where(Job.name == job)) is None:
+            raise NotFound("job", job)
     now = app.now()
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     out = []

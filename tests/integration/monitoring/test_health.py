@@ -182,3 +182,23 @@ def test_the_health_api_needs_credentials_and_reports_late_slots(
     assert anonymous.status_code == 401
     assert answer.json()["ok"] is False
     assert answer.json()["problems"][0]["kind"] == "late"
+
+
+async def test_per_target_health_shows_last_run_last_success_and_the_failure_streak(
+    app: App, viewer: Actor, box: str, clock: FakeClock
+) -> None:
+    jobs.add_job(app, SYSTEM, "flaky", JobSpec("* * * * *", "true"), target=box)
+    await run_minutes(app, clock, 1)
+    jobs.edit_job(app, SYSTEM, "flaky", command="exit 4")
+    await run_minutes(app, clock, 2)
+
+    [row] = health.assignment_health(app, viewer, "flaky")
+
+    assert (row.target, row.last_status, row.consecutive_failures, row.late) == (
+        "box",
+        "failed",
+        2,
+        False,
+    )
+    assert row.last_success_at is not None and row.last_run_at is not None
+    assert row.last_success_at < row.last_run_at
