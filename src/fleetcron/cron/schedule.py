@@ -7,6 +7,7 @@ valid expression raises :class:`~fleetcron.errors.CronError`, never anything els
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -211,3 +212,10 @@ def parse(text: str, tz: str | ZoneInfo = "UTC") -> CronSchedule:
         ) from exc
     _check_can_fire(text, fields[2], fields[3], fields[4])
     return CronSchedule(text, fields, zone)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_cached(text: str, tz: str = "UTC") -> CronSchedule:
+    """:func:`parse`, remembered: schedules are immutable, and the scheduler and services
+    look up the same few expressions again and again."""
+    return parse(text, tz)

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from functools import lru_cache
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.labels import format_selector, selector_matches
-from fleetcron.cron import CronSchedule, parse
+from fleetcron.cron import parse_cached
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Target
 
 
-@lru_cache(maxsize=4096)
-def schedule_for(expression: str, timezone: str) -> CronSchedule:
-    """Parsed schedules are immutable; parse each (expression, zone) once per process."""
-    return parse(expression, timezone)
-
-
 def next_fire(job: Job, after: datetime) -> datetime:
-    return schedule_for(job.schedule, job.timezone).next_after(after)
+    return parse_cached(job.schedule, job.timezone).next_after(after)
 
 
 def new_assignment(

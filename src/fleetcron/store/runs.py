@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
-from fleetcron.cron import CronSchedule, parse
+from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
@@ -190,14 +190,6 @@ class RunStore:
         self.policy = policy or SlotPolicy()
         self._now = clock
         self.margin = claim_margin
-        self._schedules: dict[tuple[str, str], CronSchedule] = {}
-
-    def _schedule(self, expression: str, timezone: str) -> CronSchedule:
-        key = (expression, timezone)
-        schedule = self._schedules.get(key)
-        if schedule is None:
-            schedule = self._schedules[key] = parse(expression, timezone)
-        return schedule
 
     # -- claiming ---------------------------------------------------------------------
 
@@ -240,7 +232,7 @@ class RunStore:
         next_fires: list[dict[str, Any]] = []
         for row in rows:
             plan = plan_assignment(
-                self._schedule(row.schedule, row.timezone),
+                parse_cached(row.schedule, row.timezone),
                 AssignmentState(
                     row.next_fire_at, row.overlap, row.catchup, row.assignment_id in running
                 ),

@@ -13,7 +13,12 @@ from fleetcron.errors import CronError, FleetcronError, InvalidInput
 
 
 def test_the_package_exports_exactly_its_public_api() -> None:
-    assert sorted(fleetcron.cron.__all__) == ["CronSchedule", "parse", "validate_timezone"]
+    assert sorted(fleetcron.cron.__all__) == [
+        "CronSchedule",
+        "parse",
+        "parse_cached",
+        "validate_timezone",
+    ]
     for name in fleetcron.cron.__all__:
         assert hasattr(fleetcron.cron, name)
 
@@ -267,3 +272,10 @@ def test_parse_rejects_an_unknown_zone_as_invalid_input() -> None:
 
 def _utc(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+def test_parse_cached_returns_the_same_schedule_for_the_same_expression_and_zone() -> None:
+    first = fleetcron.cron.parse_cached("0 2 * * *", "Europe/Berlin")
+
+    assert fleetcron.cron.parse_cached("0 2 * * *", "Europe/Berlin") is first
+    assert first == fleetcron.cron.parse("0 2 * * *", "Europe/Berlin")
