@@ -1,4 +1,5 @@
-"""Periodic work beside the ticks: lease renewal, cluster maintenance, retention.
+"""Periodic work beside the ticks: lease renewal, cluster maintenance, retention
+(runs, audit events when configured, expired web sessions).
 
 Called before every tick on the scheduler's database thread; each task has its own
 interval and is guarded so that one failing never stops the others or the scheduler.
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fleetcron.services import cluster, retention
+from fleetcron.services import cluster, retention, sessions
 from fleetcron.services.context import SYSTEM, App
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,12 @@ class Housekeeping:
                     lambda: cluster.maintain(self.app),
                 )
             )
-        self._tasks.append(
-            _Periodic("retention", PRUNE_EVERY_S, lambda: retention.prune(self.app, SYSTEM))
-        )
+        self._tasks.append(_Periodic("retention", PRUNE_EVERY_S, self._prune))
         self._tasks.extend(_Periodic(name, every, task) for name, every, task in self.extra)
+
+    def _prune(self) -> None:
+        retention.prune(self.app, SYSTEM)
+        sessions.prune_expired(self.app)
 
     def __call__(self) -> None:
         now = time.monotonic()

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.core import validation as v
@@ -373,10 +373,6 @@ def show_job(app: App, actor: Actor, name: str) -> JobView:
     with app.db.read() as session:
         job = get_job(session, name)
         return _view(job, with_assignments=True)
-
-
-def count_jobs(session: Session) -> int:
-    return session.scalar(select(func.count(Job.id))) or 0
 
 
 def _view(job: Job, *, with_assignments: bool = False) -> JobView:

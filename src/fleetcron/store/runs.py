@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 #: A run's deadline is its timeout plus this margin (time to connect, to kill, to record).
 #: Default time a claim outlives its run's timeout (see ``claim_margin_s`` in the settings).
 DEADLINE_MARGIN = timedelta(seconds=60)
-FINISHED = ("succeeded", "failed", "timed_out", "connect_error")
 # Core tables for executemany updates (the ORM would try a bulk update by primary key).
 ASSIGNMENTS = cast(Table, Assignment.__table__)
 RUNS = cast(Table, Run.__table__)

@@ -202,3 +202,18 @@ async def test_per_target_health_shows_last_run_last_success_and_the_failure_str
     )
     assert row.last_success_at is not None and row.last_run_at is not None
     assert row.last_success_at < row.last_run_at
+
+
+def test_housekeeping_removes_expired_web_sessions(app: App, clock: FakeClock) -> None:
+    from fleetcron.scheduler.housekeeping import Housekeeping
+    from fleetcron.services import sessions
+    from fleetcron.store.schema import WebSession
+
+    token, _ = sessions.login(app, "victor", "viewer-password", "127.0.0.1")
+    clock.advance(hours=13)
+
+    Housekeeping(app)()
+
+    assert sessions.resolve(app, token) is None
+    with app.db.read() as session:
+        assert session.scalar(select(func.count(WebSession.id))) == 0
