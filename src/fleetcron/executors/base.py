@@ -11,6 +11,7 @@ machine) and :class:`fleetcron.executors.ssh.SshExecutor` (OpenSSH targets, asyn
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ DEFAULT_OUTPUT_LIMIT: Final = 4096
 
 DEFAULT_KILL_GRACE_S: Final = 5.0
 """Seconds between SIGTERM and SIGKILL when a run times out."""
+
+NOT_STARTED_DEADLINE: Final = "claim deadline reached before start"
+"""``ExecResult.error`` (status ``connect_error``) when the watchdog budget ran out
+before the command could start (connecting, waiting for a concurrency slot)."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -77,12 +82,27 @@ class ExecRequest:
     ``FLEETCRON_RUN_ID``, ``FLEETCRON_JOB``, ``FLEETCRON_TARGET``,
     ``FLEETCRON_SCHEDULED_FOR`` there). Raises :class:`InvalidInput` for an empty
     command, a non-positive timeout, a negative output limit or a bad variable name.
+
+    ``watchdog_s`` is the claim deadline as a budget: seconds, counted from the moment
+    the executor's ``run()`` is called, after which the command's whole process group
+    must be gone. It is enforced on the executing machine by a watchdog that does not
+    depend on the scheduler process (it keeps working when the scheduler is killed,
+    stopped or cut off). The executor subtracts the time spent before the command
+    started (connecting, waiting for a slot) and refuses to start when nothing is left
+    (status ``connect_error``, error :data:`NOT_STARTED_DEADLINE`). ``None`` means
+    ``timeout_s`` plus the executor's kill grace.
+
+    ``run_id`` and ``generation`` tag the command's processes on the target so that
+    ``kill_older_generations`` can find them later; untagged runs are never killed by it.
     """
 
     command: str
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
     output_limit: int = DEFAULT_OUTPUT_LIMIT
+    watchdog_s: float | None = None
+    run_id: int | None = None
+    generation: int | None = None
 
     def __post_init__(self) -> None:
         if not self.command.strip():
@@ -99,6 +119,24 @@ class ExecRequest:
                 value=self.timeout_s,
                 allowed="a number of seconds > 0",
             )
+        if self.watchdog_s is not None and not (
+            self.watchdog_s > 0 and math.isfinite(self.watchdog_s)
+        ):
+            raise InvalidInput(
+                f"watchdog budget must be positive, got {self.watchdog_s}",
+                field="watchdog_s",
+                value=self.watchdog_s,
+                allowed="a finite number of seconds > 0, or None for timeout + kill grace",
+            )
+        for tag in ("run_id", "generation"):
+            number = getattr(self, tag)
+            if number is not None and (isinstance(number, bool) or number < 0):
+                raise InvalidInput(
+                    f"{tag} must be a non-negative integer, got {number!r}",
+                    field=tag,
+                    value=number,
+                    allowed="an integer >= 0, or None",
+                )
         if self.output_limit < 0:
             raise InvalidInput(
                 f"output limit must not be negative, got {self.output_limit}",
@@ -121,6 +159,11 @@ class ExecRequest:
                     value=name,
                     allowed="text without NUL bytes",
                 )
+
+
+    def watchdog_budget(self, kill_grace_s: float) -> float:
+        """Seconds from ``run()`` to the moment the process group must be gone."""
+        return self.watchdog_s if self.watchdog_s is not None else self.timeout_s + kill_grace_s
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,12 @@ class LocalExecutor:
             error=error,
         )
 
+    async def kill_older_generations(self, generation: int) -> int:
+        """Kill every process group on this machine started by fleetcron for a run tagged
+        with a generation lower than ``generation``; return how many groups were killed.
+        """
+        raise NotImplementedError  # implemented with the watchdog supervisor
+
     async def _kill_group(
         self, proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], grace_s: float
     ) -> None:

@@ -197,6 +197,15 @@ class SshExecutor:
                     error=exc.message,
                 )
 
+    async def kill_older_generations(self, target: SshTarget, generation: int) -> int:
+        """Kill every process group on ``target`` started by fleetcron for a run tagged
+        with a generation lower than ``generation``; return how many groups were killed.
+
+        Raises :class:`fleetcron.errors.ExecutionError` (``ConnectError``, ``AuthError``,
+        ``HostKeyMismatch``) when the target cannot be reached or the scan fails.
+        """
+        raise NotImplementedError  # implemented with the remote watchdog
+
     async def close(self) -> None:
         """Close every pooled connection; later runs open new ones."""
         pooled, self._pool = list(self._pool.values()), {}

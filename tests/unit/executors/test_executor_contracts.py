@@ -152,3 +152,22 @@ def test_it_rejects_a_target_port_out_of_range() -> None:
 def test_a_target_repr_never_shows_the_private_key() -> None:
     target = SshTarget("t", "127.0.0.1", 22, "root", "-----BEGIN SECRET-----", KEY_LINE)
     assert "SECRET" not in repr(target)
+
+
+@pytest.mark.parametrize("budget", [0, -1.0, float("inf"), float("nan")])
+def test_it_rejects_a_watchdog_budget_that_is_not_a_positive_number(budget: float) -> None:
+    with pytest.raises(InvalidInput) as info:
+        ExecRequest("true", watchdog_s=budget)
+    assert info.value.field == "watchdog_s"
+
+
+def test_the_watchdog_budget_defaults_to_the_timeout_plus_the_kill_grace() -> None:
+    assert ExecRequest("true", timeout_s=10).watchdog_budget(5) == 15
+    assert ExecRequest("true", timeout_s=10, watchdog_s=3.5).watchdog_budget(5) == 3.5
+
+
+@pytest.mark.parametrize("tag", ["run_id", "generation"])
+def test_it_rejects_a_negative_run_tag(tag: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        ExecRequest("true", **{tag: -1})  # type: ignore[arg-type]
+    assert (info.value.field, info.value.value) == (tag, -1)
