@@ -160,6 +160,29 @@ class Settings(BaseSettings):
     metrics_require_auth: bool = Field(
         default=False, description="Require a viewer's API token for /metrics."
     )
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=1 << 30,
+        description="Largest request body the web server reads; larger ones get 413.",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="Addresses or CIDRs of reverse proxies whose X-Forwarded-For, "
+        "X-Forwarded-Proto and Forwarded headers are believed, comma-separated "
+        "(e.g. 127.0.0.1,10.0.0.0/8); unset: none.",
+    )
+    cookie_secure: bool | None = Field(
+        default=None,
+        description="Send the session cookie with Secure (and the __Host- prefix); unset: "
+        "when the request came over https (as a trusted proxy reports it).",
+    )
+    login_hash_concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Password checks (argon2, 64 MiB each) running at once; more logins wait.",
+    )
     notify_max_attempts: int = Field(
         default=5, ge=1, le=100, description="Delivery attempts per notification before giving up."
     )
@@ -248,6 +271,34 @@ class Settings(BaseSettings):
                 f"{value!r} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
             ) from exc
         return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxy_networks(cls, value: Any) -> Any:
+        import ipaddress
+
+        if isinstance(value, list | tuple):
+            value = ",".join(str(item) for item in value)
+        if not isinstance(value, str):
+            return value
+        for item in (part.strip() for part in value.split(",")):
+            if not item:
+                continue
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an IP address or CIDR (e.g. 127.0.0.1, 10.0.0.0/8)"
+                ) from None
+        return value
+
+    @cached_property
+    def trusted_proxy_networks(self) -> tuple[Any, ...]:
+        """``trusted_proxies`` parsed: a tuple of ``ipaddress`` networks."""
+        import ipaddress
+
+        parts = (part.strip() for part in self.trusted_proxies.split(","))
+        return tuple(ipaddress.ip_network(part, strict=False) for part in parts if part)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -16,6 +16,9 @@ from fleetcron.services.users import authenticate
 from fleetcron.store.schema import User, WebSession
 
 SESSION_LIFETIME = timedelta(hours=12)
+#: The actor of failed and refused logins: the name typed is the attacker's text, so it is
+#: kept in the detail (shown to admins only), never as the actor.
+ANONYMOUS = Actor("anonymous", "viewer")
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,17 @@ def login(app: App, name: str, password: str, address: str) -> tuple[str, Logged
 
 def _audit_login(app: App, name: str, address: str, *, success: bool) -> None:
     with app.db.session() as session:
-        note = AuditNote("login", detail={"address": address, "user": name})
-        record(session, app, Actor(name[:64] or "?", "viewer"), note, success=success)
+        note = AuditNote("login", detail={"address": address, "user": name[:64]})
+        record(session, app, ANONYMOUS, note, success=success)
 
 
-def record_refused_login(app: App, name: str, address: str) -> None:
-    """Audit a login refused before the password was checked (rate limit)."""
-    _audit_login(app, name, address, success=False)
+def record_refused_login(app: App, name: str, address: str, *, refused: int, reason: str) -> None:
+    """Audit logins refused before any password check (rate limit). The caller writes one
+    row for the 1st, 10th, 100th ... refusal of an address in a window, each with the
+    count so far, so a flood leaves a handful of rows rather than one per request."""
+    with app.db.session() as session:
+        detail = {"address": address, "user": name[:64], "refused": refused, "reason": reason}
+        record(session, app, ANONYMOUS, AuditNote("login.refused", detail=detail), success=False)
 
 
 def resolve(app: App, token: str) -> LoggedIn | None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from importlib.resources import files
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import FastAPI, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import func, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -22,6 +25,8 @@ from fleetcron.services.health import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors
 from fleetcron.web.api import cluster_peer, health, jobs, runs, targets, users
+from fleetcron.web.deps import SESSION_COOKIES
+from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
 from fleetcron.web.pages import auth, views
 from fleetcron.web.ratelimit import LoginLimiter
 
@@ -42,12 +47,14 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web = FastAPI(
         title="fleetcron",
         version=__version__,
+        # The schema is public: it is the API's published contract and holds no data. The
+        # Swagger UI is off: it needs a CDN and inline script, which the CSP (rightly) blocks.
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,
         redoc_url=None,
     )
     web.state.fleetcron = app
-    web.state.login_limiter = LoginLimiter()
+    web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
     web.state.scheduler = None
     web.state.ownership = ownership_reader(app)
     web.state.metrics = metrics or Metrics()
@@ -56,17 +63,7 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.add_exception_handler(FleetcronError, errors.fleetcron_error)
     web.add_exception_handler(RequestValidationError, errors.validation_error)
     web.add_exception_handler(StarletteHTTPException, errors.http_error)
-
-    @web.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if request.url.path.startswith("/api/") or request.method != "GET":
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
+    web.add_exception_handler(OverflowError, errors.out_of_range)
 
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")
@@ -76,7 +73,65 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.mount(
         "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
     )
+
+    # Innermost first: authenticate before reading a body, bound the body, then headers
+    # on every answer (these refusals included), then the real client behind a proxy.
+    web.add_middleware(AuthenticateFirst, open_paths=open_paths(web))
+    web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
+
+    @web.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if (
+            request.url.path.startswith("/api/")
+            or request.method != "GET"
+            or getattr(request.state, "caller", None) is not None
+            or has_credentials(request)
+        ):
+            # Pages of a logged-in caller (run output, users) must not come back from the
+            # browser's cache after logout.
+            response.headers.setdefault("Cache-Control", "no-store")
+        if location := response.headers.get("location"):
+            response.headers["location"] = relative_location(location, request)
+        return response
+
+    web.add_middleware(TrustedProxies, networks=app.settings.trusted_proxy_networks)
     return web
+
+
+def has_credentials(request: Request) -> bool:
+    return bool(request.headers.get("authorization")) or any(
+        name in request.cookies for name in SESSION_COOKIES
+    )
+
+
+def relative_location(location: str, request: Request) -> str:
+    """A redirect to this same server, made relative: Starlette's trailing-slash redirects
+    are absolute URLs built from the Host header, which a client controls."""
+    parsed = urlsplit(location)
+    if parsed.scheme and parsed.netloc and parsed.netloc == request.headers.get("host"):
+        return urlunsplit(("", "", parsed.path or "/", parsed.query, parsed.fragment))
+    return location
+
+
+def open_paths(web: FastAPI) -> set[str]:
+    """Routes that authenticate otherwise than by a user's credentials: the log-in form and
+    the cluster's signed peer routes (their dependency is marked ``.peer``)."""
+
+    def marked(dependant: Dependant) -> bool:
+        return any(
+            getattr(dep.call, "peer", False) or marked(dep) for dep in dependant.dependencies
+        )
+
+    found = {"/login", "/logout"}
+    for route in web.routes:
+        if isinstance(route, APIRoute) and marked(route.dependant):
+            found.add(route.path)
+    return found
 
 
 def ownership_reader(app: App) -> Callable[[], str]:

@@ -22,6 +22,10 @@ from fleetcron.services.context import Actor, App
 from fleetcron.services.users import actor_for_token
 
 SESSION_COOKIE = "fleetcron_session"
+#: The name when the cookie is Secure: browsers accept a ``__Host-`` cookie only over https,
+#: with Path=/ and no Domain, so a sibling subdomain cannot plant or shadow it.
+SECURE_SESSION_COOKIE = "__Host-" + SESSION_COOKIE
+SESSION_COOKIES = (SECURE_SESSION_COOKIE, SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -38,6 +42,25 @@ def the_app(request: Request) -> App:
     return app
 
 
+def session_token(request: Request) -> str | None:
+    """The session cookie's value, under either of its names."""
+    for name in SESSION_COOKIES:
+        if value := request.cookies.get(name):
+            return value
+    return None
+
+
+def cookie_is_secure(request: Request) -> bool:
+    """Whether the session cookie gets ``Secure``: the ``cookie_secure`` setting, else
+    whether the request came over https (behind a trusted proxy, as it reports)."""
+    configured: bool | None = the_app(request).settings.cookie_secure
+    return request.url.scheme == "https" if configured is None else configured
+
+
+def session_cookie_name(request: Request) -> str:
+    return SECURE_SESSION_COOKIE if cookie_is_secure(request) else SESSION_COOKIE
+
+
 def optional_caller(request: Request) -> Caller | None:
     """The caller if the request carries valid credentials, else None."""
     cached = getattr(request.state, "caller", None)
@@ -48,7 +71,7 @@ def optional_caller(request: Request) -> Caller | None:
     caller: Caller | None = None
     if header.lower().startswith("bearer "):
         caller = Caller(actor_for_token(app, header[7:].strip()), None)
-    elif cookie := request.cookies.get(SESSION_COOKIE):
+    elif cookie := session_token(request):
         logged_in = sessions.resolve(app, cookie)
         if logged_in is not None:
             caller = Caller(logged_in.actor, logged_in.csrf_token)

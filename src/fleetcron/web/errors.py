@@ -80,7 +80,14 @@ async def validation_error(request: Request, exc: Exception) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    codes = {401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+    codes = {
+        401: "unauthenticated",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "too_large",
+        429: "rate_limited",
+    }
     code = codes.get(exc.status_code, "error")
     if not wants_json(request):
         from fleetcron.web.pages.render import error_page
@@ -89,3 +96,15 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
     )
+
+
+async def out_of_range(request: Request, exc: Exception) -> Response:
+    """A number or a date too large for the database or for ``datetime`` (an id beyond
+    64 bits, ``since=9999-12-31T23:59-11:00``): the caller's input, so a 422, never a 500.
+    Routes bound their parameters where they can; this answers for the rest."""
+    message = "a number or a date in the request is out of range"
+    if not wants_json(request):
+        from fleetcron.web.pages.render import error_page
+
+        return error_page(request, 422, message)
+    return JSONResponse(error_body("invalid", message), status_code=422)

@@ -321,8 +321,13 @@ def test_a_throttled_login_is_audited_as_failed(app: App, client: TestClient) ->
     post_login(client, "olivia", "operator-password")
 
     events = login_events(app)
-    assert len(events) == 6
+    assert len(events) == 5
     assert not any(event.success for event in events)
+    with app.db.read() as session:
+        [refused] = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "login.refused")
+        ).all()
+        assert (refused.success, refused.detail["refused"]) == (False, 1)
 
 
 @sqlite_only

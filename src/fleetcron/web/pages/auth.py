@@ -10,8 +10,17 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.services import sessions
-from fleetcron.web.deps import SESSION_COOKIE, optional_caller, the_app
+from fleetcron.web.deps import (
+    SESSION_COOKIE,
+    SESSION_COOKIES,
+    cookie_is_secure,
+    optional_caller,
+    session_cookie_name,
+    session_token,
+    the_app,
+)
 from fleetcron.web.pages.render import render
+from fleetcron.web.ratelimit import LoginLimiter, Refusal
 
 router = APIRouter(include_in_schema=False)
 
@@ -35,6 +44,26 @@ def login_form(request: Request, next: str = "/") -> Response:
     return render(request, "login.html", next=_safe_next(next), error=None)
 
 
+def cross_site(request: Request) -> bool:
+    """Whether a browser says this post comes from another site (login CSRF: a hidden form
+    logging the victim in to the attacker's account). Clients that send neither header
+    (scripts, old browsers) are let through; they are not the victims of this attack."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        return fetch_site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    return origin == "null" or urlparse(origin).netloc != request.headers.get("host")
+
+
+def _refused(request: Request, next: str, status: int, error: str) -> Response:
+    response = render(request, "login.html", status_code=status, next=_safe_next(next), error=error)
+    if status == 429:
+        response.headers["Retry-After"] = "60"
+    return response
+
+
 @router.post("/login", response_class=HTMLResponse)
 def login(
     request: Request,
@@ -42,41 +71,49 @@ def login(
     password: Annotated[str, Form(max_length=1024)],
     next: Annotated[str, Form(max_length=2000)] = "/",
 ) -> Response:
+    if cross_site(request):
+        return _refused(request, next, 403, "Log in from this site's own log-in page.")
     app = the_app(request)
-    limiter = request.app.state.login_limiter
+    limiter: LoginLimiter = request.app.state.login_limiter
     address = request.client.host if request.client else "?"
     now = app.now()
-    if not limiter.allowed(username, address, now):
-        sessions.record_refused_login(app, username, address)
-        return render(
+    attempt = limiter.reserve(username, address, now)
+    if isinstance(attempt, Refusal):
+        if attempt.audit_now:
+            sessions.record_refused_login(
+                app, username, address, refused=attempt.refused, reason=attempt.reason
+            )
+        wait = max(1, int((attempt.retry_at - now).total_seconds() + 0.999))
+        return _refused(
             request,
-            "login.html",
-            status_code=429,
-            next=_safe_next(next),
-            error="Too many failed attempts; wait a few minutes and try again.",
+            next,
+            429,
+            f"Too many failed attempts; try again in {_duration(wait)}.",
         )
-    try:
-        token, _ = sessions.login(app, username, password, address)
-    except AuthenticationFailed:
-        limiter.failed(username, address, now)
-        return render(
-            request,
-            "login.html",
-            status_code=401,
-            next=_safe_next(next),
-            error="Unknown user or wrong password.",
-        )
-    limiter.succeeded(username)
+    with limiter.hashing() as admitted:
+        if not admitted:
+            return _refused(request, next, 429, "Too many log-ins at once; try again shortly.")
+        try:
+            token, _ = sessions.login(app, username, password, address)
+        except AuthenticationFailed:
+            return _refused(request, next, 401, "Unknown user or wrong password.")
+    limiter.succeeded(attempt)
     response = RedirectResponse(_safe_next(next), status_code=303)
     response.set_cookie(
-        SESSION_COOKIE,
+        session_cookie_name(request),
         token,
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=cookie_is_secure(request),
         max_age=int(sessions.SESSION_LIFETIME.total_seconds()),
     )
     return response
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} seconds"
+    return f"{(seconds + 59) // 60} minutes"
 
 
 @router.post("/logout")
@@ -86,9 +123,11 @@ async def logout(request: Request) -> Response:
         from fleetcron.web.deps import check_csrf
 
         await check_csrf(request, caller)
-        token = request.cookies.get(SESSION_COOKIE)
+        token = session_token(request)
         if token:
             sessions.logout(the_app(request), token)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE)
+    for name in SESSION_COOKIES:
+        if name in request.cookies:
+            response.delete_cookie(name, secure=name != SESSION_COOKIE, httponly=True)
     return response
