@@ -125,7 +125,8 @@ def make_app(
     from fleetcron.crypto import generate_key
     from fleetcron.services.context import App
 
-    values: dict[str, object] = {"shutdown_grace_s": 5.0, **settings}
+    # The benchmarks run local targets (off by default in a real install).
+    values: dict[str, object] = {"shutdown_grace_s": 5.0, "allow_local_targets": True, **settings}
     app = App.open(
         Settings(
             data_dir=data_dir,

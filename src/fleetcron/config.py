@@ -136,6 +136,12 @@ class Settings(BaseSettings):
     local_max_concurrency: int = Field(
         default=64, ge=1, le=10_000, description="Local runs in flight at once."
     )
+    allow_local_targets: bool = Field(
+        default=False,
+        description="Allow targets of kind local (commands run on the scheduler host itself, "
+        "which holds the database and the master key). Off: adding one is refused and the "
+        "slots of existing ones are skipped. Only an admin may add or convert to one.",
+    )
     log_format: str = Field(
         default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
     )

@@ -86,6 +86,8 @@ def environment(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[s
         FLEETCRON_DATA_DIR=str(workdir / "data"),
         FLEETCRON_ADMIN_PASSWORD=ADMIN_PASSWORD,
         FLEETCRON_PASSWORD=USER_PASSWORD,
+        # The tests run their commands on local targets (off by default in a real install).
+        FLEETCRON_ALLOW_LOCAL_TARGETS="true",
         COLUMNS="200",  # rich fits tables to this width when stdout is not a terminal
     )
     env.update(extra or {})

@@ -70,6 +70,8 @@ class Lab:
             "FLEETCRON_SHUTDOWN_GRACE_S": "1",
             # Small batches give a second claimer every chance to interleave within a minute.
             "FLEETCRON_CLAIM_BATCH": "5",
+            # The boxes are local targets (off by default in a real install).
+            "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
             **extra,
         }
 

@@ -76,13 +76,15 @@ def empty(app: App, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     and on PostgreSQL a new, empty database. No master key: restore writes its file."""
     data_dir = tmp_path / "restored"
     if app.settings.is_sqlite:
-        yield Settings(data_dir=data_dir, shutdown_grace_s=0.5)
+        yield Settings(data_dir=data_dir, shutdown_grace_s=0.5, allow_local_targets=True)
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
     name = f"r_{uuid.uuid4().hex[:12]}"
     url = server.create_database(name)
     try:
-        yield Settings(data_dir=data_dir, database_url=url, shutdown_grace_s=0.5)
+        yield Settings(
+            data_dir=data_dir, database_url=url, shutdown_grace_s=0.5, allow_local_targets=True
+        )
     finally:
         server.drop_database(name)
 
@@ -490,7 +492,7 @@ def test_the_commands_back_up_and_restore_with_a_passphrase_from_a_file_or_the_e
     key = create_key_file(source_dir / "master.key")
     monkeypatch.setenv("FLEETCRON_DATA_DIR", str(source_dir))
     monkeypatch.setenv("FLEETCRON_DATABASE_URL", database_url)
-    with_key = App.open(Settings())
+    with_key = App.open(Settings(allow_local_targets=True))
     targets.add_target(with_key, Actor("admin", "admin"), "box", local=True)
     with_key.close()
     passphrase_file = tmp_path / "passphrase"

@@ -18,6 +18,12 @@ MATRIX: dict[str, str] = {
     "target.unpair": "operator",
     "target.label": "operator",
     "target.remove": "operator",
+    "target.edit": "operator",
+    "target.repin": "operator",
+    "target.pause": "operator",
+    # A local target runs commands as the scheduler's own user, next to the database and
+    # the master key: creating one (or turning a target into one) is for admins only.
+    "target.local": "admin",
     "job.read": "viewer",
     "job.add": "operator",
     "job.edit": "operator",

@@ -80,6 +80,15 @@ class Target(Base):
     paired: Mapped[bool] = mapped_column(Boolean, default=False)
     paired_at: Mapped[datetime | None]
     unpaired_at: Mapped[datetime | None]
+    #: Maintenance pause of the whole target: due slots are recorded as skipped, every
+    #: assignment keeps its own enabled flag.
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    paused_at: Mapped[datetime | None]
+    paused_by: Mapped[str | None] = mapped_column(String(64))
+    #: Ids of the jobs whose assignment was disabled when the target was unpaired, so that
+    #: pairing it again restores those per-job pauses.
+    unpaired_disabled_jobs: Mapped[list[int] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -32,7 +32,11 @@ class SteppedClock:
 async def main(url: str, node: str, start: datetime, minutes: int, go: Path) -> None:
     # Small claim batches make the two processes interleave within each minute.
     configure_logging()
-    app = App.open(load_settings(database_url=url, node_name=node, claim_batch=10))
+    app = App.open(
+        load_settings(
+            database_url=url, node_name=node, claim_batch=10, allow_local_targets=True
+        )
+    )
     clock = SteppedClock(start)
     scheduler = Scheduler(app, clock=clock)
     await scheduler.start()

@@ -14,6 +14,9 @@ JOB_AND_TARGET_WRITES = [
     "target.unpair",
     "target.label",
     "target.remove",
+    "target.edit",
+    "target.repin",
+    "target.pause",
     "job.add",
     "job.edit",
     "job.enable",
@@ -22,7 +25,7 @@ JOB_AND_TARGET_WRITES = [
     "job.run",
 ]
 USER_MANAGEMENT = ["user.read", "user.add", "user.edit", "user.remove", "token.manage_any"]
-ADMIN_ONLY = [*USER_MANAGEMENT, "cluster.manage", "settings.manage"]
+ADMIN_ONLY = [*USER_MANAGEMENT, "cluster.manage", "settings.manage", "target.local"]
 
 
 @pytest.mark.parametrize("action", READS)
