@@ -55,6 +55,21 @@ def default_data_dir() -> Path:
     return Path(base) / "fleetcron"
 
 
+def data_dir_origin() -> str:
+    """How the data dir was chosen, in words a user can act on: the variable, the config
+    file, or the default (and what the default is made of)."""
+    origin = setting_origins().get("data_dir", "default")
+    kind, _, where = origin.partition(":")
+    if kind == "env":
+        return f"from {where}"
+    if kind == "toml":
+        return f"from data_dir in {where}"
+    base = "$XDG_DATA_HOME/fleetcron" if os.environ.get("XDG_DATA_HOME") else (
+        "~/.local/share/fleetcron"
+    )
+    return f"the default {base}, as {env_variable('data_dir')} is not set"
+
+
 class Settings(BaseSettings):
     """Effective configuration of one fleetcron process."""
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import echo, print_json, print_table, to_terminal
 from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services.jobs import JobSpec, JobView
@@ -23,8 +23,11 @@ def _describe(view: JobView) -> str:
 
 
 def _first_line(text: str, width: int = 60) -> str:
+    """The first line, cut to ``width`` on a terminal; whole into a pipe or a file."""
     line = text.splitlines()[0] if text else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    if len(line) <= width or not to_terminal():
+        return line
+    return line[: width - 1] + "…"
 
 
 @click.group()
@@ -191,8 +194,8 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
         "updated_by",
         "updated_at",
     ):
-        click.echo(f"{key + ':':14}{'' if data[key] is None else data[key]}")
-    click.echo(f"{'when:':14}{_describe(view)}")
+        echo(f"{key + ':':14}{'' if data[key] is None else data[key]}")
+    echo(f"{'when:':14}{_describe(view)}")
     print_table(
         f"targets ({view.enabled}/{view.total} enabled)",
         ["target", "enabled", "next fire", "last fire"],

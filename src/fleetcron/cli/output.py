@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fleetcron.errors import (
     AuthenticationFailed,
@@ -26,6 +28,36 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 
 _BAD_INPUT = (InvalidInput, NotFound, Conflict, PermissionDenied, AuthenticationFailed)
+
+#: Width of tables written to a pipe or a file: wide enough that no cell is cut.
+PIPE_WIDTH = 100_000
+
+# C0 controls but tab and newline, DEL, and the C1 controls (U+0080-U+009F, which some
+# terminals read as ESC sequences), and the Unicode bidi overrides and isolates.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as a visible
+    escape (``\\x1b``, ``\\u202e``), so that what a command printed, or a name someone
+    chose, cannot drive the terminal: no cursor moves, window titles or clipboard writes
+    (OSC 52), and no text hidden by a carriage return or reordered by bidi controls."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def echo(text: str = "", *, nl: bool = True, err: bool = False) -> None:
+    """``click.echo`` of text that may come from users or commands (see terminal_safe)."""
+    click.echo(terminal_safe(text), nl=nl, err=err)
+
+
+def to_terminal() -> bool:
+    """True when stdout is a terminal; output to a pipe or a file is never cut."""
+    return sys.stdout.isatty()
 
 
 def exit_code_for(error: FleetcronError) -> int:
@@ -46,7 +78,7 @@ def run_cli(group: click.Group, args: Sequence[str] | None = None) -> int:
         click.echo("Aborted.", err=True)
         return EXIT_FAILURE
     except FleetcronError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        echo(f"error: {exc.message}", err=True)
         return exit_code_for(exc)
     except KeyboardInterrupt:
         return 130
@@ -73,13 +105,21 @@ def _cell(value: Any) -> str:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print a rich table for humans."""
-    table = Table(title=title, show_lines=False, header_style="bold")
+    """Print a rich table for humans: fitted to a terminal, at full width into a pipe or a
+    file (where rich would otherwise assume 80 columns and cut cells). Cells are plain
+    text: rich markup in names or notes (``[/x]``, ``[link=...]``) is shown as typed, and
+    control characters are escaped."""
+    table = Table(
+        title=None if title is None else Text(terminal_safe(title)),
+        show_lines=False,
+        header_style="bold",
+    )
     for column in columns:
-        table.add_column(column)
+        table.add_column(Text(column))
     for row in rows:
-        table.add_row(*(_cell(cell) for cell in row))
-    Console().print(table)
+        table.add_row(*(Text(terminal_safe(_cell(cell))) for cell in row))
+    console = Console() if to_terminal() else Console(width=PIPE_WIDTH)
+    console.print(table)
 
 
 def parse_time(value: str | None, option: str) -> datetime | None:

@@ -42,6 +42,7 @@ def prepare(settings: Settings) -> App:
             _first_admin(app, settings)
     else:
         app.db.ensure_current()
+    setup.log_data_dir_warning(settings)
     app.master_key  # noqa: B018 - stop now if the master key is missing or unusable
     return app
 
@@ -49,9 +50,7 @@ def prepare(settings: Settings) -> App:
 def _first_admin(app: App, settings: Settings) -> None:
     password = secrets.token_urlsafe(12)
     setup.init(app, admin_name="admin", admin_password=password)
-    path = settings.data_dir / "initial-admin-password"
-    path.write_text(password + "\n")
-    path.chmod(0o600)
+    path = setup.write_initial_password(settings, password)
     log.warning(
         "created the first admin user 'admin'; its password is in %s "
         "(change it with `fleetcron user passwd admin`)",

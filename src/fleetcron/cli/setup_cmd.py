@@ -23,7 +23,7 @@ from fleetcron.services import setup
 def init(admin_name: str, admin_password: str | None) -> None:
     """Create the data dir, the database, the master key and the first admin."""
     password = admin_password or os.environ.get("FLEETCRON_ADMIN_PASSWORD")
-    with opened_app(check_schema=False) as app:
+    with opened_app(check_schema=False, create=True) as app:
         if setup.needs_admin(app) and password is None and sys.stdin.isatty():
             password = click.prompt(
                 "Password for the first admin", hide_input=True, confirmation_prompt=True
@@ -35,6 +35,8 @@ def init(admin_name: str, admin_password: str | None) -> None:
         click.echo(f"master key:  {result.master_key_file} (created, mode 0600; back it up)")
     if result.admin:
         click.echo(f"admin user:  {result.admin} (created)")
+    for warning in result.warnings:
+        click.echo(f"warning:     {warning}")
 
 
 @click.group()

@@ -7,6 +7,7 @@ on; PostgreSQL is used as is. Migrations are Alembic's, shipped inside the packa
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
@@ -46,14 +47,29 @@ def _sqlite_begin_immediate(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 (under a umask of 077) unless it exists.
+
+    An empty file is an empty SQLite database. SQLite gives the ``-wal`` and ``-shm``
+    files it creates next to a database the database file's mode, so they are owner-only
+    too, whatever the umask and the mode of the directory."""
+    previous = os.umask(0o077)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    finally:
+        os.umask(previous)
+
+
 def create_db_engine(url: str) -> Engine:
     """Create an engine for the URL with fleetcron's connection settings."""
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             # The database holds password hashes and encrypted keys: owner only.
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(
-                parents=True, exist_ok=True, mode=0o700
-            )
+            path = Path(url.removeprefix("sqlite:///").partition("?")[0])
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            create_private_file(path)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _sqlite_pragmas)
 
