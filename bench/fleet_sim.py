@@ -483,7 +483,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         sim.sessions_open += 1
         self._open = True
 
-    def connection_made(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:  # type: ignore[override]
+    def connection_made(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
         self._chan = chan
 
     def shell_requested(self) -> bool:
@@ -727,7 +727,7 @@ async def serve(config: dict[str, Any], ready_path: Path, control_path: Path) ->
             t["host"],
             t.get("port", 0),
             tunnel=tunnel,
-            server_factory=lambda i=index: _Server(sim, i),  # type: ignore[misc]
+            server_factory=lambda i=index: _Server(sim, i),
             server_host_keys=[asyncssh.import_private_key(t["host_private_key"])],
             authorized_client_keys=asyncssh.import_authorized_keys(t["client_public_key"]),
             encoding=None,
