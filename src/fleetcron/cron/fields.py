@@ -14,9 +14,20 @@ from fleetcron.errors import CronError
 MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
-# Longest number worth converting: anything longer is out of range in every field, and
-# refusing it early keeps int() away from pathological inputs.
+# Longest number worth converting, leading zeros aside: anything longer is out of range in
+# every field, and refusing it early keeps int() away from pathological inputs. Leading zeros
+# are fine: cronie reads a number into a buffer of MAX_TEMPSTR (131072) characters and
+# atoi()s it, so "00005" is 5 there too.
 _MAX_DIGITS = 4
+
+
+def _number(text: str) -> int | None:
+    """The value of a decimal number with any leading zeros, or None when it has more than
+    _MAX_DIGITS significant digits (and so is out of range in every field)."""
+    significant = text.lstrip("0")
+    if len(significant) > _MAX_DIGITS:
+        return None
+    return int(significant) if significant else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +80,15 @@ def _fail(spec: FieldSpec, token: str, problem: str, allowed: str | None = None)
 def _value(spec: FieldSpec, text: str, token: str) -> int:
     """A number or a three-letter name, checked against the field's range."""
     if text.isdigit():
-        if len(text) > _MAX_DIGITS or not spec.low <= int(text) <= spec.high:
+        number = _number(text)
+        if number is None or not spec.low <= number <= spec.high:
             raise CronError(
                 f"{spec.name}: {text} is out of range {spec.low}-{spec.high}",
                 field=spec.name,
                 value=token,
                 allowed=spec.allowed,
             )
-        return int(text)
+        return number
     lowered = text.lower()
     if spec.names and lowered in spec.names:
         return spec.names.index(lowered) + spec.name_base
@@ -92,14 +104,15 @@ def _step(spec: FieldSpec, text: str, token: str) -> int:
     allowed = f"a step of 1-{span}"
     if not text.isdigit():
         raise _fail(spec, token, "has a step that is not a number", allowed)
-    if len(text) > _MAX_DIGITS or not 1 <= int(text) <= span:
+    number = _number(text)
+    if number is None or not 1 <= number <= span:
         raise CronError(
             f'{spec.name}: step {text} in "{token}" is out of range 1-{span}',
             field=spec.name,
             value=token,
             allowed=allowed,
         )
-    return int(text)
+    return number
 
 
 def _range_mask(spec: FieldSpec, item: str) -> tuple[int, str]:
@@ -113,8 +126,18 @@ def _range_mask(spec: FieldSpec, item: str) -> tuple[int, str]:
         first, _, last = base.partition("-")
         low = _value(spec, first, item)
         high = _value(spec, last, item)
-        # cronie reads a day-of-week range ending in 0 as "up to Sunday", so sat-sun works.
+        # cronie reads a day-of-week range ending in 0 as "up to Sunday", so sat-sun works,
+        # but only without a step: its range parser turns 0 into 7 when no "/" follows, so
+        # "5-0/1" stays a reversed range there (it sets no day at all). Refuse it.
         if spec is DAY_OF_WEEK and high == 0 and low > 0:
+            if slash:
+                raise _fail(
+                    spec,
+                    item,
+                    "is a reversed range: cronie reads a range ending in 0 as ending on "
+                    f'Sunday only without a step; write "{low}-7/{step_text}"',
+                    f"{spec.allowed}; a range ending on Sunday with a step ends in 7",
+                )
             high = 7
         if high < low:
             raise _fail(

@@ -13,7 +13,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from fleetcron.cron.fields import MONTH_NAMES, SPECS, ParsedField, parse_field
-from fleetcron.cron.search import Finder, Tables, day_mask, require_aware
+from fleetcron.cron.search import Finder, Tables, day_mask, exhausted, require_aware
 from fleetcron.cron.zones import utc_naive, validate_timezone
 from fleetcron.errors import CronError, InvalidInput
 
@@ -27,6 +27,10 @@ MACROS = {
     "@hourly": "0 * * * *",
 }
 _MAX_LENGTH = 1000
+# Characters str.split() would take as field separators but cronie does not: it separates
+# fields by blanks and tabs only, so a stray \r (a file saved on Windows) is an error there.
+_CONTROL_NAMES = {"\n": "line feed", "\r": "carriage return", "\v": "vertical tab",
+                  "\f": "form feed", "\x00": "NUL"}  # fmt: skip
 # Month lengths a month can have; every weekday of the first occurs for each of them
 # within the 400-year Gregorian cycle, so these 7 x 1-2 cases decide whether a day can match.
 _MONTH_LENGTHS = {1: (31,), 2: (28, 29), 3: (31,), 4: (30,), 5: (31,), 6: (30,), 7: (31,),
@@ -46,6 +50,15 @@ def _split(text: str) -> list[str]:
     if not text.isascii():
         bad = next(ch for ch in text if not ch.isascii())
         raise _error(f"expression: {text!r} contains the non-ASCII character {bad!r}", text, five)
+    control = next((ch for ch in text if (ch < " " and ch != "\t") or ch == "\x7f"), None)
+    if control is not None:
+        name = _CONTROL_NAMES.get(control, "control character")
+        raise _error(
+            f"expression: {text!r} contains the {name} {control!r} at position "
+            f"{text.index(control) + 1}; fields are separated by spaces or tabs only",
+            text,
+            five,
+        )
     stripped = text.strip()
     if not stripped:
         raise _error("expression: is empty", text, five)
@@ -147,16 +160,21 @@ class CronSchedule:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"CronSchedule is immutable; cannot delete {name}")
 
+    def _zone_id(self) -> object:
+        # A zone read with ZoneInfo.from_file has no key: it is only equal to itself.
+        return self.tz if self.tz.key is None else self.tz.key
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CronSchedule):
             return NotImplemented
-        return (self.normalized, self.tz.key) == (other.normalized, other.tz.key)
+        return (self.normalized, self._zone_id()) == (other.normalized, other._zone_id())
 
     def __hash__(self) -> int:
-        return hash((self.normalized, self.tz.key))
+        return hash((self.normalized, self._zone_id()))
 
     def __repr__(self) -> str:
-        return f"CronSchedule({self.text!r}, tz={self.tz.key!r})"
+        zone = repr(self.tz.key) if self.tz.key is not None else repr(self.tz)
+        return f"CronSchedule({self.text!r}, tz={zone})"
 
     def next_after(self, t: datetime) -> datetime:
         """The first fire time strictly after ``t`` (aware), as an aware datetime in ``tz``."""
@@ -181,9 +199,15 @@ class CronSchedule:
 
     def _between(self, start: datetime, end: datetime) -> Iterator[datetime]:
         # compare in UTC: aware datetimes sharing a tzinfo compare by wall time, ignoring fold
-        limit = utc_naive(end)
+        try:
+            limit = utc_naive(end)
+        except OverflowError as exc:
+            raise exhausted(end, "before", name="end", overflow=True) from exc
         for fire in self._finder.iter_after(start):
-            if utc_naive(fire) > limit:
+            try:
+                if utc_naive(fire) > limit:
+                    return
+            except OverflowError:  # a fire time beyond 9999 in UTC is past any end
                 return
             yield fire
 

@@ -257,13 +257,22 @@ def require_aware(t: datetime, name: str) -> None:
         )
 
 
-def _exhausted(t: datetime, direction: str) -> InvalidInput:
-    return InvalidInput(
-        f"t: no fire time {direction} {t.isoformat()} within the supported years 1-9999",
-        field="t",
-        value=t,
-        allowed="a datetime leaving room for a fire time within years 1-9999",
-    )
+def exhausted(
+    t: datetime, direction: str, *, name: str = "t", overflow: bool = False
+) -> InvalidInput:
+    """The error for a search that runs off the years datetime supports (1-9999); with
+    ``overflow``, for a ``t`` that cannot even be converted to UTC or the schedule's zone."""
+    allowed = "a datetime leaving room for a fire time within years 1-9999"
+    if overflow:
+        message = (
+            f"{name}: {t.isoformat()} is too close to the limits of the supported years "
+            "1-9999 to search from"
+        )
+    else:
+        message = (
+            f"{name}: no fire time {direction} {t.isoformat()} within the supported years 1-9999"
+        )
+    return InvalidInput(message, field=name, value=t, allowed=allowed)
 
 
 def _naive(w: Wall) -> datetime:
@@ -294,7 +303,7 @@ class Finder:
             local.year, local.month, local.day, local.hour, local.minute + 1
         )
         if found is None:
-            raise _exhausted(t, "after")
+            raise exhausted(t, "after")
         return datetime(*found, tzinfo=self._tz)
 
     def _prev_plain(self, t: datetime) -> datetime:
@@ -302,7 +311,7 @@ class Finder:
         minute = local.minute if local.second or local.microsecond else local.minute - 1
         found = self._tables.prev_wall(local.year, local.month, local.day, local.hour, minute)
         if found is None:
-            raise _exhausted(t, "before")
+            raise exhausted(t, "before")
         return datetime(*found, tzinfo=self._tz)
 
     def iter_plain(self, t: datetime) -> Iterator[datetime]:
@@ -313,7 +322,7 @@ class Finder:
             yield datetime(*found, tzinfo=tz)
             year, month, day, hour, minute = found
             found = next_wall(year, month, day, hour, minute + 1)
-        raise _exhausted(t, "after")
+        raise exhausted(t, "after")
 
     # -- DST-aware path ------------------------------------------------------------------
 
@@ -347,113 +356,132 @@ class Finder:
     def _next_wall(self, wall: datetime) -> datetime:
         found = self._tables.next_wall(wall.year, wall.month, wall.day, wall.hour, wall.minute)
         if found is None:
-            raise _exhausted(wall, "after")
+            raise exhausted(wall, "after")
         return _naive(found)
 
     def _prev_wall(self, wall: datetime) -> datetime:
         found = self._tables.prev_wall(wall.year, wall.month, wall.day, wall.hour, wall.minute)
         if found is None:
-            raise _exhausted(wall, "before")
+            raise exhausted(wall, "before")
         return _naive(found)
 
-    def next_after(self, t: datetime) -> datetime:
-        if self._fixed_offset:
-            return self._next_plain(t)
-        local = t.astimezone(self._tz)
+    def _locate(self, t: datetime) -> tuple[datetime, datetime, datetime, timedelta, timedelta]:
+        """``t`` in the zone, as a UTC instant (naive), as a naive wall time, and the zone's
+        two offsets at that wall time (equal unless it is repeated or skipped)."""
         moment = utc_naive(t)
+        local = t.astimezone(self._tz)
         wall = local.replace(tzinfo=None, fold=0)
-        start = wall.replace(second=0, microsecond=0) + _MINUTE
         first, second = self._offsets(wall)
-        if first > second:  # t is inside a repeated interval
-            window_start, window_end = self._fold_window(wall, first, second)
-            if local.fold == 1:
-                if self._fixed_time:
-                    # a fixed-time job already fired on the first pass of this interval
-                    start = max(start, _ceil_minute(window_end))
-            elif not self._fixed_time:
+        if first < second:
+            # Only a t whose tzinfo already is the zone can name a skipped wall time (02:30
+            # on a spring-forward day): astimezone returned it unchanged. Search from the
+            # instant it stands for, never from a wall clock that does not exist.
+            local = moment.replace(tzinfo=UTC).astimezone(self._tz)
+            wall = local.replace(tzinfo=None, fold=0)
+            first, second = self._offsets(wall)
+        return local, moment, wall, first, second
+
+    def next_after(self, t: datetime) -> datetime:
+        try:
+            if self._fixed_offset:
+                return self._next_plain(t)
+            local, moment, wall, first, second = self._locate(t)
+            start = wall.replace(second=0, microsecond=0) + _MINUTE
+            if first > second:  # t is inside a repeated interval
+                window_start, window_end = self._fold_window(wall, first, second)
+                if local.fold == 1:
+                    if self._fixed_time:
+                        # a fixed-time job already fired on the first pass of this interval
+                        start = max(start, _ceil_minute(window_end))
+                elif not self._fixed_time:
+                    candidate = self._next_wall(start)
+                    if candidate < window_end:
+                        return self._at(candidate)
+                    repeat = self._next_wall(_ceil_minute(window_start))
+                    if repeat < window_end:
+                        return self._at(repeat, fold=1)
+                    start = candidate
+            for _ in range(_MAX_CANDIDATES):
                 candidate = self._next_wall(start)
-                if candidate < window_end:
+                first, second = self._offsets(candidate)
+                if first == second:
                     return self._at(candidate)
-                repeat = self._next_wall(_ceil_minute(window_start))
-                if repeat < window_end:
-                    return self._at(repeat, fold=1)
-                start = candidate
-        for _ in range(_MAX_CANDIDATES):
-            candidate = self._next_wall(start)
-            first, second = self._offsets(candidate)
-            if first == second:
-                return self._at(candidate)
-            if first > second:  # repeated: first pass, or the second pass for wildcards
-                if candidate - first > moment:
-                    return self._at(candidate)
-                if not self._fixed_time and candidate - second > moment:
-                    return self._at(candidate, fold=1)
-            elif self._fixed_time:  # skipped: fixed-time jobs run right after the jump
-                fire = self._gap_end(candidate, first, second)
-                if utc_naive(fire) > moment:
-                    return fire
-            start = candidate + _MINUTE
-        raise _exhausted(t, "after")
+                if first > second:  # repeated: first pass, or the second pass for wildcards
+                    if candidate - first > moment:
+                        return self._at(candidate)
+                    if not self._fixed_time and candidate - second > moment:
+                        return self._at(candidate, fold=1)
+                elif self._fixed_time:  # skipped: fixed-time jobs run right after the jump
+                    fire = self._gap_end(candidate, first, second)
+                    if utc_naive(fire) > moment:
+                        return fire
+                start = candidate + _MINUTE
+            raise exhausted(t, "after")
+        except OverflowError as exc:  # a conversion or a step past year 1 or 9999
+            raise exhausted(t, "after", overflow=True) from exc
 
     def previous_before(self, t: datetime) -> datetime:
-        if self._fixed_offset:
-            return self._prev_plain(t)
-        local = t.astimezone(self._tz)
-        moment = utc_naive(t)
-        wall = local.replace(tzinfo=None, fold=0)
-        start = wall.replace(second=0, microsecond=0)
-        if start == wall:
-            start -= _MINUTE
-        first, second = self._offsets(wall)
-        if first > second and local.fold == 1:  # t is in the second pass of a repeat
-            window_start, window_end = self._fold_window(wall, first, second)
-            last_in_window = _ceil_minute(window_end) - _MINUTE
-            if self._fixed_time:
-                start = max(start, last_in_window)
-            else:
+        try:
+            if self._fixed_offset:
+                return self._prev_plain(t)
+            local, moment, wall, first, second = self._locate(t)
+            start = wall.replace(second=0, microsecond=0)
+            if start == wall:
+                start -= _MINUTE
+            if first > second and local.fold == 1:  # t is in the second pass of a repeat
+                window_start, window_end = self._fold_window(wall, first, second)
+                last_in_window = _ceil_minute(window_end) - _MINUTE
+                if self._fixed_time:
+                    start = max(start, last_in_window)
+                else:
+                    candidate = self._prev_wall(start)
+                    if candidate >= window_start:
+                        return self._at(candidate, fold=1)
+                    repeat = self._prev_wall(last_in_window)
+                    if repeat >= window_start:
+                        return self._at(repeat)
+                    start = candidate
+            for _ in range(_MAX_CANDIDATES):
                 candidate = self._prev_wall(start)
-                if candidate >= window_start:
-                    return self._at(candidate, fold=1)
-                repeat = self._prev_wall(last_in_window)
-                if repeat >= window_start:
-                    return self._at(repeat)
-                start = candidate
-        for _ in range(_MAX_CANDIDATES):
-            candidate = self._prev_wall(start)
-            first, second = self._offsets(candidate)
-            if first == second:
-                return self._at(candidate)
-            if first > second:
-                if not self._fixed_time and candidate - second < moment:
-                    return self._at(candidate, fold=1)
-                if candidate - first < moment:
+                first, second = self._offsets(candidate)
+                if first == second:
                     return self._at(candidate)
-            elif self._fixed_time:
-                fire = self._gap_end(candidate, first, second)
-                if utc_naive(fire) < moment:
-                    return fire
-            start = candidate - _MINUTE
-        raise _exhausted(t, "before")
+                if first > second:
+                    if not self._fixed_time and candidate - second < moment:
+                        return self._at(candidate, fold=1)
+                    if candidate - first < moment:
+                        return self._at(candidate)
+                elif self._fixed_time:
+                    fire = self._gap_end(candidate, first, second)
+                    if utc_naive(fire) < moment:
+                        return fire
+                start = candidate - _MINUTE
+            raise exhausted(t, "before")
+        except OverflowError as exc:
+            raise exhausted(t, "before", overflow=True) from exc
 
     def iter_after(self, t: datetime) -> Iterator[datetime]:
-        if self._fixed_offset:
-            yield from self.iter_plain(t)
-            return
-        next_wall, tz = self._tables.next_wall, self._tz
-        current = self.next_after(t)
-        yield current
-        while True:
-            # Fast step: when the last fire time and the next matching wall time are both
-            # unambiguous, no gap or repeat lies between them and the wall time is the answer.
-            wall = current.replace(tzinfo=None)
-            if current.utcoffset() == current.replace(fold=1 - current.fold).utcoffset():
-                found = next_wall(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1)
-                if found is None:
-                    raise _exhausted(current, "after")
-                candidate = datetime(*found, tzinfo=tz)
-                if candidate.utcoffset() == candidate.replace(fold=1).utcoffset():
-                    current = candidate
-                    yield current
-                    continue
-            current = self.next_after(current)
+        try:
+            if self._fixed_offset:
+                yield from self.iter_plain(t)
+                return
+            next_wall, tz = self._tables.next_wall, self._tz
+            current = self.next_after(t)
             yield current
+            while True:
+                # Fast step: when the last fire time and the next matching wall time are both
+                # unambiguous, no gap or repeat lies between them and the wall time is the answer.
+                wall = current.replace(tzinfo=None)
+                if current.utcoffset() == current.replace(fold=1 - current.fold).utcoffset():
+                    found = next_wall(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1)
+                    if found is None:
+                        raise exhausted(current, "after")
+                    candidate = datetime(*found, tzinfo=tz)
+                    if candidate.utcoffset() == candidate.replace(fold=1).utcoffset():
+                        current = candidate
+                        yield current
+                        continue
+                current = self.next_after(current)
+                yield current
+        except OverflowError as exc:
+            raise exhausted(t, "after", overflow=True) from exc

@@ -65,6 +65,8 @@ def validate_timezone(name: str) -> ZoneInfo:
 def has_fixed_offset(tz: ZoneInfo) -> bool:
     """True when the zone's offset never changes (UTC and the Etc/GMT±N zones)."""
     key = tz.key
+    if key is None:  # read with ZoneInfo.from_file: take the DST-aware path, always right
+        return False
     return key in _FIXED_KEYS or bool(_ETC_OFFSET.fullmatch(key))
 
 
