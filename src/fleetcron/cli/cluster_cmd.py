@@ -159,16 +159,34 @@ def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: 
 @cluster.command("takeover")
 @click.option("--fenced-endpoint", required=True, help="The unreachable owner's exact endpoint.")
 @click.option("--confirm-fenced", is_flag=True, help="The old owner is powered off or cut off.")
+@click.option(
+    "--targets-verified",
+    is_flag=True,
+    help="You checked that no command of the old owner still runs on any target: start "
+    "every assignment now instead of waiting for the old owner's claim deadlines (audited).",
+)
 @json_option
 @as_user_option
 def takeover(
-    fenced_endpoint: str, confirm_fenced: bool, as_json: bool, as_user: str | None
+    fenced_endpoint: str,
+    confirm_fenced: bool,
+    targets_verified: bool,
+    as_json: bool,
+    as_user: str | None,
 ) -> None:
-    """Make this node the owner now; only after fencing the old owner."""
+    """Make this node the owner now; only after fencing the old owner.
+
+    Assignments whose old claims have not reached their deadlines start once they do
+    (their slots meanwhile are skipped with the reason), unless --targets-verified."""
     with opened_app() as app:
         node = _require_node(app)
         result = svc.takeover(
-            app, acting(app, as_user), node, fenced_endpoint, confirm_fenced=confirm_fenced
+            app,
+            acting(app, as_user),
+            node,
+            fenced_endpoint,
+            confirm_fenced=confirm_fenced,
+            targets_verified=targets_verified,
         )
     _transfer(result, as_json)
 

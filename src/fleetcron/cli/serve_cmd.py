@@ -93,6 +93,7 @@ def cluster_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
         maintenance=Housekeeping(app, lease=lease),
         metrics=metrics,
         clock=app.clock,
+        may_execute=lease.holds if lease else None,
     )
 
 

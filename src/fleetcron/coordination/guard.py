@@ -7,20 +7,29 @@ current generation. New runs get an execution claim whose deadline is measured b
 database clock (``clock_timestamp()``), so a node with a wrong or paused clock cannot extend
 it; a completion is written only while its claim is live, for this node and generation.
 Handoff and takeover take the same lock, so they can never interleave with a run write.
+
+A new owner also waits for its predecessors: :meth:`CoordinatedGuard.old_claims` lists, per
+assignment, the claims of older generations whose deadline has not come (revoked or not:
+revocation refuses the old owner's writes, it does not stop its command; the deadline, which
+the watchdog on the executing machine enforces, does). Only a claim ``cleared`` by an
+operator's ``--targets-verified`` or by active cleanup of its target stops counting early.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
-from fleetcron.store.runs import DEADLINE_MARGIN
+from fleetcron.core.planning import OldClaim
 from fleetcron.store.schema import ClusterNode, ClusterOwnership, ExecutionClaim, Run
+
+#: Claim states whose command may still be running until the claim's deadline.
+UNFINISHED_CLAIM_STATES = ("live", "revoked")
 
 UNGUARDED = Verdict("owner", "UNSAFE: the ownership guard is switched off (test-only setting)")
 
@@ -66,9 +75,11 @@ class CoordinatedGuard:
     node_id: str
     fingerprint: str
     unguarded: bool = False
-    margin: timedelta = DEADLINE_MARGIN
     #: With automatic failover: whether this node renewed its lease in time.
     lease_holds: Callable[[], bool] | None = None
+    #: TEST ONLY switch (``unsafe_disable_claim_wait``): start without waiting for the
+    #: previous owners' claims, to show that the fault tests catch overlapping owners.
+    wait_for_old_claims: bool = True
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
@@ -81,26 +92,70 @@ class CoordinatedGuard:
             )
         return verdict
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
+    def claim_clock(self, session: Session) -> datetime | None:
+        """Claims are measured by the database clock."""
+        return db_now(session)
+
+    def claim(
+        self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime
+    ) -> None:
         if not runs:
             return
-        now = db_now(session)
-        claims = [
-            ExecutionClaim(
-                run_id=run.id,
-                node_id=self.node_id,
-                generation=verdict.generation,
-                created_at=now,
-                deadline_at=now + timedelta(seconds=timeout_s) + self.margin,
-                state="live",
+        claims = []
+        for run in runs:
+            if run.deadline_at is None:
+                raise ValueError(f"run {run.id} has no claim deadline")
+            claims.append(
+                ExecutionClaim(
+                    run_id=run.id,
+                    node_id=self.node_id,
+                    generation=verdict.generation,
+                    created_at=at,
+                    deadline_at=run.deadline_at,
+                    state="live",
+                )
             )
-            for run, timeout_s in runs
-        ]
         session.add_all(claims)
         session.flush()
-        for (run, _), claim in zip(runs, claims, strict=True):
+        for run, claim in zip(runs, claims, strict=True):
             run.claim_id, run.generation = claim.id, verdict.generation
-            run.deadline_at = claim.deadline_at
+
+    def old_claims(
+        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+    ) -> dict[int, list[OldClaim]]:
+        if self.unguarded or not self.wait_for_old_claims or not assignment_ids:
+            return {}
+        now = db_now(session)
+        rows = session.execute(
+            select(
+                Run.assignment_id,
+                ExecutionClaim.id,
+                ExecutionClaim.run_id,
+                ExecutionClaim.node_id,
+                ExecutionClaim.generation,
+                ExecutionClaim.deadline_at,
+            )
+            .join(Run, Run.id == ExecutionClaim.run_id)
+            .where(
+                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+                ExecutionClaim.deadline_at > now,
+                ExecutionClaim.generation < verdict.generation,
+                Run.assignment_id.in_(assignment_ids),
+            )
+        ).all()
+        found: dict[int, list[OldClaim]] = {}
+        for r in rows:
+            found.setdefault(r.assignment_id, []).append(
+                OldClaim(
+                    r.id,
+                    r.run_id,
+                    r.node_id,
+                    r.generation,
+                    r.deadline_at,
+                    (r.deadline_at - now).total_seconds(),
+                )
+            )
+        return found
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         if self.unguarded:

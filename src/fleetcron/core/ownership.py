@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 VerdictKind = Literal["owner", "standby", "invalid", "refused"]
@@ -110,3 +110,50 @@ def evaluate(
 
     reason = "draining for a handoff: no new claims" if draining else "this node owns the jobs"
     return Verdict("owner", reason, generation, me, draining)
+
+
+# -- claim deadlines, watchdog budgets and self-fencing --------------------------------------
+
+#: The clock-rate assumption: every clock involved in a run (the database's, the scheduler's
+#: monotonic clock, the executing machine's monotonic clock) runs within 1 % of true time.
+#: Quartz clocks drift by tens of parts per million and NTP slews at most 500 ppm (0.05 %),
+#: so 1 % is twenty times what a healthy machine does.
+CLOCK_RATE_TOLERANCE = 0.01
+#: Seconds a command may take, after the executor is called, to actually start under its
+#: watchdog (queueing inside the executor, the SSH exec request reaching the target).
+START_LATENCY_S = 1.0
+#: An owner that has not renewed its lease fences itself this fraction of the lease before
+#: the lease can expire (at least :data:`MIN_FENCE_MARGIN_S`).
+FENCE_FRACTION = 0.2
+MIN_FENCE_MARGIN_S = 0.5
+
+
+def claim_deadline(claimed_at: datetime, timeout_s: float, margin: timedelta) -> datetime:
+    """The one rule for a run's claim deadline: claim time + timeout + margin.
+
+    ``claimed_at`` is read from the clock claims are measured by: the database clock in a
+    cluster (so a node with a wrong clock cannot extend its claims), the scheduler's clock
+    standalone. After the deadline the run's completion can no longer be written, and the
+    watchdog on the executing machine has ended the command."""
+    return claimed_at + timedelta(seconds=timeout_s) + margin
+
+
+def watchdog_budget(deadline_at: datetime, claimed_at: datetime, elapsed_s: float) -> float:
+    """Seconds, from now, that a command may live so that it is gone by its claim deadline.
+
+    ``claimed_at`` and ``deadline_at`` come from the same clock (read in the claim
+    transaction); ``elapsed_s`` is this machine's monotonic time since that reading (jitter,
+    waiting for a concurrency slot included). Both the scheduler's clock measuring
+    ``elapsed_s`` and the executing machine's clock measuring the budget may run
+    :data:`CLOCK_RATE_TOLERANCE` slow, and starting takes up to :data:`START_LATENCY_S`:
+    the budget leaves room for all three. Zero or less: the run must not start."""
+    remaining = (deadline_at - claimed_at).total_seconds()
+    return remaining * (1 - 2 * CLOCK_RATE_TOLERANCE) - elapsed_s - START_LATENCY_S
+
+
+def self_fence_after(lease_s: float) -> float:
+    """Seconds after the start of its last successful renewal at which an owner that could
+    not renew again kills its in-flight runs and stops starting new ones: before the lease
+    can expire by the database clock, allowing for clock rates and the time to kill."""
+    margin = max(FENCE_FRACTION * lease_s, MIN_FENCE_MARGIN_S)
+    return max(lease_s - margin, lease_s / 2)

@@ -13,12 +13,17 @@ gets exactly one outcome:
 
 The caller writes the outcomes and the new ``next_fire_at`` in one transaction, under a
 unique (assignment, slot, attempt) constraint, so a slot can never fire twice.
+
+After a change of owner, :func:`wait_for_old_claims` adds one rule: a slot does not fire
+while a claim of an older generation on the same assignment has not reached its deadline
+(the old owner's command may still be running until then).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -35,6 +40,9 @@ class SlotPolicy:
     grace: timedelta = timedelta(seconds=60)
     catchup_window: timedelta = timedelta(hours=24)
     max_missed_records: int = 10
+    #: The ``allow_local_targets`` setting (the scheduler passes it; tools and tests that
+    #: build a store by hand keep local targets running).
+    allow_local_targets: bool = True
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,65 @@ def _fire_or_skip(slot: datetime, trigger: Trigger, state: AssignmentState) -> S
     return SlotOutcome(slot, "fire", trigger)
 
 
+@dataclass(frozen=True)
+class OldClaim:
+    """An execution claim of an older generation on the assignment being planned, whose
+    command may still be running: it ends by ``deadline_at`` (database clock), which is
+    ``remaining_s`` seconds after the moment of the decision."""
+
+    claim_id: int
+    run_id: int
+    node_id: str
+    generation: int
+    deadline_at: datetime
+    remaining_s: float
+
+    def describe(self) -> str:
+        return (
+            f"claim {self.claim_id} of run {self.run_id} (node {self.node_id}, generation "
+            f"{self.generation}) is live until {self.deadline_at.isoformat()}"
+        )
+
+
+def live_old_claims(claims: Sequence[OldClaim]) -> list[OldClaim]:
+    """The claims that still block: deadline not reached."""
+    return [c for c in claims if c.remaining_s > 0]
+
+
+def wait_for_old_claims(
+    plan: Plan, claims: Sequence[OldClaim], now: datetime, policy: SlotPolicy
+) -> Plan | None:
+    """The plan once the previous owners' claims on this assignment are respected.
+
+    No live old claim: ``plan`` unchanged (idle assignments start at once after a
+    failover). Otherwise the firing slot waits: when the last old claim reaches its
+    deadline while the slot is still within its misfire grace (catch-up window for a
+    catch-up), the answer is ``None`` — write nothing and leave ``next_fire_at`` as it is,
+    so a later tick fires the slot late; when it would not, the slot is recorded
+    ``skipped`` with a reason naming the claim and its deadline. ``now`` is the
+    scheduler's clock; ``remaining_s`` is measured on the database clock.
+    """
+    blocking = live_old_claims(claims)
+    if not blocking:
+        return plan
+    firing = [o for o in plan.outcomes if o.outcome == "fire"]
+    if not firing:
+        return plan
+    fire = firing[0]
+    last = max(blocking, key=lambda c: c.remaining_s)
+    window = policy.catchup_window if fire.trigger == "catch-up" else policy.grace
+    left_s = (fire.slot + window - now).total_seconds()
+    if last.remaining_s < left_s:
+        return None
+    skipped = replace(
+        fire,
+        outcome="skipped",
+        reason=f"waiting for the previous owner: {last.describe()}, past this slot's "
+        "misfire grace",
+    )
+    return replace(plan, outcomes=tuple(skipped if o is fire else o for o in plan.outcomes))
+
+
 def jitter_offset(job_id: int, target_id: int, jitter_s: int) -> float:
     """Deterministic delay in [0, jitter_s] seconds for one target of a bulk fire, so a fleet
     is not hit in the same second and each target keeps its own place in the spread."""
@@ -146,3 +213,18 @@ def retry_delay(attempt: int, backoff_s: int) -> float:
 
 def should_retry(status: str, attempt: int, retries: int, retry_on: list[str]) -> bool:
     return status in retry_on and attempt <= retries
+
+
+def target_hold(
+    kind: str, paused: bool, paused_reason: str | None, allow_local_targets: bool
+) -> str | None:
+    """Why a target's due slots (and queued runs and retries) must not run now, recorded
+    as the reason of a ``skipped`` run; ``None`` when they may.
+
+    A paused target keeps every assignment and its flag: pausing is maintenance, so each
+    slot is recorded (unlike a disabled assignment, which records nothing)."""
+    if paused:
+        return f"target paused: {paused_reason}" if paused_reason else "target paused"
+    if kind == "local" and not allow_local_targets:
+        return "local targets are disabled"
+    return None

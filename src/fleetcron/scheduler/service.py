@@ -7,6 +7,18 @@ loop never blocks on I/O and SQLite sees one writer.
 
 Stopping (SIGTERM/SIGINT): no more claims; running runs get ``shutdown_grace_s`` to finish,
 the rest are cancelled (their processes killed) and recorded as ``interrupted``.
+
+Every command runs under a watchdog budget: the seconds left until its claim deadline
+(:func:`fleetcron.core.ownership.watchdog_budget`), enforced on the executing machine, so a
+command never outlives its claim even when this process is killed, stopped or cut off. A
+run whose budget is gone before it starts is not started.
+
+Self-fencing (automatic failover): ``may_execute`` says whether this node renewed its lease
+recently enough. A watcher on the event loop (independent of the database thread, which a
+cut link to PostgreSQL can block) cancels every in-flight run the moment it turns false —
+the executors kill the process groups — and nothing starts until it is true again; the
+runs are recorded ``interrupted`` once the database answers (a new owner's guard refuses
+the write if it took over; the claims then expire and the runs are closed as ``fenced``).
 """
 
 from __future__ import annotations
@@ -21,8 +33,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from fleetcron.core.ownership import watchdog_budget
 from fleetcron.core.planning import SlotPolicy, jitter_offset, retry_delay, should_retry
-from fleetcron.executors.base import EMPTY_OUTPUT, ExecRequest, ExecResult, SshTarget, utc_now
+from fleetcron.executors.base import (
+    EMPTY_OUTPUT,
+    NOT_STARTED_DEADLINE,
+    ExecRequest,
+    ExecResult,
+    SshTarget,
+    utc_now,
+)
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
@@ -36,6 +56,9 @@ T = TypeVar("T")
 
 #: Completions written in one transaction at most.
 FINISH_BATCH = 500
+#: How often (seconds) the self-fencing watcher checks ``may_execute``.
+FENCE_CHECK_S = 0.05
+SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
 
 
 def policy_from(app: App) -> SlotPolicy:
@@ -44,6 +67,7 @@ def policy_from(app: App) -> SlotPolicy:
         grace=timedelta(seconds=s.misfire_grace_s),
         catchup_window=timedelta(seconds=s.catchup_window_s),
         max_missed_records=s.max_missed_records,
+        allow_local_targets=s.allow_local_targets,
     )
 
 
@@ -76,6 +100,8 @@ class Scheduler:
     #: (see :class:`fleetcron.scheduler.housekeeping.Housekeeping`).
     maintenance: Callable[[], object] | None = None
     metrics: Metrics | None = None
+    #: Automatic failover: whether this node still holds its lease (see module docstring).
+    may_execute: Callable[[], bool] | None = None
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     last_tick: datetime | None = None
 
@@ -101,7 +127,10 @@ class Scheduler:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetcron-db")
         self._finished: asyncio.Queue[_Finished] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._fence_watch: asyncio.Task[None] | None = None
         self._retries: set[asyncio.Task[None]] = set()
+        self._recording: set[asyncio.Task[None]] = set()
+        self.self_fenced = 0
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -118,6 +147,8 @@ class Scheduler:
                 extra={"action": "runs.lost", "count": lost},
             )
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
+        if self.may_execute is not None:
+            self._fence_watch = asyncio.create_task(self._watch_fence(), name="fleetcron-fence")
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, then shut down gracefully."""
@@ -151,6 +182,10 @@ class Scheduler:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        if self._fence_watch is not None:
+            self._fence_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._fence_watch
         grace = self.app.settings.shutdown_grace_s
         pending = [t for t in self.running.values() if not t.done()]
         if pending:
@@ -188,8 +223,10 @@ class Scheduler:
         now = self.clock()
         stats = TickStats()
         batch = self.app.settings.claim_batch
+        held: set[int] = set()
         while True:
-            claimed = await self._in_db(self.runs.claim_due, now, batch)
+            claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
+            held.update(claimed.held)
             for dispatch in claimed.dispatches:
                 self._launch(dispatch)
             stats.dispatched += len(claimed.dispatches)
@@ -288,20 +325,45 @@ class Scheduler:
         if dispatch is not None:
             self._launch(dispatch)
 
-    async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
-        request = ExecRequest(
+    def _request(self, dispatch: Dispatch) -> ExecRequest | str:
+        """The executor request, with the watchdog budget left at this moment; or why the
+        run must not start."""
+        if self.may_execute is not None and not self.may_execute():
+            return f"not started: {SELF_FENCED}"
+        budget = None
+        if dispatch.deadline_at is not None and dispatch.claimed_at is not None:
+            elapsed = time.monotonic() - dispatch.claimed_monotonic
+            budget = watchdog_budget(dispatch.deadline_at, dispatch.claimed_at, elapsed)
+            if budget <= 0:
+                return (
+                    f"not started: {NOT_STARTED_DEADLINE} (claim deadline "
+                    f"{dispatch.deadline_at.isoformat()}, {elapsed:.1f} s after the claim)"
+                )
+        return ExecRequest(
             command=dispatch.command,
             env=run_environment(dispatch, self.app.node_name),
             timeout_s=float(dispatch.timeout_s),
             output_limit=self.app.settings.output_limit_bytes,
+            watchdog_s=budget,
+            run_id=dispatch.run_id,
+            generation=dispatch.generation,
         )
+
+    async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
         try:
             if dispatch.target_kind == "local":
                 assert self.local is not None
                 async with self._local_slots:
+                    request = self._request(dispatch)
+                    if isinstance(request, str):
+                        return self._refused_start(dispatch, request)
                     return await self.local.run(request)
             assert self.ssh is not None
-            return await self.ssh.run(self._ssh_target(dispatch), request)
+            target = self._ssh_target(dispatch)
+            request = self._request(dispatch)
+            if isinstance(request, str):
+                return self._refused_start(dispatch, request)
+            return await self.ssh.run(target, request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or a broken target record must not kill the loop
@@ -311,6 +373,51 @@ class Scheduler:
                 extra={"action": "run.error", "run_id": dispatch.run_id},
             )
             return _not_started(self.clock(), f"could not start: {exc}")
+
+    def _refused_start(self, dispatch: Dispatch, why: str) -> ExecResult:
+        log.warning(
+            "cron: run %d %s",
+            dispatch.run_id,
+            why,
+            extra={"action": "run.not_started", "run_id": dispatch.run_id},
+        )
+        return _not_started(self.clock(), why)
+
+    async def _watch_fence(self) -> None:
+        """Cancel every in-flight run as soon as this node may no longer execute."""
+        assert self.may_execute is not None
+        while True:
+            await asyncio.sleep(FENCE_CHECK_S)
+            if self.may_execute() or not (self.running or self._retries):
+                continue
+            doomed = {rid: t for rid, t in self.running.items() if not t.done()}
+            for task in [*doomed.values(), *self._retries]:
+                task.cancel()
+            await asyncio.gather(*doomed.values(), *self._retries, return_exceptions=True)
+            self.self_fenced += len(doomed)
+            log.error(
+                "cron: %s; killed %d run(s) in flight",
+                SELF_FENCED,
+                len(doomed),
+                extra={"action": "scheduler.self_fence", "count": len(doomed)},
+            )
+            if doomed:
+                # Waits for the database if it is unreachable; the loop keeps watching.
+                recording = asyncio.create_task(self._record_fenced(list(doomed)))
+                self._recording.add(recording)
+                recording.add_done_callback(self._recording.discard)
+
+    async def _record_fenced(self, run_ids: list[int]) -> None:
+        try:
+            await self._in_db(
+                self.runs.interrupt, run_ids, self.clock(), f"interrupted: {SELF_FENCED}"
+            )
+        except Exception:
+            log.exception(
+                "cron: could not record %d self-fenced run(s)",
+                len(run_ids),
+                extra={"action": "runs.interrupt.error"},
+            )
 
     def _ssh_target(self, dispatch: Dispatch) -> SshTarget:
         if not (

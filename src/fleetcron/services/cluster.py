@@ -8,8 +8,13 @@ lock (:mod:`fleetcron.coordination.guard`). Changing the owner takes the same lo
 - **handoff**: the owner is marked draining (no new claims) and, once its live claims have
   finished or expired, the owner and generation change in one transaction;
 - **forced takeover**: for an unreachable owner that the operator has fenced; generation
-  goes up at once, the old owner's live claims are revoked and it must pass
-  ``verify-rejoin`` before it may work again;
+  goes up at once, the old owner's live claims are revoked (its late writes are refused)
+  and it must pass ``verify-rejoin`` before it may work again;
+- after a takeover or a lease failover the new owner does not start an assignment while a
+  claim of the old owner on it has not reached its deadline (its command may still run
+  until then; the watchdog on the executing machine ends it by the deadline), unless the
+  operator confirmed ``--targets-verified`` or active cleanup killed the old generation's
+  processes on that target;
 - the first owner is chosen with a transfer too (generation 0 -> 1).
 
 The database row is the source of truth: a node learns it is draining or fenced from the
@@ -32,14 +37,19 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from fleetcron import __version__
-from fleetcron.coordination.guard import CoordinatedGuard, current_verdict, db_now
+from fleetcron.coordination.guard import (
+    UNFINISHED_CLAIM_STATES,
+    CoordinatedGuard,
+    current_verdict,
+    db_now,
+)
 from fleetcron.coordination.identity import (
     NodeIdentity,
     node_identity,
     normalize_endpoint,
     read_machine_id,
 )
-from fleetcron.core.ownership import Verdict
+from fleetcron.core.ownership import Verdict, self_fence_after
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.services.context import SYSTEM, Actor, App
@@ -82,7 +92,7 @@ class Node:
             self.identity.node_id,
             self.identity.fingerprint,
             unguarded=self.app.settings.unsafe_disable_guard,
-            margin=timedelta(seconds=self.app.settings.claim_margin_s),
+            wait_for_old_claims=not self.app.settings.unsafe_disable_claim_wait,
             lease_holds=lease_holds,
         )
 
@@ -297,12 +307,27 @@ def _supersede_pending(
 
 
 def takeover(
-    app: App, actor: Actor, node: Node, fenced_endpoint: str, *, confirm_fenced: bool
+    app: App,
+    actor: Actor,
+    node: Node,
+    fenced_endpoint: str,
+    *,
+    confirm_fenced: bool,
+    targets_verified: bool = False,
 ) -> TransferResult:
-    """Forced takeover by this node of an unreachable owner the operator has fenced."""
+    """Forced takeover by this node of an unreachable owner the operator has fenced.
+
+    The new owner then waits, per assignment, for the old owner's claims to reach their
+    deadlines, unless ``targets_verified``: the operator confirms no command of the old
+    owner is still running on any target, and the old claims are cleared (audited)."""
     me = node.identity
     note = AuditNote(
-        "cluster.takeover", detail={"to": me.node_id, "fenced_endpoint": fenced_endpoint}
+        "cluster.takeover",
+        detail={
+            "to": me.node_id,
+            "fenced_endpoint": fenced_endpoint,
+            "targets_verified": targets_verified,
+        },
     )
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
@@ -347,12 +372,61 @@ def takeover(
         revoked = _revoke_claims(
             session, old.node_id, app, reason=f"revoked by forced takeover {transfer.id}"
         )
+        waiting = _unfinished_claims(session, ownership.generation + 1)
+        cleared = 0
+        if targets_verified:
+            cleared = _clear_claims(session, [c.id for c in waiting])
+            waiting = []
         old.fenced_at = now
         _complete(session, ownership, transfer, now)
         note.detail.update(
-            {"from": old.node_id, "generation": ownership.generation, "revoked_claims": revoked}
+            {
+                "from": old.node_id,
+                "generation": ownership.generation,
+                "revoked_claims": revoked,
+                "cleared_claims": cleared,
+                **_waiting_detail(waiting),
+            }
         )
         return _transfer_result(transfer)
+
+
+def _unfinished_claims(session: Session, generation: int) -> list[ExecutionClaim]:
+    """Claims below ``generation`` whose command may still run: not finished, deadline to come."""
+    return list(
+        session.scalars(
+            select(ExecutionClaim).where(
+                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+                ExecutionClaim.generation < generation,
+                ExecutionClaim.deadline_at > func.clock_timestamp(),
+            )
+        )
+    )
+
+
+def _clear_claims(session: Session, claim_ids: Sequence[int]) -> int:
+    """Mark claims ``cleared``: their commands are known to be gone before the deadline."""
+    if not claim_ids:
+        return 0
+    result = session.execute(
+        update(ExecutionClaim)
+        .where(
+            ExecutionClaim.id.in_(claim_ids),
+            ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+        )
+        .values(state="cleared", released_at=func.clock_timestamp())
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _waiting_detail(waiting: Sequence[ExecutionClaim]) -> dict[str, object]:
+    """What the new owner will wait for: the audit says how long failover may take."""
+    if not waiting:
+        return {"waiting_claims": 0}
+    return {
+        "waiting_claims": len(waiting),
+        "waiting_until": max(c.deadline_at for c in waiting).isoformat(),
+    }
 
 
 def _revoke_claims(session: Session, node_id: str, app: App, *, reason: str) -> int:
@@ -370,7 +444,13 @@ def _revoke_claims(session: Session, node_id: str, app: App, *, reason: str) -> 
         .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
         .values(state="revoked", released_at=func.clock_timestamp())
     )
-    _fence_runs(session, run_ids, app.now(), reason)
+    _fence_runs(
+        session,
+        run_ids,
+        app.now(),
+        f"{reason}; its command ends by the claim deadline at the latest, and the new owner "
+        "waits for that deadline before it starts this assignment",
+    )
     return len(run_ids)
 
 
@@ -584,8 +664,14 @@ class Lease:
         return self.app.settings.lease_s
 
     def holds(self) -> bool:
-        """Whether this node renewed its lease recently enough to keep claiming."""
-        return self._renewed_at is not None and time.monotonic() - self._renewed_at < self.duration
+        """Whether this node renewed its lease recently enough to keep claiming and
+        executing: until :func:`~fleetcron.core.ownership.self_fence_after` the start of its
+        last successful renewal, safely before the lease can expire by the database clock.
+        Past that the scheduler kills its in-flight runs (self-fencing)."""
+        return (
+            self._renewed_at is not None
+            and time.monotonic() - self._renewed_at < self_fence_after(self.duration)
+        )
 
     def step(self) -> str:
         """Renew (as owner) or take over an expired lease (as standby); returns what happened."""
@@ -629,6 +715,7 @@ class Lease:
         revoked = _revoke_claims(
             session, old.node_id, self.app, reason=f"revoked by failover {transfer.id}"
         )
+        waiting = _unfinished_claims(session, ownership.generation + 1)
         old.fenced_at = now
         _complete(session, ownership, transfer, now)
         ownership.lease_expires_at = db_now(session) + timedelta(seconds=self.duration)
@@ -644,6 +731,7 @@ class Lease:
                     "to": me.node_id,
                     "generation": ownership.generation,
                     "revoked_claims": revoked,
+                    **_waiting_detail(waiting),
                 },
             ),
             success=True,

@@ -11,12 +11,20 @@ unique constraint in the same transaction that advances the assignment's
 ``next_fire_at``. PostgreSQL locks the due assignments with ``FOR UPDATE SKIP LOCKED``;
 SQLite takes its single writer lock at ``BEGIN IMMEDIATE``. Either way two scheduler
 processes on one database can never both dispatch the same slot.
+
+Each started run gets a claim deadline (:func:`fleetcron.core.ownership.claim_deadline`,
+the one rule) read from the guard's clock in the claim transaction; the dispatch carries the
+deadline, that clock reading and this machine's monotonic time at it, so the scheduler can
+hand the executor a watchdog budget that ends the command by the deadline. After a change
+of owner, a slot whose assignment still has a claim of an older generation waits for it
+(:func:`fleetcron.core.planning.wait_for_old_claims`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
@@ -24,8 +32,15 @@ from typing import Any, Protocol, cast
 from sqlalchemy import Row, Table, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from fleetcron.core.ownership import Verdict
-from fleetcron.core.planning import AssignmentState, SlotPolicy, plan_assignment
+from fleetcron.core.ownership import Verdict, claim_deadline
+from fleetcron.core.planning import (
+    AssignmentState,
+    OldClaim,
+    SlotPolicy,
+    live_old_claims,
+    plan_assignment,
+    wait_for_old_claims,
+)
 from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
@@ -57,9 +72,19 @@ class RunGuard(Protocol):
         """Whether this node owns the jobs now (and under which generation); takes the
         ownership lock for the rest of the transaction."""
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
-        """Create an execution claim for each flushed (run, timeout_s); sets the run's
-        ``claim_id`` and ``generation``."""
+    def claim_clock(self, session: Session) -> datetime | None:
+        """The time claims are measured from (the database clock in a cluster); ``None``:
+        the scheduler's clock."""
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
+        """Create an execution claim for each flushed run, with the ``deadline_at`` already
+        set on it, created ``at``; sets the run's ``claim_id`` and ``generation``."""
+
+    def old_claims(
+        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+    ) -> dict[int, list[OldClaim]]:
+        """Per assignment, the claims of older generations whose deadline has not come:
+        their commands may still run, so the assignment must not start yet."""
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         """The runs among ``run_ids`` whose claims are still live for this node and
@@ -78,8 +103,16 @@ class Standalone:
     def verdict(self, session: Session) -> Verdict:
         return STANDALONE_VERDICT
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[tuple[Run, int]]) -> None:
+    def claim_clock(self, session: Session) -> datetime | None:
         return None
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
+        return None
+
+    def old_claims(
+        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+    ) -> dict[int, list[OldClaim]]:
+        return {}
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         return set(run_ids)
@@ -117,6 +150,11 @@ class Dispatch:
     generation: int | None = None
     claim_id: int | None = None
     origin: str = "bulk"
+    #: The claim deadline, the claim clock's reading it was computed from, and this
+    #: machine's ``time.monotonic()`` at that reading: the watchdog budget's inputs.
+    deadline_at: datetime | None = None
+    claimed_at: datetime | None = None
+    claimed_monotonic: float = 0.0
 
     def __repr__(self) -> str:
         return (
@@ -133,6 +171,8 @@ class Claimed:
     missed: int
     skipped: int
     assignments: int = 0
+    #: Assignments left due because an older generation's claim on them is still live.
+    held: tuple[int, ...] = ()
 
 
 _DISPATCH_COLUMNS = (
@@ -159,6 +199,8 @@ _DISPATCH_COLUMNS = (
     Target.user,
     Target.private_key_enc,
     Target.host_key,
+    Target.paused.label("target_paused"),
+    Target.paused_reason.label("target_paused_reason"),
 )
 
 
@@ -192,28 +234,35 @@ class RunStore:
 
     # -- claiming ---------------------------------------------------------------------
 
-    def claim_due(self, now: datetime, limit: int = 500) -> Claimed:
+    def claim_due(
+        self, now: datetime, limit: int = 500, exclude: Collection[int] = ()
+    ) -> Claimed:
         """Decide every due slot of up to ``limit`` due assignments, in one transaction.
 
         Reads only assignments whose indexed ``next_fire_at`` has come. Returns the runs to
         dispatch (already recorded as ``running``) and how many slots were recorded as
         missed or skipped. On a unique-constraint race nothing is written and nothing is
-        returned; the next tick sees the winner's writes.
+        returned; the next tick sees the winner's writes. ``exclude``: assignments held in
+        an earlier batch of the same tick (so the next batch makes progress).
         """
         try:
             with self.db.session() as session:
-                return self._claim_due(session, now, limit)
+                return self._claim_due(session, now, limit, exclude)
         except Conflict:
             log.warning("claim lost a race; retrying next tick", extra={"action": "claim.race"})
             return Claimed([], 0, 0)
 
-    def _claim_due(self, session: Session, now: datetime, limit: int) -> Claimed:
+    def _claim_due(
+        self, session: Session, now: datetime, limit: int, exclude: Collection[int]
+    ) -> Claimed:
         query = (
             _dispatch_query()
             .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
             .order_by(Assignment.next_fire_at)
             .limit(limit)
         )
+        if exclude:
+            query = query.where(Assignment.id.not_in(list(exclude)))
         if self.db.dialect == "postgresql":
             query = query.with_for_update(skip_locked=True, of=Assignment)
         rows = session.execute(query).all()
@@ -226,11 +275,14 @@ class RunStore:
         running = self._running_assignments(
             session, [r.assignment_id for r in rows if r.overlap == "forbid"]
         )
+        stamp = self._stamp(session, now)
+        old = self.guard.old_claims(session, verdict, [r.assignment_id for r in rows])
         firing: list[tuple[Row[Any], Run]] = []
         missed = skipped = 0
+        held: list[int] = []
         next_fires: list[dict[str, Any]] = []
         for row in rows:
-            plan = plan_assignment(
+            planned = plan_assignment(
                 parse_cached(row.schedule, row.timezone),
                 AssignmentState(
                     row.next_fire_at, row.overlap, row.catchup, row.assignment_id in running
@@ -238,6 +290,13 @@ class RunStore:
                 now,
                 self.policy,
             )
+            plan = wait_for_old_claims(
+                planned, old.get(row.assignment_id, ()), now, self.policy
+            )
+            if plan is None:
+                # An older generation's command may still run here: leave the slot due.
+                held.append(row.assignment_id)
+                continue
             next_fires.append({"aid": row.assignment_id, "next": plan.next_fire_at, "now": now})
             for outcome in plan.outcomes:
                 run = self._new_run(row, outcome.slot, outcome.trigger, now)
@@ -246,10 +305,14 @@ class RunStore:
                     run.status, run.finished_at = "skipped", now
                     run.reason = f"ownership uncertain: {verdict.reason}"
                     skipped += 1
+                elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
+                    # The target is paused, or local targets are off: recorded, not run.
+                    run.status, run.finished_at, run.reason = "skipped", now, hold
+                    skipped += 1
                 elif outcome.outcome == "fire":
                     run.status = "running"
                     run.started_at = now
-                    run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
+                    run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
                     firing.append((row, run))
                 else:
                     run.status = outcome.outcome
@@ -260,16 +323,23 @@ class RunStore:
                 session.add(run)
         assignments = ASSIGNMENTS
         # Core executemany: one statement for every advanced assignment.
-        session.connection().execute(
-            update(assignments)
-            .where(assignments.c.id == bindparam("aid"))
-            .values(next_fire_at=bindparam("next"), last_fire_at=bindparam("now")),
-            next_fires,
-        )
+        if next_fires:
+            session.connection().execute(
+                update(assignments)
+                .where(assignments.c.id == bindparam("aid"))
+                .values(next_fire_at=bindparam("next"), last_fire_at=bindparam("now")),
+                next_fires,
+            )
         session.flush()
-        self.guard.claim(session, verdict, [(run, row.timeout_s) for row, run in firing])
-        dispatches = [_dispatch_from(row, run) for row, run in firing]
-        return Claimed(dispatches, missed, skipped, len(rows))
+        self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
+        dispatches = [_dispatch_from(row, run, stamp) for row, run in firing]
+        return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
+
+    def _stamp(self, session: Session, now: datetime) -> _Stamp:
+        """The claim clock's reading for this transaction's deadlines, and this machine's
+        monotonic time taken just before it (so time elapsed since is never undercounted)."""
+        monotonic = time.monotonic()
+        return _Stamp(self.guard.claim_clock(session) or now, monotonic)
 
     def _running_assignments(self, session: Session, assignment_ids: list[int]) -> set[int]:
         if not assignment_ids:
@@ -318,6 +388,8 @@ class RunStore:
                     _dispatch_query().where(Assignment.id.in_([r.assignment_id for r in runs]))
                 )
             }
+            stamp = self._stamp(session, now)
+            old = self.guard.old_claims(session, verdict, list(rows))
             starting: list[tuple[Row[Any], Run]] = []
             for run in runs:
                 row = rows.get(run.assignment_id)
@@ -325,13 +397,19 @@ class RunStore:
                     run.status, run.finished_at = "skipped", now
                     run.reason = "the job or its target was removed before the run started"
                     continue
+                if hold := _target_hold(row, self.policy):
+                    run.status, run.finished_at, run.reason = "skipped", now, hold
+                    continue
+                if live_old_claims(old.get(run.assignment_id, ())):
+                    # Stays queued until the previous owner's claim reaches its deadline.
+                    continue
                 run.status, run.started_at, run.node = "running", now, self.node
                 run.command = row.command
-                run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
+                run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
                 starting.append((row, run))
             session.flush()
-            self.guard.claim(session, verdict, [(run, row.timeout_s) for row, run in starting])
-            return [_dispatch_from(row, run) for row, run in starting]
+            self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
+            return [_dispatch_from(row, run, stamp) for row, run in starting]
 
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
@@ -344,16 +422,23 @@ class RunStore:
                     Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
                 )
             ).first()
-            if row is None:
+            if row is None or _target_hold(row, self.policy):
                 return None
+            if live_old_claims(
+                self.guard.old_claims(session, verdict, [row.assignment_id]).get(
+                    row.assignment_id, ()
+                )
+            ):
+                return None
+            stamp = self._stamp(session, now)
             run = self._new_run(row, previous.scheduled_for or now, "retry", now)
             run.attempt = previous.attempt + 1
             run.status, run.started_at = "running", now
-            run.deadline_at = now + timedelta(seconds=row.timeout_s) + self.margin
+            run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
             session.add(run)
             session.flush()
-            self.guard.claim(session, verdict, [(run, row.timeout_s)])
-            return _dispatch_from(row, run)
+            self.guard.claim(session, verdict, [run], stamp.at)
+            return _dispatch_from(row, run, stamp)
 
     # -- finishing --------------------------------------------------------------------
 
@@ -436,7 +521,13 @@ class RunStore:
             self.guard.release(session, live)
 
 
-def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
+@dataclass(frozen=True)
+class _Stamp:
+    at: datetime
+    monotonic: float
+
+
+def _dispatch_from(row: Row[Any], run: Run, stamp: _Stamp) -> Dispatch:
     """The dispatch of a flushed run (its id is known)."""
     return Dispatch(
         run_id=run.id,
@@ -464,6 +555,9 @@ def _dispatch_from(row: Row[Any], run: Run) -> Dispatch:
         generation=run.generation,
         claim_id=run.claim_id,
         origin=row.origin,
+        deadline_at=run.deadline_at,
+        claimed_at=stamp.at,
+        claimed_monotonic=stamp.monotonic,
     )
 
 
@@ -485,3 +579,12 @@ def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
         "finished_at": result.finished_at,
         "duration_ms": result.duration_ms,
     }
+
+
+def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
+    """Why the row's target must not run anything now (paused, or local targets off)."""
+    from fleetcron.core.planning import target_hold
+
+    return target_hold(
+        row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
+    )

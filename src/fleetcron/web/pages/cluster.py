@@ -88,6 +88,7 @@ def takeover(
             node,
             text(form, "fenced_endpoint").strip(),
             confirm_fenced=checked(form, "confirm_fenced"),
+            targets_verified=checked(form, "targets_verified"),
         ),
     )
 
