@@ -36,6 +36,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from fleetcron.core.ownership import self_fence_after
 from fleetcron.errors import ConfigError
 from fleetcron.executors.base import DEFAULT_KILL_GRACE_S
 
@@ -255,6 +256,12 @@ class Settings(BaseSettings):
         description="TEST ONLY: switch the ownership guard off to show that the fault tests "
         "catch duplicate runs. Never set this in production.",
     )
+    unsafe_disable_claim_wait: bool = Field(
+        default=False,
+        description="TEST ONLY: a new owner starts without waiting for the previous owner's "
+        "claims to reach their deadlines, to show that the fault tests catch two owners "
+        "executing at once. Never set this in production.",
+    )
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )
@@ -337,6 +344,14 @@ class Settings(BaseSettings):
                 f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "
                 f"FLEETCRON_LEASE_S ({self.lease_s:g})"
             )
+        if self.lease_s is not None:
+            fence = self_fence_after(self.lease_s)
+            if self.lease_renew_s >= fence:
+                raise ValueError(
+                    f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "
+                    f"{fence:g} s: an owner that has not renewed its lease by then kills its "
+                    f"runs (FLEETCRON_LEASE_S {self.lease_s:g} minus the self-fencing margin)"
+                )
         if self.claim_margin_s <= DEFAULT_KILL_GRACE_S:
             raise ValueError(
                 f"FLEETCRON_CLAIM_MARGIN_S ({self.claim_margin_s:g}) must be longer than the "
