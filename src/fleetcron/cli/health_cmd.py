@@ -17,7 +17,11 @@ from fleetcron.services import retention
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
 @as_user_option
 def health(job: str | None, as_json: bool, as_user: str | None) -> None:
-    """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise."""
+    """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise.
+
+    An unreachable target is one line, whatever number of its jobs cannot connect; other
+    failures are one line per job and target. --json has every job × target in
+    "problems" and the lines shown here in "grouped"."""
     if job is not None:
         _job_health(job, as_json, as_user)
         return
@@ -29,9 +33,12 @@ def health(job: str | None, as_json: bool, as_user: str | None) -> None:
         click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
     else:
         print_table(
-            f"{len(result.problems)} problem(s)",
-            ["kind", "job", "target", "since", "detail"],
-            [(p.kind, p.job, p.target, p.since, p.detail) for p in result.problems],
+            f"{len(result.grouped)} problem(s) ({len(result.problems)} job × target)",
+            ["kind", "target", "job", "since", "detail"],
+            [
+                (g.kind, g.target, g.job or f"{len(g.jobs)} job(s)", g.since, g.detail)
+                for g in result.grouped
+            ],
         )
     if not result.ok:
         raise SystemExit(1)

@@ -4,16 +4,29 @@
 indexed ``next_fire_at`` whenever it decides a slot (ran, missed, skipped). An enabled
 assignment whose ``next_fire_at`` is older than the misfire grace therefore has a slot
 nobody decided — the scheduler was down, or no node could prove ownership.
+
+*Failing* is grouped by cause. A target none of whose runs reached it since its connection
+errors began is **unreachable**: one line for the target, with the connection error and the
+start of the outage, however many of its jobs fail. Every other failure (the command exited
+non-zero or timed out, or the outcome is unknown: lost, interrupted, fenced) is one line per
+job × target. ``HealthSummary.problems`` keeps the full job × target detail either way.
+
+Cost: a fixed number of queries per call, none per assignment or per target. The failing
+assignments, their newest run and their streak come from one statement whose correlated
+subqueries each read a few entries of the ``runs`` slot index (``assignment_id,
+scheduled_for, attempt``); the outages of the targets found come from one more that reads
+``ix_runs_target_started``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from fleetcron.errors import NotFound
 from fleetcron.services.context import Actor, App
@@ -21,15 +34,53 @@ from fleetcron.store.schema import Assignment, Job, Run, Target
 
 FAILED = ("failed", "timed_out", "connect_error", "lost", "fenced", "interrupted")
 FINISHED = ("succeeded", *FAILED)
+REACHED = ("succeeded", "failed", "timed_out")
+"""Outcomes that prove the connection to the target worked (the command ran)."""
+
+JOBS_NAMED = 5
+"""How many job names a text line of an unreachable target spells out."""
 
 
 @dataclass(frozen=True)
 class Problem:
+    """One job × target that needs attention: the full detail.
+
+    ``since``: for ``failing``, the first failure of the current streak (the newest run is
+    at ``last_failure_at``); for ``late``, the undecided slot; for ``stuck``, the start.
+    """
+
     kind: str  # failing | late | stuck
     job: str
     target: str
     since: datetime | None
     detail: str
+    status: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    failures: int = 0
+    last_failure_at: datetime | None = None
+    run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupedProblem:
+    """One line of the grouped view.
+
+    ``unreachable``: a target whose connection attempts have failed since ``since`` (the
+    first connection error after the last run that reached it); ``job`` is None and
+    ``jobs`` names the jobs that could not connect. Otherwise one job × target, as in
+    :class:`Problem`.
+    """
+
+    kind: str  # unreachable | failing | stuck | late
+    target: str
+    job: str | None
+    jobs: tuple[str, ...]
+    since: datetime | None
+    detail: str
+    error: str | None = None
+    failures: int = 0
+    run_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +100,7 @@ class AssignmentHealth:
 class HealthSummary:
     checked_at: datetime
     problems: list[Problem] = field(default_factory=list)
+    grouped: list[GroupedProblem] = field(default_factory=list)
     failures_24h: int = 0
     runs_24h: dict[str, int] = field(default_factory=dict)
 
@@ -56,8 +108,39 @@ class HealthSummary:
     def ok(self) -> bool:
         return not self.problems
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+    def as_dict(self, *, detail: bool = True) -> dict[str, Any]:
+        """The summary for JSON; ``detail=False`` leaves out the job × target problems."""
+        out = {**asdict(self), "ok": self.ok}
+        if not detail:
+            del out["problems"]
+        return out
+
+
+@dataclass(frozen=True)
+class _Failing:
+    """A current assignment whose newest finished run failed, with its streak."""
+
+    assignment_id: int
+    job: str
+    target_id: int
+    target: str
+    run_id: int
+    status: str
+    error: str | None
+    exit_code: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    failures: int
+    streak_since: datetime | None
+
+
+@dataclass(frozen=True)
+class _Outage:
+    """Connection errors on a target since the last run that reached it."""
+
+    reached_at: datetime | None
+    since: datetime
+    attempts: int
 
 
 def late_count(session: Session, now: datetime, grace: timedelta) -> int:
@@ -72,12 +155,14 @@ def late_count(session: Session, now: datetime, grace: timedelta) -> int:
 
 
 def summary(app: App, actor: Actor) -> HealthSummary:
-    """Failing assignments, late or missing slots, runs running past their deadline."""
+    """Failing assignments, late or missing slots, runs running past their deadline: in
+    full (``problems``) and grouped by cause (``grouped``)."""
     actor.authorize("run.read")
     now = app.now()
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     result = HealthSummary(checked_at=now)
     with app.db.read() as session:
+        late: list[Problem] = []
         for row in session.execute(
             select(Job.name, Target.name, Assignment.next_fire_at)
             .join(Job, Job.id == Assignment.job_id)
@@ -85,27 +170,34 @@ def summary(app: App, actor: Actor) -> HealthSummary:
             .where(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
             .order_by(Assignment.next_fire_at)
         ):
-            result.problems.append(
+            late.append(
                 Problem("late", row[0], row[1], row[2], f"slot {row[2]:%Y-%m-%d %H:%M} not decided")
             )
-        for run in session.scalars(
-            select(Run).where(Run.status == "running", Run.deadline_at < now).order_by(Run.id)
-        ):
-            result.problems.append(
-                Problem(
-                    "stuck",
-                    run.job_name,
-                    run.target_name,
-                    run.started_at,
-                    f"run {run.id} still running past its deadline",
-                )
+        stuck = [
+            Problem(
+                "stuck",
+                run.job_name,
+                run.target_name,
+                run.started_at,
+                f"run {run.id} still running past its deadline",
+                status=run.status,
+                run_id=run.id,
             )
-        for job, target, status, at, failures in _failing(session):
-            result.problems.append(
-                Problem(
-                    "failing", job, target, at, f"last run {status}; {failures} failure(s) in a row"
-                )
+            for run in session.scalars(
+                select(Run).where(Run.status == "running", Run.deadline_at < now).order_by(Run.id)
             )
+        ]
+        failing = _failing(session)
+        outages = _outages(
+            session, sorted({f.target_id for f in failing if f.status == "connect_error"})
+        )
+        failing_problems = [_failing_problem(f) for f in failing]
+        result.problems = [*late, *stuck, *failing_problems]
+        result.grouped = [
+            *group_failures(failing, outages),
+            *(_one_line(p) for p in stuck),
+            *(_one_line(p) for p in late),
+        ]
         day_ago = now - timedelta(hours=24)
         result.runs_24h = {
             status: count
@@ -119,44 +211,199 @@ def summary(app: App, actor: Actor) -> HealthSummary:
     return result
 
 
-def _latest_finished(session: Session) -> Any:
-    """Per current assignment, its finished runs numbered newest first."""
-    return (
+def _failing(session: Session) -> list[_Failing]:
+    """Current assignments whose newest finished run failed, with the length and the start
+    of the failure streak (the failures after the newest success), in one statement."""
+    # Runs of one assignment are ordered by (scheduled_for, attempt): unique per assignment
+    # and exactly the slot index, so "newest" is a short backward index scan.
+    newest = (
+        select(Run.id)
+        .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
+        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+        .limit(1)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
+    latest = select(Assignment.id.label("assignment_id"), newest.label("run_id")).subquery("latest")
+    last = aliased(Run, name="last_run")
+    ok = aliased(Run, name="ok_run")
+    last_success = (
+        select(ok.scheduled_for)
+        .where(ok.assignment_id == latest.c.assignment_id, ok.status == "succeeded")
+        .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
+        .limit(1)
+        .correlate(latest)
+        .scalar_subquery()
+    )
+    failed = (
+        select(latest.c.assignment_id, latest.c.run_id, last_success.label("ok_at"))
+        .join(last, last.id == latest.c.run_id)
+        .where(last.status.in_(FAILED))
+        .cte("failing")
+    )
+    # The streak: failed runs after the newest success. A success ends its slot's retry
+    # chain, so no failure shares the success's scheduled_for after it.
+    streak_run = aliased(Run, name="streak_run")
+    streaks = (
         select(
-            Run.assignment_id,
-            Run.status,
-            Run.finished_at,
-            func.row_number()
-            .over(
-                partition_by=Run.assignment_id, order_by=(Run.scheduled_for.desc(), Run.id.desc())
-            )
-            .label("n"),
+            failed.c.assignment_id,
+            func.count(streak_run.id).label("failures"),
+            func.min(func.coalesce(streak_run.started_at, streak_run.finished_at)).label("since"),
         )
-        .where(Run.status.in_(FINISHED), Run.assignment_id.in_(select(Assignment.id)))
-        .subquery()
+        .join(
+            streak_run,
+            and_(
+                streak_run.assignment_id == failed.c.assignment_id,
+                streak_run.status.in_(FAILED),
+                or_(failed.c.ok_at.is_(None), streak_run.scheduled_for > failed.c.ok_at),
+            ),
+        )
+        .group_by(failed.c.assignment_id)
+        .subquery("streaks")
+    )
+    rows = session.execute(
+        select(
+            failed.c.assignment_id,
+            Job.name,
+            Target.id,
+            Target.name,
+            last.id,
+            last.status,
+            last.error,
+            last.exit_code,
+            last.started_at,
+            last.finished_at,
+            streaks.c.failures,
+            streaks.c.since,
+        )
+        .select_from(failed)
+        .join(last, last.id == failed.c.run_id)
+        .join(Assignment, Assignment.id == failed.c.assignment_id)
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+        .join(streaks, streaks.c.assignment_id == failed.c.assignment_id)
+        .order_by(Job.name, Target.name)
+    ).all()
+    return [_Failing(*row) for row in rows]
+
+
+def _outages(session: Session, target_ids: Sequence[int]) -> dict[int, _Outage]:
+    """Per target, the connection errors since the newest run that reached it (by start
+    time across all its jobs); targets reached after their last connection error have none."""
+    if not target_ids:
+        return {}
+    reached = aliased(Run, name="reached_run")
+    reached_at = (
+        select(reached.started_at)
+        .where(
+            reached.target_id == Target.id,
+            reached.status.in_(REACHED),
+            reached.started_at.is_not(None),
+        )
+        .order_by(reached.started_at.desc())
+        .limit(1)
+        .correlate(Target)
+        .scalar_subquery()
+    )
+    last_reached = (
+        select(Target.id.label("target_id"), reached_at.label("reached_at"))
+        .where(Target.id.in_(target_ids))
+        .subquery("last_reached")
+    )
+    attempt = aliased(Run, name="attempt_run")
+    rows = session.execute(
+        select(
+            last_reached.c.target_id,
+            last_reached.c.reached_at,
+            func.min(attempt.started_at),
+            func.count(attempt.id),
+        )
+        .join(
+            attempt,
+            and_(
+                attempt.target_id == last_reached.c.target_id,
+                attempt.status == "connect_error",
+                attempt.started_at.is_not(None),
+                or_(
+                    last_reached.c.reached_at.is_(None),
+                    attempt.started_at > last_reached.c.reached_at,
+                ),
+            ),
+        )
+        .group_by(last_reached.c.target_id, last_reached.c.reached_at)
+    ).all()
+    return {row[0]: _Outage(row[1], row[2], row[3]) for row in rows}
+
+
+def _in_outage(failing: _Failing, outage: _Outage | None) -> bool:
+    """Whether this failure is part of its target's outage: a connection error that no run
+    reaching the target has followed."""
+    if failing.status != "connect_error" or outage is None:
+        return False
+    started = failing.started_at or failing.finished_at
+    return outage.reached_at is None or (started is not None and started > outage.reached_at)
+
+
+def group_failures(
+    failing: Iterable[_Failing], outages: dict[int, _Outage]
+) -> list[GroupedProblem]:
+    """One ``unreachable`` line per target in an outage, then one ``failing`` line per
+    other failing job × target."""
+    by_target: dict[int, list[_Failing]] = {}
+    others: list[GroupedProblem] = []
+    for f in failing:
+        if _in_outage(f, outages.get(f.target_id)):
+            by_target.setdefault(f.target_id, []).append(f)
+        else:
+            others.append(_one_line(_failing_problem(f)))
+    lines = []
+    for target_id, members in by_target.items():
+        outage = outages[target_id]
+        newest = max(members, key=lambda f: (f.started_at or f.finished_at, f.run_id))
+        jobs = tuple(sorted(f.job for f in members))
+        named = ", ".join(jobs[:JOBS_NAMED]) + (
+            f" and {len(jobs) - JOBS_NAMED} more" if len(jobs) > JOBS_NAMED else ""
+        )
+        lines.append(
+            GroupedProblem(
+                "unreachable",
+                newest.target,
+                None,
+                jobs,
+                outage.since,
+                f"{newest.error or 'cannot connect'}; {len(jobs)} job(s) cannot connect "
+                f"({named}); {outage.attempts} failed connection(s)",
+                error=newest.error,
+                failures=outage.attempts,
+                run_id=newest.run_id,
+            )
+        )
+    lines.sort(key=lambda line: line.target)
+    return [*lines, *others]
+
+
+def _failing_problem(f: _Failing) -> Problem:
+    exit_text = f" (exit {f.exit_code})" if f.exit_code is not None else ""
+    error_text = f": {f.error}" if f.error else ""
+    return Problem(
+        "failing",
+        f.job,
+        f.target,
+        f.streak_since,
+        f"last run {f.status}{exit_text}{error_text}; {f.failures} failure(s) in a row",
+        status=f.status,
+        error=f.error,
+        exit_code=f.exit_code,
+        failures=f.failures,
+        last_failure_at=f.finished_at,
+        run_id=f.run_id,
     )
 
 
-def _failing(session: Session) -> list[tuple[str, str, str, datetime | None, int]]:
-    """(job, target, last status, since, failures in a row) of assignments whose newest
-    finished run failed."""
-    ranked = _latest_finished(session)
-    latest = session.execute(
-        select(ranked.c.assignment_id, ranked.c.status, ranked.c.finished_at).where(
-            ranked.c.n == 1, ranked.c.status.in_(FAILED)
-        )
-    ).all()
-    out = []
-    for assignment_id, status, finished_at in latest:
-        streak = _failure_streak(session, assignment_id)
-        names = session.execute(
-            select(Job.name, Target.name)
-            .join(Assignment, Assignment.job_id == Job.id)
-            .join(Target, Target.id == Assignment.target_id)
-            .where(Assignment.id == assignment_id)
-        ).one()
-        out.append((names[0], names[1], status, finished_at, streak))
-    return out
+def _one_line(p: Problem) -> GroupedProblem:
+    return GroupedProblem(
+        p.kind, p.target, p.job, (p.job,), p.since, p.detail, p.error, p.failures, p.run_id
+    )
 
 
 def _failure_streak(session: Session, assignment_id: int, cap: int = 100) -> int:

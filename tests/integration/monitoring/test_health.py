@@ -181,7 +181,7 @@ def test_the_health_api_needs_credentials_and_reports_late_slots(
 
     assert anonymous.status_code == 401
     assert answer.json()["ok"] is False
-    assert answer.json()["problems"][0]["kind"] == "late"
+    assert answer.json()["grouped"][0]["kind"] == "late"
 
 
 async def test_per_target_health_shows_last_run_last_success_and_the_failure_streak(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
@@ -70,7 +70,16 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/api/v1/health")
 def health(
-    request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("run.read"))],
+    detail: Annotated[
+        bool, Query(description="Also list every failing, late or stuck job × target.")
+    ] = False,
 ) -> dict[str, Any]:
-    """Failing, late or missing, and stuck; ``ok`` is false when anything needs attention."""
-    return svc.summary(the_app(request), caller.actor).as_dict()
+    """Failing, late or missing, and stuck, grouped by cause; ``ok`` is false when anything
+    needs attention.
+
+    ``grouped``: one ``unreachable`` line per target that cannot be reached (its connection
+    error, the start of the outage, the jobs affected), one line per job × target for every
+    other problem. ``problems`` (with ``detail=true``): every job × target."""
+    return svc.summary(the_app(request), caller.actor).as_dict(detail=detail)

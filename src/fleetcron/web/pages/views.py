@@ -54,7 +54,7 @@ def dashboard(
         bulk_jobs=origins["bulk"],
         individual_jobs=origins["individual"],
         by_status=summary.runs_24h,
-        problems=summary.problems,
+        problems=summary.grouped,
         failures=recent_failures(app, caller.actor),
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
