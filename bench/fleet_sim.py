@@ -731,7 +731,7 @@ async def serve(config: dict[str, Any], ready_path: Path, control_path: Path) ->
             server_host_keys=[asyncssh.import_private_key(t["host_private_key"])],
             authorized_client_keys=asyncssh.import_authorized_keys(t["client_public_key"]),
             encoding=None,
-            allow_pty=False,
+            allow_pty=True,  # Ansible asks for one (ssh -tt); no pty is really made
             agent_forwarding=False,
             x11_forwarding=False,
             login_timeout=120,
@@ -787,6 +787,28 @@ class SimTarget:
     client_key: str  # the client's private key, OpenSSH format
 
 
+class SimControl:
+    """A connection to a running simulator's control socket (any process may open one)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(str(path))
+        self._file = self._sock.makefile("rb")
+
+    def stats(self) -> dict[str, Any]:
+        """The server process's counters now (see :meth:`Simulator.stats`)."""
+        self._sock.sendall(b"stats\n")
+        line = self._file.readline()
+        if not line:
+            raise RuntimeError("the fleet simulator closed its control socket")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
+
+
 class FleetSim:
     """Starts the simulator in its own process; a context manager.
 
@@ -829,8 +851,8 @@ class FleetSim:
         )
         self.targets: list[SimTarget] = []
         self.proc: subprocess.Popen[bytes] | None = None
-        self._control: socket.socket | None = None
-        self._control_file: Any = None
+        self._control: SimControl | None = None
+        self.control_path: Path | None = None
 
     def __enter__(self) -> FleetSim:
         try:
@@ -912,20 +934,13 @@ class FleetSim:
             )
             for i, (h, c, port) in enumerate(zip(host_keys, client_keys, ports, strict=True))
         ]
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(str(control))
-        self._control = sock
-        self._control_file = sock.makefile("rb")
+        self.control_path = control
+        self._control = SimControl(control)
 
     def stats(self) -> dict[str, Any]:
         """The server process's counters now (see :meth:`Simulator.stats`)."""
         assert self._control is not None, "not started"
-        self._control.sendall(b"stats\n")
-        line = self._control_file.readline()
-        if not line:
-            raise RuntimeError("the fleet simulator closed its control socket")
-        result: dict[str, Any] = json.loads(line)
-        return result
+        return self._control.stats()
 
     def wait_idle(self, timeout_s: float = 60.0, connections: bool = True) -> dict[str, Any]:
         """Wait until no command runs and no session (and, by default, no connection) is
@@ -944,7 +959,6 @@ class FleetSim:
 
     def stop(self) -> None:
         if self._control is not None:
-            self._control_file.close()
             self._control.close()
             self._control = None
         if self.proc is not None and self.proc.poll() is None:
@@ -961,7 +975,11 @@ class FleetSim:
 
     def spec(self) -> dict[str, Any]:
         """The targets as plain data (for a benchmark's child process)."""
-        return {"targets": [asdict(t) for t in self.targets], "rtt_ms": self.rtt_ms}
+        return {
+            "targets": [asdict(t) for t in self.targets],
+            "rtt_ms": self.rtt_ms,
+            "control": str(self.control_path),
+        }
 
 
 def _user() -> str:
