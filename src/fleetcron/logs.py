@@ -8,11 +8,37 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+#: C0 and C1 control characters, DEL and the Unicode line separators: a newline in a
+#: message that echoes input (a label, a cron field) would otherwise forge a log line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with control characters written as escapes (``\n``, ``\x1b``): one line."""
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+        if named:
+            return named
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+    return _CONTROL.sub(escaped, text)
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL message``, the message kept on one line; a traceback, which only the
+    program writes, follows on its own lines as usual."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,7 +62,7 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -39,6 +39,8 @@ MATRIX: dict[str, str] = {
     "user.remove": "admin",
     "token.manage_own": "viewer",
     "token.manage_any": "admin",
+    # One's own account: change one's own password (with the current one).
+    "account.manage_own": "viewer",
     "cluster.read": "viewer",
     "cluster.manage": "admin",
     "settings.manage": "admin",

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.core.permissions import allowed
 from fleetcron.errors import FleetcronError
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import AuditEvent
@@ -19,6 +20,9 @@ from fleetcron.store.schema import AuditEvent
 log = logging.getLogger(__name__)
 
 COMMAND_EXCERPT = 120
+#: The actor of failed and refused logins. The name typed at the log-in form may be a
+#: password typed into the wrong field, so only admins see it (``detail["user"]``).
+ANONYMOUS_ACTOR = "anonymous"
 
 
 def command_excerpt(command: str) -> str:
@@ -118,4 +122,10 @@ def list_events(
             .limit(limit)
             .offset(offset)
         ).all()
+        if not allowed(actor.role, "user.read"):
+            for row in rows:
+                if row.actor == ANONYMOUS_ACTOR and "user" in row.detail:
+                    # Detached first: the redaction is for this caller, not for the database.
+                    session.expunge(row)
+                    row.detail = {k: v for k, v in row.detail.items() if k != "user"}
         return rows, total

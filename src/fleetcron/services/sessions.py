@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import delete, select
 
 from fleetcron.errors import AuthenticationFailed
-from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.audit import ANONYMOUS_ACTOR, AuditNote, record
 from fleetcron.services.context import Actor, App
 from fleetcron.services.users import authenticate
 from fleetcron.store.schema import User, WebSession
@@ -18,7 +18,7 @@ from fleetcron.store.schema import User, WebSession
 SESSION_LIFETIME = timedelta(hours=12)
 #: The actor of failed and refused logins: the name typed is the attacker's text, so it is
 #: kept in the detail (shown to admins only), never as the actor.
-ANONYMOUS = Actor("anonymous", "viewer")
+ANONYMOUS = Actor(ANONYMOUS_ACTOR, "viewer")
 
 
 @dataclass(frozen=True)

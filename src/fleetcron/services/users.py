@@ -10,21 +10,25 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import validation as v
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.context import Actor, App
-from fleetcron.store.schema import ApiToken, User
+from fleetcron.store.schema import ApiToken, User, WebSession
 
 _hasher = PasswordHasher()
 TOKEN_PREFIX = "fct_"
+#: the longest lifetime a token may be given (``expires_in_days``)
+MAX_TOKEN_DAYS = 3650
+#: the actor of the local root's recovery command: whoever can open the database directly
+LOCAL_ROOT = Actor("local-root", "admin")
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,26 @@ def show_user(app: App, actor: Actor, name: str) -> UserView:
         return _view(get_user(session, name))
 
 
-def set_password(app: App, actor: Actor, name: str, password: str) -> None:
+@dataclass(frozen=True)
+class PasswordChanged:
+    """What a password change ended besides the old password."""
+
+    sessions_ended: int
+    tokens_revoked: int
+
+
+def set_password(
+    app: App,
+    actor: Actor,
+    name: str,
+    password: str,
+    *,
+    keep_session: str | None = None,
+    revoke_tokens: bool = False,
+) -> PasswordChanged:
+    """Set ``name``'s password and end their browser sessions (all but ``keep_session``,
+    the cookie value of the session making the change), and with ``revoke_tokens`` their
+    API tokens too: whoever knew the old password is logged out."""
     note = AuditNote("user.passwd", detail={"user": name})
     with audited(app, actor, note) as session:
         if actor.name != name:
@@ -93,6 +116,68 @@ def set_password(app: App, actor: Actor, name: str, password: str) -> None:
         user = get_user(session, name)
         user.password_hash = _hasher.hash(password)
         user.updated_at = app.now()
+        changed = _end_access(session, app, user, keep_session, revoke_tokens)
+        note.detail.update(
+            sessions_ended=changed.sessions_ended, tokens_revoked=changed.tokens_revoked
+        )
+        return changed
+
+
+def change_own_password(
+    app: App,
+    actor: Actor,
+    current: str,
+    new: str,
+    *,
+    keep_session: str | None = None,
+    revoke_tokens: bool = False,
+) -> PasswordChanged:
+    """A user's own change, proven with the current password (a stolen session alone
+    cannot take the account over)."""
+    note = AuditNote("user.passwd", detail={"user": actor.name, "own": True})
+    with app.db.read() as session:
+        stored = get_user(session, actor.name).password_hash
+    try:
+        _hasher.verify(stored, current)
+    except (VerificationError, InvalidHashError):
+        error = InvalidInput(
+            "current_password: not the current password",
+            field="current_password",
+            value="(hidden)",
+            allowed="your current password",
+        )
+        from fleetcron.services.audit import record_failure
+
+        record_failure(app, actor, note, error)
+        raise error from None
+    if current == new:
+        raise InvalidInput(
+            "new_password: the same as the current password",
+            field="new_password",
+            value="(hidden)",
+            allowed="a different password",
+        )
+    return set_password(
+        app, actor, actor.name, new, keep_session=keep_session, revoke_tokens=revoke_tokens
+    )
+
+
+def _end_access(
+    session: Session, app: App, user: User, keep_session: str | None, revoke_tokens: bool
+) -> PasswordChanged:
+    ended = delete(WebSession).where(WebSession.user_id == user.id)
+    if keep_session is not None:
+        ended = ended.where(WebSession.token_hash != hash_token(keep_session))
+    sessions_ended = int(getattr(session.execute(ended), "rowcount", 0) or 0)
+    tokens_revoked = 0
+    if revoke_tokens:
+        result = session.execute(
+            update(ApiToken)
+            .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+            .values(revoked_at=app.now())
+        )
+        tokens_revoked = int(getattr(result, "rowcount", 0) or 0)
+    return PasswordChanged(sessions_ended, tokens_revoked)
 
 
 def set_role(app: App, actor: Actor, name: str, role: str) -> UserView:
@@ -119,9 +204,55 @@ def remove_user(app: App, actor: Actor, name: str) -> None:
 def _keep_an_admin(session: Session, user: User, *, new_role: str | None) -> None:
     if user.role != "admin" or new_role == "admin":
         return
-    admins = session.scalar(select(func.count(User.id)).where(User.role == "admin")) or 0
-    if admins <= 1:
+    if len(locked_admins(session)) <= 1:
         raise Conflict(f"{user.name} is the last admin; make another admin first", field="name")
+
+
+def locked_admins(session: Session) -> list[int]:
+    """The ids of the admins, locked until the transaction ends (``SELECT ... FOR UPDATE``
+    on PostgreSQL; SQLite's write transactions are serial already). Two demotions at once
+    otherwise both count two admins and leave none: with the lock, the second waits and
+    then counts what the first left."""
+    return list(session.scalars(select(User.id).where(User.role == "admin").with_for_update()))
+
+
+def recover_admin(app: App, name: str, password: str | None = None) -> UserView:
+    """Make ``name`` an admin again (or create it, with ``password``), as the local root:
+    the way back when no admin can log in. Whoever can open the database can do this
+    anyway; the command makes it an audited action."""
+    note = AuditNote("user.recover-admin", detail={"user": name})
+    with audited(app, LOCAL_ROOT, note) as session:
+        v.validate_name(name, field="name")
+        now = app.now()
+        user = session.scalar(select(User).where(User.name == name))
+        if user is None:
+            if password is None:
+                raise InvalidInput(
+                    f"password: user {name} does not exist; give a password to create it",
+                    field="password",
+                    value=None,
+                    allowed="at least 8 characters",
+                )
+            v.validate_password(password)
+            user = User(
+                name=name,
+                password_hash=_hasher.hash(password),
+                role="admin",
+                created_at=now,
+                updated_at=now,
+            )
+            session.add(user)
+            note.detail["created"] = True
+        else:
+            note.detail["was"] = user.role
+            user.role = "admin"
+            if password is not None:
+                v.validate_password(password)
+                user.password_hash = _hasher.hash(password)
+                note.detail["password_set"] = True
+            user.updated_at = now
+        session.flush()
+        return _view(user)
 
 
 def authenticate(app: App, name: str, password: str) -> Actor:
@@ -160,21 +291,35 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(app: App, actor: Actor, owner: str, token_name: str) -> tuple[str, int]:
-    """A new API token for ``owner``; returns (token, id). The token is shown only now."""
+def create_token(
+    app: App, actor: Actor, owner: str, token_name: str, *, expires_in_days: int | None = None
+) -> tuple[str, int]:
+    """A new API token for ``owner``; returns (token, id). The token is shown only now.
+    With ``expires_in_days`` it is refused from that many days on."""
     note = AuditNote("token.create", detail={"user": owner, "token": token_name})
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
         v.validate_name(token_name, field="name")
+        if expires_in_days is not None:
+            if not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+                raise InvalidInput(
+                    f"expires_in_days: {expires_in_days!r} is out of range",
+                    field="expires_in_days",
+                    value=expires_in_days,
+                    allowed=f"1 to {MAX_TOKEN_DAYS} days, or none for no expiry",
+                )
+            note.detail["expires_in_days"] = expires_in_days
 
         user = get_user(session, owner)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = app.now()
         row = ApiToken(
             user=user,
             name=token_name,
             token_hash=hash_token(token),
             prefix=token[:10],
-            created_at=app.now(),
+            created_at=now,
+            expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
         )
         session.add(row)
         session.flush()
@@ -207,7 +352,10 @@ def actor_for_token(app: App, token: str) -> Actor:
         row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
         if row is None or row.revoked_at is not None:
             raise AuthenticationFailed("invalid or revoked API token")
-        row.last_used_at = app.now()
+        now = app.now()
+        if row.expires_at is not None and row.expires_at <= now:
+            raise AuthenticationFailed("expired API token; create a new one")
+        row.last_used_at = now
         return Actor(row.user.name, row.user.role)
 
 

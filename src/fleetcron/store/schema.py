@@ -463,5 +463,7 @@ class ApiToken(Base):
     created_at: Mapped[datetime]
     last_used_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+    #: refused from this time on; None: until revoked
+    expires_at: Mapped[datetime | None]
 
     user: Mapped[User] = relationship(back_populates="tokens")

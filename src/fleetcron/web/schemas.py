@@ -287,6 +287,22 @@ class UserIn(Body):
 class UserPatch(Body):
     password: str | None = Field(default=None, min_length=1, max_length=1024)
     role: Literal["viewer", "operator", "admin"] | None = None
+    revoke_tokens: bool = Field(
+        default=False, description="with a new password: also revoke the user's API tokens"
+    )
+
+
+class PasswordChange(Body):
+    """A user's change of their own password; their other sessions end."""
+
+    current_password: str = Field(min_length=1, max_length=1024)
+    new_password: str = Field(min_length=1, max_length=1024)
+    revoke_tokens: bool = Field(default=False, description="also revoke your API tokens")
+
+
+class PasswordChanged(BaseModel):
+    sessions_ended: int
+    tokens_revoked: int
 
 
 class UserOut(BaseModel):
@@ -298,6 +314,9 @@ class UserOut(BaseModel):
 class TokenIn(Body):
     name: str = Name
     user: str | None = Field(default=None, description="admins may create tokens for others")
+    expires_in_days: int | None = Field(
+        default=None, ge=1, le=3650, description="refused after this many days; none: never"
+    )
 
 
 class TokenOut(BaseModel):
@@ -307,6 +326,7 @@ class TokenOut(BaseModel):
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 class TokenCreated(BaseModel):

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from fleetcron.services import users as svc
 from fleetcron.services.context import App
 from fleetcron.web.api.runs import MAX_ID
-from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.schemas import TokenCreated, TokenIn, TokenOut, UserIn, UserOut, UserPatch
+from fleetcron.web.deps import Caller, requires, session_token, the_app
+from fleetcron.web.schemas import (
+    PasswordChange,
+    PasswordChanged,
+    TokenCreated,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+    UserPatch,
+)
 
 router = APIRouter(tags=["users"])
 AppDep = Annotated[App, Depends(the_app)]
@@ -38,11 +47,21 @@ def add_user(
 def edit_user(
     name: str,
     body: UserPatch,
+    request: Request,
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("user.edit"))],
 ) -> UserOut:
     if body.password is not None:
-        svc.set_password(app, caller.actor, name, body.password)
+        # The user's sessions end (the caller's own, when resetting themselves, stays).
+        keep = session_token(request) if caller.csrf_token is not None else None
+        svc.set_password(
+            app,
+            caller.actor,
+            name,
+            body.password,
+            keep_session=keep,
+            revoke_tokens=body.revoke_tokens,
+        )
     if body.role is not None:
         svc.set_role(app, caller.actor, name, body.role)
     return _out(svc.show_user(app, caller.actor, name))
@@ -68,6 +87,7 @@ def list_tokens(
             created_at=t.created_at,
             last_used_at=t.last_used_at,
             revoked_at=t.revoked_at,
+            expires_at=t.expires_at,
         )
         for t in svc.list_tokens(app, caller.actor, caller.actor.name)
     ]
@@ -77,7 +97,13 @@ def list_tokens(
 def create_token(
     body: TokenIn, app: AppDep, caller: Annotated[Caller, Depends(requires("token.manage_own"))]
 ) -> TokenCreated:
-    token, token_id = svc.create_token(app, caller.actor, body.user or caller.actor.name, body.name)
+    token, token_id = svc.create_token(
+        app,
+        caller.actor,
+        body.user or caller.actor.name,
+        body.name,
+        expires_in_days=body.expires_in_days,
+    )
     return TokenCreated(id=token_id, token=token)
 
 
@@ -89,3 +115,24 @@ def revoke_token(
 ) -> Response:
     svc.revoke_token(app, caller.actor, token_id)
     return Response(status_code=204)
+
+
+@router.post("/account/password", response_model=PasswordChanged)
+def change_own_password(
+    body: PasswordChange,
+    request: Request,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("account.manage_own"))],
+) -> PasswordChanged:
+    """Change your own password, proving the current one. Your other browser sessions end;
+    with ``revoke_tokens`` your API tokens are revoked too."""
+    keep = session_token(request) if caller.csrf_token is not None else None
+    done = svc.change_own_password(
+        app,
+        caller.actor,
+        body.current_password,
+        body.new_password,
+        keep_session=keep,
+        revoke_tokens=body.revoke_tokens,
+    )
+    return PasswordChanged(sessions_ended=done.sessions_ended, tokens_revoked=done.tokens_revoked)

@@ -6,20 +6,24 @@ from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import validation as v
 from fleetcron.errors import FleetcronError
 from fleetcron.services import users as svc
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.api.runs import MAX_ID
+from fleetcron.web.deps import Caller, requires, session_token, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
     FieldErrors,
     Posted,
+    checked,
     field_errors,
     page,
     redirect,
     text,
+    whole_number,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -89,10 +93,67 @@ def reset_password(
     caller: Annotated[Caller, Depends(requires("user.edit"))],
 ) -> Response:
     try:
-        svc.set_password(the_app(request), caller.actor, name, text(form, "password"))
+        done = svc.set_password(
+            the_app(request),
+            caller.actor,
+            name,
+            text(form, "password"),
+            keep_session=session_token(request),
+            revoke_tokens=checked(form, "revoke_tokens"),
+        )
     except FleetcronError as exc:
         return redirect("/users", exc.message, error=True)
-    return redirect("/users", f"Set a new password for {name}; tell them through a safe channel.")
+    return redirect(
+        "/users",
+        f"Set a new password for {name} ({_ended(done)}); tell them through a safe channel.",
+    )
+
+
+def _ended(done: svc.PasswordChanged) -> str:
+    sessions = "1 session" if done.sessions_ended == 1 else f"{done.sessions_ended} sessions"
+    tokens = "1 API token" if done.tokens_revoked == 1 else f"{done.tokens_revoked} API tokens"
+    return f"ended {sessions}, revoked {tokens}"
+
+
+def _account_page(
+    request: Request, caller: Caller, errors: FieldErrors = NO_ERRORS
+) -> HTMLResponse:
+    return page(request, "account.html", status_code=422 if errors else 200, errors=errors)
+
+
+@router.get("/account", response_class=HTMLResponse)
+def account(
+    request: Request, caller: Annotated[Caller, Depends(requires("account.manage_own"))]
+) -> HTMLResponse:
+    return _account_page(request, caller)
+
+
+@router.post("/account/password", response_class=HTMLResponse)
+def change_own_password(
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("account.manage_own"))],
+) -> Response:
+    new = text(form, "new_password")
+    if new != text(form, "confirm_password"):
+        return _account_page(
+            request,
+            caller,
+            FieldErrors.at("confirm_password", "The two new passwords differ."),
+        )
+    try:
+        done = svc.change_own_password(
+            the_app(request),
+            caller.actor,
+            text(form, "current_password"),
+            new,
+            keep_session=session_token(request),
+            revoke_tokens=checked(form, "revoke_tokens"),
+        )
+    except FleetcronError as exc:
+        errors = field_errors(exc, {"password": "new_password"})
+        return _account_page(request, caller, errors)
+    return redirect("/account", f"Changed your password; {_ended(done)} elsewhere.")
 
 
 @router.get("/users/{name}/remove", response_class=HTMLResponse)
@@ -147,6 +208,7 @@ def _tokens_page(
         "tokens.html",
         status_code=422 if errors else status_code,
         tokens=sorted(tokens, key=lambda t: (t.revoked_at is not None, t.name)),
+        now=the_app(request).now(),
         created=created,
         name=name,
         errors=errors,
@@ -168,7 +230,10 @@ def create_token(
 ) -> Response:
     name = text(form, "name").strip()
     try:
-        token, _ = svc.create_token(the_app(request), caller.actor, caller.actor.name, name)
+        days = whole_number(text(form, "expires_in_days"), field="expires_in_days")
+        token, _ = svc.create_token(
+            the_app(request), caller.actor, caller.actor.name, name, expires_in_days=days
+        )
     except FleetcronError as exc:
         return _tokens_page(
             request, caller, name=name, errors=field_errors(exc, {"token name": "name"})
@@ -179,7 +244,7 @@ def create_token(
 
 @router.post("/tokens/{token_id}/revoke", response_class=HTMLResponse)
 def revoke_token(
-    token_id: int,
+    token_id: Annotated[int, PathParam(ge=1, le=MAX_ID)],
     request: Request,
     form: Posted,
     caller: Annotated[Caller, Depends(requires("token.manage_own"))],

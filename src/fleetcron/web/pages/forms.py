@@ -10,7 +10,10 @@ that someone else could craft.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -123,17 +126,32 @@ def field_errors(error: FleetcronError, names: dict[str, str] | None = None) -> 
     return FieldErrors({}, error.message)
 
 
+#: Signs flash cookies, so a message shown on a page is one this process wrote (a sibling
+#: subdomain can set cookies for ours). Per process: a message lives 60 s, and one lost to a
+#: restart is only a message.
+_FLASH_KEY = secrets.token_bytes(32)
+FLASH_MAX_COOKIE = 4096
+
+
+def _flash_mac(payload: str) -> str:
+    return hmac.new(_FLASH_KEY, payload.encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def _encode_flash(kind: str, message: str) -> str:
     raw = json.dumps([kind, message[:FLASH_MAX_CHARS]]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
+    payload = base64.urlsafe_b64encode(raw).decode()
+    return f"{payload}.{_flash_mac(payload)}"
 
 
 def _decode_flash(value: str | None) -> dict[str, str] | None:
-    if not value:
+    if not value or len(value) > FLASH_MAX_COOKIE:
+        return None
+    payload, _, mac = value.rpartition(".")
+    if not hmac.compare_digest(mac, _flash_mac(payload)):
         return None
     try:
-        kind, message = json.loads(base64.urlsafe_b64decode(value.encode()))
-    except (ValueError, TypeError):
+        kind, message = json.loads(base64.urlsafe_b64decode(payload.encode()))
+    except (ValueError, TypeError, RecursionError):
         return None
     if kind not in ("ok", "error") or not isinstance(message, str):
         return None

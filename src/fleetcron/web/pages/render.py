@@ -20,11 +20,18 @@ TZ_COOKIE = "fleetcron_tz"
 
 def viewer_zone(request: Request) -> ZoneInfo:
     """The viewer's time zone (cookie set by the page script, else the server's default)."""
-    name = request.cookies.get(TZ_COOKIE) or request.app.state.fleetcron.settings.timezone
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
+    default = request.app.state.fleetcron.settings.timezone
+    name = request.cookies.get(TZ_COOKIE) or default
+    for candidate in (name, default):
+        # A cookie is the client's text: a tzdata directory ("America") is an OSError, an
+        # over-long name too, and neither may break every page.
+        if len(candidate) > 64:
+            continue
+        try:
+            return ZoneInfo(candidate)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            continue
+    return ZoneInfo("UTC")
 
 
 def _when(zone: ZoneInfo) -> Any:

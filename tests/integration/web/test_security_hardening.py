@@ -1,0 +1,475 @@
+"""Regression tests for the security audit of the web server (issue 12), against a real
+uvicorn on loopback where the finding is about HTTP itself (body sizes, concurrency, the TCP
+peer behind a proxy), and through the ASGI client where the same code path runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from argon2 import PasswordHasher
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from fixtures.app import FakeClock
+from fleetcron.services import users
+from fleetcron.services.context import App
+from fleetcron.store.schema import AuditEvent, WebSession
+from fleetcron.web.deps import SECURE_SESSION_COOKIE, SESSION_COOKIE
+from fleetcron.web.middleware import real_client
+from fleetcron.web.ratelimit import LoginLimiter, Refusal, Reservation
+from integration.web.conftest import (
+    ACCOUNTS,
+    API,
+    bearer,
+    csrf_token_of,
+    error_of,
+    log_in,
+    new_client,
+    sqlite_only,
+    token_for,
+)
+from integration.web.live import live, with_settings
+
+MiB = 1 << 20
+JOB = {"name": "big", "schedule": "0 3 * * *", "command": "true", "bulk": True}
+
+
+def login(client: httpx.Client | TestClient, name: str, password: str, **headers: str) -> int:
+    response = client.post(
+        "/login", data={"username": name, "password": password}, headers=headers
+    )
+    return response.status_code
+
+
+# --- request bodies ------------------------------------------------------------------
+
+
+@sqlite_only
+def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read(app: App) -> None:
+    token = token_for(app, "operator")
+    with live(app) as (_, client):
+        declared = client.post(
+            f"{API}/jobs",
+            content=b"[" * (11 * MiB),
+            headers={**bearer(token), "content-type": "application/json"},
+        )
+        anonymous = client.post(
+            f"{API}/jobs", content=b"{" * (2 * MiB), headers={"content-type": "application/json"}
+        )
+
+    assert declared.status_code == 413
+    assert error_of(declared)["code"] == "too_large"
+    assert "max_body_bytes" in str(error_of(declared)["message"])
+    assert anonymous.status_code == 413
+
+
+@sqlite_only
+def test_a_streamed_body_without_length_is_cut_off_at_the_limit(app: App) -> None:
+    token = token_for(app, "operator")
+
+    def chunks(total: int) -> Iterator[bytes]:
+        sent = 0
+        while sent < total:
+            yield b" " * 65536
+            sent += 65536
+
+    with live(app) as (_, client):
+        big = client.post(
+            f"{API}/jobs",
+            content=chunks(3 * MiB),
+            headers={**bearer(token), "content-type": "application/json"},
+        )
+        # negative control: the same streaming, under the limit, reaches the route
+        small = client.post(
+            f"{API}/jobs",
+            content=iter([b'{"name": "small", "schedule": "0 3 * * *", ', b'"command": "true"}']),
+            headers={**bearer(token), "content-type": "application/json"},
+        )
+
+    assert "content-length" not in big.request.headers
+    assert big.status_code == 413, big.text
+    assert error_of(big)["code"] == "too_large"
+    assert small.status_code == 422, small.text  # neither bulk nor a target: the route spoke
+
+
+@sqlite_only
+def test_the_body_limit_is_a_setting(app: App) -> None:
+    body = {**JOB, "notes": "x" * 3000}
+    with live(with_settings(app, max_body_bytes=2048)) as (_, client):
+        refused = client.post(f"{API}/jobs", json=body, headers=bearer(token_for(app, "operator")))
+    with live(app) as (_, client):
+        allowed = client.post(f"{API}/jobs", json=body, headers=bearer(token_for(app, "operator")))
+
+    assert (refused.status_code, allowed.status_code) == (413, 201)
+
+
+@sqlite_only
+def test_an_anonymous_state_change_is_refused_before_its_body_is_parsed(app: App) -> None:
+    broken = b'{"name":'
+    with live(app) as (_, client):
+        anonymous = client.post(
+            f"{API}/jobs", content=broken, headers={"content-type": "application/json"}
+        )
+        bad_token = client.post(
+            f"{API}/jobs",
+            content=broken,
+            headers={"content-type": "application/json", "authorization": "Bearer fct_nope"},
+        )
+        form = client.post("/jobs/new", data={"x": "y" * 1000})
+        # negative control: a real caller's broken body is parsed, and refused as such
+        known = client.post(
+            f"{API}/jobs",
+            content=broken,
+            headers={**bearer(token_for(app, "operator")), "content-type": "application/json"},
+        )
+
+    assert anonymous.status_code == 401, anonymous.text
+    assert error_of(anonymous)["code"] == "unauthenticated"
+    assert bad_token.status_code == 401
+    assert (form.status_code, form.headers["location"]) == (303, "/login")
+    assert known.status_code == 422
+
+
+# --- the login limiter ---------------------------------------------------------------
+
+
+class CountingHasher(PasswordHasher):
+    """Real argon2id (cheap parameters) that counts checks and the most at once; each check
+    lingers a little so that concurrent requests overlap."""
+
+    def __init__(self) -> None:
+        super().__init__(time_cost=1, memory_cost=8, parallelism=1)
+        self.lock = threading.Lock()
+        self.checks = 0
+        self.running = 0
+        self.most = 0
+
+    def verify(self, hash: str | bytes, password: str | bytes) -> bool:
+        with self.lock:
+            self.checks += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.15)
+            return super().verify(hash, password)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def sixteen_wrong_passwords(client: httpx.Client) -> list[int]:
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(lambda _: login(client, "admin", "wrong-password"), range(16)))
+
+
+@sqlite_only
+def test_sixteen_concurrent_wrong_passwords_get_five_checks_two_at_a_time(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hasher = CountingHasher()
+    monkeypatch.setattr(users, "_hasher", hasher)
+    with live(with_settings(app, login_hash_concurrency=2)) as (_, client):
+        statuses = sixteen_wrong_passwords(client)
+
+    assert sorted(statuses) == [401] * 5 + [429] * 11
+    assert hasher.checks == 5
+    assert hasher.most <= 2
+
+
+@sqlite_only
+def test_the_concurrency_harness_sees_a_limiter_that_lets_everything_through(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative control: with no per-account limit and 16 hashing slots, the same harness
+    counts 16 checks, many at once, so the numbers above are measured, not assumed."""
+    hasher = CountingHasher()
+    monkeypatch.setattr(users, "_hasher", hasher)
+    with live(app) as (web, client):
+        web.state.login_limiter = LoginLimiter(per_account=100, per_address=100, hash_slots=16)
+        statuses = sixteen_wrong_passwords(client)
+
+    assert statuses == [401] * 16
+    assert hasher.checks == 16
+    assert hasher.most > 2
+
+
+def test_the_account_delay_doubles_and_spares_an_address_that_logged_in_before() -> None:
+    limiter = LoginLimiter()
+    now = FakeClock(datetime(2026, 3, 2, tzinfo=UTC))
+    owner = limiter.reserve("olivia", "192.0.2.10", now())
+    assert isinstance(owner, Reservation)
+    limiter.succeeded(owner)
+    for _ in range(5):
+        assert isinstance(limiter.reserve("olivia", "203.0.113.66", now()), Reservation)
+
+    refused = limiter.reserve("olivia", "203.0.113.66", now())
+    new_place = limiter.reserve("olivia", "198.51.100.1", now())
+
+    assert isinstance(refused, Refusal) and refused.reason == "account"
+    assert refused.retry_at - now() == limiter.base_delay
+    assert isinstance(new_place, Refusal)
+    now.advance(minutes=1)
+    assert isinstance(limiter.reserve("olivia", "203.0.113.66", now()), Reservation)
+    second = limiter.reserve("olivia", "203.0.113.66", now())
+    assert isinstance(second, Refusal)
+    assert second.retry_at - now() == 2 * limiter.base_delay  # 6 failures: 1 min * 2**1
+    for _ in range(20):
+        now.advance(minutes=15)
+        limiter.reserve("olivia", "203.0.113.66", now())
+    capped = limiter.reserve("olivia", "203.0.113.66", now())
+    assert isinstance(capped, Refusal) and capped.retry_at - now() == limiter.max_delay
+    # the owner's address that logged in before is not delayed at all
+    assert isinstance(limiter.reserve("olivia", "192.0.2.10", now()), Reservation)
+
+
+def test_refused_attempts_do_not_extend_the_delay() -> None:
+    limiter = LoginLimiter()
+    now = FakeClock(datetime(2026, 3, 2, tzinfo=UTC))
+    for _ in range(5):
+        limiter.reserve("admin", "203.0.113.66", now())
+    for _ in range(100):
+        now.advance(seconds=0.5)
+        assert isinstance(limiter.reserve("admin", "203.0.113.66", now()), Refusal)
+    now.advance(seconds=10.5)  # one minute after the fifth failure
+
+    assert isinstance(limiter.reserve("admin", "203.0.113.66", now()), Reservation)
+
+
+@sqlite_only
+def test_the_owner_logs_in_from_a_known_address_while_an_attacker_fails(
+    app: App, clock: FakeClock
+) -> None:
+    name, password = ACCOUNTS["operator"]
+    proxied = with_settings(app, trusted_proxies="127.0.0.1")
+    with live(proxied) as (_, client):
+        owner = {"x-forwarded-for": "192.0.2.10"}
+        attacker = {"x-forwarded-for": "203.0.113.66"}
+        stranger = {"x-forwarded-for": "198.51.100.1"}
+        assert login(client, name, password, **owner) == 303
+        attacks = [login(client, name, "guess", **attacker) for _ in range(8)]
+        from_new = login(client, name, password, **stranger)
+        clock.advance(seconds=30)
+        from_known = login(client, name, password, **owner)
+
+    assert attacks == [401] * 5 + [429] * 3
+    # a new address waits out the delay (a minute here), the owner's usual one does not
+    assert (from_new, from_known) == (429, 303)
+
+
+# --- trusted proxies -----------------------------------------------------------------
+
+
+def test_forwarded_headers_count_only_from_a_trusted_proxy() -> None:
+    import ipaddress
+
+    proxies = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("127.0.0.1/32")]
+    xff = {"x-forwarded-for": "198.51.100.7, 10.1.2.3", "x-forwarded-proto": "https"}
+
+    assert real_client("127.0.0.1", xff, proxies) == ("198.51.100.7", "https")
+    assert real_client("192.0.2.1", xff, proxies) == ("192.0.2.1", None)  # not a proxy
+    assert real_client("127.0.0.1", xff, []) == ("127.0.0.1", None)
+    # a client's own forged entry stays left of the address the proxy appended
+    forged = {"x-forwarded-for": "10.9.9.9, 203.0.113.66"}
+    assert real_client("127.0.0.1", forged, proxies) == ("203.0.113.66", None)
+    rfc = {"forwarded": 'for="[2001:db8::1]:4711";proto=https, for=10.0.0.2'}
+    assert real_client("127.0.0.1", rfc, proxies) == ("2001:db8::1", "https")
+
+
+@sqlite_only
+def test_behind_a_trusted_proxy_one_bad_client_does_not_block_the_others(app: App) -> None:
+    name, password = ACCOUNTS["viewer"]
+    proxied = with_settings(app, trusted_proxies="127.0.0.1")
+    with live(proxied) as (_, client):
+        bad = [
+            login(client, f"user{i}", "guess", **{"x-forwarded-for": "203.0.113.66"})
+            for i in range(21)
+        ]
+        other = login(client, name, password, **{"x-forwarded-for": "198.51.100.7"})
+    addresses = {row.detail["address"] for row in _login_rows(app)}
+
+    assert bad == [401] * 20 + [429]
+    assert other == 303
+    assert addresses == {"203.0.113.66", "198.51.100.7"}
+
+
+@sqlite_only
+def test_without_the_setting_forwarded_headers_are_ignored(app: App) -> None:
+    """Negative control: the same requests with no trusted proxy all count against the
+    TCP peer, so the second client is blocked too and no header can spoof an address."""
+    name, password = ACCOUNTS["viewer"]
+    with live(app) as (_, client):
+        for i in range(20):
+            login(client, f"user{i}", "guess", **{"x-forwarded-for": "203.0.113.66"})
+        other = login(client, name, password, **{"x-forwarded-for": "198.51.100.7"})
+
+    assert other == 429
+
+
+# --- the audit log of logins ---------------------------------------------------------
+
+
+def _login_rows(app: App) -> list[AuditEvent]:
+    with app.db.read() as session:
+        return list(
+            session.scalars(
+                select(AuditEvent)
+                .where(AuditEvent.action.startswith("login"))
+                .order_by(AuditEvent.id)
+            )
+        )
+
+
+@sqlite_only
+def test_a_flood_of_refused_logins_leaves_a_handful_of_rows_under_a_fixed_actor(
+    app: App, client: TestClient
+) -> None:
+    statuses = [login(client, "admin", "x-guess-x") for _ in range(300)]
+    rows = _login_rows(app)
+
+    assert statuses.count(401) == 5 and statuses.count(429) == 295
+    assert {row.actor for row in rows} == {"anonymous"}
+    refused = [row.detail["refused"] for row in rows if row.action == "login.refused"]
+    assert refused == [1, 10, 100]
+    assert len(rows) == 8
+
+
+def test_attempted_names_are_shown_to_admins_only(app: App, client: TestClient) -> None:
+    login(client, "Oper-pass-123", "oper1")
+    query = {"action": "login"}
+
+    as_viewer = client.get(f"{API}/audit", params=query, headers=bearer(token_for(app, "viewer")))
+    as_admin = client.get(f"{API}/audit", params=query, headers=bearer(token_for(app, "admin")))
+    page = new_client(app)
+    log_in(page, "viewer")
+    html = page.get("/audit").text
+
+    [seen_by_viewer] = [e for e in as_viewer.json()["items"] if e["actor"] == "anonymous"]
+    [seen_by_admin] = [e for e in as_admin.json()["items"] if e["actor"] == "anonymous"]
+    assert "user" not in seen_by_viewer["detail"]
+    assert seen_by_admin["detail"]["user"] == "Oper-pass-123"
+    assert "Oper-pass-123" not in html
+    assert _login_rows(app)[0].detail["user"] == "Oper-pass-123"  # stored, only hidden
+
+
+# --- password changes end sessions ---------------------------------------------------
+
+
+def _sessions_of(app: App, name: str) -> int:
+    with app.db.read() as session:
+        return session.scalar(
+            select(func.count(WebSession.id)).where(WebSession.user.has(name=name))
+        ) or 0
+
+
+def test_an_admin_reset_ends_the_users_sessions_and_optionally_tokens(app: App) -> None:
+    victim = new_client(app)
+    log_in(victim, "viewer")
+    token = token_for(app, "viewer")
+    admin = bearer(token_for(app, "admin"))
+    with new_client(app) as client:
+        kept_token = client.patch(
+            f"{API}/users/victor", json={"password": "changed-pass-1"}, headers=admin
+        )
+        assert kept_token.status_code == 200, kept_token.text
+        assert victim.get("/").status_code == 303  # the old session is gone
+        assert client.get(f"{API}/jobs", headers=bearer(token)).status_code == 200
+        revoked = client.patch(
+            f"{API}/users/victor",
+            json={"password": "changed-pass-2", "revoke_tokens": True},
+            headers=admin,
+        )
+        assert revoked.status_code == 200
+        assert client.get(f"{API}/jobs", headers=bearer(token)).status_code == 401
+
+
+def test_a_user_changes_their_own_password_on_the_account_page(app: App) -> None:
+    other = new_client(app)
+    log_in(other, "viewer")
+    token = token_for(app, "viewer")
+    with new_client(app) as client:
+        log_in(client, "viewer")
+        csrf = csrf_token_of(client)
+        assert "Change your password" in client.get("/account").text
+        wrong = client.post(
+            "/account/password",
+            data={
+                "csrf_token": csrf,
+                "current_password": "not-it",
+                "new_password": "brand-new-pass",
+                "confirm_password": "brand-new-pass",
+            },
+        )
+        done = client.post(
+            "/account/password",
+            data={
+                "csrf_token": csrf,
+                "current_password": "viewer-password",
+                "new_password": "brand-new-pass",
+                "confirm_password": "brand-new-pass",
+                "revoke_tokens": "1",
+            },
+        )
+        still_here = client.get("/")
+
+    assert wrong.status_code == 422 and "not the current password" in wrong.text
+    assert done.status_code == 303
+    assert still_here.status_code == 200  # this session stays
+    assert other.get("/").status_code == 303  # the other one ended
+    assert _sessions_of(app, "victor") == 1
+    assert login(new_client(app), "victor", "brand-new-pass") == 303
+    assert new_client(app).get(f"{API}/jobs", headers=bearer(token)).status_code == 401
+
+
+def test_a_user_changes_their_own_password_through_the_api(app: App, client: TestClient) -> None:
+    token = token_for(app, "operator")
+    wrong = client.post(
+        f"{API}/account/password",
+        json={"current_password": "nope", "new_password": "another-pass-9"},
+        headers=bearer(token),
+    )
+    done = client.post(
+        f"{API}/account/password",
+        json={"current_password": "operator-password", "new_password": "another-pass-9"},
+        headers=bearer(token),
+    )
+
+    assert wrong.status_code == 422 and error_of(wrong)["field"] == "current_password"
+    assert done.status_code == 200 and done.json() == {"sessions_ended": 0, "tokens_revoked": 0}
+    assert login(client, "olivia", "another-pass-9") == 303
+
+
+# --- the session cookie --------------------------------------------------------------
+
+
+def _set_cookie(client: httpx.Client, **headers: str) -> str:
+    name, password = ACCOUNTS["viewer"]
+    response = client.post(
+        "/login", data={"username": name, "password": password}, headers=headers
+    )
+    assert response.status_code == 303
+    return response.headers["set-cookie"]
+
+
+@sqlite_only
+def test_the_cookie_is_secure_with_the_host_prefix_behind_a_tls_proxy(app: App) -> None:
+    with live(with_settings(app, trusted_proxies="127.0.0.1")) as (_, client):
+        behind_tls = _set_cookie(client, **{"x-forwarded-proto": "https"})
+        plain = _set_cookie(client)
+        cookie = behind_tls.split(";")[0].split("=", 1)[1]
+        page = client.get("/", cookies={SECURE_SESSION_COOKIE: cookie})
+    with live(app) as (_, client):
+        untrusted = _set_cookie(client, **{"x-forwarded-proto": "https"})
+    with live(with_settings(app, cookie_secure=True)) as (_, client):
+        configured = _set_cookie(client)
+
+    assert behind_tls.startswith(f"{SECURE_SESSION_COOKIE}=") and "Secure" in behind_tls
+    assert page.status_code == 200
+    assert plain.startswith(f"{SESSION_COOKIE}=") and "Secure" not in plain
+    assert untrusted.startswith(f"{SESSION_COOKIE}=") and "Secure" not in untrusted
+    assert configured.startswith(f"{SECURE_SESSION_COOKIE}=") and "Secure" in configured
