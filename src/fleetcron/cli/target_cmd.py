@@ -1,20 +1,30 @@
-"""`fleetcron target ...`: add, pair, list, show, label, unpair, remove targets."""
+"""`fleetcron target ...`: add, edit, pair, re-pin, pause, list, show, label, unpair and
+remove targets."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
-from fleetcron.errors import InvalidInput
+from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import targets as svc
-from fleetcron.services.targets import PairResult
+from fleetcron.services.targets import PairResult, TargetChanges
 from fleetcron.store.schema import Target
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+same_host_option = click.option(
+    "--allow-same-host",
+    is_flag=True,
+    help="Accept a second target on the same user@host:port (bulk jobs then run twice there).",
+)
 
 
 def target_dict(target: Target) -> dict[str, object]:
@@ -33,8 +43,18 @@ def target_dict(target: Target) -> dict[str, object]:
         "paired": target.paired,
         "paired_at": target.paired_at,
         "unpaired_at": target.unpaired_at,
+        "paused": target.paused,
+        "paused_reason": target.paused_reason,
+        "paused_at": target.paused_at,
+        "paused_by": target.paused_by,
         "created_at": target.created_at,
     }
+
+
+def state_of(target: Target) -> str:
+    if target.paused:
+        return "paused" + (f" ({target.paused_reason})" if target.paused_reason else "")
+    return "paired" if target.paired else "not paired"
 
 
 @click.group()
@@ -56,17 +76,77 @@ def _read_key(path: str | None) -> bytes | None:
         ) from None
 
 
+def cli_hint(exc: FleetcronError, name: str, command: str) -> str | None:
+    """What to type next, for the target errors that have a way out."""
+    if isinstance(exc, HostKeyMismatch) or svc.REPIN_ADVICE in exc.message:
+        if command == "edit":
+            return (
+                f"give the new key with `fleetcron target edit {name} ... --host-key KEY` "
+                "(or --trust-on-first-use), or re-pin it afterwards"
+            )
+        return (
+            f"compare and pin the new key with `fleetcron target repin {name} "
+            "--trust-on-first-use` (or --host-key KEY)"
+        )
+    if isinstance(exc, Conflict) and exc.field == "host":
+        return "give --allow-same-host if that is intended"
+    if isinstance(exc, Conflict) and exc.field == "with_jobs":
+        return f"remove them with it: `fleetcron target rm {name} --with-jobs`"
+    if isinstance(exc, InvalidInput) and exc.field == "host_key" and command != "repin":
+        return "give --host-key KEY or --trust-on-first-use"
+    if "was added but not paired" in exc.message:
+        return (
+            f"correct it with `fleetcron target edit {name} --host H --port P --user U "
+            f"--key FILE`, then run `fleetcron target pair {name}`"
+        )
+    if "was not changed" in exc.message:
+        return "correct the values, or save them unchecked with --no-verify (unpairs the target)"
+    return None
+
+
+@contextmanager
+def hints(name: str, command: str) -> Iterator[None]:
+    """Add the CLI's advice to a target error on its way out."""
+    try:
+        yield
+    except FleetcronError as exc:
+        hint = cli_hint(exc, name, command)
+        if hint:
+            exc.args = (f"{exc.message.rstrip('.')}; {hint}",)
+        raise
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask before a change that needs a human's yes; without a terminal, --yes is required."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise InvalidInput(
+            "yes: this change needs a confirmation and there is no terminal to ask on; "
+            "check the details above and give --yes",
+            field="yes",
+            value=None,
+            allowed="--yes, or run it in a terminal",
+        )
+    if not click.confirm(question, default=False, err=True):
+        raise click.Abort()
+
+
 def _say_paired(result: PairResult) -> None:
     t = result.target
     if result.host_key_fingerprint:
         how = "trusted on first use" if result.trusted_on_first_use else "pinned"
         click.echo(f"host key {result.host_key_fingerprint} ({how})")
-    click.echo(f"target {t.name} paired; {len(result.extended_jobs)} bulk job(s) extended to it")
+    click.echo(f"target {t.name} paired; {len(result.extended_jobs)} job(s) extended to it")
+    if result.kept_disabled:
+        click.echo("still disabled here, as before the unpair: " + ", ".join(result.kept_disabled))
 
 
 @target.command("add")
 @click.argument("name")
-@click.option("--local", is_flag=True, help="The scheduler's own host.")
+@click.option(
+    "--local", is_flag=True, help="The scheduler's own host (admins only; must be enabled)."
+)
 @click.option("--host", help="SSH host name or address.")
 @click.option("--port", type=int, default=22, show_default=True)
 @click.option("--user", help="SSH user.")
@@ -83,6 +163,7 @@ def _say_paired(result: PairResult) -> None:
 @click.option(
     "--no-verify", is_flag=True, help="Store without connecting; the target stays unpaired."
 )
+@same_host_option
 @as_user_option
 def add(
     name: str,
@@ -96,10 +177,11 @@ def add(
     labels: tuple[str, ...],
     notes: str,
     no_verify: bool,
+    allow_same_host: bool,
     as_user: str | None,
 ) -> None:
     """Add a target and pair it (unless --no-verify)."""
-    with opened_app() as app:
+    with opened_app() as app, hints(name, "add"):
         result = svc.add_target(
             app,
             acting(app, as_user),
@@ -114,6 +196,7 @@ def add(
             labels=labels,
             notes=notes,
             verify=not no_verify,
+            allow_same_host=allow_same_host,
         )
     if no_verify:
         click.echo(f"target {name} added, not paired (run `fleetcron target pair {name}`)")
@@ -121,14 +204,97 @@ def add(
         _say_paired(result)
 
 
+@target.command("edit")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["ssh", "local"]), help="Change the kind.")
+@click.option("--host", help="New SSH host name or address.")
+@click.option("--port", type=int, help="New SSH port.")
+@click.option("--user", help="New SSH user.")
+@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="New private key file.")
+@click.option("--host-key", help="Pin this host key instead of the current one.")
+@click.option(
+    "--trust-on-first-use", is_flag=True, help="Pin the host key the (new) address offers now."
+)
+@click.option(
+    "--label", "labels", multiple=True, metavar="K=V", help="Replace all labels (repeatable)."
+)
+@click.option("--clear-labels", is_flag=True, help="Remove every label.")
+@click.option("--notes", help="New notes.")
+@click.option(
+    "--no-verify",
+    is_flag=True,
+    help="Save a changed connection without checking it; a paired target is unpaired.",
+)
+@same_host_option
+@as_user_option
+def edit(
+    name: str,
+    kind: str | None,
+    host: str | None,
+    port: int | None,
+    user: str | None,
+    key_file: str | None,
+    host_key: str | None,
+    trust_on_first_use: bool,
+    labels: tuple[str, ...],
+    clear_labels: bool,
+    notes: str | None,
+    no_verify: bool,
+    allow_same_host: bool,
+    as_user: str | None,
+) -> None:
+    """Change a target's connection, labels or notes.
+
+    A paired SSH target whose connection changes (host, port, user, key, host key) is
+    checked over SSH first; if the check fails, nothing is saved. With --no-verify the
+    change is saved and the target is unpaired until `fleetcron target pair NAME`.
+    """
+    if labels and clear_labels:
+        raise InvalidInput(
+            "labels: give --label or --clear-labels, not both",
+            field="labels",
+            value=list(labels),
+            allowed="--label K=V (repeatable) or --clear-labels",
+        )
+    changes = TargetChanges(
+        kind=kind,
+        host=host,
+        port=port,
+        user=user,
+        private_key=_read_key(key_file),
+        host_key=host_key,
+        trust_on_first_use=trust_on_first_use,
+        labels=() if clear_labels else (labels or None),
+        notes=notes,
+    )
+    with opened_app() as app, hints(name, "edit"):
+        result = svc.edit_target(
+            app,
+            acting(app, as_user),
+            name,
+            changes,
+            verify=not no_verify,
+            allow_same_host=allow_same_host,
+        )
+    click.echo(f"target {name} changed: {', '.join(result.changed)}")
+    if result.verified:
+        click.echo(f"connection checked; host key {result.host_key_fingerprint}")
+    if result.unpaired:
+        click.echo(f"target {name} is unpaired until checked: run `fleetcron target pair {name}`")
+    if result.extended_jobs:
+        click.echo(f"{len(result.extended_jobs)} bulk job(s) now cover it")
+
+
 @target.command("pair")
 @click.argument("name")
-@click.option("--host-key", help="Pin this host key.")
+@click.option("--host-key", help="Pin this host key (when none is pinned yet).")
 @click.option("--trust-on-first-use", is_flag=True, help="Pin the host key the server offers now.")
 @as_user_option
 def pair(name: str, host_key: str | None, trust_on_first_use: bool, as_user: str | None) -> None:
-    """Verify a target over SSH and mark it paired; bulk jobs extend to it."""
-    with opened_app() as app:
+    """Verify a target over SSH and mark it paired; bulk jobs extend to it.
+
+    A pinned host key is never replaced here: use `fleetcron target repin`."""
+    with opened_app() as app, hints(name, "pair"):
         result = svc.pair_target(
             app,
             acting(app, as_user),
@@ -137,6 +303,61 @@ def pair(name: str, host_key: str | None, trust_on_first_use: bool, as_user: str
             trust_on_first_use=trust_on_first_use,
         )
     _say_paired(result)
+
+
+@target.command("repin")
+@click.argument("name")
+@click.option("--host-key", help='The server\'s new host key, e.g. "ssh-ed25519 AAAA...".')
+@click.option("--trust-on-first-use", is_flag=True, help="Pin the host key the server offers now.")
+@yes_option
+@as_user_option
+def repin(
+    name: str, host_key: str | None, trust_on_first_use: bool, yes: bool, as_user: str | None
+) -> None:
+    """Replace the pinned host key (after a server was reinstalled).
+
+    Shows the old and the new fingerprint and asks before pinning (or --yes); the server
+    must present the new key and accept the login. Audited with both fingerprints."""
+    with opened_app() as app, hints(name, "repin"):
+        actor = acting(app, as_user)
+        plan = svc.plan_repin(
+            app, actor, name, host_key=host_key, trust_on_first_use=trust_on_first_use
+        )
+        click.echo(f"target {name}")
+        click.echo(f"  pinned host key: {plan.old_fingerprint or '(none)'}")
+        source = "offered by the server now" if plan.trusted_on_first_use else "given"
+        click.echo(f"  new host key:    {plan.new_fingerprint} ({source})")
+        confirm(f"Pin {plan.new_fingerprint} for {name}?", yes)
+        svc.repin_target(app, actor, plan)
+    click.echo(f"target {name}: host key {plan.new_fingerprint} pinned")
+
+
+@target.command("pause")
+@click.argument("name")
+@click.option("--reason", help="Why (shown with the skipped slots, one line).")
+@as_user_option
+def pause(name: str, reason: str | None, as_user: str | None) -> None:
+    """Maintenance pause: nothing runs on the target, its slots are recorded as skipped,
+    and every job keeps its own enabled flag."""
+    with opened_app() as app:
+        result = svc.pause_target(app, acting(app, as_user), name, reason)
+    if result.changed:
+        click.echo(f"target {name} paused; its slots are recorded as skipped until resumed")
+    else:
+        click.echo(f"target {name} was already paused; reason updated")
+
+
+@target.command("resume")
+@click.argument("name")
+@as_user_option
+def resume(name: str, as_user: str | None) -> None:
+    """End a pause; every job continues from its next slot (no catch-up burst)."""
+    with opened_app() as app:
+        result = svc.resume_target(app, acting(app, as_user), name)
+    if result.changed:
+        click.echo(f"target {name} resumed; jobs continue from their next slot")
+    else:
+        click.echo(f"target {name} was not paused")
 
 
 @target.command("list")
@@ -156,13 +377,13 @@ def list_(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["name", "kind", "address", "paired", "labels"],
+        ["name", "kind", "address", "state", "labels"],
         [
             (
                 t.name,
                 t.kind,
                 f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
-                "yes" if t.paired else "no",
+                state_of(t),
                 ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
             )
             for t in rows
@@ -192,17 +413,11 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     if as_json:
         print_json(data)
         return
-    for key in (
-        "name",
-        "kind",
-        "host",
-        "port",
-        "user",
-        "host_key_fingerprint",
-        "paired",
-        "paired_at",
-        "notes",
-    ):
+    keys = ["name", "kind", "host", "port", "user", "host_key_fingerprint", "paired"]
+    keys += ["paired_at", "paused", "paused_reason", "paused_at", "paused_by", "notes"]
+    for key in keys:
+        if key.startswith("paused_") and not the_target.paused:
+            continue
         click.echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
     click.echo(
         f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}"
@@ -230,7 +445,8 @@ def label(name: str, labels: tuple[str, ...], as_user: str | None) -> None:
 @click.argument("name")
 @as_user_option
 def unpair(name: str, as_user: str | None) -> None:
-    """Stop all work on a target (its run history stays)."""
+    """Stop all work on a target (its run history stays; jobs disabled here stay disabled
+    when it is paired again). For maintenance, `fleetcron target pause` keeps everything."""
     with opened_app() as app:
         removed = svc.unpair_target(app, acting(app, as_user), name)
     click.echo(f"target {name} unpaired; {removed} assignment(s) removed")
@@ -238,9 +454,21 @@ def unpair(name: str, as_user: str | None) -> None:
 
 @target.command("rm")
 @click.argument("name")
+@click.option("--with-jobs", is_flag=True, help="Remove the target's individual jobs with it.")
+@yes_option
 @as_user_option
-def rm(name: str, as_user: str | None) -> None:
-    """Remove a target (its run history stays)."""
-    with opened_app() as app:
-        svc.remove_target(app, acting(app, as_user), name)
-    click.echo(f"target {name} removed")
+def rm(name: str, with_jobs: bool, yes: bool, as_user: str | None) -> None:
+    """Remove a target (its run history stays).
+
+    With --with-jobs its individual jobs are removed too, after listing them and asking
+    (or --yes)."""
+    with opened_app() as app, hints(name, "rm"):
+        actor = acting(app, as_user)
+        if with_jobs:
+            jobs = svc.individual_jobs(app, actor, name)
+            if jobs:
+                click.echo(f"individual jobs of {name} that will be removed: {', '.join(jobs)}")
+                confirm(f"Remove target {name} and these {len(jobs)} job(s)?", yes)
+        result = svc.remove_target(app, actor, name, with_jobs=with_jobs)
+    removed = f" with {len(result.removed_jobs)} individual job(s)" if result.removed_jobs else ""
+    click.echo(f"target {name} removed{removed}")

@@ -31,6 +31,49 @@ class TargetIn(Body):
     labels: dict[str, str] = Field(default_factory=dict)
     notes: str = Field(default="", max_length=10_000)
     verify: bool = True
+    allow_same_host: bool = Field(
+        default=False, description="accept a second target on the same user@host:port"
+    )
+
+
+class TargetPatch(Body):
+    """A target edit: omitted fields keep their value; ``labels`` replaces every label."""
+
+    kind: Literal["ssh", "local"] | None = None
+    host: str | None = Field(default=None, max_length=255)
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = Field(default=None, max_length=64)
+    private_key: str | None = Field(default=None, max_length=20_000, description="never returned")
+    host_key: str | None = Field(default=None, max_length=10_000)
+    trust_on_first_use: bool = False
+    labels: dict[str, str] | None = None
+    notes: str | None = Field(default=None, max_length=10_000)
+    verify: bool = Field(
+        default=True,
+        description="false: save a changed connection unchecked; a paired target is unpaired",
+    )
+    allow_same_host: bool = False
+
+
+class RepinIn(Body):
+    host_key: str | None = Field(default=None, max_length=10_000)
+    trust_on_first_use: bool = False
+    dry_run: bool = Field(default=False, description="only show the old and new fingerprints")
+    expected_fingerprint: str | None = Field(
+        default=None, max_length=200, description="refuse unless the new key has this fingerprint"
+    )
+
+
+class RepinOut(BaseModel):
+    target: str
+    old_fingerprint: str | None
+    new_fingerprint: str
+    trusted_on_first_use: bool
+    pinned: bool
+
+
+class PauseIn(Body):
+    reason: str | None = Field(default=None, max_length=500)
 
 
 class PairIn(Body):
@@ -56,6 +99,10 @@ class TargetOut(BaseModel):
     paired: bool
     paired_at: datetime | None
     unpaired_at: datetime | None
+    paused: bool = False
+    paused_reason: str | None = None
+    paused_at: datetime | None = None
+    paused_by: str | None = None
     created_at: datetime
 
     @classmethod
@@ -74,6 +121,10 @@ class TargetOut(BaseModel):
             paired=t.paired,
             paired_at=t.paired_at,
             unpaired_at=t.unpaired_at,
+            paused=t.paused,
+            paused_reason=t.paused_reason,
+            paused_at=t.paused_at,
+            paused_by=t.paused_by,
             created_at=t.created_at,
         )
 
@@ -83,6 +134,16 @@ class PairOut(BaseModel):
     host_key_fingerprint: str | None
     trusted_on_first_use: bool
     extended_jobs: list[str]
+    kept_disabled: list[str] = Field(
+        default_factory=list, description="jobs still disabled here, as before the unpair"
+    )
+
+
+class TargetEditOut(BaseModel):
+    target: TargetOut
+    changed: list[str]
+    verified: bool
+    unpaired: bool
 
 
 class JobIn(Body):

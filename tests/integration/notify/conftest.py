@@ -188,7 +188,7 @@ FAILING = "echo 'disk full' >&2; echo 'giving up' >&2; exit 3"
 
 @pytest.fixture
 def box(app: App, operator: Actor) -> str:
-    targets.add_target(app, operator, "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
     return "box"
 
 

@@ -32,7 +32,7 @@ def runs_of(app: App, job: str) -> list[Run]:
 
 @pytest.fixture
 def local(app: App, operator: Actor) -> str:
-    targets.add_target(app, operator, "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
     return "box"
 
 

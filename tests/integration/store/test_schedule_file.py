@@ -276,7 +276,7 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
 
 def test_schedule_list_shows_each_job_and_target_once(fleet: App, operator: Actor) -> None:
     apply_schedule(fleet, operator, FLEET)
-    targets.add_target(fleet, operator, "cold", local=True, verify=False)
+    targets.add_target(fleet, Actor("admin", "admin"), "cold", local=True, verify=False)
     jobs.add_job(fleet, operator, "waiting", JobSpec("@daily", "true"), target="cold")
 
     entries = list_schedule(fleet, operator)

@@ -109,12 +109,12 @@ def test_a_wrongly_typed_field_is_refused_naming_it(
 
 
 def test_a_nul_character_in_a_body_field_is_not_a_server_error(
-    client: TestClient, as_operator: Headers
+    client: TestClient, as_admin: Headers
 ) -> None:
     response = client.post(
         f"{API}/targets",
         json={"name": "box", "kind": "local", "notes": "before\x00after"},
-        headers=as_operator,
+        headers=as_admin,
     )
 
     assert response.status_code in (201, 422)

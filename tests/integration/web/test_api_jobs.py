@@ -24,7 +24,7 @@ FLEET = ("alpha", "bravo", "charlie")
 def fleet(app: App, operator: Actor) -> tuple[str, ...]:
     """Three paired local targets."""
     for name in FLEET:
-        targets.add_target(app, operator, name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), name, local=True)
     return FLEET
 
 

@@ -25,8 +25,8 @@ Headers = dict[str, str]
 
 @pytest.fixture
 def box(app: App, operator: Actor) -> str:
-    targets.add_target(app, operator, "box", local=True)
-    targets.add_target(app, operator, "crate", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "crate", local=True)
     jobs.add_job(app, operator, "hello", JobSpec("* * * * *", "echo hello"), target="box")
     jobs.add_job(app, operator, "oops", JobSpec("* * * * *", "echo oops >&2; exit 3"), target="box")
     jobs.add_job(app, operator, "other", JobSpec("0 3 * * *", "true"), target="crate")

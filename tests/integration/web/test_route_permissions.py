@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import asyncssh
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -35,11 +36,19 @@ pytestmark = sqlite_only
 UNGUARDED_PAGES = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout")}
 MISSING = "nothing-here"  # a name no object has: allowed callers get a 404, nothing is destroyed
 MISSING_ID = 987654
+#: A key for an unverified ssh target (a local one needs the admin role, not the route's).
+CLIENT_KEY = asyncssh.generate_private_key("ssh-ed25519").export_private_key().decode()
 
 #: Bodies that would succeed for an allowed caller, so that a service-level permission
 #: check disagreeing with the route's declared action shows up as a 403 as well.
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
-    ("POST", f"{API}/targets"): {"name": "perm-box", "kind": "local"},
+    ("POST", f"{API}/targets"): {
+        "name": "perm-box",
+        "host": "192.0.2.7",
+        "user": "root",
+        "private_key": CLIENT_KEY,
+        "verify": False,
+    },
     ("POST", f"{API}/targets/{{name}}/pair"): {},
     ("POST", f"{API}/targets/{{name}}/labels"): {"labels": {"env": "prod"}},
     ("POST", f"{API}/jobs"): {

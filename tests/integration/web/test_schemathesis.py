@@ -47,7 +47,7 @@ def scratch(sqlite_template: Path, tmp_path: Path, clock: FakeClock) -> Iterator
     database = tmp_path / "fleetcron.db"
     shutil.copyfile(sqlite_template, database)
     app = App.open(make_settings(tmp_path / "data", f"sqlite:///{database}"), clock=clock)
-    targets.add_target(app, OPERATOR, "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
     jobs.add_job(app, OPERATOR, "nightly", JobSpec("0 3 * * *", "true"), bulk=True)
     jobs.add_job(app, OPERATOR, "hello", JobSpec("*/5 * * * *", "echo hi"), target="box")
     for _ in range(3):

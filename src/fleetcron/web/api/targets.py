@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
+from fleetcron.errors import Conflict
 from fleetcron.services import targets as svc
 from fleetcron.services.context import App
 from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.schemas import LabelsIn, PairIn, PairOut, TargetIn, TargetOut
+from fleetcron.web.schemas import (
+    LabelsIn,
+    PairIn,
+    PairOut,
+    PauseIn,
+    RepinIn,
+    RepinOut,
+    TargetEditOut,
+    TargetIn,
+    TargetOut,
+    TargetPatch,
+)
 
 router = APIRouter(prefix="/targets", tags=["targets"])
 AppDep = Annotated[App, Depends(the_app)]
@@ -21,6 +33,7 @@ def _pair_out(result: svc.PairResult) -> PairOut:
         host_key_fingerprint=result.host_key_fingerprint,
         trusted_on_first_use=result.trusted_on_first_use,
         extended_jobs=list(result.extended_jobs),
+        kept_disabled=list(result.kept_disabled),
     )
 
 
@@ -35,6 +48,8 @@ def list_targets(
 def add_target(
     body: TargetIn, app: AppDep, caller: Annotated[Caller, Depends(requires("target.add"))]
 ) -> PairOut:
+    """Add a target and pair it (unless ``verify`` is false). A local target needs the
+    admin role and the ``allow_local_targets`` setting."""
     result = svc.add_target(
         app,
         caller.actor,
@@ -49,6 +64,7 @@ def add_target(
         labels=[f"{k}={v}" for k, v in body.labels.items()],
         notes=body.notes,
         verify=body.verify,
+        allow_same_host=body.allow_same_host,
     )
     return _pair_out(result)
 
@@ -59,6 +75,41 @@ def show_target(
 ) -> TargetOut:
     target, _ = svc.show_target(app, caller.actor, name)
     return TargetOut.of(target)
+
+
+@router.patch("/{name}", response_model=TargetEditOut)
+def edit_target(
+    name: str,
+    body: TargetPatch,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.edit"))],
+) -> TargetEditOut:
+    """Change a target. A paired SSH target's new connection is checked first (nothing is
+    saved when the check fails); ``verify: false`` saves it unchecked and unpairs it."""
+    result = svc.edit_target(
+        app,
+        caller.actor,
+        name,
+        svc.TargetChanges(
+            kind=body.kind,
+            host=body.host,
+            port=body.port,
+            user=body.user,
+            private_key=body.private_key.encode() if body.private_key else None,
+            host_key=body.host_key,
+            trust_on_first_use=body.trust_on_first_use,
+            labels=None if body.labels is None else [f"{k}={v}" for k, v in body.labels.items()],
+            notes=body.notes,
+        ),
+        verify=body.verify,
+        allow_same_host=body.allow_same_host,
+    )
+    return TargetEditOut(
+        target=TargetOut.of(result.target),
+        changed=list(result.changed),
+        verified=result.verified,
+        unpaired=result.unpaired,
+    )
 
 
 @router.post("/{name}/pair", response_model=PairOut)
@@ -72,6 +123,58 @@ def pair_target(
         app, caller.actor, name, host_key=body.host_key, trust_on_first_use=body.trust_on_first_use
     )
     return _pair_out(result)
+
+
+@router.post("/{name}/repin", response_model=RepinOut)
+def repin_target(
+    name: str,
+    body: RepinIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.repin"))],
+) -> RepinOut:
+    """Replace the pinned host key. ``dry_run`` shows the old and the new fingerprint;
+    ``expected_fingerprint`` pins only the key a human compared."""
+    plan = svc.plan_repin(
+        app,
+        caller.actor,
+        name,
+        host_key=body.host_key,
+        trust_on_first_use=body.trust_on_first_use,
+    )
+    if body.expected_fingerprint and body.expected_fingerprint != plan.new_fingerprint:
+        raise Conflict(
+            f"host key: target {name} presents {plan.new_fingerprint}, not the expected "
+            f"{body.expected_fingerprint}; nothing was pinned",
+            field="expected_fingerprint",
+        )
+    if not body.dry_run:
+        svc.repin_target(app, caller.actor, plan)
+    return RepinOut(
+        target=name,
+        old_fingerprint=plan.old_fingerprint,
+        new_fingerprint=plan.new_fingerprint,
+        trusted_on_first_use=plan.trusted_on_first_use,
+        pinned=not body.dry_run,
+    )
+
+
+@router.post("/{name}/pause", response_model=TargetOut)
+def pause_target(
+    name: str,
+    body: PauseIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.pause"))],
+) -> TargetOut:
+    """Maintenance pause: due slots are recorded as skipped; every job keeps its flag."""
+    return TargetOut.of(svc.pause_target(app, caller.actor, name, body.reason).target)
+
+
+@router.post("/{name}/resume", response_model=TargetOut)
+def resume_target(
+    name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("target.pause"))]
+) -> TargetOut:
+    """End a pause; every job continues from its next slot."""
+    return TargetOut.of(svc.resume_target(app, caller.actor, name).target)
 
 
 @router.post("/{name}/unpair", response_model=TargetOut)
@@ -96,7 +199,12 @@ def label_target(
 
 @router.delete("/{name}", status_code=204)
 def remove_target(
-    name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("target.remove"))]
+    name: str,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.remove"))],
+    with_jobs: Annotated[
+        bool, Query(description="also remove the target's individual jobs")
+    ] = False,
 ) -> Response:
-    svc.remove_target(app, caller.actor, name)
+    svc.remove_target(app, caller.actor, name, with_jobs=with_jobs)
     return Response(status_code=204)
