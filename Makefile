@@ -1,9 +1,11 @@
-# The two commands of the README: `make run` and `make test`.
+# The two commands of the README: `make run` and `make test` (which also builds the wheel
+# and runs it installed outside the checkout: tests/e2e/test_wheel_install.py).
+# `make dist` writes the sdist and the wheel to dist/.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +27,13 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy src/fleetcron
 
 
+dist: $(VENV)/.installed
+	rm -rf dist build
+	$(BIN)/python -c "from setuptools import build_meta as b; b.build_sdist('dist')"
+	$(BIN)/pip wheel --no-deps --no-build-isolation -q -w dist .
+
 bench: $(VENV)/.installed
 	$(BIN)/python bench/cron_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
