@@ -131,7 +131,7 @@ def test_a_nul_character_in_a_query_filter_is_not_a_server_error(
 def test_a_nul_character_in_a_path_name_is_not_a_server_error(
     client: TestClient, as_viewer: Headers, app: App, operator: Actor
 ) -> None:
-    targets.add_target(app, operator, "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
 
     response = client.get(f"{API}/targets/box%00", headers=as_viewer)
 

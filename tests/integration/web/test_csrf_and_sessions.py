@@ -36,7 +36,7 @@ Headers = dict[str, str]
 @pytest.fixture
 def backup(app: App, operator: Actor) -> str:
     """A bulk job on one local target."""
-    targets.add_target(app, operator, "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
     jobs.add_job(app, operator, "backup", JobSpec("0 3 * * *", "backup --all"), bulk=True)
     return "backup"
 
