@@ -43,9 +43,6 @@ class SlotPolicy:
     #: The ``allow_local_targets`` setting (the scheduler passes it; tools and tests that
     #: build a store by hand keep local targets running).
     allow_local_targets: bool = True
-    #: The ``allow_local_targets`` setting (the scheduler passes it; tools and tests that
-    #: build a store by hand keep local targets running).
-    allow_local_targets: bool = True
 
 
 @dataclass(frozen=True)
@@ -216,21 +213,6 @@ def retry_delay(attempt: int, backoff_s: int) -> float:
 
 def should_retry(status: str, attempt: int, retries: int, retry_on: list[str]) -> bool:
     return status in retry_on and attempt <= retries
-
-
-def target_hold(
-    kind: str, paused: bool, paused_reason: str | None, allow_local_targets: bool
-) -> str | None:
-    """Why a target's due slots (and queued runs and retries) must not run now, recorded
-    as the reason of a ``skipped`` run; ``None`` when they may.
-
-    A paused target keeps every assignment and its flag: pausing is maintenance, so each
-    slot is recorded (unlike a disabled assignment, which records nothing)."""
-    if paused:
-        return f"target paused: {paused_reason}" if paused_reason else "target paused"
-    if kind == "local" and not allow_local_targets:
-        return "local targets are disabled"
-    return None
 
 
 def target_hold(

@@ -309,10 +309,6 @@ class RunStore:
                     # The target is paused, or local targets are off: recorded, not run.
                     run.status, run.finished_at, run.reason = "skipped", now, hold
                     skipped += 1
-                elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
-                    # The target is paused, or local targets are off: recorded, not run.
-                    run.status, run.finished_at, run.reason = "skipped", now, hold
-                    skipped += 1
                 elif outcome.outcome == "fire":
                     run.status = "running"
                     run.started_at = now
@@ -400,9 +396,6 @@ class RunStore:
                 if row is None:
                     run.status, run.finished_at = "skipped", now
                     run.reason = "the job or its target was removed before the run started"
-                    continue
-                if hold := _target_hold(row, self.policy):
-                    run.status, run.finished_at, run.reason = "skipped", now, hold
                     continue
                 if hold := _target_hold(row, self.policy):
                     run.status, run.finished_at, run.reason = "skipped", now, hold
@@ -586,15 +579,6 @@ def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
         "finished_at": result.finished_at,
         "duration_ms": result.duration_ms,
     }
-
-
-def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
-    """Why the row's target must not run anything now (paused, or local targets off)."""
-    from fleetcron.core.planning import target_hold
-
-    return target_hold(
-        row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
-    )
 
 
 def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
