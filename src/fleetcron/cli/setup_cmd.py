@@ -8,6 +8,7 @@ import sys
 import click
 
 from fleetcron.cli.context import opened_app
+from fleetcron.cli.passwords import password_file_option, read_password_file
 from fleetcron.services import setup
 
 
@@ -20,9 +21,12 @@ from fleetcron.services import setup
     default=None,
     help="Password of the first admin (or FLEETCRON_ADMIN_PASSWORD; prompted when interactive).",
 )
-def init(admin_name: str, admin_password: str | None) -> None:
+@password_file_option("--admin-password-file")
+def init(admin_name: str, admin_password: str | None, password_file: str | None) -> None:
     """Create the data dir, the database, the master key and the first admin."""
     password = admin_password or os.environ.get("FLEETCRON_ADMIN_PASSWORD")
+    if password_file is not None:
+        password = read_password_file(password_file, field="admin-password-file")
     with opened_app(check_schema=False, create=True) as app:
         if setup.needs_admin(app) and password is None and sys.stdin.isatty():
             password = click.prompt(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import parse_time, print_json, print_table
-from fleetcron.errors import InvalidInput
+from fleetcron.cli.passwords import get_password, password_file_option
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
 from fleetcron.services.audit import AuditFilter
@@ -18,18 +15,16 @@ from fleetcron.store.schema import AuditEvent
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
-def _password(given: str | None) -> str:
-    password = given or os.environ.get("FLEETCRON_PASSWORD")
-    if password is None:
-        if not sys.stdin.isatty():
-            raise InvalidInput(
-                "password: required (--password or FLEETCRON_PASSWORD)",
-                field="password",
-                value=None,
-                allowed="at least 8 characters",
-            )
-        password = str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+def _password(given: str | None, file: str | None = None) -> str:
+    password = get_password(file=file, given=given, env="FLEETCRON_PASSWORD", field="password")
+    assert password is not None
     return password
+
+
+#: Kept for scripts; a password on the command line shows in `ps` to every user of the host.
+legacy_password_option = click.option(
+    "--password", hidden=True, help="Deprecated: the password shows in `ps`."
+)
 
 
 @click.group()
@@ -45,12 +40,16 @@ def user() -> None:
     default="viewer",
     show_default=True,
 )
-@click.option("--password", help="Password (or FLEETCRON_PASSWORD; prompted when interactive).")
+@password_file_option()
+@legacy_password_option
 @as_user_option
-def add(name: str, role: str, password: str | None, as_user: str | None) -> None:
-    """Add a user."""
+def add(
+    name: str, role: str, password_file: str | None, password: str | None, as_user: str | None
+) -> None:
+    """Add a user. The password comes from --password-file, FLEETCRON_PASSWORD, or a
+    prompt when run in a terminal."""
     with opened_app() as app:
-        svc.add_user(app, acting(app, as_user), name, _password(password), role)
+        svc.add_user(app, acting(app, as_user), name, _password(password, password_file), role)
     click.echo(f"user {name} added ({role})")
 
 
@@ -69,13 +68,52 @@ def list_(as_json: bool, as_user: str | None) -> None:
 
 @user.command("passwd")
 @click.argument("name")
-@click.option("--password", help="New password (or FLEETCRON_PASSWORD; prompted when interactive).")
+@password_file_option()
+@legacy_password_option
+@click.option("--revoke-tokens", is_flag=True, help="Also revoke the user's API tokens.")
 @as_user_option
-def passwd(name: str, password: str | None, as_user: str | None) -> None:
-    """Set a user's password."""
+def passwd(
+    name: str,
+    password_file: str | None,
+    password: str | None,
+    revoke_tokens: bool,
+    as_user: str | None,
+) -> None:
+    """Set a user's password (from --password-file, FLEETCRON_PASSWORD, or a prompt).
+    The user's browser sessions end."""
     with opened_app() as app:
-        svc.set_password(app, acting(app, as_user), name, _password(password))
+        done = svc.set_password(
+            app,
+            acting(app, as_user),
+            name,
+            _password(password, password_file),
+            revoke_tokens=revoke_tokens,
+        )
     click.echo(f"password of {name} changed")
+    if done.sessions_ended or done.tokens_revoked:
+        click.echo(
+            f"ended {done.sessions_ended} web session(s), revoked {done.tokens_revoked} token(s)"
+        )
+
+
+@user.command("recover-admin")
+@click.argument("name")
+@password_file_option()
+@click.option(
+    "--set-password", is_flag=True, help="Also set a new password (asked, or --password-file)."
+)
+def recover_admin(name: str, password_file: str | None, set_password: bool) -> None:
+    """Make NAME an admin again, or create it as one: for the local root when no admin
+    can log in. Works on the database directly and is audited as local-root."""
+    with opened_app() as app:
+        password = None
+        exists = name in {u.name for u in svc.list_users(app, svc.LOCAL_ROOT)}
+        if set_password or password_file is not None or not exists:
+            password = get_password(
+                file=password_file, given=None, env="FLEETCRON_PASSWORD", field="password"
+            )
+        view = svc.recover_admin(app, name, password)
+    click.echo(f"user {view.name} is an admin" + (" (created)" if not exists else ""))
 
 
 @user.command("role")
@@ -173,13 +211,23 @@ def token() -> None:
 @token.command("create")
 @click.argument("name")
 @click.option("--user", "owner", help="For this user (admins only; default: yourself).")
+@click.option(
+    "--expires-in-days",
+    type=int,
+    default=None,
+    help=f"Refuse the token after this many days (1 to {svc.MAX_TOKEN_DAYS}); default: never.",
+)
 @json_option
 @as_user_option
-def token_create(name: str, owner: str | None, as_json: bool, as_user: str | None) -> None:
+def token_create(
+    name: str, owner: str | None, expires_in_days: int | None, as_json: bool, as_user: str | None
+) -> None:
     """Create a token; it is shown only now."""
     with opened_app() as app:
         actor = acting(app, as_user)
-        secret, token_id = svc.create_token(app, actor, owner or actor.name, name)
+        secret, token_id = svc.create_token(
+            app, actor, owner or actor.name, name, expires_in_days=expires_in_days
+        )
     if as_json:
         print_json({"id": token_id, "token": secret})
     else:
@@ -203,6 +251,7 @@ def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
             "created_at": t.created_at,
             "last_used_at": t.last_used_at,
             "revoked_at": t.revoked_at,
+            "expires_at": t.expires_at,
         }
         for t in rows
     ]
@@ -211,9 +260,17 @@ def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "name", "prefix", "created", "last used", "revoked"],
+        ["id", "name", "prefix", "created", "last used", "expires", "revoked"],
         [
-            (d["id"], d["name"], d["prefix"], d["created_at"], d["last_used_at"], d["revoked_at"])
+            (
+                d["id"],
+                d["name"],
+                d["prefix"],
+                d["created_at"],
+                d["last_used_at"],
+                d["expires_at"],
+                d["revoked_at"],
+            )
             for d in data
         ],
     )
