@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,9 @@ from fleetcron.errors import Conflict, FleetcronError, InvalidInput
 from fleetcron.web.pages.render import render, viewer_zone
 
 FLASH_COOKIE = "fleetcron_flash"
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+#: More digits than any field's range needs (int() refuses beyond 4300 anyway).
+_MAX_NUMBER_CHARS = 30
 FLASH_MAX_CHARS = 600
 #: A bulk job's target picker posts one field per target; Starlette's default of 1000
 #: fields would cap a fleet at a few hundred targets.
@@ -61,15 +65,23 @@ def whole_number(value: str, *, field: str, default: int | None = None) -> int |
     value = value.strip()
     if not value:
         return default
-    try:
-        return int(value)
-    except ValueError:
+    # ASCII digits only: int() would also read "1_000" and other scripts' digits ("٣"),
+    # turning what was typed into a number the user never saw.
+    if not _WHOLE_NUMBER.fullmatch(value):
         raise InvalidInput(
             f"{field}: {value!r} is not a whole number",
             field=field,
             value=value,
             allowed="a whole number",
-        ) from None
+        )
+    if len(value.lstrip("+-0")) > _MAX_NUMBER_CHARS:
+        raise InvalidInput(
+            f"{field}: {value[:40]!r}… is far too large",
+            field=field,
+            value=value[:40],
+            allowed="a whole number in the field's range",
+        )
+    return int(value)
 
 
 def split_items(value: str) -> list[str]:

@@ -49,6 +49,15 @@ router = APIRouter(include_in_schema=False)
 #: Service field names -> the job form's field names.
 FIELD_NAMES = {"disabled_on": "targets", "target": "targets", "label": "selector"}
 PREVIEW_FIRES = 5
+#: The longest job name (core.validation.NAME_RULE); the form shows it and counts.
+NAME_MAX = 64
+#: The highest value of each number field, as the jobs service checks it.
+NUMBER_RANGES = {
+    "timeout": v.MAX_TIMEOUT_S,
+    "jitter": v.MAX_JITTER_S,
+    "retries": v.MAX_RETRIES,
+    "retry_backoff": 3600,
+}
 
 
 @dataclass
@@ -115,11 +124,11 @@ class JobFields:
             timeout_s=whole_number(self.timeout, field="timeout"),
             overlap=self.overlap,
             catchup=self.catchup,
-            jitter_s=whole_number(self.jitter, field="jitter", default=0) or 0,
-            retries=whole_number(self.retries, field="retries", default=0) or 0,
+            jitter_s=_number(self.jitter, field="jitter", default=0),
+            retries=_number(self.retries, field="retries", default=0),
             retry_on=tuple(self.retry_on),
-            retry_backoff_s=whole_number(self.retry_backoff, field="retry_backoff", default=30)
-            or 30,
+            # a typed 0 stays 0 (and is refused with the service's message), never the default
+            retry_backoff_s=_number(self.retry_backoff, field="retry_backoff", default=30),
         )
 
     def changes(self, view: JobView) -> dict[str, Any]:
@@ -144,6 +153,11 @@ class JobFields:
             wanted["selector"] = format_selector(parse_selector(self.selector))
         current = view.as_dict()
         return {key: value for key, value in wanted.items() if current[key] != value}
+
+
+def _number(value: str, *, field: str, default: int) -> int:
+    number = whole_number(value, field=field, default=default)
+    return default if number is None else number
 
 
 @dataclass(frozen=True)
@@ -234,6 +248,8 @@ def job_form_context(app: App) -> dict[str, Any]:
         "retry_kinds": v.RETRY_KINDS,
         "default_timeout": app.settings.job_timeout_s,
         "command_max": app.settings.command_max_length,
+        "name_max": NAME_MAX,
+        "ranges": NUMBER_RANGES,
     }
 
 

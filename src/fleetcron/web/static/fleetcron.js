@@ -246,8 +246,31 @@
     });
   }
 
+  // -- Character counters ([data-counter-for]): the count against the server's limit, as
+  // the user types. Nothing is cut or blocked: the server refuses a value over the limit with
+  // its message and gives the form back as typed.
+  function setupCounters() {
+    document.querySelectorAll("[data-counter-for]").forEach(function (out) {
+      var input = document.getElementById(out.getAttribute("data-counter-for"));
+      var limit = Number(out.getAttribute("data-limit"));
+      if (!input || !limit) return;
+      var update = function () {
+        // characters as the server counts them: code points (an emoji is one), and a line
+        // break is one (the browser sends CRLF, the server reads it as LF)
+        var used = Array.from(input.value).length;
+        var over = used - limit;
+        out.textContent = used + " / " + limit + " characters" +
+          (over > 0 ? ": " + over + " too many" : "");
+        out.classList.toggle("over", over > 0);
+      };
+      input.addEventListener("input", update);
+      update();
+    });
+  }
+
   syncTimeZone();
   showJsOnly();
+  setupCounters();
   setupPicker();
   setupPreview();
   setupAutorefresh();
