@@ -13,7 +13,10 @@ from fleetcron.services import retention
 
 
 @click.command()
-@click.option("--job", help="Per target of this job: last run, last success, failures in a row.")
+@click.option(
+    "--job",
+    help="Per target of this job: last run, last success, failures in a row and since when.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
 @as_user_option
 def health(job: str | None, as_json: bool, as_user: str | None) -> None:
@@ -67,7 +70,16 @@ def _job_health(job: str, as_json: bool, as_user: str | None) -> None:
     else:
         print_table(
             f"{job}",
-            ["target", "enabled", "last run", "status", "last success", "failures", "late"],
+            [
+                "target",
+                "enabled",
+                "last run",
+                "status",
+                "last success",
+                "failures",
+                "failing since",
+                "late",
+            ],
             [
                 (
                     r.target,
@@ -76,6 +88,7 @@ def _job_health(job: str, as_json: bool, as_user: str | None) -> None:
                     r.last_status,
                     r.last_success_at,
                     r.consecutive_failures,
+                    r.failing_since,
                     "LATE" if r.late else "",
                 )
                 for r in rows

@@ -94,6 +94,8 @@ class AssignmentHealth:
     last_success_at: datetime | None
     consecutive_failures: int
     late: bool
+    failing_since: datetime | None = None
+    """The first failure of the current streak (None when the newest run succeeded)."""
 
 
 @dataclass
@@ -305,10 +307,13 @@ def _outages(session: Session, target_ids: Sequence[int]) -> dict[int, _Outage]:
         .correlate(Target)
         .scalar_subquery()
     )
+    # Materialized: else PostgreSQL inlines it and runs the reached_at lookup once per
+    # connection error joined, for the join filter and again for the grouping.
     last_reached = (
         select(Target.id.label("target_id"), reached_at.label("reached_at"))
         .where(Target.id.in_(target_ids))
-        .subquery("last_reached")
+        .cte("last_reached")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
     )
     attempt = aliased(Run, name="attempt_run")
     rows = session.execute(
@@ -406,66 +411,83 @@ def _one_line(p: Problem) -> GroupedProblem:
     )
 
 
-def _failure_streak(session: Session, assignment_id: int, cap: int = 100) -> int:
-    statuses = session.scalars(
-        select(Run.status)
-        .where(Run.assignment_id == assignment_id, Run.status.in_(FINISHED))
-        .order_by(Run.scheduled_for.desc(), Run.id.desc())
-        .limit(cap)
-    )
-    streak = 0
-    for status in statuses:
-        if status == "succeeded":
-            break
-        streak += 1
-    return streak
-
-
 def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth]:
-    """Per target of ``job``: last run, last success, failures in a row, late."""
+    """Per target of ``job``: last run, last success, failures in a row (and since when),
+    late; one statement for all its targets."""
     actor.authorize("run.read")
+    now = app.now()
+    grace = timedelta(seconds=app.settings.misfire_grace_s)
     with app.db.read() as session:
         if session.scalar(select(Job.id).where(Job.name == job)) is None:
             raise NotFound("job", job)
-    now = app.now()
-    grace = timedelta(seconds=app.settings.misfire_grace_s)
-    out = []
-    with app.db.read() as session:
-        rows = session.execute(
-            select(Assignment, Target.name)
+        ok = aliased(Run, name="ok_run")
+        success = (
+            select(ok.scheduled_for, ok.finished_at)
+            .where(ok.assignment_id == Assignment.id, ok.status == "succeeded")
+            .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
+            .limit(1)
+            .correlate(Assignment)
+        )
+        newest = (
+            select(Run.id)
+            .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
+            .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+            .limit(1)
+            .correlate(Assignment)
+            .scalar_subquery()
+        )
+        streak_run = aliased(Run, name="streak_run")
+        ok_at = success.with_only_columns(ok.scheduled_for).scalar_subquery()
+        in_streak = and_(
+            streak_run.assignment_id == Assignment.id,
+            streak_run.status.in_(FAILED),
+            or_(ok_at.is_(None), streak_run.scheduled_for > ok_at),
+        )
+        per_assignment = (
+            select(
+                Assignment.id.label("assignment_id"),
+                Assignment.enabled,
+                Assignment.next_fire_at,
+                Target.name.label("target"),
+                newest.label("run_id"),
+                success.with_only_columns(ok.finished_at).scalar_subquery().label("success_at"),
+                select(func.count(streak_run.id))
+                .where(in_streak)
+                .correlate(Assignment)
+                .scalar_subquery()
+                .label("failures"),
+                select(func.min(func.coalesce(streak_run.started_at, streak_run.finished_at)))
+                .where(in_streak)
+                .correlate(Assignment)
+                .scalar_subquery()
+                .label("since"),
+            )
             .join(Job, Job.id == Assignment.job_id)
             .join(Target, Target.id == Assignment.target_id)
             .where(Job.name == job)
-            .order_by(Target.name)
+            .subquery("per_assignment")
+        )
+        last = aliased(Run, name="last_run")
+        rows = session.execute(
+            select(per_assignment, last.status, last.scheduled_for)
+            .outerjoin(last, last.id == per_assignment.c.run_id)
+            .order_by(per_assignment.c.target)
         ).all()
-        for assignment, target in rows:
-            last = session.execute(
-                select(Run.status, Run.scheduled_for)
-                .where(Run.assignment_id == assignment.id, Run.status.in_(FINISHED))
-                .order_by(Run.scheduled_for.desc(), Run.id.desc())
-                .limit(1)
-            ).first()
-            success = session.scalar(
-                select(func.max(Run.finished_at)).where(
-                    Run.assignment_id == assignment.id, Run.status == "succeeded"
-                )
+    out = []
+    for row in rows:
+        late = bool(row.enabled and row.next_fire_at is not None and row.next_fire_at < now - grace)
+        out.append(
+            AssignmentHealth(
+                job,
+                row.target,
+                row.enabled,
+                row.next_fire_at,
+                row.scheduled_for,
+                row.status,
+                row.success_at,
+                row.failures,
+                late,
+                row.since if row.failures else None,
             )
-            late = bool(
-                assignment.enabled
-                and assignment.next_fire_at is not None
-                and assignment.next_fire_at < now - grace
-            )
-            out.append(
-                AssignmentHealth(
-                    job,
-                    target,
-                    assignment.enabled,
-                    assignment.next_fire_at,
-                    last[1] if last else None,
-                    last[0] if last else None,
-                    success,
-                    _failure_streak(session, assignment.id),
-                    late,
-                )
-            )
+        )
     return out

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast, get_args
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,7 +23,7 @@ from sqlalchemy import event
 
 from fixtures.app import FakeClock
 from fixtures.sshd import ClientKey, SshServer, running_sshd
-from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
+from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import health, jobs, targets
 from fleetcron.services.context import SYSTEM, Actor, App
@@ -94,12 +95,13 @@ def record_slot(
     results = []
     for dispatch in claimed:
         status, error, offset = outcomes[dispatch.job_name]
+        assert status in get_args(Status)
         started = clock.now + timedelta(seconds=offset)
         results.append(
             (
                 dispatch.run_id,
                 ExecResult(
-                    status,  # type: ignore[arg-type]
+                    cast(Status, status),
                     0 if status == "succeeded" else (1 if status == "failed" else None),
                     EMPTY_OUTPUT,
                     EMPTY_OUTPUT,
@@ -385,3 +387,51 @@ def test_the_dashboard_shows_one_row_for_an_unreachable_target(app: App, clock: 
     assert "unreachable" in table and REFUSED in table
     assert "7 job(s): job1, job2, job3, job4, job5 and 2 more" in table
     assert "last run failed (exit 1)" in table
+
+
+def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_statements(
+    app: App, viewer: Actor, clock: FakeClock
+) -> None:
+    for name in ("t1", "t2", "t3"):
+        targets.add_target(app, SYSTEM, name, local=True)
+    jobs.add_job(app, SYSTEM, "check", JobSpec("* * * * *", "check"), bulk=True)
+    jobs.add_job(app, SYSTEM, "solo", JobSpec("* * * * *", "solo"), target="t1")
+    store = RunStore(app.db, node=app.node_name, clock=clock)
+    outcomes: list[dict[str, Status]] = [
+        {"t1": "failed", "t2": "succeeded", "t3": "succeeded"},
+        {"t1": "failed", "t2": "failed", "t3": "succeeded"},
+    ]
+    slots = []
+    for outcome in outcomes:
+        clock.advance(minutes=1)
+        slots.append(clock.now)
+        results = []
+        for d in store.claim_due(clock.now).dispatches:
+            status: Status = outcome[d.target_name] if d.job_name == "check" else "succeeded"
+            code = 0 if status == "succeeded" else 1
+            results.append(
+                (
+                    d.run_id,
+                    ExecResult(status, code, EMPTY_OUTPUT, EMPTY_OUTPUT, clock.now, clock.now, 1),
+                )
+            )
+        store.finish(results)
+    statements: list[object] = []
+
+    def count(*args: object) -> None:
+        statements.append(args[2])
+
+    event.listen(app.db.engine, "before_cursor_execute", count)
+    rows = health.assignment_health(app, viewer, "check")
+    many = len(statements)
+    statements.clear()
+    health.assignment_health(app, viewer, "solo")
+    event.remove(app.db.engine, "before_cursor_execute", count)
+
+    assert [(r.target, r.last_status, r.consecutive_failures, r.failing_since) for r in rows] == [
+        ("t1", "failed", 2, slots[0]),
+        ("t2", "failed", 1, slots[1]),
+        ("t3", "succeeded", 0, None),
+    ]
+    assert rows[1].last_success_at == slots[0] and rows[0].last_success_at is None
+    assert len(statements) == many  # 3 targets cost what 1 does

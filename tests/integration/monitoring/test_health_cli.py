@@ -113,3 +113,18 @@ def test_the_exit_code_is_zero_when_nothing_fails(
     code, out = health(capsys)
 
     assert (code, out) == (0, "ok: nothing failing, late or stuck (0 failure(s) in 24 h)\n")
+
+
+def test_per_target_health_of_a_job_says_since_when_it_fails(
+    fleet: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = health(capsys, "--job", "job1", "--json")
+
+    assert code == 1
+    [row] = json.loads(out)
+    assert (row["target"], row["last_status"], row["consecutive_failures"]) == (
+        "pbx",
+        "connect_error",
+        2,
+    )
+    assert row["failing_since"] == "2026-03-02T09:01:01+00:00"
