@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import func, select
+from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fleetcron import __version__
@@ -64,6 +65,9 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.add_exception_handler(RequestValidationError, errors.validation_error)
     web.add_exception_handler(StarletteHTTPException, errors.http_error)
     web.add_exception_handler(OverflowError, errors.out_of_range)
+    # SQLAlchemy wraps an OverflowError met while binding a parameter (a date that does
+    # not fit once converted to UTC, an id beyond 64 bits)
+    web.add_exception_handler(StatementError, errors.out_of_range)
 
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")

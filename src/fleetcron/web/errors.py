@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fleetcron.errors import (
@@ -102,6 +103,8 @@ async def out_of_range(request: Request, exc: Exception) -> Response:
     """A number or a date too large for the database or for ``datetime`` (an id beyond
     64 bits, ``since=9999-12-31T23:59-11:00``): the caller's input, so a 422, never a 500.
     Routes bound their parameters where they can; this answers for the rest."""
+    if isinstance(exc, StatementError) and not isinstance(exc.orig, OverflowError):
+        raise exc  # a real server error: the error middleware answers 500 and logs it
     message = "a number or a date in the request is out of range"
     if not wants_json(request):
         from fleetcron.web.pages.render import error_page
