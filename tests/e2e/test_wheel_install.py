@@ -372,6 +372,8 @@ def test_init_serve_login_and_a_local_job_from_the_installed_wheel(
             "FLEETCRON_TICK_S": "0.2",
             # local targets are an admin-enabled feature; this smoke test runs on one
             "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
+            # and local commands refuse to run as root unless allowed (CI runs as root)
+            "FLEETCRON_LOCAL_ALLOW_ROOT": "true",
         }
     )
 
