@@ -69,8 +69,18 @@ def create_db_engine(url: str) -> Engine:
             # The database holds password hashes and encrypted keys: owner only.
             path = Path(url.removeprefix("sqlite:///").partition("?")[0])
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            create_private_file(path)
+        else:
+            path = None
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        if path is not None:
+            private = path
+
+            # At the first connection, not before: opening an app creates no file.
+            @event.listens_for(engine, "do_connect")
+            def _private_file(*_args: Any) -> None:
+                if not private.exists():
+                    create_private_file(private)
+
         event.listen(engine, "connect", _sqlite_pragmas)
 
         # Let SQLAlchemy, not pysqlite, issue BEGIN so BEGIN IMMEDIATE takes effect.
