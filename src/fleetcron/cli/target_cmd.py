@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import echo, print_json, print_table
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import targets as svc
@@ -418,8 +418,8 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     for key in keys:
         if key.startswith("paused_") and not the_target.paused:
             continue
-        click.echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
-    click.echo(
+        echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
+    echo(
         f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}"
     )
     print_table(
