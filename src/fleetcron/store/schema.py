@@ -301,11 +301,15 @@ class ClusterOwnership(Base):
 
 class ExecutionClaim(Base):
     """Permission for one run to write, bound to a node, a generation and a deadline
-    measured by the database clock. An expired or revoked claim can never commit."""
+    measured by the database clock. An expired or revoked claim can never commit. Until its
+    deadline an unfinished (live or revoked) claim also keeps a newer owner from starting
+    the same assignment; ``cleared``: its target was verified clean before the deadline."""
 
     __tablename__ = "execution_claims"
     __table_args__ = (
-        CheckConstraint("state IN ('live', 'done', 'expired', 'revoked')", name="state"),
+        CheckConstraint(
+            "state IN ('live', 'done', 'expired', 'revoked', 'cleared')", name="state"
+        ),
         Index("ix_execution_claims_live", "state", "deadline_at"),
     )
 
