@@ -473,3 +473,125 @@ def test_the_cookie_is_secure_with_the_host_prefix_behind_a_tls_proxy(app: App) 
     assert plain.startswith(f"{SESSION_COOKIE}=") and "Secure" not in plain
     assert untrusted.startswith(f"{SESSION_COOKIE}=") and "Secure" not in untrusted
     assert configured.startswith(f"{SECURE_SESSION_COOKIE}=") and "Secure" in configured
+
+
+# --- login CSRF, caching, redirects, docs --------------------------------------------
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    "headers",
+    [{"origin": "https://evil.example"}, {"sec-fetch-site": "cross-site"}, {"origin": "null"}],
+)
+def test_a_cross_site_login_post_is_refused(client: TestClient, headers: dict[str, str]) -> None:
+    name, password = ACCOUNTS["viewer"]
+    response = client.post(
+        "/login", data={"username": name, "password": password}, headers=headers
+    )
+
+    assert response.status_code == 403
+    assert "set-cookie" not in response.headers
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    "headers",
+    [{"origin": "http://testserver"}, {"sec-fetch-site": "same-origin"}, {}],
+)
+def test_a_same_site_login_post_is_accepted(client: TestClient, headers: dict[str, str]) -> None:
+    name, password = ACCOUNTS["viewer"]
+    assert login(client, name, password, **headers) == 303
+
+
+@sqlite_only
+def test_pages_of_a_logged_in_caller_are_not_cached(browser: TestClient, app: App) -> None:
+    pages = ["/", "/runs", "/audit", "/tokens", "/account"]
+    cached = {path: browser.get(path).headers.get("cache-control") for path in pages}
+    with new_client(app) as anonymous:
+        login_page = anonymous.get("/login")
+        static = anonymous.get("/static/fleetcron.css")
+
+    assert cached == dict.fromkeys(pages, "no-store")
+    # negative control: what nobody logged in fetches may be cached
+    assert "cache-control" not in login_page.headers
+    assert static.headers.get("cache-control") != "no-store"
+
+
+@sqlite_only
+def test_trailing_slash_redirects_do_not_reflect_the_host_header(
+    client: TestClient, as_viewer: dict[str, str]
+) -> None:
+    evil = {"host": "evil.example"}
+    static = client.get("/static", headers=evil)
+    api = client.get(f"{API}/jobs/", headers={**evil, **as_viewer})
+
+    assert static.status_code in (307, 308) and static.headers["location"] == "/static/"
+    assert api.status_code in (307, 308) and api.headers["location"] == f"{API}/jobs"
+
+
+@sqlite_only
+def test_the_swagger_ui_is_off_and_the_schema_stays_public(client: TestClient) -> None:
+    assert client.get(f"{API}/docs").status_code in (401, 404)
+    assert client.get("/docs/oauth2-redirect").status_code in (303, 404)
+    schema = client.get(f"{API}/openapi.json")
+    assert schema.status_code == 200 and "/api/v1/jobs" in schema.json()["paths"]
+
+
+# --- token expiry ---------------------------------------------------------------------
+
+
+def test_a_token_with_an_expiry_is_refused_after_it(
+    app: App, client: TestClient, clock: FakeClock, as_viewer: dict[str, str]
+) -> None:
+    created = client.post(
+        f"{API}/tokens", json={"name": "short", "expires_in_days": 2}, headers=as_viewer
+    )
+    assert created.status_code == 201, created.text
+    short = bearer(created.json()["token"])
+    listed = client.get(f"{API}/tokens", headers=as_viewer).json()
+
+    assert client.get(f"{API}/jobs", headers=short).status_code == 200
+    clock.advance(days=2)
+    expired = client.get(f"{API}/jobs", headers=short)
+    assert expired.status_code == 401 and "expired" in str(error_of(expired)["message"])
+    assert client.get(f"{API}/jobs", headers=as_viewer).status_code == 200  # no expiry
+    [entry] = [t for t in listed if t["name"] == "short"]
+    assert entry["expires_at"] is not None
+
+
+@sqlite_only
+@pytest.mark.parametrize("days", [0, 3651, -1])
+def test_a_token_expiry_out_of_range_names_the_field(
+    client: TestClient, as_viewer: dict[str, str], days: int
+) -> None:
+    response = client.post(
+        f"{API}/tokens", json={"name": "bad", "expires_in_days": days}, headers=as_viewer
+    )
+
+    assert response.status_code == 422
+    assert error_of(response)["field"] == "expires_in_days"
+
+
+@sqlite_only
+def test_the_token_page_creates_an_expiring_token_and_shows_age_and_last_use(
+    app: App, browser: TestClient, clock: FakeClock
+) -> None:
+    csrf = csrf_token_of(browser)
+    made = browser.post(
+        "/tokens/new", data={"name": "weekly", "expires_in_days": "7", "csrf_token": csrf}
+    )
+    bad = browser.post(
+        "/tokens/new", data={"name": "oops", "expires_in_days": "soon", "csrf_token": csrf}
+    )
+    assert made.status_code == 201 and bad.status_code == 422
+    token = made.text.split('id="new-token">')[1].split("<")[0]
+    clock.advance(days=3)
+    browser.get(f"{API}/jobs", headers=bearer(token))
+    clock.advance(days=2)
+    log_in(browser, "operator")  # the session of five days ago has expired
+    page = browser.get("/tokens").text
+
+    row = page.split('data-token="weekly"')[1].split("</tr>")[0]
+    assert "(5 days ago)" in row  # age
+    assert "(2 days ago)" in row  # last use
+    assert "2026-03-09" in row  # expiry: created 2026-03-02 + 7 days
