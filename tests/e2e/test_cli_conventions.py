@@ -140,15 +140,18 @@ def test_after_init_the_same_commands_work(tmp_path: Path, zygote: Zygote) -> No
 # -- job run --wait ---------------------------------------------------------------------
 
 
-def _local_fleet(fleet: Fleet) -> None:
+JOBS = (
+    ("hello", "echo hello"),
+    ("fails", "echo oops >&2; exit 3"),
+    ("slow", "sleep 30"),
+    ("termesc", f"printf '{OSC52} osc52\\n{TITLE}title\\n'"),
+)
+
+
+def _local_fleet(fleet: Fleet, jobs: tuple[tuple[str, str], ...] = JOBS) -> None:
     fleet.ok("init")
     fleet.ok("target add here --local", **LOCAL)
-    for name, command in (
-        ("hello", "echo hello"),
-        ("fails", "echo oops >&2; exit 3"),
-        ("slow", "sleep 30"),
-        ("termesc", f"printf '{OSC52} osc52\\n{TITLE}title\\n'"),
-    ):
+    for name, command in jobs:
         fleet.ok(
             f"job add {name} --target here --schedule '0 0 1 1 *' --command {_quote(command)}",
             **LOCAL,
@@ -161,7 +164,7 @@ def _quote(text: str) -> str:
 
 def test_wait_without_a_scheduler_says_so_within_seconds(tmp_path: Path, zygote: Zygote) -> None:
     fleet = Fleet(tmp_path, zygote)
-    _local_fleet(fleet)
+    _local_fleet(fleet, JOBS[:1])
     started = time.monotonic()
     result = fleet.run("job run hello --wait", **LOCAL)
     waited = time.monotonic() - started
