@@ -7,11 +7,15 @@ Each execution appends ``start`` before its work and ``end`` after it, outside t
 - C2: the generation never decreases, in the order executions started.
 - C3: every due slot either ran or has a recorded reason.
 - C4: executions of different nodes or generations never overlap in time.
+- C5: no command of an older generation is still running on a target when a newer
+  generation starts one there (killed commands write no ``end`` line: their stop time is
+  when :class:`netfault.ProcessWatch` saw their process group gone from /proc).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -45,10 +49,23 @@ def read_effects(path: Path) -> list[Effect]:
     if not path.exists():
         return effects
     for line in path.read_text().splitlines():
-        kind, at, slot, target, token, node = line.split()
+        kind, at, slot, target, token, node, *_pid = line.split()
         generation, claim = token.split(":")
         effects.append(Effect(kind, float(at), slot, target, int(generation), int(claim), node))
     return effects
+
+
+def stopped_at(
+    effects: list[Effect], gone_at: Mapping[tuple[str, str], float], until: float
+) -> dict[tuple[str, str], float]:
+    """When each execution stopped: its ``end`` line, else the moment its process group was
+    seen gone (a killed command writes no end line), else ``until`` (still running)."""
+    ends = {(e.slot, e.target): e.at for e in effects if e.kind == "end"}
+    return {
+        (e.slot, e.target): ends.get((e.slot, e.target), gone_at.get((e.slot, e.target), until))
+        for e in effects
+        if e.kind == "start"
+    }
 
 
 def c1_one_execution_per_slot(app: App, effects: list[Effect]) -> None:
@@ -96,16 +113,18 @@ def c3_every_due_slot_accounted_for(app: App, start: datetime, end: datetime) ->
         raise SafetyViolation(f"C3: {len(missing)} due slot(s) with no record, e.g. {missing[:3]}")
 
 
-def c4_no_overlap_across_owners(effects: list[Effect], until: float) -> None:
+def c4_no_overlap_across_owners(
+    effects: list[Effect], until: float, gone_at: Mapping[tuple[str, str], float] | None = None
+) -> None:
     """No two (node, generation) ever executed at the same time."""
     spans: dict[tuple[str, int], list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
-    ends = {(e.slot, e.target): e.at for e in effects if e.kind == "end"}
+    ends = stopped_at(effects, gone_at or {}, until)
     for e in effects:
         if e.kind != "start":
             continue
         span = spans[(e.node, e.generation)]
         span[0] = min(span[0], e.at)
-        span[1] = max(span[1], ends.get((e.slot, e.target), until))
+        span[1] = max(span[1], ends[(e.slot, e.target)])
     owners = sorted(spans.items(), key=lambda item: item[1][0])
     for i, (first, (first_start, first_end)) in enumerate(owners):
         for second, (second_start, second_end) in owners[i + 1 :]:
@@ -114,3 +133,27 @@ def c4_no_overlap_across_owners(effects: list[Effect], until: float) -> None:
                     f"C4: {second} started executing at {second_start:.3f} while {first} "
                     f"was still executing until {first_end:.3f}"
                 )
+
+
+def c5_no_older_generation_running_at_a_newer_start(
+    effects: list[Effect], until: float, gone_at: Mapping[tuple[str, str], float]
+) -> None:
+    """When a generation starts a command on a target, no command of an older generation is
+    still running there: not by its end line, nor (for killed ones) by /proc."""
+    ends = stopped_at(effects, gone_at, until)
+    by_target: dict[str, list[Effect]] = defaultdict(list)
+    for e in effects:
+        if e.kind == "start":
+            by_target[e.target].append(e)
+    for target, starts in by_target.items():
+        for new in starts:
+            for old in starts:
+                if old.generation < new.generation and old.at <= new.at < ends[
+                    (old.slot, old.target)
+                ]:
+                    raise SafetyViolation(
+                        f"C5: generation {new.generation} ({new.node}) started slot {new.slot} "
+                        f"on {target} at {new.at:.3f} while generation {old.generation} "
+                        f"({old.node}) still ran slot {old.slot} there until "
+                        f"{ends[(old.slot, old.target)]:.3f}"
+                    )

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from fixtures.app import make_settings
+from fixtures.sshd import SshServer
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.cluster import Node
 from fleetcron.services.context import SYSTEM, App
@@ -103,16 +104,39 @@ class Lab:
     def make_owner(self, name: str) -> None:
         cluster.request_transfer(self.app(name), SYSTEM, self.node(name).identity.node_id)
 
-    def add_fleet(self, count: int, *, work: str = "sleep 0", timeout_s: int = 30) -> None:
+    def add_fleet(
+        self,
+        count: int,
+        *,
+        work: str = "sleep 0",
+        timeout_s: int = 30,
+        ssh: SshServer | None = None,
+    ) -> None:
+        """``count`` targets (local, or SSH targets on ``ssh``) and one bulk job on all of
+        them, every minute, whose command appends its start and end to the effects file
+        (with the shell's pid, so :class:`netfault.ProcessWatch` can watch its group)."""
         app = self.app("alpha")
         for n in range(count):
-            targets.add_target(app, SYSTEM, f"box{n:03d}", local=True)
+            if ssh is None:
+                targets.add_target(app, SYSTEM, f"box{n:03d}", local=True)
+            else:
+                targets.add_target(
+                    app,
+                    SYSTEM,
+                    f"box{n:03d}",
+                    host=ssh.host,
+                    port=ssh.port,
+                    user=ssh.user,
+                    private_key=ssh.client_private_key.encode(),
+                    host_key=ssh.host_key_line,
+                    allow_same_host=True,
+                )
         fields = (
             "$FLEETCRON_SCHEDULED_FOR $FLEETCRON_TARGET $FLEETCRON_FENCING_TOKEN $FLEETCRON_NODE"
         )
         command = (
-            f'echo "start $(date +%s.%N) {fields}" >> {self.effects}; {work}; '
-            f'echo "end $(date +%s.%N) {fields}" >> {self.effects}'
+            f'echo "start $(date +%s.%N) {fields} $$" >> {self.effects}; {work}; '
+            f'echo "end $(date +%s.%N) {fields} $$" >> {self.effects}'
         )
         jobs.add_job(
             app, SYSTEM, "everywhere", JobSpec("* * * * *", command, timeout_s=timeout_s), bulk=True

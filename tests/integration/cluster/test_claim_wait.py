@@ -1,0 +1,222 @@
+"""A new owner waits for the old owner's claims, per assignment, on a real PostgreSQL; the
+watchdog budget every run gets from its claim.
+
+The fixture clock starts at 2026-03-02 09:00:30 UTC; an every-minute job is due at 09:01.
+Claims live 300 s (the default timeout) + 60 s (margin) by the database clock, so an old
+claim made in a test is still live when the new owner plans the next slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from sqlalchemy import select
+
+from fixtures.app import FakeClock
+from fixtures.cluster import ClusterNode, approve
+from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
+from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services import cluster, jobs, runs, targets
+from fleetcron.services.context import SYSTEM
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store.runs import RunStore
+from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
+
+pytestmark = pytest.mark.postgres
+
+MakeNode = Callable[[str], ClusterNode]
+
+
+@pytest.fixture
+def pair(migrated: str, make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
+    """alpha owns the jobs; a bulk job on ``busy`` and ``idle``; alpha started both runs of
+    the 09:01 slot and finished the one on ``idle`` (its claim is done)."""
+    a, b = make_node("alpha"), make_node("beta")
+    approve(a)
+    approve(b)
+    targets.add_target(a.app, SYSTEM, "busy", local=True)
+    targets.add_target(a.app, SYSTEM, "idle", local=True)
+    jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    return a, b
+
+
+def store(node: ClusterNode, **guard: bool) -> RunStore:
+    return RunStore(node.app.db, node=node.node_id, guard=replace(node.node.guard(), **guard))
+
+
+def done(node: ClusterNode) -> ExecResult:
+    now = node.app.now()
+    return ExecResult("succeeded", 0, EMPTY_OUTPUT, EMPTY_OUTPUT, now, now, 5)
+
+
+def alpha_runs_then_dies(a: ClusterNode, clock: FakeClock) -> None:
+    clock.advance(seconds=31)
+    dispatches = store(a).claim_due(clock.now).dispatches
+    idle = [d for d in dispatches if d.target_name == "idle"]
+    assert len(dispatches) == 2 and len(idle) == 1
+    assert store(a).finish([(idle[0].run_id, done(a))]) == []
+
+
+def take_over(b: ClusterNode, *, targets_verified: bool = False) -> None:
+    cluster.takeover(
+        b.app,
+        SYSTEM,
+        b.node,
+        "http://alpha.example:8080",
+        confirm_fenced=True,
+        targets_verified=targets_verified,
+    )
+
+
+def slot_runs(node: ClusterNode, target: str) -> list[Run]:
+    with node.app.db.read() as session:
+        return list(session.scalars(select(Run).where(Run.target_name == target).order_by(Run.id)))
+
+
+def test_after_a_takeover_the_busy_assignment_waits_and_the_idle_one_starts_at_once(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    clock.advance(seconds=60)  # 09:02
+
+    claimed = store(b).claim_due(clock.now)
+
+    assert [d.target_name for d in claimed.dispatches] == ["idle"]
+    old, skipped = slot_runs(b, "busy")
+    assert old.status == "fenced" and old.generation == 1
+    assert skipped.status == "skipped"
+    assert old.deadline_at is not None
+    assert skipped.reason == (
+        f"waiting for the previous owner: claim {old.claim_id} of run {old.id} (node "
+        f"{a.node_id}, generation 1) is live until {old.deadline_at.isoformat()}, past this "
+        "slot's misfire grace"
+    )
+
+
+def test_negative_control_with_the_wait_switched_off_the_busy_assignment_starts(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    clock.advance(seconds=60)
+
+    claimed = store(b, wait_for_old_claims=False).claim_due(clock.now)
+
+    assert sorted(d.target_name for d in claimed.dispatches) == ["busy", "idle"]
+
+
+def test_a_takeover_with_targets_verified_clears_the_old_claims_and_is_audited(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b, targets_verified=True)
+    clock.advance(seconds=60)
+
+    claimed = store(b).claim_due(clock.now)
+
+    assert sorted(d.target_name for d in claimed.dispatches) == ["busy", "idle"]
+    with b.app.db.read() as session:
+        states = sorted(
+            session.scalars(select(ExecutionClaim.state).where(ExecutionClaim.generation == 1))
+        )
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.takeover")
+        ).one()
+    assert states == ["cleared", "done"]
+    assert event.detail["targets_verified"] is True
+    assert event.detail["cleared_claims"] == 1
+    assert event.detail["waiting_claims"] == 0
+
+
+def test_a_takeover_audits_what_the_new_owner_waits_for(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    with b.app.db.read() as session:
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.takeover")
+        ).one()
+        deadline = session.scalar(
+            select(ExecutionClaim.deadline_at).where(ExecutionClaim.state == "revoked")
+        )
+    assert deadline is not None
+    assert event.detail["targets_verified"] is False
+    assert event.detail["waiting_claims"] == 1
+    assert event.detail["waiting_until"] == deadline.isoformat()
+
+
+def test_a_queued_manual_run_waits_for_the_old_claim_on_its_assignment(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    queued = runs.request_run(b.app, SYSTEM, "tick")
+
+    started = store(b).claim_queued(clock.now)
+
+    assert [d.target_name for d in started] == ["idle"]
+    with b.app.db.read() as session:
+        statuses = {
+            r.target_name: r.status for r in session.scalars(select(Run).where(Run.id.in_(queued)))
+        }
+    assert statuses == {"busy": "queued", "idle": "running"}
+
+
+def test_every_run_gets_the_claims_remaining_life_as_its_watchdog_budget(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, _ = pair
+    clock.advance(seconds=31)
+    dispatch = store(a).claim_due(clock.now).dispatches[0]
+    scheduler = Scheduler(a.app, guard=a.node.guard(), clock=clock)
+
+    request = scheduler._request(dispatch)
+
+    assert isinstance(request, ExecRequest)
+    assert dispatch.deadline_at is not None and dispatch.claimed_at is not None
+    life = (dispatch.deadline_at - dispatch.claimed_at).total_seconds()
+    assert life == 300 + 60
+    elapsed = time.monotonic() - dispatch.claimed_monotonic
+    assert request.watchdog_s is not None
+    assert life * (1 - 2 * CLOCK_RATE_TOLERANCE) - START_LATENCY_S - elapsed <= (request.watchdog_s)
+    assert request.watchdog_s <= life * (1 - 2 * CLOCK_RATE_TOLERANCE) - START_LATENCY_S
+    assert (request.run_id, request.generation) == (dispatch.run_id, 1)
+    # The claim deadline stored with the claim is the dispatch's.
+    with a.app.db.read() as session:
+        assert (
+            session.scalar(
+                select(ExecutionClaim.deadline_at).where(ExecutionClaim.id == dispatch.claim_id)
+            )
+            == dispatch.deadline_at
+        )
+
+
+def test_a_run_whose_budget_is_gone_before_it_starts_is_not_started(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, _ = pair
+    clock.advance(seconds=31)
+    dispatch = store(a).claim_due(clock.now).dispatches[0]
+    # As if it had waited 359 s for a concurrency slot since its claim.
+    late = replace(dispatch, claimed_monotonic=dispatch.claimed_monotonic - 359)
+    scheduler = Scheduler(a.app, guard=a.node.guard(), clock=clock)
+
+    result = asyncio.run(scheduler._run_on_target(late))
+
+    assert result.status == "connect_error"
+    assert result.error is not None and NOT_STARTED_DEADLINE in result.error
+    assert dispatch.deadline_at is not None
+    assert dispatch.deadline_at.isoformat() in result.error
