@@ -248,6 +248,8 @@ def _stop(message: str) -> NoReturn:
 
 
 def _no_scheduler(app: App, ids: str, grace: float) -> str:
+    """Why nothing started the queued runs, and what to do: a running scheduler (in a
+    cluster, the owner node) starts queued runs on its next tick."""
     settings = app.settings
     path = sqlite_file(settings)
     where = (
@@ -255,11 +257,16 @@ def _no_scheduler(app: App, ids: str, grace: float) -> str:
         if path is not None and not settings.database_url
         else f"database {mask_url(settings.effective_database_url)}"
     )
-    who = "the owner node of the cluster" if settings.cluster else "a running scheduler"
+    start = "start one with `fleetcron serve` (or `fleetcron scheduler`) with the same settings"
+    if settings.cluster:
+        return (
+            f"no node started run(s) {ids} within {grace:g} s: no owner node is running for "
+            f"{where} (the owner starts queued runs on its next tick), or the run waits "
+            f"for a run of the previous owner to end; see `fleetcron cluster status`, or "
+            f"{start}. The run(s) stay queued and start then"
+        )
     return (
         f"no scheduler started run(s) {ids} within {grace:g} s, so none is running for "
-        f"{where} ({who} starts queued runs on its next tick, every "
-        f"{settings.tick_s:g} s); start one with `fleetcron serve` (or `fleetcron "
-        "scheduler`) with the same settings. The run(s) stay queued and start then"
-        + ("; see `fleetcron cluster status`" if settings.cluster else "")
+        f"{where} (a running scheduler starts queued runs on its next tick, every "
+        f"{settings.tick_s:g} s); {start}. The run(s) stay queued and start then"
     )
