@@ -11,13 +11,18 @@ Reported per backend: the fill time, the median and worst of ``--calls`` summary
 number of SQL statements one call issues, what it found, and (PostgreSQL, ``--explain``)
 ``EXPLAIN ANALYZE`` of each statement.
 
+``--baseline FILE`` also times another version of ``services/health.py`` on the same data
+(e.g. ``git show fefc935:src/fleetcron/services/health.py > /tmp/old_health.py``: the
+version with a window over every finished run and two queries per failing assignment).
+
 Run by hand: ``.venv/bin/python bench/health_bench.py [--targets 5000] [--jobs 50]
-[--runs 3] [--calls 5] [--backends sqlite,postgresql] [--explain]``.
+[--runs 3] [--calls 5] [--backends sqlite,postgresql] [--explain] [--baseline FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -131,19 +136,28 @@ def fill(app: App, n_targets: int, n_jobs: int, n_runs: int) -> None:
             conn.execute(text("ANALYZE"))
 
 
-def measure(app: App, calls: int, explain: bool) -> dict[str, Any]:
+def load_module(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("baseline_health", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(app: App, calls: int, explain: bool, module: Any = health) -> dict[str, Any]:
     statements: list[tuple[str, Any]] = []
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *rest: Any) -> None:
         statements.append((statement, parameters))
 
     event.listen(app.db.engine, "before_cursor_execute", capture)
-    result = health.summary(app, VIEWER)
+    result = module.summary(app, VIEWER)
     event.remove(app.db.engine, "before_cursor_execute", capture)
     times = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        health.summary(app, VIEWER)
+        module.summary(app, VIEWER)
         times.append(time.perf_counter() - t0)
     if explain and app.db.dialect == "postgresql":
         with app.db.engine.connect() as conn:
@@ -155,7 +169,7 @@ def measure(app: App, calls: int, explain: bool) -> dict[str, Any]:
                 ).all()
                 print("\n".join(row[0] for row in plan), end="\n\n")
     kinds: dict[str, int] = {}
-    for line in result.grouped:
+    for line in getattr(result, "grouped", []):
         kinds[line.kind] = kinds.get(line.kind, 0) + 1
     return {
         "median_s": median(times),
@@ -174,7 +188,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--baseline", help="another services/health.py to time on the same data")
     args = parser.parse_args()
+    versions: list[tuple[str, Any]] = [("this", health)]
+    if args.baseline:
+        versions.append(("baseline", load_module(args.baseline)))
     rows = []
     print(f"load average before: {loadavg()}")
     for backend in args.backends.split(","):
@@ -191,21 +209,22 @@ def main() -> None:
             t0 = time.perf_counter()
             fill(app, args.targets, args.jobs, args.runs)
             filled = time.perf_counter() - t0
-            found = measure(app, args.calls, args.explain)
-            app.close()
-            rows.append(
-                (
-                    backend,
-                    f"{args.targets * args.jobs:,}",
-                    f"{args.targets * args.jobs * args.runs:,}",
-                    f"{filled:.0f} s",
-                    f"{found['median_s'] * 1000:.0f} ms",
-                    f"{found['max_s'] * 1000:.0f} ms",
-                    found["statements"],
-                    f"{found['problems']:,}",
-                    ", ".join(f"{k} {v:,}" for k, v in sorted(found["grouped"].items())),
+            for version, module in versions:
+                found = measure(app, args.calls, args.explain and version == "this", module)
+                rows.append(
+                    (
+                        f"{backend} ({version})",
+                        f"{args.targets * args.jobs:,}",
+                        f"{args.targets * args.jobs * args.runs:,}",
+                        f"{filled:.0f} s",
+                        f"{found['median_s'] * 1000:.0f} ms",
+                        f"{found['max_s'] * 1000:.0f} ms",
+                        found["statements"],
+                        f"{found['problems']:,}",
+                        ", ".join(f"{k} {v:,}" for k, v in sorted(found["grouped"].items())),
+                    )
                 )
-            )
+            app.close()
     print(
         table(
             [
