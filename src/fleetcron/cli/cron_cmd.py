@@ -85,5 +85,16 @@ def next_(expression: str, from_: str | None, tz: str | None, count: str) -> Non
     zone = _zone_option(tz if tz is not None else configured_timezone())
     start = _from_option(from_, zone)
     schedule = parse(expression, zone)
-    for fire in itertools.islice(schedule.iter_after(start), int(count)):
-        click.echo(fire.isoformat())
+    try:
+        for fire in itertools.islice(schedule.iter_after(start), int(count)):
+            click.echo(fire.isoformat())
+    except InvalidInput as exc:
+        if exc.field != "t":
+            raise
+        # the engine names its argument; the user typed --from
+        raise InvalidInput(
+            "--from" + exc.message.removeprefix("t"),
+            field="--from",
+            value=from_,
+            allowed=exc.allowed,
+        ) from exc

@@ -22,6 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetcron.cli.cron_cmd import cron
+from fleetcron.cli.main import cli
+from fleetcron.cli.output import run_cli
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, InvalidInput
 
@@ -97,6 +99,16 @@ def test_the_cli_reads_a_naive_from_inside_the_gap_as_an_instant() -> None:
     )
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["2026-03-08T03:45:00-04:00", "2026-03-08T04:00:00-04:00"]
+
+
+def test_the_cli_names_from_when_a_search_runs_off_the_calendar(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["cron", "next", "* * * * *", "--tz", "America/New_York", "--from", "9999-12-31T23:59"]
+    assert run_cli(cli, args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --from: 9999-12-31T23:59:00-05:00 is too close to the limits")
+    assert "Traceback" not in err
 
 
 # The property: for every start, including times in gaps and in both passes of a repeat,
