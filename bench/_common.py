@@ -126,7 +126,12 @@ def make_app(
     from fleetcron.services.context import App
 
     # The benchmarks run local targets (off by default in a real install).
-    values: dict[str, object] = {"shutdown_grace_s": 5.0, "allow_local_targets": True, **settings}
+    values: dict[str, object] = {
+        "shutdown_grace_s": 5.0,
+        "allow_local_targets": True,
+        "local_allow_root": True,
+        **settings,
+    }
     app = App.open(
         Settings(
             data_dir=data_dir,

@@ -158,6 +158,18 @@ class Settings(BaseSettings):
         "which holds the database and the master key). Off: adding one is refused and the "
         "slots of existing ones are skipped. Only an admin may add or convert to one.",
     )
+    local_run_as: str | None = Field(
+        default=None,
+        min_length=1,
+        description="User that commands of local targets run as (privileges are dropped "
+        "before the command starts; the scheduler must be root to switch users). Unset: the "
+        "scheduler's own user, refused for root unless local_allow_root is set.",
+    )
+    local_allow_root: bool = Field(
+        default=False,
+        description="Let local commands run as root when the scheduler runs as root and "
+        "local_run_as is unset. Off: such runs fail with an error naming these settings.",
+    )
     log_format: str = Field(
         default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
     )

@@ -88,6 +88,7 @@ def environment(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[s
         FLEETCRON_PASSWORD=USER_PASSWORD,
         # The tests run their commands on local targets (off by default in a real install).
         FLEETCRON_ALLOW_LOCAL_TARGETS="true",
+        FLEETCRON_LOCAL_ALLOW_ROOT="true",
         COLUMNS="200",  # rich fits tables to this width when stdout is not a terminal
     )
     env.update(extra or {})

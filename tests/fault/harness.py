@@ -73,6 +73,7 @@ class Lab:
             "FLEETCRON_CLAIM_BATCH": "5",
             # The boxes are local targets (off by default in a real install).
             "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
+            "FLEETCRON_LOCAL_ALLOW_ROOT": "true",
             **extra,
         }
 

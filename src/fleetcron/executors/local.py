@@ -1,95 +1,225 @@
-"""Run commands on this machine through ``/bin/sh -c``.
+"""Run commands on this machine through ``/bin/sh -c``, under the watchdog.
 
-The command gets its own session and process group, so a timeout can signal every
-process it started (children and grandchildren alike) with one ``killpg``. Its
-environment is minimal and predictable, like cron's: see :data:`BASE_PATH` and
-:meth:`LocalExecutor.environment`.
+The command runs in a new session under the wrapper of
+:mod:`fleetcron.executors.watchdog` (POSIX ``sh`` and coreutils ``timeout``), which
+kills its whole process group when the run's budget (``ExecRequest.watchdog_s``) is
+spent, by this machine's monotonic clock, even if the scheduler has been killed or
+stopped in the meantime. The scheduler's own timeout handling (SIGTERM to the group,
+SIGKILL after the grace) works as before on top of it.
+
+Trust boundary: local commands run as ``run_as`` (the ``local_run_as`` setting), with
+privileges dropped (``setgroups``/``setgid``/``setuid``) before the wrapper starts.
+When the scheduler runs as root and no user is configured, local runs are refused
+unless ``allow_root`` (``local_allow_root``) says otherwise. The environment is
+minimal and predictable, like cron's: see :data:`BASE_PATH` and
+:meth:`LocalExecutor.environment`; nothing of the scheduler's own environment is passed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import pwd
 import signal
+import subprocess
 import time
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypeVar
 
 from fleetcron.executors.base import (
     DEFAULT_KILL_GRACE_S,
+    EMPTY_OUTPUT,
+    NOT_STARTED_DEADLINE,
     Clock,
     ExecRequest,
     ExecResult,
     Status,
     utc_now,
 )
-from fleetcron.executors.output import BoundedOutput
+from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
+from fleetcron.executors.watchdog import (
+    GENERATION_VARIABLE,
+    PGID_MARKER,
+    plain_script,
+    plan,
+    watchdog_script,
+)
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _CHUNK = 65536
+_MARKER_WAIT_S: Final = 5.0
+"""On cancel, how long to wait for the wrapper to report the command's process group."""
+
+ROOT_REFUSED: Final = (
+    "local commands would run as root: set local_run_as (FLEETCRON_LOCAL_RUN_AS) to an "
+    "unprivileged user, or set local_allow_root (FLEETCRON_LOCAL_ALLOW_ROOT=true) to allow "
+    "running them as root"
+)
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The account local commands run as."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+    groups: tuple[int, ...]
+
+    @classmethod
+    def lookup(cls, name: str) -> RunAs:
+        """Raise ``KeyError`` when ``name`` is not a user of this machine."""
+        entry = pwd.getpwnam(name)
+        return cls(
+            name=entry.pw_name,
+            uid=entry.pw_uid,
+            gid=entry.pw_gid,
+            home=entry.pw_dir,
+            groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)),
+        )
+
+    @classmethod
+    def current(cls) -> RunAs:
+        entry = pwd.getpwuid(os.geteuid())
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir, ())
 
 
 class LocalExecutor:
-    """Runs requests as the current user in a fresh process group."""
+    """Runs requests in a fresh session and process group, as ``run_as``.
 
-    def __init__(self, *, clock: Clock = utc_now, kill_grace_s: float = DEFAULT_KILL_GRACE_S):
+    Args:
+        clock: source of ``started_at``/``finished_at``.
+        kill_grace_s: seconds between SIGTERM and SIGKILL on timeout.
+        run_as: user name local commands run as; ``None``: the scheduler's own user.
+        allow_root: run commands as root when the scheduler is root and ``run_as`` is
+            unset (otherwise such runs fail with :data:`ROOT_REFUSED`).
+        watchdog: tests only; ``False`` runs commands without the watchdog (the old
+            wrapper), for negative controls.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = utc_now,
+        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+        run_as: str | None = None,
+        allow_root: bool = False,
+        watchdog: bool = True,
+    ):
         self._clock = clock
         self._kill_grace_s = kill_grace_s
+        self._run_as_name = run_as
+        self._allow_root = allow_root
+        self._watchdog = watchdog
+
+    def account(self) -> RunAs:
+        """The account commands run as; raises ``LookupError`` with a clear message."""
+        if self._run_as_name is None:
+            return RunAs.current()
+        try:
+            return RunAs.lookup(self._run_as_name)
+        except KeyError:
+            raise LookupError(
+                f"local_run_as names user {self._run_as_name!r}, which does not exist on "
+                "this machine"
+            ) from None
 
     @staticmethod
-    def environment(request: ExecRequest) -> dict[str, str]:
+    def environment(request: ExecRequest, account: RunAs | None = None) -> dict[str, str]:
         """PATH, HOME, LOGNAME, USER, LANG=C.UTF-8, SHELL=/bin/sh, then the request's env."""
-        user = pwd.getpwuid(os.geteuid())
+        user = account or RunAs.current()
         env = {
             "PATH": BASE_PATH,
-            "HOME": user.pw_dir,
-            "LOGNAME": user.pw_name,
-            "USER": user.pw_name,
+            "HOME": user.home,
+            "LOGNAME": user.name,
+            "USER": user.name,
             "LANG": "C.UTF-8",
             "SHELL": "/bin/sh",
         }
         env.update(request.env)
+        if request.run_id is not None:
+            env["FLEETCRON_RUN_ID"] = str(request.run_id)
         return env
 
     async def run(self, request: ExecRequest) -> ExecResult:
         """Run the command; see :class:`fleetcron.executors.base.Executor`."""
+        called = time.monotonic()
+        started_at = self._clock()
+        try:
+            account = self.account()
+        except LookupError as exc:
+            return _not_started(started_at, self._clock(), called, str(exc))
+        if account.uid == 0 and self._run_as_name is None and not self._allow_root:
+            return _not_started(started_at, self._clock(), called, ROOT_REFUSED)
+        steps = plan(
+            request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
+        )
+        if steps is None:
+            return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
+        env = self.environment(request, account)
+        if self._watchdog:
+            script = watchdog_script(
+                request.command,
+                env,
+                term_after_s=steps.term_after,
+                kill_grace_s=steps.kill_grace,
+                generation=request.generation,
+            )
+        else:
+            script = plain_script(request.command, env)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        started_at = self._clock()
+        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
         t0 = time.monotonic()
-        env = self.environment(request)
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            request.command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=env["HOME"],
-            start_new_session=True,
-        )
+        # The spawn is never cancelled halfway (asyncio would kill only the shell and then
+        # wait for the orphaned command): on cancel, let it finish and kill the groups.
+        spawn = asyncio.ensure_future(self._spawn(script, account, env))
+        try:
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                proc = await _uncancelled(spawn)
+                await _uncancelled(self._abort(proc, splitter, None))
+            raise
+        except (OSError, subprocess.SubprocessError) as exc:
+            return _not_started(
+                started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
+            )
         assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, stderr))
+        readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, splitter))
+        limit = steps.limit
         status: Status
         error: str | None = None
         exit_code: int | None
         try:
             # Wait for the pipes to close too: a background child still holding them is
             # still part of the job.
-            async with asyncio.timeout(request.timeout_s):
+            async with asyncio.timeout(limit):
                 await asyncio.shield(readers)
                 exit_code = await proc.wait()
             status = "succeeded" if exit_code == 0 else "failed"
+            if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
+                # timeout(1) fired a hair before our own timer: the same outcome.
+                status, exit_code = "timed_out", None
+                error = _timeout_error(request.timeout_s, limit, "process group killed")
+                _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
         except TimeoutError:
-            await self._kill_group(proc, readers, self._kill_grace_s)
+            await self._kill_group(proc, splitter, readers, steps.grace)
             status, exit_code = "timed_out", None
-            error = f"timed out after {request.timeout_s:g} s; process group killed"
+            error = _timeout_error(request.timeout_s, limit, "process group killed")
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
-            await asyncio.shield(self._kill_group(proc, readers, 0))
+            await _uncancelled(self._abort(proc, splitter, readers))
             raise
+        splitter.flush()
         return ExecResult(
             status=status,
             exit_code=exit_code,
@@ -104,17 +234,79 @@ class LocalExecutor:
     async def kill_older_generations(self, generation: int) -> int:
         """Kill every process group on this machine started by fleetcron for a run tagged
         with a generation lower than ``generation``; return how many groups were killed.
+
+        A group counts when its leader carries ``FLEETCRON_GENERATION`` in its initial
+        environment (``/proc/<pid>/environ``, which the command cannot rewrite), so a
+        reused pid is never mistaken for a run. Groups are killed with SIGKILL.
         """
-        raise NotImplementedError  # implemented with the watchdog supervisor
+        return await asyncio.to_thread(kill_tagged_groups, generation)
+
+    async def _spawn(
+        self, script: str, account: RunAs, env: dict[str, str]
+    ) -> asyncio.subprocess.Process:
+        switch: dict[str, Any] = {}
+        if account.uid != os.geteuid():
+            switch = {"user": account.uid, "group": account.gid, "extra_groups": account.groups}
+        return await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            script,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=account.home if os.path.isdir(account.home) else "/",
+            start_new_session=True,
+            **switch,
+        )
 
     async def _kill_group(
-        self, proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], grace_s: float
+        self,
+        proc: asyncio.subprocess.Process,
+        splitter: MarkerLineSplitter,
+        readers: asyncio.Future[Any],
+        grace_s: float,
     ) -> None:
-        _signal_group(proc.pid, signal.SIGTERM)
+        pgid = _pgid(splitter) or proc.pid
+        _signal_group(pgid, signal.SIGTERM)
+        _signal_group(pgid, signal.SIGCONT)
         # Closed pipes and a reaped shell mean the group has exited; killpg(pgid, 0) would
         # not tell, as unreaped zombies still count as members.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(asyncio.shield(readers), proc.wait()), grace_s)
+        _signal_group(pgid, signal.SIGKILL)
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        readers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await readers
+
+    async def _abort(
+        self,
+        proc: asyncio.subprocess.Process,
+        splitter: MarkerLineSplitter,
+        readers: asyncio.Future[Any] | None,
+    ) -> None:
+        """Kill a run at once (cancelled): its command group and the wrapper."""
+        if readers is None:
+            assert proc.stderr is not None
+            readers = asyncio.ensure_future(_drain(proc.stderr, splitter))
+        if self._watchdog:
+            # The wrapper ignores SIGTERM and reports the group right after starting it.
+            deadline = time.monotonic() + _MARKER_WAIT_S
+            while (
+                splitter.value is None and proc.returncode is None and time.monotonic() < deadline
+            ):
+                await asyncio.sleep(0.005)
+        pgid = _pgid(splitter)
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGKILL)
+        elif self._watchdog and proc.returncode is None:
+            logger.warning(
+                "cancelled local run: the wrapper did not report its process group; "
+                "the watchdog will end it",
+                extra={"action": "local.abort_unknown_group"},
+            )
         _signal_group(proc.pid, signal.SIGKILL)
         await proc.wait()
         readers.cancel()
@@ -122,7 +314,80 @@ class LocalExecutor:
             await readers
 
 
-async def _drain(stream: asyncio.StreamReader, sink: BoundedOutput) -> None:
+def kill_tagged_groups(generation: int, proc_root: str = "/proc") -> int:
+    """Synchronous core of :meth:`LocalExecutor.kill_older_generations`."""
+    prefix = f"{GENERATION_VARIABLE}=".encode()
+    killed = 0
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"{proc_root}/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            if os.getpgid(pid) != pid:
+                continue
+        except OSError:
+            continue
+        tags = [item[len(prefix) :] for item in environ.split(b"\0") if item.startswith(prefix)]
+        if not tags or not tags[0].isdigit() or int(tags[0]) >= generation:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        killed += 1
+        logger.info(
+            "killed process group %d of generation %s (older than %d)",
+            pid,
+            tags[0].decode(),
+            generation,
+            extra={"action": "local.kill_older_generation", "pgid": pid},
+        )
+    return killed
+
+
+async def _uncancelled(awaitable: Awaitable[_T]) -> _T:
+    """Await ``awaitable`` to the end even if the caller is cancelled meanwhile."""
+    future = asyncio.ensure_future(awaitable)
+    while True:
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.done():
+                return future.result()
+
+
+def _timeout_error(timeout_s: float, limit: float, what: str) -> str:
+    if limit < timeout_s:
+        return (
+            f"claim deadline reached after {limit:g} s, before the timeout of {timeout_s:g} s; "
+            f"{what}"
+        )
+    return f"timed out after {timeout_s:g} s; {what}"
+
+
+def _not_started(
+    started_at: datetime, finished_at: datetime, called: float, error: str
+) -> ExecResult:
+    return ExecResult(
+        status="connect_error",
+        exit_code=None,
+        stdout=EMPTY_OUTPUT,
+        stderr=EMPTY_OUTPUT,
+        started_at=started_at,
+        finished_at=finished_at,
+        duration_ms=int((time.monotonic() - called) * 1000),
+        error=error,
+    )
+
+
+def _pgid(splitter: MarkerLineSplitter) -> int | None:
+    value = splitter.value
+    return int(value) if value is not None and value.isdigit() else None
+
+
+async def _drain(stream: asyncio.StreamReader, sink: BoundedOutput | MarkerLineSplitter) -> None:
     while chunk := await stream.read(_CHUNK):
         sink.feed(chunk)
 

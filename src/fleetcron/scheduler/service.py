@@ -115,7 +115,11 @@ class Scheduler:
             clock=self.clock,
             claim_margin=timedelta(seconds=settings.claim_margin_s),
         )
-        self.local = self.local or LocalExecutor(clock=self.clock)
+        self.local = self.local or LocalExecutor(
+            clock=self.clock,
+            run_as=settings.local_run_as,
+            allow_root=settings.local_allow_root,
+        )
         self.ssh = self.ssh or SshExecutor(
             clock=self.clock,
             max_concurrency=settings.ssh_max_concurrency,

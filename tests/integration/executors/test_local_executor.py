@@ -25,13 +25,15 @@ def running(pattern: str) -> str:
 
 
 async def test_it_captures_stdout_and_stderr_of_a_successful_command() -> None:
-    result = await LocalExecutor().run(ExecRequest("echo out; echo err >&2", timeout_s=10))
+    result = await LocalExecutor(allow_root=True).run(
+        ExecRequest("echo out; echo err >&2", timeout_s=10)
+    )
     assert (result.status, result.exit_code, result.error) == ("succeeded", 0, None)
     assert (result.stdout.head, result.stderr.head) == ("out\n", "err\n")
 
 
 async def test_it_reports_a_non_zero_exit_as_failed() -> None:
-    result = await LocalExecutor().run(ExecRequest("exit 7", timeout_s=10))
+    result = await LocalExecutor(allow_root=True).run(ExecRequest("exit 7", timeout_s=10))
     assert (result.status, result.exit_code) == ("failed", 7)
 
 
@@ -41,13 +43,15 @@ async def test_it_passes_the_request_env_and_a_minimal_environment() -> None:
         env={"FLEETCRON_JOB": "backup db"},
         timeout_s=10,
     )
-    result = await LocalExecutor().run(request)
+    result = await LocalExecutor(allow_root=True).run(request)
     assert result.stdout.head == "backup db|C.UTF-8|/bin/sh|unset"
 
 
 async def test_it_takes_timestamps_from_the_injected_clock() -> None:
     moments = iter([datetime(2030, 1, 1, tzinfo=UTC), datetime(2030, 1, 1, 0, 1, tzinfo=UTC)])
-    result = await LocalExecutor(clock=lambda: next(moments)).run(ExecRequest("true"))
+    result = await LocalExecutor(clock=lambda: next(moments), allow_root=True).run(
+        ExecRequest("true")
+    )
     assert (result.started_at.minute, result.finished_at.minute) == (0, 1)
 
 
@@ -55,7 +59,9 @@ async def test_a_timeout_kills_the_whole_process_group_including_grandchildren()
     child, grandchild = marker_seconds(), marker_seconds()
     # The subshell's background sleep is orphaned at once: only the process group finds it.
     command = f"(sleep {grandchild} &); sleep {child}"
-    result = await LocalExecutor(kill_grace_s=1).run(ExecRequest(command, timeout_s=1))
+    result = await LocalExecutor(kill_grace_s=1, allow_root=True).run(
+        ExecRequest(command, timeout_s=1)
+    )
     assert (result.status, result.exit_code) == ("timed_out", None)
     assert running(child) == "" and running(grandchild) == ""
 
@@ -63,7 +69,9 @@ async def test_a_timeout_kills_the_whole_process_group_including_grandchildren()
 async def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period() -> None:
     child = marker_seconds()
     command = f"trap '' TERM; sleep {child}"
-    result = await LocalExecutor(kill_grace_s=0.5).run(ExecRequest(command, timeout_s=0.5))
+    result = await LocalExecutor(kill_grace_s=0.5, allow_root=True).run(
+        ExecRequest(command, timeout_s=0.5)
+    )
     assert result.status == "timed_out"
     assert running(child) == ""
 

@@ -34,7 +34,11 @@ async def main(url: str, node: str, start: datetime, minutes: int, go: Path) -> 
     configure_logging()
     app = App.open(
         load_settings(
-            database_url=url, node_name=node, claim_batch=10, allow_local_targets=True
+            database_url=url,
+            node_name=node,
+            claim_batch=10,
+            allow_local_targets=True,
+            local_allow_root=True,
         )
     )
     clock = SteppedClock(start)

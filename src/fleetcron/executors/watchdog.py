@@ -1,0 +1,191 @@
+"""The watchdog every command runs under, on the machine that executes it.
+
+The claim deadline of a run is only a promise if the process is gone when it passes,
+whatever happens to the scheduler (killed, stopped, cut off from the network). So the
+command is not supervised by the scheduler alone: it runs under a wrapper written in
+POSIX ``sh`` that uses coreutils ``timeout`` and the target's own monotonic clock, and
+that keeps working when the scheduler disappears. The same wrapper is used on SSH
+targets (no agent to install) and for local commands (started in a new session).
+
+Process layout (``S`` is the session leader: sshd's login shell, or the local
+executor's ``/bin/sh`` started with ``setsid``)::
+
+    S  /bin/sh -c <wrapper>            ignores HUP, INT, QUIT, TERM; waits for T
+    └─ T  timeout -s TERM -k G A ...   its own process group; pgid T is reported
+       └─ /bin/sh -c <command>         and everything it starts (same group T)
+
+* At ``A`` seconds ``timeout`` sends SIGTERM (and SIGCONT) to the whole group T, and
+  SIGKILL to the whole group ``G`` seconds later, itself included, if the command is
+  still there. ``A + G`` is the budget left when the wrapper started.
+* If the command's main process ends early but leaves processes in group T (``cmd &``),
+  ``timeout`` exits with it; S then starts a detached sweeper that waits until the same
+  moment ``A`` by the target's ``/proc/uptime`` (a monotonic clock) and signals what is
+  left of the group (TERM, then KILL after ``G``). Without ``/proc/uptime`` (not Linux)
+  leftovers are signalled at once. Nothing lingers once the group is empty.
+* The scheduler reads the pgid T from the marker line on stderr (stripped from the
+  output) and uses it for its own timeout handling, as before.
+* The run's tags (``FLEETCRON_RUN_ID``, ``FLEETCRON_GENERATION``) are exported before
+  ``timeout`` starts, so they are in T's ``/proc/T/environ``, which the command cannot
+  change: :data:`SCAN_SCRIPT` finds process groups by generation from that, robust to
+  pid reuse (a reused pid has another environment).
+
+A command that leaves its process group on purpose (``setsid``, a double fork with
+``setpgid``) escapes every process-group based kill, this one included.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+PGID_MARKER: Final = b"__fleetcron_pgid__="
+GENERATION_VARIABLE: Final = "FLEETCRON_GENERATION"
+RUN_ID_VARIABLE: Final = "FLEETCRON_RUN_ID"
+MIN_STEP_S: Final = 0.01
+"""``timeout`` treats 0 as "no limit": every duration handed to it is at least this."""
+
+
+def split_budget(remaining_s: float, kill_grace_s: float) -> tuple[float, float]:
+    """``(term_after, kill_grace)``: SIGTERM at ``term_after``, SIGKILL ``kill_grace``
+    later, the two summing to ``remaining_s``. The grace shrinks to at most half the
+    budget, so a short budget still gets a SIGTERM first."""
+    grace = max(min(kill_grace_s, remaining_s / 2), MIN_STEP_S / 2)
+    return max(remaining_s - grace, MIN_STEP_S), grace
+
+
+@dataclass(frozen=True)
+class Plan:
+    """When each side signals a run, in seconds from the moment the command starts.
+
+    The executor's own timer (``limit``, then ``grace``) fires first; the watchdog on
+    the executing machine (``term_after``, then ``kill_grace``) is the backstop that
+    does not need the executor, and has the whole group gone by the budget.
+    ``deadline_first`` says the budget, not the request's timeout, set ``limit``.
+    """
+
+    limit: float
+    grace: float
+    term_after: float
+    kill_grace: float
+    deadline_first: bool
+
+
+def plan(
+    timeout_s: float, watchdog_s: float | None, kill_grace_s: float, elapsed_s: float
+) -> Plan | None:
+    """The plan for a run whose executor spent ``elapsed_s`` before the command could
+    start; ``None`` when the budget is already spent (the run must not start)."""
+    budget = watchdog_s if watchdog_s is not None else timeout_s + kill_grace_s
+    remaining = budget - elapsed_s
+    if remaining <= 0:
+        return None
+    if watchdog_s is None:
+        # Only a backstop: let the executor's own SIGTERM at the timeout come first.
+        lag = min(0.5, kill_grace_s / 2)
+        term_after = max(remaining - kill_grace_s + lag, MIN_STEP_S)
+        return Plan(timeout_s, kill_grace_s, term_after, max(remaining - term_after, 0), False)
+    term_after, kill_grace = split_budget(remaining, kill_grace_s)
+    limit = min(timeout_s, term_after)
+    grace = max(min(kill_grace_s, remaining - limit), MIN_STEP_S / 2)
+    return Plan(limit, grace, term_after, kill_grace, term_after < timeout_s)
+
+
+def _seconds(value: float) -> str:
+    return f"{max(value, MIN_STEP_S):.3f}"
+
+
+def exports(env: Mapping[str, str]) -> str:
+    """``export NAME='value'; ...`` for each variable (names are checked by ExecRequest)."""
+    return "".join(f"export {name}={shlex.quote(value)}; " for name, value in env.items())
+
+
+def plain_script(command: str, env: Mapping[str, str]) -> str:
+    """The wrapper without a watchdog: report ``$$`` as the pgid and ``exec`` the command.
+
+    Only for tests (the negative control showing that the watchdog is what kills).
+    """
+    return (
+        f"{exports(env)}printf '%s\\n' \"{PGID_MARKER.decode()}$$\" >&2; "
+        f"exec /bin/sh -c {shlex.quote(command)}"
+    )
+
+
+def watchdog_script(
+    command: str,
+    env: Mapping[str, str],
+    *,
+    term_after_s: float,
+    kill_grace_s: float,
+    generation: int | None = None,
+) -> str:
+    """The wrapper described in the module docstring, as one ``sh -c`` script.
+
+    ``generation`` is set on ``timeout`` only (a prefix assignment), so the tagged group
+    leader is the run's group T; the command inherits the variable.
+    """
+    term, grace = _seconds(term_after_s), _seconds(kill_grace_s)
+    term_cs = round(max(term_after_s, MIN_STEP_S) * 100)
+    grace_cs = round(max(kill_grace_s, MIN_STEP_S) * 100)
+    tag = f"{GENERATION_VARIABLE}={generation} " if generation is not None else ""
+    return (
+        f"{exports(env)}\n"
+        "trap '' HUP INT QUIT TERM\n"
+        "__fc_u0=; read __fc_u0 __fc_r 2>/dev/null </proc/uptime\n"
+        f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(command)} &\n"
+        "__fc_t=$!\n"
+        f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
+        'wait "$__fc_t" 2>/dev/null; __fc_rc=$?\n'
+        'if kill -s 0 -- "-$__fc_t" 2>/dev/null; then (\n'
+        "  exec </dev/null >/dev/null 2>&1\n"
+        # Sleep (in steps of at most 1 s, so a group that empties is noticed and its
+        # pgid never signalled after it could have been reused) until $1 centiseconds
+        # after the wrapper started; succeed if the group is still there.
+        "  __fc_until() {\n"
+        '    while kill -s 0 -- "-$__fc_t" 2>/dev/null; do\n'
+        "      __fc_left=0\n"
+        '      if [ -n "$__fc_u0" ] && read __fc_u1 __fc_r </proc/uptime; then\n'
+        f"        __fc_left=$(( $1 - ({_centis('__fc_u1')} - {_centis('__fc_u0')}) ))\n"
+        "      fi\n"
+        '      [ "$__fc_left" -gt 0 ] || return 0\n'
+        '      [ "$__fc_left" -gt 100 ] && __fc_left=100\n'
+        '      __fc_f=$((__fc_left % 100)); [ "$__fc_f" -lt 10 ] && __fc_f=0$__fc_f\n'
+        '      sleep "$((__fc_left / 100)).$__fc_f"\n'
+        "    done\n"
+        "    return 1\n"
+        "  }\n"
+        f"  __fc_until {term_cs} || exit 0\n"
+        '  kill -s TERM -- "-$__fc_t"; kill -s CONT -- "-$__fc_t"\n'
+        f'  [ -n "$__fc_u0" ] || sleep {grace}\n'
+        f"  __fc_until {term_cs + grace_cs} || exit 0\n"
+        '  kill -s KILL -- "-$__fc_t"\n'
+        ") & fi\n"
+        'exit "$__fc_rc"\n'
+    )
+
+
+def _centis(variable: str) -> str:
+    """Arithmetic for ``12345.67`` in ``$variable`` as 1234567 (no octal surprises)."""
+    return f"(${{{variable}%.*}} * 100 + 1${{{variable}#*.}} - 100)"
+
+
+SCAN_SCRIPT: Final = (
+    # $1: the generation; kill every tagged process group leader of a lower generation.
+    "g=$1; n=0; "
+    f"for e in $(grep -l '{GENERATION_VARIABLE}=' /proc/[0-9]*/environ 2>/dev/null); do "
+    "p=${e#/proc/}; p=${p%/environ}; "
+    f"v=$(tr '\\000' '\\n' <\"$e\" 2>/dev/null | sed -n 's/^{GENERATION_VARIABLE}=//p'); "
+    'case "$v" in ""|*[!0-9]*) continue;; esac; '
+    '[ "$v" -lt "$g" ] || continue; '
+    'q=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d " "); '
+    '[ "$q" = "$p" ] || continue; '
+    'kill -s KILL -- "-$p" 2>/dev/null && n=$((n + 1)); '
+    "done; "
+    'echo "killed=$n"'
+)
+"""``sh -c SCAN_SCRIPT sh <generation>``: prints ``killed=<n>``.
+
+Only process group leaders carrying the tag are killed (the ``timeout`` of a run, or a
+tagged process that made itself a group leader); their whole group goes with them.
+"""
