@@ -217,6 +217,11 @@ class Settings(BaseSettings):
         le=256,
         description="Password checks (argon2, 64 MiB each) running at once; more logins wait.",
     )
+    webhook_refuse_private: bool = Field(
+        default=False,
+        description="Refuse webhook deliveries to loopback, link-local, private and other "
+        "non-public addresses (checked when the message is sent).",
+    )
     notify_max_attempts: int = Field(
         default=5, ge=1, le=100, description="Delivery attempts per notification before giving up."
     )

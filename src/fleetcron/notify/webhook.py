@@ -47,6 +47,40 @@ def verify(secret: bytes, body: bytes, header: str | None) -> bool:
     return header is not None and hmac.compare_digest(sign(secret, body), header)
 
 
+def masked(url: str) -> str:
+    """The URL as lists may show it: its origin, and ``/…`` for a path or query, which
+    often hold a token."""
+    parts = urlsplit(url)
+    rest = parts.path.strip("/") or parts.query
+    return origin(url) + ("/…" if rest else "/")
+
+
+def refuse_private_destination(url: str) -> None:
+    """Raise DeliveryFailed when the URL's host is, or resolves to, a loopback, link-local,
+    private, reserved or multicast address (the ``webhook_refuse_private`` setting): a
+    channel must not reach the host's own services or a cloud metadata endpoint.
+
+    The name is resolved here and again by the HTTP client, so a DNS server that answers
+    differently the second time is not stopped; a host firewall is the complete defence."""
+    import ipaddress
+    import socket
+
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise DeliveryFailed(f"{origin(url)}: cannot resolve the host: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
+        mapped = getattr(address, "ipv4_mapped", None)
+        address = mapped or address
+        if not address.is_global or address.is_multicast:
+            raise DeliveryFailed(
+                f"{origin(url)}: resolves to {address}, a non-public address; "
+                "webhook_refuse_private is on"
+            )
+
+
 def origin(url: str) -> str:
     """``scheme://host[:port]`` of a URL: what error messages and logs may show."""
     parts = urlsplit(url)

@@ -62,6 +62,7 @@ from fleetcron.notify.channels import (
     validate_email,
     validate_webhook,
 )
+from fleetcron.notify.webhook import masked, refuse_private_destination
 from fleetcron.services.audit import AuditNote, audited, record, record_failure
 from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import get_job
@@ -147,6 +148,8 @@ def add_channel(app: App, actor: Actor, name: str, spec: WebhookSpec | EmailSpec
         else:
             config, secret = validate_email(spec)
         note.detail.update(audit_summary(kind, config, signed=secret is not None))
+        if kind == "webhook":
+            config = sealed_webhook(app, config["url"])
         taken = session.scalar(
             select(NotificationChannel.id).where(NotificationChannel.name == name)
         )
@@ -867,13 +870,65 @@ def _claim(app: App, now: datetime, limit: int) -> list[_Outbound]:
         ]
 
 
+def sealed_webhook(app: App, url: str) -> dict[str, Any]:
+    """A webhook channel's stored config: the URL encrypted with the master key (it often
+    carries a token), and the masked form that lists show."""
+    return {"url_enc": app.master_key.encrypt(url.encode()).decode(), "url_shown": masked(url)}
+
+
+def _open_config(app: App, kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The config a sender needs: the webhook URL decrypted (rows from before encryption
+    still hold it in clear until :func:`seal_stored_urls` runs)."""
+    if kind != "webhook" or "url_enc" not in config:
+        return config
+    url = app.master_key.decrypt(str(config["url_enc"]).encode()).reveal().decode()
+    return {"url": url}
+
+
+def _shown_config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    if kind != "webhook":
+        return config
+    return {"url": config.get("url_shown") or masked(str(config.get("url", "")))}
+
+
+_SEALED: set[str] = set()
+
+
+def seal_stored_urls(app: App) -> int:
+    """Encrypt webhook URLs still stored in clear (channels added before URLs were
+    encrypted); returns how many. Done by the notifier once per process and database; the
+    master key is not available to schema migrations, so this is not one."""
+    database = app.settings.effective_database_url
+    if database in _SEALED:
+        return 0
+    sealed = 0
+    with app.db.session() as session:
+        for channel in session.scalars(
+            select(NotificationChannel).where(NotificationChannel.kind == "webhook")
+        ):
+            if "url" in channel.config and "url_enc" not in channel.config:
+                channel.config = sealed_webhook(app, str(channel.config["url"]))
+                sealed += 1
+    _SEALED.add(database)
+    if sealed:
+        log.info(
+            "notify: encrypted %d stored webhook URL(s)",
+            sealed,
+            extra={"action": "notify.seal", "count": sealed},
+        )
+    return sealed
+
+
 def _send(app: App, outbound: _Outbound) -> str | None:
     secret: Secret | None = None
     if outbound.secret_enc is not None:
         secret = app.master_key.decrypt(outbound.secret_enc)
+    config = _open_config(app, outbound.kind, outbound.config)
+    if outbound.kind == "webhook" and app.settings.webhook_refuse_private:
+        refuse_private_destination(str(config["url"]))
     return send(
         outbound.kind,
-        outbound.config,
+        config,
         secret,
         outbound.message,
         delivery_id=outbound.delivery_id,
@@ -964,6 +1019,11 @@ async def run_notifications(app: App, now: datetime) -> NotifyStats:
     (except on cancellation). Errors are logged and the next round tries again."""
     queued = attempted = errors = 0
     try:
+        await asyncio.to_thread(seal_stored_urls, app)
+    except Exception:
+        errors += 1
+        log.exception("notify: encrypting stored URLs failed", extra={"action": "notify.error"})
+    try:
         queued = await asyncio.to_thread(evaluate_alerts, app, now)
     except Exception:
         errors += 1
@@ -982,7 +1042,7 @@ def _channel_view(channel: NotificationChannel) -> ChannelView:
         name=channel.name,
         kind=channel.kind,
         enabled=channel.enabled,
-        config=dict(channel.config),
+        config=_shown_config(channel.kind, dict(channel.config)),
         has_secret=channel.secret_enc is not None,
         created_at=channel.created_at,
     )
