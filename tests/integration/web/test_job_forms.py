@@ -302,3 +302,19 @@ def test_a_number_with_thousands_of_digits_is_refused_without_a_server_error(
     response = post(operator_browser, "/jobs/new", form_fields(timeout="9" * 5000))
     assert response.status_code == 422
     assert "far too large" in field_error(response.text, "timeout")
+
+
+@sqlite_only
+def test_emptying_the_timeout_and_zone_on_the_edit_form_saves_the_defaults_it_shows(
+    app: App, operator: Actor, operator_browser: TestClient
+) -> None:
+    spec = JobSpec("0 2 * * *", "/bin/true", timezone="Asia/Tokyo", timeout_s=900)
+    jobs_svc.add_job(app, operator, "report", spec, bulk=True)
+    page = operator_browser.get("/jobs/report/edit").text
+    default = app.settings.job_timeout_s
+    assert f"empty: {default}" in page
+    fields = form_fields(command="/bin/true", timeout="", timezone="")
+    del fields["name"]
+    assert post(operator_browser, "/jobs/report/edit", fields).status_code == 303
+    view = jobs_svc.show_job(app, operator, "report")
+    assert (view.timeout_s, view.timezone) == (default, app.settings.timezone)

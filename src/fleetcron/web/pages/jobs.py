@@ -131,8 +131,9 @@ class JobFields:
             retry_backoff_s=_number(self.retry_backoff, field="retry_backoff", default=30),
         )
 
-    def changes(self, view: JobView) -> dict[str, Any]:
-        """Only what differs from ``view``, so the audit log names what really changed."""
+    def changes(self, view: JobView, app: App) -> dict[str, Any]:
+        """Only what differs from ``view``, so the audit log names what really changed.
+        An emptied time zone or timeout means the default the form shows, as when adding."""
         spec = self.spec()
         wanted: dict[str, Any] = {
             "schedule": spec.schedule,
@@ -145,10 +146,10 @@ class JobFields:
             "retry_on": list(spec.retry_on),
             "retry_backoff_s": spec.retry_backoff_s,
         }
-        if spec.timezone:
-            wanted["timezone"] = spec.timezone
-        if spec.timeout_s is not None:
-            wanted["timeout_s"] = spec.timeout_s
+        wanted["timezone"] = spec.timezone or app.settings.timezone
+        wanted["timeout_s"] = (
+            app.settings.job_timeout_s if spec.timeout_s is None else spec.timeout_s
+        )
         if view.origin == "bulk":
             wanted["selector"] = format_selector(parse_selector(self.selector))
         current = view.as_dict()
@@ -396,7 +397,7 @@ def save_job(
     enabled = set(texts(form, "enabled_on"))
     shown = set(texts(form, "picker"))
     try:
-        changes = fields.changes(view)
+        changes = fields.changes(view, app)
         if changes:
             view = jobs_svc.edit_job(app, caller.actor, name, **changes)
         flipped = 0
