@@ -48,6 +48,17 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def timeout_error(timeout_s: float, limit: float, what: str) -> str:
+    """``ExecResult.error`` of a ``timed_out`` run stopped at ``limit`` seconds (its
+    timeout, or the claim deadline when that came first)."""
+    if limit < timeout_s:
+        return (
+            f"claim deadline reached after {limit:g} s, before the timeout of {timeout_s:g} s; "
+            f"{what}"
+        )
+    return f"timed out after {timeout_s:g} s; {what}"
+
+
 @dataclass(frozen=True)
 class OutputExcerpt:
     """A bounded view of one output stream.
@@ -159,7 +170,6 @@ class ExecRequest:
                     value=name,
                     allowed="text without NUL bytes",
                 )
-
 
     def watchdog_budget(self, kill_grace_s: float) -> float:
         """Seconds from ``run()`` to the moment the process group must be gone."""

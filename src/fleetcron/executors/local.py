@@ -38,6 +38,7 @@ from fleetcron.executors.base import (
     ExecRequest,
     ExecResult,
     Status,
+    timeout_error,
     utc_now,
 )
 from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
@@ -209,12 +210,12 @@ class LocalExecutor:
             if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
                 # timeout(1) fired a hair before our own timer: the same outcome.
                 status, exit_code = "timed_out", None
-                error = _timeout_error(request.timeout_s, limit, "process group killed")
+                error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
         except TimeoutError:
             await self._kill_group(proc, splitter, readers, steps.grace)
             status, exit_code = "timed_out", None
-            error = _timeout_error(request.timeout_s, limit, "process group killed")
+            error = timeout_error(request.timeout_s, limit, "process group killed")
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
             await _uncancelled(self._abort(proc, splitter, readers))
@@ -356,15 +357,6 @@ async def _uncancelled(awaitable: Awaitable[_T]) -> _T:
         except asyncio.CancelledError:
             if future.done():
                 return future.result()
-
-
-def _timeout_error(timeout_s: float, limit: float, what: str) -> str:
-    if limit < timeout_s:
-        return (
-            f"claim deadline reached after {limit:g} s, before the timeout of {timeout_s:g} s; "
-            f"{what}"
-        )
-    return f"timed out after {timeout_s:g} s; {what}"
 
 
 def _not_started(

@@ -12,14 +12,16 @@ runs; only one handshake per target is in flight at a time (later runs wait for 
 reuse it), at most ``max_connecting`` handshakes overall, and a handshake dropped before
 the banner (sshd's ``MaxStartups``) or reset is retried with backoff.
 
-Timeouts: OpenSSH's sshd runs every session's command in a new session (``setsid``), so
-the login shell's pid is the pgid of everything the command starts. The command is
-wrapped so the shell first prints ``__fleetcron_pgid__=<pid>`` on stderr (stripped from
-the captured output) and then ``exec``s ``/bin/sh -c <command>``. On timeout a second
-session on the same connection runs ``kill -s TERM -- -<pgid>``, then ``KILL`` after
-the grace period if the session is still open. Closing the channel would leave the
-command running, and SSH signal requests (where sshd honours them) reach only the shell,
-not its children. The target's login shell must be POSIX-like (sh, bash, dash, zsh, ksh).
+Timeouts: OpenSSH's sshd runs every session's command in a new session (``setsid``).
+The command runs under the watchdog of :mod:`fleetcron.executors.watchdog` (POSIX sh and
+coreutils ``timeout`` on the target, nothing to install): its process group is killed at
+the run's budget by the target's own clock, even when this process is gone, stopped or
+cut off. The wrapper prints ``__fleetcron_pgid__=<pgid>`` on stderr (stripped from the
+captured output). On timeout a second session on the same connection runs
+``kill -s TERM -- -<pgid>``, then ``KILL`` after the grace period if the session is still
+open. Closing the channel would leave the command running, and SSH signal requests
+(where sshd honours them) reach only the shell, not its children. The target's login
+shell must be POSIX-like (sh, bash, dash, zsh, ksh); the command's stdin is /dev/null.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
 import asyncssh
 
@@ -42,19 +43,27 @@ from fleetcron.errors import AuthError, ConnectError, ExecutionError, HostKeyMis
 from fleetcron.executors.base import (
     DEFAULT_KILL_GRACE_S,
     EMPTY_OUTPUT,
+    NOT_STARTED_DEADLINE,
     Clock,
     ExecRequest,
     ExecResult,
     SshTarget,
     Status,
+    timeout_error,
     utc_now,
 )
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
+from fleetcron.executors.watchdog import (
+    PGID_MARKER,
+    SCAN_SCRIPT,
+    plain_script,
+    plan,
+    watchdog_script,
+)
 
 logger = logging.getLogger(__name__)
 
-PGID_MARKER: Final = b"__fleetcron_pgid__="
 _RETRYABLE = (
     asyncssh.ConnectionLost,
     ConnectionResetError,
@@ -65,20 +74,30 @@ _RETRYABLE = (
 _PoolKey = tuple[str, int, str, str, str]
 
 
-def wrap_command(command: str, env: Mapping[str, str] | None = None) -> str:
+def wrap_command(
+    command: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    term_after_s: float | None = None,
+    kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    generation: int | None = None,
+) -> str:
     """The remote command line: export the run's variables, report the process group, then
-    run ``command`` in it.
+    run ``command`` in it, under the watchdog of :mod:`fleetcron.executors.watchdog` when
+    ``term_after_s`` is given (the executor always gives it; without it, the plain wrapper).
 
     The variables travel in the command line rather than as SSH ``env`` requests: they
     arrive whatever the server's ``AcceptEnv`` says, and cost no extra round trip each.
     Names are checked by :class:`ExecRequest`; values are quoted.
     """
-    exports = "".join(
-        f"export {name}={shlex.quote(value)}; " for name, value in (env or {}).items()
-    )
-    return (
-        f"{exports}printf '%s\\n' \"{PGID_MARKER.decode()}$$\" >&2; "
-        f"exec /bin/sh -c {shlex.quote(command)}"
+    if term_after_s is None:
+        return plain_script(command, env or {})
+    return watchdog_script(
+        command,
+        env or {},
+        term_after_s=term_after_s,
+        kill_grace_s=kill_grace_s,
+        generation=generation,
     )
 
 
@@ -138,6 +157,8 @@ class SshExecutor:
         connect_backoff_s: first retry delay, doubled each time, with jitter.
         max_connecting: handshakes in flight across all targets.
         kill_grace_s: seconds between SIGTERM and SIGKILL on timeout.
+        watchdog: tests only; ``False`` runs commands without the remote watchdog (the
+            plain wrapper), for negative controls.
     """
 
     def __init__(
@@ -153,6 +174,7 @@ class SshExecutor:
         connect_backoff_s: float = 0.2,
         max_connecting: int = 16,
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+        watchdog: bool = True,
     ) -> None:
         if max_connections < max_concurrency:
             # Each run in flight holds one connection; fewer slots could deadlock.
@@ -165,6 +187,7 @@ class SshExecutor:
         self._connect_attempts = connect_attempts
         self._connect_backoff_s = connect_backoff_s
         self._kill_grace_s = kill_grace_s
+        self._watchdog = watchdog
         self._slots = asyncio.Semaphore(max_concurrency)
         self._connecting = asyncio.Semaphore(max_connecting)
         self._target_slots: dict[_PoolKey, asyncio.Semaphore] = {}
@@ -176,7 +199,12 @@ class SshExecutor:
         """Successful handshakes so far; a reused connection does not count."""
 
     async def run(self, target: SshTarget, request: ExecRequest) -> ExecResult:
-        """Run the command on ``target``; never raises for its outcome."""
+        """Run the command on ``target``; never raises for its outcome.
+
+        The watchdog budget counts from this call: time spent waiting for a slot and
+        connecting is taken off what the remote watchdog gets.
+        """
+        called = time.monotonic()
         key = _pool_key(target)
         slot = self._target_slots.setdefault(key, asyncio.Semaphore(self._per_target_concurrency))
         # Target slot first: a burst on one target must not hold global slots idle.
@@ -184,7 +212,7 @@ class SshExecutor:
             started_at = self._clock()
             t0 = time.monotonic()
             try:
-                return await self._run_on_pool(key, target, request)
+                return await self._run_on_pool(key, target, request, called)
             except ExecutionError as exc:
                 return ExecResult(
                     status="connect_error",
@@ -204,7 +232,38 @@ class SshExecutor:
         Raises :class:`fleetcron.errors.ExecutionError` (``ConnectError``, ``AuthError``,
         ``HostKeyMismatch``) when the target cannot be reached or the scan fails.
         """
-        raise NotImplementedError  # implemented with the remote watchdog
+        key = _pool_key(target)
+        entry = await self._acquire(key, target)
+        try:
+            result = await asyncio.wait_for(
+                entry.conn.run(
+                    f"/bin/sh -c {shlex.quote(SCAN_SCRIPT)} sh {int(generation)}", check=False
+                ),
+                timeout=self._connect_timeout_s + 30,
+            )
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            entry.client.lost = True
+            raise ConnectError(
+                f"{target.name}: could not scan for older generations: {exc}"
+            ) from exc
+        finally:
+            self._release(key, entry)
+        out = result.stdout if isinstance(result.stdout, str) else ""
+        for line in out.splitlines():
+            if line.startswith("killed=") and line[7:].isdigit():
+                killed = int(line[7:])
+                logger.info(
+                    "killed %d process group(s) older than generation %d on %s",
+                    killed,
+                    generation,
+                    target.name,
+                    extra={"action": "ssh.kill_older_generations", "target": target.name},
+                )
+                return killed
+        raise ExecutionError(
+            f"{target.name}: the scan for older generations failed "
+            f"(exit {result.exit_status}): {str(result.stderr or '')[:200]}"
+        )
 
     async def close(self) -> None:
         """Close every pooled connection; later runs open new ones."""
@@ -226,15 +285,24 @@ class SshExecutor:
         key: _PoolKey,
         target: SshTarget,
         request: ExecRequest,
+        called: float,
     ) -> ExecResult:
+        if (
+            plan(
+                request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
+            )
+            is None
+        ):
+            # The slot came too late: do not even connect.
+            raise ConnectError(NOT_STARTED_DEADLINE)
         entry = await self._acquire(key, target)
         try:
-            return await self._run_session(entry, target, request)
+            return await self._run_session(entry, target, request, called)
         finally:
             self._release(key, entry)
 
     async def _run_session(
-        self, entry: _Pooled, target: SshTarget, request: ExecRequest
+        self, entry: _Pooled, target: SshTarget, request: ExecRequest, called: float
     ) -> ExecResult:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
@@ -242,13 +310,33 @@ class SshExecutor:
         started_at = self._clock()
         t0 = time.monotonic()
         conn = entry.conn
+        steps = plan(
+            request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
+        )
+        if steps is None:
+            raise ConnectError(NOT_STARTED_DEADLINE)
+        env = dict(request.env)
+        if request.run_id is not None:
+            env["FLEETCRON_RUN_ID"] = str(request.run_id)
+        if self._watchdog:
+            remote = wrap_command(
+                request.command,
+                env,
+                term_after_s=steps.term_after,
+                kill_grace_s=steps.kill_grace,
+                generation=request.generation,
+            )
+            limit, grace = steps.limit, steps.grace
+        else:
+            remote = wrap_command(request.command, env)
+            limit, grace = request.timeout_s, self._kill_grace_s
         # Never retried: once the exec request may have reached the server, a second
         # attempt could run the command twice.
         try:
             async with asyncio.timeout(self._connect_timeout_s):
                 chan, _ = await conn.create_session(
                     lambda: _RunSession(stdout, splitter),
-                    wrap_command(request.command, request.env),
+                    remote,
                     encoding=None,
                 )
         except asyncssh.ChannelOpenError as exc:
@@ -265,12 +353,12 @@ class SshExecutor:
         exit_code: int | None = None
         error: str | None = None
         try:
-            async with asyncio.timeout(request.timeout_s):
+            async with asyncio.timeout(limit):
                 await chan.wait_closed()
         except TimeoutError:
-            await self._terminate(conn, chan, _pgid(splitter))
+            await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
             status = "timed_out"
-            error = f"timed out after {request.timeout_s:g} s; remote process group killed"
+            error = timeout_error(request.timeout_s, limit, "remote process group killed")
         except asyncio.CancelledError:
             task = asyncio.create_task(self._terminate(conn, chan, _pgid(splitter), grace_s=0))
             self._background.add(task)
@@ -278,6 +366,10 @@ class SshExecutor:
             raise
         else:
             status, exit_code, error = _exit_outcome(chan)
+            if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
+                # The remote timeout(1) fired a hair before our own timer: the same outcome.
+                status, exit_code = "timed_out", None
+                error = timeout_error(request.timeout_s, limit, "remote process group killed")
         splitter.flush()
         return ExecResult(
             status=status,

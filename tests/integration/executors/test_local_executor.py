@@ -20,8 +20,11 @@ def marker_seconds() -> str:
     return f"600.{uuid.uuid4().int % 10**9:09d}"
 
 
-def running(pattern: str) -> str:
-    return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
+def running(seconds: str) -> str:
+    """Live ``sleep <seconds>`` processes (the wrapper's own argv also holds the text)."""
+    return subprocess.run(
+        ["pgrep", "-af", f"^sleep {seconds}$"], capture_output=True, text=True
+    ).stdout
 
 
 async def test_it_captures_stdout_and_stderr_of_a_successful_command() -> None:

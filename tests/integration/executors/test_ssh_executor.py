@@ -28,8 +28,11 @@ def marker_seconds() -> str:
     return f"600.{uuid.uuid4().int % 10**9:09d}"
 
 
-def running(pattern: str) -> str:
-    return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
+def running(seconds: str) -> str:
+    """Live ``sleep <seconds>`` processes (the wrapper's own argv also holds the text)."""
+    return subprocess.run(
+        ["pgrep", "-af", f"^sleep {seconds}$"], capture_output=True, text=True
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +145,9 @@ async def test_a_connection_closed_by_the_server_is_replaced(
 ) -> None:
     await executor.run(target, ExecRequest("true"))
     # Kill this connection's sshd child on the target: the next run must reconnect.
-    await executor.run(target, ExecRequest("kill -9 $PPID"))
+    # The command's parent is the watchdog's timeout(1), whose parent is the login shell.
+    shell = "$(ps -o ppid= -p $PPID)"
+    await executor.run(target, ExecRequest(f"kill -9 $(ps -o ppid= -p {shell})"))
     result = await executor.run(target, ExecRequest("echo back"))
     assert (result.status, result.stdout.head) == ("succeeded", "back\n")
     assert executor.connections_opened == 2
