@@ -30,6 +30,9 @@ from datetime import datetime, timedelta
 #: refused attempts are audited at these counts per address and window (1, 10, 100, ...)
 #: rather than one row each, so a flood of refusals leaves a handful of rows
 AUDIT_AT_POWERS_OF = 10
+#: beyond this many remembered accounts and addresses, idle ones are forgotten (names are
+#: the attacker's text: the memory must stay bounded)
+PRUNE_ABOVE = 10_000
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class LoginLimiter:
     _accounts: dict[str, _Account] = field(default_factory=lambda: defaultdict(_Account))
     _refused: dict[str, tuple[datetime, int]] = field(default_factory=dict)
     _slots: threading.BoundedSemaphore = field(init=False, repr=False)
+    _prune_at: int = PRUNE_ABOVE
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.hash_slots)
@@ -110,6 +114,8 @@ class LoginLimiter:
         """Admit one password check, counting it as a failure until :meth:`succeeded`;
         or refuse it without any check."""
         with self._lock:
+            if len(self._accounts) + len(self._addresses) >= self._prune_at:
+                self._prune(now)
             recent = self._recent(address, now)
             state = self._account(account, now)
             if len(recent) >= self.per_address:
@@ -122,6 +128,20 @@ class LoginLimiter:
             state.failures += 1
             state.last_failure = now
             return Reservation(account, address, now)
+
+    def _prune(self, now: datetime) -> None:
+        for name, state in list(self._accounts.items()):
+            idle = state.last_failure is None or now - state.last_failure > self.forget_after
+            if idle and not state.good_addresses:
+                del self._accounts[name]
+        for address in list(self._addresses):
+            if not self._recent(address, now):
+                del self._addresses[address]
+        self._refused = {
+            a: (start, n) for a, (start, n) in self._refused.items() if now - start <= self.window
+        }
+        # Not again before the live entries have doubled: pruning stays amortized O(1).
+        self._prune_at = max(PRUNE_ABOVE, 2 * (len(self._accounts) + len(self._addresses)))
 
     def _refuse(self, reason: str, retry_at: datetime, address: str, now: datetime) -> Refusal:
         started, count = self._refused.get(address, (now, 0))

@@ -595,3 +595,18 @@ def test_the_token_page_creates_an_expiring_token_and_shows_age_and_last_use(
     assert "(5 days ago)" in row  # age
     assert "(2 days ago)" in row  # last use
     assert "2026-03-09" in row  # expiry: created 2026-03-02 + 7 days
+
+
+def test_the_limiter_forgets_idle_names_so_its_memory_stays_bounded() -> None:
+    from fleetcron.web import ratelimit
+
+    limiter = LoginLimiter()
+    now = FakeClock(datetime(2026, 3, 2, tzinfo=UTC))
+    for i in range(ratelimit.PRUNE_ABOVE):
+        limiter.reserve(f"name-{i}", f"10.0.{i // 250}.{i % 250}", now())
+    remembered = len(limiter._accounts)
+    now.advance(hours=2)
+    limiter.reserve("late", "192.0.2.1", now())
+
+    assert remembered == ratelimit.PRUNE_ABOVE
+    assert set(limiter._accounts) == {"late"}
