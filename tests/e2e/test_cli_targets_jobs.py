@@ -369,7 +369,7 @@ def test_job_rm_deletes_the_job_from_every_target(fleet: Fleet) -> None:
         ),
         (
             "target add no-host --user deploy --key keys/client_ed25519",
-            ["an ssh target needs --host"],
+            ["host: an ssh target needs a host, a user and a private key (missing: host)"],
         ),
         (
             "target add bad-key --host 127.0.0.1 --user deploy --key keys/missing_ed25519",

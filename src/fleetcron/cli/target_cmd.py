@@ -89,7 +89,7 @@ def cli_hint(exc: FleetcronError, name: str, command: str) -> str | None:
             "--trust-on-first-use` (or --host-key KEY)"
         )
     if isinstance(exc, Conflict) and exc.field == "host":
-        return "give --allow-same-host if that is intended"
+        return "to add it anyway, give --allow-same-host"
     if isinstance(exc, Conflict) and exc.field == "with_jobs":
         return f"remove them with it: `fleetcron target rm {name} --with-jobs`"
     if isinstance(exc, InvalidInput) and exc.field == "host_key" and command != "repin":
@@ -419,9 +419,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
         if key.startswith("paused_") and not the_target.paused:
             continue
         echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
-    echo(
-        f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}"
-    )
+    echo(f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}")
     print_table(
         "jobs",
         ["job", "origin", "enabled", "next fire"],

@@ -306,8 +306,7 @@ def _check_same_host(session: Session, target: Target, allow_same_host: bool) ->
     if other is not None:
         raise Conflict(
             f"host: target {other.name} already uses {target.user}@{target.host}:{target.port}; "
-            "two targets on one server run every bulk job twice there. Add it only if that "
-            "is intended (allow the same host)",
+            "two targets on one server run every bulk job twice there",
             field="host",
         )
 
