@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from fixtures.app import make_settings
 from fixtures.sshd import SshServer
 from fleetcron.services.context import App
-from fleetcron.services.jobs import JobSpec, add_job, show_job
+from fleetcron.services.jobs import JobSpec, add_job, set_enabled, show_job
 from fleetcron.services.targets import add_target, show_target
 
 
@@ -37,7 +37,7 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 def test_adding_a_local_target_pairs_it_and_bulk_jobs_extend_to_it(
     open_page: OpenPage, server: LiveServer
 ) -> None:
-    page = open_page("olivia")
+    page = open_page("admin")  # a local target is an admin's to add
     page.goto(server.at("/targets/new"))
     page.get_by_label("Name").fill("web-02")
     page.get_by_label("This machine (local)").check()
@@ -103,3 +103,45 @@ def test_unpairing_a_target_after_confirming_removes_its_job_assignments(
     expect(page.locator("h1 .badge")).to_have_text("not paired")
     target, assignments = show_target(server.app, ADMIN, "web-01")
     assert (target.paired, assignments) == (False, [])
+
+
+def test_editing_a_target_then_pausing_and_resuming_it_keeps_its_jobs_flags(
+    open_page: OpenPage, server: LiveServer
+) -> None:
+    add_target(server.app, ADMIN, "edge-01", local=True, labels=["env=prod"])
+    add_job(server.app, ADMIN, "edge-status", JobSpec("*/5 * * * *", "echo status"), bulk=True)
+    set_enabled(server.app, ADMIN, "edge-status", False, target="edge-01")
+    page = open_page("olivia")
+    page.goto(server.at("/targets/edge-01"))
+
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.get_by_role("heading", name="Edit target edge-01")).to_be_visible()
+    page.get_by_label("Labels").fill("env=prod, role=edge")
+    page.get_by_label("Notes").fill("rack 7")
+    page.get_by_role("button", name="Save").click()
+
+    expect(page.get_by_role("status")).to_contain_text(
+        "Saved target edge-01: labels, notes changed."
+    )
+    expect(page.locator("dl.facts")).to_contain_text("role=edge")
+    expect(page.locator("dl.facts")).to_contain_text("rack 7")
+
+    page.get_by_text("Pause for maintenance…").click()
+    page.get_by_label("Reason (optional)").fill("disk swap")
+    page.get_by_role("button", name="Pause edge-01").click()
+
+    expect(page.get_by_role("status").first).to_contain_text("Paused target edge-01")
+    expect(page.locator("#paused-notice")).to_contain_text("Paused: disk swap")
+    expect(page.locator("h1")).to_contain_text("paused")
+    page.goto(server.at("/targets"))
+    expect(page.locator('tr[data-target="edge-01"]')).to_contain_text("paused")
+    assert show_target(server.app, ADMIN, "edge-01")[0].paused
+
+    page.goto(server.at("/targets/edge-01"))
+    page.get_by_role("button", name="Resume edge-01").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Resumed target edge-01")
+    expect(page.locator("#paused-notice")).to_have_count(0)
+    the_target, assignments = show_target(server.app, ADMIN, "edge-01")
+    assert not the_target.paused
+    assert {a.job.name: a.enabled for a in assignments}["edge-status"] is False
