@@ -39,7 +39,7 @@ from sqlalchemy import select
 from fixtures.postgres import PostgresServer
 from fixtures.sshd import SshServer
 from fleetcron.crypto import generate_key
-from fleetcron.services import cluster
+from fleetcron.services import cluster, runs
 from fleetcron.services.context import SYSTEM
 from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
 
@@ -138,6 +138,9 @@ def failover(
     else:
         assert link is not None
         link.cut()
+    # "Run now" at the moment of the fault: beta starts it as soon as it may, so the time
+    # to its start measures failover without waiting for the next schedule slot.
+    runs.request_run(lab.app("beta"), SYSTEM, "everywhere")
     beta_id = lab.node("beta").identity.node_id
     if mode == "takeover":
         cluster.takeover(
@@ -267,13 +270,47 @@ def test_an_owner_cut_off_from_postgresql_kills_its_runs_before_its_lease_can_ex
     assert not [r for r in interrupted if r.status == "interrupted" and r.generation == 2]
 
 
+@pytest.mark.parametrize("kind", ["local", "ssh"])
+def test_a_command_that_outlives_its_dead_scheduler_is_gone_by_its_claim_deadline(
+    lab: Lab, sshd: SshServer, kind: str
+) -> None:
+    """Nobody enforces the 5 s timeout once the scheduler is SIGKILLed: the watchdog on the
+    executing machine ends the 60 s command by its claim deadline (5 s + 6 s margin), before
+    the new owner starts the next run there."""
+    run = failover(
+        lab,
+        fault="kill",
+        mode="takeover",
+        ssh=sshd if kind == "ssh" else None,
+        work_s=60,
+        timeout_s=5,
+    )
+    effects = read_effects(lab.effects)
+    old = [e for e in effects if e.kind == "start" and e.generation == 1]
+    ended = {(e.slot, e.target) for e in effects if e.kind == "end" and e.generation == 1}
+    assert old and not ended
+    for e in old:
+        # Gone by the watchdog: before its claim deadline, long before the 60 s were up.
+        assert run.watch.gone_at[(e.slot, e.target)] - e.at < 5 + 6
+    assert assert_new_claims_after_old_deadlines(lab) >= 3
+
+
+def test_failover_of_idle_assignments_takes_the_lease_not_the_claim_deadlines(lab: Lab) -> None:
+    run = failover(lab, fault="kill", mode="lease", work_s=0.2, timeout_s=8)
+    # The lease (3 s) plus a renewal interval and a tick; no claim deadline (8 s + 6 s).
+    assert run.first_new_start - run.fault_at < LEASE_S + 2
+    assert assert_new_claims_after_old_deadlines(lab) == 0
+
+
+@pytest.mark.parametrize("kind", ["local", "ssh"])
 def test_negative_control_without_the_wait_the_checkers_catch_two_generations(
-    lab: Lab,
+    lab: Lab, sshd: SshServer, kind: str
 ) -> None:
     run = failover(
         lab,
         fault="kill",
         mode="lease",
+        ssh=sshd if kind == "ssh" else None,
         beta_env={"FLEETCRON_UNSAFE_DISABLE_CLAIM_WAIT": "true"},
         settle_checks=False,
     )

@@ -18,7 +18,7 @@ operator's ``--targets-verified`` or by active cleanup of its target stops count
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import func, select, update
@@ -80,6 +80,8 @@ class CoordinatedGuard:
     #: TEST ONLY switch (``unsafe_disable_claim_wait``): start without waiting for the
     #: previous owners' claims, to show that the fault tests catch overlapping owners.
     wait_for_old_claims: bool = True
+    #: The generation under which no unfinished older claim was left (a cache).
+    _no_old_claims_since: int | None = field(default=None, repr=False)
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
@@ -125,6 +127,8 @@ class CoordinatedGuard:
     ) -> dict[int, list[OldClaim]]:
         if self.unguarded or not self.wait_for_old_claims or not assignment_ids:
             return {}
+        if self._no_old_claims_since == verdict.generation:
+            return {}
         now = db_now(session)
         rows = session.execute(
             select(
@@ -140,11 +144,18 @@ class CoordinatedGuard:
                 ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
                 ExecutionClaim.deadline_at > now,
                 ExecutionClaim.generation < verdict.generation,
-                Run.assignment_id.in_(assignment_ids),
             )
         ).all()
+        if not rows:
+            # No older generation can claim anything once the generation has moved on (claims
+            # are created under the ownership lock), so none will ever block again.
+            self._no_old_claims_since = verdict.generation
+            return {}
+        wanted = set(assignment_ids)
         found: dict[int, list[OldClaim]] = {}
         for r in rows:
+            if r.assignment_id not in wanted:
+                continue
             found.setdefault(r.assignment_id, []).append(
                 OldClaim(
                     r.id,
