@@ -496,7 +496,12 @@ def test_a_cross_site_login_post_is_refused(client: TestClient, headers: dict[st
 @sqlite_only
 @pytest.mark.parametrize(
     "headers",
-    [{"origin": "http://testserver"}, {"sec-fetch-site": "same-origin"}, {}],
+    [
+        {"origin": "http://testserver"},
+        {"sec-fetch-site": "same-origin"},
+        {},
+        {"origin": "https://cron.example.com", "x-forwarded-host": "cron.example.com"},
+    ],
 )
 def test_a_same_site_login_post_is_accepted(client: TestClient, headers: dict[str, str]) -> None:
     name, password = ACCOUNTS["viewer"]

@@ -54,7 +54,10 @@ def cross_site(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:
         return False
-    return origin == "null" or urlparse(origin).netloc != request.headers.get("host")
+    # A proxy may rewrite Host; X-Forwarded-Host is then the name the browser used (no
+    # cross-site form can set that header, so believing it here gives an attacker nothing).
+    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
+    return origin == "null" or urlparse(origin).netloc not in hosts - {None}
 
 
 def _refused(request: Request, next: str, status: int, error: str) -> Response:
