@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -20,11 +21,11 @@ from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
-from fleetcron.scheduler.service import Scheduler
+from fleetcron.scheduler.service import SELF_FENCED, Scheduler
 from fleetcron.services import cluster, jobs, runs, targets
 from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
-from fleetcron.store.runs import RunStore
+from fleetcron.store.runs import Dispatch, RunStore
 from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
 
 pytestmark = pytest.mark.postgres
@@ -220,3 +221,59 @@ def test_a_run_whose_budget_is_gone_before_it_starts_is_not_started(
     assert result.error is not None and NOT_STARTED_DEADLINE in result.error
     assert dispatch.deadline_at is not None
     assert dispatch.deadline_at.isoformat() in result.error
+
+
+def test_a_scheduler_that_may_no_longer_execute_kills_its_runs_and_records_them(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock, tmp_path: Path
+) -> None:
+    a, _ = pair
+    pids = tmp_path / "pids"
+    jobs.add_job(
+        a.app,
+        SYSTEM,
+        "long",
+        JobSpec("* * * * *", f"echo $$ >> {pids}; sleep 30", timeout_s=60),
+        bulk=True,
+    )
+    holds = [True]
+    clock.advance(seconds=31)
+    idle = Dispatch(0, 0, 0, "probe", 0, "probe", "local", None, None, None, command="true")
+
+    async def scenario() -> Scheduler:
+        scheduler = Scheduler(
+            a.app, guard=a.node.guard(), clock=clock, may_execute=lambda: holds[0]
+        )
+        await scheduler.start()
+        await scheduler.tick()
+        for _ in range(200):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            await asyncio.sleep(0.05)
+        holds[0] = False  # the lease was not renewed in time
+        for _ in range(100):
+            if not scheduler.running:
+                break
+            await asyncio.sleep(0.05)
+        assert not scheduler.running
+        assert scheduler._request(idle) == f"not started: {SELF_FENCED}"
+        await asyncio.gather(*scheduler._recording)
+        await scheduler.shutdown()
+        return scheduler
+
+    scheduler = asyncio.run(scenario())
+
+    assert scheduler.self_fenced >= 2
+    for pid in pids.read_text().split():
+        assert not alive(int(pid)), f"command {pid} survived the self-fencing"
+    with a.app.db.read() as session:
+        long_runs = session.scalars(select(Run).where(Run.job_name == "long")).all()
+    assert [r.status for r in long_runs] == ["interrupted", "interrupted"]
+    assert all(SELF_FENCED in (r.reason or "") for r in long_runs)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
