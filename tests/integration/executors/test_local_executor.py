@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+from procs import sleeping, wait_for
+
 from fleetcron.executors import ExecRequest, LocalExecutor
+from fleetcron.executors.base import NOT_STARTED_DEADLINE
+from fleetcron.executors.local import ROOT_REFUSED
 
 PROBE = Path(__file__).with_name("memory_probe.py")
 
@@ -93,3 +102,101 @@ def test_huge_local_output_stays_bounded_in_memory() -> None:
     assert (report["stdout_total"], report["stderr_total"]) == (200_000_000, 200_000_000)
     assert (report["stdout_kept"], report["stderr_kept"], report["truncated"]) == (8192, 8192, True)
     assert report["rss_growth_kib"] < 8 * 1024
+
+
+async def test_cancelling_at_spawn_time_never_leaves_the_command_running() -> None:
+    """The cancel lands at every point of process start-up in turn (0 to 40 loop steps
+    after the call): the command is never left behind and the cancel never waits for it."""
+    local = LocalExecutor(allow_root=True)
+    seconds = marker_seconds()
+    cancelled = 0
+    for steps in range(41):
+        task = asyncio.create_task(local.run(ExecRequest(f"sleep {seconds}", timeout_s=60)))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        # Before the fix a cancel inside the spawn waited for the command's whole 60 s.
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert done, f"the cancel after {steps} steps waited for the command"
+        cancelled += task.cancelled()
+        assert wait_for(lambda: not sleeping(seconds), 2), f"left running after {steps} steps"
+    assert cancelled == 41
+
+
+async def test_a_request_with_no_budget_left_is_not_started(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    request = ExecRequest(f"touch {marker}", watchdog_s=1e-9)
+    result = await LocalExecutor(allow_root=True).run(request)
+    assert (result.status, result.error) == ("connect_error", NOT_STARTED_DEADLINE)
+    assert not marker.exists()
+
+
+async def test_a_budget_shorter_than_the_timeout_ends_the_run_as_timed_out() -> None:
+    seconds = marker_seconds()
+    request = ExecRequest(f"sleep {seconds}", timeout_s=60, watchdog_s=1.0)
+    result = await LocalExecutor(kill_grace_s=5, allow_root=True).run(request)
+    assert result.status == "timed_out"
+    assert result.error is not None and result.error.startswith("claim deadline reached")
+    assert result.duration_ms < 5000  # the budget, not the 60 s timeout, ended it
+    assert sleeping(seconds) == []
+
+
+async def test_root_is_refused_unless_allowed_naming_the_settings(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    marker = tmp_path / "ran"
+    result = await LocalExecutor().run(ExecRequest(f"touch {marker}"))
+    assert (result.status, result.error) == ("connect_error", ROOT_REFUSED)
+    assert "local_run_as" in ROOT_REFUSED and "FLEETCRON_LOCAL_ALLOW_ROOT" in ROOT_REFUSED
+    assert not marker.exists()
+    allowed = await LocalExecutor(allow_root=True).run(ExecRequest(f"touch {marker}"))
+    assert allowed.status == "succeeded" and marker.exists()
+
+
+async def test_commands_run_as_the_configured_user_and_cannot_read_the_data_dir() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    # pytest's own temporary directories are 0700: use one others can traverse, so that
+    # only the data dir's own mode (0700, as fleetcron creates it) keeps the user out.
+    parent = Path(tempfile.mkdtemp(prefix="fleetcron-runas-"))
+    try:
+        parent.chmod(0o755)
+        (parent / "public").write_text("public")
+        data_dir = parent / "data"
+        data_dir.mkdir(mode=0o700)
+        (data_dir / "master.key").write_text("secret")
+        command = (
+            f'id -un; echo "$HOME|$USER"; cat {parent}/public; echo; '
+            f"cat {data_dir}/master.key; ls {data_dir}"
+        )
+        result = await LocalExecutor(run_as="nobody").run(ExecRequest(command, timeout_s=10))
+        lines = result.stdout.head.splitlines()
+        assert lines[:3] == ["nobody", f"{pwd.getpwnam('nobody').pw_dir}|nobody", "public"]
+        assert "secret" not in result.stdout.text
+        assert result.stderr.text.count("Permission denied") == 2
+        assert result.status == "failed"
+        # Negative control: as root the same command reads the key.
+        root = await LocalExecutor(allow_root=True).run(ExecRequest(command, timeout_s=10))
+        assert "secret" in root.stdout.text
+    finally:
+        shutil.rmtree(parent)
+
+
+async def test_an_unknown_run_as_user_fails_the_run_with_a_clear_error() -> None:
+    result = await LocalExecutor(run_as="no-such-user-fc").run(ExecRequest("true"))
+    assert result.status == "connect_error"
+    assert result.error == (
+        "local_run_as names user 'no-such-user-fc', which does not exist on this machine"
+    )
+
+
+async def test_a_timeout_still_kills_the_group_of_a_command_running_as_another_user() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    seconds = marker_seconds()
+    command = f"(sleep {seconds} &); sleep {seconds}"
+    result = await LocalExecutor(run_as="nobody", kill_grace_s=0.5).run(
+        ExecRequest(command, timeout_s=0.5)
+    )
+    assert result.status == "timed_out"
+    assert wait_for(lambda: not sleeping(seconds), 2)
