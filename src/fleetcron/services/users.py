@@ -43,6 +43,23 @@ def _view(user: User) -> UserView:
     return UserView(user.id, user.name, user.role, user.created_at)
 
 
+MAX_PASSWORD_CHARS = 1024
+
+
+def _check_password(password: str) -> str:
+    """At least 8 characters (core validation) and at most 1024: a longer one is refused,
+    never cut, and cannot make a hash cost more than any other."""
+    v.validate_password(password)
+    if len(password) > MAX_PASSWORD_CHARS:
+        raise InvalidInput(
+            f"password: {len(password)} characters is longer than {MAX_PASSWORD_CHARS}",
+            field="password",
+            value="**********",
+            allowed=f"8 to {MAX_PASSWORD_CHARS} characters",
+        )
+    return password
+
+
 def get_user(session: Session, name: str) -> User:
     user = session.scalar(select(User).where(User.name == name))
     if user is None:
@@ -60,7 +77,7 @@ def add_user(app: App, actor: Actor, name: str, password: str, role: str) -> Use
         actor.authorize("user.add")
         v.validate_name(name, field="name")
         v.validate_choice(role, v.ROLES, field="role")
-        v.validate_password(password)
+        _check_password(password)
         if session.scalar(select(User.id).where(User.name == name)) is not None:
             raise Conflict(f"user {name} already exists", field="name")
         now = app.now()
@@ -112,7 +129,7 @@ def set_password(
     with audited(app, actor, note) as session:
         if actor.name != name:
             actor.authorize("user.edit")
-        v.validate_password(password)
+        _check_password(password)
         user = get_user(session, name)
         user.password_hash = _hasher.hash(password)
         user.updated_at = app.now()
@@ -233,7 +250,7 @@ def recover_admin(app: App, name: str, password: str | None = None) -> UserView:
                     value=None,
                     allowed="at least 8 characters",
                 )
-            v.validate_password(password)
+            _check_password(password)
             user = User(
                 name=name,
                 password_hash=_hasher.hash(password),
@@ -247,7 +264,7 @@ def recover_admin(app: App, name: str, password: str | None = None) -> UserView:
             note.detail["was"] = user.role
             user.role = "admin"
             if password is not None:
-                v.validate_password(password)
+                _check_password(password)
                 user.password_hash = _hasher.hash(password)
                 note.detail["password_set"] = True
             user.updated_at = now
@@ -367,4 +384,4 @@ def check_bootstrap_password(password: str | None) -> str:
             value=None,
             allowed="at least 8 characters",
         )
-    return v.validate_password(password)
+    return _check_password(password)

@@ -615,3 +615,27 @@ def test_the_limiter_forgets_idle_names_so_its_memory_stays_bounded() -> None:
 
     assert remembered == ratelimit.PRUNE_ABOVE
     assert set(limiter._accounts) == {"late"}
+
+
+@sqlite_only
+def test_a_page_with_a_bad_bearer_token_ends_at_the_login_form_not_in_a_loop(
+    client: TestClient,
+) -> None:
+    bad = {"authorization": "Bearer x"}
+    page = client.get("/runs", headers=bad)
+    form = client.get(page.headers["location"], headers=bad)
+
+    assert page.status_code == 303
+    assert form.status_code == 200 and "password" in form.text
+
+
+@sqlite_only
+def test_a_password_over_1024_characters_is_refused_on_the_form_too(browser: TestClient) -> None:
+    log_in(browser, "admin")
+    csrf = csrf_token_of(browser)
+    response = browser.post(
+        "/users/new",
+        data={"name": "longpw", "password": "p" * 2000, "role": "viewer", "csrf_token": csrf},
+    )
+
+    assert response.status_code == 422 and "1024" in response.text

@@ -39,7 +39,11 @@ def _safe_next(target: str | None) -> str:
 
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/") -> Response:
-    if optional_caller(request) is not None:
+    try:
+        caller = optional_caller(request)
+    except AuthenticationFailed:
+        caller = None  # a bad bearer token: show the form, do not redirect to it again
+    if caller is not None:
         return RedirectResponse(_safe_next(next), status_code=303)
     return render(request, "login.html", next=_safe_next(next), error=None)
 

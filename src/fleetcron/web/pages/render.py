@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from fleetcron.core.permissions import allowed
+from fleetcron.errors import AuthenticationFailed
 from fleetcron.web.deps import optional_caller
 
 templates = Jinja2Templates(directory=str(files("fleetcron.web") / "templates"))
@@ -44,7 +45,10 @@ def _when(zone: ZoneInfo) -> Any:
 
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    caller = optional_caller(request)
+    try:
+        caller = optional_caller(request)
+    except AuthenticationFailed:  # a bad bearer token on a page: render it as anonymous
+        caller = None
     zone = viewer_zone(request)
     role = caller.actor.role if caller else ""
     return templates.TemplateResponse(
