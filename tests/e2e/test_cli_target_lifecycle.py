@@ -8,12 +8,25 @@ simulated by pointing a target at the second sshd, which presents another host k
 
 from __future__ import annotations
 
+import os
+import pty
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Fleet, Result, Zygote, assert_refused, describe, run_fleetcron, succeeded
+from e2e.conftest import (
+    FLEETCRON,
+    Fleet,
+    Result,
+    Zygote,
+    assert_refused,
+    describe,
+    environment,
+    run_fleetcron,
+    succeeded,
+)
 from fixtures.sshd import SshServer
 from fleetcron.cli.output import exit_code_for
 from fleetcron.errors import PermissionDenied
@@ -234,3 +247,44 @@ def test_a_fresh_install_refuses_local_targets(tmp_path: Path, zygote: Zygote) -
     result = zygote.run("target", "add", "here", "--local", workdir=tmp_path, env=off)
 
     assert_refused(result, "local targets are disabled on this server")
+
+
+def answer_in_a_terminal(fleet: Fleet, command: list[str], answer: str) -> Result:
+    """Run ``fleetcron COMMAND`` with a pseudo-terminal as stdin and type ``answer``."""
+    primary, secondary = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [FLEETCRON, *command],
+            cwd=fleet.workdir,
+            env=environment(fleet.workdir),
+            stdin=secondary,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(primary, answer.encode() + b"\n")
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    return subprocess.CompletedProcess([FLEETCRON, *command], process.returncode, stdout, stderr)
+
+
+def test_in_a_terminal_repin_asks_and_a_no_pins_nothing(
+    fleet: Fleet, sshd: SshServer, sshd_other_host_key: SshServer
+) -> None:
+    fleet.ok(ssh_add(sshd, "pbx7", "--trust-on-first-use --allow-same-host"))
+    point_at(fleet, "pbx7", sshd_other_host_key)
+    repin = ["target", "repin", "pbx7", "--trust-on-first-use"]
+
+    declined = answer_in_a_terminal(fleet, repin, "n")
+    kept = fleet.json("target show pbx7 --json")["host_key_fingerprint"]
+    accepted = answer_in_a_terminal(fleet, repin, "y")
+
+    assert declined.returncode == 1, describe(declined)
+    assert f"Pin {sshd_other_host_key.host_key_fingerprint} for pbx7?" in declined.stderr
+    assert kept == sshd.host_key_fingerprint
+    assert accepted.returncode == 0, describe(accepted)
+    assert fleet.json("target show pbx7 --json")["host_key_fingerprint"] == (
+        sshd_other_host_key.host_key_fingerprint
+    )
