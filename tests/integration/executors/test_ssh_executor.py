@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from fixtures.sshd import ClientKey, SshServer, generate_client_key
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+from fleetcron.executors.base import NOT_STARTED_DEADLINE
 
 TargetFactory = Callable[..., SshTarget]
 
@@ -187,3 +189,39 @@ def test_huge_remote_output_stays_bounded_in_memory(sshd: SshServer) -> None:
     assert (report["stdout_total"], report["stderr_total"]) == (200_000_000, 200_000_000)
     assert (report["stdout_kept"], report["stderr_kept"], report["truncated"]) == (8192, 8192, True)
     assert report["rss_growth_kib"] < 8 * 1024
+
+
+async def test_a_run_whose_budget_is_spent_waiting_for_a_slot_is_not_started(
+    target: SshTarget, tmp_path: Path
+) -> None:
+    one_at_a_time = SshExecutor(per_target_concurrency=1, kill_grace_s=0.5)
+    marker = tmp_path / "ran"
+    try:
+        busy = asyncio.create_task(one_at_a_time.run(target, ExecRequest("sleep 1.5")))
+        await asyncio.sleep(0.3)
+        late = await one_at_a_time.run(target, ExecRequest(f"touch {marker}", watchdog_s=1.0))
+        assert (late.status, late.error) == ("connect_error", NOT_STARTED_DEADLINE)
+        assert not marker.exists()
+        assert (await busy).status == "succeeded"
+    finally:
+        await one_at_a_time.close()
+
+
+async def test_the_time_spent_queueing_comes_off_the_remote_budget(target: SshTarget) -> None:
+    one_at_a_time = SshExecutor(per_target_concurrency=1, kill_grace_s=0.5)
+    seconds = marker_seconds()
+    try:
+        busy = asyncio.create_task(one_at_a_time.run(target, ExecRequest("sleep 1")))
+        await asyncio.sleep(0.2)
+        called = time.monotonic()
+        request = ExecRequest(f"sleep {seconds}", timeout_s=60, watchdog_s=2.5)
+        result = await one_at_a_time.run(target, request)
+        took = time.monotonic() - called
+        await busy
+        assert result.status == "timed_out"
+        assert result.error is not None and result.error.startswith("claim deadline reached")
+        # Gone within the budget from the call, although the command began ~0.8 s late.
+        assert took <= 2.5 + 0.5
+        assert running(seconds) == ""
+    finally:
+        await one_at_a_time.close()
