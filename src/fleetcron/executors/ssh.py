@@ -552,7 +552,8 @@ async def _open(
         raise HostKeyMismatch(
             f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
             f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
-            "If the server's key was changed on purpose, pair the target again."
+            "If the server's key was changed on purpose, re-pin its host key "
+            f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
         ) from exc
     except asyncssh.PermissionDenied as exc:
         raise AuthError(
