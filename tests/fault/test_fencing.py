@@ -207,9 +207,9 @@ def assert_new_claims_after_old_deadlines(lab: Lab) -> int:
 @pytest.mark.parametrize(
     ("kind", "mode", "fault"),
     [
+        # SIGKILL with a takeover: test_a_command_that_outlives_its_dead_scheduler...;
+        # SIGKILL with lease failover on local targets: the reproduction.
         ("ssh", "lease", "kill"),
-        ("local", "takeover", "kill"),
-        ("ssh", "takeover", "kill"),
         ("ssh", "lease", "stop"),
         ("local", "takeover", "stop"),
         ("ssh", "takeover", "cut"),
