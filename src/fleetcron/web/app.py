@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from fastapi import FastAPI, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
+from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import func, select
 from sqlalchemy.exc import StatementError
@@ -132,9 +132,11 @@ def open_paths(web: FastAPI) -> set[str]:
         )
 
     found = {"/login", "/logout"}
-    for route in web.routes:
-        if isinstance(route, APIRoute) and marked(route.dependant):
-            found.add(route.path)
+    # Included routers stay nested in web.routes: walk their effective routes.
+    for route in iter_route_contexts(web.routes):
+        dependant: Dependant | None = getattr(route, "dependant", None)
+        if dependant is not None and marked(dependant):
+            found.add(str(route.path))
     return found
 
 

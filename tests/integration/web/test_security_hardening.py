@@ -639,3 +639,14 @@ def test_a_password_over_1024_characters_is_refused_on_the_form_too(browser: Tes
     )
 
     assert response.status_code == 422 and "1024" in response.text
+
+
+@sqlite_only
+def test_the_cluster_peer_route_is_not_refused_before_its_own_signature_check(
+    client: TestClient,
+) -> None:
+    """Peer routes authenticate with a signed envelope, not a user's credentials: the
+    early authentication lets them through (standalone, the route itself answers 404)."""
+    response = client.post(f"{API}/cluster/identity", json={"signed": "nothing"})
+
+    assert response.status_code == 404
