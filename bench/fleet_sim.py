@@ -142,6 +142,7 @@ def _split_chain(tokens: list[str]) -> list[list[str]] | None:
 def classify(line: str) -> Plan | Kill | None:
     """What the simulator does with an exec request: a :class:`Plan` to simulate, a
     :class:`Kill` of a simulated process group, or None: run it with real ``/bin/sh``."""
+    line = _unwrap_watchdog(line)
     tokens = _tokens(line)
     if tokens is None:
         return None
@@ -149,6 +150,26 @@ def classify(line: str) -> Plan | Kill | None:
     if kill is not None:
         return kill
     return _plan(tokens, depth=0)
+
+
+def _unwrap_watchdog(line: str) -> str:
+    """The executor's watchdog wrapper (fleetcron.executors.watchdog) as the equivalent
+    one-line form the simulator understands: exports, the pgid marker, then the
+    ``timeout ... /bin/sh -c CMD`` it runs. Any other line is returned unchanged."""
+    lines = line.split("\n")
+    if len(lines) < 6 or "__fc_until() {" not in line or lines[1] != "trap '' HUP INT QUIT TERM":
+        return line
+    exports, run = lines[0], lines[3]
+    if not run.endswith(" &") or lines[4] != "__fc_t=$!":
+        return line
+    run = run[: -len(" &")]
+    first, _, rest = run.partition(" ")
+    name, _, value = first.partition("=")
+    if name == "FLEETCRON_GENERATION" and value.isdigit():
+        run = rest
+    if not run.startswith("timeout "):
+        return line
+    return f"{exports}printf '%s\\n' \"__fleetcron_pgid__=$$\" >&2; {run}"
 
 
 def _as_kill(tokens: list[str]) -> Kill | None:
