@@ -587,6 +587,10 @@ class ClusterStatus:
     verdict: Verdict | None
     nodes: list[NodeStatus]
     running_on: dict[str, int]
+    #: Unfinished claims of older generations whose deadline has not come: the owner does
+    #: not start their assignments until then (``waiting_until``, database clock).
+    waiting_claims: int = 0
+    waiting_until: datetime | None = None
 
     def one_line(self) -> str:
         if self.mode == "standalone":
@@ -597,7 +601,13 @@ class ClusterStatus:
         }.get(self.verdict.kind if self.verdict else "", "Not allowed to run jobs")
         running = ", ".join(f"{n}: {c}" for n, c in self.running_on.items()) or "nothing"
         owner = self.owner or "(none)"
-        return f"{state}; owner {owner}, generation {self.generation}; running: {running}"
+        line = f"{state}; owner {owner}, generation {self.generation}; running: {running}"
+        if self.waiting_claims and self.waiting_until is not None:
+            line += (
+                f"; waiting for {self.waiting_claims} claim(s) of the previous owner until "
+                f"{self.waiting_until.isoformat(timespec='seconds')}"
+            )
+        return line
 
 
 def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
@@ -634,6 +644,7 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
             for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
         ]
         verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
+        waiting = _unfinished_claims(session, ownership.generation) if ownership else []
     return ClusterStatus(
         "cluster",
         me.node_id,
@@ -644,6 +655,8 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         verdict,
         nodes,
         running,
+        len(waiting),
+        max((c.deadline_at for c in waiting), default=None),
     )
 
 

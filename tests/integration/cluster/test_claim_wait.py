@@ -158,6 +158,25 @@ def test_a_takeover_audits_what_the_new_owner_waits_for(
     assert event.detail["waiting_until"] == deadline.isoformat()
 
 
+def test_status_says_what_the_new_owner_waits_for(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    assert cluster.status(b.app, SYSTEM, b.node).waiting_claims == 0
+    take_over(b)
+
+    status = cluster.status(b.app, SYSTEM, b.node)
+
+    [old] = [r for r in slot_runs(b, "busy") if r.generation == 1]
+    assert old.deadline_at is not None
+    assert (status.waiting_claims, status.waiting_until) == (1, old.deadline_at)
+    assert status.one_line().endswith(
+        "; waiting for 1 claim(s) of the previous owner until "
+        f"{old.deadline_at.isoformat(timespec='seconds')}"
+    )
+
+
 def test_a_queued_manual_run_waits_for_the_old_claim_on_its_assignment(
     pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
 ) -> None:
