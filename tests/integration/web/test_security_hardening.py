@@ -41,9 +41,7 @@ JOB = {"name": "big", "schedule": "0 3 * * *", "command": "true", "bulk": True}
 
 
 def login(client: httpx.Client | TestClient, name: str, password: str, **headers: str) -> int:
-    response = client.post(
-        "/login", data={"username": name, "password": password}, headers=headers
-    )
+    response = client.post("/login", data={"username": name, "password": password}, headers=headers)
     return response.status_code
 
 
@@ -362,9 +360,10 @@ def test_attempted_names_are_shown_to_admins_only(app: App, client: TestClient) 
 
 def _sessions_of(app: App, name: str) -> int:
     with app.db.read() as session:
-        return session.scalar(
-            select(func.count(WebSession.id)).where(WebSession.user.has(name=name))
-        ) or 0
+        return (
+            session.scalar(select(func.count(WebSession.id)).where(WebSession.user.has(name=name)))
+            or 0
+        )
 
 
 def test_an_admin_reset_ends_the_users_sessions_and_optionally_tokens(app: App) -> None:
@@ -449,9 +448,7 @@ def test_a_user_changes_their_own_password_through_the_api(app: App, client: Tes
 
 def _set_cookie(client: httpx.Client, **headers: str) -> str:
     name, password = ACCOUNTS["viewer"]
-    response = client.post(
-        "/login", data={"username": name, "password": password}, headers=headers
-    )
+    response = client.post("/login", data={"username": name, "password": password}, headers=headers)
     assert response.status_code == 303
     return response.headers["set-cookie"]
 
@@ -485,9 +482,7 @@ def test_the_cookie_is_secure_with_the_host_prefix_behind_a_tls_proxy(app: App) 
 )
 def test_a_cross_site_login_post_is_refused(client: TestClient, headers: dict[str, str]) -> None:
     name, password = ACCOUNTS["viewer"]
-    response = client.post(
-        "/login", data={"username": name, "password": password}, headers=headers
-    )
+    response = client.post("/login", data={"username": name, "password": password}, headers=headers)
 
     assert response.status_code == 403
     assert "set-cookie" not in response.headers
