@@ -12,10 +12,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
@@ -100,6 +101,39 @@ def test_after_a_takeover_the_busy_assignment_waits_and_the_idle_one_starts_at_o
         f"{a.node_id}, generation 1) is live until {old.deadline_at.isoformat()}, past this "
         "slot's misfire grace"
     )
+
+
+def test_a_slot_waits_for_an_old_claim_ending_within_its_grace_then_fires_late(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    with b.app.db.session() as session:
+        session.execute(
+            text(
+                "UPDATE execution_claims SET deadline_at = clock_timestamp() + interval '1 second'"
+                " WHERE state = 'revoked'"
+            )
+        )
+    clock.advance(seconds=60)  # 09:02, the old claim ends well within the 60 s grace
+
+    waiting = store(b).claim_due(clock.now)
+    assert [d.target_name for d in waiting.dispatches] == ["idle"]
+    assert len(waiting.held) == 1
+    assert [r.status for r in slot_runs(b, "busy")] == ["fenced"]  # nothing recorded yet
+
+    time.sleep(1.2)
+    clock.advance(seconds=2)
+    late = store(b).claim_due(clock.now)
+
+    [dispatch] = late.dispatches
+    assert (dispatch.target_name, dispatch.scheduled_for) == ("busy", waiting_slot(clock))
+    assert [r.status for r in slot_runs(b, "busy")] == ["fenced", "running"]
+
+
+def waiting_slot(clock: FakeClock) -> datetime:
+    return clock.now.replace(second=0, microsecond=0)
 
 
 def test_negative_control_with_the_wait_switched_off_the_busy_assignment_starts(
