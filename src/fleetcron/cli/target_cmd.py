@@ -52,9 +52,10 @@ def target_dict(target: Target) -> dict[str, object]:
 
 
 def state_of(target: Target) -> str:
+    state = "paired" if target.paired else "not paired"
     if target.paused:
-        return "paused" + (f" ({target.paused_reason})" if target.paused_reason else "")
-    return "paired" if target.paired else "not paired"
+        state += ", paused" + (f" ({target.paused_reason})" if target.paused_reason else "")
+    return state
 
 
 @click.group()
