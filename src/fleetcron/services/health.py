@@ -134,6 +134,7 @@ class _Failing:
     finished_at: datetime | None
     failures: int
     streak_since: datetime | None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +278,7 @@ def _failing(session: Session) -> list[_Failing]:
             last.finished_at,
             streaks.c.failures,
             streaks.c.since,
+            last.reason,
         )
         .select_from(failed)
         .join(last, last.id == failed.c.run_id)
@@ -389,7 +391,9 @@ def group_failures(
 
 def _failing_problem(f: _Failing) -> Problem:
     exit_text = f" (exit {f.exit_code})" if f.exit_code is not None else ""
-    error_text = f": {f.error}" if f.error else ""
+    # lost, interrupted and fenced runs carry no error, only why fleetcron closed them
+    explanation = f.error or f.reason
+    error_text = f": {explanation}" if explanation else ""
     return Problem(
         "failing",
         f.job,

@@ -435,3 +435,25 @@ def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_
     ]
     assert rows[1].last_success_at == slots[0] and rows[0].last_success_at is None
     assert len(statements) == many  # 3 targets cost what 1 does
+
+
+def test_a_run_lost_with_its_scheduler_is_a_job_line_that_says_why(
+    app: App, viewer: Actor, clock: FakeClock
+) -> None:
+    targets.add_target(app, SYSTEM, "pbx", local=True)
+    jobs.add_job(app, SYSTEM, "backup", JobSpec("1 9 * * *", "backup", timeout_s=60), target="pbx")
+    store = RunStore(app.db, node=app.node_name, clock=clock)
+    clock.advance(seconds=31)
+    [dispatch] = store.claim_due(clock.now).dispatches  # started; then its node vanished
+    clock.advance(minutes=5)  # past the run's deadline
+    assert store.close_lost(clock.now) == 1
+
+    [line] = health.summary(app, viewer).grouped
+
+    assert (line.kind, line.job, line.target, line.run_id) == (
+        "failing",
+        "backup",
+        "pbx",
+        dispatch.run_id,
+    )
+    assert line.detail.startswith("last run lost: the scheduler stopped while this run was going")
