@@ -16,8 +16,11 @@ where the value came from; secrets never show in those messages nor in ``config 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import json
 import os
+import sys
 import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -48,6 +51,10 @@ SECRET_FIELDS = ("database_url", "master_key")
 named by ``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its
 own, as ``master_key`` has: its key file is read when the key is needed)."""
 MASK = "**********"
+SECRETS_FD_VARIABLE = ENV_PREFIX + "SECRETS_FD"
+"""Set by :func:`hide_secret_environment` on its re-exec: the inherited pipe with the
+secrets that were in the environment."""
+_inherited_secrets: dict[str, str] = {}
 
 
 def default_data_dir() -> Path:
@@ -296,6 +303,7 @@ class Settings(BaseSettings):
         given = init_settings.init_kwargs if isinstance(init_settings, InitSettingsSource) else {}
         sources: list[PydanticBaseSettingsSource] = [
             init_settings,
+            InheritedSecretSource(settings_cls),
             env_settings,
             SecretFileSource(settings_cls, given=given.keys()),
         ]
@@ -453,6 +461,58 @@ def config_file() -> Path | None:
 def _file_fields() -> tuple[str, ...]:
     fields = Settings.model_fields
     return tuple(name for name in SECRET_FIELDS if f"{name}_file" not in fields)
+
+
+def hide_secret_environment() -> None:
+    """Keep secrets out of this process's environment (``/proc/<pid>/environ``).
+
+    Removing a variable from ``os.environ`` does not remove it from the environment block
+    the kernel shows in ``/proc/<pid>/environ``. So when a secret setting
+    (``FLEETCRON_MASTER_KEY``, ``FLEETCRON_DATABASE_URL``) is in the environment, the
+    process re-executes itself once without it and reads it from an inherited pipe
+    (:data:`SECRETS_FD_VARIABLE`); the settings take it from there as if it came from
+    the environment. Called first by the long-running commands (``serve``,
+    ``scheduler``). ``FLEETCRON_MASTER_KEY_FILE`` avoids the re-exec altogether.
+    """
+    inherited = os.environ.pop(SECRETS_FD_VARIABLE, None)
+    if inherited is not None:
+        with contextlib.suppress(ValueError, OSError), os.fdopen(int(inherited), "rb") as pipe:
+            _inherited_secrets.update(json.loads(pipe.read() or b"{}"))
+    present = {
+        env_variable(name): os.environ[env_variable(name)]
+        for name in SECRET_FIELDS
+        if os.environ.get(env_variable(name))
+    }
+    if not present:
+        return
+    payload = json.dumps(present).encode()
+    read_end, write_end = os.pipe()
+    if len(payload) > 60_000:  # a pipe buffer holds 64 KiB; secrets are far smaller
+        raise ConfigError("the secret settings in the environment are too large to pass on")
+    os.write(write_end, payload)
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    env = {name: value for name, value in os.environ.items() if name not in present}
+    env[SECRETS_FD_VARIABLE] = str(read_end)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+class InheritedSecretSource(PydanticBaseSettingsSource):
+    """The secrets :func:`hide_secret_environment` took out of the environment, with the
+    environment's priority."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name in SECRET_FIELDS:
+            value = _inherited_secrets.get(env_variable(name))
+            if value:
+                values[name] = value
+        return values
 
 
 class SecretFileSource(PydanticBaseSettingsSource):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import click
 import uvicorn
 
-from fleetcron.config import Settings, load_settings
+from fleetcron.config import Settings, hide_secret_environment, load_settings
 from fleetcron.coordination.secrets import ensure_secret
 from fleetcron.crypto import create_key_file
 from fleetcron.errors import InvalidInput
@@ -190,6 +190,7 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
 
 
 def _main(listen: tuple[str, int] | None) -> None:
+    hide_secret_environment()  # re-executes once if a secret is in the environment
     settings = load_settings()
     configure_logging(settings.log_format)
     app = prepare(settings)

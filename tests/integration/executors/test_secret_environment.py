@@ -1,0 +1,81 @@
+"""The scheduler's secrets are not in its environment once loaded.
+
+``/proc/<pid>/environ`` shows the environment a process was started with, whatever it
+later removes from ``os.environ``; a local command running as the scheduler's user could
+read it. ``fleetcron scheduler`` started with ``FLEETCRON_MASTER_KEY`` (and a database URL)
+in its environment re-executes itself without them and still uses them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fleetcron.crypto import generate_key
+
+
+def environ_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def test_the_scheduler_keeps_the_master_key_out_of_its_environment(tmp_path: Path) -> None:
+    key = generate_key().decode()
+    data_dir = tmp_path / "data"
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLEETCRON_")},
+        "FLEETCRON_DATA_DIR": str(data_dir),
+        "FLEETCRON_MASTER_KEY": key,
+        "FLEETCRON_DATABASE_URL": url,
+        "FLEETCRON_TICK_S": "0.2",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetcron", "scheduler"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        log = []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            log.append(line)
+            if "scheduler started" in line:
+                break
+        assert any("scheduler started" in line for line in log), "".join(log)
+        environ = environ_of(proc.pid)  # the same pid: exec keeps it
+        assert b"FLEETCRON_SECRETS_FD=" in environ  # it did re-execute
+        assert key.encode() not in environ
+        assert b"FLEETCRON_MASTER_KEY" not in environ
+        assert url.encode() not in environ
+        # It used the key from the pipe: no key file was created in its place, and the
+        # database from the URL is the one it opened.
+        assert not (data_dir / "master.key").exists()
+        assert (tmp_path / "db.sqlite").exists()
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_process_started_with_the_key_shows_it_in_proc_environ() -> None:
+    """Negative control: the check above reads the right place and would see the key."""
+    key = generate_key().decode()
+    proc = subprocess.Popen(["sleep", "30"], env={"FLEETCRON_MASTER_KEY": key})
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert f"FLEETCRON_MASTER_KEY={key}".encode() in environ_of(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
