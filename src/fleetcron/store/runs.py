@@ -507,6 +507,11 @@ class RunStore:
             return int(getattr(result, "rowcount", 0) or 0)
 
     def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
+        """Record cancelled runs as ``interrupted``. Their claims stay live until their
+        deadline: cancelling asked the executor to kill the command, but over SSH that kill
+        can fail unseen (a broken connection), and only the deadline, enforced by the
+        watchdog on the target, proves the command is gone; a handoff or a new owner waits
+        for it. Maintenance expires the claims then."""
         ids = list(run_ids)
         if not ids:
             return
@@ -518,7 +523,6 @@ class RunStore:
                 .where(Run.id.in_(live), Run.status == "running")
                 .values(status="interrupted", finished_at=now, reason=reason)
             )
-            self.guard.release(session, live)
 
 
 @dataclass(frozen=True)

@@ -322,6 +322,14 @@ def test_a_scheduler_that_may_no_longer_execute_kills_its_runs_and_records_them(
         long_runs = session.scalars(select(Run).where(Run.job_name == "long")).all()
     assert [r.status for r in long_runs] == ["interrupted", "interrupted"]
     assert all(SELF_FENCED in (r.reason or "") for r in long_runs)
+    with a.app.db.read() as session:
+        claim_states = session.scalars(
+            select(ExecutionClaim.state).where(
+                ExecutionClaim.run_id.in_([r.id for r in long_runs])
+            )
+        ).all()
+    # Only the deadline proves a command gone (an SSH kill can fail unseen): claims stay live.
+    assert claim_states == ["live", "live"]
 
 
 def alive(pid: int) -> bool:
