@@ -130,13 +130,21 @@ def test_commands_before_init_fail_and_say_to_run_init(tmp_path: Path) -> None:
     assert_refused(result, "run `fleetcron init`", exit_code=1)
 
 
+def _empty_database(fleet: Fleet) -> Fleet:
+    """An empty database file: `db upgrade` migrates it (on a data dir with no database
+    at all it refuses, as every command but `init` does: see test_cli_conventions.py)."""
+    fleet.data_dir.mkdir()
+    (fleet.data_dir / "fleetcron.db").touch()
+    return fleet
+
+
 def test_db_upgrade_creates_the_schema_of_an_empty_database(tmp_path: Path, zygote: Zygote) -> None:
-    out = Fleet(tmp_path, zygote).ok("db upgrade")
+    out = _empty_database(Fleet(tmp_path, zygote)).ok("db upgrade")
     assert re.fullmatch(r"database schema: empty -> \w+\n", out), out
 
 
 def test_commands_after_only_db_upgrade_say_to_run_init(tmp_path: Path, zygote: Zygote) -> None:
-    upgraded = Fleet(tmp_path, zygote)
+    upgraded = _empty_database(Fleet(tmp_path, zygote))
     upgraded.ok("db upgrade")
     assert_refused(upgraded.run("target list"), "fleetcron init", exit_code=1)
 
