@@ -160,6 +160,15 @@ class LocalExecutor:
             return _not_started(started_at, self._clock(), called, str(exc))
         if account.uid == 0 and self._run_as_name is None and not self._allow_root:
             return _not_started(started_at, self._clock(), called, ROOT_REFUSED)
+        if account.uid != os.geteuid() and os.geteuid() != 0:
+            me = RunAs.current().name
+            return _not_started(
+                started_at,
+                self._clock(),
+                called,
+                f"local_run_as is {account.name!r}, but the scheduler runs as {me!r}, not "
+                "root: only root can run commands as another user",
+            )
         steps = plan(
             request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
         )

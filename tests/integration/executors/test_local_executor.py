@@ -200,3 +200,22 @@ async def test_a_timeout_still_kills_the_group_of_a_command_running_as_another_u
     )
     assert result.status == "timed_out"
     assert wait_for(lambda: not sleeping(seconds), 2)
+
+
+async def test_a_scheduler_that_is_not_root_cannot_switch_users_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Running the suite as an unprivileged user is not possible here: pretend to be one.
+    monkeypatch.setattr("fleetcron.executors.local.os.geteuid", lambda: os.getuid() + 4242)
+    monkeypatch.setattr(
+        "fleetcron.executors.local.RunAs.current",
+        classmethod(lambda cls: cls("deploy", 4242, 4242, "/", ())),
+    )
+    marker = tmp_path / "ran"
+    result = await LocalExecutor(run_as="nobody").run(ExecRequest(f"touch {marker}"))
+    assert (result.status, result.error) == (
+        "connect_error",
+        "local_run_as is 'nobody', but the scheduler runs as 'deploy', not root: only root "
+        "can run commands as another user",
+    )
+    assert not marker.exists()
