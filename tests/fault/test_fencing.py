@@ -91,7 +91,9 @@ def check_all(lab: Lab, since: datetime, watch: ProcessWatch) -> None:
 
 
 @dataclass
-class Run_:
+class Scenario:
+    """What one failover scenario measured (unix times, real seconds)."""
+
     fault_at: float
     took_over_at: float
     first_new_start: float
@@ -111,7 +113,7 @@ def failover(
     timeout_s: int = 8,
     beta_env: dict[str, str] | None = None,
     settle_checks: bool = True,
-) -> Run_:
+) -> Scenario:
     """Owner alpha runs a bulk job on ``count`` targets; ``fault`` strikes while its commands
     are in flight; beta becomes the owner by ``mode``; returns when beta has started one
     round of new-generation runs and both nodes are stopped."""
@@ -172,7 +174,7 @@ def failover(
         f"{first_new - fault_at:.1f} s (commands {work_s:g} s, timeout {timeout_s} s)"
     )
     print(MEASURED[-1])
-    result = Run_(fault_at, took_over_at, first_new, watch, since)
+    result = Scenario(fault_at, took_over_at, first_new, watch, since)
     if settle_checks:
         check_all(lab, since, watch)
     return result
