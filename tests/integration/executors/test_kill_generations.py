@@ -1,97 +1,100 @@
 """kill_older_generations: active cleanup of an older generation's runs on a target.
 
 Runs of generations 3 and 5 and an untagged run sleep on the target (this machine, or
-the loopback sshd); asking for generations below 5 kills exactly the generation-3 run's
-whole process group and nothing else.
+a loopback sshd); asking for generations below 5 kills exactly the generation-3 run's
+whole process group and nothing else. The scan sees every process of the machine, so
+these tests run it in a PID namespace of its own (unshare): on a shared test machine it
+would otherwise kill other suites' tagged runs too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import shlex
+import shutil
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
+from kill_child import request
 from procs import kill_all, marker_seconds, sleeping, wait_for
 
-from fixtures.sshd import SshServer
-from fleetcron.executors import ExecRequest, ExecResult, LocalExecutor, SshExecutor, SshTarget
+import fixtures.sshd as sshd_fixture
+from fixtures.sshd import ClientKey, SshServer, running_sshd
+from fleetcron.executors import SshExecutor, SshTarget
 
-Runner = Callable[[ExecRequest], Awaitable[ExecResult]]
+CHILD = Path(__file__).with_name("kill_child.py")
+UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
-def tagged(seconds: str, generation: int | None, run_id: int) -> ExecRequest:
-    # A child and an orphaned grandchild: the whole group must go.
-    return ExecRequest(
-        f"(sleep {seconds} &); sleep {seconds}",
-        timeout_s=60,
-        run_id=run_id,
-        generation=generation,
+def isolated(scenario: str) -> dict[str, object]:
+    """Run a kill_child.py scenario in a PID namespace of its own (see its docstring)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    out = subprocess.run(
+        [*UNSHARE, sys.executable, str(CHILD), scenario],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
 
 
-@contextlib.asynccontextmanager
-async def three_runs(
-    run: Runner,
-) -> AsyncIterator[tuple[str, str, str, list[asyncio.Task[ExecResult]]]]:
-    old, new, untagged = marker_seconds(), marker_seconds(), marker_seconds()
-    tasks = [
-        asyncio.create_task(run(tagged(old, 3, 1))),
-        asyncio.create_task(run(tagged(new, 5, 2))),
-        asyncio.create_task(run(tagged(untagged, None, 3))),
-    ]
-    try:
-        for marker in (old, new, untagged):
-            assert await asyncio.to_thread(wait_for, lambda m=marker: len(sleeping(m)) == 2, 15)
-        yield old, new, untagged, tasks
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        kill_all(old, new, untagged)
+def test_local_cleanup_kills_only_the_older_generation() -> None:
+    assert isolated("runs") == {
+        "killed": 1,
+        "old_left": 0,
+        "new_left": 2,
+        "untagged_left": 2,
+        "old_status": "failed",  # killed from outside: not a timeout of its executor
+        "second_sweep": 0,  # nothing older than 3 is left
+    }
 
 
-async def test_local_cleanup_kills_only_the_older_generation() -> None:
-    local = LocalExecutor(allow_root=True)
-    async with three_runs(local.run) as (old, new, untagged, tasks):
-        assert await local.kill_older_generations(5) == 1
-        assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
-        result = await asyncio.wait_for(tasks[0], 10)
-        assert result.status == "failed"  # killed from outside: not a timeout of ours
-        assert len(sleeping(new)) == 2 and len(sleeping(untagged)) == 2
-        # Nothing older than 3 is left: a second sweep kills nothing.
-        assert await local.kill_older_generations(3) == 0
+def test_a_tag_on_a_process_that_leads_no_group_is_ignored() -> None:
+    assert isolated("member") == {"killed": 0, "returncode": None}
 
 
-async def test_a_tag_on_a_process_that_leads_no_group_is_ignored() -> None:
-    """A tagged process that is not a group leader is not a run's group (e.g. a child
-    that changed nothing), and untagged leaders are never touched."""
-    seconds = marker_seconds()
-    proc = subprocess.Popen(["sleep", seconds], env={**os.environ, "FLEETCRON_GENERATION": "1"})
-    try:
-        assert await asyncio.to_thread(wait_for, lambda: bool(sleeping(seconds)), 5)
-        assert await LocalExecutor(allow_root=True).kill_older_generations(9) == 0
-        assert sleeping(seconds) == [proc.pid]
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-async def test_local_cleanup_kills_a_tagged_group_leader_started_by_hand() -> None:
+def test_local_cleanup_kills_a_tagged_group_leader_started_by_hand() -> None:
     """Negative control for the test above: the same process as a group leader goes."""
-    seconds = marker_seconds()
-    proc = subprocess.Popen(
-        ["sleep", seconds], env={**os.environ, "FLEETCRON_GENERATION": "1"}, start_new_session=True
-    )
-    try:
-        assert await asyncio.to_thread(wait_for, lambda: bool(sleeping(seconds)), 5)
-        assert await LocalExecutor(allow_root=True).kill_older_generations(9) == 1
-        assert proc.wait(timeout=5) == -9
-    finally:
-        proc.kill()
-        proc.wait()
+    assert isolated("leader") == {"killed": 1, "returncode": -9}
+
+
+@contextlib.contextmanager
+def sshd_in_its_own_pid_namespace(workdir: Path, client_key: ClientKey) -> Iterator[SshServer]:
+    """A real sshd whose sessions see only their own processes in /proc."""
+    wrapper = workdir / "sshd-in-namespace"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(UNSHARE)} {sshd_fixture.SSHD_BINARY} "$@"\n')
+    wrapper.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sshd_fixture, "SSHD_BINARY", wrapper)
+        with running_sshd(
+            workdir / "sshd", authorized_keys=[client_key.public_key_line], client_key=client_key
+        ) as server:
+            yield server
+
+
+@pytest.fixture(scope="module")
+def isolated_sshd(
+    tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
+) -> Iterator[SshServer]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    with sshd_in_its_own_pid_namespace(tmp_path_factory.mktemp("isolated"), sshd_client_key) as s:
+        yield s
+
+
+@pytest.fixture
+def isolated_target(isolated_sshd: SshServer, make_target: Callable[..., SshTarget]) -> SshTarget:
+    return make_target(isolated_sshd)
 
 
 @pytest.fixture
@@ -104,15 +107,37 @@ async def ssh() -> AsyncIterator[SshExecutor]:
 
 
 async def test_ssh_cleanup_kills_only_the_older_generation(
-    ssh: SshExecutor, target: SshTarget
+    ssh: SshExecutor, isolated_target: SshTarget
 ) -> None:
-    async with three_runs(lambda request: ssh.run(target, request)) as (old, new, untagged, tasks):
-        assert await ssh.kill_older_generations(target, 5) == 1
+    old, new, untagged = marker_seconds(), marker_seconds(), marker_seconds()
+    # A tagged group leader outside the target's PID namespace: never seen, never killed.
+    outsider = subprocess.Popen(
+        ["sleep", marker_seconds()],
+        env={**os.environ, "FLEETCRON_GENERATION": "1"},
+        start_new_session=True,
+    )
+    tasks = [
+        asyncio.create_task(ssh.run(isolated_target, request(old, 3, 1))),
+        asyncio.create_task(ssh.run(isolated_target, request(new, 5, 2))),
+        asyncio.create_task(ssh.run(isolated_target, request(untagged, None, 3))),
+    ]
+    try:
+        for marker in (old, new, untagged):
+            assert await asyncio.to_thread(wait_for, lambda m=marker: len(sleeping(m)) == 2, 15)
+        assert await ssh.kill_older_generations(isolated_target, 5) == 1
         assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
         result = await asyncio.wait_for(tasks[0], 10)
         assert result.status == "failed"
         assert len(sleeping(new)) == 2 and len(sleeping(untagged)) == 2
-        assert await ssh.kill_older_generations(target, 3) == 0
+        assert await ssh.kill_older_generations(isolated_target, 3) == 0
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        kill_all(old, new, untagged)
 
 
 async def test_ssh_cleanup_of_an_unreachable_target_raises_a_connect_error(

@@ -1,0 +1,93 @@
+"""Local active-cleanup scenarios, run inside a PID namespace of their own.
+
+kill_older_generations scans every process of the machine; run on a shared test machine
+it would also kill other suites' tagged runs. The test starts this script under
+``unshare --pid --fork --kill-child --mount-proc``, where /proc shows only its processes.
+
+Usage: python kill_child.py SCENARIO. Prints one JSON object with what it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+from procs import marker_seconds, sleeping
+
+from fleetcron.executors import ExecRequest, LocalExecutor
+
+
+def wait_for_sleepers(marker: str, count: int) -> None:
+    deadline = time.monotonic() + 15
+    while len(sleeping(marker)) != count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"sleep {marker} never ran {count} times")
+        time.sleep(0.02)
+
+
+def request(seconds: str, generation: int | None, run_id: int) -> ExecRequest:
+    # A child and an orphaned grandchild: the whole group must go.
+    return ExecRequest(
+        f"(sleep {seconds} &); sleep {seconds}",
+        timeout_s=60,
+        run_id=run_id,
+        generation=generation,
+    )
+
+
+async def runs() -> dict[str, object]:
+    local = LocalExecutor(allow_root=True)
+    old, new, untagged = marker_seconds(), marker_seconds(), marker_seconds()
+    tasks = [
+        asyncio.create_task(local.run(request(old, 3, 1))),
+        asyncio.create_task(local.run(request(new, 5, 2))),
+        asyncio.create_task(local.run(request(untagged, None, 3))),
+    ]
+    for marker in (old, new, untagged):
+        await asyncio.to_thread(wait_for_sleepers, marker, 2)
+    killed = await local.kill_older_generations(5)
+    old_result = await asyncio.wait_for(tasks[0], 10)
+    seen = {
+        "killed": killed,
+        "old_left": len(sleeping(old)),
+        "new_left": len(sleeping(new)),
+        "untagged_left": len(sleeping(untagged)),
+        "old_status": old_result.status,
+        "second_sweep": await local.kill_older_generations(3),
+    }
+    for task in tasks[1:]:
+        task.cancel()
+    await asyncio.gather(*tasks[1:], return_exceptions=True)
+    return seen
+
+
+async def by_hand(new_session: bool) -> dict[str, object]:
+    seconds = marker_seconds()
+    proc = subprocess.Popen(
+        ["sleep", seconds],
+        env={**os.environ, "FLEETCRON_GENERATION": "1"},
+        start_new_session=new_session,
+    )
+    await asyncio.to_thread(wait_for_sleepers, seconds, 1)
+    killed = await LocalExecutor(allow_root=True).kill_older_generations(9)
+    await asyncio.sleep(0.2)
+    seen = {"killed": killed, "returncode": proc.poll()}
+    proc.kill()
+    proc.wait()
+    return seen
+
+
+async def main(scenario: str) -> None:
+    if scenario == "runs":
+        seen = await runs()
+    else:
+        seen = await by_hand(new_session=scenario == "leader")
+    print(json.dumps(seen), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
