@@ -106,3 +106,14 @@ def test_the_master_key_from_the_environment_never_shows_in_the_settings(
     assert settings.master_key is not None
     assert settings.master_key.get_secret_value() == key
     assert key not in f"{settings!r} {settings}"
+
+
+def test_the_lease_renewal_must_come_before_the_self_fencing_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEETCRON_LEASE_S", "30")
+    monkeypatch.setenv("FLEETCRON_LEASE_RENEW_S", "25")
+    with pytest.raises(ConfigError, match=r"LEASE_RENEW_S \(25\) must be shorter than 24 s"):
+        load_settings()
+    monkeypatch.setenv("FLEETCRON_LEASE_RENEW_S", "10")
+    assert load_settings().lease_renew_s == 10
