@@ -113,6 +113,7 @@ def failover(
     timeout_s: int = 8,
     beta_env: dict[str, str] | None = None,
     settle_checks: bool = True,
+    close_link: bool = False,
 ) -> Scenario:
     """Owner alpha runs a bulk job on ``count`` targets; ``fault`` strikes while its commands
     are in flight; beta becomes the owner by ``mode``; returns when beta has started one
@@ -139,7 +140,7 @@ def failover(
         lab.signal("alpha", signal.SIGSTOP)
     else:
         assert link is not None
-        link.cut()
+        link.cut(close=close_link)
     # "Run now" at the moment of the fault: beta starts it as soon as it may, so the time
     # to its start measures failover without waiting for the next schedule slot.
     runs.request_run(lab.app("beta"), SYSTEM, "everywhere")
@@ -250,10 +251,15 @@ def test_the_issue_reproduction_lease_failover_with_15_s_commands_never_overlaps
     assert assert_new_claims_after_old_deadlines(lab) >= 5
 
 
+@pytest.mark.parametrize("close_link", [False, True], ids=["silent", "closed"])
 def test_an_owner_cut_off_from_postgresql_kills_its_runs_before_its_lease_can_expire(
-    lab: Lab, link: CuttableLink
+    lab: Lab, link: CuttableLink, close_link: bool
 ) -> None:
-    run = failover(lab, fault="cut", mode="lease", link=link, work_s=7, timeout_s=8)
+    """The link stops forwarding with its sockets open (the database just stops answering),
+    or its sockets are closed (and new connections are accepted but never answered)."""
+    run = failover(
+        lab, fault="cut", mode="lease", link=link, work_s=7, timeout_s=8, close_link=close_link
+    )
     effects = read_effects(lab.effects)
     ended = {(e.slot, e.target) for e in effects if e.kind == "end"}
     in_flight = [
