@@ -696,11 +696,12 @@ class Lease:
                 return "no owner"
             ownership = rows[0]
             if ownership.owner_node_id == me.node_id:
-                if ownership.draining:
-                    return "draining"
+                # Renewed while draining for a handoff too: the lease says this node is
+                # alive; without it the owner would fence itself and kill the runs the
+                # handoff is waiting for.
                 ownership.lease_expires_at = db_now(session) + timedelta(seconds=self.duration)
                 self._renewed_at = started
-                return "renewed"
+                return "draining" if ownership.draining else "renewed"
             if ownership.lease_expires_at is None or ownership.lease_expires_at > db_now(session):
                 return "standby"
             mine = _get_node(session, me.node_id)

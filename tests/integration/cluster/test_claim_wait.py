@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
@@ -27,7 +27,7 @@ from fleetcron.services import cluster, jobs, runs, targets
 from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import Dispatch, RunStore
-from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
 
 pytestmark = pytest.mark.postgres
 
@@ -324,9 +324,7 @@ def test_a_scheduler_that_may_no_longer_execute_kills_its_runs_and_records_them(
     assert all(SELF_FENCED in (r.reason or "") for r in long_runs)
     with a.app.db.read() as session:
         claim_states = session.scalars(
-            select(ExecutionClaim.state).where(
-                ExecutionClaim.run_id.in_([r.id for r in long_runs])
-            )
+            select(ExecutionClaim.state).where(ExecutionClaim.run_id.in_([r.id for r in long_runs]))
         ).all()
     # Only the deadline proves a command gone (an SSH kill can fail unseen): claims stay live.
     assert claim_states == ["live", "live"]
@@ -338,3 +336,58 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+class ShortLease(cluster.Lease):
+    """A 3 s lease on nodes whose settings have none."""
+
+    @property
+    def duration(self) -> float:
+        return 3.0
+
+
+def test_a_draining_owner_keeps_its_lease_so_it_does_not_fence_itself_during_a_handoff(
+    pair: tuple[ClusterNode, ClusterNode],
+) -> None:
+    a, b = pair
+    lease = ShortLease(a.app, a.node)
+    assert not lease.holds()
+    assert lease.step() == "renewed" and lease.holds()
+    cluster.request_transfer(a.app, SYSTEM, b.node_id, idempotency_key="handoff")
+    # 2.5 s later, the lease about to expire: the next renewal must happen while draining.
+    assert lease._renewed_at is not None
+    lease._renewed_at -= 2.5
+    assert not lease.holds()
+    with a.app.db.session() as session:
+        session.execute(text("UPDATE cluster_ownership SET lease_expires_at = clock_timestamp()"))
+
+    assert lease.step() == "draining"
+    assert lease.holds()
+    with a.app.db.read() as session:
+        [ownership] = session.scalars(select(ClusterOwnership)).all()
+        now = session.scalar(select(func.clock_timestamp()))
+    assert ownership.draining
+    assert ownership.lease_expires_at is not None and ownership.lease_expires_at > now
+
+
+def test_a_standby_takes_over_an_expired_lease_and_audits_the_claims_it_waits_for(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    a, b = pair
+    assert ShortLease(a.app, a.node).step() == "renewed"
+    alpha_runs_then_dies(a, clock)
+    standby = ShortLease(b.app, b.node)
+    assert standby.step() == "standby"
+    with b.app.db.session() as session:
+        session.execute(text("UPDATE cluster_ownership SET lease_expires_at = clock_timestamp()"))
+
+    assert standby.step() == "took over"
+
+    with b.app.db.read() as session:
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.failover")
+        ).one()
+    assert event.detail["waiting_claims"] == 1
+    assert standby.holds()
+    clock.advance(seconds=60)
+    assert [d.target_name for d in store(b).claim_due(clock.now).dispatches] == ["idle"]
