@@ -98,16 +98,15 @@ def test_a_slot_is_skipped_naming_the_claim_when_the_old_claim_outlives_the_grac
     assert plan.next_fire_at == due_plan(now).next_fire_at
 
 
-def test_a_waiting_slot_is_skipped_once_the_grace_would_run_out_first() -> None:
-    # The same claim: waited for at first, skipped once the grace left is shorter.
-    claim_at = T0 + timedelta(seconds=40)
+def test_each_tick_decides_again_from_the_time_left_on_both_clocks() -> None:
+    # Held at 09:00:10 (claim ends in 30 s, 50 s of grace left); if at 09:00:30 the claim
+    # still has 35 s to go (a database clock slower than the scheduler's), only 30 s of
+    # grace are left: the slot is skipped rather than waited for past its grace.
     early, late = T0 + timedelta(seconds=10), T0 + timedelta(seconds=30)
-    remaining = lambda now: (claim_at - now).total_seconds()  # noqa: E731
-    early_claim = OldClaim(7, 70, "alphanode", 1, claim_at, remaining(early))
-    late_claim = OldClaim(7, 70, "alphanode", 1, claim_at, remaining(late) + 25)
-    assert wait_for_old_claims(due_plan(early), [early_claim], early, POLICY) is None
-    skipped = wait_for_old_claims(due_plan(late), [late_claim], late, POLICY)
-    assert skipped is not None and skipped.outcomes[0].outcome == "skipped"
+    assert wait_for_old_claims(due_plan(early), [old_claim(30)], early, POLICY) is None
+    skipped = wait_for_old_claims(due_plan(late), [old_claim(35)], late, POLICY)
+    assert skipped is not None
+    assert [o.outcome for o in skipped.outcomes] == ["skipped"]
 
 
 def test_missed_slots_are_recorded_as_usual_while_the_newest_waits() -> None:
