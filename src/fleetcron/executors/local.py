@@ -325,9 +325,10 @@ class LocalExecutor:
 
 
 def kill_tagged_groups(generation: int, proc_root: str = "/proc") -> int:
-    """Synchronous core of :meth:`LocalExecutor.kill_older_generations`."""
+    """Synchronous core of :meth:`LocalExecutor.kill_older_generations`; the same rule as
+    :data:`fleetcron.executors.watchdog.SCAN_SCRIPT`."""
     prefix = f"{GENERATION_VARIABLE}=".encode()
-    killed = 0
+    killed: set[int] = set()
     for entry in os.listdir(proc_root):
         if not entry.isdigit():
             continue
@@ -335,26 +336,29 @@ def kill_tagged_groups(generation: int, proc_root: str = "/proc") -> int:
         try:
             with open(f"{proc_root}/{entry}/environ", "rb") as handle:
                 environ = handle.read()
-            if os.getpgid(pid) != pid:
-                continue
+            pgid = os.getpgid(pid)
         except OSError:
             continue
         tags = [item[len(prefix) :] for item in environ.split(b"\0") if item.startswith(prefix)]
-        if not tags or not tags[0].isdigit() or int(tags[0]) >= generation:
+        if not tags or not tags[0].isdigit() or int(tags[0]) >= generation or pgid in killed:
             continue
+        if pgid <= 1:
+            continue  # 0: a group outside our PID namespace; killpg(0) would hit our own
+        if pgid != pid and os.path.exists(f"{proc_root}/{pgid}"):
+            continue  # a member of a group with a live leader that is not a run's
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
         except OSError:
             continue
-        killed += 1
+        killed.add(pgid)
         logger.info(
             "killed process group %d of generation %s (older than %d)",
-            pid,
+            pgid,
             tags[0].decode(),
             generation,
-            extra={"action": "local.kill_older_generation", "pgid": pid},
+            extra={"action": "local.kill_older_generation", "pgid": pgid},
         )
-    return killed
+    return len(killed)
 
 
 async def _uncancelled(awaitable: Awaitable[_T]) -> _T:

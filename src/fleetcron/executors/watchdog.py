@@ -171,21 +171,28 @@ def _centis(variable: str) -> str:
 
 
 SCAN_SCRIPT: Final = (
-    # $1: the generation; kill every tagged process group leader of a lower generation.
-    "g=$1; n=0; "
+    # $1: the generation. For every process tagged with a lower one: kill its group if it
+    # leads it, or if the group's leader is gone (a run's leftovers after timeout exited);
+    # a pgid stays unused by new processes while its group has members.
+    "g=$1; n=0; done_=' '; "
     f"for e in $(grep -l '{GENERATION_VARIABLE}=' /proc/[0-9]*/environ 2>/dev/null); do "
     "p=${e#/proc/}; p=${p%/environ}; "
     f"v=$(tr '\\000' '\\n' <\"$e\" 2>/dev/null | sed -n 's/^{GENERATION_VARIABLE}=//p'); "
     'case "$v" in ""|*[!0-9]*) continue;; esac; '
     '[ "$v" -lt "$g" ] || continue; '
     'q=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d " "); '
-    '[ "$q" = "$p" ] || continue; '
-    'kill -s KILL -- "-$p" 2>/dev/null && n=$((n + 1)); '
+    # 0: the group is outside our PID namespace (kill -0 would hit our own group).
+    'case "$q" in ""|0|1|*[!0-9]*) continue;; esac; '
+    'case "$done_" in *" $q "*) continue;; esac; '
+    '[ "$q" = "$p" ] || [ ! -d "/proc/$q" ] || continue; '
+    'kill -s KILL -- "-$q" 2>/dev/null && n=$((n + 1)) && done_="$done_$q "; '
     "done; "
     'echo "killed=$n"'
 )
 """``sh -c SCAN_SCRIPT sh <generation>``: prints ``killed=<n>``.
 
-Only process group leaders carrying the tag are killed (the ``timeout`` of a run, or a
-tagged process that made itself a group leader); their whole group goes with them.
+A group is killed when its leader carries the tag (the ``timeout`` of a run, or a
+tagged process that made itself a group leader), or when its leader is gone and a member
+carries it (what a run left behind after its main process ended). A tagged process in a
+group led by an untagged live process is left alone.
 """

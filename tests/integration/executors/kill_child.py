@@ -65,27 +65,49 @@ async def runs() -> dict[str, object]:
     return seen
 
 
-async def by_hand(new_session: bool) -> dict[str, object]:
+async def leftover() -> dict[str, object]:
+    """A run whose main process ended at once, leaving a tagged background process in its
+    group: the group's leader (timeout) is gone, the leftover is still the run's."""
+    local = LocalExecutor(allow_root=True)
     seconds = marker_seconds()
-    proc = subprocess.Popen(
-        ["sleep", seconds],
-        env={**os.environ, "FLEETCRON_GENERATION": "1"},
-        start_new_session=new_session,
-    )
+    command = f"sleep {seconds} >/dev/null 2>&1 & echo started"
+    result = await local.run(ExecRequest(command, timeout_s=60, run_id=1, generation=2))
+    await asyncio.to_thread(wait_for_sleepers, seconds, 1)
+    killed = await local.kill_older_generations(3)
+    await asyncio.sleep(0.2)
+    return {"status": result.status, "killed": killed, "left": len(sleeping(seconds))}
+
+
+async def by_hand(scenario: str) -> dict[str, object]:
+    """A tagged ``sleep`` started by hand: as a group leader ("leader"); as a member of a
+    group led by an untagged live shell ("member"); or in this process's group, whose
+    pgid lies outside the PID namespace and reads as 0 ("outside")."""
+    seconds = marker_seconds()
+    env = {**os.environ, "FLEETCRON_GENERATION": "1"}
+    if scenario == "member":
+        argv = ["/bin/sh", "-c", f"env FLEETCRON_GENERATION=1 sleep {seconds} & wait"]
+        env = dict(os.environ)
+    else:
+        argv = ["sleep", seconds]
+    proc = subprocess.Popen(argv, env=env, start_new_session=scenario != "outside")
     await asyncio.to_thread(wait_for_sleepers, seconds, 1)
     killed = await LocalExecutor(allow_root=True).kill_older_generations(9)
     await asyncio.sleep(0.2)
-    seen = {"killed": killed, "returncode": proc.poll()}
+    seen = {"killed": killed, "returncode": proc.poll(), "left": len(sleeping(seconds))}
     proc.kill()
     proc.wait()
+    for pid in sleeping(seconds):
+        os.kill(pid, 9)
     return seen
 
 
 async def main(scenario: str) -> None:
     if scenario == "runs":
         seen = await runs()
+    elif scenario == "leftover":
+        seen = await leftover()
     else:
-        seen = await by_hand(new_session=scenario == "leader")
+        seen = await by_hand(scenario)
     print(json.dumps(seen), flush=True)
 
 

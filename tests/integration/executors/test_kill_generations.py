@@ -26,7 +26,7 @@ from procs import kill_all, marker_seconds, sleeping, wait_for
 
 import fixtures.sshd as sshd_fixture
 from fixtures.sshd import ClientKey, SshServer, running_sshd
-from fleetcron.executors import SshExecutor, SshTarget
+from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
 
 CHILD = Path(__file__).with_name("kill_child.py")
 UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
@@ -59,13 +59,22 @@ def test_local_cleanup_kills_only_the_older_generation() -> None:
     }
 
 
-def test_a_tag_on_a_process_that_leads_no_group_is_ignored() -> None:
-    assert isolated("member") == {"killed": 0, "returncode": None}
+def test_local_cleanup_kills_what_a_run_left_behind_after_its_main_process_ended() -> None:
+    assert isolated("leftover") == {"status": "succeeded", "killed": 1, "left": 0}
+
+
+def test_a_tagged_member_of_a_group_with_an_untagged_live_leader_is_left_alone() -> None:
+    assert isolated("member") == {"killed": 0, "returncode": None, "left": 1}
+
+
+def test_a_tagged_process_whose_group_is_outside_the_pid_namespace_is_left_alone() -> None:
+    """Its pgid reads as 0 there: killpg(0) would have killed the scanner's own group."""
+    assert isolated("outside") == {"killed": 0, "returncode": None, "left": 1}
 
 
 def test_local_cleanup_kills_a_tagged_group_leader_started_by_hand() -> None:
-    """Negative control for the test above: the same process as a group leader goes."""
-    assert isolated("leader") == {"killed": 1, "returncode": -9}
+    """Negative control for the two tests above: the same process as a group leader goes."""
+    assert isolated("leader") == {"killed": 1, "returncode": -9, "left": 0}
 
 
 @contextlib.contextmanager
@@ -138,6 +147,23 @@ async def test_ssh_cleanup_kills_only_the_older_generation(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         kill_all(old, new, untagged)
+
+
+async def test_ssh_cleanup_kills_what_a_run_left_behind_after_its_main_process_ended(
+    ssh: SshExecutor, isolated_target: SshTarget
+) -> None:
+    seconds = marker_seconds()
+    command = f"sleep {seconds} >/dev/null 2>&1 & echo started"
+    try:
+        result = await ssh.run(
+            isolated_target, ExecRequest(command, timeout_s=60, run_id=1, generation=2)
+        )
+        assert result.status == "succeeded"
+        assert await asyncio.to_thread(wait_for, lambda: len(sleeping(seconds)) == 1, 5)
+        assert await ssh.kill_older_generations(isolated_target, 3) == 1
+        assert await asyncio.to_thread(wait_for, lambda: not sleeping(seconds), 5)
+    finally:
+        kill_all(seconds)
 
 
 async def test_ssh_cleanup_of_an_unreachable_target_raises_a_connect_error(
