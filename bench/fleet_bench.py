@@ -681,24 +681,31 @@ def results_table(results: dict[str, dict[str, Any]], n: int, command: str, rtt:
     )
 
 
-def summarize_profile(path: Path, top: int = 12) -> str:
-    """Where py-spy's samples went: by thread, then the functions with the most own
-    samples, then inclusive shares of a few layers (of the busiest thread)."""
+WAITING = re.compile(
+    r"EpollSelector\.select|_worker \(concurrent|\bwait \(threading|_wait_for_tstate"
+)
+
+
+def summarize_profile(path: Path, top: int = 14) -> str:
+    """Where py-spy's samples went: by thread, the share of each thread's busy samples
+    (waiting in epoll or on a queue left out) by innermost layer, and the fleetcron
+    functions with the most inclusive samples on the event-loop and database threads."""
     per_thread: collections.Counter[str] = collections.Counter()
-    own: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    busy: collections.Counter[str] = collections.Counter()
     layers: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     buckets = [
+        ("logging", re.compile(r"logging/|fleetcron/logs")),
+        ("SQLAlchemy / sqlite3", re.compile(r"sqlalchemy/|sqlite3")),
         (
             "asyncssh crypto (kex, signatures, ciphers)",
-            re.compile(r"asyncssh/(crypto|kex|public_key|ed25519|encryption|mac)|cryptography"),
+            re.compile(r"asyncssh/(crypto|kex|public_key|encryption|mac)|cryptography"),
         ),
         ("asyncssh connection/channel/packets", re.compile(r"asyncssh/")),
-        ("fleetcron SshExecutor", re.compile(r"fleetcron/executors/")),
+        ("fleetcron executors", re.compile(r"fleetcron/executors/")),
         ("fleetcron scheduler", re.compile(r"fleetcron/scheduler/")),
-        ("fleetcron store/services", re.compile(r"fleetcron/(store|services|core)/")),
-        ("SQLAlchemy / sqlite3", re.compile(r"sqlalchemy/|sqlite3")),
-        ("logging", re.compile(r"logging/|fleetcron/logs")),
-        ("asyncio event loop", re.compile(r"asyncio/")),
+        ("fleetcron store/services/core", re.compile(r"fleetcron/")),
+        ("asyncio event loop and sockets", re.compile(r"asyncio/|selectors")),
     ]
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -706,32 +713,42 @@ def summarize_profile(path: Path, top: int = 12) -> str:
             continue
         count = int(count_text)
         frames = stack.split(";")
-        thread = frames[0]
-        thread = re.sub(r"\(\d+\)|0x[0-9a-f]+", "", thread).strip()
+        thread = re.sub(r"^thread \(\d+\): |\s*\(\d+\)|0x[0-9a-f]+", "", frames[0]).strip()
+        thread = re.sub(r"_\d+$", "_N", thread)  # executor threads of one pool together
         per_thread[thread] += count
-        leaf = re.sub(r" \(.*?/(site-packages|lib/python3\.\d+)/", " (", frames[-1])
-        own[thread][leaf] += count
-        joined = ";".join(frames[1:])
-        # Each sample goes to the innermost layer that appears in it, first match wins in
-        # the order above, so the shares add up to at most 100%.
-        for name, pattern in buckets:
-            if any(pattern.search(f) for f in frames[1:][::-1][:12]):
+        if WAITING.search(frames[-1]):
+            continue
+        busy[thread] += count
+        # Each busy sample goes to its innermost frame's layer (the first bucket, in the
+        # order above, that matches it), so the shares add up to 100%.
+        for frame in reversed(frames[1:]):
+            name = next((n for n, pattern in buckets if pattern.search(frame)), None)
+            if name is not None:
                 layers[thread][name] += count
                 break
         else:
-            layers[thread]["other" if joined else "idle"] += count
+            layers[thread]["other"] += count
+        seen = set()
+        for frame in frames[1:]:
+            if "fleetcron/" in frame:
+                key = re.sub(r"\(/.*?/src/", "(", frame)
+                if key not in seen:
+                    seen.add(key)
+                    inclusive[thread][key] += count
     total = sum(per_thread.values())
-    out = [f"py-spy samples: {total}"]
+    out = [f"py-spy samples: {total} (busy: not waiting in epoll or on a queue)"]
     for thread, count in per_thread.most_common():
-        out.append(f"  {thread}: {count} ({count / total:.0%})")
-    busiest = per_thread.most_common(1)[0][0]
-    out.append(f"busiest thread {busiest}, innermost layer per sample:")
-    t = per_thread[busiest]
-    for name, count in layers[busiest].most_common():
-        out.append(f"  {name}: {count / t:.0%}")
-    out.append(f"top own-time functions of {busiest}:")
-    for leaf, count in own[busiest].most_common(top):
-        out.append(f"  {count / t:5.1%}  {leaf}")
+        out.append(f"  {thread}: {count} samples, {busy[thread]} busy")
+    for thread in ("MainThread", "fleetcron-db_N"):
+        b = busy[thread]
+        if not b:
+            continue
+        out.append(f"{thread}, busy samples by innermost layer:")
+        for name, count in layers[thread].most_common():
+            out.append(f"  {count / b:5.1%}  {name}")
+        out.append(f"{thread}, fleetcron functions by inclusive share of busy samples:")
+        for key, count in inclusive[thread].most_common(top):
+            out.append(f"  {count / b:5.1%}  {key}")
     return "\n".join(out)
 
 
