@@ -159,8 +159,10 @@ def _unwrap_watchdog(line: str) -> str:
     lines = line.split("\n")
     if len(lines) < 6 or "__fc_until() {" not in line or lines[1] != "trap '' HUP INT QUIT TERM":
         return line
-    exports, run = lines[0], lines[3]
-    if not run.endswith(" &") or lines[4] != "__fc_t=$!":
+    if "__fc_t=$!" not in lines[2:]:
+        return line
+    exports, run = lines[0], lines[lines.index("__fc_t=$!", 2) - 1]
+    if not run.endswith(" &"):
         return line
     run = run[: -len(" &")]
     first, _, rest = run.partition(" ")

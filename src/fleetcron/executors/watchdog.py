@@ -43,6 +43,10 @@ from typing import Final
 PGID_MARKER: Final = b"__fleetcron_pgid__="
 GENERATION_VARIABLE: Final = "FLEETCRON_GENERATION"
 RUN_ID_VARIABLE: Final = "FLEETCRON_RUN_ID"
+MISSING_TIMEOUT: Final = (
+    "fleetcron: timeout(1) from coreutils is not on this machine's PATH; "
+    "the run's watchdog needs it, so the command was not started"
+)
 MIN_STEP_S: Final = 0.01
 """``timeout`` treats 0 as "no limit": every duration handed to it is at least this."""
 
@@ -132,6 +136,8 @@ def watchdog_script(
     return (
         f"{exports(env)}\n"
         "trap '' HUP INT QUIT TERM\n"
+        "command -v timeout >/dev/null 2>&1 || "
+        f"{{ echo {shlex.quote(MISSING_TIMEOUT)} >&2; exit 127; }}\n"
         "__fc_u0=; read __fc_u0 __fc_r 2>/dev/null </proc/uptime\n"
         f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(command)} &\n"
         "__fc_t=$!\n"

@@ -19,7 +19,8 @@ from procs import sleeping, wait_for
 
 from fleetcron.executors import ExecRequest, LocalExecutor
 from fleetcron.executors.base import NOT_STARTED_DEADLINE
-from fleetcron.executors.local import ROOT_REFUSED
+from fleetcron.executors.local import BASE_PATH, ROOT_REFUSED
+from fleetcron.executors.watchdog import MISSING_TIMEOUT, watchdog_script
 
 PROBE = Path(__file__).with_name("memory_probe.py")
 
@@ -219,3 +220,19 @@ async def test_a_scheduler_that_is_not_root_cannot_switch_users_and_says_so(
         "can run commands as another user",
     )
     assert not marker.exists()
+
+
+def test_without_timeout_on_the_path_the_wrapper_refuses_to_start_the_command(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "ran"
+    script = watchdog_script(
+        f"touch {marker}", {"PATH": str(tmp_path)}, term_after_s=5, kill_grace_s=1
+    )
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True)
+    assert (done.returncode, done.stderr.strip()) == (127, MISSING_TIMEOUT)
+    assert not marker.exists()
+    # Negative control: with coreutils on the PATH the same wrapper runs it.
+    script = watchdog_script(f"touch {marker}", {"PATH": BASE_PATH}, term_after_s=5, kill_grace_s=1)
+    assert subprocess.run(["/bin/sh", "-c", script], capture_output=True).returncode == 0
+    assert marker.exists()
