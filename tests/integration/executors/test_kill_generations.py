@@ -81,7 +81,13 @@ def test_local_cleanup_kills_a_tagged_group_leader_started_by_hand() -> None:
 def sshd_in_its_own_pid_namespace(workdir: Path, client_key: ClientKey) -> Iterator[SshServer]:
     """A real sshd whose sessions see only their own processes in /proc."""
     wrapper = workdir / "sshd-in-namespace"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(UNSHARE)} {sshd_fixture.SSHD_BINARY} "$@"\n')
+    # unshare ignores SIGTERM while it waits: turn the fixture's SIGTERM into a SIGKILL
+    # of unshare, which --kill-child passes on to sshd.
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'{shlex.join(UNSHARE)} {sshd_fixture.SSHD_BINARY} "$@" &\n'
+        'pid=$!; trap \'kill -s KILL "$pid"\' TERM; wait "$pid"\n'
+    )
     wrapper.chmod(0o755)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sshd_fixture, "SSHD_BINARY", wrapper)
