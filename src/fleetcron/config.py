@@ -177,6 +177,14 @@ class Settings(BaseSettings):
         description="Let local commands run as root when the scheduler runs as root and "
         "local_run_as is unset. Off: such runs fail with an error naming these settings.",
     )
+    local_job_role: str = Field(
+        default="admin",
+        pattern="^(operator|admin)$",
+        description="Least role that may write a command onto a local target while local "
+        "commands run with the scheduler's own privileges (local_run_as unset or the "
+        "scheduler's user): such a command can read the database and the master key. With "
+        "an unprivileged local_run_as, operators may schedule there as anywhere.",
+    )
     log_format: str = Field(
         default="text", pattern="^(text|json)$", description="Log lines as text or as JSON."
     )

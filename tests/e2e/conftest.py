@@ -89,6 +89,7 @@ def environment(workdir: Path, extra: Mapping[str, str] | None = None) -> dict[s
         # The tests run their commands on local targets (off by default in a real install).
         FLEETCRON_ALLOW_LOCAL_TARGETS="true",
         FLEETCRON_LOCAL_ALLOW_ROOT="true",
+        FLEETCRON_LOCAL_JOB_ROLE="operator",
         COLUMNS="200",  # rich fits tables to this width when stdout is not a terminal
     )
     env.update(extra or {})

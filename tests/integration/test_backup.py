@@ -76,14 +76,20 @@ def empty(app: App, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     and on PostgreSQL a new, empty database. No master key: restore writes its file."""
     data_dir = tmp_path / "restored"
     if app.settings.is_sqlite:
-        yield Settings(data_dir=data_dir, shutdown_grace_s=0.5, allow_local_targets=True)
+        yield Settings(
+            data_dir=data_dir, shutdown_grace_s=0.5, allow_local_targets=True, local_allow_root=True
+        )
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
     name = f"r_{uuid.uuid4().hex[:12]}"
     url = server.create_database(name)
     try:
         yield Settings(
-            data_dir=data_dir, database_url=url, shutdown_grace_s=0.5, allow_local_targets=True
+            data_dir=data_dir,
+            database_url=url,
+            shutdown_grace_s=0.5,
+            allow_local_targets=True,
+            local_allow_root=True,
         )
     finally:
         server.drop_database(name)

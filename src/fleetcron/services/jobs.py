@@ -7,6 +7,8 @@ An individual job has exactly one assignment.
 
 from __future__ import annotations
 
+import os
+import pwd
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -17,9 +19,10 @@ from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.core import validation as v
 from fleetcron.core.labels import format_selector, parse_selector
+from fleetcron.core.permissions import ROLE_RANK
 from fleetcron.core.schedule_file import Registration, find_duplicates
 from fleetcron.cron import parse, validate_timezone
-from fleetcron.errors import Conflict, InvalidInput, NotFound
+from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
 from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
@@ -220,6 +223,7 @@ def add_job(
             if the_target.paired:
                 new_assignment(session, job, the_target, enabled=True, now=now)
         session.flush()
+        require_local_clearance(app, actor, job)
         refuse_duplicates(session, job)
         note.job_id = job.id
         view = _view(job)
@@ -282,6 +286,9 @@ def edit_job(
         for target, enabled in (enabled_on or {}).items():
             actor.authorize("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
+        if {"command", "selector"} & set(values):
+            session.flush()
+            require_local_clearance(app, actor, job)
         if {"command", "selector", "allow_duplicate"} & set(values):
             session.flush()
             refuse_duplicates(session, job)
@@ -423,6 +430,43 @@ __all__ = [
     "set_enabled",
     "show_job",
 ]
+
+
+def local_commands_privileged(app: App) -> bool:
+    """Whether a command on a local target runs with the scheduler's own privileges.
+
+    Without ``local_run_as`` a local command runs as the scheduler's user, who owns the data
+    dir, the database and the master key: whoever writes such a command can make themselves
+    admin. With ``local_run_as`` naming another (unprivileged) user it cannot."""
+    run_as = app.settings.local_run_as
+    if run_as is None:
+        return True
+    try:
+        return pwd.getpwnam(run_as).pw_uid == os.geteuid()
+    except KeyError:
+        return False  # the executor refuses such runs with its own error
+
+
+def require_local_clearance(app: App, actor: Actor, job: Job) -> None:
+    """Only admins put commands on local targets that run with the scheduler's privileges.
+
+    Called after a job's command, selector or target is set: the job's local targets (an
+    individual job's target, or the local targets a bulk job covers) then need the role the
+    ``local_job_role`` setting names (admin by default)."""
+    if not local_commands_privileged(app):
+        return
+    targets = [a.target for a in job.assignments]
+    if job.target is not None:
+        targets.append(job.target)
+    local = sorted({t.name for t in targets if t.kind == "local"})
+    least = app.settings.local_job_role
+    if local and ROLE_RANK.get(actor.role, -1) < ROLE_RANK[least]:
+        raise PermissionDenied(
+            f"{actor.name} ({actor.role}) may not put a command on the local target(s) "
+            f"{', '.join(local)} (job {job.name}): local commands run as the scheduler's own "
+            f"user, which needs the {least} role (settings local_run_as, local_job_role); "
+            "narrow the job's selector, or ask an admin"
+        )
 
 
 def covered_targets(job: Job) -> frozenset[str]:

@@ -44,7 +44,7 @@ from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
 from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields
 from fleetcron.store.schema import Assignment, Job, Target
 
@@ -340,6 +340,8 @@ def _carry_out(
             job = jobs[change.name]
         added, removed = _write(session, app, actor, job, change, targets, now)
         session.flush()
+        if change.kind == "create" or change.changed("command", "selector", "target", "bulk"):
+            require_local_clearance(app, actor, job)
         _audit(
             session,
             app,

@@ -335,6 +335,7 @@ def cli(fleet: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> click.Gr
     assert fleet.settings.database_url
     monkeypatch.setenv("FLEETCRON_DATABASE_URL", fleet.settings.database_url)
     monkeypatch.setenv("FLEETCRON_DATA_DIR", str(tmp_path / "cli"))
+    monkeypatch.setenv("FLEETCRON_LOCAL_JOB_ROLE", "operator")  # as in the fixture's settings
     group = click.Group("fleetcron")
     for command in (apply, export, schedule):
         group.add_command(command)
