@@ -96,7 +96,10 @@ def test_an_operator_may_not_change_the_command_of_a_job_on_a_privileged_local_t
 def test_an_operator_may_not_bring_a_local_target_in_through_a_schedule_file(
     with_here: App, operator: Actor
 ) -> None:
-    text = "version: 1\njobs:\n  - name: peek\n    bulk: true\n    schedule: '* * * * *'\n    command: id\n"
+    text = (
+        "version: 1\njobs:\n"
+        "  - name: peek\n    bulk: true\n    schedule: '* * * * *'\n    command: id\n"
+    )
 
     with pytest.raises(PermissionDenied):
         apply_schedule(with_here, operator, text, source="jobs.yaml")
