@@ -9,6 +9,13 @@ import re
 
 from fleetcron.errors import InvalidInput
 
+#: The longest name of a job, target, user or token (the columns are 64 characters).
+NAME_MAX_CHARS = 64
+#: Passwords: at least this many characters, and at most (a longer one is refused, never
+#: cut, so it cannot make a hash cost more than any other).
+PASSWORD_MIN_CHARS = 8
+PASSWORD_MAX_CHARS = 1024
+
 NAME_RULE = (
     "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64"
 )
@@ -21,6 +28,16 @@ ROLES = ("viewer", "operator", "admin")
 MAX_TIMEOUT_S = 7 * 24 * 3600
 MAX_JITTER_S = 3600
 MAX_RETRIES = 10
+
+#: Length limits of the free-text fields, in characters: the one declaration the services
+#: (the authority), the API models and the web forms all read.
+#: A schedule is stored in a 255-character column (the cron engine itself reads up to 1000).
+SCHEDULE_MAX_CHARS = 255
+#: Notes of a job or a target.
+NOTES_MAX_CHARS = 10_000
+#: The highest value of the ``command_max_length`` setting, which is the limit a job's
+#: command is checked against (512 characters by default).
+COMMAND_MAX_CHARS = 65_536
 
 
 def validate_name(value: str, *, field: str = "name") -> str:
@@ -47,12 +64,22 @@ def validate_command(value: str, *, max_length: int, field: str = "command") -> 
             value=value,
             allowed="text without NUL",
         )
-    if len(value) > max_length:
+    return validate_length(value, field=field, limit=max_length)
+
+
+def too_long_message(field: str, length: int, limit: int) -> str:
+    """The one wording of a length refusal, shared with the API's request validation."""
+    return f"{field}: is {length} characters long; at most {limit} are allowed"
+
+
+def validate_length(value: str, *, field: str, limit: int) -> str:
+    """Refuse (never cut) a text longer than ``limit`` characters."""
+    if len(value) > limit:
         raise InvalidInput(
-            f"{field}: is {len(value)} characters long; at most {max_length} are allowed",
+            too_long_message(field, len(value), limit),
             field=field,
             value=value,
-            allowed=f"at most {max_length} characters",
+            allowed=f"at most {limit} characters",
         )
     return value
 
@@ -104,11 +131,11 @@ def validate_user(value: str, *, field: str = "user") -> str:
 
 
 def validate_password(value: str) -> str:
-    if len(value) < 8:
+    if len(value) < PASSWORD_MIN_CHARS:
         raise InvalidInput(
-            "password: must be at least 8 characters long",
+            f"password: must be at least {PASSWORD_MIN_CHARS} characters long",
             field="password",
             value="**********",
-            allowed="at least 8 characters",
+            allowed=f"at least {PASSWORD_MIN_CHARS} characters",
         )
     return value

@@ -120,6 +120,7 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
     if "timezone" in out:
         out["timezone"] = validate_timezone(out["timezone"] or app.settings.timezone).key
     if "schedule" in out:
+        v.validate_length(out["schedule"], field="schedule", limit=v.SCHEDULE_MAX_CHARS)
         parse(out["schedule"], out.get("timezone") or "UTC")
     if "command" in out:
         v.validate_command(out["command"], max_length=app.settings.command_max_length)
@@ -139,6 +140,8 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
         out["retry_on"] = [
             v.validate_choice(k, v.RETRY_KINDS, field="retry_on") for k in out["retry_on"]
         ]
+    if "notes" in out:
+        v.validate_length(out["notes"], field="notes", limit=v.NOTES_MAX_CHARS)
     if "selector" in out:
         out["selector"] = parse_selector(out["selector"])
     return out

@@ -207,6 +207,7 @@ def add_target(
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
         v.validate_name(name, field="name")
+        v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
         parsed_labels = parse_labels(labels, field="labels")
         now = app.now()
         target = Target(
@@ -424,7 +425,7 @@ def _edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> 
     if changes.labels is not None:
         values["labels"] = parse_labels(changes.labels, field="labels")
     if changes.notes is not None:
-        values["notes"] = changes.notes
+        values["notes"] = v.validate_length(changes.notes, field="notes", limit=v.NOTES_MAX_CHARS)
     if kind == "local":
         if changes.host or changes.user or changes.private_key or changes.host_key:
             raise InvalidInput(

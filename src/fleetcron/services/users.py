@@ -43,7 +43,7 @@ def _view(user: User) -> UserView:
     return UserView(user.id, user.name, user.role, user.created_at)
 
 
-MAX_PASSWORD_CHARS = 1024
+MAX_PASSWORD_CHARS = v.PASSWORD_MAX_CHARS
 
 
 def _check_password(password: str) -> str:
@@ -320,7 +320,8 @@ def create_token(
         if expires_in_days is not None:
             if not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
                 raise InvalidInput(
-                    f"expires_in_days: {expires_in_days!r} is out of range",
+                    f"expires_in_days: {expires_in_days!r} is out of range 1-{MAX_TOKEN_DAYS} "
+                    "(days; empty: no expiry)",
                     field="expires_in_days",
                     value=expires_in_days,
                     allowed=f"1 to {MAX_TOKEN_DAYS} days, or none for no expiry",

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fleetcron.core.validation import too_long_message
 from fleetcron.errors import (
     AuthenticationFailed,
     Conflict,
@@ -72,6 +73,12 @@ async def validation_error(request: Request, exc: Exception) -> Response:
     loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
     field = ".".join(loc) or None
     message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+    ctx = first.get("ctx")
+    limit = ctx.get("max_length") if isinstance(ctx, dict) else None
+    sent = first.get("input")
+    if first.get("type") == "string_too_long" and field and isinstance(sent, str) and limit:
+        # The services' own wording, with the length sent (core.validation declares the limits).
+        message = too_long_message(field, len(sent), int(limit))
     if not wants_json(request):
         from fleetcron.web.pages.render import error_page
 

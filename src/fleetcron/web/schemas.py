@@ -7,11 +7,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetcron.core import validation as v
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.jobs import JobView
+from fleetcron.services.users import MAX_TOKEN_DAYS
 from fleetcron.store.schema import AuditEvent, Run, Target
 
-Name = Field(min_length=1, max_length=64)
+Name = Field(min_length=1, max_length=v.NAME_MAX_CHARS)
+#: The free-text limits of core.validation, which the services check too (and the forms show).
+Notes = Field(default="", max_length=v.NOTES_MAX_CHARS)
+#: No schema maximum for a command: its limit is the ``command_max_length`` setting, which
+#: the jobs service checks and names in its refusal (the body limit bounds the request).
+COMMAND_RULE = (
+    "at most command_max_length characters (a server setting: 512 by default, at most "
+    f"{v.COMMAND_MAX_CHARS}); a longer command is refused with the limit, never cut"
+)
 RetryKind = Literal["connect_error", "failed", "timed_out"]
 
 
@@ -29,7 +39,7 @@ class TargetIn(Body):
     host_key: str | None = Field(default=None, max_length=10_000)
     trust_on_first_use: bool = False
     labels: dict[str, str] = Field(default_factory=dict)
-    notes: str = Field(default="", max_length=10_000)
+    notes: str = Notes
     verify: bool = True
     allow_same_host: bool = Field(
         default=False, description="accept a second target on the same user@host:port"
@@ -47,7 +57,7 @@ class TargetPatch(Body):
     host_key: str | None = Field(default=None, max_length=10_000)
     trust_on_first_use: bool = False
     labels: dict[str, str] | None = None
-    notes: str | None = Field(default=None, max_length=10_000)
+    notes: str | None = Field(default=None, max_length=v.NOTES_MAX_CHARS)
     verify: bool = Field(
         default=True,
         description="false: save a changed connection unchecked; a paired target is unpaired",
@@ -148,14 +158,14 @@ class TargetEditOut(BaseModel):
 
 class JobIn(Body):
     name: str = Name
-    schedule: str = Field(min_length=1, max_length=255)
-    command: str = Field(min_length=1, max_length=65536)
+    schedule: str = Field(min_length=1, max_length=v.SCHEDULE_MAX_CHARS)
+    command: str = Field(min_length=1, description=COMMAND_RULE)
     target: str | None = Field(default=None, description="individual job on this target")
     bulk: bool = False
     selector: str | None = Field(default=None, max_length=1000)
     disabled_on: list[str] = Field(default_factory=list, max_length=10_000)
     timezone: str | None = Field(default=None, max_length=64)
-    notes: str = Field(default="", max_length=10_000)
+    notes: str = Notes
     timeout_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
     overlap: Literal["allow", "forbid"] = "allow"
     catchup: Literal["none", "latest"] = "none"
@@ -169,10 +179,10 @@ class JobIn(Body):
 
 
 class JobPatch(Body):
-    schedule: str | None = Field(default=None, min_length=1, max_length=255)
-    command: str | None = Field(default=None, min_length=1, max_length=65536)
+    schedule: str | None = Field(default=None, min_length=1, max_length=v.SCHEDULE_MAX_CHARS)
+    command: str | None = Field(default=None, min_length=1, description=COMMAND_RULE)
     timezone: str | None = Field(default=None, max_length=64)
-    notes: str | None = Field(default=None, max_length=10_000)
+    notes: str | None = Field(default=None, max_length=v.NOTES_MAX_CHARS)
     selector: str | None = Field(default=None, max_length=1000)
     timeout_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
     overlap: Literal["allow", "forbid"] | None = None
@@ -341,12 +351,12 @@ class AuditPage(BaseModel):
 
 class UserIn(Body):
     name: str = Name
-    password: str = Field(min_length=1, max_length=1024)
+    password: str = Field(min_length=1, max_length=v.PASSWORD_MAX_CHARS)
     role: Literal["viewer", "operator", "admin"] = "viewer"
 
 
 class UserPatch(Body):
-    password: str | None = Field(default=None, min_length=1, max_length=1024)
+    password: str | None = Field(default=None, min_length=1, max_length=v.PASSWORD_MAX_CHARS)
     role: Literal["viewer", "operator", "admin"] | None = None
     revoke_tokens: bool = Field(
         default=False, description="with a new password: also revoke the user's API tokens"
@@ -356,8 +366,8 @@ class UserPatch(Body):
 class PasswordChange(Body):
     """A user's change of their own password; their other sessions end."""
 
-    current_password: str = Field(min_length=1, max_length=1024)
-    new_password: str = Field(min_length=1, max_length=1024)
+    current_password: str = Field(min_length=1, max_length=v.PASSWORD_MAX_CHARS)
+    new_password: str = Field(min_length=1, max_length=v.PASSWORD_MAX_CHARS)
     revoke_tokens: bool = Field(default=False, description="also revoke your API tokens")
 
 
@@ -376,7 +386,10 @@ class TokenIn(Body):
     name: str = Name
     user: str | None = Field(default=None, description="admins may create tokens for others")
     expires_in_days: int | None = Field(
-        default=None, ge=1, le=3650, description="refused after this many days; none: never"
+        default=None,
+        ge=1,
+        le=MAX_TOKEN_DAYS,
+        description="refused after this many days; none: never",
     )
 
 

@@ -27,6 +27,8 @@ from fleetcron.web.pages.forms import (
 )
 
 router = APIRouter(include_in_schema=False)
+#: What the password fields show (and their minlength): the server's own limits.
+PASSWORD_LIMITS = {"password_min": v.PASSWORD_MIN_CHARS, "password_max": v.PASSWORD_MAX_CHARS}
 
 
 def _users_page(
@@ -44,6 +46,8 @@ def _users_page(
         roles=v.ROLES,
         new_user=new_user or {"name": "", "role": "viewer"},
         errors=errors,
+        **PASSWORD_LIMITS,
+        name_max=v.NAME_MAX_CHARS,
     )
 
 
@@ -118,7 +122,13 @@ def _ended(done: svc.PasswordChanged) -> str:
 def _account_page(
     request: Request, caller: Caller, errors: FieldErrors = NO_ERRORS
 ) -> HTMLResponse:
-    return page(request, "account.html", status_code=422 if errors else 200, errors=errors)
+    return page(
+        request,
+        "account.html",
+        status_code=422 if errors else 200,
+        errors=errors,
+        **PASSWORD_LIMITS,
+    )
 
 
 @router.get("/account", response_class=HTMLResponse)
@@ -199,6 +209,7 @@ def _tokens_page(
     *,
     created: str | None = None,
     name: str = "",
+    expires_in_days: str = "",
     errors: FieldErrors = NO_ERRORS,
     status_code: int = 200,
 ) -> HTMLResponse:
@@ -211,6 +222,8 @@ def _tokens_page(
         now=the_app(request).now(),
         created=created,
         name=name,
+        expires_in_days=expires_in_days,
+        max_token_days=svc.MAX_TOKEN_DAYS,
         errors=errors,
     )
 
@@ -229,14 +242,19 @@ def create_token(
     caller: Annotated[Caller, Depends(requires("token.manage_own"))],
 ) -> Response:
     name = text(form, "name").strip()
+    typed_days = text(form, "expires_in_days")
     try:
-        days = whole_number(text(form, "expires_in_days"), field="expires_in_days")
+        days = whole_number(typed_days, field="expires_in_days")
         token, _ = svc.create_token(
             the_app(request), caller.actor, caller.actor.name, name, expires_in_days=days
         )
     except FleetcronError as exc:
         return _tokens_page(
-            request, caller, name=name, errors=field_errors(exc, {"token name": "name"})
+            request,
+            caller,
+            name=name,
+            expires_in_days=typed_days,
+            errors=field_errors(exc, {"token name": "name"}),
         )
     # Rendered, not redirected: the token exists in clear only in this one response.
     return _tokens_page(request, caller, created=token, name=name, status_code=201)

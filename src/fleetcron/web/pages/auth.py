@@ -8,6 +8,8 @@ from urllib.parse import urlparse
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from fleetcron.core import validation as v
+from fleetcron.core.validation import too_long_message
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.services import sessions
 from fleetcron.web.deps import (
@@ -45,7 +47,7 @@ def login_form(request: Request, next: str = "/") -> Response:
         caller = None  # a bad bearer token: show the form, do not redirect to it again
     if caller is not None:
         return RedirectResponse(_safe_next(next), status_code=303)
-    return render(request, "login.html", next=_safe_next(next), error=None)
+    return render(request, "login.html", next=_safe_next(next), error=None, username="")
 
 
 def cross_site(request: Request) -> bool:
@@ -64,8 +66,19 @@ def cross_site(request: Request) -> bool:
     return origin == "null" or urlparse(origin).netloc not in hosts - {None}
 
 
-def _refused(request: Request, next: str, status: int, error: str) -> Response:
-    response = render(request, "login.html", status_code=status, next=_safe_next(next), error=error)
+def _refused(
+    request: Request, next: str, status: int, error: str, username: str = ""
+) -> Response:
+    """The log-in form again, with the message and the user name as typed (never the
+    password)."""
+    response = render(
+        request,
+        "login.html",
+        status_code=status,
+        next=_safe_next(next),
+        error=error,
+        username=username,
+    )
     if status == 429:
         response.headers["Retry-After"] = "60"
     return response
@@ -74,12 +87,21 @@ def _refused(request: Request, next: str, status: int, error: str) -> Response:
 @router.post("/login", response_class=HTMLResponse)
 def login(
     request: Request,
-    username: Annotated[str, Form(max_length=64)],
-    password: Annotated[str, Form(max_length=1024)],
+    username: Annotated[str, Form()],
+    password: Annotated[str, Form()],
     next: Annotated[str, Form(max_length=2000)] = "/",
 ) -> Response:
     if cross_site(request):
         return _refused(request, next, 403, "Log in from this site's own log-in page.")
+    # Longer than any user name or password can be: refused on the form, before the rate
+    # limiter and the password hash (nothing was guessed; the body limit bounds the size).
+    for field, value, limit in (
+        ("user", username, v.NAME_MAX_CHARS),
+        ("password", password, v.PASSWORD_MAX_CHARS),
+    ):
+        if len(value) > limit:
+            message = too_long_message(field, len(value), limit)
+            return _refused(request, next, 422, f"{message}.", username)
     app = the_app(request)
     limiter: LoginLimiter = request.app.state.login_limiter
     address = request.client.host if request.client else "?"
@@ -96,14 +118,17 @@ def login(
             next,
             429,
             f"Too many failed attempts; try again in {_duration(wait)}.",
+            username,
         )
     with limiter.hashing() as admitted:
         if not admitted:
-            return _refused(request, next, 429, "Too many log-ins at once; try again shortly.")
+            return _refused(
+                request, next, 429, "Too many log-ins at once; try again shortly.", username
+            )
         try:
             token, _ = sessions.login(app, username, password, address)
         except AuthenticationFailed:
-            return _refused(request, next, 401, "Unknown user or wrong password.")
+            return _refused(request, next, 401, "Unknown user or wrong password.", username)
     limiter.succeeded(attempt)
     response = RedirectResponse(_safe_next(next), status_code=303)
     response.set_cookie(

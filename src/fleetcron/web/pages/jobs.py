@@ -249,6 +249,8 @@ def job_form_context(app: App) -> dict[str, Any]:
         "retry_kinds": v.RETRY_KINDS,
         "default_timeout": app.settings.job_timeout_s,
         "command_max": app.settings.command_max_length,
+        "schedule_max": v.SCHEDULE_MAX_CHARS,
+        "notes_max": v.NOTES_MAX_CHARS,
         "name_max": NAME_MAX,
         "ranges": NUMBER_RANGES,
     }

@@ -136,6 +136,13 @@ class TargetFields:
         )
 
 
+def _port(typed: str) -> int:
+    """The port as typed; only an empty field means the SSH default (a typed ``0`` goes to
+    the service, which refuses it with the allowed range)."""
+    port = whole_number(typed, field="port", default=svc.DEFAULT_SSH_PORT)
+    return svc.DEFAULT_SSH_PORT if port is None else port
+
+
 def _local_offered(request: Request, caller: Caller) -> bool:
     """Whether the form offers the local kind: enabled on this host, and the caller an admin."""
     return the_app(request).settings.allow_local_targets and allowed(
@@ -162,6 +169,8 @@ def _target_form(
         or (target is not None and target.kind == "local"),
         local_enabled=the_app(request).settings.allow_local_targets,
         host_key_fingerprint=fingerprint(target.host_key) if target and target.host_key else None,
+        notes_max=v.NOTES_MAX_CHARS,
+        default_port=svc.DEFAULT_SSH_PORT,
     )
 
 
@@ -222,7 +231,7 @@ def add_target(
             fields.name,
             local=local,
             host=None if local else fields.host,
-            port=whole_number(fields.port, field="port", default=22) or 22,
+            port=_port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
@@ -324,7 +333,7 @@ def edit_target(
         changes = svc.TargetChanges(
             kind=fields.kind,
             host=None if local else fields.host,
-            port=None if local else whole_number(fields.port, field="port", default=22),
+            port=None if local else _port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
