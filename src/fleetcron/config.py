@@ -283,6 +283,13 @@ class Settings(BaseSettings):
     lease_renew_s: float = Field(
         default=10.0, gt=0, le=3600, description="How often the owner renews its lease."
     )
+    active_cleanup: bool = Field(
+        default=True,
+        description="After a failover or forced takeover, the new owner raises the "
+        "highest-generation mark on the SSH targets whose assignments wait for the previous "
+        "owner's claims, kills the older generations' commands there, and starts those "
+        "assignments without waiting for the claim deadlines. Off: always wait.",
+    )
     unsafe_disable_guard: bool = Field(
         default=False,
         description="TEST ONLY: switch the ownership guard off to show that the fault tests "

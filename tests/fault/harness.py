@@ -74,6 +74,9 @@ class Lab:
             # The boxes are local targets (off by default in a real install).
             "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
             "FLEETCRON_LOCAL_ALLOW_ROOT": "true",
+            # Active cleanup scans the SSH target's processes: only scenarios whose sshd runs
+            # in a PID namespace of its own switch it on (the shared sshd sees every suite's).
+            "FLEETCRON_ACTIVE_CLEANUP": "false",
             **extra,
         }
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +143,9 @@ class ProcessWatch:
 
     effects: Path
     poll_s: float = 0.025
+    #: Maps the pid a command wrote (its own view: another PID namespace, for an sshd run
+    #: in one) to this process's view; ``None``: the same namespace.
+    resolve: Callable[[int], int | None] | None = None
     gone_at: dict[tuple[str, str], float] = field(default_factory=dict)
     _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
     _offset: int = 0
@@ -207,7 +211,10 @@ class ProcessWatch:
                 continue
             key = (parts[2], parts[3])
             if key not in self._watched:
-                self._watched[key] = _Watched(_pgid_of(int(parts[6])))
+                pid: int | None = int(parts[6])
+                if self.resolve is not None and pid is not None:
+                    pid = self.resolve(pid)
+                self._watched[key] = _Watched(_pgid_of(pid) if pid is not None else None)
 
 
 def _pgid_of(pid: int) -> int | None:

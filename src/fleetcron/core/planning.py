@@ -197,6 +197,60 @@ def wait_for_old_claims(
     return replace(plan, outcomes=tuple(skipped if o is fire else o for o in plan.outcomes))
 
 
+@dataclass(frozen=True)
+class CleanupClaim:
+    """An unfinished claim of an older generation, with the target its command runs on:
+    the input of active cleanup after a change of owner."""
+
+    claim_id: int
+    target_id: int
+    target_kind: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class TargetCleanup:
+    """What active cleanup reported for one target: ``mark`` is the highest-generation
+    mark now on the target when the mark was written and the scan and kill succeeded;
+    ``None`` (with ``error``) when that is not known (unreachable, timed out, failed)."""
+
+    target_id: int
+    mark: int | None
+    killed: int = 0
+    error: str | None = None
+
+
+def targets_to_clean(claims: Sequence[CleanupClaim], generation: int) -> list[int]:
+    """The targets a new owner at ``generation`` asks to clean: SSH targets on which a claim
+    of an older generation may still have a command running.
+
+    Local targets are never among them: an old owner's local commands ran on the old
+    owner's machine, which this node's cleanup cannot reach; they keep waiting for their
+    claims' deadlines."""
+    return sorted(
+        {c.target_id for c in claims if c.target_kind == "ssh" and c.generation < generation}
+    )
+
+
+def claims_cleared_by(
+    claims: Sequence[CleanupClaim], generation: int, outcomes: Sequence[TargetCleanup]
+) -> list[int]:
+    """The claims whose wait active cleanup ends early: an older generation's claim on an SSH
+    target whose mark now stands at ``generation`` or above (written before the scan) and
+    whose scan and kill succeeded. From then on no command of that claim runs there, and
+    none can start there (the wrapper refuses). Every other claim keeps its deadline."""
+    clean = {
+        o.target_id
+        for o in outcomes
+        if o.error is None and o.mark is not None and o.mark >= generation
+    }
+    return sorted(
+        c.claim_id
+        for c in claims
+        if c.target_kind == "ssh" and c.generation < generation and c.target_id in clean
+    )
+
+
 def jitter_offset(job_id: int, target_id: int, jitter_s: int) -> float:
     """Deterministic delay in [0, jitter_s] seconds for one target of a bulk fire, so a fleet
     is not hit in the same second and each target keeps its own place in the spread."""

@@ -37,10 +37,14 @@ DEFAULT_KILL_GRACE_S: Final = 5.0
 """Seconds between SIGTERM and SIGKILL when a run times out."""
 
 NOT_STARTED_DEADLINE: Final = "claim deadline reached before start"
+SUPERSEDED: Final = "refused by the target: generation"
+"""Start of ``ExecResult.error`` (status ``connect_error``) when the target's
+highest-generation mark had passed the run's generation: the command was not started."""
 """``ExecResult.error`` (status ``connect_error``) when the watchdog budget ran out
 before the command could start (connecting, waiting for a concurrency slot)."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MARK_SCOPE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def utc_now() -> datetime:
@@ -114,8 +118,18 @@ class ExecRequest:
     watchdog_s: float | None = None
     run_id: int | None = None
     generation: int | None = None
+    #: The installation's highest-generation mark the target honours (with ``generation``):
+    #: a run whose generation the mark has passed is refused before the command starts.
+    mark_scope: str | None = None
 
     def __post_init__(self) -> None:
+        if self.mark_scope is not None and not _MARK_SCOPE.fullmatch(self.mark_scope):
+            raise InvalidInput(
+                f"invalid mark scope {self.mark_scope!r}",
+                field="mark_scope",
+                value=self.mark_scope,
+                allowed="1-64 letters, digits, _ or -",
+            )
         if not self.command.strip():
             raise InvalidInput(
                 "the command is empty",

@@ -47,6 +47,7 @@ from fleetcron.executors.watchdog import (
     PGID_MARKER,
     plain_script,
     plan,
+    superseded_error,
     watchdog_script,
 )
 
@@ -182,6 +183,7 @@ class LocalExecutor:
                 term_after_s=steps.term_after,
                 kill_grace_s=steps.kill_grace,
                 generation=request.generation,
+                mark_scope=request.mark_scope,
             )
         else:
             script = plain_script(request.command, env)
@@ -230,6 +232,9 @@ class LocalExecutor:
             await _uncancelled(self._abort(proc, splitter, readers))
             raise
         splitter.flush()
+        refused = superseded_error(exit_code, stderr.excerpt().head)
+        if refused is not None:
+            status, exit_code, error = "connect_error", None, refused
         return ExecResult(
             status=status,
             exit_code=exit_code,

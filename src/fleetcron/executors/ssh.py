@@ -55,10 +55,13 @@ from fleetcron.executors.base import (
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
 from fleetcron.executors.watchdog import (
+    MARK_AND_SCAN_SCRIPT,
+    MARK_SCOPE,
     PGID_MARKER,
     SCAN_SCRIPT,
     plain_script,
     plan,
+    superseded_error,
     watchdog_script,
 )
 
@@ -81,6 +84,7 @@ def wrap_command(
     term_after_s: float | None = None,
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     generation: int | None = None,
+    mark_scope: str | None = None,
 ) -> str:
     """The remote command line: export the run's variables, report the process group, then
     run ``command`` in it, under the watchdog of :mod:`fleetcron.executors.watchdog` when
@@ -98,6 +102,7 @@ def wrap_command(
         term_after_s=term_after_s,
         kill_grace_s=kill_grace_s,
         generation=generation,
+        mark_scope=mark_scope,
     )
 
 
@@ -265,6 +270,76 @@ class SshExecutor:
             f"(exit {result.exit_status}): {str(result.stderr or '')[:200]}"
         )
 
+    async def mark_and_kill_older_generations(
+        self, target: SshTarget, generation: int, scope: str, *, timeout_s: float | None = None
+    ) -> tuple[int, int]:
+        """Active cleanup of ``target`` for ``generation``: raise the target's
+        highest-generation mark of installation ``scope`` to ``generation`` (never lower),
+        THEN kill every process group of an older generation, in one session
+        (:data:`~fleetcron.executors.watchdog.MARK_AND_SCAN_SCRIPT`). Returns
+        ``(mark, killed)``: the mark now on the target (above ``generation`` when a newer
+        owner has been there) and how many groups were killed.
+
+        After it returns, no command of an older generation runs on the target and none
+        can start there (the wrapper reads the mark). Raises
+        :class:`fleetcron.errors.ExecutionError` when the target cannot be reached, the
+        mark cannot be written or the scan fails, or ``timeout_s`` (connecting included)
+        passes first: then nothing is known about the target.
+        """
+        if not MARK_SCOPE.fullmatch(scope):
+            raise ValueError(f"invalid mark scope {scope!r}")
+        command = f"/bin/sh -c {shlex.quote(MARK_AND_SCAN_SCRIPT)} sh {int(generation)} {scope}"
+        try:
+            async with asyncio.timeout(timeout_s):
+                out, status, err = await self._run_maintenance(target, command, "clean")
+        except TimeoutError as exc:
+            raise ConnectError(
+                f"{target.name}: active cleanup did not finish within {timeout_s:g} s"
+            ) from exc
+        values = dict(
+            line.split("=", 1)
+            for line in out.splitlines()
+            if "=" in line and line.split("=", 1)[1].isdigit()
+        )
+        if status != 0 or "mark" not in values or "killed" not in values:
+            raise ExecutionError(
+                f"{target.name}: active cleanup failed (exit {status}): {err[:200]}"
+            )
+        mark, killed = int(values["mark"]), int(values["killed"])
+        logger.info(
+            "marked generation %d and killed %d older process group(s) on %s",
+            mark,
+            killed,
+            target.name,
+            extra={
+                "action": "ssh.mark_and_kill",
+                "target": target.name,
+                "mark": mark,
+                "killed": killed,
+            },
+        )
+        return mark, killed
+
+    async def _run_maintenance(
+        self, target: SshTarget, command: str, what: str
+    ) -> tuple[str, int | None, str]:
+        """Run a fleetcron maintenance script on ``target`` over the pooled connection:
+        ``(stdout, exit status, stderr)``."""
+        key = _pool_key(target)
+        entry = await self._acquire(key, target)
+        try:
+            result = await asyncio.wait_for(
+                entry.conn.run(command, check=False), timeout=self._connect_timeout_s + 30
+            )
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            entry.client.lost = True
+            raise ConnectError(f"{target.name}: could not {what}: {exc}") from exc
+        finally:
+            self._release(key, entry)
+        out = result.stdout if isinstance(result.stdout, str) else ""
+        err = result.stderr if isinstance(result.stderr, str) else ""
+        return out, result.exit_status, err
+
     async def close(self) -> None:
         """Close every pooled connection; later runs open new ones."""
         pooled, self._pool = list(self._pool.values()), {}
@@ -325,6 +400,7 @@ class SshExecutor:
                 term_after_s=steps.term_after,
                 kill_grace_s=steps.kill_grace,
                 generation=request.generation,
+                mark_scope=request.mark_scope,
             )
             limit, grace = steps.limit, steps.grace
         else:
@@ -371,6 +447,9 @@ class SshExecutor:
                 status, exit_code = "timed_out", None
                 error = timeout_error(request.timeout_s, limit, "remote process group killed")
         splitter.flush()
+        refused = superseded_error(exit_code, stderr.excerpt().head)
+        if refused is not None:
+            status, exit_code, error = "connect_error", None, refused
         return ExecResult(
             status=status,
             exit_code=exit_code,

@@ -35,6 +35,7 @@ A command that leaves its process group on purpose (``setsid``, a double fork wi
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ MISSING_TIMEOUT: Final = (
     "fleetcron: timeout(1) from coreutils is not on this machine's PATH; "
     "the run's watchdog needs it, so the command was not started"
 )
+SUPERSEDED_EXIT: Final = 86
+"""Exit status of a run the target refused because its mark names a newer generation."""
+SUPERSEDED_PREFIX: Final = "fleetcron: refused by the target: "
+MARK_PARENT: Final = ".fleetcron"
+MARK_SCOPE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MIN_STEP_S: Final = 0.01
 """``timeout`` treats 0 as "no limit": every duration handed to it is at least this."""
 
@@ -116,6 +122,50 @@ def plain_script(command: str, env: Mapping[str, str]) -> str:
     )
 
 
+def mark_directory(scope: str) -> str:
+    """The target's highest-generation mark for the installation ``scope``, as a shell
+    word (``$HOME`` is expanded on the target: the SSH user's home, or the local run-as
+    user's)."""
+    if not MARK_SCOPE.fullmatch(scope):
+        raise ValueError(f"invalid mark scope {scope!r}")
+    return f'"$HOME/{MARK_PARENT}/generation-{scope}"'
+
+
+def guarded_command(command: str, generation: int | None, mark_scope: str | None) -> str:
+    """The ``sh -c`` script run inside the tagged group T: refuse, before the command
+    starts, when the target's mark names a generation above ``generation``, else ``exec``
+    the command (no extra process).
+
+    The check runs in T after ``timeout`` put the group in place with its tag, so an
+    active cleanup that writes the mark and then scans either finds this group or is
+    seen here (see :data:`MARK_AND_SCAN_SCRIPT`). Without a generation or a scope (a
+    standalone installation) there is nothing to check.
+    """
+    if generation is None or mark_scope is None:
+        return command
+    run = f"/bin/sh -c {shlex.quote(command)}"
+    check = (
+        f"for __fc_m in {mark_directory(mark_scope)}/*; do "
+        '__fc_n=${__fc_m##*/}; case "$__fc_n" in ""|*[!0-9]*) continue;; esac; '
+        f'if [ "$__fc_n" -gt {int(generation)} ]; then '
+        f"printf '%s\\n' \"{SUPERSEDED_PREFIX}generation {int(generation)} superseded by "
+        f'$__fc_n; the command was not started" >&2; exit {SUPERSEDED_EXIT}; fi; done; '
+    )
+    return f"{check}exec {run}"
+
+
+def superseded_error(exit_code: int | None, stderr_text: str) -> str | None:
+    """The refusal line when a run exited because the target's mark superseded its
+    generation; ``None`` for every other outcome (a command exiting with the same code
+    does not print the line)."""
+    if exit_code != SUPERSEDED_EXIT:
+        return None
+    for line in stderr_text.splitlines():
+        if line.startswith(SUPERSEDED_PREFIX):
+            return line[len("fleetcron: ") :]
+    return None
+
+
 def watchdog_script(
     command: str,
     env: Mapping[str, str],
@@ -123,23 +173,27 @@ def watchdog_script(
     term_after_s: float,
     kill_grace_s: float,
     generation: int | None = None,
+    mark_scope: str | None = None,
 ) -> str:
     """The wrapper described in the module docstring, as one ``sh -c`` script.
 
     ``generation`` is set on ``timeout`` only (a prefix assignment), so the tagged group
-    leader is the run's group T; the command inherits the variable.
+    leader is the run's group T; the command inherits the variable. With ``mark_scope``
+    the first thing T does is to compare the target's mark with ``generation``
+    (:func:`guarded_command`).
     """
     term, grace = _seconds(term_after_s), _seconds(kill_grace_s)
     term_cs = round(max(term_after_s, MIN_STEP_S) * 100)
     grace_cs = round(max(kill_grace_s, MIN_STEP_S) * 100)
     tag = f"{GENERATION_VARIABLE}={generation} " if generation is not None else ""
+    inner = guarded_command(command, generation, mark_scope)
     return (
         f"{exports(env)}\n"
         "trap '' HUP INT QUIT TERM\n"
         "command -v timeout >/dev/null 2>&1 || "
         f"{{ echo {shlex.quote(MISSING_TIMEOUT)} >&2; exit 127; }}\n"
         "__fc_u0=; read __fc_u0 __fc_r 2>/dev/null </proc/uptime\n"
-        f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(command)} &\n"
+        f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(inner)} &\n"
         "__fc_t=$!\n"
         f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
         'wait "$__fc_t" 2>/dev/null; __fc_rc=$?\n'
@@ -201,4 +255,35 @@ A group is killed when its leader carries the tag (the ``timeout`` of a run, or 
 tagged process that made itself a group leader), or when its leader is gone and a member
 carries it (what a run left behind after its main process ended). A tagged process in a
 group led by an untagged live process is left alone.
+"""
+
+
+MARK_SCRIPT: Final = (
+    # $1: the generation, $2: the installation's scope. The mark is a directory with one
+    # empty entry per generation that cleaned this target; its value is the highest name.
+    # Creating an entry is atomic (the name appears at once, complete) and an entry is
+    # only ever removed by a cleanup of a higher generation, so the mark never goes down,
+    # even when two cleanups of different generations run at once.
+    "g=$1; s=$2; "
+    'case "$g" in ""|*[!0-9]*) echo "bad generation" >&2; exit 2;; esac; '
+    'case "$s" in ""|*[!A-Za-z0-9_-]*) echo "bad scope" >&2; exit 2;; esac; '
+    f'd="$HOME/{MARK_PARENT}/generation-$s"; '
+    'umask 077; mkdir -p "$d" && : >"$d/$g" && [ -f "$d/$g" ] || '
+    '{ echo "cannot write the mark $d/$g" >&2; exit 3; }; '
+    'hi=$g; for m in "$d"/*; do n=${m##*/}; case "$n" in ""|*[!0-9]*) continue;; esac; '
+    'if [ "$n" -lt "$g" ]; then rm -f "$m"; elif [ "$n" -gt "$hi" ]; then hi=$n; fi; done; '
+    'echo "mark=$hi"; '
+)
+"""The first half of :data:`MARK_AND_SCAN_SCRIPT`: raise the target's mark to ``$1``."""
+
+MARK_AND_SCAN_SCRIPT: Final = MARK_SCRIPT + SCAN_SCRIPT
+"""``sh -c MARK_AND_SCAN_SCRIPT sh <generation> <scope>``: prints ``mark=<m>`` then
+``killed=<n>``; exits non-zero, before any kill, when the mark cannot be written.
+
+The order is what makes the cleanup safe. A run of an older generation puts its tagged
+group in place, then reads the mark (:func:`guarded_command`). The cleanup writes the
+mark, then lists the processes. So either the run's group existed when the list was
+taken (it is killed), or it came later, and then its read of the mark came after the
+mark was written (it refuses to start). A paused old owner that resumes, or an exec
+request still on the network, can therefore not start a command after the cleanup.
 """

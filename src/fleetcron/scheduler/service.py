@@ -33,11 +33,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.ownership import watchdog_budget
-from fleetcron.core.planning import SlotPolicy, jitter_offset, retry_delay, should_retry
+from fleetcron.core.planning import (
+    SlotPolicy,
+    TargetCleanup,
+    jitter_offset,
+    retry_delay,
+    should_retry,
+)
+from fleetcron.errors import FleetcronError
 from fleetcron.executors.base import (
     EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
+    SUPERSEDED,
     ExecRequest,
     ExecResult,
     SshTarget,
@@ -46,6 +55,7 @@ from fleetcron.executors.base import (
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
+from fleetcron.services import cluster
 from fleetcron.services.context import App
 from fleetcron.services.notifications import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
@@ -59,6 +69,11 @@ FINISH_BATCH = 500
 #: How often (seconds) the self-fencing watcher checks ``may_execute``.
 FENCE_CHECK_S = 0.05
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
+#: Active cleanup: seconds one target may take (connecting included) to raise its mark and
+#: kill the older generations; a target that takes longer keeps waiting for the deadlines.
+CLEANUP_TIMEOUT_S = 5.0
+#: Targets cleaned at once.
+CLEANUP_CONCURRENCY = 32
 
 
 def policy_from(app: App) -> SlotPolicy:
@@ -135,6 +150,11 @@ class Scheduler:
         self._retries: set[asyncio.Task[None]] = set()
         self._recording: set[asyncio.Task[None]] = set()
         self.self_fenced = 0
+        #: The installation's highest-generation mark on targets (cluster mode only).
+        self.mark_scope: str | None = None
+        self._cleanup: asyncio.Task[None] | None = None
+        self._cleaned_generation: int | None = None
+        self.cleanups: list[cluster.CleanupResult] = []
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -150,6 +170,8 @@ class Scheduler:
                 lost,
                 extra={"action": "runs.lost", "count": lost},
             )
+        if self.app.settings.cluster:
+            self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
         if self.may_execute is not None:
             self._fence_watch = asyncio.create_task(self._watch_fence(), name="fleetcron-fence")
@@ -186,6 +208,10 @@ class Scheduler:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        if self._cleanup is not None and not self._cleanup.done():
+            self._cleanup.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cleanup
         if self._fence_watch is not None:
             self._fence_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -224,6 +250,7 @@ class Scheduler:
     async def tick(self) -> TickStats:
         """Claim due slots (in batches, until none is left) and queued manual runs; start them."""
         t0 = time.perf_counter()
+        await self._start_active_cleanup()
         now = self.clock()
         stats = TickStats()
         batch = self.app.settings.claim_batch
@@ -265,6 +292,99 @@ class Scheduler:
             self.metrics.in_flight.set(len(self.running))
         return stats
 
+    # -- active cleanup ---------------------------------------------------------------
+
+    async def _start_active_cleanup(self) -> None:
+        """Once per generation this node owns: when assignments wait for a previous owner's
+        claims on SSH targets, clean those targets in the background (ticks go on, idle
+        work starts at once); see :meth:`_clean`."""
+        guard = self.guard
+        if (
+            not self.app.settings.active_cleanup
+            or not isinstance(guard, CoordinatedGuard)
+            or guard.unguarded
+            or not guard.wait_for_old_claims
+            or self.mark_scope is None
+            or (self._cleanup is not None and not self._cleanup.done())
+            or (self.may_execute is not None and not self.may_execute())
+        ):
+            return
+        plan = await self._in_db(
+            cluster.active_cleanup_plan,
+            self.app,
+            guard.node_id,
+            guard.fingerprint,
+            self._cleaned_generation,
+        )
+        if plan is None:
+            return
+        self._cleaned_generation = plan.generation
+        if plan.targets:
+            self._cleanup = asyncio.create_task(self._clean(guard, plan), name="fleetcron-cleanup")
+
+    async def _clean(self, guard: CoordinatedGuard, plan: cluster.CleanupPlan) -> None:
+        """Raise the mark and kill the older generations on every target of ``plan``,
+        concurrently, each within :data:`CLEANUP_TIMEOUT_S`; then clear the claims of the
+        targets that were cleaned (audited). The others keep waiting for the deadlines."""
+        assert self.ssh is not None and self.mark_scope is not None
+        ssh, scope, slots = self.ssh, self.mark_scope, asyncio.Semaphore(CLEANUP_CONCURRENCY)
+
+        async def one(target: cluster.CleanupTarget) -> TargetCleanup:
+            async with slots:
+                try:
+                    ssh_target = self._cleanup_target(target)
+                    mark, killed = await ssh.mark_and_kill_older_generations(
+                        ssh_target, plan.generation, scope, timeout_s=CLEANUP_TIMEOUT_S
+                    )
+                except (FleetcronError, ValueError) as exc:
+                    message = getattr(exc, "message", None) or str(exc)
+                    log.warning(
+                        "cron: active cleanup of %s failed: %s; its assignments wait for the "
+                        "previous owner's claim deadlines",
+                        target.name,
+                        message,
+                        extra={"action": "cleanup.target_failed", "target": target.name},
+                    )
+                    return TargetCleanup(target.target_id, None, error=message)
+                return TargetCleanup(target.target_id, mark, killed)
+
+        t0 = time.monotonic()
+        outcomes = await asyncio.gather(*(one(t) for t in plan.targets))
+        try:
+            result = await self._in_db(
+                cluster.finish_active_cleanup,
+                self.app,
+                guard.node_id,
+                guard.fingerprint,
+                plan,
+                outcomes,
+            )
+        except Exception:
+            log.exception(
+                "cron: could not record the active cleanup", extra={"action": "cleanup.error"}
+            )
+            return
+        self.cleanups.append(result)
+        log.info(
+            "cron: active cleanup took %.1f s",
+            time.monotonic() - t0,
+            extra={"action": "cleanup.done", "cleared_claims": result.cleared_claims},
+        )
+
+    def _cleanup_target(self, target: cluster.CleanupTarget) -> SshTarget:
+        if not (target.host and target.port and target.user and target.private_key_enc):
+            raise ValueError(f"target {target.name} is missing its SSH settings")
+        if not target.host_key:
+            raise ValueError(f"target {target.name} has no pinned host key")
+        return SshTarget(
+            name=target.name,
+            host=target.host,
+            port=target.port,
+            user=target.user,
+            private_key=self.app.master_key.decrypt(target.private_key_enc).reveal(),
+            host_key=target.host_key,
+        )
+
     def _launch(self, dispatch: Dispatch) -> None:
         task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")
         self.running[dispatch.run_id] = task
@@ -296,6 +416,13 @@ class Scheduler:
             lateness = (self.clock() - dispatch.scheduled_for).total_seconds()
             self.metrics.lateness.observe(max(lateness, 0.0))
         result = await self._run_on_target(dispatch)
+        if result.error is not None and result.error.startswith(SUPERSEDED):
+            log.warning(
+                "cron: run %d %s",
+                dispatch.run_id,
+                result.error,
+                extra={"action": "run.superseded", "run_id": dispatch.run_id},
+            )
         if self.metrics is not None:
             self.metrics.runs.labels(result.status, dispatch.origin).inc()
             self.metrics.duration.observe(result.duration_ms / 1000)
@@ -351,6 +478,7 @@ class Scheduler:
             watchdog_s=budget,
             run_id=dispatch.run_id,
             generation=dispatch.generation,
+            mark_scope=self.mark_scope,
         )
 
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:

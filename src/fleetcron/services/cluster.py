@@ -24,6 +24,7 @@ when a claim expires or a transfer completes.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import socket
 import time
@@ -34,7 +35,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from sqlalchemy import func, select, text, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 
 from fleetcron import __version__
 from fleetcron.coordination.guard import (
@@ -50,6 +51,12 @@ from fleetcron.coordination.identity import (
     read_machine_id,
 )
 from fleetcron.core.ownership import Verdict, self_fence_after
+from fleetcron.core.planning import (
+    CleanupClaim,
+    TargetCleanup,
+    claims_cleared_by,
+    targets_to_clean,
+)
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.services.context import SYSTEM, Actor, App
@@ -59,6 +66,7 @@ from fleetcron.store.schema import (
     ClusterTransfer,
     ExecutionClaim,
     Run,
+    Target,
 )
 
 log = logging.getLogger(__name__)
@@ -757,3 +765,166 @@ class Lease:
             extra={"action": "cluster.failover"},
         )
         return "took over"
+
+
+# -- active cleanup after a change of owner ---------------------------------------------------
+
+
+def mark_scope(app: App) -> str:
+    """The name under which this installation keeps its highest-generation mark on targets.
+
+    Derived from the database (the cluster's system identifier, the database's name and
+    oid), so every node of one cluster uses the same mark, two installations sharing a
+    target user never read each other's generations, and a database created again under
+    the same name (a new installation, generations from 1) does not inherit old marks."""
+    with app.db.read() as session:
+        row = session.execute(
+            text(
+                "SELECT (SELECT system_identifier FROM pg_control_system()), d.datname, d.oid "
+                "FROM pg_database d WHERE d.datname = current_database()"
+            )
+        ).one()
+    seed = f"fleetcron-mark:{row[0]}:{row[1]}:{row[2]}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CleanupTarget:
+    """An SSH target to clean, with what is needed to connect (the key still encrypted)."""
+
+    target_id: int
+    name: str
+    host: str | None
+    port: int | None
+    user: str | None
+    private_key_enc: bytes | None
+    host_key: str | None
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """What a new owner at ``generation`` cleans: the older generations' unfinished claims
+    (every kind of target) and the SSH targets they run on."""
+
+    generation: int
+    claims: tuple[CleanupClaim, ...]
+    targets: tuple[CleanupTarget, ...]
+
+
+def active_cleanup_plan(
+    app: App, node_id: str, fingerprint: str, done_generation: int | None
+) -> CleanupPlan | None:
+    """The cleanup this node should run now: ``None`` unless it is the owner at a
+    generation other than ``done_generation`` (cleanup runs once per generation). A plan
+    with no targets means nothing to clean (no older claim runs on an SSH target).
+
+    Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
+    with app.db.read() as session:
+        owner = session.execute(
+            select(ClusterOwnership.owner_node_id, ClusterOwnership.generation)
+        ).all()
+        if len(owner) != 1 or owner[0][0] != node_id or owner[0][1] == done_generation:
+            return None
+        verdict = current_verdict(session, node_id, fingerprint, lock=False)
+        if verdict.kind != "owner":
+            return None
+        generation = verdict.generation
+        rows = session.execute(
+            select(ExecutionClaim.id, ExecutionClaim.generation, Target.id, Target.kind)
+            .join(Run, Run.id == ExecutionClaim.run_id)
+            .join(Target, Target.id == Run.target_id)
+            .where(
+                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+                ExecutionClaim.generation < generation,
+                ExecutionClaim.deadline_at > func.clock_timestamp(),
+            )
+        ).all()
+        claims = tuple(CleanupClaim(r[0], r[2], r[3], r[1]) for r in rows)
+        wanted = targets_to_clean(claims, generation)
+        targets = (
+            tuple(
+                CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
+                for t in session.scalars(
+                    select(Target)
+                    .where(Target.id.in_(wanted))
+                    .options(undefer(Target.private_key_enc))
+                    .order_by(Target.id)
+                )
+            )
+            if wanted
+            else ()
+        )
+    return CleanupPlan(generation, claims, targets)
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    cleared_claims: int
+    waiting_claims: int
+    refused: str | None = None
+
+
+def finish_active_cleanup(
+    app: App,
+    node_id: str,
+    fingerprint: str,
+    plan: CleanupPlan,
+    outcomes: Sequence[TargetCleanup],
+) -> CleanupResult:
+    """Record what active cleanup found, in one transaction under the ownership lock: the
+    claims on the targets that were cleaned are marked ``cleared`` (their assignments start
+    at once), the others keep waiting for their deadlines; one audit event
+    ``cluster.active_cleanup`` with the counts, the targets cleaned and those that failed.
+    Nothing is cleared when this node is no longer the owner at the plan's generation."""
+    names = {t.target_id: t.name for t in plan.targets}
+    clean = [o for o in outcomes if o.error is None and o.mark is not None]
+    failed = {names.get(o.target_id, str(o.target_id)): o.error or "" for o in outcomes}
+    for o in clean:
+        failed.pop(names.get(o.target_id, str(o.target_id)), None)
+    detail: dict[str, object] = {
+        "generation": plan.generation,
+        "targets": len(plan.targets),
+        "targets_cleaned": sorted(names.get(o.target_id, str(o.target_id)) for o in clean),
+        "targets_failed": failed,
+        "killed_groups": sum(o.killed for o in clean),
+    }
+    with app.db.session() as session:
+        verdict = current_verdict(session, node_id, fingerprint, lock=True)
+        refused = None
+        if verdict.kind != "owner" or verdict.generation != plan.generation:
+            refused = (
+                f"this node is no longer the owner at generation {plan.generation} "
+                f"({verdict.reason}); nothing cleared"
+            )
+            cleared = 0
+        else:
+            cleared = _clear_claims(
+                session, claims_cleared_by(plan.claims, plan.generation, outcomes)
+            )
+        waiting = _unfinished_claims(session, plan.generation)
+        detail.update({"cleared_claims": cleared, **_waiting_detail(waiting)})
+        if refused:
+            detail["refused"] = refused
+        record(
+            session,
+            app,
+            SYSTEM,
+            AuditNote("cluster.active_cleanup", detail=detail),
+            success=refused is None,
+        )
+    log.warning(
+        "cluster: active cleanup at generation %d: %d of %d target(s) cleaned, %d claim(s) "
+        "cleared, %d still waited for",
+        plan.generation,
+        len(clean),
+        len(plan.targets),
+        cleared,
+        len(waiting),
+        extra={
+            "action": "cluster.active_cleanup",
+            "generation": plan.generation,
+            "cleared_claims": cleared,
+            "failed_targets": len(failed),
+        },
+    )
+    return CleanupResult(cleared, len(waiting), refused)
