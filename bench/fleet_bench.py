@@ -817,7 +817,12 @@ def main() -> None:
             print(
                 f"  {design:15} first {r['first']['wall_s']:7.2f} s ({r['first']['ok']} ok), "
                 f"pooled {r['pooled']['wall_s']:7.2f} s ({r['pooled']['ok']} ok), "
-                f"RSS {r['maxrss_mb']:.0f} MB, simulator CPU {r['sim_cpu_s']:.1f} s",
+                f"RSS {r['maxrss_mb']:.0f} MB, simulator CPU {r['sim_cpu_s']:.1f} s; "
+                f"commands simulated / real sh: "
+                + ", ".join(
+                    f"{r[w]['sim']['execs_simulated']} / {r[w]['sim']['execs_real']}"
+                    for w in ("first", "pooled")
+                ),
                 flush=True,
             )
         sim.wait_idle(timeout_s=120)
