@@ -166,6 +166,10 @@ def test_the_simulator_recognises_the_wrapper_and_leaves_everything_else_to_sh()
     assert classify(wrap_command("echo hi", env)) == Plan(
         "__fleetcron_pgid__=$$", (("echo", "hi\n"),), None
     )
+    # The wrapper the executor sends today: the command under the target-side watchdog.
+    watched = classify(wrap_command("sleep 1", env, term_after_s=300.0, kill_grace_s=5.0))
+    assert isinstance(watched, Plan) and watched.steps == (("sleep", 1.0),), watched
+    assert watched.marker is not None and watched.budget_s == 300.0
     timed = classify("timeout -s TERM -k 5 10 /bin/sh -c 'sleep 20'")
     assert timed == Plan(None, (("sleep", 20.0),), 10.0)
     for line in (
