@@ -40,6 +40,7 @@ from pydantic_settings import (
 )
 
 from fleetcron.core.ownership import self_fence_after
+from fleetcron.core.validation import COMMAND_MAX_CHARS
 from fleetcron.errors import ConfigError
 from fleetcron.executors.base import DEFAULT_KILL_GRACE_S
 
@@ -103,7 +104,10 @@ class Settings(BaseSettings):
         default=None, description="File holding the master key; default <data_dir>/master.key."
     )
     command_max_length: int = Field(
-        default=512, ge=1, le=65536, description="Longest command a job may hold, in characters."
+        default=512,
+        ge=1,
+        le=COMMAND_MAX_CHARS,
+        description="Longest command a job may hold, in characters.",
     )
     job_timeout_s: int = Field(
         default=300, ge=1, le=7 * 24 * 3600, description="Default per-run timeout of new jobs."
