@@ -1,0 +1,219 @@
+"""The target's highest-generation mark: active cleanup raises it, THEN kills older
+generations; a command of an older generation that arrives afterwards refuses to start.
+
+Real sshd (in a PID namespace of its own, so the scan never touches other suites' tagged
+runs on a shared machine: see test_kill_generations.py), real processes, the real mark
+under the SSH user's home (one scope per test, removed afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
+
+import pytest
+from procs import kill_all, marker_seconds, sleeping, wait_for
+from test_kill_generations import sshd_in_its_own_pid_namespace
+
+from fixtures.sshd import ClientKey, SshServer
+from fleetcron.errors import ConnectError
+from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
+from fleetcron.executors.base import SUPERSEDED
+from fleetcron.executors.local import LocalExecutor
+from fleetcron.executors.watchdog import MARK_SCRIPT, SUPERSEDED_EXIT
+
+
+@pytest.fixture(scope="module")
+def namespaced_sshd(
+    tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
+) -> Iterator[SshServer]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    with sshd_in_its_own_pid_namespace(tmp_path_factory.mktemp("marked"), sshd_client_key) as s:
+        yield s
+
+
+@pytest.fixture
+def target(namespaced_sshd: SshServer) -> SshTarget:
+    s = namespaced_sshd
+    return SshTarget("marked", s.host, s.port, s.user, s.client_private_key, s.host_key_line)
+
+
+@pytest.fixture
+def scope() -> Iterator[str]:
+    """A fresh mark scope; its directory under the user's home is removed afterwards."""
+    name = "test" + secrets.token_hex(6)
+    yield name
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    shutil.rmtree(Path(home) / ".fleetcron" / f"generation-{name}", ignore_errors=True)
+
+
+@pytest.fixture
+async def ssh() -> AsyncIterator[SshExecutor]:
+    executor = SshExecutor(kill_grace_s=1.0, per_target_concurrency=10)
+    try:
+        yield executor
+    finally:
+        await executor.close()
+
+
+def sleeper(seconds: str, generation: int, scope: str | None, run_id: int) -> ExecRequest:
+    return ExecRequest(
+        f"sleep {seconds}", timeout_s=60, run_id=run_id, generation=generation, mark_scope=scope
+    )
+
+
+def refused(result: ExecResult) -> bool:
+    return (
+        result.status == "connect_error"
+        and result.error is not None
+        and result.error.startswith(SUPERSEDED)
+    )
+
+
+async def test_cleanup_marks_then_kills_and_a_later_old_command_refuses_to_start(
+    ssh: SshExecutor, target: SshTarget, scope: str, tmp_path: Path
+) -> None:
+    old, new = marker_seconds(), marker_seconds()
+    tasks = [
+        asyncio.create_task(ssh.run(target, sleeper(old, 1, scope, 1))),
+        asyncio.create_task(ssh.run(target, sleeper(new, 2, scope, 2))),
+    ]
+    try:
+        for marker in (old, new):
+            assert await asyncio.to_thread(wait_for, lambda m=marker: len(sleeping(m)) == 1, 15)
+
+        assert await ssh.mark_and_kill_older_generations(target, 2, scope) == (2, 1)
+
+        assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
+        assert (await asyncio.wait_for(tasks[0], 10)).status == "failed"  # SIGKILLed
+        assert len(sleeping(new)) == 1  # the new generation's run is untouched
+
+        # The old owner's exec request arrives after the cleanup: refused before the start.
+        flag = tmp_path / "ran"
+        late = ExecRequest(f"touch {flag}", timeout_s=10, run_id=3, generation=1, mark_scope=scope)
+        result = await ssh.run(target, late)
+        assert refused(result), result
+        assert result.error == (
+            "refused by the target: generation 1 superseded by 2; the command was not started"
+        )
+        assert not flag.exists()
+
+        # Controls: the same command of the current generation runs; so does an old
+        # generation's command of another installation (another mark scope).
+        for generation, other_scope in ((2, scope), (1, scope + "x")):
+            flag.unlink(missing_ok=True)
+            ok = await ssh.run(
+                target,
+                ExecRequest(
+                    f"touch {flag}", timeout_s=10, generation=generation, mark_scope=other_scope
+                ),
+            )
+            assert ok.status == "succeeded" and flag.exists(), ok
+
+        # The mark never goes down: a cleanup for generation 1 leaves 2 in place.
+        assert await ssh.mark_and_kill_older_generations(target, 1, scope) == (2, 0)
+        assert refused(await ssh.run(target, late))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        kill_all(old, new)
+
+
+@pytest.mark.parametrize("with_mark", [True, False], ids=["mark-then-scan", "scan-only"])
+async def test_old_commands_racing_the_cleanup_are_killed_or_refuse(
+    ssh: SshExecutor, target: SshTarget, scope: str, with_mark: bool
+) -> None:
+    """Old-generation commands start before, during and after the cleanup (a paused old
+    owner resuming, exec requests on the network). With the mark none survives; the
+    scan alone (the negative control) misses the ones that start after it."""
+    marker = marker_seconds()
+    request = sleeper(marker, 1, scope, 7)
+    tasks: list[asyncio.Task[ExecResult]] = []
+    try:
+        tasks += [asyncio.create_task(ssh.run(target, request)) for _ in range(3)]
+        assert await asyncio.to_thread(wait_for, lambda: len(sleeping(marker)) == 3, 15)
+        cleanup: Awaitable[object] = (
+            ssh.mark_and_kill_older_generations(target, 2, scope)
+            if with_mark
+            else ssh.kill_older_generations(target, 2)
+        )
+        # Two more race the cleanup, two come after it.
+        racing = [asyncio.create_task(ssh.run(target, request)) for _ in range(2)]
+        await cleanup
+        tasks += racing
+        tasks += [asyncio.create_task(ssh.run(target, request)) for _ in range(2)]
+        await asyncio.sleep(2)  # time for the late ones to have started
+        if with_mark:
+            results = await asyncio.wait_for(asyncio.gather(*tasks), 15)
+            assert not sleeping(marker)
+            assert all(r.status == "failed" or refused(r) for r in results), results
+            assert sum(refused(r) for r in results) >= 2  # at least the two late ones
+            assert sum(r.status == "failed" for r in results) >= 3  # the three early ones
+        else:
+            assert len(sleeping(marker)) >= 2, "the scan alone should miss the late commands"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        kill_all(marker)
+
+
+async def test_cleanup_of_an_unreachable_target_raises_and_a_slow_one_times_out(
+    ssh: SshExecutor, namespaced_sshd: SshServer, scope: str
+) -> None:
+    s = namespaced_sshd
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = unused.getsockname()[1]  # bound, never listened, then released
+    gone = SshTarget("gone", s.host, closed, s.user, s.client_private_key, s.host_key_line)
+    with pytest.raises(ConnectError, match="connection refused"):
+        await ssh.mark_and_kill_older_generations(gone, 2, scope, timeout_s=5)
+    # A listener that accepts and never answers: the per-target timeout ends the attempt.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        mute = SshTarget("mute", s.host, port, s.user, s.client_private_key, s.host_key_line)
+        with pytest.raises(ConnectError, match=r"did not finish within 0\.5 s"):
+            await ssh.mark_and_kill_older_generations(mute, 2, scope, timeout_s=0.5)
+
+
+async def test_a_local_command_of_an_older_generation_refuses_once_the_mark_passed_it(
+    scope: str, tmp_path: Path
+) -> None:
+    """Locally the run-as user's home holds the mark (here: the test's own user)."""
+    local = LocalExecutor(allow_root=True)
+    flag = tmp_path / "ran"
+    command = f"touch {shlex.quote(str(flag))}"
+    before = await local.run(ExecRequest(command, timeout_s=10, generation=1, mark_scope=scope))
+    assert before.status == "succeeded" and flag.exists()
+    flag.unlink()
+    marked = subprocess.run(
+        ["/bin/sh", "-c", MARK_SCRIPT, "sh", "2", scope], capture_output=True, text=True, check=True
+    )
+    assert marked.stdout.strip() == "mark=2"
+
+    old = await local.run(ExecRequest(command, timeout_s=10, generation=1, mark_scope=scope))
+    assert refused(old) and not flag.exists(), old
+    assert "superseded by 2" in old.stderr.text
+    new = await local.run(ExecRequest(command, timeout_s=10, generation=2, mark_scope=scope))
+    assert new.status == "succeeded" and flag.exists(), new
+
+
+async def test_a_command_that_exits_with_the_refusal_code_by_itself_is_just_failed(
+    scope: str,
+) -> None:
+    """The refusal is recognised by its status AND its line on stderr, not the code alone."""
+    local = LocalExecutor(allow_root=True)
+    result = await local.run(
+        ExecRequest(f"exit {SUPERSEDED_EXIT}", timeout_s=10, generation=1, mark_scope=scope)
+    )
+    assert (result.status, result.exit_code) == ("failed", SUPERSEDED_EXIT)
