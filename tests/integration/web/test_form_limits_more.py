@@ -17,6 +17,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetcron.cli.main import cli
+from fleetcron.cli.output import run_cli
 from fleetcron.core import validation as v
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput, NotFound
@@ -283,6 +285,43 @@ def test_the_api_refuses_a_long_command_with_the_servers_setting_as_the_limit(
         "message": too_long("command", length, app.settings.command_max_length),
         "field": "command",
     }
+
+
+@sqlite_only
+def test_the_cli_refuses_over_long_notes_and_schedules_with_the_same_message(
+    app: App,
+    operator: Actor,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = app.settings
+    assert settings.master_key is not None
+    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    notes, over = "n" * (v.NOTES_MAX_CHARS + 1), schedule_of(v.SCHEDULE_MAX_CHARS + 1)
+    job = ["job", "add", "cli-job", "--bulk", "--command", "/bin/true"]
+    for args, message in (
+        (
+            [*job, "--schedule", "0 2 * * *", "--notes", notes],
+            too_long("notes", len(notes), v.NOTES_MAX_CHARS),
+        ),
+        ([*job, "--schedule", over], too_long("schedule", len(over), v.SCHEDULE_MAX_CHARS)),
+        (
+            ["target", "add", "box", "--local", "--notes", notes],
+            too_long("notes", len(notes), v.NOTES_MAX_CHARS),
+        ),
+    ):
+        assert run_cli(cli, args) == 2
+        _, err = capsys.readouterr()
+        assert err.strip() == f"error: {message}", err
+    assert jobs_svc.list_jobs(app, operator) == []
+    assert no_target(app, "box")
+    # the control: at the limits, the same commands succeed
+    assert run_cli(cli, [*job, "--schedule", over[1:], "--notes", notes[1:]]) == 0, (
+        capsys.readouterr()
+    )
+    assert jobs_svc.show_job(app, operator, "cli-job").notes == notes[1:]
 
 
 # -- the log-in form ------------------------------------------------------------------------
