@@ -365,6 +365,22 @@ def test_a_wrong_password_at_the_limits_is_an_ordinary_failed_log_in(app: App) -
         assert input_value(client.get("/login").text, "username") == ""
 
 
+@sqlite_only
+@pytest.mark.parametrize(
+    ("next_path", "landing"), [("/jobs", "/jobs"), ("/runs?q=" + "x" * 1993, "/")]
+)
+def test_an_over_long_next_path_logs_in_to_the_dashboard_instead_of_failing(
+    app: App, next_path: str, landing: str
+) -> None:
+    with new_client(app) as client:
+        response = client.post(
+            "/login",
+            data={"username": "olivia", "password": "operator-password", "next": next_path},
+        )
+        assert response.status_code == 303, response.text
+        assert response.headers["location"] == landing
+
+
 # -- the token form -------------------------------------------------------------------------
 
 
