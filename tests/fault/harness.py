@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
+import fixtures.sshd as sshd_fixture
 from fixtures.app import make_settings
-from fixtures.sshd import SshServer
+from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.cluster import Node
 from fleetcron.services.context import SYSTEM, App
@@ -115,10 +119,12 @@ class Lab:
         work: str = "sleep 0",
         timeout_s: int = 30,
         ssh: SshServer | None = None,
+        ports: Mapping[int, int] | None = None,
     ) -> None:
         """``count`` targets (local, or SSH targets on ``ssh``) and one bulk job on all of
         them, every minute, whose command appends its start and end to the effects file
-        (with the shell's pid, so :class:`netfault.ProcessWatch` can watch its group)."""
+        (with the shell's pid, so :class:`netfault.ProcessWatch` can watch its group).
+        ``ports`` gives SSH target number N another port (a proxy in front of ``ssh``)."""
         app = self.app("alpha")
         for n in range(count):
             if ssh is None:
@@ -129,7 +135,7 @@ class Lab:
                     SYSTEM,
                     f"box{n:03d}",
                     host=ssh.host,
-                    port=ssh.port,
+                    port=(ports or {}).get(n, ssh.port),
                     user=ssh.user,
                     private_key=ssh.client_private_key.encode(),
                     host_key=ssh.host_key_line,
@@ -196,3 +202,65 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.1)
+
+
+UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+@contextlib.contextmanager
+def namespaced_sshd(workdir: Path, client_key: ClientKey) -> Iterator[SshServer]:
+    """A real sshd whose sessions see only their own processes in /proc: active cleanup's
+    scan on it never touches other suites' tagged runs on a shared machine (as in
+    tests/integration/executors/test_kill_generations.py)."""
+    wrapper = workdir / "sshd-in-namespace"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'{shlex.join(UNSHARE)} {sshd_fixture.SSHD_BINARY} "$@" &\n'
+        "pid=$!; trap 'kill -s KILL \"$pid\"' TERM; wait \"$pid\"\n"
+    )
+    wrapper.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sshd_fixture, "SSHD_BINARY", wrapper)
+        with running_sshd(
+            workdir / "sshd", authorized_keys=[client_key.public_key_line], client_key=client_key
+        ) as server:
+            yield server
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def namespace_resolver(server: SshServer) -> Callable[[int], int | None]:
+    """Maps a pid as seen inside ``server``'s PID namespace (what a command writes as
+    ``$$``) to the same process's pid here, for :class:`netfault.ProcessWatch`."""
+    inner = [c for u in _children(server.pid) for c in _children(u)]
+    assert inner, "the namespaced sshd is not running"
+    namespace = os.readlink(f"/proc/{inner[0]}/ns/pid")
+
+    def resolve(nspid: int) -> int | None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                    continue
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("NSpid:") and int(line.split()[-1]) == nspid:
+                    return int(entry)
+        return None
+
+    return resolve

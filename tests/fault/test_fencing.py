@@ -14,6 +14,9 @@ and the lease are real seconds.
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -32,12 +35,12 @@ from checkers import (
     c5_no_older_generation_running_at_a_newer_start,
     read_effects,
 )
-from harness import Lab, wait_until
+from harness import Lab, namespace_resolver, namespaced_sshd, wait_until
 from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
-from fixtures.sshd import SshServer
+from fixtures.sshd import ClientKey, SshServer
 from fleetcron.crypto import generate_key
 from fleetcron.services import cluster, runs
 from fleetcron.services.context import SYSTEM
@@ -377,4 +380,112 @@ def test_after_a_takeover_with_targets_verified_the_new_owner_starts_before_the_
     assert event.detail["targets_verified"] is True
     assert event.detail["cleared_claims"] >= 3
     assert "cleared" in states
+    check_all(lab, since, watch)
+
+
+@pytest.fixture(scope="module")
+def isolated_sshd(
+    tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
+) -> Iterator[SshServer]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    with namespaced_sshd(tmp_path_factory.mktemp("cleanup-sshd"), sshd_client_key) as server:
+        yield server
+
+
+def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_once(
+    lab: Lab, isolated_sshd: SshServer
+) -> None:
+    """Lease failover, the owner SIGKILLed with 7 s commands (8 s timeout) in flight on
+    three SSH targets. The new owner raises the mark and kills the old generation on the
+    targets it reaches (box000, box002), whose next runs start well before the old claims'
+    deadlines; box001, behind a link cut at the fault (accepted, never answered), is not
+    cleaned and waits for its claim's deadline (the control). C1-C5 hold."""
+    server = isolated_sshd
+    proxy = CuttableLink(server.host, server.port)
+    env = {**LEASE, "FLEETCRON_ACTIVE_CLEANUP": "true"}
+    scope = cluster.mark_scope(lab.app("alpha"))
+    try:
+        lab.approve("alpha", "beta")
+        lab.make_owner("alpha")
+        lab.add_fleet(3, work="sleep 7", timeout_s=8, ssh=server, ports={1: proxy.port})
+        since = lab.sim_now()
+        watch = ProcessWatch(lab.effects, resolve=namespace_resolver(server)).start()
+        lab.start("alpha", **env)
+        lab.start("beta", **env)
+        wait_until(lambda: len(starts(lab, node="alpha")) >= 3, timeout=40, what="alpha's runs")
+        time.sleep(0.5)  # every command of that round is in flight now
+
+        fault_at = time.time()
+        lab.signal("alpha", signal.SIGKILL)
+        proxy.cut(close=True)  # box001: unreachable for the new owner's cleanup
+        runs.request_run(lab.app("beta"), SYSTEM, "everywhere")
+
+        def cleanup_event() -> AuditEvent | None:
+            with lab.app("alpha").db.read() as session:
+                return session.scalars(
+                    select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+                ).one_or_none()
+
+        wait_until(lambda: cleanup_event() is not None, timeout=30, what="the active cleanup")
+        proxy.restore()  # box001 reachable again, after the cleanup gave up on it
+        wait_until(
+            lambda: {e.target for e in read_effects(lab.effects) if e.generation == 2}
+            >= {"box000", "box001", "box002"},
+            timeout=40,
+            what="beta's runs on every target",
+        )
+        time.sleep(1)
+        lab.stop_all()
+        watch.stop()
+    finally:
+        proxy.close()
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+        shutil.rmtree(f"{home}/.fleetcron/generation-{scope}", ignore_errors=True)
+
+    effects = read_effects(lab.effects)
+    first = {
+        t: min(e.at for e in effects if e.kind == "start" and e.generation == 2 and e.target == t)
+        for t in ("box000", "box001", "box002")
+    }
+    event = cleanup_event()
+    assert event is not None
+    assert event.detail["targets_cleaned"] == ["box000", "box002"]
+    assert list(event.detail["targets_failed"]) == ["box001"]
+    assert event.detail["cleared_claims"] >= 2
+    assert event.detail["waiting_claims"] >= 1  # box001's claim
+    with lab.app("alpha").db.read() as session:
+        claims = session.execute(
+            select(
+                Run.target_name,
+                ExecutionClaim.generation,
+                ExecutionClaim.state,
+                ExecutionClaim.created_at,
+                ExecutionClaim.deadline_at,
+            ).join(Run, Run.id == ExecutionClaim.run_id)
+        ).all()
+    cleared = {c.target_name: c for c in claims if c.state == "cleared"}
+    assert set(cleared) == {"box000", "box002"}
+    for name, old in cleared.items():
+        new = min(
+            c.created_at for c in claims if c.generation == 2 and c.target_name == name
+        )
+        # Well before the old claim's deadline (8 s timeout + 6 s margin after its claim).
+        assert (old.deadline_at - new).total_seconds() > 5, (name, old, new)
+    # box001 was not cleaned: its next run waited for the old claim's deadline.
+    assert assert_new_claims_after_old_deadlines(lab) >= 1
+    assert first["box001"] - fault_at > 8
+    assert max(first["box000"], first["box002"]) - fault_at < LEASE_S + 4
+    # The old commands on the cleaned targets were killed, not left to their end.
+    ended = {(e.slot, e.target) for e in effects if e.kind == "end" and e.generation == 1}
+    old_round = [e for e in effects if e.kind == "start" and e.generation == 1]
+    killed = [e for e in old_round if e.at + 7 > fault_at and (e.slot, e.target) not in ended]
+    assert {e.target for e in killed} >= {"box000", "box002"}
+    MEASURED.append(
+        f"ssh lease kill with active cleanup: first new-generation start "
+        f"{min(first['box000'], first['box002']) - fault_at:.1f} s on the cleaned targets, "
+        f"{first['box001'] - fault_at:.1f} s on the unreachable one "
+        f"(commands 7 s, timeout 8 s, margin 6 s)"
+    )
+    print(MEASURED[-1])
     check_all(lab, since, watch)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -349,15 +350,33 @@ class Scheduler:
                 return TargetCleanup(target.target_id, mark, killed)
 
         t0 = time.monotonic()
-        outcomes = await asyncio.gather(*(one(t) for t in plan.targets))
+        outcomes: list[TargetCleanup] = []
+        cleared, refused = 0, None
         try:
+            # Each target's claims are cleared as soon as it is clean: an unreachable one
+            # (which takes the whole timeout) never holds back the others.
+            for finished in asyncio.as_completed([one(t) for t in plan.targets]):
+                outcome = await finished
+                outcomes.append(outcome)
+                if outcome.error is None and refused is None:
+                    count, refused = await self._in_db(
+                        cluster.clear_cleaned_claims,
+                        self.app,
+                        guard.node_id,
+                        guard.fingerprint,
+                        plan,
+                        [outcome],
+                    )
+                    cleared += count
             result = await self._in_db(
-                cluster.finish_active_cleanup,
-                self.app,
-                guard.node_id,
-                guard.fingerprint,
-                plan,
-                outcomes,
+                functools.partial(
+                    cluster.finish_active_cleanup,
+                    self.app,
+                    plan,
+                    outcomes,
+                    cleared=cleared,
+                    refused=refused,
+                )
             )
         except Exception:
             log.exception(

@@ -864,47 +864,59 @@ class CleanupResult:
     refused: str | None = None
 
 
-def finish_active_cleanup(
+def clear_cleaned_claims(
     app: App,
     node_id: str,
     fingerprint: str,
     plan: CleanupPlan,
     outcomes: Sequence[TargetCleanup],
-) -> CleanupResult:
-    """Record what active cleanup found, in one transaction under the ownership lock: the
-    claims on the targets that were cleaned are marked ``cleared`` (their assignments start
-    at once), the others keep waiting for their deadlines; one audit event
-    ``cluster.active_cleanup`` with the counts, the targets cleaned and those that failed.
-    Nothing is cleared when this node is no longer the owner at the plan's generation."""
-    names = {t.target_id: t.name for t in plan.targets}
-    clean = [o for o in outcomes if o.error is None and o.mark is not None]
-    failed = {names.get(o.target_id, str(o.target_id)): o.error or "" for o in outcomes}
-    for o in clean:
-        failed.pop(names.get(o.target_id, str(o.target_id)), None)
-    detail: dict[str, object] = {
-        "generation": plan.generation,
-        "targets": len(plan.targets),
-        "targets_cleaned": sorted(names.get(o.target_id, str(o.target_id)) for o in clean),
-        "targets_failed": failed,
-        "killed_groups": sum(o.killed for o in clean),
-    }
+) -> tuple[int, str | None]:
+    """Mark ``cleared``, in one transaction under the ownership lock, the older claims on
+    the targets ``outcomes`` report cleaned (their assignments start on the next tick).
+    Returns ``(cleared, None)``, or ``(0, why)`` when this node is no longer the owner at
+    the plan's generation (nothing is cleared then). Called as each target finishes, so a
+    slow or unreachable target never delays the others."""
     with app.db.session() as session:
         verdict = current_verdict(session, node_id, fingerprint, lock=True)
-        refused = None
         if verdict.kind != "owner" or verdict.generation != plan.generation:
-            refused = (
+            return 0, (
                 f"this node is no longer the owner at generation {plan.generation} "
                 f"({verdict.reason}); nothing cleared"
             )
-            cleared = 0
-        else:
-            cleared = _clear_claims(
-                session, claims_cleared_by(plan.claims, plan.generation, outcomes)
-            )
+        ids = claims_cleared_by(plan.claims, plan.generation, outcomes)
+        return _clear_claims(session, ids), None
+
+
+def finish_active_cleanup(
+    app: App,
+    plan: CleanupPlan,
+    outcomes: Sequence[TargetCleanup],
+    *,
+    cleared: int,
+    refused: str | None = None,
+) -> CleanupResult:
+    """Record what active cleanup did: one audit event ``cluster.active_cleanup`` per
+    generation with the counts, the targets cleaned and those that failed (their
+    assignments wait for the claims' deadlines), and the claims still waited for."""
+    names = {t.target_id: t.name for t in plan.targets}
+    clean = {o.target_id for o in outcomes if o.error is None and o.mark is not None}
+    detail: dict[str, object] = {
+        "generation": plan.generation,
+        "targets": len(plan.targets),
+        "targets_cleaned": sorted(names[t] for t in clean if t in names),
+        "targets_failed": {
+            names.get(o.target_id, str(o.target_id)): o.error or "unknown"
+            for o in outcomes
+            if o.target_id not in clean
+        },
+        "killed_groups": sum(o.killed for o in outcomes if o.target_id in clean),
+        "cleared_claims": cleared,
+    }
+    if refused:
+        detail["refused"] = refused
+    with app.db.session() as session:
         waiting = _unfinished_claims(session, plan.generation)
-        detail.update({"cleared_claims": cleared, **_waiting_detail(waiting)})
-        if refused:
-            detail["refused"] = refused
+        detail.update(_waiting_detail(waiting))
         record(
             session,
             app,
@@ -924,7 +936,7 @@ def finish_active_cleanup(
             "action": "cluster.active_cleanup",
             "generation": plan.generation,
             "cleared_claims": cleared,
-            "failed_targets": len(failed),
+            "failed_targets": len(plan.targets) - len(clean),
         },
     )
     return CleanupResult(cleared, len(waiting), refused)
