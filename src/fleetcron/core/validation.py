@@ -17,9 +17,10 @@ PASSWORD_MIN_CHARS = 8
 PASSWORD_MAX_CHARS = 1024
 
 NAME_RULE = (
-    "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64"
+    "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most "
+    f"{NAME_MAX_CHARS}"
 )
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_NAME = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{NAME_MAX_CHARS - 1}}}")
 
 OVERLAP_POLICIES = ("allow", "forbid")
 CATCHUP_POLICIES = ("none", "latest")

@@ -461,3 +461,33 @@ def test_a_new_users_password_over_the_limit_is_refused_beside_the_field(
     )
     assert input_value(response.text, "name") == "new-user"
     assert "new-user" not in {user.name for user in users_svc.list_users(app, admin)}
+
+
+# -- the name fields ------------------------------------------------------------------------
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    ("path", "url", "prefix", "fields"),
+    [
+        ("/targets/new", "/targets/new", "", {**TARGET_FORM, "port": "22"}),
+        ("/users", "/users/new", "new-", {"role": "viewer", "password": "a-long-password"}),
+        ("/tokens", "/tokens/new", "token-", {}),
+    ],
+)
+def test_every_name_field_counts_against_the_name_limit_and_comes_back_over_it(
+    admin_browser: TestClient, path: str, url: str, prefix: str, fields: dict[str, str]
+) -> None:
+    page = admin_browser.get(path).text
+    assert counter(page, "name", prefix) == (
+        str(v.NAME_MAX_CHARS),
+        f"0 / {v.NAME_MAX_CHARS} characters",
+    )
+    name = "n" * (v.NAME_MAX_CHARS + 1)
+    response = post(admin_browser, url, **{**fields, "name": name})
+    assert response.status_code == 422, response.text
+    assert field_error(response.text, "name", prefix).startswith(f"name: '{name}' is not a valid")
+    assert input_value(response.text, "name") == name
+    assert counter(response.text, "name", prefix)[1] == (
+        f"{len(name)} / {v.NAME_MAX_CHARS} characters: 1 too many"
+    )

@@ -224,6 +224,7 @@ def _tokens_page(
         name=name,
         expires_in_days=expires_in_days,
         max_token_days=svc.MAX_TOKEN_DAYS,
+        name_max=v.NAME_MAX_CHARS,
         errors=errors,
     )
 

@@ -50,7 +50,7 @@ router = APIRouter(include_in_schema=False)
 FIELD_NAMES = {"disabled_on": "targets", "target": "targets", "label": "selector"}
 PREVIEW_FIRES = 5
 #: The longest job name (core.validation.NAME_RULE); the form shows it and counts.
-NAME_MAX = 64
+NAME_MAX = v.NAME_MAX_CHARS
 #: The highest value of each number field, as the jobs service checks it.
 NUMBER_RANGES = {
     "timeout": v.MAX_TIMEOUT_S,

@@ -170,6 +170,7 @@ def _target_form(
         local_enabled=the_app(request).settings.allow_local_targets,
         host_key_fingerprint=fingerprint(target.host_key) if target and target.host_key else None,
         notes_max=v.NOTES_MAX_CHARS,
+        name_max=v.NAME_MAX_CHARS,
         default_port=svc.DEFAULT_SSH_PORT,
     )
 
