@@ -1,0 +1,185 @@
+"""Active cleanup's bookkeeping on a real PostgreSQL: what a new owner cleans after a
+takeover, which old claims it clears, and that a node which lost ownership meanwhile
+clears nothing. (The cleanup itself, on a real sshd and real processes, is in
+tests/integration/executors/test_generation_mark.py and tests/fault/test_fencing.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+
+from fixtures.app import FakeClock
+from fixtures.cluster import ClusterNode, approve
+from fixtures.sshd import SshServer
+from fleetcron.core.planning import TargetCleanup
+from fleetcron.services import cluster, jobs, targets
+from fleetcron.services.context import SYSTEM
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store.runs import RunStore
+from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
+
+pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
+
+MakeNode = Callable[[str], ClusterNode]
+
+
+@pytest.fixture
+def nodes(
+    migrated: str, make_node: MakeNode, sshd: SshServer, clock: FakeClock
+) -> tuple[ClusterNode, ClusterNode, ClusterNode]:
+    """alpha owned the jobs and started the 09:01 runs on ``remote`` (SSH) and ``here``
+    (local), then beta took over: both old claims are unfinished and their deadlines far."""
+    a, b, c = make_node("alpha"), make_node("beta"), make_node("gamma")
+    for node in (a, b, c):
+        approve(node)
+    targets.add_target(
+        a.app,
+        SYSTEM,
+        "remote",
+        host=sshd.host,
+        port=sshd.port,
+        user=sshd.user,
+        private_key=sshd.client_private_key.encode(),
+        host_key=sshd.host_key_line,
+        allow_same_host=True,
+    )
+    targets.add_target(a.app, SYSTEM, "here", local=True)
+    jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    clock.advance(seconds=31)
+    assert len(store(a).claim_due(clock.now).dispatches) == 2
+    take_over(b, "alpha")
+    return a, b, c
+
+
+def store(node: ClusterNode) -> RunStore:
+    return RunStore(node.app.db, node=node.node_id, guard=node.node.guard())
+
+
+def take_over(node: ClusterNode, old: str) -> None:
+    cluster.takeover(
+        node.app, SYSTEM, node.node, f"http://{old}.example:8080", confirm_fenced=True
+    )
+
+
+def plan_for(node: ClusterNode, done: int | None = None) -> cluster.CleanupPlan | None:
+    me = node.identity
+    return cluster.active_cleanup_plan(node.app, me.node_id, me.fingerprint, done)
+
+
+def claim_states(node: ClusterNode) -> dict[str, str]:
+    with node.app.db.read() as session:
+        return {
+            name: state
+            for name, state in session.execute(
+                select(Run.target_name, ExecutionClaim.state)
+                .join(Run, Run.id == ExecutionClaim.run_id)
+                .where(ExecutionClaim.generation == 1)
+            )
+        }
+
+
+def test_the_new_owner_cleans_the_ssh_target_and_only_its_claim_stops_waiting(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    _, b, _ = nodes
+    plan = plan_for(b)
+    assert plan is not None and plan.generation == 2
+    assert [t.name for t in plan.targets] == ["remote"]  # the local one is out of reach
+    assert {c.target_kind for c in plan.claims} == {"ssh", "local"}
+    remote = plan.targets[0].target_id
+
+    cleared, refused = cluster.clear_cleaned_claims(
+        b.app, b.node_id, b.identity.fingerprint, plan, [TargetCleanup(remote, mark=2, killed=1)]
+    )
+    result = cluster.finish_active_cleanup(
+        b.app, plan, [TargetCleanup(remote, mark=2, killed=1)], cleared=cleared
+    )
+
+    assert (cleared, refused) == (1, None)
+    assert claim_states(b) == {"remote": "cleared", "here": "revoked"}
+    assert (result.cleared_claims, result.waiting_claims) == (1, 1)
+    clock.advance(seconds=60)  # 09:02: the remote assignment fires, the local one waits
+    assert [d.target_name for d in store(b).claim_due(clock.now).dispatches] == ["remote"]
+    with b.app.db.read() as session:
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+        ).one()
+    assert event.success is True
+    assert event.detail["targets_cleaned"] == ["remote"]
+    assert event.detail["targets_failed"] == {}
+    assert (event.detail["cleared_claims"], event.detail["waiting_claims"]) == (1, 1)
+    assert event.detail["killed_groups"] == 1
+    # Once per generation: no second plan for generation 2.
+    assert plan_for(b, done=2) is None
+
+
+def test_an_unreachable_target_keeps_its_claim_and_is_audited_as_failed(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    _, b, _ = nodes
+    plan = plan_for(b)
+    assert plan is not None
+    failed = [TargetCleanup(plan.targets[0].target_id, None, error="remote: connection refused")]
+
+    me = b.identity
+    cleared, _ = cluster.clear_cleaned_claims(b.app, me.node_id, me.fingerprint, plan, failed)
+    cluster.finish_active_cleanup(b.app, plan, failed, cleared=cleared)
+
+    assert cleared == 0
+    assert claim_states(b) == {"remote": "revoked", "here": "revoked"}
+    clock.advance(seconds=60)
+    assert store(b).claim_due(clock.now).dispatches == []
+    with b.app.db.read() as session:
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+        ).one()
+    assert event.detail["targets_failed"] == {"remote": "remote: connection refused"}
+    assert event.detail["waiting_claims"] == 2
+
+
+def test_a_node_that_lost_ownership_during_its_cleanup_clears_nothing(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode],
+) -> None:
+    _, b, c = nodes
+    plan = plan_for(b)
+    assert plan is not None
+    take_over(c, "beta")  # generation 3 while beta was still cleaning
+
+    cleared, refused = cluster.clear_cleaned_claims(
+        b.app,
+        b.node_id,
+        b.identity.fingerprint,
+        plan,
+        [TargetCleanup(plan.targets[0].target_id, mark=2)],
+    )
+
+    assert cleared == 0
+    assert refused is not None and "no longer the owner at generation 2" in refused
+    assert claim_states(b) == {"remote": "revoked", "here": "revoked"}
+    assert plan_for(b) is None  # not the owner: nothing to clean
+    later = plan_for(c)
+    assert later is not None and later.generation == 3
+
+
+def test_a_standby_and_an_owner_without_old_claims_plan_nothing_to_clean(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode],
+) -> None:
+    a, b, c = nodes
+    assert plan_for(c) is None  # standby
+    assert plan_for(a) is None  # fenced old owner
+    plan = plan_for(b)
+    assert plan is not None
+    cluster.clear_cleaned_claims(
+        b.app,
+        b.node_id,
+        b.identity.fingerprint,
+        plan,
+        [TargetCleanup(plan.targets[0].target_id, mark=2)],
+    )
+    # Only the local claim is left: it is waited for, but there is nothing to clean.
+    again = plan_for(b)
+    assert again is not None and again.targets == ()
