@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetcron.core import validation as v
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.jobs import JobView
+from fleetcron.services.targets import PAUSE_REASON_MAX
 from fleetcron.services.users import MAX_TOKEN_DAYS
 from fleetcron.store.schema import AuditEvent, Run, Target
 
@@ -83,7 +84,7 @@ class RepinOut(BaseModel):
 
 
 class PauseIn(Body):
-    reason: str | None = Field(default=None, max_length=500)
+    reason: str | None = Field(default=None, max_length=PAUSE_REASON_MAX)
 
 
 class PairIn(Body):

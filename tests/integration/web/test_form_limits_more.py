@@ -491,3 +491,36 @@ def test_every_name_field_counts_against_the_name_limit_and_comes_back_over_it(
     assert counter(response.text, "name", prefix)[1] == (
         f"{len(name)} / {v.NAME_MAX_CHARS} characters: 1 too many"
     )
+
+
+# -- the pause reason -----------------------------------------------------------------------
+
+
+@sqlite_only
+def test_a_pause_reason_over_the_limit_comes_back_in_the_open_drawer_as_typed(
+    app: App, operator_browser: TestClient
+) -> None:
+    targets_svc.add_target(app, ADMIN, "box", local=True)
+    limit = targets_svc.PAUSE_REASON_MAX
+    page = operator_browser.get("/targets/box").text
+    assert counter(page, "reason", "pause-") == (str(limit), f"0 / {limit} characters")
+    assert '<details class="drawer" id="pause-drawer">' in page
+    reason = "replacing the disk in bay 4; " + "r" * (limit + 1 - 29)
+    assert len(reason) == limit + 1
+
+    response = post(operator_browser, "/targets/box/pause", reason=reason)
+    assert response.status_code == 422, response.text
+    assert '<details class="drawer" id="pause-drawer" open>' in response.text
+    assert field_error(response.text, "reason", "pause-") == (
+        f"reason: must be one line of at most {limit} characters (got {limit + 1} characters)"
+    )
+    assert input_value(response.text, "reason") == reason
+    assert counter(response.text, "reason", "pause-")[1] == (
+        f"{limit + 1} / {limit} characters: 1 too many"
+    )
+    assert not targets_svc.show_target(app, ADMIN, "box")[0].paused
+
+    response = post(operator_browser, "/targets/box/pause", reason=reason[:-1])
+    assert response.status_code == 303, response.text
+    paused = targets_svc.show_target(app, ADMIN, "box")[0]
+    assert paused.paused and paused.paused_reason == reason[:-1]

@@ -266,6 +266,8 @@ def _target_page(
     *,
     new_job: JobFields | None = None,
     errors: FieldErrors = NO_ERRORS,
+    pause_reason: str = "",
+    pause_errors: FieldErrors = NO_ERRORS,
 ) -> HTMLResponse:
     app = the_app(request)
     target, assignments = svc.show_target(app, caller.actor, name)
@@ -278,7 +280,7 @@ def _target_page(
     return page(
         request,
         "target.html",
-        status_code=422 if errors else 200,
+        status_code=422 if errors or pause_errors else 200,
         target=target,
         host_key_fingerprint=fingerprint(target.host_key) if target.host_key else None,
         local_disabled=target.kind == "local" and not app.settings.allow_local_targets,
@@ -291,6 +293,9 @@ def _target_page(
         pending=any(run.status in PENDING for run in runs),
         new_job=new_job or JobFields(timezone=app.settings.timezone),
         errors=errors,
+        pause_reason=pause_reason,
+        pause_errors=pause_errors,
+        pause_reason_max=svc.PAUSE_REASON_MAX,
         **job_form_context(app),
     )
 
@@ -483,8 +488,15 @@ def pause_target(
     form: Posted,
     caller: Annotated[Caller, Depends(requires("target.pause"))],
 ) -> Response:
+    reason = text(form, "reason")
     try:
-        svc.pause_target(the_app(request), caller.actor, name, text(form, "reason"))
+        svc.pause_target(the_app(request), caller.actor, name, reason)
+    except InvalidInput as exc:
+        if exc.field != "reason":
+            raise
+        # The page again, with the drawer open and the reason as typed beside the message.
+        errors = FieldErrors.at("reason", exc.message)
+        return _target_page(request, caller, name, pause_reason=reason, pause_errors=errors)
     except FleetcronError as exc:
         return redirect(_here(name), f"Not paused: {exc.message}", error=True)
     return redirect(
