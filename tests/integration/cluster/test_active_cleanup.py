@@ -6,6 +6,8 @@ tests/integration/executors/test_generation_mark.py and tests/fault/test_fencing
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import Callable
 
 import pytest
@@ -15,11 +17,12 @@ from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fixtures.sshd import SshServer
 from fleetcron.core.planning import TargetCleanup
+from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import RunStore
-from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run
+from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run, Target
 
 pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
 
@@ -183,3 +186,47 @@ def test_a_standby_and_an_owner_without_old_claims_plan_nothing_to_clean(
     # Only the local claim is left: it is waited for, but there is nothing to clean.
     again = plan_for(b)
     assert again is not None and again.targets == ()
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
+def test_the_new_owners_scheduler_cleans_once_per_generation_when_the_setting_is_on(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode], enabled: bool
+) -> None:
+    """The scheduler of the node that took over starts the cleanup by itself. The SSH
+    target is made unreachable here (a closed port): the attempt fails at once, is
+    audited, and the claim keeps waiting. (A real cleanup scans every process of the
+    target user, so it runs only against a namespaced sshd: tests/fault/test_fencing.py.)"""
+    _, b, _ = nodes
+    with b.app.db.session() as session:
+        remote = session.scalars(select(Target).where(Target.name == "remote")).one()
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            remote.port = unused.getsockname()[1]  # bound, never listened, released
+    b.app.settings = b.app.settings.model_copy(update={"active_cleanup": enabled})
+
+    async def scenario() -> Scheduler:
+        scheduler = Scheduler(b.app, guard=b.node.guard(), clock=b.app.clock)
+        await scheduler.start()
+        assert scheduler.mark_scope == cluster.mark_scope(b.app)
+        await scheduler._start_active_cleanup()
+        if scheduler._cleanup is not None:
+            await asyncio.wait_for(scheduler._cleanup, 30)
+        await scheduler._start_active_cleanup()  # the same generation: not again
+        assert scheduler._cleanup is None or scheduler._cleanup.done()
+        await scheduler.shutdown()
+        return scheduler
+
+    scheduler = asyncio.run(scenario())
+
+    with b.app.db.read() as session:
+        events = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+        ).all()
+    assert claim_states(b) == {"remote": "revoked", "here": "revoked"}
+    if not enabled:
+        assert events == [] and scheduler.cleanups == []
+        return
+    assert len(events) == 1 and len(scheduler.cleanups) == 1
+    assert list(events[0].detail["targets_failed"]) == ["remote"]
+    assert "connection refused" in events[0].detail["targets_failed"]["remote"]
+    assert events[0].detail["cleared_claims"] == 0
