@@ -22,6 +22,11 @@ captured output). On timeout a second session on the same connection runs
 open. Closing the channel would leave the command running, and SSH signal requests
 (where sshd honours them) reach only the shell, not its children. The target's login
 shell must be POSIX-like (sh, bash, dash, zsh, ksh); the command's stdin is /dev/null.
+
+Active cleanup: :meth:`SshExecutor.mark_and_kill_older_generations` raises the target's
+highest-generation mark, then kills older generations' process groups, in one session; a
+run whose generation the mark has passed is refused by its wrapper before it starts and
+ends as ``connect_error`` (:data:`~fleetcron.executors.base.SUPERSEDED`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,15 @@ executor's ``/bin/sh`` started with ``setsid``)::
 
     S  /bin/sh -c <wrapper>            ignores HUP, INT, QUIT, TERM; waits for T
     └─ T  timeout -s TERM -k G A ...   its own process group; pgid T is reported
-       └─ /bin/sh -c <command>         and everything it starts (same group T)
+       └─ /bin/sh -c <check> -> exec /bin/sh -c <command>   (same group T)
+                                       and everything the command starts
+
+* ``<check>`` (in a cluster: a generation and the installation's mark scope) reads the
+  target's highest-generation mark, ``$HOME/.fleetcron/generation-<scope>/``, from inside
+  the tagged group T, and exits :data:`SUPERSEDED_EXIT` with a
+  ``fleetcron: refused by the target: ...`` line before the command starts when the mark
+  is above the run's generation. Active cleanup (:data:`MARK_AND_SCAN_SCRIPT`) writes the
+  mark first and scans second; see there why that order leaves no gap.
 
 * At ``A`` seconds ``timeout`` sends SIGTERM (and SIGCONT) to the whole group T, and
   SIGKILL to the whole group ``G`` seconds later, itself included, if the command is

@@ -19,6 +19,14 @@ cut link to PostgreSQL can block) cancels every in-flight run the moment it turn
 the executors kill the process groups — and nothing starts until it is true again; the
 runs are recorded ``interrupted`` once the database answers (a new owner's guard refuses
 the write if it took over; the claims then expire and the runs are closed as ``fenced``).
+
+Active cleanup (``active_cleanup``, cluster mode): once per generation this node owns, when
+older generations' claims still hold assignments back on SSH targets, a background task
+raises each such target's highest-generation mark and kills the older generations there
+(:meth:`~fleetcron.executors.ssh.SshExecutor.mark_and_kill_older_generations`), then
+clears those targets' old claims so their assignments start on the next tick. Every
+request carries the installation's mark scope, so the wrapper refuses a run whose
+generation the target's mark has passed.
 """
 
 from __future__ import annotations

@@ -1,0 +1,60 @@
+"""The wrapper's mark check and the cleanup script, as text (their behaviour on real
+processes is in tests/integration/executors/test_generation_mark.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetcron.errors import InvalidInput
+from fleetcron.executors import ExecRequest
+from fleetcron.executors.watchdog import (
+    MARK_AND_SCAN_SCRIPT,
+    MARK_SCRIPT,
+    SCAN_SCRIPT,
+    SUPERSEDED_EXIT,
+    guarded_command,
+    superseded_error,
+    watchdog_script,
+)
+
+
+def test_without_a_generation_or_a_scope_the_command_runs_unchecked() -> None:
+    assert guarded_command("echo hi", None, "abc") == "echo hi"
+    assert guarded_command("echo hi", 3, None) == "echo hi"
+
+
+def test_the_check_runs_in_the_tagged_group_before_the_command() -> None:
+    script = watchdog_script(
+        "echo hi", {}, term_after_s=5, kill_grace_s=1, generation=3, mark_scope="abc"
+    )
+    run = next(line for line in script.splitlines() if line.startswith("FLEETCRON_GENERATION"))
+    assert run.startswith("FLEETCRON_GENERATION=3 timeout -s TERM")
+    check, command = run.index('"$HOME/.fleetcron/generation-abc"/*'), run.index("exec /bin/sh")
+    assert check < command
+    assert f"exit {SUPERSEDED_EXIT}" in run and '-gt 3 ]' in run
+
+
+def test_a_scope_that_could_escape_its_directory_is_refused() -> None:
+    for scope in ("../x", "a b", "", "a/b", "x" * 65, "$(id)"):
+        with pytest.raises(ValueError, match="invalid mark scope"):
+            guarded_command("true", 1, scope)
+        with pytest.raises(InvalidInput) as refused:
+            ExecRequest("true", generation=1, mark_scope=scope)
+        assert refused.value.field == "mark_scope"
+
+
+def test_the_refusal_needs_both_its_status_and_its_line() -> None:
+    line = "fleetcron: refused by the target: generation 1 superseded by 2; not started\n"
+    assert superseded_error(SUPERSEDED_EXIT, "noise\n" + line) == (
+        "refused by the target: generation 1 superseded by 2; not started"
+    )
+    assert superseded_error(SUPERSEDED_EXIT, "something else\n") is None
+    assert superseded_error(1, line) is None
+    assert superseded_error(None, line) is None
+
+
+def test_cleanup_writes_the_mark_before_it_scans() -> None:
+    assert MARK_AND_SCAN_SCRIPT == MARK_SCRIPT + SCAN_SCRIPT
+    assert MARK_AND_SCAN_SCRIPT.index('echo "mark=') < MARK_AND_SCAN_SCRIPT.index("kill -s KILL")
+    # It stops before killing anything when the mark cannot be written.
+    assert "exit 3; }" in MARK_SCRIPT and "kill" not in MARK_SCRIPT
