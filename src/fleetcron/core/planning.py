@@ -22,7 +22,7 @@ while a claim of an older generation on the same assignment has not reached its 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -206,6 +206,21 @@ class CleanupClaim:
     target_id: int
     target_kind: str
     generation: int
+    assignment_id: int = 0
+
+
+def assignments_held_for_cleanup(
+    claims: Sequence[CleanupClaim], generation: int, pending_targets: Collection[int]
+) -> frozenset[int]:
+    """The assignments not to plan while their target's cleanup is still under way: an
+    older claim on them may be cleared in a moment, so deciding now would record the slot
+    ``skipped`` (waiting for the deadline) a second before the wait ends. The cleanup's
+    per-target time limit bounds the delay; afterwards the usual rules apply."""
+    return frozenset(
+        c.assignment_id
+        for c in claims
+        if c.target_id in pending_targets and c.target_kind == "ssh" and c.generation < generation
+    )
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,11 @@ from fleetcron.core.ownership import watchdog_budget
 from fleetcron.core.planning import (
     SlotPolicy,
     TargetCleanup,
+    assignments_held_for_cleanup,
     jitter_offset,
     retry_delay,
     should_retry,
 )
-from fleetcron.errors import FleetcronError
 from fleetcron.executors.base import (
     EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
@@ -163,6 +163,8 @@ class Scheduler:
         self.mark_scope: str | None = None
         self._cleanup: asyncio.Task[None] | None = None
         self._cleaned_generation: int | None = None
+        #: Assignments left alone while their target's cleanup is under way.
+        self._held_for_cleanup: frozenset[int] = frozenset()
         self.cleanups: list[cluster.CleanupResult] = []
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
@@ -263,7 +265,7 @@ class Scheduler:
         now = self.clock()
         stats = TickStats()
         batch = self.app.settings.claim_batch
-        held: set[int] = set()
+        held: set[int] = set(self._held_for_cleanup)
         while True:
             claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
             held.update(claimed.held)
@@ -329,6 +331,9 @@ class Scheduler:
             return
         self._cleaned_generation = plan.generation
         if plan.targets:
+            self._held_for_cleanup = assignments_held_for_cleanup(
+                plan.claims, plan.generation, {t.target_id for t in plan.targets}
+            )
             self._cleanup = asyncio.create_task(self._clean(guard, plan), name="fleetcron-cleanup")
 
     async def _clean(self, guard: CoordinatedGuard, plan: cluster.CleanupPlan) -> None:
@@ -345,8 +350,8 @@ class Scheduler:
                     mark, killed = await ssh.mark_and_kill_older_generations(
                         ssh_target, plan.generation, scope, timeout_s=CLEANUP_TIMEOUT_S
                     )
-                except (FleetcronError, ValueError) as exc:
-                    message = getattr(exc, "message", None) or str(exc)
+                except Exception as exc:  # whatever went wrong, this target keeps waiting
+                    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
                     log.warning(
                         "cron: active cleanup of %s failed: %s; its assignments wait for the "
                         "previous owner's claim deadlines",
@@ -360,6 +365,7 @@ class Scheduler:
         t0 = time.monotonic()
         outcomes: list[TargetCleanup] = []
         cleared, refused = 0, None
+        pending = {t.target_id for t in plan.targets}
         try:
             # Each target's claims are cleared as soon as it is clean: an unreachable one
             # (which takes the whole timeout) never holds back the others.
@@ -376,6 +382,10 @@ class Scheduler:
                         [outcome],
                     )
                     cleared += count
+                pending.discard(outcome.target_id)
+                self._held_for_cleanup = assignments_held_for_cleanup(
+                    plan.claims, plan.generation, pending
+                )
             result = await self._in_db(
                 functools.partial(
                     cluster.finish_active_cleanup,
@@ -391,6 +401,8 @@ class Scheduler:
                 "cron: could not record the active cleanup", extra={"action": "cleanup.error"}
             )
             return
+        finally:
+            self._held_for_cleanup = frozenset()
         self.cleanups.append(result)
         log.info(
             "cron: active cleanup took %.1f s",

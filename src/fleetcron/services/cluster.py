@@ -830,7 +830,13 @@ def active_cleanup_plan(
             return None
         generation = verdict.generation
         rows = session.execute(
-            select(ExecutionClaim.id, ExecutionClaim.generation, Target.id, Target.kind)
+            select(
+                ExecutionClaim.id,
+                ExecutionClaim.generation,
+                Target.id,
+                Target.kind,
+                Run.assignment_id,
+            )
             .join(Run, Run.id == ExecutionClaim.run_id)
             .join(Target, Target.id == Run.target_id)
             .where(
@@ -839,7 +845,7 @@ def active_cleanup_plan(
                 ExecutionClaim.deadline_at > func.clock_timestamp(),
             )
         ).all()
-        claims = tuple(CleanupClaim(r[0], r[2], r[3], r[1]) for r in rows)
+        claims = tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4]) for r in rows)
         wanted = targets_to_clean(claims, generation)
         targets = (
             tuple(

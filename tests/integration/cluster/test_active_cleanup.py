@@ -17,6 +17,7 @@ from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fixtures.sshd import SshServer
 from fleetcron.core.planning import TargetCleanup
+from fleetcron.scheduler import service
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.context import SYSTEM
@@ -230,3 +231,53 @@ def test_the_new_owners_scheduler_cleans_once_per_generation_when_the_setting_is
     assert list(events[0].detail["targets_failed"]) == ["remote"]
     assert "connection refused" in events[0].detail["targets_failed"]["remote"]
     assert events[0].detail["cleared_claims"] == 0
+
+
+@pytest.mark.parametrize("hold", [True, False], ids=["held", "control-not-held"])
+def test_while_a_targets_cleanup_is_under_way_its_slot_stays_undecided(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    hold: bool,
+) -> None:
+    """Deciding the slot during the cleanup would record it skipped (its old claim lives
+    past the misfire grace) a moment before the cleanup may clear that claim. Here the
+    target accepts connections and never answers: the cleanup gives up after its time
+    limit, and only then is the slot decided, by the usual rule (skipped, waiting)."""
+    _, b, _ = nodes
+    monkeypatch.setattr(service, "CLEANUP_TIMEOUT_S", 1.0)
+    if not hold:  # the negative control: the rule switched off, the slot is decided at once
+        monkeypatch.setattr(service, "assignments_held_for_cleanup", lambda *_: frozenset())
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        with b.app.db.session() as session:
+            remote = session.scalars(select(Target).where(Target.name == "remote")).one()
+            remote.port = silent.getsockname()[1]
+
+        def slot_0902(target: str) -> list[str]:
+            with b.app.db.read() as session:
+                return [
+                    f"{r.status}: {r.reason}"
+                    for r in session.scalars(
+                        select(Run).where(Run.target_name == target, Run.generation.is_(None))
+                    )
+                ]
+
+        async def scenario() -> None:
+            scheduler = Scheduler(b.app, guard=b.node.guard(), clock=clock)
+            await scheduler.start()
+            clock.advance(seconds=60)  # 09:02 is due on both targets
+            await scheduler.tick()
+            assert scheduler._cleanup is not None and not scheduler._cleanup.done()
+            if not hold:
+                assert [s.split(":")[0] for s in slot_0902("remote")] == ["skipped"]
+                await scheduler.shutdown()
+                return
+            assert slot_0902("remote") == []  # left due while its target is being cleaned
+            assert [s.split(":")[0] for s in slot_0902("here")] == ["skipped"]
+            await asyncio.wait_for(scheduler._cleanup, 30)
+            await scheduler.tick()
+            assert [s.split(":")[0] for s in slot_0902("remote")] == ["skipped"]
+            assert "waiting for the previous owner" in slot_0902("remote")[0]
+            await scheduler.shutdown()
+
+        asyncio.run(scenario())

@@ -10,18 +10,19 @@ from __future__ import annotations
 from fleetcron.core.planning import (
     CleanupClaim,
     TargetCleanup,
+    assignments_held_for_cleanup,
     claims_cleared_by,
     targets_to_clean,
 )
 
 GEN = 3
 CLAIMS = [
-    CleanupClaim(claim_id=1, target_id=10, target_kind="ssh", generation=2),
-    CleanupClaim(claim_id=2, target_id=10, target_kind="ssh", generation=1),
-    CleanupClaim(claim_id=3, target_id=11, target_kind="ssh", generation=2),
-    CleanupClaim(claim_id=4, target_id=12, target_kind="local", generation=2),
+    CleanupClaim(claim_id=1, target_id=10, target_kind="ssh", generation=2, assignment_id=100),
+    CleanupClaim(claim_id=2, target_id=10, target_kind="ssh", generation=1, assignment_id=101),
+    CleanupClaim(claim_id=3, target_id=11, target_kind="ssh", generation=2, assignment_id=110),
+    CleanupClaim(claim_id=4, target_id=12, target_kind="local", generation=2, assignment_id=120),
     # A claim of the new generation itself (or a newer one) is never an "old" claim.
-    CleanupClaim(claim_id=5, target_id=13, target_kind="ssh", generation=3),
+    CleanupClaim(claim_id=5, target_id=13, target_kind="ssh", generation=3, assignment_id=130),
 ]
 
 
@@ -72,3 +73,11 @@ def test_local_claims_are_never_cleared_even_when_their_target_id_reports_clean(
 
 def test_claims_of_the_current_generation_are_never_cleared() -> None:
     assert claims_cleared_by(CLAIMS, GEN, [TargetCleanup(13, mark=3)]) == []
+
+
+def test_assignments_wait_undecided_only_while_their_targets_cleanup_is_pending() -> None:
+    """Deciding during the cleanup would record the slot skipped a moment before its wait
+    ends; the local assignment (never cleaned) is decided as usual: it waits."""
+    assert assignments_held_for_cleanup(CLAIMS, GEN, {10, 11, 12, 13}) == {100, 101, 110}
+    assert assignments_held_for_cleanup(CLAIMS, GEN, {11}) == {110}
+    assert assignments_held_for_cleanup(CLAIMS, GEN, set()) == frozenset()
