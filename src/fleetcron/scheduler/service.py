@@ -320,13 +320,21 @@ class Scheduler:
             or (self.may_execute is not None and not self.may_execute())
         ):
             return
-        plan = await self._in_db(
-            cluster.active_cleanup_plan,
-            self.app,
-            guard.node_id,
-            guard.fingerprint,
-            self._cleaned_generation,
-        )
+        try:
+            plan = await self._in_db(
+                cluster.active_cleanup_plan,
+                self.app,
+                guard.node_id,
+                guard.fingerprint,
+                self._cleaned_generation,
+            )
+        except Exception:
+            # Optional work: a failure here must never keep the tick from claiming.
+            log.exception(
+                "cron: could not plan the active cleanup; retrying next tick",
+                extra={"action": "cleanup.error"},
+            )
+            return
         if plan is None:
             return
         self._cleaned_generation = plan.generation
