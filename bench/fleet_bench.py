@@ -313,7 +313,7 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
                     return False
                 if result.exit_status != 0:
                     errors[f"exit {result.exit_status}"] += 1
-                return result.exit_status == 0
+                return bool(result.exit_status == 0)
 
         async def fire() -> dict[str, Any]:
             late: list[float] = []

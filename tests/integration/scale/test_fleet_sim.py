@@ -34,7 +34,7 @@ from fleetcron.store.schema import Run, Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
-from fleet_sim import FAKE_PGID_BASE, FleetSim, Kill, Plan, classify, connect
+from fleet_sim import FAKE_PGID_BASE, FleetSim, Kill, Plan, classify, connect, measure_rtt
 
 pytestmark = [pytest.mark.slow]
 
@@ -240,3 +240,18 @@ def test_each_target_has_its_own_host_key_and_accepts_only_its_own_client_key(
         assert ok.status == "succeeded" and ok.stdout.text == "ok\n"
         with pytest.raises(asyncssh.HostKeyNotVerifiable):
             asyncio.run(connect(dataclasses.replace(a, host_key=b.host_key)))
+
+
+@pytest.mark.parametrize("rtt_ms", [0.0, 60.0])
+async def test_a_client_sees_the_configured_round_trip(tmp_path: Path, rtt_ms: float) -> None:
+    """The delay line cannot be skipped: one SSH request and reply takes at least the
+    configured round trip, a command over an open connection at least two. At 0 ms the
+    same measurement stays well under 60 ms, so the lower bound is not met by accident."""
+    with FleetSim(1, rtt_ms=rtt_ms, work_dir=tmp_path) as sim:
+        seen = await measure_rtt(sim.targets[0])
+    if rtt_ms:
+        assert seen["round_trip_ms"] >= rtt_ms
+        assert seen["exec_true_ms"] >= 2 * rtt_ms
+        assert seen["handshake_ms"] >= 3 * rtt_ms
+    else:
+        assert seen["round_trip_ms"] < 60.0
