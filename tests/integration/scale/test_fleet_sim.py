@@ -142,7 +142,11 @@ async def test_a_bulk_job_on_200_targets_at_50_ms_records_every_run_exactly_once
                 assert all(r.stdout_head == r.target_name + "\n" for r in rows), fire
             # Executed exactly once on each target, by the path this command should take.
             assert executed(before, after) == [1] * TARGETS, fire
-            assert after[path] - before[path] == TARGETS, fire
+            assert after[path] - before[path] == TARGETS, (
+                f"{fire} fire: {after[path] - before[path]} of {TARGETS} commands took the "
+                f"{path} path; if the executor's remote wrapper changed, fleet_sim.classify "
+                "must learn its new shape"
+            )
             assert after["running_simulated"] == after["running_real"] == 0, fire
             assert after["sessions_open"] == 0, fire
             slot += timedelta(minutes=1)
