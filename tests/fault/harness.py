@@ -217,7 +217,7 @@ def namespaced_sshd(workdir: Path, client_key: ClientKey) -> Iterator[SshServer]
     wrapper.write_text(
         "#!/bin/sh\n"
         f'{shlex.join(UNSHARE)} {sshd_fixture.SSHD_BINARY} "$@" &\n'
-        "pid=$!; trap 'kill -s KILL \"$pid\"' TERM; wait \"$pid\"\n"
+        'pid=$!; trap \'kill -s KILL "$pid"\' TERM; wait "$pid"\n'
     )
     wrapper.chmod(0o755)
     with pytest.MonkeyPatch.context() as patch:

@@ -430,8 +430,10 @@ def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_on
         wait_until(lambda: cleanup_event() is not None, timeout=30, what="the active cleanup")
         proxy.restore()  # box001 reachable again, after the cleanup gave up on it
         wait_until(
-            lambda: {e.target for e in read_effects(lab.effects) if e.generation == 2}
-            >= {"box000", "box001", "box002"},
+            lambda: (
+                {e.target for e in read_effects(lab.effects) if e.generation == 2}
+                >= {"box000", "box001", "box002"}
+            ),
             timeout=40,
             what="beta's runs on every target",
         )
@@ -467,9 +469,7 @@ def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_on
     cleared = {c.target_name: c for c in claims if c.state == "cleared"}
     assert set(cleared) == {"box000", "box002"}
     for name, old in cleared.items():
-        new = min(
-            c.created_at for c in claims if c.generation == 2 and c.target_name == name
-        )
+        new = min(c.created_at for c in claims if c.generation == 2 and c.target_name == name)
         # Well before the old claim's deadline (8 s timeout + 6 s margin after its claim).
         assert (old.deadline_at - new).total_seconds() > 5, (name, old, new)
     # box001 was not cleaned: its next run waited for the old claim's deadline.

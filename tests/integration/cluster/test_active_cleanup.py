@@ -64,9 +64,7 @@ def store(node: ClusterNode) -> RunStore:
 
 
 def take_over(node: ClusterNode, old: str) -> None:
-    cluster.takeover(
-        node.app, SYSTEM, node.node, f"http://{old}.example:8080", confirm_fenced=True
-    )
+    cluster.takeover(node.app, SYSTEM, node.node, f"http://{old}.example:8080", confirm_fenced=True)
 
 
 def plan_for(node: ClusterNode, done: int | None = None) -> cluster.CleanupPlan | None:

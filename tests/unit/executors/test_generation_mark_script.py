@@ -31,7 +31,7 @@ def test_the_check_runs_in_the_tagged_group_before_the_command() -> None:
     assert run.startswith("FLEETCRON_GENERATION=3 timeout -s TERM")
     check, command = run.index('"$HOME/.fleetcron/generation-abc"/*'), run.index("exec /bin/sh")
     assert check < command
-    assert f"exit {SUPERSEDED_EXIT}" in run and '-gt 3 ]' in run
+    assert f"exit {SUPERSEDED_EXIT}" in run and "-gt 3 ]" in run
 
 
 def test_a_scope_that_could_escape_its_directory_is_refused() -> None:
