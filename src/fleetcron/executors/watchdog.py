@@ -274,6 +274,11 @@ MARK_SCRIPT: Final = (
     # even when two cleanups of different generations run at once.
     "g=$1; s=$2; "
     'case "$g" in ""|*[!0-9]*) echo "bad generation" >&2; exit 2;; esac; '
+    # The scan after the mark must be able to see and kill: without Linux's /proc or one of
+    # its tools it would find nothing and report success. Refuse instead (not cleaned).
+    '[ -r "/proc/$$/environ" ] || { echo "no Linux /proc on this target" >&2; exit 4; }; '
+    "for t in grep tr sed ps kill; do command -v $t >/dev/null 2>&1 || "
+    '{ echo "$t is not on this target\'s PATH" >&2; exit 4; }; done; '
     'case "$s" in ""|*[!A-Za-z0-9_-]*) echo "bad scope" >&2; exit 2;; esac; '
     f'd="$HOME/{MARK_PARENT}/generation-$s"; '
     'umask 077; mkdir -p "$d" && : >"$d/$g" && [ -f "$d/$g" ] || '

@@ -28,7 +28,9 @@ from fleetcron.errors import ConnectError
 from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
 from fleetcron.executors.base import SUPERSEDED
 from fleetcron.executors.local import LocalExecutor
-from fleetcron.executors.watchdog import MARK_SCRIPT, SUPERSEDED_EXIT
+from fleetcron.executors.watchdog import MARK_AND_SCAN_SCRIPT, MARK_SCRIPT, SUPERSEDED_EXIT
+
+UNSHARE_PID = ["unshare", "--pid", "--fork", "--mount-proc"]
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +219,37 @@ async def test_a_command_that_exits_with_the_refusal_code_by_itself_is_just_fail
         ExecRequest(f"exit {SUPERSEDED_EXIT}", timeout_s=10, generation=1, mark_scope=scope)
     )
     assert (result.status, result.exit_code) == ("failed", SUPERSEDED_EXIT)
+
+
+def test_a_target_whose_scan_could_not_see_or_kill_is_not_reported_clean(
+    scope: str, tmp_path: Path
+) -> None:
+    """Without ps (or grep, tr, sed, kill, Linux's /proc) the scan would find nothing and
+    report success: the cleanup refuses before writing anything, so the claims wait."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("grep", "tr", "sed", "kill", "mkdir", "rm"):  # everything but ps
+        found = shutil.which(tool)
+        if found:
+            (tools / tool).symlink_to(found)
+    out = subprocess.run(
+        ["/bin/sh", "-c", MARK_AND_SCAN_SCRIPT, "sh", "2", scope],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tools), "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 4, out
+    assert "ps is not on this target's PATH" in out.stderr
+    assert "killed=" not in out.stdout and not (tmp_path / ".fleetcron").exists()
+    # Control: with ps as well the same script marks and scans (nothing older to kill in
+    # a fresh PID namespace).
+    (tools / "ps").symlink_to(shutil.which("ps") or "/bin/ps")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("the control needs root and unshare(1) for a PID namespace")
+    ok = subprocess.run(
+        [*UNSHARE_PID, "/bin/sh", "-c", MARK_AND_SCAN_SCRIPT, "sh", "2", scope],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert (ok.returncode, ok.stdout.split()) == (0, ["mark=2", "killed=0"]), ok
