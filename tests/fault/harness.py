@@ -225,7 +225,33 @@ def namespaced_sshd(workdir: Path, client_key: ClientKey) -> Iterator[SshServer]
         with running_sshd(
             workdir / "sshd", authorized_keys=[client_key.public_key_line], client_key=client_key
         ) as server:
-            yield server
+            try:
+                yield server
+            finally:
+                _wait_for_sessions_to_end(server)
+
+
+def _wait_for_sessions_to_end(server: SshServer, timeout_s: float = 30) -> None:
+    """Stopping the namespace SIGKILLs everything in it: give the sessions still logging in
+    or out time to finish first (a login shell killed halfway can leave lock files behind
+    in the user's home, e.g. a shell profile's own locks)."""
+    inner = [c for u in _children(server.pid) for c in _children(u)]
+    if not inner:
+        return
+    try:
+        namespace = os.readlink(f"/proc/{inner[0]}/ns/pid")
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        members = 0
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    members += os.readlink(f"/proc/{entry}/ns/pid") == namespace
+        if members <= 1:  # sshd's listener alone
+            return
+        time.sleep(0.2)
 
 
 def _children(pid: int) -> list[int]:
