@@ -120,6 +120,7 @@ class Lab:
         timeout_s: int = 30,
         ssh: SshServer | None = None,
         ports: Mapping[int, int] | None = None,
+        jitter_s: int = 0,
     ) -> None:
         """``count`` targets (local, or SSH targets on ``ssh``) and one bulk job on all of
         them, every minute, whose command appends its start and end to the effects file
@@ -149,7 +150,11 @@ class Lab:
             f'echo "end $(date +%s.%N) {fields} $$" >> {self.effects}'
         )
         jobs.add_job(
-            app, SYSTEM, "everywhere", JobSpec("* * * * *", command, timeout_s=timeout_s), bulk=True
+            app,
+            SYSTEM,
+            "everywhere",
+            JobSpec("* * * * *", command, timeout_s=timeout_s, jitter_s=jitter_s),
+            bulk=True,
         )
 
     def start(self, name: str, **extra_env: str) -> None:

@@ -41,10 +41,18 @@ from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
 from fixtures.sshd import ClientKey, SshServer
+from fleetcron.core.planning import jitter_offset
 from fleetcron.crypto import generate_key
 from fleetcron.services import cluster, runs
 from fleetcron.services.context import SYSTEM
-from fleetcron.store.schema import AuditEvent, ClusterTransfer, ExecutionClaim, Run
+from fleetcron.store.schema import (
+    AuditEvent,
+    ClusterTransfer,
+    ExecutionClaim,
+    Job,
+    Run,
+    Target,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.sshd]
 
@@ -490,4 +498,76 @@ def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_on
         f"(commands 7 s, timeout 8 s, margin 6 s)"
     )
     print(MEASURED[-1])
+    check_all(lab, since, watch)
+
+
+def test_a_paused_old_owner_that_resumes_after_the_cleanup_cannot_start_its_claimed_run(
+    lab: Lab, isolated_sshd: SshServer
+) -> None:
+    """The race the mark closes. alpha claims a round on three SSH targets with a 12 s
+    jitter, so one claimed run still waits for its turn when alpha is SIGSTOPped; beta
+    takes over (forced), cleans the targets (that claim included) and starts there at
+    once. alpha then resumes and sends the exec request of its claimed run: the target's
+    wrapper refuses it (generation 1 superseded by 2) before the command starts, so no
+    command of generation 1 starts after the cleanup. C1-C5 hold."""
+    server = isolated_sshd
+    scope = cluster.mark_scope(lab.app("alpha"))
+    env = {"FLEETCRON_ACTIVE_CLEANUP": "true"}
+    try:
+        lab.approve("alpha", "beta")
+        lab.make_owner("alpha")
+        lab.add_fleet(3, work="sleep 20", timeout_s=30, ssh=server, jitter_s=12)
+        with lab.app("alpha").db.read() as session:
+            job_id = session.scalars(select(Job.id)).one()
+            ids = {name: tid for name, tid in session.execute(select(Target.name, Target.id))}
+        offsets = {name: jitter_offset(job_id, tid, 12) for name, tid in ids.items()}
+        late = max(offsets, key=lambda name: offsets[name])
+        assert offsets[late] - sorted(offsets.values())[-2] > 5, offsets
+        since = lab.sim_now()
+        watch = ProcessWatch(lab.effects, resolve=namespace_resolver(server)).start()
+        lab.start("alpha", **env)
+        lab.start("beta", **env)
+        wait_until(lambda: len(starts(lab, node="alpha")) >= 2, timeout=40, what="alpha's runs")
+        lab.signal("alpha", signal.SIGSTOP)  # the third run is claimed, not yet started
+        assert late not in {e.target for e in read_effects(lab.effects)}
+        cluster.takeover(
+            lab.app("beta"), SYSTEM, lab.node("beta"), "http://alpha.test:8080", confirm_fenced=True
+        )
+
+        def cleanup_event() -> AuditEvent | None:
+            with lab.app("alpha").db.read() as session:
+                return session.scalars(
+                    select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+                ).one_or_none()
+
+        wait_until(lambda: cleanup_event() is not None, timeout=30, what="the active cleanup")
+        cleaned_at = time.time()
+        lab.signal("alpha", signal.SIGCONT)
+        wait_until(
+            lambda: "superseded by 2" in lab.log("alpha"),
+            timeout=30,
+            what="alpha's late run refused by the target",
+        )
+        wait_until(
+            lambda: (
+                {e.target for e in read_effects(lab.effects) if e.generation == 2} >= set(offsets)
+            ),
+            timeout=40,
+            what="beta's runs on every target",
+        )
+        time.sleep(1)
+        lab.stop_all()
+        watch.stop()
+    finally:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+        shutil.rmtree(f"{home}/.fleetcron/generation-{scope}", ignore_errors=True)
+
+    event = cleanup_event()
+    assert event is not None and event.detail["targets_cleaned"] == sorted(offsets)
+    assert event.detail["cleared_claims"] >= 3  # the claim of the run not yet started too
+    effects = read_effects(lab.effects)
+    assert not [e for e in effects if e.generation == 1 and e.at > cleaned_at]
+    assert late not in {e.target for e in effects if e.generation == 1}
+    # beta did not wait for the claim of alpha's late run: it ran there before alpha tried.
+    assert "refused by the target: generation 1 superseded by 2" in lab.log("alpha")
     check_all(lab, since, watch)
