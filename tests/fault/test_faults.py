@@ -235,7 +235,7 @@ def test_with_automatic_failover_a_killed_owner_is_replaced_when_its_lease_expir
     lease = {"FLEETCRON_LEASE_S": "3", "FLEETCRON_LEASE_RENEW_S": "0.5"}
     lab.approve("alpha", "beta")
     lab.make_owner("alpha")
-    lab.add_fleet(5, work="sleep 0.5")
+    lab.add_fleet(5, work="sleep 0.5", timeout_s=5)
     since = lab.sim_now()
     lab.start("alpha", **lease)
     lab.start("beta", **lease)
