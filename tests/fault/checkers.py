@@ -45,7 +45,7 @@ class Effect:
 
 
 def read_effects(path: Path) -> list[Effect]:
-    effects = []
+    effects: list[Effect] = []
     if not path.exists():
         return effects
     for line in path.read_text().splitlines():

@@ -83,7 +83,9 @@ def open_page(browser: Browser, server: LiveServer) -> OpenPage:
                 log_in(page, server, user)
             else:
                 with_js = open_(user)
-                context.add_cookies(with_js.context.cookies())
+                # Playwright types the cookies it returns (Cookie) apart from those it takes
+                # (SetCookieParam); the keys it returns are ones it accepts.
+                context.add_cookies(with_js.context.cookies())  # type: ignore[arg-type]
             server.pages[key] = watched(page)
         page = server.pages[key]
         problems_of(page).clear()

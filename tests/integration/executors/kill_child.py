@@ -51,7 +51,7 @@ async def runs() -> dict[str, object]:
         await asyncio.to_thread(wait_for_sleepers, marker, 2)
     killed = await local.kill_older_generations(5)
     old_result = await asyncio.wait_for(tasks[0], 10)
-    seen = {
+    seen: dict[str, object] = {
         "killed": killed,
         "old_left": len(sleeping(old)),
         "new_left": len(sleeping(new)),
@@ -93,7 +93,11 @@ async def by_hand(scenario: str) -> dict[str, object]:
     await asyncio.to_thread(wait_for_sleepers, seconds, 1)
     killed = await LocalExecutor(allow_root=True).kill_older_generations(9)
     await asyncio.sleep(0.2)
-    seen = {"killed": killed, "returncode": proc.poll(), "left": len(sleeping(seconds))}
+    seen: dict[str, object] = {
+        "killed": killed,
+        "returncode": proc.poll(),
+        "left": len(sleeping(seconds)),
+    }
     proc.kill()
     proc.wait()
     for pid in sleeping(seconds):

@@ -91,7 +91,11 @@ async def test_cleanup_marks_then_kills_and_a_later_old_command_refuses_to_start
     ]
     try:
         for marker in (old, new):
-            assert await asyncio.to_thread(wait_for, lambda m=marker: len(sleeping(m)) == 1, 15)
+
+            def started(m: str = marker) -> bool:
+                return len(sleeping(m)) == 1
+
+            assert await asyncio.to_thread(wait_for, started, 15)
 
         assert await ssh.mark_and_kill_older_generations(target, 2, scope) == (2, 1)
 

@@ -138,7 +138,11 @@ async def test_ssh_cleanup_kills_only_the_older_generation(
     ]
     try:
         for marker in (old, new, untagged):
-            assert await asyncio.to_thread(wait_for, lambda m=marker: len(sleeping(m)) == 2, 15)
+
+            def started(m: str = marker) -> bool:
+                return len(sleeping(m)) == 2
+
+            assert await asyncio.to_thread(wait_for, started, 15)
         assert await ssh.kill_older_generations(isolated_target, 5) == 1
         assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
         result = await asyncio.wait_for(tasks[0], 10)

@@ -322,11 +322,12 @@ def test_an_unknown_job_is_404_naming_it(
 
 
 def post_job(client: TestClient, headers: Headers, **body: Any) -> httpx.Response:
-    return client.post(
+    response: httpx.Response = client.post(
         f"{API}/jobs",
         json={"name": "backup", "schedule": "0 3 * * *", "command": "true", "bulk": True, **body},
         headers=headers,
     )
+    return response
 
 
 @sqlite_only

@@ -51,7 +51,10 @@ def login_events(app: App) -> list[AuditEvent]:
 
 
 def post_login(client: TestClient, username: str, password: str, **form: str) -> httpx.Response:
-    return client.post("/login", data={"username": username, "password": password, **form})
+    response: httpx.Response = client.post(
+        "/login", data={"username": username, "password": password, **form}
+    )
+    return response
 
 
 def test_logging_in_answers_303_with_an_httponly_samesite_lax_cookie(
@@ -386,25 +389,30 @@ Fetch = Callable[[TestClient, App], httpx.Response]
 
 
 def anonymous_login_page(client: TestClient, app: App) -> httpx.Response:
-    return client.get("/login")
+    response: httpx.Response = client.get("/login")
+    return response
 
 
 def dashboard(client: TestClient, app: App) -> httpx.Response:
     log_in(client, "viewer")
-    return client.get("/")
+    response: httpx.Response = client.get("/")
+    return response
 
 
 def api_list(client: TestClient, app: App) -> httpx.Response:
-    return client.get(f"{API}/jobs", headers=bearer(token_for(app, "viewer")))
+    response: httpx.Response = client.get(f"{API}/jobs", headers=bearer(token_for(app, "viewer")))
+    return response
 
 
 def api_refusal(client: TestClient, app: App) -> httpx.Response:
-    return client.get(f"{API}/jobs")
+    response: httpx.Response = client.get(f"{API}/jobs")
+    return response
 
 
 def page_not_found(client: TestClient, app: App) -> httpx.Response:
     log_in(client, "viewer")
-    return client.get("/no-such-page")
+    response: httpx.Response = client.get("/no-such-page")
+    return response
 
 
 @sqlite_only

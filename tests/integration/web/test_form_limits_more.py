@@ -57,7 +57,10 @@ def admin_browser(app: App) -> Iterator[TestClient]:
 
 
 def post(client: TestClient, url: str, **fields: str | list[str]) -> httpx.Response:
-    return client.post(url, data={**fields, "csrf_token": csrf_token_of(client)})
+    response: httpx.Response = client.post(
+        url, data={**fields, "csrf_token": csrf_token_of(client)}
+    )
+    return response
 
 
 def too_long(field: str, length: int, limit: int) -> str:

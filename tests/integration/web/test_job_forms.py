@@ -72,7 +72,10 @@ def form_fields(**overrides: str) -> dict[str, str | list[str]]:
 
 
 def post(client: TestClient, url: str, fields: dict[str, str | list[str]]) -> httpx.Response:
-    return client.post(url, data={**fields, "csrf_token": csrf_token_of(client)})
+    response: httpx.Response = client.post(
+        url, data={**fields, "csrf_token": csrf_token_of(client)}
+    )
+    return response
 
 
 def textarea(page: str, name: str) -> str:

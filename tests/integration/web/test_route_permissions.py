@@ -148,11 +148,14 @@ def endpoints(web: FastAPI) -> list[Endpoint]:
 
 def call(client: TestClient, endpoint: Endpoint, headers: dict[str, str]) -> httpx.Response:
     if endpoint.method in ("GET", "DELETE"):
-        return client.request(endpoint.method, endpoint.url, headers=headers)
+        response: httpx.Response = client.request(endpoint.method, endpoint.url, headers=headers)
+        return response
     if endpoint.is_api:
         body = BODIES.get((endpoint.method, endpoint.path), {})
-        return client.request(endpoint.method, endpoint.url, json=body, headers=headers)
-    return client.request(endpoint.method, endpoint.url, data={}, headers=headers)
+        response = client.request(endpoint.method, endpoint.url, json=body, headers=headers)
+        return response
+    response = client.request(endpoint.method, endpoint.url, data={}, headers=headers)
+    return response
 
 
 @pytest.fixture

@@ -34,7 +34,10 @@ def operator_browser(app: App) -> Iterator[TestClient]:
 
 
 def post(client: TestClient, url: str, **fields: str) -> httpx.Response:
-    return client.post(url, data={"csrf_token": csrf_token_of(client), **fields})
+    response: httpx.Response = client.post(
+        url, data={"csrf_token": csrf_token_of(client), **fields}
+    )
+    return response
 
 
 def flash_after(client: TestClient, response: httpx.Response) -> str:

@@ -69,7 +69,7 @@ def random_expression(rng: random.Random) -> str:
 
 def cases(seed: int, count: int) -> list[tuple[str, datetime]]:
     rng = random.Random(seed)
-    result = []
+    result: list[tuple[str, datetime]] = []
     while len(result) < count:
         expr = random_expression(rng)
         try:

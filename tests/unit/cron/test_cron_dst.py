@@ -23,8 +23,17 @@ NEW_YORK = "America/New_York"
 BERLIN = "Europe/Berlin"
 
 
-def local(zone: str, *parts: int, fold: int = 0) -> datetime:
-    return datetime(*parts, tzinfo=ZoneInfo(zone), fold=fold)  # type: ignore[misc]
+def local(
+    zone: str,
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    *,
+    fold: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(zone), fold=fold)
 
 
 def fires(text: str, zone: str, start: datetime, count: int) -> list[str]:

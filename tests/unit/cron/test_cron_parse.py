@@ -67,7 +67,7 @@ def test_schedules_are_equal_and_hash_alike_when_normalized_text_and_zone_match(
 def test_a_schedule_cannot_be_modified() -> None:
     schedule = parse("0 0 * * *")
     with pytest.raises(AttributeError):
-        schedule.text = "1 1 * * *"  # type: ignore[misc]
+        schedule.text = "1 1 * * *"
 
 
 def test_it_accepts_a_zone_by_name_or_as_zoneinfo() -> None:
@@ -270,8 +270,16 @@ def test_parse_rejects_an_unknown_zone_as_invalid_input() -> None:
         parse("0 0 * * *", "Nowhere/Town")
 
 
-def _utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def _utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 def test_parse_cached_returns_the_same_schedule_for_the_same_expression_and_zone() -> None:

@@ -11,8 +11,16 @@ from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 def fires(text: str, start: datetime, count: int) -> list[datetime]:
