@@ -9,8 +9,10 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
 from fleetcron.errors import InvalidInput
-from fleetcron.services import notifications as svc
-from fleetcron.services.notifications import EmailSpec, WebhookSpec
+from fleetcron.notify import ChannelSpec
+from fleetcron.notify.email import EmailSpec
+from fleetcron.notify.webhook import WebhookSpec
+from fleetcron.services import notify_admin as svc
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -62,7 +64,7 @@ def channel_add(
     as_user: str | None,
 ) -> None:
     """Add a webhook channel (--url) or an email channel (--smtp-host)."""
-    spec: WebhookSpec | EmailSpec
+    spec: ChannelSpec
     if (url is None) == (smtp_host is None):
         raise InvalidInput(
             "a channel needs exactly one of --url (webhook) or --smtp-host (email)",

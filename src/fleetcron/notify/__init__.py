@@ -1,69 +1,77 @@
-"""Senders of notifications: the I/O edge of alerting.
+"""Notification channels: the I/O edge of alerting.
 
-:func:`send` delivers one message to one channel — a webhook (JSON POST, see
-:mod:`fleetcron.notify.webhook`) or an email (SMTP, see :mod:`fleetcron.notify.email`) —
-within a timeout, and raises :class:`DeliveryFailed` with a message an operator can act on
-for anything that goes wrong. Nothing here touches the database; callers send outside any
-transaction and record the outcome afterwards. :mod:`fleetcron.notify.channels` holds what
-a channel's settings are and the rules for them.
+A channel *kind* (webhook, email) is one module here that builds a :class:`ChannelKind`:
+the settings it takes (a :class:`ChannelSpec` subclass), how they are validated, how a
+message is sent, and how its settings are shown, audited and sealed at rest.
+:mod:`fleetcron.notify.registry` lists the kinds; adding one is a module plus a line there.
+
+Senders deliver one message within a timeout and raise :class:`DeliveryFailed` with a
+message an operator can act on for anything that goes wrong. Nothing here touches the
+database; callers send outside any transaction and record the outcome afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from fleetcron.crypto import Secret
 from fleetcron.errors import FleetcronError
+
+#: A channel's stored settings (JSON).
+Config = dict[str, Any]
+#: Encrypts, or decrypts, bytes with the master key.
+Cipher = Callable[[bytes], bytes]
 
 
 class DeliveryFailed(FleetcronError):
     """The notification could not be delivered."""
 
 
-def send(
-    kind: str,
-    config: Mapping[str, Any],
-    secret: Secret | None,
-    message: Mapping[str, Any],
-    *,
-    delivery_id: int | None,
-    timeout: float,
-) -> str | None:
-    """Send ``message`` (a ``fleetcron.alert/1`` payload) through a channel.
+class ChannelSpec:
+    """What an operator gives to create a channel; each kind subclasses it."""
 
-    Returns None, or a note about a partial success (recipients an SMTP server refused
-    while accepting others: sending again would duplicate the message for the rest).
-    Raises :class:`DeliveryFailed`.
+
+@dataclass(frozen=True)
+class Sending:
+    """How one message is sent: its delivery id (None for a test message), the timeout,
+    and whether destinations on non-public addresses are refused."""
+
+    delivery_id: int | None
+    timeout: float
+    refuse_private: bool = False
+
+
+S = TypeVar("S", bound=ChannelSpec)
+
+
+def _unchanged(config: Config, cipher: Cipher) -> Config:
+    return config
+
+
+@dataclass(frozen=True)
+class ChannelKind(Generic[S]):
+    """One kind of channel, as the services use it.
+
+    ``validate`` turns a spec into the stored config and the secret apart (the caller
+    encrypts it), raising InvalidInput naming the field. ``send`` takes the config as
+    ``unseal`` returns it and a ``fleetcron.alert/1`` message; it returns None or a note on
+    a partial success, and raises DeliveryFailed. ``shown`` is the config as lists show it,
+    ``summary`` one line of that, ``audit`` what the audit log records of a new channel.
+    ``seal`` encrypts what must not be stored in clear and returns the very same object
+    when there is nothing to seal; ``unseal`` undoes it.
     """
-    # Imported here: the sender modules import DeliveryFailed from this package.
-    if kind == "webhook":
-        from fleetcron.notify import webhook
 
-        webhook.post_message(
-            str(config["url"]),
-            message,
-            secret=secret,
-            delivery_id=delivery_id,
-            timeout=timeout,
-        )
-        return None
-    if kind == "email":
-        from fleetcron.notify import email
-
-        return email.send_mail(
-            host=str(config["host"]),
-            port=int(config["port"]),
-            starttls=bool(config.get("starttls")),
-            username=config.get("username"),
-            password=secret,
-            sender=str(config["sender"]),
-            to=[str(address) for address in config["to"]],
-            subject=str(message["subject"]),
-            text=str(message["text"]),
-            timeout=timeout,
-        )
-    raise DeliveryFailed(f"unknown channel kind {kind!r}")
+    name: str
+    spec_type: type[S]
+    validate: Callable[[S], tuple[Config, str | None]]
+    send: Callable[[Config, Secret | None, Mapping[str, Any], Sending], str | None]
+    shown: Callable[[Config], Config]
+    summary: Callable[[Config, bool], str]
+    audit: Callable[[Config, bool], dict[str, Any]]
+    seal: Callable[[Config, Cipher], Config] = _unchanged
+    unseal: Callable[[Config, Cipher], Config] = _unchanged
 
 
-__all__ = ["DeliveryFailed", "send"]
+__all__ = ["ChannelKind", "ChannelSpec", "Cipher", "Config", "DeliveryFailed", "Sending"]

@@ -1,4 +1,7 @@
-"""Email sender: one plain-text message per notification, over SMTP.
+"""Email channels: one plain-text message per notification, over SMTP.
+
+An email channel keeps ``{"host", "port", "starttls", "username", "sender", "to"}`` and,
+with a login, a password (kept apart, encrypted by the caller).
 
 With ``starttls`` the session is upgraded before anything else is said and the server's
 certificate is verified against the system's CAs; a server that does not offer STARTTLS is
@@ -9,14 +12,150 @@ loopback relay).
 
 from __future__ import annotations
 
+import re
 import smtplib
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from typing import Any
 
+from fleetcron.core import validation as v
 from fleetcron.crypto import Secret
-from fleetcron.notify import DeliveryFailed
+from fleetcron.errors import InvalidInput
+from fleetcron.notify import ChannelKind, ChannelSpec, Config, DeliveryFailed, Sending
+from fleetcron.notify.channels import MAX_SECRET_LENGTH, is_loopback
+
+MAX_RECIPIENTS = 50
+_ADDRESS = re.compile(r"[^@\s<>()\[\],;:\"]+@[^@\s<>()\[\],;:\"]+")
+
+
+@dataclass(frozen=True)
+class EmailSpec(ChannelSpec):
+    """An email channel: plain-text mail from ``sender`` to ``to`` through an SMTP server."""
+
+    host: str
+    sender: str
+    to: Sequence[str]
+    port: int = 25
+    starttls: bool = False
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+def validate(spec: EmailSpec) -> tuple[Config, str | None]:
+    host = spec.host
+    if not host or len(host) > 255 or any(ch.isspace() or ch in "@/" for ch in host):
+        raise InvalidInput(
+            f"smtp_host: {host!r} is not a host name or address",
+            field="smtp_host",
+            value=host,
+            allowed="a DNS name or an IP address",
+        )
+    v.validate_int(spec.port, field="smtp_port", low=1, high=65535)
+    sender = _valid_address(spec.sender, field_name="from")
+    recipients = list(dict.fromkeys(_valid_address(a, field_name="to") for a in spec.to))
+    if not 1 <= len(recipients) <= MAX_RECIPIENTS:
+        raise InvalidInput(
+            f"to: {len(recipients)} recipients; give 1 to {MAX_RECIPIENTS}",
+            field="to",
+            value=recipients,
+            allowed=f"1 to {MAX_RECIPIENTS} addresses",
+        )
+    username = spec.username or None
+    if username is not None and (
+        len(username) > 255 or any(ch.isspace() or ord(ch) < 32 for ch in username)
+    ):
+        raise InvalidInput(
+            "username: must be at most 255 characters without spaces",
+            field="username",
+            value=username,
+            allowed="at most 255 characters without spaces",
+        )
+    password = spec.password or None
+    if (username is None) != (password is None):
+        missing = "password" if password is None else "username"
+        raise InvalidInput(
+            f"{missing}: an SMTP login needs both --username and --password",
+            field=missing,
+            value=None,
+            allowed="both or neither",
+        )
+    if password is not None and len(password) > MAX_SECRET_LENGTH:
+        raise InvalidInput(
+            f"password: at most {MAX_SECRET_LENGTH} characters",
+            field="password",
+            value="**********",
+            allowed=f"at most {MAX_SECRET_LENGTH} characters",
+        )
+    if password is not None and not spec.starttls and not is_loopback(host):
+        raise InvalidInput(
+            "starttls: a password is sent only over STARTTLS (add --starttls), "
+            "or in plain text to a relay on this host",
+            field="starttls",
+            value=False,
+            allowed="--starttls, or --smtp-host localhost",
+        )
+    config = {
+        "host": host,
+        "port": spec.port,
+        "starttls": spec.starttls,
+        "username": username,
+        "sender": sender,
+        "to": recipients,
+    }
+    return config, password
+
+
+def _valid_address(address: str, *, field_name: str) -> str:
+    if not _ADDRESS.fullmatch(address) or len(address) > 254:
+        raise InvalidInput(
+            f"{field_name}: {address!r} is not an email address",
+            field=field_name,
+            value=address,
+            allowed="user@domain",
+        )
+    return address
+
+
+def shown(config: Config) -> Config:
+    return config
+
+
+def summary(config: Config, has_secret: bool) -> str:
+    login = f" as {config['username']}" if config.get("username") else ""
+    tls = " starttls" if config.get("starttls") else ""
+    return (
+        f"{config['host']}:{config['port']}{tls}{login} "
+        f"from {config['sender']} to {', '.join(config['to'])}"
+    )
+
+
+def audit(config: Config, signed: bool) -> dict[str, Any]:
+    return {
+        "host": config["host"],
+        "port": config["port"],
+        "starttls": config["starttls"],
+        "recipients": len(config["to"]),
+    }
+
+
+def send(
+    config: Config, secret: Secret | None, message: Mapping[str, Any], sending: Sending
+) -> str | None:
+    return send_mail(
+        host=str(config["host"]),
+        port=int(config["port"]),
+        starttls=bool(config.get("starttls")),
+        username=config.get("username"),
+        password=secret,
+        sender=str(config["sender"]),
+        to=[str(address) for address in config["to"]],
+        subject=str(message["subject"]),
+        text=str(message["text"]),
+        timeout=sending.timeout,
+    )
 
 
 def build_message(*, sender: str, to: Sequence[str], subject: str, text: str) -> EmailMessage:
@@ -90,4 +229,15 @@ def _refusals(refused: dict[str, tuple[int, bytes]]) -> str:
     return "; ".join(f"{address} ({_reply(*reply)})" for address, reply in sorted(refused.items()))
 
 
-__all__ = ["build_message", "send_mail"]
+KIND = ChannelKind(
+    name="email",
+    spec_type=EmailSpec,
+    validate=validate,
+    send=send,
+    shown=shown,
+    summary=summary,
+    audit=audit,
+)
+
+
+__all__ = ["KIND", "MAX_RECIPIENTS", "EmailSpec", "build_message", "send_mail", "validate"]

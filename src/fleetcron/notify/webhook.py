@@ -1,4 +1,8 @@
-"""Webhook sender: one JSON POST per message, optionally signed.
+"""Webhook channels: one JSON POST per message, optionally signed.
+
+A webhook channel keeps ``{"url"}`` and, optionally, a signing secret. The URL often
+carries a token: it is stored encrypted with the master key (``url_enc``) beside its
+masked form (``url_shown``), the only form lists show.
 
 The body is the message as compact JSON with sorted keys, plus ``delivery_id`` (the same on
 every retry of one delivery, so a receiver can drop duplicates). With a channel secret the
@@ -19,17 +23,104 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from fleetcron import __version__
 from fleetcron.crypto import Secret
-from fleetcron.notify import DeliveryFailed
+from fleetcron.errors import InvalidInput
+from fleetcron.notify import ChannelKind, ChannelSpec, Cipher, Config, DeliveryFailed, Sending
+from fleetcron.notify.channels import valid_secret
 
 SIGNATURE_HEADER = "X-Fleetcron-Signature"
 EVENT_HEADER = "X-Fleetcron-Event"
 DELIVERY_HEADER = "X-Fleetcron-Delivery"
 SCHEMES = ("http", "https")
+MAX_URL_LENGTH = 2048
+
+
+@dataclass(frozen=True)
+class WebhookSpec(ChannelSpec):
+    """A webhook channel: JSON POST to ``url``, signed with ``secret`` when given."""
+
+    url: str
+    secret: str | None = field(default=None, repr=False)
+
+
+def validate(spec: WebhookSpec) -> tuple[Config, str | None]:
+    url = spec.url
+    parts = urlsplit(url)
+    shown = origin(url) if parts.scheme else "(no scheme)"
+    allowed = "an http:// or https:// URL with a host, at most 2048 characters"
+    if (
+        len(url) > MAX_URL_LENGTH
+        or parts.scheme not in SCHEMES
+        or not parts.hostname
+        or any(ch.isspace() or ord(ch) < 32 for ch in url)
+    ):
+        # The message names the origin only: URLs often carry a token, and it is audited.
+        raise InvalidInput(
+            f"url: {shown} is not a valid webhook URL; allowed: {allowed}",
+            field="url",
+            value=shown,
+            allowed=allowed,
+        )
+    if "@" in parts.netloc:
+        raise InvalidInput(
+            "url: credentials in the URL are not supported; sign requests with --secret",
+            field="url",
+            value=shown,
+            allowed=allowed,
+        )
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise InvalidInput(
+            f"url: {shown} has an invalid port", field="url", value=shown, allowed=allowed
+        ) from None
+    return {"url": url}, valid_secret(spec.secret, field_name="secret")
+
+
+def seal(config: Config, encrypt: Cipher) -> Config:
+    """The stored config: the URL encrypted, and the masked form that lists show. A config
+    already sealed (or without a URL) is returned as it is."""
+    if "url" not in config or "url_enc" in config:
+        return config
+    url = str(config["url"])
+    return {"url_enc": encrypt(url.encode()).decode(), "url_shown": masked(url)}
+
+
+def unseal(config: Config, decrypt: Cipher) -> Config:
+    """The config the sender needs: the URL decrypted (rows from before encryption still
+    hold it in clear until they are sealed)."""
+    if "url_enc" not in config:
+        return config
+    return {"url": decrypt(str(config["url_enc"]).encode()).decode()}
+
+
+def shown(config: Config) -> Config:
+    return {"url": config.get("url_shown") or masked(str(config.get("url", "")))}
+
+
+def summary(config: Config, has_secret: bool) -> str:
+    return f"POST {config['url']}" + (" (signed)" if has_secret else "")
+
+
+def audit(config: Config, signed: bool) -> dict[str, Any]:
+    return {"origin": origin(config["url"]), "signed": signed}
+
+
+def send(
+    config: Config, secret: Secret | None, message: Mapping[str, Any], sending: Sending
+) -> str | None:
+    url = str(config["url"])
+    if sending.refuse_private:
+        refuse_private_destination(url)
+    post_message(
+        url, message, secret=secret, delivery_id=sending.delivery_id, timeout=sending.timeout
+    )
+    return None
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -152,14 +243,33 @@ def _describe(reason: object) -> str:
     return str(reason) or type(reason).__name__
 
 
+KIND = ChannelKind(
+    name="webhook",
+    spec_type=WebhookSpec,
+    validate=validate,
+    send=send,
+    shown=shown,
+    summary=summary,
+    audit=audit,
+    seal=seal,
+    unseal=unseal,
+)
+
+
 __all__ = [
     "DELIVERY_HEADER",
     "EVENT_HEADER",
+    "KIND",
     "SIGNATURE_HEADER",
+    "WebhookSpec",
     "encode",
     "origin",
     "post",
     "post_message",
+    "refuse_private_destination",
+    "seal",
     "sign",
+    "unseal",
+    "validate",
     "verify",
 ]

@@ -66,7 +66,7 @@ from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
 from fleetcron.services import cluster
 from fleetcron.services.context import App
-from fleetcron.services.notifications import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
+from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
 
 log = logging.getLogger("fleetcron.cron")

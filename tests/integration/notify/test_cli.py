@@ -15,8 +15,10 @@ from fixtures.app import FakeClock
 from fleetcron.cli.notify_cmd import notify
 from fleetcron.cli.output import run_cli
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import notifications as svc
+from fleetcron.services.alerting import evaluate_alerts
 from fleetcron.services.context import Actor, App
+from fleetcron.services.deliveries import deliver_due
+from fleetcron.services.notify_admin import list_channels, list_rules
 from fleetcron.store.schema import AuditEvent, NotificationChannel
 from integration.notify.conftest import FAILING, WebhookReceiver, add_job, next_minute
 
@@ -74,7 +76,7 @@ def test_the_webhook_secret_can_come_from_the_environment(
 
     cli(capsys, "channel", "add", "ops", "--url", "https://hooks.example.com/x")
 
-    [channel] = svc.list_channels(app, admin)
+    [channel] = list_channels(app, admin)
     assert channel.has_secret
 
 
@@ -218,7 +220,7 @@ def test_removing_a_channel_removes_its_rules(
     code, out, _ = cli(capsys, "channel", "rm", "ops")
 
     assert (code, out) == (0, "channel ops removed (with 1 rule(s))\n")
-    assert svc.list_rules(app, admin) == []
+    assert list_rules(app, admin) == []
 
 
 async def test_deliveries_lists_what_was_queued_and_sent(
@@ -234,8 +236,8 @@ async def test_deliveries_lists_what_was_queued_and_sent(
     cli(capsys, "rule", "add", "--channel", "ops")
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
-    svc.evaluate_alerts(app, clock.now)
-    svc.deliver_due(app, clock.now)
+    evaluate_alerts(app, clock.now)
+    deliver_due(app, clock.now)
 
     code, out, _ = cli(capsys, "deliveries", "--json")
 

@@ -16,11 +16,14 @@ from pathlib import Path
 from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
-from fleetcron.notify.webhook import SIGNATURE_HEADER, verify
+from fleetcron.notify.email import EmailSpec
+from fleetcron.notify.webhook import SIGNATURE_HEADER, WebhookSpec, verify
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import notifications as notify
+from fleetcron.services.alerting import evaluate_alerts
 from fleetcron.services.context import Actor, App
-from fleetcron.services.notifications import EmailSpec, WebhookSpec
+from fleetcron.services.deliveries import deliver_due
+from fleetcron.services.notify_admin import add_channel, add_rule, send_test_message
+from fleetcron.services.notify_runner import run_notifications
 from fleetcron.store.schema import NotificationChannel, NotificationDelivery
 from integration.notify.conftest import (
     FAILING,
@@ -42,12 +45,12 @@ async def a_failure(app: App, admin: Actor, scheduler: Scheduler, clock: FakeClo
     """Job backup fails once on box, and the failure is queued for every channel."""
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
-    assert notify.evaluate_alerts(app, clock.now) >= 1
+    assert evaluate_alerts(app, clock.now) >= 1
 
 
 def channel_to(app: App, admin: Actor, url: str, *, secret: str | None = SECRET) -> None:
-    notify.add_channel(app, admin, "ops", WebhookSpec(url=url, secret=secret))
-    notify.add_rule(app, admin, "ops")
+    add_channel(app, admin, "ops", WebhookSpec(url=url, secret=secret))
+    add_rule(app, admin, "ops")
 
 
 async def test_a_webhook_gets_the_alert_as_json_signed_with_the_channel_secret(
@@ -61,7 +64,7 @@ async def test_a_webhook_gets_the_alert_as_json_signed_with_the_channel_secret(
     channel_to(app, admin, webhook.url)
     await a_failure(app, admin, scheduler, clock)
 
-    assert notify.deliver_due(app, clock.now) == 1
+    assert deliver_due(app, clock.now) == 1
 
     [request] = webhook.requests
     assert request.path == "/hooks/fleetcron?token=abc"
@@ -91,11 +94,11 @@ async def test_a_sent_message_is_not_sent_again(
 ) -> None:
     channel_to(app, admin, webhook.url)
     await a_failure(app, admin, scheduler, clock)
-    notify.deliver_due(app, clock.now)
+    deliver_due(app, clock.now)
 
     clock.advance(hours=1)
 
-    assert notify.deliver_due(app, clock.now) == 0
+    assert deliver_due(app, clock.now) == 0
     assert len(webhook.requests) == 1
 
 
@@ -104,7 +107,7 @@ def test_an_unsigned_webhook_carries_no_signature(
 ) -> None:
     channel_to(app, admin, webhook.url, secret=None)
 
-    notify.send_test_message(app, admin, "ops")
+    send_test_message(app, admin, "ops")
 
     [request] = webhook.requests
     assert SIGNATURE_HEADER not in request.headers
@@ -120,11 +123,11 @@ async def test_an_email_reaches_its_recipients_with_the_alert_subject(
         sender="fleetcron@example.com",
         to=["ops@example.com", "oncall@example.com"],
     )
-    notify.add_channel(app, admin, "mail", spec)
-    notify.add_rule(app, admin, "mail")
+    add_channel(app, admin, "mail", spec)
+    add_rule(app, admin, "mail")
     await a_failure(app, admin, scheduler, clock)
 
-    notify.deliver_due(app, clock.now)
+    deliver_due(app, clock.now)
 
     [mail] = smtp.mails
     assert mail.sender == "fleetcron@example.com"
@@ -151,9 +154,9 @@ def test_an_smtp_login_uses_the_password_stored_encrypted(
         username="alerts",
         password="relay-password-1",
     )
-    notify.add_channel(app, admin, "mail", spec)
+    add_channel(app, admin, "mail", spec)
 
-    notify.send_test_message(app, admin, "mail")
+    send_test_message(app, admin, "mail")
 
     assert smtp.logins == [("alerts", "relay-password-1")]
     assert len(smtp.mails) == 1
@@ -176,18 +179,18 @@ async def test_a_failing_receiver_is_retried_with_backoff_until_the_last_attempt
     webhook.answer(500)
     start = clock.now
 
-    first = notify.deliver_due(app, clock.now)  # 500
+    first = deliver_due(app, clock.now)  # 500
     [after_first] = deliveries(app)
     clock.advance(seconds=29)
-    too_early = notify.deliver_due(app, clock.now)
+    too_early = deliver_due(app, clock.now)
     webhook.close()  # from now on nothing listens on the port
     clock.advance(seconds=1)
-    second = notify.deliver_due(app, clock.now)  # connection refused
+    second = deliver_due(app, clock.now)  # connection refused
     [after_second] = deliveries(app)
     clock.advance(seconds=60)
-    third = notify.deliver_due(app, clock.now)  # refused again: the last attempt
+    third = deliver_due(app, clock.now)  # refused again: the last attempt
     clock.advance(days=1)
-    after_giving_up = notify.deliver_due(app, clock.now)
+    after_giving_up = deliver_due(app, clock.now)
 
     assert (first, too_early, second, third, after_giving_up) == (1, 0, 1, 1, 0)
     assert after_first.status == "pending"
@@ -212,7 +215,7 @@ async def test_a_hung_receiver_does_not_hold_up_the_scheduler(
     channel_to(app, admin, f"http://127.0.0.1:{silent_port}/hook")
     await a_failure(app, admin, scheduler, clock)
 
-    notifying = asyncio.create_task(notify.run_notifications(app, clock.now))
+    notifying = asyncio.create_task(run_notifications(app, clock.now))
     await asyncio.sleep(0.2)  # the POST is now waiting for an answer that never comes
     stats = await next_minute(scheduler, clock)
 
@@ -240,7 +243,7 @@ async def test_a_secret_this_master_key_cannot_decrypt_is_recorded_not_raised(
     other_key = App.open(make_settings(tmp_path / "other", database_url), clock=clock)
 
     try:
-        stats = await notify.run_notifications(other_key, clock.now)
+        stats = await run_notifications(other_key, clock.now)
     finally:
         other_key.close()
 
@@ -264,7 +267,7 @@ async def test_two_delivery_rounds_at_once_send_each_message_once(
     sent: list[int] = []
 
     rounds = [
-        threading.Thread(target=lambda: sent.append(notify.deliver_due(app, clock.now)))
+        threading.Thread(target=lambda: sent.append(deliver_due(app, clock.now)))
         for _ in range(2)
     ]
     for thread in rounds:

@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
+from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs
-from fleetcron.services import notifications as notify
+from fleetcron.services.alerting import evaluate_alerts
 from fleetcron.services.context import Actor, App
-from fleetcron.services.notifications import WebhookSpec
+from fleetcron.services.notify_admin import add_channel, add_rule, list_rules
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AlertState, Assignment, NotificationDelivery
 from integration.notify.conftest import FAILING, add_job, next_minute
@@ -36,8 +37,8 @@ def alert_state(app: App) -> str | None:
 
 
 def hook(app: App, admin: Actor, name: str = "ops", **rule: object) -> None:
-    notify.add_channel(app, admin, name, WebhookSpec(url="http://127.0.0.1:9/hook"))
-    notify.add_rule(app, admin, name, **rule)  # type: ignore[arg-type]
+    add_channel(app, admin, name, WebhookSpec(url="http://127.0.0.1:9/hook"))
+    add_rule(app, admin, name, **rule)  # type: ignore[arg-type]
 
 
 async def test_three_failures_in_a_row_queue_one_message(
@@ -49,7 +50,7 @@ async def test_three_failures_in_a_row_queue_one_message(
     counts = []
     for _ in range(3):
         await next_minute(scheduler, clock)
-        counts.append(notify.evaluate_alerts(app, clock.now))
+        counts.append(evaluate_alerts(app, clock.now))
 
     assert counts == [1, 0, 0]
     [delivery] = queued(app)
@@ -72,12 +73,12 @@ async def test_the_next_success_queues_one_recovery(
     add_job(app, admin, "backup", FAILING)
     for _ in range(2):
         await next_minute(scheduler, clock)
-        notify.evaluate_alerts(app, clock.now)
+        evaluate_alerts(app, clock.now)
     jobs.edit_job(app, admin, "backup", command="true")
 
     for _ in range(2):
         await next_minute(scheduler, clock)
-        notify.evaluate_alerts(app, clock.now)
+        evaluate_alerts(app, clock.now)
 
     assert events(app) == [("failure", "backup"), ("recovery", "backup")]
     recovery = queued(app)[1].payload
@@ -93,7 +94,7 @@ async def test_evaluating_twice_without_news_queues_nothing_more(
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
 
-    assert [notify.evaluate_alerts(app, clock.now) for _ in range(3)] == [1, 0, 0]
+    assert [evaluate_alerts(app, clock.now) for _ in range(3)] == [1, 0, 0]
 
 
 async def test_a_slot_nobody_decided_is_one_late_message_until_it_recovers(
@@ -104,16 +105,16 @@ async def test_a_slot_nobody_decided_is_one_late_message_until_it_recovers(
 
     # The scheduler is "down": 09:01 is due, still undecided after the 60 s grace.
     clock.advance(seconds=60)  # 09:01:30, within the grace
-    assert notify.evaluate_alerts(app, clock.now) == 0
+    assert evaluate_alerts(app, clock.now) == 0
     clock.advance(seconds=31)  # 09:02:01
-    late = [notify.evaluate_alerts(app, clock.now)]
+    late = [evaluate_alerts(app, clock.now)]
     for _ in range(3):
         clock.advance(minutes=1)
-        late.append(notify.evaluate_alerts(app, clock.now))
+        late.append(evaluate_alerts(app, clock.now))
     # It comes back: the missed slots are recorded, the current one runs and succeeds.
     await scheduler.tick()
     await scheduler.idle()
-    recovered = notify.evaluate_alerts(app, clock.now)
+    recovered = evaluate_alerts(app, clock.now)
 
     assert late == [1, 0, 0, 0]
     assert recovered == 1
@@ -133,8 +134,8 @@ async def test_slots_missed_while_the_only_node_was_down_are_reported_after_its_
     await scheduler.tick()  # 09:01-09:04 recorded missed, 09:05 runs and succeeds
     await scheduler.idle()
 
-    assert notify.evaluate_alerts(app, clock.now) == 2
-    assert notify.evaluate_alerts(app, clock.now) == 0
+    assert evaluate_alerts(app, clock.now) == 2
+    assert evaluate_alerts(app, clock.now) == 0
 
     late, recovery = queued(app)
     assert (late.event, late.payload["run"]["status"]) == ("late", "missed")
@@ -151,7 +152,7 @@ async def test_a_failure_already_followed_by_a_success_is_still_reported(
     jobs.edit_job(app, admin, "backup", command="true")
     await next_minute(scheduler, clock)
 
-    notify.evaluate_alerts(app, clock.now)
+    evaluate_alerts(app, clock.now)
 
     assert events(app) == [("failure", "backup"), ("recovery", "backup")]
 
@@ -168,10 +169,10 @@ async def test_a_run_stuck_past_its_deadline_is_late_then_a_failure_when_found_l
         session.execute(update(Assignment).values(next_fire_at=clock.now + timedelta(days=1)))
 
     clock.advance(seconds=300 + 61)  # past the run's timeout and the claim margin
-    stuck = notify.evaluate_alerts(app, clock.now)
+    stuck = evaluate_alerts(app, clock.now)
     clock.advance(seconds=5)  # the node restarts and closes what it left running
     store.close_lost(clock.now)
-    lost = notify.evaluate_alerts(app, clock.now)
+    lost = evaluate_alerts(app, clock.now)
 
     assert (stuck, lost) == (1, 1)
     late, failure = queued(app)
@@ -188,10 +189,10 @@ async def test_a_rule_for_one_job_sends_only_that_job_and_only_its_events(
     hook(app, admin, job="backup", on_recovery=False)
 
     await next_minute(scheduler, clock)
-    notify.evaluate_alerts(app, clock.now)
+    evaluate_alerts(app, clock.now)
     jobs.edit_job(app, admin, "backup", command="true")
     await next_minute(scheduler, clock)
-    notify.evaluate_alerts(app, clock.now)
+    evaluate_alerts(app, clock.now)
 
     assert events(app) == [("failure", "backup")]
 
@@ -201,13 +202,13 @@ async def test_a_channel_named_by_two_rules_gets_one_message(
 ) -> None:
     add_job(app, admin, "backup", FAILING)
     hook(app, admin)
-    notify.add_rule(app, admin, "ops", job="backup")
-    notify.add_channel(app, admin, "pager", WebhookSpec(url="http://127.0.0.1:9/pager"))
-    notify.add_rule(app, admin, "pager", job="backup")
+    add_rule(app, admin, "ops", job="backup")
+    add_channel(app, admin, "pager", WebhookSpec(url="http://127.0.0.1:9/pager"))
+    add_rule(app, admin, "pager", job="backup")
 
     await next_minute(scheduler, clock)
 
-    assert notify.evaluate_alerts(app, clock.now) == 2
+    assert evaluate_alerts(app, clock.now) == 2
     assert sorted(d.channel_id for d in queued(app)) == sorted({d.channel_id for d in queued(app)})
 
 
@@ -217,13 +218,13 @@ async def test_a_removed_job_leaves_no_alert_state_behind(
     hook(app, admin)
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
-    notify.evaluate_alerts(app, clock.now)
+    evaluate_alerts(app, clock.now)
 
     jobs.remove_job(app, admin, "backup")
 
-    assert notify.evaluate_alerts(app, clock.now) == 0
+    assert evaluate_alerts(app, clock.now) == 0
     assert alert_state(app) is None
-    assert [r.job for r in notify.list_rules(app, admin)] == [None]  # the global rule stays
+    assert [r.job for r in list_rules(app, admin)] == [None]  # the global rule stays
 
 
 async def test_removing_a_job_removes_its_rules(app: App, admin: Actor, box: str) -> None:
@@ -232,4 +233,4 @@ async def test_removing_a_job_removes_its_rules(app: App, admin: Actor, box: str
 
     jobs.remove_job(app, admin, "backup")
 
-    assert notify.list_rules(app, admin) == []
+    assert list_rules(app, admin) == []

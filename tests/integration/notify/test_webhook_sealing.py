@@ -11,9 +11,10 @@ from sqlalchemy import select, update
 
 from fleetcron.config import Settings
 from fleetcron.notify import DeliveryFailed
-from fleetcron.notify.channels import WebhookSpec
-from fleetcron.services import notifications as svc
+from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.services.context import Actor, App
+from fleetcron.services.deliveries import _SEALED, seal_stored_urls
+from fleetcron.services.notify_admin import add_channel, list_channels, send_test_message
 from fleetcron.store.schema import AuditEvent, NotificationChannel
 from integration.notify.conftest import WebhookReceiver
 
@@ -28,9 +29,9 @@ def stored(app: App) -> dict[str, object]:
 def test_a_webhook_url_is_encrypted_at_rest_and_listed_masked(
     app: App, admin: Actor, webhook: WebhookReceiver
 ) -> None:
-    svc.add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
-    [view] = svc.list_channels(app, admin)
-    svc.send_test_message(app, admin, "hook")
+    add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
+    [view] = list_channels(app, admin)
+    send_test_message(app, admin, "hook")
     with app.db.read() as session:
         audit = json.dumps([e.detail for e in session.scalars(select(AuditEvent))])
 
@@ -46,15 +47,15 @@ def test_a_webhook_url_is_encrypted_at_rest_and_listed_masked(
 def test_a_url_stored_in_clear_before_is_encrypted_and_still_delivered(
     app: App, admin: Actor, webhook: WebhookReceiver
 ) -> None:
-    svc.add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
+    add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
     with app.db.session() as session:  # as a channel added by an older version left it
         session.execute(update(NotificationChannel).values(config={"url": webhook.url}))
-    svc._SEALED.clear()
-    listed_before = svc.list_channels(app, admin)[0].config
+    _SEALED.clear()
+    listed_before = list_channels(app, admin)[0].config
 
-    assert svc.seal_stored_urls(app) == 1
-    assert svc.seal_stored_urls(app) == 0  # once per process and database
-    svc.send_test_message(app, admin, "hook")
+    assert seal_stored_urls(app) == 1
+    assert seal_stored_urls(app) == 0  # once per process and database
+    send_test_message(app, admin, "hook")
 
     assert listed_before == {"url": f"http://127.0.0.1:{webhook.port}/…"}
     assert "url" not in stored(app) and "url_enc" in stored(app)
@@ -70,13 +71,13 @@ def refusing(app: App) -> App:
 def test_the_private_destination_setting_refuses_loopback(
     app: App, admin: Actor, webhook: WebhookReceiver
 ) -> None:
-    svc.add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
+    add_channel(app, admin, "hook", WebhookSpec(url=webhook.url))
 
     with pytest.raises(DeliveryFailed, match="non-public address"):
-        svc.send_test_message(refusing(app), admin, "hook")
+        send_test_message(refusing(app), admin, "hook")
     assert webhook.requests == []
     # negative control: by default loopback receivers (like this test's) are allowed
-    svc.send_test_message(app, admin, "hook")
+    send_test_message(app, admin, "hook")
     assert len(webhook.requests) == 1
 
 
