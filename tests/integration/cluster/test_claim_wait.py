@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 from sqlalchemy import func, select, text
@@ -48,7 +49,14 @@ def pair(migrated: str, make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
     return a, b
 
 
-def store(node: ClusterNode, **guard: bool) -> RunStore:
+class GuardSwitches(TypedDict, total=False):
+    """The switches of a node's guard a test may turn (see ``CoordinatedGuard``)."""
+
+    unguarded: bool
+    wait_for_old_claims: bool
+
+
+def store(node: ClusterNode, **guard: Unpack[GuardSwitches]) -> RunStore:
     return RunStore(node.app.db, node=node.node_id, guard=replace(node.node.guard(), **guard))
 
 
@@ -365,7 +373,7 @@ def test_a_draining_owner_keeps_its_lease_so_it_does_not_fence_itself_during_a_h
     assert lease.holds()
     with a.app.db.read() as session:
         [ownership] = session.scalars(select(ClusterOwnership)).all()
-        now = session.scalar(select(func.clock_timestamp()))
+        now = session.execute(select(func.clock_timestamp())).scalar_one()
     assert ownership.draining
     assert ownership.lease_expires_at is not None and ownership.lease_expires_at > now
 
