@@ -25,6 +25,9 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy src/fleetcron
+	$(BIN)/mypy tests bench --exclude '^tests/(integration/executors|e2e/browser)/'
+	MYPYPATH=tests/integration/executors $(BIN)/mypy tests/integration/executors
+	MYPYPATH=tests/e2e/browser $(BIN)/mypy tests/e2e/browser
 
 
 dist: $(VENV)/.installed
