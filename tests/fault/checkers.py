@@ -22,11 +22,13 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from fleetcron.core import statuses
 from fleetcron.cron import parse
 from fleetcron.services.context import App
 from fleetcron.store.schema import Assignment, Job, Run
 
-COMMITTED = ("succeeded", "failed", "timed_out")
+COMMITTED = statuses.REACHED
+"""Runs whose command ran on the target."""
 
 
 class SafetyViolation(AssertionError):

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
+from fleetcron.core import statuses
 from fleetcron.core.planning import should_retry
+from fleetcron.core.statuses import RunStatus
 
 AlertStateName = Literal["ok", "failing", "late"]
 AlertEvent = Literal["failure", "late", "recovery"]
@@ -35,8 +37,8 @@ ALERT_STATES: Final = ("ok", "failing", "late")
 ALERT_EVENTS: Final = ("failure", "late", "recovery")
 PAYLOAD_SCHEMA: Final = "fleetcron.alert/1"
 
-FAILURE_STATUSES: Final = frozenset({"failed", "timed_out", "connect_error", "lost", "fenced"})
-LATE_STATUSES: Final = frozenset({"missed"})
+FAILURE_STATUSES: Final = statuses.FAILED_FOR_ALERTS
+LATE_STATUSES: Final = statuses.LATE
 #: Prefix of the reason ``store/runs.py`` gives a slot it skipped because no node could
 #: prove it owns the jobs: for the job's owner that slot is as good as missed.
 OWNERSHIP_UNCERTAIN: Final = "ownership uncertain"
@@ -74,7 +76,7 @@ def classify_run(
     Runs still ``queued`` or ``running``, ``interrupted`` by a stop, and overlap skips say
     nothing.
     """
-    if status == "succeeded":
+    if status == RunStatus.SUCCEEDED:
         return "success"
     if status in FAILURE_STATUSES:
         if should_retry(status, attempt, retries, list(retry_on)):
@@ -82,7 +84,7 @@ def classify_run(
         return "failure"
     if status in LATE_STATUSES:
         return "late"
-    if status == "skipped" and (reason or "").startswith(OWNERSHIP_UNCERTAIN):
+    if status == RunStatus.SKIPPED and (reason or "").startswith(OWNERSHIP_UNCERTAIN):
         return "late"
     return None
 

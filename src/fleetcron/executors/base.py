@@ -16,13 +16,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
+from fleetcron.core.statuses import ExecutorStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import parse_key_line
 
-Status = Literal["succeeded", "failed", "timed_out", "connect_error"]
-"""How a run ended: exit 0, non-zero exit, killed at its timeout, never started."""
+Status = ExecutorStatus
+"""How a run ended: exit 0, non-zero exit, killed at its timeout, never started (the subset
+of ``core.statuses.RunStatus`` an executor returns)."""
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware datetime; injected so callers control it."""

@@ -40,6 +40,7 @@ from fleetcron.core.alerts import (
     stderr_excerpt,
     stuck_run_reason,
 )
+from fleetcron.core.statuses import RunStatus
 from fleetcron.services.context import App
 from fleetcron.store.schema import (
     AlertState,
@@ -63,7 +64,7 @@ EVALUATION_WINDOW = timedelta(minutes=15)
 _IN_CHUNK = 500
 # Key of the PostgreSQL advisory lock that lets one node at a time evaluate ("fcnt").
 _EVALUATION_LOCK = 0x66636E74
-_VERDICT_STATUSES = sorted(FAILURE_STATUSES | LATE_STATUSES)
+_VERDICT_STATUSES = sorted({*FAILURE_STATUSES, *LATE_STATUSES})
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
                 Run.finished_at > since,
                 or_(
                     Run.status.in_(_VERDICT_STATUSES),
-                    (Run.status == "skipped") & Run.reason.startswith(OWNERSHIP_UNCERTAIN),
+                    (Run.status == RunStatus.SKIPPED) & Run.reason.startswith(OWNERSHIP_UNCERTAIN),
                 ),
             )
         )
@@ -177,7 +178,7 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
     }
     stuck: dict[int, _RunRow] = {}
     for row in session.execute(
-        select(*_RUN_COLUMNS).where(Run.status == "running", Run.deadline_at < now)
+        select(*_RUN_COLUMNS).where(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
     ):
         run = _run_row(row)
         stuck.setdefault(run.assignment_id, run)
@@ -244,7 +245,7 @@ def _successes(session: Session, ids: Iterable[int], since: datetime) -> list[_R
     found: list[_RunRow] = []
     for chunk in _chunks(sorted(ids)):
         query = select(*_RUN_COLUMNS).where(
-            Run.assignment_id.in_(chunk), Run.status == "succeeded", Run.finished_at > since
+            Run.assignment_id.in_(chunk), Run.status == RunStatus.SUCCEEDED, Run.finished_at > since
         )
         found.extend(_run_row(row) for row in session.execute(query))
     return found

@@ -30,13 +30,15 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
+from fleetcron.core import statuses
+from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import NotFound
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
-FAILED = ("failed", "timed_out", "connect_error", "lost", "fenced", "interrupted")
-FINISHED = ("succeeded", *FAILED)
-REACHED = ("succeeded", "failed", "timed_out")
+FAILED = statuses.FAILED
+FINISHED = statuses.FINISHED
+REACHED = statuses.REACHED
 """Outcomes that prove the connection to the target worked (the command ran)."""
 
 JOBS_NAMED = 5
@@ -189,7 +191,9 @@ def summary(app: App, actor: Actor) -> HealthSummary:
                 run_id=run.id,
             )
             for run in session.scalars(
-                select(Run).where(Run.status == "running", Run.deadline_at < now).order_by(Run.id)
+                select(Run)
+                .where(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+                .order_by(Run.id)
             )
         ]
         failing = _failing(session)
@@ -234,7 +238,7 @@ def _failing(session: Session) -> list[_Failing]:
     ok = aliased(Run, name="ok_run")
     last_success = (
         select(ok.scheduled_for)
-        .where(ok.assignment_id == latest.c.assignment_id, ok.status == "succeeded")
+        .where(ok.assignment_id == latest.c.assignment_id, ok.status == RunStatus.SUCCEEDED)
         .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
         .limit(1)
         .correlate(latest)
@@ -429,7 +433,7 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
         ok = aliased(Run, name="ok_run")
         success = (
             select(ok.scheduled_for, ok.finished_at)
-            .where(ok.assignment_id == Assignment.id, ok.status == "succeeded")
+            .where(ok.assignment_id == Assignment.id, ok.status == RunStatus.SUCCEEDED)
             .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
             .limit(1)
             .correlate(Assignment)

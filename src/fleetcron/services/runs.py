@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any
 
 from sqlalchemy import Select, func, or_, select
 
+from fleetcron.core import statuses
 from fleetcron.core import validation as v
+from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.context import Actor, App
@@ -22,21 +24,10 @@ from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Run
 
-RunStatus = Literal[
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "connect_error",
-    "interrupted",
-    "lost",
-    "missed",
-    "skipped",
-    "fenced",
-]
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
-FINISHED_STATUSES = frozenset(RUN_STATUSES) - {"queued", "running"}
+RunStatus = RunStatusName
+"""The status strings an API filter accepts (the vocabulary lives in ``core/statuses.py``)."""
+RUN_STATUSES: tuple[str, ...] = statuses.ALL
+FINISHED_STATUSES = frozenset(statuses.TERMINAL)
 
 
 def request_run(app: App, actor: Actor, job: str, *, target: str | None = None) -> list[int]:
@@ -75,7 +66,7 @@ def request_run(app: App, actor: Actor, job: str, *, target: str | None = None) 
                 scheduled_for=now,
                 trigger="manual",
                 attempt=1,
-                status="queued",
+                status=statuses.RunStatus.QUEUED,
                 node=app.node_name,
                 actor=actor.name,
                 created_at=now,

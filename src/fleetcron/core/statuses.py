@@ -1,0 +1,140 @@
+"""The run vocabulary: every status a run can have, the named sets of them, and the moves
+between them. Pure; the one place these words are defined.
+
+A run is born ``queued`` (a manual request), ``running`` (a slot fired or a retry),
+``missed`` or ``skipped`` (a slot decided without running it). ``queued`` becomes
+``running`` or ``skipped``; ``running`` becomes one of the executor's outcomes
+(``succeeded``, ``failed``, ``timed_out``, ``connect_error``) or is ended from outside:
+``lost`` (its node stopped reporting past the deadline), ``interrupted`` (the scheduler
+stopped), ``fenced`` (ownership moved away). Every other status is terminal.
+
+The named sets are tuples in declaration order, so whatever lists or queries them does so
+in the same order in every process.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final, Literal, get_args
+
+
+class RunStatus(StrEnum):
+    """The status of one run (the ``runs.status`` column). Members equal their strings."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CONNECT_ERROR = "connect_error"
+    INTERRUPTED = "interrupted"
+    LOST = "lost"
+    MISSED = "missed"
+    SKIPPED = "skipped"
+    FENCED = "fenced"
+
+
+RunStatusName = Literal[
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "connect_error",
+    "interrupted",
+    "lost",
+    "missed",
+    "skipped",
+    "fenced",
+]
+"""The statuses as a ``Literal`` of their strings (for API parameters); same order as the enum."""
+
+ExecutorStatus = Literal["succeeded", "failed", "timed_out", "connect_error"]
+"""How an executor says a run ended: exit 0, non-zero exit, killed at its timeout, never
+started. A subset of :class:`RunStatus`."""
+
+ALL: Final[tuple[RunStatus, ...]] = tuple(RunStatus)
+
+ACTIVE: Final = (RunStatus.QUEUED, RunStatus.RUNNING)
+"""Not decided yet: the run may still change."""
+
+TERMINAL: Final = tuple(s for s in RunStatus if s not in ACTIVE)
+"""Decided: the status will not change again (every status but the active ones)."""
+
+EXECUTOR_OUTCOMES: Final = tuple(RunStatus(s) for s in get_args(ExecutorStatus))
+"""The statuses an executor returns; ``RunStatus(...)`` fails at import if one is unknown."""
+
+REACHED: Final = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT)
+"""Outcomes that prove the connection to the target worked (the command ran there)."""
+
+FAILED: Final = (
+    RunStatus.FAILED,
+    RunStatus.TIMED_OUT,
+    RunStatus.CONNECT_ERROR,
+    RunStatus.INTERRUPTED,
+    RunStatus.LOST,
+    RunStatus.FENCED,
+)
+"""Ran and did not succeed, for whatever reason: what health and the failure lists show.
+
+Includes ``interrupted``: from the target's point of view the command did not complete."""
+
+FAILED_FOR_ALERTS: Final = tuple(s for s in FAILED if s is not RunStatus.INTERRUPTED)
+"""The failures that alert. ``interrupted`` is left out on purpose: a run is interrupted
+because this scheduler was stopped (an operator's act, a deploy), which says nothing about
+the job; alerting on every restart would be noise."""
+
+FINISHED: Final = (RunStatus.SUCCEEDED, *FAILED)
+"""Ran to an outcome, good or bad (unlike ``missed``/``skipped``, which never ran)."""
+
+LATE: Final = (RunStatus.MISSED,)
+"""A slot that passed without running: alerts call the assignment late."""
+
+BIRTH: Final = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.MISSED, RunStatus.SKIPPED)
+"""The statuses a run row is inserted with."""
+
+TRANSITIONS: Final[dict[RunStatus, tuple[RunStatus, ...]]] = {
+    RunStatus.QUEUED: (RunStatus.RUNNING, RunStatus.SKIPPED),
+    RunStatus.RUNNING: (
+        *EXECUTOR_OUTCOMES,
+        RunStatus.INTERRUPTED,
+        RunStatus.LOST,
+        RunStatus.FENCED,
+    ),
+}
+"""The allowed moves of an existing run; a status not listed here is terminal."""
+
+
+def may_become(old: RunStatus | str | None, new: RunStatus | str) -> bool:
+    """Whether a run in ``old`` may be written with ``new``; ``old`` None means a new row.
+
+    Unknown strings are never allowed (neither as ``old`` nor as ``new``)."""
+    try:
+        target = RunStatus(new)
+        if old is None:
+            return target in BIRTH
+        return target in TRANSITIONS.get(RunStatus(old), ())
+    except ValueError:
+        return False
+
+
+if tuple(RunStatus) != tuple(RunStatus(s) for s in get_args(RunStatusName)):  # pragma: no cover
+    raise ImportError("RunStatusName must list every RunStatus, in the same order")
+
+__all__ = [
+    "ACTIVE",
+    "ALL",
+    "BIRTH",
+    "EXECUTOR_OUTCOMES",
+    "FAILED",
+    "FAILED_FOR_ALERTS",
+    "FINISHED",
+    "LATE",
+    "REACHED",
+    "TERMINAL",
+    "TRANSITIONS",
+    "ExecutorStatus",
+    "RunStatus",
+    "RunStatusName",
+    "may_become",
+]
