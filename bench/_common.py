@@ -85,14 +85,14 @@ class ShiftedClock:
 
 
 def production_scheduler(app: App) -> Any:
-    """A standalone scheduler built as ``fleetcron serve`` builds it (``make_scheduler``):
-    housekeeping before every tick, Prometheus metrics observed, the app's clock."""
+    """A standalone scheduler built as ``fleetcron serve`` builds it
+    (``fleetcron.scheduler.assembly.build_scheduler``): housekeeping before every tick,
+    Prometheus metrics observed, the app's clock, the standard executors."""
     from fleetcron.metrics import Metrics
-    from fleetcron.scheduler.housekeeping import Housekeeping
-    from fleetcron.scheduler.service import Scheduler
+    from fleetcron.scheduler.assembly import build_scheduler
 
     assert not app.settings.cluster
-    return Scheduler(app, maintenance=Housekeeping(app), metrics=Metrics(), clock=app.clock)
+    return build_scheduler(app, Metrics())
 
 
 def core_table(model: Any) -> Table:

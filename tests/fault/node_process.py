@@ -14,9 +14,9 @@ import sys
 import time
 from datetime import datetime, timedelta
 
-from fleetcron.cli.serve_cmd import cluster_scheduler
 from fleetcron.config import load_settings
 from fleetcron.logs import configure_logging
+from fleetcron.scheduler.assembly import build_scheduler
 from fleetcron.services.context import App
 
 
@@ -31,7 +31,8 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     async def run() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        await cluster_scheduler(app).serve(stop)
+        assert app.settings.cluster, "the fault harness starts cluster nodes"
+        await build_scheduler(app).serve(stop)
 
     asyncio.run(run())
     app.close()

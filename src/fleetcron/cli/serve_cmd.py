@@ -1,4 +1,8 @@
-"""`fleetcron serve` and `fleetcron scheduler`: the long-running process."""
+"""`fleetcron serve` and `fleetcron scheduler`: the long-running process.
+
+The process is assembled in :mod:`fleetcron.scheduler.assembly`; this module adds the
+signals, the web server (uvicorn on a socket of its own) and the click commands.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import socket
 import sys
@@ -15,48 +18,14 @@ from collections.abc import Iterator
 import click
 import uvicorn
 
-from fleetcron.config import Settings, hide_secret_environment, load_settings
-from fleetcron.coordination.secrets import ensure_secret
-from fleetcron.crypto import create_key_file
+from fleetcron.config import hide_secret_environment, load_settings
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.metrics import Metrics
-from fleetcron.scheduler.housekeeping import Housekeeping
-from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import cluster, setup
-from fleetcron.services.cluster import Node
-from fleetcron.services.context import SYSTEM, App
+from fleetcron.scheduler.assembly import build_scheduler, prepare
+from fleetcron.services.context import App
 
 log = logging.getLogger(__name__)
-
-
-def prepare(settings: Settings) -> App:
-    """Open the app; the embedded default (SQLite) sets itself up on first start."""
-    app = App.open(settings)
-    if settings.is_sqlite:
-        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        app.db.ensure_current(auto_upgrade=True)
-        if settings.master_key is None and not settings.effective_master_key_file.exists():
-            create_key_file(settings.effective_master_key_file)
-        if setup.needs_admin(app):
-            _first_admin(app, settings)
-    else:
-        app.db.ensure_current()
-    setup.log_data_dir_warning(settings)
-    app.master_key  # noqa: B018 - stop now if the master key is missing or unusable
-    return app
-
-
-def _first_admin(app: App, settings: Settings) -> None:
-    password = secrets.token_urlsafe(12)
-    setup.init(app, admin_name="admin", admin_password=password)
-    path = setup.write_initial_password(settings, password)
-    log.warning(
-        "created the first admin user 'admin'; its password is in %s "
-        "(change it with `fleetcron user passwd admin`)",
-        path,
-        extra={"action": "init.admin"},
-    )
 
 
 class _WebServer(uvicorn.Server):
@@ -65,36 +34,6 @@ class _WebServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-
-def make_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
-    """The scheduler of this process: guarded by ownership in cluster mode, with
-    housekeeping (cluster maintenance, retention) every ``maintenance_interval_s``."""
-    if app.settings.cluster:
-        return cluster_scheduler(app, metrics)
-    return Scheduler(app, maintenance=Housekeeping(app), metrics=metrics, clock=app.clock)
-
-
-def cluster_scheduler(app: App, metrics: Metrics | None = None) -> Scheduler:
-    """A scheduler whose every run write is checked by the ownership guard."""
-    node = Node(app)
-    cluster.announce(app, node)
-    ensure_secret(app, SYSTEM)
-    log.info(
-        "cluster: this is node %s (%s)",
-        node.identity.node_id,
-        node.identity.endpoint,
-        extra={"action": "cluster.node", "node": node.identity.node_id},
-    )
-    lease = cluster.Lease(app, node) if app.settings.lease_s is not None else None
-    return Scheduler(
-        app,
-        guard=node.guard(lease_holds=lease.holds if lease else None),
-        maintenance=Housekeeping(app, lease=lease),
-        metrics=metrics,
-        clock=app.clock,
-        may_execute=lease.holds if lease else None,
-    )
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -156,7 +95,7 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics = Metrics()
-    scheduler = make_scheduler(app, metrics)
+    scheduler = build_scheduler(app, metrics)
     tasks = [asyncio.create_task(scheduler.serve(stop), name="scheduler")]
     server: _WebServer | None = None
     if listen is not None:

@@ -7,6 +7,8 @@ requests (``InvalidInput``) raise.
 
 Implementations: :class:`fleetcron.executors.local.LocalExecutor` (a subprocess on this
 machine) and :class:`fleetcron.executors.ssh.SshExecutor` (OpenSSH targets, asyncssh).
+The scheduler sees them through :class:`Executor`, one per target kind
+(:mod:`fleetcron.executors.kinds`); :mod:`fleetcron.executors.fake` runs nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Protocol
@@ -245,11 +248,41 @@ class SshTarget:
                 )
 
 
-class Executor(Protocol):
-    """Runs a request on this machine (LocalExecutor) or on one target."""
+@dataclass(frozen=True)
+class RunTarget:
+    """Where one run goes, as the run store hands it over: the target's kind (the key of
+    the scheduler's executor table) and, for SSH, its connection with the private key
+    still encrypted (the SSH adapter decrypts it, once per key). ``private_key_enc`` is
+    never shown in ``repr``."""
 
-    async def run(self, request: ExecRequest) -> ExecResult:
-        """Run the command to completion or timeout; never raises for its outcome."""
+    name: str
+    kind: str
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    private_key_enc: bytes | None = field(default=None, repr=False)
+    host_key: str | None = None
+
+
+class Executor(Protocol):
+    """The seam between the scheduler and whatever runs commands, one per target kind
+    (``"local"``, ``"ssh"``; tests add :class:`fleetcron.executors.fake.FakeExecutor`).
+
+    ``admit()`` is entered before the request is built, so that the watchdog budget and
+    the self-fencing check are taken once a run may start (the local executor's
+    concurrency cap waits there); ``run`` never raises for the command's outcome.
+    """
+
+    def admit(self) -> AbstractAsyncContextManager[object]:
+        """Wait for this executor's admission (a concurrency slot, or nothing)."""
+        ...
+
+    async def run(self, target: RunTarget, request: ExecRequest) -> ExecResult:
+        """Run the command on ``target`` to completion or timeout."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the executor holds (pooled connections); later runs reopen."""
         ...
 
 

@@ -36,7 +36,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,11 +58,12 @@ from fleetcron.executors.base import (
     SUPERSEDED,
     ExecRequest,
     ExecResult,
+    Executor,
+    RunTarget,
     SshTarget,
     utc_now,
 )
-from fleetcron.executors.local import LocalExecutor
-from fleetcron.executors.ssh import SshExecutor
+from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.metrics import Metrics
 from fleetcron.services import cluster
 from fleetcron.services.context import App
@@ -118,8 +119,9 @@ class Scheduler:
     app: App
     guard: RunGuard | None = None
     clock: Callable[[], datetime] = utc_now
-    local: LocalExecutor | None = None
-    ssh: SshExecutor | None = None
+    #: One executor per target kind (``Dispatch.target_kind``); by default the local and
+    #: SSH executors sized from the settings (``executors.kinds.standard_executors``).
+    executors: Mapping[str, Executor] | None = None
     #: Called before every tick on the database thread; it keeps its own timers
     #: (see :class:`fleetcron.scheduler.housekeeping.Housekeeping`).
     maintenance: Callable[[], object] | None = None
@@ -139,19 +141,8 @@ class Scheduler:
             clock=self.clock,
             claim_margin=timedelta(seconds=settings.claim_margin_s),
         )
-        self.local = self.local or LocalExecutor(
-            clock=self.clock,
-            run_as=settings.local_run_as,
-            allow_root=settings.local_allow_root,
-        )
-        self.ssh = self.ssh or SshExecutor(
-            clock=self.clock,
-            max_concurrency=settings.ssh_max_concurrency,
-            per_target_concurrency=settings.ssh_per_target_concurrency,
-            max_connections=max(256, settings.ssh_max_concurrency),
-            connect_timeout_s=settings.ssh_connect_timeout_s,
-        )
-        self._local_slots = asyncio.Semaphore(settings.local_max_concurrency)
+        if self.executors is None:
+            self.executors = standard_executors(settings, self.clock, self._decrypt)
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetcron-db")
         self._finished: asyncio.Queue[_Finished] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
@@ -251,8 +242,9 @@ class Scheduler:
                 self.clock(),
                 "the scheduler was stopped before this run finished",
             )
-        if self.ssh is not None:
-            await self.ssh.close()
+        assert self.executors is not None
+        for executor in self.executors.values():
+            await executor.close()
         self._db.shutdown(wait=True)
         log.info("cron: scheduler stopped", extra={"action": "scheduler.stop"})
 
@@ -348,14 +340,15 @@ class Scheduler:
         """Raise the mark and kill the older generations on every target of ``plan``,
         concurrently, each within :data:`CLEANUP_TIMEOUT_S`; then clear the claims of the
         targets that were cleaned (audited). The others keep waiting for the deadlines."""
-        assert self.ssh is not None and self.mark_scope is not None
-        ssh, scope, slots = self.ssh, self.mark_scope, asyncio.Semaphore(CLEANUP_CONCURRENCY)
+        assert self.mark_scope is not None
+        ssh = self._ssh_kind()
+        scope, slots = self.mark_scope, asyncio.Semaphore(CLEANUP_CONCURRENCY)
 
         async def one(target: cluster.CleanupTarget) -> TargetCleanup:
             async with slots:
                 try:
-                    ssh_target = self._cleanup_target(target)
-                    mark, killed = await ssh.mark_and_kill_older_generations(
+                    ssh_target = self._cleanup_target(ssh, target)
+                    mark, killed = await ssh.executor.mark_and_kill_older_generations(
                         ssh_target, plan.generation, scope, timeout_s=CLEANUP_TIMEOUT_S
                     )
                 except Exception as exc:  # whatever went wrong, this target keeps waiting
@@ -418,7 +411,18 @@ class Scheduler:
             extra={"action": "cleanup.done", "cleared_claims": result.cleared_claims},
         )
 
-    def _cleanup_target(self, target: cluster.CleanupTarget) -> SshTarget:
+    def _ssh_kind(self) -> SshKind:
+        """The SSH executor of the table (active cleanup raises marks over SSH only)."""
+        assert self.executors is not None
+        ssh = self.executors.get("ssh")
+        if not isinstance(ssh, SshKind):
+            raise ValueError("this scheduler has no SSH executor for the active cleanup")
+        return ssh
+
+    def _decrypt(self, encrypted: bytes) -> bytes:
+        return self.app.master_key.decrypt(encrypted).reveal()
+
+    def _cleanup_target(self, ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:
         if not (target.host and target.port and target.user and target.private_key_enc):
             raise ValueError(f"target {target.name} is missing its SSH settings")
         if not target.host_key:
@@ -428,7 +432,7 @@ class Scheduler:
             host=target.host,
             port=target.port,
             user=target.user,
-            private_key=self.app.master_key.decrypt(target.private_key_enc).reveal(),
+            private_key=ssh.private_key(target.private_key_enc),
             host_key=target.host_key,
         )
 
@@ -529,20 +533,19 @@ class Scheduler:
         )
 
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
+        assert self.executors is not None
         try:
-            if dispatch.target_kind == "local":
-                assert self.local is not None
-                async with self._local_slots:
-                    request = self._request(dispatch)
-                    if isinstance(request, str):
-                        return self._refused_start(dispatch, request)
-                    return await self.local.run(request)
-            assert self.ssh is not None
-            target = self._ssh_target(dispatch)
-            request = self._request(dispatch)
-            if isinstance(request, str):
-                return self._refused_start(dispatch, request)
-            return await self.ssh.run(target, request)
+            executor = self.executors.get(dispatch.target_kind)
+            if executor is None:
+                raise ValueError(
+                    f"target {dispatch.target_name} is of kind {dispatch.target_kind!r}, "
+                    f"which this scheduler has no executor for ({', '.join(self.executors)})"
+                )
+            async with executor.admit():
+                request = self._request(dispatch)
+                if isinstance(request, str):
+                    return self._refused_start(dispatch, request)
+                return await executor.run(run_target(dispatch), request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or a broken target record must not kill the loop
@@ -597,26 +600,6 @@ class Scheduler:
                 len(run_ids),
                 extra={"action": "runs.interrupt.error"},
             )
-
-    def _ssh_target(self, dispatch: Dispatch) -> SshTarget:
-        if not (
-            dispatch.host
-            and dispatch.port
-            and dispatch.user
-            and dispatch.private_key_enc
-            and dispatch.host_key
-        ):
-            raise ValueError(
-                f"target {dispatch.target_name} is missing its SSH settings or host key"
-            )
-        return SshTarget(
-            name=dispatch.target_name,
-            host=dispatch.host,
-            port=dispatch.port,
-            user=dispatch.user,
-            private_key=self.app.master_key.decrypt(dispatch.private_key_enc).reveal(),
-            host_key=dispatch.host_key,
-        )
 
     # -- recording --------------------------------------------------------------------
 
@@ -676,6 +659,19 @@ def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
     if dispatch.claim_id is not None:
         env["FLEETCRON_FENCING_TOKEN"] = f"{dispatch.generation}:{dispatch.claim_id}"
     return env
+
+
+def run_target(dispatch: Dispatch) -> RunTarget:
+    """Where ``dispatch`` runs, as the executors see it (the key still encrypted)."""
+    return RunTarget(
+        name=dispatch.target_name,
+        kind=dispatch.target_kind,
+        host=dispatch.host,
+        port=dispatch.port,
+        user=dispatch.user,
+        private_key_enc=dispatch.private_key_enc,
+        host_key=dispatch.host_key,
+    )
 
 
 def _not_started(now: datetime, error: str) -> ExecResult:

@@ -1,0 +1,113 @@
+"""The executor table of a scheduler: one :class:`~fleetcron.executors.base.Executor` per
+target kind, adapting the local and SSH executors to the one seam.
+
+``LocalKind`` holds the local concurrency cap (``local_max_concurrency``) as its
+admission; ``SshKind`` turns a :class:`~fleetcron.executors.base.RunTarget` into an
+:class:`~fleetcron.executors.base.SshTarget`, decrypting the private key once per stored
+ciphertext (the SSH executor keeps the imported key for its pool just as long), so the
+scheduler loop never handles key material.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fleetcron.config import Settings
+from fleetcron.executors.base import Clock, ExecRequest, ExecResult, RunTarget, SshTarget
+from fleetcron.executors.local import LocalExecutor
+from fleetcron.executors.ssh import SshExecutor
+
+Decrypt = Callable[[bytes], bytes]
+"""Decrypts a stored private key (the app's master key)."""
+
+
+class LocalKind:
+    """Targets of kind ``local``: a subprocess on this machine, at most ``slots`` at once."""
+
+    def __init__(self, executor: LocalExecutor, slots: int) -> None:
+        self.executor = executor
+        self._slots = asyncio.Semaphore(slots)
+
+    def admit(self) -> AbstractAsyncContextManager[object]:
+        return self._slots
+
+    async def run(self, target: RunTarget, request: ExecRequest) -> ExecResult:
+        return await self.executor.run(request)
+
+    async def close(self) -> None:
+        return None
+
+
+class SshKind:
+    """Targets of kind ``ssh``: pooled, host-key-pinned connections (``SshExecutor``)."""
+
+    def __init__(self, executor: SshExecutor, decrypt: Decrypt) -> None:
+        self.executor = executor
+        self._decrypt = decrypt
+        self._keys: dict[bytes, bytes] = {}
+
+    def admit(self) -> AbstractAsyncContextManager[object]:
+        # The SSH executor's own caps (global, per target) count from run(), inside the
+        # watchdog budget.
+        return contextlib.nullcontext()
+
+    async def run(self, target: RunTarget, request: ExecRequest) -> ExecResult:
+        return await self.executor.run(self.ssh_target(target), request)
+
+    async def close(self) -> None:
+        await self.executor.close()
+
+    def ssh_target(self, target: RunTarget) -> SshTarget:
+        """The connection of ``target``; raises ``ValueError`` when its record lacks the
+        SSH settings or the pinned host key."""
+        if not (
+            target.host
+            and target.port
+            and target.user
+            and target.private_key_enc
+            and target.host_key
+        ):
+            raise ValueError(f"target {target.name} is missing its SSH settings or host key")
+        return SshTarget(
+            name=target.name,
+            host=target.host,
+            port=target.port,
+            user=target.user,
+            private_key=self.private_key(target.private_key_enc),
+            host_key=target.host_key,
+        )
+
+    def private_key(self, encrypted: bytes) -> bytes:
+        """The decrypted key, decrypted on first use of this ciphertext only."""
+        key = self._keys.get(encrypted)
+        if key is None:
+            key = self._decrypt(encrypted)
+            self._keys[encrypted] = key
+        return key
+
+
+def standard_executors(
+    settings: Settings, clock: Clock, decrypt: Decrypt
+) -> dict[str, LocalKind | SshKind]:
+    """The production table: ``local`` and ``ssh``, sized from ``settings``."""
+    return {
+        "local": LocalKind(
+            LocalExecutor(
+                clock=clock, run_as=settings.local_run_as, allow_root=settings.local_allow_root
+            ),
+            settings.local_max_concurrency,
+        ),
+        "ssh": SshKind(
+            SshExecutor(
+                clock=clock,
+                max_concurrency=settings.ssh_max_concurrency,
+                per_target_concurrency=settings.ssh_per_target_concurrency,
+                max_connections=max(256, settings.ssh_max_concurrency),
+                connect_timeout_s=settings.ssh_connect_timeout_s,
+            ),
+            decrypt,
+        ),
+    }

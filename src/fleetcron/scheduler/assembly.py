@@ -1,0 +1,113 @@
+"""The composition root: how one scheduler process is put together from its Settings.
+
+``fleetcron serve``/``fleetcron scheduler`` (``cli/serve_cmd.py``), the fault harness's
+node process and the benchmarks all build their scheduler here, so what they run is what
+production runs:
+
+- :func:`prepare` opens the :class:`~fleetcron.services.context.App` (the embedded SQLite
+  default sets itself up on first start: data directory, schema, master key, first admin);
+- :func:`build_scheduler` builds the scheduler: the executor table (local and SSH, sized
+  from the settings; :mod:`fleetcron.executors.kinds`), housekeeping before every tick
+  (lease renewal, cluster maintenance, retention), and in cluster mode the node's
+  announcement, the coordination secret, the ownership guard and, with ``lease_s``, the
+  lease that fences the node itself. The scheduler runs the notification rounds beside its
+  ticks (:mod:`fleetcron.services.notify_runner`).
+
+The web server is not built here: the CLI attaches it to the scheduler this returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+
+from fleetcron.config import Settings
+from fleetcron.coordination.secrets import ensure_secret
+from fleetcron.crypto import create_key_file
+from fleetcron.executors.base import Executor
+from fleetcron.metrics import Metrics
+from fleetcron.scheduler.housekeeping import Housekeeping
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services import cluster, setup
+from fleetcron.services.cluster import Node
+from fleetcron.services.context import SYSTEM, App
+
+log = logging.getLogger(__name__)
+
+
+def prepare(settings: Settings) -> App:
+    """Open the app; the embedded default (SQLite) sets itself up on first start."""
+    app = App.open(settings)
+    if settings.is_sqlite:
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        app.db.ensure_current(auto_upgrade=True)
+        if settings.master_key is None and not settings.effective_master_key_file.exists():
+            create_key_file(settings.effective_master_key_file)
+        if setup.needs_admin(app):
+            _first_admin(app, settings)
+    else:
+        app.db.ensure_current()
+    setup.log_data_dir_warning(settings)
+    app.master_key  # noqa: B018 - stop now if the master key is missing or unusable
+    return app
+
+
+def _first_admin(app: App, settings: Settings) -> None:
+    password = secrets.token_urlsafe(12)
+    setup.init(app, admin_name="admin", admin_password=password)
+    path = setup.write_initial_password(settings, password)
+    log.warning(
+        "created the first admin user 'admin'; its password is in %s "
+        "(change it with `fleetcron user passwd admin`)",
+        path,
+        extra={"action": "init.admin"},
+    )
+
+
+def build_scheduler(
+    app: App,
+    metrics: Metrics | None = None,
+    *,
+    executors: Mapping[str, Executor] | None = None,
+) -> Scheduler:
+    """The scheduler of this process: guarded by ownership in cluster mode, with
+    housekeeping (cluster maintenance, retention) every ``maintenance_interval_s``.
+
+    ``executors`` replaces the standard table (tests and benchmarks that measure the
+    scheduler alone pass :class:`fleetcron.executors.fake.FakeExecutor`).
+    """
+    if app.settings.cluster:
+        return _cluster_scheduler(app, metrics, executors)
+    return Scheduler(
+        app,
+        maintenance=Housekeeping(app),
+        metrics=metrics,
+        clock=app.clock,
+        executors=executors,
+    )
+
+
+def _cluster_scheduler(
+    app: App, metrics: Metrics | None, executors: Mapping[str, Executor] | None
+) -> Scheduler:
+    """A scheduler whose every run write is checked by the ownership guard."""
+    node = Node(app)
+    cluster.announce(app, node)
+    ensure_secret(app, SYSTEM)
+    log.info(
+        "cluster: this is node %s (%s)",
+        node.identity.node_id,
+        node.identity.endpoint,
+        extra={"action": "cluster.node", "node": node.identity.node_id},
+    )
+    lease = cluster.Lease(app, node) if app.settings.lease_s is not None else None
+    return Scheduler(
+        app,
+        guard=node.guard(lease_holds=lease.holds if lease else None),
+        maintenance=Housekeeping(app, lease=lease),
+        metrics=metrics,
+        clock=app.clock,
+        may_execute=lease.holds if lease else None,
+        executors=executors,
+    )
