@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
+from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
 from fleetcron.services.context import Actor, App
@@ -270,18 +271,27 @@ async def test_stopping_interrupts_runs_that_outlive_the_grace_period(
 
 
 async def test_a_completion_never_overwrites_a_run_closed_meanwhile(
-    app: App, operator: Actor, local: str, scheduler: Scheduler, clock: FakeClock
+    app: App,
+    operator: Actor,
+    local: str,
+    fake: FakeExecutor,
+    fake_scheduler: Scheduler,
+    clock: FakeClock,
 ) -> None:
+    # About recording, not executing: the run "lasts" 0.2 s on the event loop, and the
+    # database update below happens before the loop runs again.
+    fake.script = {"sleep 1": FakeOutcome(duration_s=0.2)}
     add(app, operator, "slowish", "sleep 1")
     clock.advance(seconds=31)
-    await scheduler.tick()
+    await fake_scheduler.tick()
     with app.db.session() as session:
         session.execute(update(Run).values(status="lost"))
 
-    await scheduler.idle()
+    await fake_scheduler.idle()
 
     [run] = runs_of(app, "slowish")
     assert run.status == "lost"
+    assert [request.command for _, request in fake.calls] == ["sleep 1"]
 
 
 async def test_a_job_in_another_time_zone_fires_at_its_local_time(
