@@ -26,7 +26,8 @@ from fleetcron.store.schema import Run
 
 RunStatus = RunStatusName
 """The status strings an API filter accepts (the vocabulary lives in ``core/statuses.py``)."""
-RUN_STATUSES: tuple[str, ...] = statuses.ALL
+RUN_STATUSES: tuple[str, ...] = tuple(s.value for s in statuses.ALL)
+"""Plain strings (not enum members), so the CLI choices and the page list show the values."""
 FINISHED_STATUSES = frozenset(statuses.TERMINAL)
 
 

@@ -41,6 +41,7 @@ from fleetcron.core.planning import (
     plan_assignment,
     wait_for_old_claims,
 )
+from fleetcron.core.statuses import RunStatus
 from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
@@ -302,20 +303,20 @@ class RunStore:
                 run = self._new_run(row, outcome.slot, outcome.trigger, now)
                 if outcome.outcome == "fire" and verdict.kind == "invalid":
                     # Fail closed: nobody can prove ownership, so the slot does not run.
-                    run.status, run.finished_at = "skipped", now
+                    run.status, run.finished_at = RunStatus.SKIPPED, now
                     run.reason = f"ownership uncertain: {verdict.reason}"
                     skipped += 1
                 elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
                     # The target is paused, or local targets are off: recorded, not run.
-                    run.status, run.finished_at, run.reason = "skipped", now, hold
+                    run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
                     skipped += 1
                 elif outcome.outcome == "fire":
-                    run.status = "running"
+                    run.status = RunStatus.RUNNING
                     run.started_at = now
                     run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
                     firing.append((row, run))
                 else:
-                    run.status = outcome.outcome
+                    run.status = RunStatus(outcome.outcome)
                     run.reason = outcome.reason
                     run.finished_at = now
                     missed += outcome.outcome == "missed"
@@ -347,7 +348,7 @@ class RunStore:
         return set(
             session.scalars(
                 select(Run.assignment_id).where(
-                    Run.status == "running", Run.assignment_id.in_(assignment_ids)
+                    Run.status == RunStatus.RUNNING, Run.assignment_id.in_(assignment_ids)
                 )
             )
         )
@@ -372,7 +373,7 @@ class RunStore:
     def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
         """Start queued manual runs (requested by the CLI, API or web on any node)."""
         with self.db.session() as session:
-            query = select(Run).where(Run.status == "queued").order_by(Run.id).limit(limit)
+            query = select(Run).where(Run.status == RunStatus.QUEUED).order_by(Run.id).limit(limit)
             if self.db.dialect == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             runs = session.scalars(query).all()
@@ -394,16 +395,16 @@ class RunStore:
             for run in runs:
                 row = rows.get(run.assignment_id)
                 if row is None:
-                    run.status, run.finished_at = "skipped", now
+                    run.status, run.finished_at = RunStatus.SKIPPED, now
                     run.reason = "the job or its target was removed before the run started"
                     continue
                 if hold := _target_hold(row, self.policy):
-                    run.status, run.finished_at, run.reason = "skipped", now, hold
+                    run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.
                     continue
-                run.status, run.started_at, run.node = "running", now, self.node
+                run.status, run.started_at, run.node = RunStatus.RUNNING, now, self.node
                 run.command = row.command
                 run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
                 starting.append((row, run))
@@ -433,7 +434,7 @@ class RunStore:
             stamp = self._stamp(session, now)
             run = self._new_run(row, previous.scheduled_for or now, "retry", now)
             run.attempt = previous.attempt + 1
-            run.status, run.started_at = "running", now
+            run.status, run.started_at = RunStatus.RUNNING, now
             run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
             session.add(run)
             session.flush()
@@ -470,7 +471,7 @@ class RunStore:
             runs = RUNS
             session.connection().execute(
                 update(runs)
-                .where(and_(runs.c.id == bindparam("rid"), runs.c.status == "running"))
+                .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
                 .values(
                     status=bindparam("status"),
                     exit_code=bindparam("exit_code"),
@@ -497,9 +498,13 @@ class RunStore:
         with self.db.session() as session:
             result = session.execute(
                 update(Run)
-                .where(Run.node == self.node, Run.status == "running", Run.deadline_at < now)
+                .where(
+                    Run.node == self.node,
+                    Run.status == RunStatus.RUNNING,
+                    Run.deadline_at < now,
+                )
                 .values(
-                    status="lost",
+                    status=RunStatus.LOST,
                     finished_at=now,
                     reason="the scheduler stopped while this run was going; its outcome is unknown",
                 )
@@ -520,8 +525,8 @@ class RunStore:
             live = sorted(self.guard.live(session, verdict, ids))
             session.execute(
                 update(Run)
-                .where(Run.id.in_(live), Run.status == "running")
-                .values(status="interrupted", finished_at=now, reason=reason)
+                .where(Run.id.in_(live), Run.status == RunStatus.RUNNING)
+                .values(status=RunStatus.INTERRUPTED, finished_at=now, reason=reason)
             )
 
 

@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from fleetcron.core.statuses import RunStatus
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -54,6 +56,26 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
+
+
+class RunStatusType(TypeDecorator[RunStatus]):
+    """``runs.status``: stored as its string in a VARCHAR(16), returned as a
+    :class:`RunStatus`; writing a string that is not a status raises."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: RunStatus | str | None, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        try:
+            return RunStatus(value).value
+        except ValueError:
+            allowed = ", ".join(RunStatus)
+            raise ValueError(f"runs.status: {value!r} is not one of {allowed}") from None
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> RunStatus | None:
+        return None if value is None else RunStatus(value)
 
 
 class Base(DeclarativeBase):
@@ -196,7 +218,7 @@ class Run(Base):
     scheduled_for: Mapped[datetime]
     trigger: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer, default=1)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[RunStatus] = mapped_column(RunStatusType())
     reason: Mapped[str | None] = mapped_column(Text)
     exit_code: Mapped[int | None] = mapped_column(Integer)
     stdout_head: Mapped[str] = mapped_column(Text, default="")
