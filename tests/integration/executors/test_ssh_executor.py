@@ -42,30 +42,6 @@ def stranger_key(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
     return generate_client_key(tmp_path_factory.mktemp("stranger"))
 
 
-async def test_it_captures_stdout_and_stderr_of_a_successful_command(
-    executor: SshExecutor, target: SshTarget
-) -> None:
-    result = await executor.run(target, ExecRequest("echo out; echo err >&2", timeout_s=10))
-    assert (result.status, result.exit_code, result.error) == ("succeeded", 0, None)
-    assert (result.stdout.head, result.stderr.head) == ("out\n", "err\n")
-
-
-async def test_it_reports_a_non_zero_exit_as_failed(
-    executor: SshExecutor, target: SshTarget
-) -> None:
-    result = await executor.run(target, ExecRequest("exit 3", timeout_s=10))
-    assert (result.status, result.exit_code) == ("failed", 3)
-
-
-async def test_the_fleetcron_variables_reach_the_remote_command(
-    executor: SshExecutor, target: SshTarget
-) -> None:
-    env = {"FLEETCRON_RUN_ID": "42", "FLEETCRON_JOB": "nightly backup"}
-    request = ExecRequest('printf "%s|%s" "$FLEETCRON_RUN_ID" "$FLEETCRON_JOB"', env=env)
-    result = await executor.run(target, request)
-    assert result.stdout.head == "42|nightly backup"
-
-
 async def test_a_timeout_kills_the_remote_process_group(
     executor: SshExecutor, target: SshTarget
 ) -> None:
