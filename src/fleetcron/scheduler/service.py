@@ -64,6 +64,7 @@ from fleetcron.executors.base import (
     utc_now,
 )
 from fleetcron.executors.kinds import SshKind, standard_executors
+from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
 from fleetcron.services import cluster
 from fleetcron.services.context import App
@@ -418,6 +419,19 @@ class Scheduler:
         if not isinstance(ssh, SshKind):
             raise ValueError("this scheduler has no SSH executor for the active cleanup")
         return ssh
+
+    @property
+    def ssh(self) -> SshExecutor | None:
+        """The SSH executor of the table, if it has one (pool statistics, benchmarks)."""
+        assert self.executors is not None
+        kind = self.executors.get("ssh")
+        return kind.executor if isinstance(kind, SshKind) else None
+
+    @ssh.setter
+    def ssh(self, executor: SshExecutor) -> None:
+        """Run SSH targets on ``executor`` (a benchmark sizing its own pool)."""
+        assert self.executors is not None
+        self.executors = {**self.executors, "ssh": SshKind(executor, self._decrypt)}
 
     def _decrypt(self, encrypted: bytes) -> bytes:
         return self.app.master_key.decrypt(encrypted).reveal()
