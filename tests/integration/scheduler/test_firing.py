@@ -308,3 +308,22 @@ async def test_a_job_in_another_time_zone_fires_at_its_local_time(
     assert run.scheduled_for == datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     assert run.status == "succeeded"
     assert clock.now - run.scheduled_for < timedelta(seconds=60)
+
+
+async def test_a_target_kind_without_an_executor_is_not_started_naming_the_kind(
+    app: App, operator: Actor, local: str, clock: FakeClock
+) -> None:
+    fake = FakeExecutor(clock=clock)
+    sched = Scheduler(app, clock=clock, executors={"ssh": fake})
+    await sched.start()
+    add(app, operator, "hello", "true")
+    clock.advance(seconds=31)
+
+    await sched.tick()
+    await sched.idle()
+    await sched.shutdown()
+
+    [run] = runs_of(app, "hello")
+    assert run.status == "connect_error"
+    assert "of kind 'local', which this scheduler has no executor for (ssh)" in (run.error or "")
+    assert fake.calls == [] and fake.closed
