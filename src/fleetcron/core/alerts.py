@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 from fleetcron.core import statuses
 from fleetcron.core.planning import should_retry
-from fleetcron.core.statuses import RunStatus
+from fleetcron.core.statuses import RunStatus, SkipKind
 
 AlertStateName = Literal["ok", "failing", "late"]
 AlertEvent = Literal["failure", "late", "recovery"]
@@ -68,13 +68,15 @@ def classify_run(
     attempt: int = 1,
     retries: int = 0,
     retry_on: Sequence[str] = (),
+    skip_kind: str | None = None,
 ) -> Outcome | None:
     """What a run says about its assignment, or None when it says nothing yet.
 
     A failure the scheduler is about to retry is not the final word on its slot (the
     retry may succeed), so it is not a failure yet; the last attempt's outcome is.
     Runs still ``queued`` or ``running``, ``interrupted`` by a stop, and overlap skips say
-    nothing.
+    nothing. A skip says "late" when its ``skip_kind`` (the ``runs.skip_kind`` column) is
+    ``ownership_uncertain``; without a kind, the kind is taken from the reason.
     """
     if status == RunStatus.SUCCEEDED:
         return "success"
@@ -84,8 +86,9 @@ def classify_run(
         return "failure"
     if status in LATE_STATUSES:
         return "late"
-    if status == RunStatus.SKIPPED and (reason or "").startswith(OWNERSHIP_UNCERTAIN):
-        return "late"
+    if status == RunStatus.SKIPPED:
+        kind = skip_kind if skip_kind is not None else statuses.skip_kind_of(reason)
+        return "late" if kind == SkipKind.OWNERSHIP_UNCERTAIN else None
     return None
 
 

@@ -118,6 +118,44 @@ def may_become(old: RunStatus | str | None, new: RunStatus | str) -> bool:
         return False
 
 
+class SkipKind(StrEnum):
+    """Why a run was ``skipped`` (the ``runs.skip_kind`` column), so that readers never
+    parse the free-text reason."""
+
+    OWNERSHIP_UNCERTAIN = "ownership_uncertain"
+    """No node could prove it owns the jobs: for the job's owner the slot is as good as missed."""
+    OVERLAP = "overlap"
+    """The previous run of the assignment was still going."""
+    OLD_CLAIM = "old_claim"
+    """The previous owner's claim outlasts the slot's misfire grace."""
+    TARGET_PAUSED = "target_paused"
+    LOCAL_DISABLED = "local_disabled"
+    """A ``local`` target while this node does not allow local targets."""
+    REMOVED = "removed"
+    """A queued run whose job or target was removed before it started."""
+
+
+SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
+    ("ownership uncertain", SkipKind.OWNERSHIP_UNCERTAIN),
+    ("overlap:", SkipKind.OVERLAP),
+    ("waiting for the previous owner:", SkipKind.OLD_CLAIM),
+    ("target paused", SkipKind.TARGET_PAUSED),
+    ("local targets are disabled", SkipKind.LOCAL_DISABLED),
+    ("the job or its target was removed", SkipKind.REMOVED),
+)
+"""How each skip reason starts, for the pure planners that phrase the reason
+(``core/planning.py``); migration 0010 filled the column of older rows from the same
+prefixes."""
+
+
+def skip_kind_of(reason: str | None) -> SkipKind | None:
+    """The kind of a skip whose reason a planner phrased; None for a reason of no kind."""
+    for prefix, kind in SKIP_REASONS:
+        if (reason or "").startswith(prefix):
+            return kind
+    return None
+
+
 if tuple(RunStatus) != tuple(RunStatus(s) for s in get_args(RunStatusName)):  # pragma: no cover
     raise ImportError("RunStatusName must list every RunStatus, in the same order")
 
@@ -131,10 +169,13 @@ __all__ = [
     "FINISHED",
     "LATE",
     "REACHED",
+    "SKIP_REASONS",
     "TERMINAL",
     "TRANSITIONS",
     "ExecutorStatus",
     "RunStatus",
     "RunStatusName",
+    "SkipKind",
     "may_become",
+    "skip_kind_of",
 ]

@@ -25,7 +25,6 @@ from fleetcron.core.alerts import (
     ALERT_STATES,
     FAILURE_STATUSES,
     LATE_STATUSES,
-    OWNERSHIP_UNCERTAIN,
     Alert,
     AlertEvent,
     AlertStateName,
@@ -40,7 +39,7 @@ from fleetcron.core.alerts import (
     stderr_excerpt,
     stuck_run_reason,
 )
-from fleetcron.core.statuses import RunStatus
+from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.services.context import App
 from fleetcron.store.schema import (
     AlertState,
@@ -86,6 +85,7 @@ class _RunRow:
     assignment_id: int
     status: str
     reason: str | None
+    skip_kind: str | None
     attempt: int
     exit_code: int | None
     error: str | None
@@ -114,6 +114,7 @@ _RUN_COLUMNS = (
     Run.assignment_id,
     Run.status,
     Run.reason,
+    Run.skip_kind,
     Run.attempt,
     Run.exit_code,
     Run.error,
@@ -161,7 +162,8 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
                 Run.finished_at > since,
                 or_(
                     Run.status.in_(_VERDICT_STATUSES),
-                    (Run.status == RunStatus.SKIPPED) & Run.reason.startswith(OWNERSHIP_UNCERTAIN),
+                    (Run.status == RunStatus.SKIPPED)
+                    & (Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN),
                 ),
             )
         )
@@ -347,6 +349,7 @@ def _run_row(row: Any, *, stderr: str | None = None) -> _RunRow:
         assignment_id=row.assignment_id,
         status=row.status,
         reason=row.reason,
+        skip_kind=row.skip_kind,
         attempt=row.attempt,
         exit_code=row.exit_code,
         error=row.error,
@@ -395,6 +398,7 @@ def _verdicts(
             attempt=run.attempt,
             retries=subject.retries,
             retry_on=subject.retry_on,
+            skip_kind=run.skip_kind or "",  # the column, never the reason
         )
         if verdict is not None:
             found.append((run, verdict))

@@ -41,7 +41,7 @@ from fleetcron.core.planning import (
     plan_assignment,
     wait_for_old_claims,
 )
-from fleetcron.core.statuses import RunStatus
+from fleetcron.core.statuses import RunStatus, SkipKind, skip_kind_of
 from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
@@ -305,10 +305,12 @@ class RunStore:
                     # Fail closed: nobody can prove ownership, so the slot does not run.
                     run.status, run.finished_at = RunStatus.SKIPPED, now
                     run.reason = f"ownership uncertain: {verdict.reason}"
+                    run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
                     skipped += 1
                 elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
                     # The target is paused, or local targets are off: recorded, not run.
                     run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
+                    run.skip_kind = _hold_kind(row)
                     skipped += 1
                 elif outcome.outcome == "fire":
                     run.status = RunStatus.RUNNING
@@ -318,6 +320,8 @@ class RunStore:
                 else:
                     run.status = RunStatus(outcome.outcome)
                     run.reason = outcome.reason
+                    if run.status is RunStatus.SKIPPED:
+                        run.skip_kind = skip_kind_of(outcome.reason)
                     run.finished_at = now
                     missed += outcome.outcome == "missed"
                     skipped += outcome.outcome == "skipped"
@@ -397,9 +401,11 @@ class RunStore:
                 if row is None:
                     run.status, run.finished_at = RunStatus.SKIPPED, now
                     run.reason = "the job or its target was removed before the run started"
+                    run.skip_kind = SkipKind.REMOVED
                     continue
                 if hold := _target_hold(row, self.policy):
                     run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
+                    run.skip_kind = _hold_kind(row)
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.
@@ -588,6 +594,11 @@ def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
         "finished_at": result.finished_at,
         "duration_ms": result.duration_ms,
     }
+
+
+def _hold_kind(row: Row[Any]) -> SkipKind:
+    """The skip kind of a slot held by ``_target_hold``."""
+    return SkipKind.TARGET_PAUSED if row.target_paused else SkipKind.LOCAL_DISABLED
 
 
 def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:

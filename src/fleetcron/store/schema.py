@@ -220,6 +220,8 @@ class Run(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[RunStatus] = mapped_column(RunStatusType())
     reason: Mapped[str | None] = mapped_column(Text)
+    skip_kind: Mapped[str | None] = mapped_column(String(24))
+    """Why a ``skipped`` run was skipped (a ``core.statuses.SkipKind``); None otherwise."""
     exit_code: Mapped[int | None] = mapped_column(Integer)
     stdout_head: Mapped[str] = mapped_column(Text, default="")
     stdout_tail: Mapped[str] = mapped_column(Text, default="")

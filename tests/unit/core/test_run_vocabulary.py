@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from fleetcron.core import alerts, planning, statuses
-from fleetcron.core.statuses import RunStatus, may_become
+from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
 from fleetcron.executors import base
 from fleetcron.services import health, runs
 
@@ -127,3 +127,29 @@ def test_terminal_statuses_have_no_moves() -> None:
         assert not any(may_become(done, new) for new in RunStatus), done
     for active in statuses.ACTIVE:
         assert any(may_become(active, new) for new in RunStatus), active
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        ("ownership uncertain: no owner row", SkipKind.OWNERSHIP_UNCERTAIN),
+        (planning.target_hold("ssh", True, "disk swap", True), SkipKind.TARGET_PAUSED),
+        (planning.target_hold("ssh", True, None, True), SkipKind.TARGET_PAUSED),
+        (planning.target_hold("local", False, None, False), SkipKind.LOCAL_DISABLED),
+        ("overlap: the previous run is still going", SkipKind.OVERLAP),
+        ("waiting for the previous owner: claim 3, past this slot's", SkipKind.OLD_CLAIM),
+        ("the job or its target was removed before the run started", SkipKind.REMOVED),
+        ("Ownership uncertain: capitalised is not ours", None),
+        ("a reason that says ownership uncertain later", None),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_skip_kind_of_a_planned_reason(reason: str | None, kind: SkipKind | None) -> None:
+    assert skip_kind_of(reason) is kind
+
+
+def test_an_ownership_skip_is_late_by_its_kind_not_its_reason() -> None:
+    assert alerts.classify_run("skipped", "free text", skip_kind="ownership_uncertain") == "late"
+    assert alerts.classify_run("skipped", "ownership uncertain: x", skip_kind="") is None
+    assert alerts.classify_run("skipped", "overlap: still going", skip_kind="overlap") is None
