@@ -14,13 +14,14 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
+from fleetcron.core import statuses
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import AuditEvent, Run
 
 log = logging.getLogger(__name__)
 
-ACTIVE = ("queued", "running")
+ACTIVE = statuses.ACTIVE
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
+from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.permissions import allowed
 from fleetcron.errors import (
@@ -50,7 +51,7 @@ from fleetcron.web.pages.jobs import JobFields, describe, job_form_context, new_
 router = APIRouter(include_in_schema=False)
 
 RECENT_RUNS = 20
-PENDING = frozenset({"queued", "running"})
+PENDING = frozenset(statuses.ACTIVE)
 #: Service field names -> the target form's field names.
 FIELD_NAMES = {"key": "private_key", "label": "labels", "with_jobs": "with_jobs"}
 
