@@ -40,7 +40,8 @@ PAYLOAD_SCHEMA: Final = "fleetcron.alert/1"
 FAILURE_STATUSES: Final = statuses.FAILED_FOR_ALERTS
 LATE_STATUSES: Final = statuses.LATE
 #: Prefix of the reason ``store/runs.py`` gives a slot it skipped because no node could
-#: prove it owns the jobs: for the job's owner that slot is as good as missed.
+#: prove it owns the jobs: for the job's owner that slot is as good as missed. Readers go
+#: by the run's ``skip_kind`` (``SkipKind.OWNERSHIP_UNCERTAIN``), not by this text.
 OWNERSHIP_UNCERTAIN: Final = "ownership uncertain"
 
 STDERR_LINES: Final = 20
