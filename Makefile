@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck bench dist clean
+.PHONY: run test lint bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

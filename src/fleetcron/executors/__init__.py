@@ -9,9 +9,9 @@ from fleetcron.executors.base import (
     ExecResult,
     Executor,
     OutputExcerpt,
+    RunTarget,
     SshTarget,
     Status,
-    TargetExecutor,
     utc_now,
 )
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
@@ -30,10 +30,10 @@ __all__ = [
     "Executor",
     "LocalExecutor",
     "OutputExcerpt",
+    "RunTarget",
     "SshExecutor",
     "SshTarget",
     "Status",
-    "TargetExecutor",
     "fetch_host_key",
     "fingerprint",
     "normalize_key_line",

@@ -284,15 +284,3 @@ class Executor(Protocol):
     async def close(self) -> None:
         """Release what the executor holds (pooled connections); later runs reopen."""
         ...
-
-
-class TargetExecutor(Protocol):
-    """Runs requests on remote targets; holds connections until closed."""
-
-    async def run(self, target: SshTarget, request: ExecRequest) -> ExecResult:
-        """Run the command on ``target``; never raises for its outcome."""
-        ...
-
-    async def close(self) -> None:
-        """Close every pooled connection; later runs open new ones."""
-        ...

@@ -152,7 +152,9 @@ class LocalExecutor:
         return env
 
     async def run(self, request: ExecRequest) -> ExecResult:
-        """Run the command; see :class:`fleetcron.executors.base.Executor`."""
+        """Run the command; the scheduler reaches it through
+        :class:`fleetcron.executors.kinds.LocalKind`, its side of the
+        :class:`~fleetcron.executors.base.Executor` seam."""
         called = time.monotonic()
         started_at = self._clock()
         try:
