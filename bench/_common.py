@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from sqlalchemy import Table
 
-    from fleetcron.services.context import App
+    from fleetcron.app import App
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -121,9 +121,9 @@ def make_app(
     """An App on ``database_url`` with a fresh master key; the schema is migrated."""
     from pydantic import SecretStr
 
+    from fleetcron.app import App
     from fleetcron.config import Settings
     from fleetcron.crypto import generate_key
-    from fleetcron.services.context import App
 
     # The benchmarks run local targets (off by default in a real install).
     values: dict[str, object] = {

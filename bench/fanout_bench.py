@@ -99,9 +99,9 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         quiet_production_logging,
         work_dir,
     )
+    from fleetcron.app import SYSTEM
     from fleetcron.scheduler.service import Scheduler
     from fleetcron.services import jobs
-    from fleetcron.services.context import SYSTEM
     from fleetcron.store.schema import Run, Target
 
     quiet_production_logging()

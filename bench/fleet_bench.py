@@ -123,10 +123,10 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
         production_scheduler,
         quiet_production_logging,
     )
+    from fleetcron.app import SYSTEM
     from fleetcron.executors import SshExecutor
     from fleetcron.scheduler.service import Scheduler
     from fleetcron.services import jobs
-    from fleetcron.services.context import SYSTEM
     from fleetcron.store.schema import Run, Target
 
     targets = targets_of(spec)

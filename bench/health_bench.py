@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sqlalchemy import event, insert, text
 
 from _common import core_table, loadavg, make_app, median, running_postgres, table, work_dir
+from fleetcron.app import Actor, App
 from fleetcron.services import health
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -63,9 +63,9 @@ from _common import (
     table,
     work_dir,
 )
+from fleetcron.app import SYSTEM, App
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs
-from fleetcron.services.context import SYSTEM, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, Job, Run, Target
 

@@ -47,8 +47,8 @@ from _common import (
     table,
     work_dir,
 )
+from fleetcron.app import App
 from fleetcron.cron import CronSchedule, parse
-from fleetcron.services.context import App
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Assignment, Job, Run, Target
 

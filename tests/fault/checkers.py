@@ -22,9 +22,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from fleetcron.app import App
 from fleetcron.core import statuses
 from fleetcron.cron import parse
-from fleetcron.services.context import App
 from fleetcron.store.schema import Assignment, Job, Run
 
 COMMITTED = statuses.REACHED

@@ -22,9 +22,9 @@ from sqlalchemy import select
 import fixtures.sshd as sshd_fixture
 from fixtures.app import make_settings
 from fixtures.sshd import ClientKey, SshServer, running_sshd
+from fleetcron.app import SYSTEM, App
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.cluster import Node
-from fleetcron.services.context import SYSTEM, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import FencedWrite, Run
 

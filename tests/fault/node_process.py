@@ -14,10 +14,10 @@ import sys
 import time
 from datetime import datetime, timedelta
 
+from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
-from fleetcron.services.context import App
 
 
 def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:

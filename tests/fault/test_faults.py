@@ -25,9 +25,9 @@ from harness import Lab, wait_until
 from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
+from fleetcron.app import SYSTEM
 from fleetcron.crypto import generate_key
 from fleetcron.services import cluster
-from fleetcron.services.context import SYSTEM
 from fleetcron.store.schema import ExecutionClaim, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

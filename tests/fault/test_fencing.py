@@ -41,10 +41,10 @@ from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
 from fixtures.sshd import ClientKey, SshServer
+from fleetcron.app import SYSTEM
 from fleetcron.core.planning import jitter_offset
 from fleetcron.crypto import generate_key
 from fleetcron.services import cluster, runs
-from fleetcron.services.context import SYSTEM
 from fleetcron.store.schema import (
     AuditEvent,
     ClusterTransfer,

@@ -27,6 +27,7 @@ from sqlalchemy import inspect, select
 
 from fixtures.app import FakeClock, make_settings
 from fixtures.postgres import PostgresServer
+from fleetcron.app import Actor, App
 from fleetcron.cli.ops_cmd import backup as backup_command
 from fleetcron.cli.ops_cmd import restore as restore_command
 from fleetcron.cli.output import run_cli
@@ -44,7 +45,6 @@ from fleetcron.services.backup import (
     read_manifest,
     restore_backup,
 )
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.db import Database, alembic_config
 from fleetcron.store.schema import AuditEvent, Base, Run, Target

@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
+from fleetcron.app import App
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
 from fleetcron.services import cluster as svc
 from fleetcron.services.cluster import ClusterStatus, Node, TransferResult
-from fleetcron.services.context import App
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 

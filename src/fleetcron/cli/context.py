@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from fleetcron.app import Actor, App
 from fleetcron.config import Settings, data_dir_origin, env_variable, load_settings
 from fleetcron.errors import SchemaOutOfDate, StoreError
-from fleetcron.services.context import Actor, App
 from fleetcron.services.users import actor_for, first_admin
 
 as_user_option = click.option(

@@ -8,12 +8,12 @@ from typing import Any, NoReturn
 
 import click
 
+from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
 from fleetcron.config import mask_url
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.runs import FINISHED_STATUSES, RUN_STATUSES, RunFilter
 from fleetcron.store.schema import Run
 

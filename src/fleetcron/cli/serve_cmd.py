@@ -18,12 +18,12 @@ from collections.abc import Iterator
 import click
 import uvicorn
 
+from fleetcron.app import App
 from fleetcron.config import hide_secret_environment, load_settings
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.assembly import build_scheduler, prepare
-from fleetcron.services.context import App
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete
 
+from fleetcron.app import App
 from fleetcron.coordination.signing import DEFAULT_WINDOW
 from fleetcron.errors import Conflict, InvalidInput
-from fleetcron.services.context import App
 from fleetcron.store.schema import SeenNonce
 
 __all__ = ["DbNonceStore"]

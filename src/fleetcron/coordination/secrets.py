@@ -22,10 +22,10 @@ from datetime import datetime
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.coordination.signing import ROTATION_GRACE, accepted_secrets, key_id
 from fleetcron.errors import CoordinationError, FleetcronError
 from fleetcron.services.audit import AuditNote, audited, record, record_failure
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import ClusterSecret
 
 __all__ = [

@@ -4,7 +4,7 @@
 node process and the benchmarks all build their scheduler here, so what they run is what
 production runs:
 
-- :func:`prepare` opens the :class:`~fleetcron.services.context.App` (the embedded SQLite
+- :func:`prepare` opens the :class:`~fleetcron.app.App` (the embedded SQLite
   default sets itself up on first start: data directory, schema, master key, first admin);
 - :func:`build_scheduler` builds the scheduler: the executor table (local and SSH, sized
   from the settings; :mod:`fleetcron.executors.kinds`), housekeeping before every tick
@@ -22,6 +22,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 
+from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
 from fleetcron.coordination.secrets import ensure_secret
 from fleetcron.crypto import create_key_file
@@ -31,7 +32,6 @@ from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, setup
 from fleetcron.services.cluster import Node
-from fleetcron.services.context import SYSTEM, App
 
 log = logging.getLogger(__name__)
 

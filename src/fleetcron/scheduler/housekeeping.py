@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fleetcron.app import SYSTEM, App
 from fleetcron.services import cluster, retention, sessions
-from fleetcron.services.context import SYSTEM, App
 
 log = logging.getLogger(__name__)
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from fleetcron.app import App
 from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.ownership import watchdog_budget
 from fleetcron.core.planning import (
@@ -67,7 +68,6 @@ from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics
 from fleetcron.services import cluster
-from fleetcron.services.context import App
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from fleetcron.app import App
 from fleetcron.core.alerts import (
     ALERT_STATES,
     FAILURE_STATUSES,
@@ -40,7 +41,6 @@ from fleetcron.core.alerts import (
     stuck_run_reason,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind
-from fleetcron.services.context import App
 from fleetcron.store.schema import (
     AlertState,
     Assignment,

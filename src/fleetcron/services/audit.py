@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.core.permissions import allowed
 from fleetcron.errors import FleetcronError
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import AuditEvent
 
 log = logging.getLogger(__name__)

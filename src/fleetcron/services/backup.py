@@ -41,10 +41,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetcron import __version__
+from fleetcron.app import App
 from fleetcron.config import Settings, mask_url
 from fleetcron.crypto import MasterKey
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
-from fleetcron.services.context import App
 from fleetcron.store.db import Database, alembic_config
 from fleetcron.store.schema import ClusterSecret, NotificationChannel, Target
 

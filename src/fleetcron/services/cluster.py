@@ -38,6 +38,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session, undefer
 
 from fleetcron import __version__
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.guard import (
     UNFINISHED_CLAIM_STATES,
     CoordinatedGuard,
@@ -59,7 +60,6 @@ from fleetcron.core.planning import (
 )
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, record
-from fleetcron.services.context import SYSTEM, Actor, App
 from fleetcron.store.schema import (
     ClusterNode,
     ClusterOwnership,

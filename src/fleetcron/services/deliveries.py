@@ -18,12 +18,12 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from fleetcron.app import App
 from fleetcron.core.alerts import delivery_delay
 from fleetcron.crypto import Secret
 from fleetcron.errors import FleetcronError
 from fleetcron.notify import Sending
 from fleetcron.notify.registry import KINDS, kind_named
-from fleetcron.services.context import App
 from fleetcron.store.schema import NotificationChannel, NotificationDelivery
 
 log = logging.getLogger(__name__)

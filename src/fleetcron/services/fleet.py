@@ -8,10 +8,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector, selector_matches
 from fleetcron.cron import parse_cached
 from fleetcron.services.audit import AuditNote, record
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Target
 
 

@@ -30,10 +30,10 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
+from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import NotFound
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 FAILED = statuses.FAILED

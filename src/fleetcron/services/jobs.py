@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.permissions import ROLE_RANK
@@ -24,7 +25,6 @@ from fleetcron.core.schedule_file import Registration, find_duplicates
 from fleetcron.cron import parse, validate_timezone
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
-from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target

@@ -16,13 +16,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.alerts import channel_test_payload
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput, NotFound
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.registry import KINDS, kind_of
 from fleetcron.services.audit import AuditNote, audited, record, record_failure
-from fleetcron.services.context import Actor, App
 from fleetcron.services.deliveries import Outbound, send_outbound
 from fleetcron.services.jobs import get_job
 from fleetcron.store.schema import Job, NotificationChannel, NotificationDelivery, NotificationRule

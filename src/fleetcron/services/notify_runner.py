@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from fleetcron.app import App
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import App
 from fleetcron.services.deliveries import deliver_due, seal_stored_urls
 
 log = logging.getLogger(__name__)

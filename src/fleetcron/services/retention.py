@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
+from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import AuditEvent, Run
 
 log = logging.getLogger(__name__)

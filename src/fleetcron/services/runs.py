@@ -14,12 +14,12 @@ from typing import Any
 
 from sqlalchemy import Select, func, or_, select
 
+from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Run

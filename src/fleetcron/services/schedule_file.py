@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.schedule_file import (
     SPEC_FIELDS,
@@ -42,7 +43,6 @@ from fleetcron.core.schedule_file import (
 )
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
 from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 from sqlalchemy import delete, select
 
+from fleetcron.app import Actor, App
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.services.audit import ANONYMOUS_ACTOR, AuditNote, record
-from fleetcron.services.context import Actor, App
 from fleetcron.services.users import authenticate
 from fleetcron.store.schema import User, WebSession
 

@@ -8,9 +8,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
 from fleetcron.crypto import create_key_file
-from fleetcron.services.context import SYSTEM, App
 from fleetcron.services.users import add_user, check_bootstrap_password, count_users
 
 log = logging.getLogger(__name__)

@@ -38,6 +38,7 @@ import asyncssh
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
 from fleetcron.errors import (
@@ -52,7 +53,6 @@ from fleetcron.executors import ssh
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.context import Actor, App
 from fleetcron.services.fleet import extend_jobs_to, next_fire
 from fleetcron.store.schema import Assignment, Job, Target
 

@@ -17,10 +17,10 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import ApiToken, User, WebSession
 
 _hasher = PasswordHasher()

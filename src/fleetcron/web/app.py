@@ -17,11 +17,11 @@ from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fleetcron import __version__
+from fleetcron.app import App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics, StateReading
 from fleetcron.services.cluster import Node
-from fleetcron.services.context import App
 from fleetcron.services.health import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors

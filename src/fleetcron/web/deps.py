@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from fleetcron.app import Actor, App
 from fleetcron.core.permissions import MATRIX
 from fleetcron.errors import AuthenticationFailed, PermissionDenied
 from fleetcron.services import sessions
-from fleetcron.services.context import Actor, App
 from fleetcron.services.users import actor_for_token
 
 SESSION_COOKIE = "fleetcron_session"

@@ -29,7 +29,7 @@ from live_web import (
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from fixtures.app import make_settings
-from fleetcron.services.context import App
+from fleetcron.app import App
 from fleetcron.services.targets import add_target
 
 

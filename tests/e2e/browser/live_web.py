@@ -22,8 +22,8 @@ from playwright.sync_api import Browser, BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 
 from fixtures.app import USERS
+from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.context import Actor, App
 from fleetcron.web.app import create_app
 
 CHROMIUM = "/usr/bin/chromium"

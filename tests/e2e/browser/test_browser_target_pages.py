@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from fixtures.app import make_settings
 from fixtures.sshd import SshServer
-from fleetcron.services.context import App
+from fleetcron.app import App
 from fleetcron.services.jobs import JobSpec, add_job, set_enabled, show_job
 from fleetcron.services.targets import add_target, show_target
 

@@ -16,11 +16,11 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fixtures.sshd import SshServer
+from fleetcron.app import SYSTEM
 from fleetcron.core.planning import TargetCleanup
 from fleetcron.scheduler import service
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run, Target

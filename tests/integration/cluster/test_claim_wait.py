@@ -21,11 +21,11 @@ from sqlalchemy import func, select, text
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
+from fleetcron.app import SYSTEM
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
 from fleetcron.services import cluster, jobs, runs, targets
-from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import Dispatch, RunStore
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run

@@ -12,10 +12,10 @@ from sqlalchemy import select, text, update
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
+from fleetcron.app import SYSTEM
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.context import SYSTEM
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import (

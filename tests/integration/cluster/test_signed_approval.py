@@ -30,6 +30,7 @@ from sqlalchemy import func, select, update
 
 from fixtures.app import FakeClock, make_settings
 from fixtures.cluster import ClusterNode
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.identity import NodeIdentity
 from fleetcron.coordination.nonces import DbNonceStore
 from fleetcron.coordination.peer import CHALLENGE_PATH, CHALLENGE_PURPOSE, challenge
@@ -39,7 +40,6 @@ from fleetcron.errors import Conflict, CoordinationError, PermissionDenied
 from fleetcron.services import cluster
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_peers import approve_endpoint, node_reachability
-from fleetcron.services.context import SYSTEM, Actor, App
 from fleetcron.store.schema import AuditEvent, SeenNonce
 from fleetcron.store.schema import ClusterNode as NodeRow
 from fleetcron.web.api import cluster_peer

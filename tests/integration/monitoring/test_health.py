@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import health, jobs, retention, targets
-from fleetcron.services.context import SYSTEM, Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.app import create_app

@@ -23,10 +23,10 @@ from sqlalchemy import event
 
 from fixtures.app import FakeClock
 from fixtures.sshd import ClientKey, SshServer, running_sshd
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import health, jobs, targets
-from fleetcron.services.context import SYSTEM, Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.users import create_token
 from fleetcron.store.runs import RunStore

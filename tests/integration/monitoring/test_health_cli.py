@@ -13,10 +13,10 @@ import json
 import pytest
 
 from fixtures.app import FakeClock
+from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import SYSTEM, App
 from fleetcron.services.jobs import JobSpec
 from integration.monitoring.test_health_by_cause import REFUSED, every_minute_on, record_slot
 

@@ -23,9 +23,9 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from fixtures.app import FakeClock, make_settings
+from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler, TickStats
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 
 MAX_ATTEMPTS = 3

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.cli.notify_cmd import notify
 from fleetcron.cli.output import run_cli
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import Actor, App
 from fleetcron.services.deliveries import deliver_due
 from fleetcron.services.notify_admin import list_channels, list_rules
 from fleetcron.store.schema import AuditEvent, NotificationChannel

@@ -16,11 +16,11 @@ from pathlib import Path
 from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
+from fleetcron.app import Actor, App
 from fleetcron.notify.email import EmailSpec
 from fleetcron.notify.webhook import SIGNATURE_HEADER, WebhookSpec, verify
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import Actor, App
 from fleetcron.services.deliveries import deliver_due
 from fleetcron.services.notify_admin import add_channel, add_rule, send_test_message
 from fleetcron.services.notify_runner import run_notifications

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import Actor, App
 from fleetcron.services.notify_admin import add_channel, add_rule, list_rules
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AlertState, Assignment, NotificationDelivery

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.crypto import Secret
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelKind, ChannelSpec, Cipher, Config, DeliveryFailed, Sending
@@ -31,7 +32,6 @@ from fleetcron.notify.registry import KINDS, kind_named, kind_of
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import Actor, App
 from fleetcron.services.deliveries import deliver_due
 from fleetcron.services.notify_admin import add_channel, add_rule, list_channels
 from fleetcron.store.schema import AuditEvent, NotificationChannel, NotificationDelivery

@@ -7,11 +7,11 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.context import Actor, App
 from fleetcron.services.notify_admin import add_channel, add_rule
 from fleetcron.store.runs import RunStore, Standalone
 from fleetcron.store.schema import NotificationDelivery, Run

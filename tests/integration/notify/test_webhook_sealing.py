@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import select, update
 
+from fleetcron.app import Actor, App
 from fleetcron.config import Settings
 from fleetcron.notify import DeliveryFailed
 from fleetcron.notify.webhook import WebhookSpec
-from fleetcron.services.context import Actor, App
 from fleetcron.services.deliveries import _SEALED, seal_stored_urls
 from fleetcron.services.notify_admin import add_channel, list_channels, send_test_message
 from fleetcron.store.schema import AuditEvent, NotificationChannel

@@ -23,13 +23,13 @@ import pytest
 from sqlalchemy import insert, select
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
 from fleetcron.executors.ssh import wrap_command
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs
-from fleetcron.services.context import Actor, App
 from fleetcron.store.schema import Run, Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

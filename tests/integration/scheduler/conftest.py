@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fixtures.app import FakeClock
+from fleetcron.app import App
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.context import App
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.context import App
 
 
 class SteppedClock:

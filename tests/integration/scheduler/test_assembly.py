@@ -11,13 +11,13 @@ from pathlib import Path
 from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
+from fleetcron.app import Actor, App
 from fleetcron.config import Settings
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.executors.kinds import LocalKind, SshKind
 from fleetcron.scheduler.assembly import build_scheduler, prepare
 from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Run, User
 

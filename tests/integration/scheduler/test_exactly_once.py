@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from fleetcron.app import Actor, App
 from fleetcron.crypto import generate_key
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Run
 

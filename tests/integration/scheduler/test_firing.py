@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Run
 

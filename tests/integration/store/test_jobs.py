@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import func, select
 
+from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, CronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, AuditEvent, Job
 

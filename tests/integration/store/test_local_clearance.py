@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
+from fleetcron.app import Actor, App
 from fleetcron.errors import PermissionDenied
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.schedule_file import apply_schedule
 from fleetcron.store.schema import Job

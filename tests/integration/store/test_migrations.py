@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from fleetcron.services.context import App
+from fleetcron.app import App
 from fleetcron.store.schema import Base
 
 

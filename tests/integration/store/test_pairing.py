@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy import select
 
 from fixtures.sshd import SshServer
+from fleetcron.app import Actor, App
 from fleetcron.errors import ConnectError, HostKeyMismatch, InvalidInput
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, Target
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import StatementError
 
+from fleetcron.app import App
 from fleetcron.core.statuses import RunStatus
-from fleetcron.services.context import App
 from fleetcron.store.schema import Run
 
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import func, select, update
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.cli.apply_cmd import apply, export, schedule
 from fleetcron.cli.output import run_cli
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.errors import PermissionDenied
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.schedule_file import apply_schedule, export_schedule, list_schedule
 from fleetcron.store.schema import Assignment, AuditEvent, Job

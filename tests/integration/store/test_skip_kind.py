@@ -10,11 +10,11 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services import jobs, targets
 from fleetcron.services import runs as runs_svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.db import alembic_config
 from fleetcron.store.runs import RunStore, Standalone

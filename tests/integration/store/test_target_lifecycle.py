@@ -13,10 +13,10 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
+from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, HostKeyMismatch, InvalidInput, PermissionDenied
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.targets import TargetChanges
 from fleetcron.store.runs import RunStore

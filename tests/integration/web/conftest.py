@@ -17,8 +17,8 @@ from argon2 import PasswordHasher
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
+from fleetcron.app import Actor, App
 from fleetcron.services import users
-from fleetcron.services.context import Actor, App
 from fleetcron.services.users import create_token
 from fleetcron.store.schema import User
 from fleetcron.web.app import create_app

@@ -15,8 +15,8 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from fleetcron.app import App
 from fleetcron.config import Settings
-from fleetcron.services.context import App
 from fleetcron.web.app import create_app
 
 

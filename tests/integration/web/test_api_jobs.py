@@ -12,8 +12,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetcron.app import Actor, App
 from fleetcron.services import targets
-from fleetcron.services.context import Actor, App
 from integration.web.conftest import API, error_of, sqlite_only
 
 Headers = dict[str, str]

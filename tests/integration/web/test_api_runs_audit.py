@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from integration.web.conftest import API, error_of, sqlite_only
 

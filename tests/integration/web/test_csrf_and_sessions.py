@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, WebSession
 from fleetcron.web.deps import SESSION_COOKIE

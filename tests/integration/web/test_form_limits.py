@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetcron.app import Actor, App
 from fleetcron.services import users as users_svc
-from fleetcron.services.context import Actor, App
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 
 pytestmark = sqlite_only

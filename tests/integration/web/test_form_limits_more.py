@@ -17,6 +17,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.core import validation as v
@@ -25,7 +26,6 @@ from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import targets as targets_svc
 from fleetcron.services import users as users_svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from integration.web.conftest import (
     API,

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import NotFound
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import targets as targets_svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.errors import Conflict
 from fleetcron.services import users
-from fleetcron.services.context import SYSTEM, Actor, App
 from fleetcron.store.schema import User
 
 postgres_only = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

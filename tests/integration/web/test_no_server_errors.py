@@ -11,7 +11,7 @@ import base64
 import pytest
 from fastapi.testclient import TestClient
 
-from fleetcron.services.context import App
+from fleetcron.app import App
 from fleetcron.web.app import create_app
 from integration.web.conftest import bearer, log_in, new_client, sqlite_only, token_for
 from integration.web.test_route_permissions import Endpoint, call, endpoints

@@ -24,8 +24,8 @@ from fastapi.testclient import TestClient
 from starlette.convertors import IntegerConvertor
 from starlette.routing import Mount
 
+from fleetcron.app import App
 from fleetcron.core.permissions import MATRIX, allowed
-from fleetcron.services.context import App
 from fleetcron.web.app import create_app
 from integration.web.conftest import ACCOUNTS, API, bearer, error_of, sqlite_only, token_for
 

@@ -33,8 +33,8 @@ from schemathesis.schemas import BaseSchema
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fixtures.app import FakeClock, make_settings
+from fleetcron.app import Actor, App
 from fleetcron.services import jobs, runs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.web.app import create_app
 from integration.web.conftest import API, bearer, token_for

@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
+from fleetcron.app import Actor, App
 from fleetcron.services import jobs, targets
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Target
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only

@@ -21,13 +21,13 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fleetcron.app import App
 from fleetcron.coordination.nonces import DbNonceStore
 from fleetcron.coordination.peer import CHALLENGE_PURPOSE, RESPONSE_PURPOSE
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import DEFAULT_WINDOW, response_for, verify
 from fleetcron.errors import AuthenticationFailed, CoordinationError, InvalidInput
 from fleetcron.services.cluster import Node
-from fleetcron.services.context import App
 from fleetcron.web.deps import the_app
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from fleetcron.app import App
 from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services import runs as runs_svc
-from fleetcron.services.context import App
 from fleetcron.services.jobs import JobSpec, JobView
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from fleetcron.app import App
 from fleetcron.cron import parse
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
-from fleetcron.services.context import App
 from fleetcron.services.runs import RunFilter, RunStatus
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage

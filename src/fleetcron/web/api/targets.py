@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from fleetcron.app import App
 from fleetcron.errors import Conflict
 from fleetcron.services import targets as svc
-from fleetcron.services.context import App
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import (
     LabelsIn,

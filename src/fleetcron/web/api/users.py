@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
+from fleetcron.app import App
 from fleetcron.services import users as svc
-from fleetcron.services.context import App
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
 from fleetcron.web.schemas import (

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
+from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.cron import parse
@@ -26,7 +27,6 @@ from fleetcron.errors import CronError, FleetcronError, InvalidInput
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.jobs import JobSpec, JobView
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run

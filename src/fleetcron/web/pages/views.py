@@ -12,12 +12,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from fleetcron.app import Actor, App
 from fleetcron.services import cluster as cluster_svc
 from fleetcron.services import health as health_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
-from fleetcron.services.context import Actor, App
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app

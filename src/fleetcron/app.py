@@ -1,4 +1,7 @@
-"""What a service call needs: the database, the settings, the master key and the clock."""
+"""The foundation every layer above the store shares.
+
+`App` is one process's handle (database, settings, master key, clock); `Actor` is who acts.
+"""
 
 from __future__ import annotations
 
