@@ -61,7 +61,7 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError:
             return None
         if cmd_name == "job":
-            from fleetcron.cli.runs_cmd import run_job
+            from fleetcron.cli.job_run_cmd import run_job
 
             assert isinstance(command, click.Group)
             command.add_command(run_job)
