@@ -151,6 +151,8 @@ class Job(Base):
     retry_backoff_s: Mapped[int] = mapped_column(Integer, default=30)
     #: The same command may run on the same target from another job too (declared on purpose).
     allow_duplicate: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    #: The number of the job's newest row in ``job_versions``; runs copy it when they start.
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
@@ -241,6 +243,30 @@ class Run(Base):
     node: Mapped[str] = mapped_column(String(255))
     actor: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
+    #: The version of the job's definition this run ran (``job_versions.version``).
+    job_version: Mapped[int | None] = mapped_column(Integer)
+
+
+class JobVersion(Base):
+    """One version of a job's definition, written in the transaction that changed it.
+
+    ``job_id`` is a plain column and the name is copied, like in ``runs``, so the history
+    of a removed job can still be read."""
+
+    __tablename__ = "job_versions"
+    __table_args__ = (UniqueConstraint("job_id", "version", name="uq_job_versions_job_version"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer)
+    job_name: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: The fields that differ from the previous version (all of them for the first).
+    changed: Mapped[list[str]] = mapped_column(JSON, default=list)
+    source: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime]
+    summary: Mapped[str] = mapped_column(Text, default="")
 
 
 class AuditEvent(Base):
