@@ -99,6 +99,10 @@ class Target(Base):
     host_key: Mapped[str | None] = mapped_column(Text)
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     notes: Mapped[str] = mapped_column(Text, default="")
+    #: The target's IANA zone (jobs in the ``target`` zone fire at its local time); empty
+    #: when unknown. ``timezone_source``: ``detected`` at pairing, or ``operator``.
+    timezone: Mapped[str | None] = mapped_column(String(64))
+    timezone_source: Mapped[str | None] = mapped_column(String(16))
     paired: Mapped[bool] = mapped_column(Boolean, default=False)
     paired_at: Mapped[datetime | None]
     unpaired_at: Mapped[datetime | None]
@@ -240,6 +244,16 @@ class Run(Base):
     deadline_at: Mapped[datetime | None]
     generation: Mapped[int | None] = mapped_column(BigInteger)
     claim_id: Mapped[int | None] = mapped_column(BigInteger)
+    stop_requested_by: Mapped[str | None] = mapped_column(String(64))
+    """Who asked to stop this run (any node writes it; the owner acts on it). A
+    ``cancelled`` run keeps it: who stopped it."""
+    stop_requested_at: Mapped[datetime | None]
+    live_output: Mapped[str | None] = mapped_column(Text)
+    """While running: the tail of the output so far (stdout and stderr interleaved), as the
+    owner last wrote it (every few seconds), for readers in other processes."""
+    live_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    """Bytes of output written so far when ``live_output`` was taken (its end offset)."""
+    live_at: Mapped[datetime | None]
     node: Mapped[str] = mapped_column(String(255))
     actor: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
