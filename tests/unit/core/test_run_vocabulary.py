@@ -27,6 +27,7 @@ def test_every_status_string_once_in_declared_order() -> None:
         "missed",
         "skipped",
         "fenced",
+        "cancelled",
     ]
     assert list(get_args(statuses.RunStatusName)) == [s.value for s in RunStatus]
     failed: str = S.FAILED
@@ -65,6 +66,13 @@ def test_interrupted_is_a_failure_for_health_but_not_for_alerts() -> None:
     assert alerts.classify_run("lost", None) == "failure"
 
 
+def test_cancelled_is_terminal_and_neither_a_failure_nor_an_outcome() -> None:
+    assert S.CANCELLED in statuses.TERMINAL
+    assert S.CANCELLED not in statuses.FAILED and S.CANCELLED not in statuses.FINISHED
+    assert alerts.classify_run("cancelled", "stopped by alice") is None
+    assert set(statuses.STOPPABLE) == set(statuses.ACTIVE)
+
+
 def test_executor_statuses_are_run_statuses() -> None:
     assert get_args(base.Status) == get_args(statuses.ExecutorStatus)
     assert {RunStatus(s) for s in get_args(base.Status)} == set(statuses.EXECUTOR_OUTCOMES)
@@ -93,6 +101,8 @@ def test_planning_outcomes_other_than_fire_are_birth_statuses() -> None:
         (S.RUNNING, S.LOST),
         (S.RUNNING, S.INTERRUPTED),
         (S.RUNNING, S.FENCED),
+        (S.RUNNING, S.CANCELLED),
+        (S.QUEUED, S.CANCELLED),
         ("running", "lost"),
     ],
 )
@@ -114,7 +124,9 @@ def test_allowed_moves(old: RunStatus | str | None, new: RunStatus | str) -> Non
         (S.FAILED, S.RUNNING),
         (S.FENCED, S.SUCCEEDED),
         (S.SKIPPED, S.RUNNING),
-        ("running", "cancelled"),
+        (S.CANCELLED, S.RUNNING),
+        (None, S.CANCELLED),
+        ("running", "canceled"),
         ("bogus", "failed"),
     ],
 )
