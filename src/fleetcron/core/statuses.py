@@ -6,7 +6,9 @@ A run is born ``queued`` (a manual request), ``running`` (a slot fired or a retr
 ``running`` or ``skipped``; ``running`` becomes one of the executor's outcomes
 (``succeeded``, ``failed``, ``timed_out``, ``connect_error``) or is ended from outside:
 ``lost`` (its node stopped reporting past the deadline), ``interrupted`` (the scheduler
-stopped), ``fenced`` (ownership moved away). Every other status is terminal.
+stopped), ``fenced`` (ownership moved away), ``cancelled`` (an operator stopped it; a
+``queued`` run stopped before it started is ``cancelled`` too). Every other status is
+terminal.
 
 The named sets are tuples in declaration order, so whatever lists or queries them does so
 in the same order in every process.
@@ -32,6 +34,8 @@ class RunStatus(StrEnum):
     MISSED = "missed"
     SKIPPED = "skipped"
     FENCED = "fenced"
+    CANCELLED = "cancelled"
+    """Stopped by an operator (``runs.stop_requested_by`` says who)."""
 
 
 RunStatusName = Literal[
@@ -45,6 +49,7 @@ RunStatusName = Literal[
     "lost",
     "missed",
     "skipped",
+    "cancelled",
     "fenced",
 ]
 """The statuses as a ``Literal`` of their strings (for API parameters); same order as the enum."""
@@ -89,17 +94,27 @@ FINISHED: Final = (RunStatus.SUCCEEDED, *FAILED)
 
 LATE: Final = (RunStatus.MISSED,)
 """A slot that passed without running: alerts call the assignment late."""
+STOPPABLE: Final = ACTIVE
+"""What an operator may stop: a queued run is cancelled before it starts, a running one is
+killed (its whole process group) and recorded ``cancelled``.
+
+``cancelled`` is in no failure set (health and alerts ignore it, as they ignore
+``interrupted`` for alerts: a person chose to stop the run, which says nothing about the
+job) and not in ``FINISHED`` (the command did not run to an outcome), so an assignment's
+health goes by its last run that did."""
+
 
 BIRTH: Final = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.MISSED, RunStatus.SKIPPED)
 """The statuses a run row is inserted with."""
 
 TRANSITIONS: Final[dict[RunStatus, tuple[RunStatus, ...]]] = {
-    RunStatus.QUEUED: (RunStatus.RUNNING, RunStatus.SKIPPED),
+    RunStatus.QUEUED: (RunStatus.RUNNING, RunStatus.SKIPPED, RunStatus.CANCELLED),
     RunStatus.RUNNING: (
         *EXECUTOR_OUTCOMES,
         RunStatus.INTERRUPTED,
         RunStatus.LOST,
         RunStatus.FENCED,
+        RunStatus.CANCELLED,
     ),
 }
 """The allowed moves of an existing run; a status not listed here is terminal."""
@@ -170,6 +185,7 @@ __all__ = [
     "LATE",
     "REACHED",
     "SKIP_REASONS",
+    "STOPPABLE",
     "TERMINAL",
     "TRANSITIONS",
     "ExecutorStatus",
