@@ -1,9 +1,11 @@
 """The run vocabulary: every status a run can have, the named sets of them, and the moves
 between them. Pure; the one place these words are defined.
 
-A run is born ``queued`` (a manual request), ``running`` (a slot fired or a retry),
-``missed`` or ``skipped`` (a slot decided without running it). ``queued`` becomes
-``running`` or ``skipped``; ``running`` becomes one of the executor's outcomes
+A run is born ``queued`` (a manual request), ``pending`` (a slot of a rolled-out job,
+held until the rollout plan starts it: ``core/rollout.py``), ``running`` (a slot fired or a
+retry), ``missed`` or ``skipped`` (a slot decided without running it). ``queued`` and
+``pending`` become ``running``, ``skipped`` or ``cancelled``; ``running`` becomes one of the
+executor's outcomes
 (``succeeded``, ``failed``, ``timed_out``, ``connect_error``) or is ended from outside:
 ``lost`` (its node stopped reporting past the deadline), ``interrupted`` (the scheduler
 stopped), ``fenced`` (ownership moved away), ``cancelled`` (an operator stopped it; a
@@ -24,6 +26,7 @@ class RunStatus(StrEnum):
     """The status of one run (the ``runs.status`` column). Members equal their strings."""
 
     QUEUED = "queued"
+    PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -40,6 +43,7 @@ class RunStatus(StrEnum):
 
 RunStatusName = Literal[
     "queued",
+    "pending",
     "running",
     "succeeded",
     "failed",
@@ -49,8 +53,8 @@ RunStatusName = Literal[
     "lost",
     "missed",
     "skipped",
-    "cancelled",
     "fenced",
+    "cancelled",
 ]
 """The statuses as a ``Literal`` of their strings (for API parameters); same order as the enum."""
 
@@ -60,7 +64,7 @@ started. A subset of :class:`RunStatus`."""
 
 ALL: Final[tuple[RunStatus, ...]] = tuple(RunStatus)
 
-ACTIVE: Final = (RunStatus.QUEUED, RunStatus.RUNNING)
+ACTIVE: Final = (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING)
 """Not decided yet: the run may still change."""
 
 TERMINAL: Final = tuple(s for s in RunStatus if s not in ACTIVE)
@@ -94,6 +98,7 @@ FINISHED: Final = (RunStatus.SUCCEEDED, *FAILED)
 
 LATE: Final = (RunStatus.MISSED,)
 """A slot that passed without running: alerts call the assignment late."""
+
 STOPPABLE: Final = ACTIVE
 """What an operator may stop: a queued run is cancelled before it starts, a running one is
 killed (its whole process group) and recorded ``cancelled``.
@@ -103,12 +108,18 @@ killed (its whole process group) and recorded ``cancelled``.
 job) and not in ``FINISHED`` (the command did not run to an outcome), so an assignment's
 health goes by its last run that did."""
 
-
-BIRTH: Final = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.MISSED, RunStatus.SKIPPED)
+BIRTH: Final = (
+    RunStatus.QUEUED,
+    RunStatus.PENDING,
+    RunStatus.RUNNING,
+    RunStatus.MISSED,
+    RunStatus.SKIPPED,
+)
 """The statuses a run row is inserted with."""
 
 TRANSITIONS: Final[dict[RunStatus, tuple[RunStatus, ...]]] = {
     RunStatus.QUEUED: (RunStatus.RUNNING, RunStatus.SKIPPED, RunStatus.CANCELLED),
+    RunStatus.PENDING: (RunStatus.RUNNING, RunStatus.SKIPPED, RunStatus.CANCELLED),
     RunStatus.RUNNING: (
         *EXECUTOR_OUTCOMES,
         RunStatus.INTERRUPTED,
@@ -148,6 +159,9 @@ class SkipKind(StrEnum):
     """A ``local`` target while this node does not allow local targets."""
     REMOVED = "removed"
     """A queued run whose job or target was removed before it started."""
+    ROLLOUT_HALTED = "rollout_halted"
+    """A ``pending`` row of a rollout whose canary failed or whose ``max_failures`` was
+    reached (``core/rollout.py``); the reason names the threshold and the failures."""
 
 
 SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
@@ -157,6 +171,7 @@ SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
     ("target paused", SkipKind.TARGET_PAUSED),
     ("local targets are disabled", SkipKind.LOCAL_DISABLED),
     ("the job or its target was removed", SkipKind.REMOVED),
+    ("rollout halted:", SkipKind.ROLLOUT_HALTED),
 )
 """How each skip reason starts, for the pure planners that phrase the reason
 (``core/planning.py``); migration 0010 filled the column of older rows from the same
