@@ -157,6 +157,13 @@ class Job(Base):
     allow_duplicate: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     #: The number of the job's newest row in ``job_versions``; runs copy it when they start.
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: Rollout of a slot over the job's targets (``core/rollout.py``): ``batch`` and
+    #: ``max_failures`` are a count or a percentage (``"10"``, ``"10%"``), ``canary`` target
+    #: names or a selector; empty: not set.
+    batch: Mapped[str] = mapped_column(String(8), default="", server_default="")
+    batch_pause_s: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    max_failures: Mapped[str] = mapped_column(String(8), default="", server_default="")
+    canary: Mapped[str] = mapped_column(Text, default="", server_default="")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
