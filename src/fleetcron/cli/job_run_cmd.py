@@ -14,6 +14,7 @@ from fleetcron.cli.output import echo
 from fleetcron.config import mask_url
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
+from fleetcron.services.job_fleet import Selection
 from fleetcron.services.runs import FINISHED_STATUSES, RunFilter
 from fleetcron.store.schema import Run
 
@@ -25,7 +26,22 @@ WAIT_MARGIN_S = 60.0
 
 @click.command("run")
 @click.argument("name")
-@click.option("--target", help="Only on this target (even if the job is paused there).")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    help="Only on this target (even if the job is paused there); repeat for several.",
+)
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="Only on the targets whose newest run of this job did not succeed.",
+)
+@click.option(
+    "--selector",
+    default=None,
+    help="Only on the enabled targets whose labels match (k=v[,k=v]).",
+)
 @click.option(
     "--wait",
     is_flag=True,
@@ -39,9 +55,18 @@ WAIT_MARGIN_S = 60.0
 )
 @as_user_option
 def run_job(
-    name: str, target: str | None, wait: bool, wait_timeout: float | None, as_user: str | None
+    name: str,
+    targets: tuple[str, ...],
+    failed: bool,
+    selector: str | None,
+    wait: bool,
+    wait_timeout: float | None,
+    as_user: str | None,
 ) -> None:
     """Run a job now; the running scheduler starts it on its next tick.
+
+    --failed, --selector and --target narrow the targets (together: those matching all);
+    a selection that matches no target queues nothing and exits 2.
 
     With --wait, when no scheduler starts the run within a few seconds (one that runs
     starts queued runs on its next tick), say so and exit 1; the run stays queued and
@@ -49,7 +74,11 @@ def run_job(
     """
     with opened_app() as app:
         actor = acting(app, as_user)
-        run_ids = svc.request_run(app, actor, name, target=target)
+        if len(targets) <= 1 and not failed and not selector:
+            run_ids = svc.request_run(app, actor, name, target=targets[0] if targets else None)
+        else:
+            selection = Selection(failed=failed, selector=selector, targets=targets)
+            run_ids = svc.request_run(app, actor, name, selection=selection)
         click.echo(f"queued {len(run_ids)} run(s): {', '.join(map(str, run_ids))}")
         if not wait:
             return

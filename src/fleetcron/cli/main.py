@@ -62,9 +62,16 @@ class LazyGroup(click.Group):
             return None
         if cmd_name == "job":
             from fleetcron.cli.job_run_cmd import run_job
+            from fleetcron.cli.job_status_cmd import job_slots, job_status
 
             assert isinstance(command, click.Group)
             command.add_command(run_job)
+            command.add_command(job_status)
+            command.add_command(job_slots)
+            from fleetcron.cli.job_history_cmd import COMMANDS as HISTORY_COMMANDS
+
+            for history_command in HISTORY_COMMANDS:
+                command.add_command(history_command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -30,6 +30,7 @@ MATRIX: dict[str, str] = {
     "job.enable": "operator",
     "job.disable": "operator",
     "job.remove": "operator",
+    "job.revert": "operator",
     "job.run": "operator",
     "run.read": "viewer",
     "audit.read": "viewer",

@@ -25,6 +25,7 @@ from fleetcron.core.schedule_file import Registration, find_duplicates
 from fleetcron.cron import parse, validate_timezone
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
+from fleetcron.services.job_versions import record_version
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target
@@ -229,6 +230,7 @@ def add_job(
         require_local_clearance(app, actor, job)
         refuse_duplicates(session, job)
         note.job_id = job.id
+        record_version(session, app, actor, job, note)
         view = _view(job)
         note.detail.update({"enabled": view.enabled, "total": view.total})
         return view
@@ -298,6 +300,7 @@ def edit_job(
         if enabled_on:
             note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
+        record_version(session, app, actor, job, note)
         session.flush()
         return _view(job)
 

@@ -21,6 +21,7 @@ from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.jobs import get_job
+from fleetcron.services.job_fleet import Selection, select_assignments
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Run
 
@@ -31,8 +32,17 @@ RUN_STATUSES: tuple[str, ...] = tuple(s.value for s in statuses.ALL)
 FINISHED_STATUSES = frozenset(statuses.TERMINAL)
 
 
-def request_run(app: App, actor: Actor, job: str, *, target: str | None = None) -> list[int]:
-    """Queue a manual run of ``job`` on one target, or on every enabled target of it.
+def request_run(
+    app: App,
+    actor: Actor,
+    job: str,
+    *,
+    target: str | None = None,
+    selection: Selection | None = None,
+) -> list[int]:
+    """Queue a manual run of ``job`` on one target, or on every enabled target of it, or
+    on the targets a :class:`~fleetcron.services.job_fleet.Selection` names (audited with
+    it; a selection that matches nothing queues nothing and raises InvalidInput).
 
     Naming a target runs it there even when the job is paused on that target."""
     note = AuditNote("job.run", job_name=job, target_name=target)
@@ -50,6 +60,9 @@ def request_run(app: App, actor: Actor, job: str, *, target: str | None = None) 
         if not assignments:
             raise InvalidInput(
                 f"job {job} is not enabled on any target",
+        if selection is not None and selection.given:
+            note.detail["selection"] = selection.audit_detail()
+            assignments = select_assignments(session, the_job, selection)
                 field="job",
                 value=job,
                 allowed="a job with at least one enabled target, or --target",

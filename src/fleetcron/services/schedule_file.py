@@ -43,6 +43,7 @@ from fleetcron.core.schedule_file import (
 )
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
+from fleetcron.services.job_versions import record_version
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
 from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields
@@ -342,6 +343,7 @@ def _carry_out(
         session.flush()
         if change.kind == "create" or change.changed("command", "selector", "target", "bulk"):
             require_local_clearance(app, actor, job)
+        record_version(session, app, actor, job, source="apply", summary=f"apply {source}")
         _audit(
             session,
             app,

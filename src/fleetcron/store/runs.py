@@ -192,6 +192,7 @@ _DISPATCH_COLUMNS = (
     Job.retries,
     Job.retry_on,
     Job.retry_backoff_s,
+    Job.version.label("job_version"),
     Target.id.label("target_id"),
     Target.name.label("target_name"),
     Target.kind.label("target_kind"),
@@ -372,6 +373,7 @@ class RunStore:
             node=self.node,
             actor="scheduler",
             created_at=now,
+            job_version=row.job_version,
         )
 
     def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
@@ -412,6 +414,7 @@ class RunStore:
                     continue
                 run.status, run.started_at, run.node = RunStatus.RUNNING, now, self.node
                 run.command = row.command
+                run.job_version = row.job_version
                 run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
                 starting.append((row, run))
             session.flush()

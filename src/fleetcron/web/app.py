@@ -25,7 +25,8 @@ from fleetcron.services.cluster import Node
 from fleetcron.services.health import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors
-from fleetcron.web.api import cluster_peer, health, jobs, runs, targets, users
+from fleetcron.web.api import cluster_peer, health, history, job_fleet, jobs, runs, targets, users
+from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES
 from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
 from fleetcron.web.pages import auth, views
@@ -71,6 +72,8 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
 
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")
+    web.include_router(job_fleet.router, prefix="/api/v1")
+    web.include_router(history.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
     web.include_router(views.router)
@@ -82,6 +85,7 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     # on every answer (these refusals included), then the real client behind a proxy.
     web.add_middleware(AuthenticateFirst, open_paths=open_paths(web))
     web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
+    web.add_middleware(ChangeSource)
 
     @web.middleware("http")
     async def security_headers(

@@ -22,6 +22,7 @@ JOB_AND_TARGET_WRITES = [
     "job.enable",
     "job.disable",
     "job.remove",
+    "job.revert",
     "job.run",
 ]
 USER_MANAGEMENT = ["user.read", "user.add", "user.edit", "user.remove", "token.manage_any"]

@@ -11,6 +11,7 @@ from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services.jobs import JobSpec, JobView
+from fleetcron.web.api.job_fleet import RunRequestIn
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef
 
@@ -103,9 +104,16 @@ def disable_job(
 
 @router.post("/{name}/run", response_model=RunRequestOut, status_code=202)
 def run_job(
-    name: str, body: TargetRef, app: AppDep, caller: Annotated[Caller, Depends(requires("job.run"))]
+    name: str,
+    body: RunRequestIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.run"))],
 ) -> RunRequestOut:
-    run_ids = runs_svc.request_run(app, caller.actor, name, target=body.target)
+    selection = body.selection()
+    if selection is not None:
+        run_ids = runs_svc.request_run(app, caller.actor, name, selection=selection)
+    else:
+        run_ids = runs_svc.request_run(app, caller.actor, name, target=body.target)
     return RunRequestOut(
         run_ids=run_ids,
         message=f"queued {len(run_ids)} run(s); the scheduler starts them on its next tick",

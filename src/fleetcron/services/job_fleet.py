@@ -1,0 +1,766 @@
+"""One job across all its targets: the job page's rows, per-job counts, the fleet grid,
+the slots of a bulk job, and which targets a targeted run or a bulk pause selects.
+
+Everything here is read in a few set-based statements, never one per target: the state of
+every assignment comes from one statement whose correlated subqueries seek the runs'
+``(assignment_id, scheduled_for, attempt)`` unique index (the newest run, the newest
+success, the failures since it), so the cost grows with the job's targets, not with its
+history. Filtering and sorting then run over those rows in memory (5,000 small tuples);
+the status strips are read with one window query for the shown page only.
+
+The words: a target's *state* is the class of its newest run of the job (``ok`` — it
+succeeded, ``failed`` — one of :data:`fleetcron.core.statuses.FAILED`, ``running`` —
+queued or running, ``skipped``, ``missed``, or ``never``); *paused* is separate (the job is
+disabled on the target, or the whole target is paused), so a paused target keeps showing
+how its last run went. The *failure streak* counts the failed runs since the newest
+success (skipped and missed slots neither break nor extend it), and *since* is the slot of
+the first of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, case, func, or_, select, true
+from sqlalchemy.orm import Session, aliased
+
+from fleetcron.app import Actor, App
+from fleetcron.core import statuses
+from fleetcron.core.labels import format_selector, parse_labels, parse_selector, selector_matches
+from fleetcron.core.statuses import RunStatus
+from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.services import jobs as jobs_svc
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+#: The classes of a target's newest run, in the order "worst first" sorts them.
+STATES: tuple[str, ...] = ("failed", "running", "missed", "skipped", "never", "ok")
+#: What the status filter accepts: a state, or ``paused`` / ``active`` (not paused).
+STATUS_FILTERS: tuple[str, ...] = (*STATES, "paused", "active")
+#: Sort keys (``-`` in front reverses): target name, state (worst first), newest run
+#: (newest first), duration (longest first), failure streak (longest first), next fire.
+SORTS: tuple[str, ...] = ("target", "status", "last", "duration", "streak", "next")
+STRIP_DEFAULT = 20
+STRIP_MAX = 100
+PAGE_MAX = 1000
+#: Statuses that count as "did not succeed" for a re-run of the failed targets.
+RERUN_STATUSES = statuses.FAILED
+_FAILED = [s.value for s in statuses.FAILED]
+
+
+def state_of(status: RunStatus | str | None) -> str:
+    """The class of a run's status as the job page shows it."""
+    if status is None:
+        return "never"
+    status = RunStatus(status)
+    if status is RunStatus.SUCCEEDED:
+        return "ok"
+    if status in statuses.FAILED:
+        return "failed"
+    if status in statuses.ACTIVE:
+        return "running"
+    return status.value  # missed, skipped
+
+
+# --- result types -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotMark:
+    """One cell of a target's status strip: a run of the job there."""
+
+    run_id: int
+    status: str
+    scheduled_for: datetime
+
+    @property
+    def state(self) -> str:
+        return state_of(self.status)
+
+
+@dataclass(frozen=True)
+class LastResult:
+    """The newest run of the job on a target."""
+
+    run_id: int
+    status: str
+    exit_code: int | None
+    duration_ms: int | None
+    scheduled_for: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    trigger: str
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One target of a job, as the job page, the API and ``job status`` show it."""
+
+    target: str
+    labels: dict[str, str]
+    enabled: bool
+    target_paused: bool
+    next_fire_at: datetime | None
+    state: str
+    last: LastResult | None
+    streak: int
+    streak_since: datetime | None
+    strip: tuple[SlotMark, ...] = ()
+
+    @property
+    def paused(self) -> bool:
+        return not self.enabled or self.target_paused
+
+    @property
+    def label_text(self) -> str:
+        return format_selector(self.labels)
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """How a job's targets stand: by their newest run, and how many are paused (a paused
+    target is also counted by its newest run)."""
+
+    total: int = 0
+    ok: int = 0
+    failed: int = 0
+    running: int = 0
+    missed: int = 0
+    skipped: int = 0
+    never: int = 0
+    paused: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "ok": self.ok,
+            "failed": self.failed,
+            "running": self.running,
+            "missed": self.missed,
+            "skipped": self.skipped,
+            "never": self.never,
+            "paused": self.paused,
+        }
+
+
+@dataclass(frozen=True)
+class TargetQuery:
+    """Which rows of a job's targets to show, in which order, which page."""
+
+    statuses: Sequence[str] = ()
+    labels: Sequence[str] = ()
+    sort: str = "target"
+    limit: int = 50
+    offset: int = 0
+    strip: int = STRIP_DEFAULT
+
+
+@dataclass(frozen=True)
+class TargetsPage:
+    job: str
+    origin: str
+    counts: JobCounts
+    matched: int
+    limit: int
+    offset: int
+    sort: str
+    items: list[TargetRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SlotGroup:
+    """One slot of a job: every run with the same ``scheduled_for`` (a bulk fire on all its
+    targets, or one manual request), counted per status."""
+
+    scheduled_for: datetime
+    trigger: str
+    runs: int
+    targets: int
+    by_status: dict[str, int]
+    first_run_id: int
+    run_ids: tuple[int, ...] = ()
+
+    @property
+    def failed(self) -> int:
+        return sum(self.by_status.get(s, 0) for s in _FAILED)
+
+
+@dataclass(frozen=True)
+class SlotsPage:
+    job: str
+    items: list[SlotGroup]
+    limit: int
+    #: The ``before`` cursor of the next (older) page, None on the last page.
+    next_before: datetime | None
+
+
+@dataclass(frozen=True)
+class GridCell:
+    state: str
+    enabled: bool
+    run_id: int | None
+
+
+@dataclass(frozen=True)
+class FleetGrid:
+    """Targets (rows) by bulk jobs (columns), capped on both sides."""
+
+    jobs: list[str]
+    targets: list[str]
+    cells: dict[tuple[str, str], GridCell]
+    total_targets: int
+    total_jobs: int
+    offset: int
+
+    @property
+    def more_targets(self) -> int:
+        return max(0, self.total_targets - self.offset - len(self.targets))
+
+    @property
+    def more_jobs(self) -> int:
+        return self.total_jobs - len(self.jobs)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which targets of a job a manual run (or a bulk pause) is for. Every given part
+    narrows the selection; nothing given means every enabled target (today's run now).
+
+    ``failed``: targets whose newest run of the job did not succeed (one of
+    :data:`RERUN_STATUSES`; a target whose re-run is already queued or running is not
+    selected again). ``selector``: targets whose labels match. ``targets``: these targets,
+    even where the job is paused (as naming one target always did)."""
+
+    failed: bool = False
+    selector: str | None = None
+    targets: tuple[str, ...] = ()
+
+    @property
+    def given(self) -> bool:
+        return self.failed or bool(self.selector) or bool(self.targets)
+
+    def audit_detail(self) -> dict[str, Any]:
+        detail: dict[str, Any] = {}
+        if self.failed:
+            detail["failed"] = True
+        if self.selector:
+            detail["selector"] = format_selector(parse_selector(self.selector))
+        if self.targets:
+            detail["targets"] = list(self.targets)
+        return detail
+
+
+# --- the statements -----------------------------------------------------------------------
+
+
+def _newest(condition: ColumnElement[bool] | None = None) -> Any:
+    """The newest run of the enclosing assignment (optionally among those matching
+    ``condition``), read backwards through the unique (assignment, slot, attempt) index."""
+    query = select(Run.id if condition is None else Run.scheduled_for).where(
+        Run.assignment_id == Assignment.id
+    )
+    if condition is not None:
+        query = query.where(condition)
+    return (
+        query.order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+        .limit(1)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
+
+
+def _summary(session: Session, job_id: int) -> list[Any]:
+    """Every assignment of the job with its target, newest run and failure streak."""
+    base = (
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.enabled,
+            Assignment.next_fire_at,
+            Target.name.label("target"),
+            Target.labels,
+            Target.paused.label("target_paused"),
+            _newest().label("last_id"),
+            _newest(Run.status == RunStatus.SUCCEEDED).label("last_ok"),
+        )
+        .join(Target, Target.id == Assignment.target_id)
+        .where(Assignment.job_id == job_id)
+        .cte("summary")
+    )
+    failed = aliased(Run)
+    since_last_ok = and_(
+        failed.assignment_id == base.c.assignment_id,
+        failed.status.in_(statuses.FAILED),
+        or_(base.c.last_ok.is_(None), failed.scheduled_for > base.c.last_ok),
+    )
+    streak = select(func.count(failed.id)).where(since_last_ok).correlate(base).scalar_subquery()
+    since = (
+        select(func.min(failed.scheduled_for))
+        .where(since_last_ok)
+        .correlate(base)
+        .scalar_subquery()
+    )
+    # Only a target whose newest run failed has a streak: no count for the others.
+    is_failing = Run.status.in_(statuses.FAILED)
+    query = select(
+        base,
+        Run.status,
+        Run.exit_code,
+        Run.duration_ms,
+        Run.scheduled_for,
+        Run.started_at,
+        Run.finished_at,
+        Run.trigger,
+        case((is_failing, streak), else_=0).label("streak"),
+        case((is_failing, since), else_=None).label("streak_since"),
+    ).outerjoin(Run, Run.id == base.c.last_id)
+    return list(session.execute(query).all())
+
+
+def _row(r: Any) -> TargetRow:
+    last = None
+    if r.last_id is not None and r.status is not None:
+        last = LastResult(
+            run_id=r.last_id,
+            status=RunStatus(r.status).value,
+            exit_code=r.exit_code,
+            duration_ms=r.duration_ms,
+            scheduled_for=r.scheduled_for,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+            trigger=r.trigger,
+        )
+    return TargetRow(
+        target=r.target,
+        labels=dict(r.labels or {}),
+        enabled=bool(r.enabled),
+        target_paused=bool(r.target_paused),
+        next_fire_at=r.next_fire_at,
+        state=state_of(r.status),
+        last=last,
+        streak=int(r.streak or 0),
+        streak_since=r.streak_since,
+    )
+
+
+def strips(
+    session: Session, assignment_ids: Sequence[int], n: int
+) -> dict[int, tuple[SlotMark, ...]]:
+    """The newest ``n`` runs of each assignment, oldest first: one window query."""
+    if not assignment_ids or n <= 0:
+        return {}
+    ranked = (
+        select(
+            Run.assignment_id,
+            Run.id,
+            Run.status,
+            Run.scheduled_for,
+            func.row_number()
+            .over(
+                partition_by=Run.assignment_id,
+                order_by=(Run.scheduled_for.desc(), Run.attempt.desc()),
+            )
+            .label("rn"),
+        )
+        .where(Run.assignment_id.in_(assignment_ids))
+        .subquery()
+    )
+    rows = session.execute(
+        select(ranked.c.assignment_id, ranked.c.id, ranked.c.status, ranked.c.scheduled_for)
+        .where(ranked.c.rn <= n)
+        .order_by(ranked.c.assignment_id, ranked.c.rn.desc())
+    ).all()
+    out: dict[int, list[SlotMark]] = {}
+    for assignment_id, run_id, status, scheduled_for in rows:
+        out.setdefault(assignment_id, []).append(
+            SlotMark(run_id, RunStatus(status).value, scheduled_for)
+        )
+    return {key: tuple(value) for key, value in out.items()}
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+def _check_query(q: TargetQuery) -> tuple[set[str], dict[str, str], str, bool]:
+    wanted: set[str] = set()
+    for status in q.statuses:
+        for part in (p.strip() for p in status.split(",")):
+            if part and part not in STATUS_FILTERS:
+                raise InvalidInput(
+                    f"status: {part!r} is not one of {', '.join(STATUS_FILTERS)}",
+                    field="status",
+                    value=part,
+                    allowed=", ".join(STATUS_FILTERS),
+                )
+            if part:
+                wanted.add(part)
+    labels = parse_labels(q.labels, field="label")
+    key = q.sort.strip() or "target"
+    descending = key.startswith("-")
+    if key.lstrip("-") not in SORTS:
+        raise InvalidInput(
+            f"sort: {q.sort!r} is not one of {', '.join(SORTS)} (a leading '-' reverses)",
+            field="sort",
+            value=q.sort,
+            allowed=", ".join(SORTS),
+        )
+    _check_range("limit", q.limit, 1, PAGE_MAX)
+    _check_range("offset", q.offset, 0, 10_000_000)
+    _check_range("strip", q.strip, 0, STRIP_MAX)
+    return wanted, labels, key.lstrip("-"), descending
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise InvalidInput(
+            f"{name}: {value} is out of range; allowed: {low} to {high}",
+            field=name,
+            value=str(value),
+            allowed=f"{low} to {high}",
+        )
+
+
+def _matches(row: TargetRow, wanted: set[str], labels: Mapping[str, str]) -> bool:
+    if labels and not selector_matches(labels, row.labels):
+        return False
+    if not wanted:
+        return True
+    flags = {row.state, "paused" if row.paused else "active"}
+    states = wanted & set(STATES)
+    pause = wanted & {"paused", "active"}
+    return (not states or bool(states & flags)) and (not pause or bool(pause & flags))
+
+
+def _sort_key(key: str) -> Any:
+    def ts(value: datetime | None) -> float:
+        return value.timestamp() if value is not None else float("-inf")
+
+    if key == "status":
+        return lambda r: (STATES.index(r.state), r.target)
+    if key == "last":
+        return lambda r: (-ts(r.last.scheduled_for if r.last else None), r.target)
+    if key == "duration":
+        return lambda r: (-(r.last.duration_ms or 0) if r.last else 1, r.target)
+    if key == "streak":
+        return lambda r: (-r.streak, r.target)
+    if key == "next":
+        return lambda r: (r.next_fire_at is None, ts(r.next_fire_at), r.target)
+    return lambda r: r.target
+
+
+def count(rows: Iterable[TargetRow]) -> JobCounts:
+    by: dict[str, int] = dict.fromkeys(STATES, 0)
+    total = paused = 0
+    for row in rows:
+        total += 1
+        by[row.state] += 1
+        paused += row.paused
+    return JobCounts(total=total, paused=paused, **by)
+
+
+# --- operations ---------------------------------------------------------------------------
+
+
+def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None) -> TargetsPage:
+    """The targets of job ``name``: filtered, sorted, one page, each with its strip."""
+    q = q or TargetQuery()
+    actor.authorize("run.read")
+    wanted, labels, key, descending = _check_query(q)
+    with app.db.read() as session:
+        job = session.scalar(select(Job).where(Job.name == name))
+        if job is None:
+            raise NotFound("job", name)
+        summary = _summary(session, job.id)
+        rows = [(r.assignment_id, _row(r)) for r in summary]
+        counts = count(row for _, row in rows)
+        shown = [(a, row) for a, row in rows if _matches(row, wanted, labels)]
+        shown.sort(key=lambda pair: _sort_key(key)(pair[1]), reverse=descending)
+        window = shown[q.offset : q.offset + q.limit]
+        marks = strips(session, [a for a, _ in window], q.strip)
+        items = [_with_strip(row, marks.get(a, ())) for a, row in window]
+        return TargetsPage(
+            job=job.name,
+            origin=job.origin,
+            counts=counts,
+            matched=len(shown),
+            limit=q.limit,
+            offset=q.offset,
+            sort=q.sort or "target",
+            items=items,
+        )
+
+
+def _with_strip(row: TargetRow, marks: tuple[SlotMark, ...]) -> TargetRow:
+    return TargetRow(**{**row.__dict__, "strip": marks})
+
+
+def _newest_of_every(session: Session, where: ColumnElement[bool]) -> list[Any]:
+    """(job_id, job name, target name, enabled, target paused, newest run id, its status)
+    of every assignment matching ``where``."""
+    last = _newest().label("last_id")
+    inner = (
+        select(
+            Assignment.job_id,
+            Job.name.label("job"),
+            Target.name.label("target"),
+            Assignment.enabled,
+            Target.paused.label("target_paused"),
+            last,
+        )
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+        .where(where)
+        .subquery()
+    )
+    return list(
+        session.execute(select(inner, Run.status).outerjoin(Run, Run.id == inner.c.last_id)).all()
+    )
+
+
+def job_counts(app: App, actor: Actor, *, origin: str | None = "bulk") -> dict[str, JobCounts]:
+    """Per job (by name), how its targets stand; one statement for every job."""
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        where = Job.origin == origin if origin else true()
+        tallies: dict[str, dict[str, int]] = {}
+        for r in _newest_of_every(session, where):
+            tally = tallies.setdefault(r.job, dict.fromkeys(("total", "paused", *STATES), 0))
+            tally["total"] += 1
+            tally[state_of(r.status)] += 1
+            tally["paused"] += (not r.enabled) or bool(r.target_paused)
+        return {job: JobCounts(**tally) for job, tally in tallies.items()}
+
+
+GRID_TARGETS = 40
+GRID_JOBS = 12
+
+
+def fleet_grid(
+    app: App, actor: Actor, *, offset: int = 0, limit: int = GRID_TARGETS, jobs: int = GRID_JOBS
+) -> FleetGrid:
+    """Paired targets by bulk jobs, ``limit`` targets from ``offset`` and the first
+    ``jobs`` bulk jobs by name; each cell the class of the newest run there."""
+    actor.authorize("run.read")
+    _check_range("offset", offset, 0, 10_000_000)
+    _check_range("limit", limit, 1, PAGE_MAX)
+    with app.db.read() as session:
+        total_targets = session.scalar(select(func.count(Target.id))) or 0
+        total_jobs = session.scalar(select(func.count(Job.id)).where(Job.origin == "bulk")) or 0
+        target_rows = session.execute(
+            select(Target.id, Target.name).order_by(Target.name).offset(offset).limit(limit)
+        ).all()
+        job_rows = session.execute(
+            select(Job.id, Job.name).where(Job.origin == "bulk").order_by(Job.name).limit(jobs)
+        ).all()
+        cells: dict[tuple[str, str], GridCell] = {}
+        if target_rows and job_rows:
+            where = and_(
+                Assignment.target_id.in_([t.id for t in target_rows]),
+                Assignment.job_id.in_([j.id for j in job_rows]),
+            )
+            for r in _newest_of_every(session, where):
+                cells[(r.target, r.job)] = GridCell(
+                    state_of(r.status), bool(r.enabled) and not r.target_paused, r.last_id
+                )
+        return FleetGrid(
+            jobs=[j.name for j in job_rows],
+            targets=[t.name for t in target_rows],
+            cells=cells,
+            total_targets=total_targets,
+            total_jobs=total_jobs,
+            offset=offset,
+        )
+
+
+SLOTS_DEFAULT = 20
+SLOTS_MAX = 200
+
+
+def job_slots(
+    app: App,
+    actor: Actor,
+    name: str,
+    *,
+    limit: int = SLOTS_DEFAULT,
+    before: datetime | None = None,
+    run_ids: bool = False,
+) -> SlotsPage:
+    """The newest slots of job ``name`` (older than ``before``), each with its counts per
+    status; keyset paging by slot time. ``run_ids``: also list each slot's runs."""
+    actor.authorize("run.read")
+    _check_range("limit", limit, 1, SLOTS_MAX)
+    with app.db.read() as session:
+        job = session.scalar(select(Job).where(Job.name == name))
+        if job is None:
+            raise NotFound("job", name)
+        # The slot times first, newest first, through the (job_id, scheduled_for) index.
+        times_q = select(Run.scheduled_for).where(Run.job_id == job.id)
+        if before is not None:
+            times_q = times_q.where(Run.scheduled_for < before)
+        times = list(
+            session.scalars(
+                times_q.group_by(Run.scheduled_for)
+                .order_by(Run.scheduled_for.desc())
+                .limit(limit + 1)
+            )
+        )
+        more = len(times) > limit
+        times = times[:limit]
+        groups: list[SlotGroup] = []
+        if times:
+            rows = session.execute(
+                select(
+                    Run.scheduled_for,
+                    Run.trigger,
+                    Run.status,
+                    func.count(Run.id),
+                    func.count(func.distinct(Run.assignment_id)),
+                    func.min(Run.id),
+                )
+                .where(Run.job_id == job.id, Run.scheduled_for.in_(times))
+                .group_by(Run.scheduled_for, Run.trigger, Run.status)
+            ).all()
+            ids: dict[datetime, list[int]] = {}
+            if run_ids:
+                for at, run_id in session.execute(
+                    select(Run.scheduled_for, Run.id)
+                    .where(Run.job_id == job.id, Run.scheduled_for.in_(times))
+                    .order_by(Run.id)
+                ):
+                    ids.setdefault(at, []).append(run_id)
+            groups = _fold_slots(rows, times, ids)
+        return SlotsPage(
+            job=job.name, items=groups, limit=limit, next_before=times[-1] if more else None
+        )
+
+
+def _fold_slots(
+    rows: Sequence[Any], times: Sequence[datetime], ids: Mapping[datetime, list[int]]
+) -> list[SlotGroup]:
+    acc: dict[datetime, dict[str, Any]] = {}
+    for at, trigger, status, n, targets, first in rows:
+        slot = acc.setdefault(
+            at, {"trigger": trigger, "runs": 0, "targets": 0, "by": {}, "first": first}
+        )
+        slot["runs"] += n
+        # A target appears under one status per attempt: the distinct count per status
+        # adds up to at most the runs; cap it at the runs of the slot.
+        slot["targets"] += targets
+        slot["by"][RunStatus(status).value] = slot["by"].get(RunStatus(status).value, 0) + n
+        slot["first"] = min(slot["first"], first)
+        if trigger != slot["trigger"]:
+            slot["trigger"] = "mixed"
+    out = []
+    for at in times:
+        slot = acc[at]
+        out.append(
+            SlotGroup(
+                scheduled_for=at,
+                trigger=slot["trigger"],
+                runs=slot["runs"],
+                targets=min(slot["targets"], slot["runs"]),
+                by_status=slot["by"],
+                first_run_id=slot["first"],
+                run_ids=tuple(ids.get(at, ())),
+            )
+        )
+    return out
+
+
+# --- selections ---------------------------------------------------------------------------
+
+
+def select_assignments(session: Session, job: Job, selection: Selection) -> list[Assignment]:
+    """The assignments of ``job`` a selection names; raises InvalidInput (naming the part
+    of the selection) when it matches nothing, NotFound for a target the job lacks."""
+    chosen = list(job.assignments)
+    if selection.targets:
+        by_name = {a.target.name: a for a in job.assignments}
+        missing = [t for t in selection.targets if t not in by_name]
+        if missing:
+            raise NotFound(f"assignment of job {job.name} on target", ", ".join(missing))
+        chosen = [by_name[t] for t in dict.fromkeys(selection.targets)]
+    else:
+        chosen = [a for a in chosen if a.enabled]
+    if selection.selector:
+        wanted = parse_selector(selection.selector)
+        chosen = [a for a in chosen if selector_matches(wanted, a.target.labels)]
+        if not chosen:
+            raise InvalidInput(
+                f"selector: no target of job {job.name} matches {format_selector(wanted)}"
+                f"{'' if selection.targets else ' where the job is enabled'}; nothing queued",
+                field="selector",
+                value=selection.selector,
+                allowed="a selector matching at least one of the job's targets",
+            )
+    if selection.failed and chosen:
+        newest = {
+            r.assignment_id: r.status
+            for r in session.execute(
+                select(Assignment.id.label("assignment_id"), Run.status)
+                .join(Run, Run.id == _newest())
+                .where(Assignment.id.in_([a.id for a in chosen]))
+            )
+        }
+        chosen = [a for a in chosen if newest.get(a.id) in RERUN_STATUSES]
+        if not chosen:
+            raise InvalidInput(
+                f"failed: no selected target of job {job.name} has a failed newest run "
+                "(a target whose re-run is queued or running is not selected again); "
+                "nothing queued",
+                field="failed",
+                value="true",
+                allowed="a job with at least one target whose newest run did not succeed",
+            )
+    chosen.sort(key=lambda a: a.target.name)
+    return chosen
+
+
+def set_enabled_on(app: App, actor: Actor, name: str, targets: Sequence[str], enabled: bool) -> int:
+    """Pause (``enabled=False``) or resume job ``name`` on the named targets; returns how
+    many changed. Each change is the jobs service's own (audited per target, with its
+    rules for the next fire); every name is checked before any change is made."""
+    actor.authorize("job.enable" if enabled else "job.disable")
+    if not targets:
+        raise InvalidInput(
+            "targets: select at least one target",
+            field="targets",
+            value="",
+            allowed="one or more of the job's targets",
+        )
+    view = jobs_svc.show_job(app, actor, name)
+    have = {a.target: a.enabled for a in view.assignments}
+    missing = [t for t in targets if t not in have]
+    if missing:
+        raise NotFound(f"assignment of job {name} on target", ", ".join(missing))
+    changed = 0
+    for target in dict.fromkeys(targets):
+        if have[target] != enabled:
+            jobs_svc.set_enabled(app, actor, name, enabled, target=target)
+            changed += 1
+    return changed
+
+
+__all__ = [
+    "SORTS",
+    "STATES",
+    "STATUS_FILTERS",
+    "FleetGrid",
+    "JobCounts",
+    "LastResult",
+    "Selection",
+    "SlotGroup",
+    "SlotMark",
+    "SlotsPage",
+    "TargetQuery",
+    "TargetRow",
+    "TargetsPage",
+    "fleet_grid",
+    "job_counts",
+    "job_slots",
+    "job_targets",
+    "select_assignments",
+    "set_enabled_on",
+    "state_of",
+]

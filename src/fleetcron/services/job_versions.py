@@ -1,0 +1,323 @@
+"""Versions of a job's definition: written with every change, listed, compared, reverted.
+
+:func:`record_version` is called inside the transaction that changes a job (add, edit,
+``apply``, revert), so a change and its version commit together or not at all. It
+compares the job's definition with its newest version and writes a new one only when
+they differ: enabling or disabling a job on its targets, a maintenance pause or a run
+is state, not definition, and is in the audit log instead.
+
+Where a change came from (``cli``, ``api``, ``web``, ``apply``) is set once per adapter
+with :func:`change_source` (the web application sets it per request), so the operations
+in ``services/jobs.py`` need no extra argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from fleetcron.app import Actor, App
+from fleetcron.core.labels import format_selector
+from fleetcron.core.versions import FieldChange, changed_fields, diff_definitions, summarize
+from fleetcron.errors import FleetcronError, InvalidInput, NotFound
+from fleetcron.services.audit import AuditNote, record_failure
+from fleetcron.store.schema import Job, JobVersion
+
+SOURCES = ("cli", "api", "web", "apply", "migration")
+
+#: Job columns that are not part of its definition (identity and bookkeeping).
+NOT_DEFINITION = frozenset(
+    {"id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"}
+)
+
+_SOURCE: ContextVar[str] = ContextVar("fleetcron_change_source", default="cli")
+_REVERTING: ContextVar[int | None] = ContextVar("fleetcron_reverting_to", default=None)
+
+
+@contextmanager
+def change_source(source: str) -> Iterator[None]:
+    """Job changes made inside this block are recorded as coming from ``source``."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown change source {source!r}")
+    token = _SOURCE.set(source)
+    try:
+        yield
+    finally:
+        _SOURCE.reset(token)
+
+
+def current_source() -> str:
+    return _SOURCE.get()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def definition_of(job: Job) -> dict[str, Any]:
+    """The job's definition: every column of ``jobs`` that says what the job does (new
+    options are included without a change here), and its target by name."""
+    values = {
+        column.key: _plain(getattr(job, column.key))
+        for column in Job.__table__.columns
+        if column.key not in NOT_DEFINITION
+    }
+    values["target"] = job.target.name if job.target is not None else None
+    return values
+
+
+def record_version(
+    session: Session,
+    app: App,
+    actor: Actor,
+    job: Job,
+    note: AuditNote | None = None,
+    *,
+    source: str | None = None,
+    summary: str | None = None,
+) -> int | None:
+    """Write the job's definition as its next version if it differs from the newest one;
+    returns the new version number, or None when the definition did not change. Adds
+    ``version`` (and, for a revert, ``reverted_to``) to the audit ``note``."""
+    session.flush()
+    definition = definition_of(job)
+    previous = session.scalar(
+        select(JobVersion)
+        .where(JobVersion.job_id == job.id)
+        .order_by(JobVersion.version.desc())
+        .limit(1)
+    )
+    before = previous.definition if previous is not None else {}
+    changed = changed_fields(before, definition)
+    if previous is not None and not changed:
+        return None
+    number = (previous.version if previous is not None else 0) + 1
+    reverting = _REVERTING.get()
+    if summary is None:
+        if previous is None:
+            summary = "created"
+        elif reverting is not None:
+            summary = f"revert to version {reverting}"
+        else:
+            summary = summarize(diff_definitions(before, definition))
+    session.add(
+        JobVersion(
+            job_id=job.id,
+            job_name=job.name,
+            version=number,
+            definition=definition,
+            changed=changed,
+            source=source or current_source(),
+            actor=actor.name,
+            at=app.now(),
+            summary=summary,
+        )
+    )
+    job.version = number
+    if note is not None:
+        note.detail["version"] = number
+        if reverting is not None:
+            note.action = "job.revert"
+            note.detail["reverted_to"] = reverting
+    return number
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionView:
+    job_id: int
+    job_name: str
+    version: int
+    at: datetime
+    actor: str
+    source: str
+    changed: list[str]
+    summary: str
+    current: bool
+    definition: dict[str, Any]
+
+    def as_dict(self, *, with_definition: bool = True) -> dict[str, Any]:
+        out = {
+            "job": self.job_name,
+            "version": self.version,
+            "at": self.at.isoformat(),
+            "actor": self.actor,
+            "source": self.source,
+            "changed": self.changed,
+            "summary": self.summary,
+            "current": self.current,
+        }
+        if with_definition:
+            out["definition"] = self.definition
+        return out
+
+
+def _job_id(session: Session, name: str) -> tuple[int, int | None]:
+    """The id of job ``name`` and its current version; a removed job's history is found
+    by its name (the newest job of that name), with no current version."""
+    row = session.execute(select(Job.id, Job.version).where(Job.name == name)).first()
+    if row is not None:
+        return row[0], row[1]
+    removed = session.scalar(
+        select(JobVersion.job_id)
+        .where(JobVersion.job_name == name)
+        .order_by(JobVersion.at.desc(), JobVersion.id.desc())
+        .limit(1)
+    )
+    if removed is None:
+        raise NotFound("job", name)
+    return removed, None
+
+
+def _view(row: JobVersion, current: int | None) -> VersionView:
+    return VersionView(
+        job_id=row.job_id,
+        job_name=row.job_name,
+        version=row.version,
+        at=row.at,
+        actor=row.actor,
+        source=row.source,
+        changed=list(row.changed),
+        summary=row.summary,
+        current=row.version == current,
+        definition=dict(row.definition),
+    )
+
+
+def list_versions(app: App, actor: Actor, name: str, *, limit: int = 200) -> list[VersionView]:
+    """The versions of job ``name``, newest first."""
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        job_id, current = _job_id(session, name)
+        rows = session.scalars(
+            select(JobVersion)
+            .where(JobVersion.job_id == job_id)
+            .order_by(JobVersion.version.desc())
+            .limit(limit)
+        )
+        return [_view(row, current) for row in rows]
+
+
+def _version(session: Session, name: str, version: int, *, field: str = "version") -> JobVersion:
+    job_id, _ = _job_id(session, name)
+    row = session.scalar(
+        select(JobVersion).where(JobVersion.job_id == job_id, JobVersion.version == version)
+    )
+    if row is None:
+        newest = session.scalar(
+            select(func.max(JobVersion.version)).where(JobVersion.job_id == job_id)
+        )
+        raise InvalidInput(
+            f"job {name} has no version {version}",
+            field=field,
+            value=version,
+            allowed=f"1 to {newest}" if newest else "none: the job has no versions",
+        )
+    return row
+
+
+def get_version(app: App, actor: Actor, name: str, version: int) -> VersionView:
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        _, current = _job_id(session, name)
+        return _view(_version(session, name, version), current)
+
+
+def diff_versions(
+    app: App, actor: Actor, name: str, old: int, new: int | None = None
+) -> list[FieldChange]:
+    """What changed from version ``old`` to version ``new`` (default: the current one)."""
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        _, current = _job_id(session, name)
+        after = new if new is not None else current
+        if after is None:
+            raise InvalidInput(
+                f"job {name} was removed: name both versions",
+                field="v2",
+                value=None,
+                allowed="a version number",
+            )
+        before_row = _version(session, name, old, field="v1")
+        after_row = _version(session, name, after, field="v2")
+        return diff_definitions(before_row.definition, after_row.definition)
+
+
+#: Definition fields a revert cannot set through a job edit (they make another job).
+_NOT_REVERTIBLE = ("name", "origin", "target")
+
+
+def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[FieldChange]]:
+    """Give job ``name`` the definition of its version ``to`` again, as a new version, in
+    one audited transaction (the edit's); returns the new version and what changed."""
+    from fleetcron.services.jobs import EDITABLE, edit_job
+
+    note = AuditNote("job.revert", job_name=name, detail={"reverted_to": to})
+    try:
+        actor.authorize("job.revert")
+        with app.db.read() as session:
+            target = _version(session, name, to, field="to")
+            job_id, current = _job_id(session, name)
+            if current is None:
+                raise NotFound("job", name)
+            note.job_id = job_id
+            now = session.get_one(Job, job_id)
+            changes = diff_definitions(definition_of(now), target.definition)
+        if not changes:
+            raise InvalidInput(
+                f"job {name} already has the definition of version {to}",
+                field="to",
+                value=to,
+                allowed="a version whose definition differs from the current one",
+            )
+        fixed = [c.field for c in changes if c.field in _NOT_REVERTIBLE]
+        if fixed:
+            raise InvalidInput(
+                f"version {to} of job {name} differs in {', '.join(fixed)}, which a revert "
+                "cannot change (remove and add the job, or apply a schedule file)",
+                field="to",
+                value=to,
+                allowed="a version with the same name, kind and target",
+            )
+        edits: dict[str, Any] = {}
+        for change in changes:
+            if change.field not in target.definition:
+                # An option added after version ``to`` was written: it keeps its value.
+                continue
+            if change.field not in EDITABLE:
+                raise InvalidInput(
+                    f"version {to} of job {name} differs in {change.field}, "
+                    "which a job edit cannot set",
+                    field="to",
+                    value=to,
+                    allowed=f"a version that differs only in {', '.join(EDITABLE)}",
+                )
+            value = change.new
+            if change.field == "selector":
+                value = format_selector(value or {})
+            edits[change.field] = value
+    except FleetcronError as exc:
+        record_failure(app, actor, note, exc)
+        raise
+    token = _REVERTING.set(to)
+    try:
+        edit_job(app, actor, name, **edits)
+    finally:
+        _REVERTING.reset(token)
+    with app.db.read() as session:
+        _, version = _job_id(session, name)
+    assert version is not None
+    return version, changes

@@ -1,0 +1,118 @@
+"""/api/v1/jobs/{name}/versions, /api/v1/jobs/{name}/revert: versions of a job's definition.
+
+Also :class:`ChangeSource`, the middleware that tells the version writer whether a change
+came through the API or a page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from fleetcron.app import App
+from fleetcron.services import job_versions as svc
+from fleetcron.web.deps import Caller, requires, the_app
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+AppDep = Annotated[App, Depends(the_app)]
+
+
+class ChangeSource:
+    """Job changes made while answering a request are recorded as ``api`` (under
+    ``/api/``) or ``web`` (pages); set here once rather than passed through every route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        source = "api" if str(scope.get("path", "")).startswith("/api/") else "web"
+        with svc.change_source(source):
+            await self.app(scope, receive, send)
+
+
+class VersionOut(BaseModel):
+    job: str
+    version: int
+    at: datetime
+    actor: str
+    source: str
+    changed: list[str]
+    summary: str
+    current: bool
+    definition: dict[str, Any] | None = None
+
+
+class ChangeOut(BaseModel):
+    field: str
+    old: Any
+    new: Any
+    lines: list[str]
+
+
+class VersionDetailOut(VersionOut):
+    definition: dict[str, Any] | None
+    changes: list[ChangeOut] = Field(description="what changed from the previous version")
+
+
+class RevertIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: int = Field(ge=1, le=2**31 - 1, description="the version to go back to")
+
+
+class RevertOut(BaseModel):
+    job: str
+    version: int
+    reverted_to: int
+    changes: list[ChangeOut]
+
+
+@router.get("/{name}/versions", response_model=list[VersionOut])
+def list_versions(
+    name: str,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[VersionOut]:
+    return [
+        VersionOut(**v.as_dict(with_definition=False))
+        for v in svc.list_versions(app, caller.actor, name, limit=limit)
+    ]
+
+
+@router.get("/{name}/versions/{version}", response_model=VersionDetailOut)
+def show_version(
+    name: str,
+    version: Annotated[int, Field(ge=1, le=2**31 - 1)],
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+) -> VersionDetailOut:
+    view = svc.get_version(app, caller.actor, name, version)
+    changes = (
+        svc.diff_versions(app, caller.actor, name, version - 1, version) if version > 1 else []
+    )
+    return VersionDetailOut(
+        **view.as_dict(), changes=[ChangeOut(**c.as_dict()) for c in changes]
+    )
+
+
+@router.post("/{name}/revert", response_model=RevertOut)
+def revert_job(
+    name: str,
+    body: RevertIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.revert"))],
+) -> RevertOut:
+    version, changes = svc.revert_job(app, caller.actor, name, body.to)
+    return RevertOut(
+        job=name,
+        version=version,
+        reverted_to=body.to,
+        changes=[ChangeOut(**c.as_dict()) for c in changes],
+    )
