@@ -25,6 +25,11 @@ coreutils ``timeout [-s SIG] [-k D] D`` (honoured: exit 124 when it fires), ``se
 ``nohup`` and ``[/bin/]sh -c STRING`` (recursively), ending in the plain command; any
 other word, redirection or ``$`` sends the whole line to real ``sh``. ``kill -s SIG --
 -PGID`` for a fake process group stops that simulated command (exit signal SIG).
+The watchdog's generation-mark check (``fleetcron.executors.watchdog.guarded_command``,
+sent in a cluster) is recognised only when it is exactly the text the wrapper writes for
+that generation and scope; it is then evaluated against the simulator's ``$HOME`` (where
+a real ``sh`` running the active cleanup writes the marks): a mark above the run's
+generation refuses the run as the wrapper does (its refusal line, exit 86).
 
 ``max_startups`` imitates sshd's ``MaxStartups K``: a connection that arrives while K
 connections have not yet authenticated is closed before the banner.
@@ -49,6 +54,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import resource
 import shlex
 import signal
@@ -64,6 +70,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+
+from fleetcron.executors.watchdog import (
+    MARK_PARENT,
+    SUPERSEDED_EXIT,
+    SUPERSEDED_PREFIX,
+    guarded_command,
+)
 
 #: Fake process groups start here: above any Linux pid_max (at most 4,194,304), so a real
 #: ``kill -- -PGID`` for one can never reach a real process.
@@ -91,6 +104,7 @@ class Plan:
     marker: str | None = None  # stderr line with "$$" still in it, or None
     steps: tuple[tuple[str, str | float], ...] = ()  # ("sleep", s) / ("echo", text)
     budget_s: float | None = None  # coreutils timeout around the command
+    mark_check: tuple[str, int] | None = None  # (scope, generation) of the watchdog's check
 
 
 @dataclass(frozen=True)
@@ -215,7 +229,7 @@ def _plan(tokens: list[str], depth: int) -> Plan | None:
         return None
     if marker is not None and inner.marker is not None:
         return None
-    return Plan(marker or inner.marker, inner.steps, inner.budget_s)
+    return Plan(marker or inner.marker, inner.steps, inner.budget_s, inner.mark_check)
 
 
 def _is_assignment(word: str) -> bool:
@@ -252,15 +266,57 @@ def _last(words: list[str], depth: int) -> Plan | None:
             break
     rest = words[i:]
     if len(rest) == 3 and rest[0] in ("/bin/sh", "sh") and rest[1] == "-c":
-        inner_tokens = _tokens(rest[2])
+        script, check = _unguard(rest[2])
+        inner_tokens = _tokens(script)
         inner = _plan(inner_tokens, depth + 1) if inner_tokens is not None else None
-        if inner is None:
+        if inner is None or (check is not None and inner.mark_check is not None):
             return None
         if budget is not None and inner.budget_s is not None:
             budget = min(budget, inner.budget_s)
-        return Plan(inner.marker, inner.steps, budget if budget is not None else inner.budget_s)
+        return Plan(
+            inner.marker,
+            inner.steps,
+            budget if budget is not None else inner.budget_s,
+            check or inner.mark_check,
+        )
     step = _plain(rest)
     return None if step is None else Plan(None, (step,), budget)
+
+
+_GUARD = re.compile(
+    r'for __fc_m in "\$HOME/' + re.escape(MARK_PARENT) + r'/generation-([A-Za-z0-9_-]{1,64})"/\*; '
+    r".*?-gt (\d+) \]; then .*; done; exec (.*)",
+    re.DOTALL,
+)
+
+
+def _unguard(script: str) -> tuple[str, tuple[str, int] | None]:
+    """``(command, (scope, generation))`` when ``script`` is exactly the watchdog's
+    generation-mark check in front of ``exec /bin/sh -c COMMAND``; else ``(script, None)``."""
+    m = _GUARD.fullmatch(script)
+    if m is None:
+        return script, None
+    scope, generation = m.group(1), int(m.group(2))
+    run = _tokens(m.group(3))
+    if run is None or len(run) != 3 or run[:2] != ["/bin/sh", "-c"]:
+        return script, None
+    if guarded_command(run[2], generation, scope) != script:
+        return script, None
+    return run[2], (scope, generation)
+
+
+def superseding_mark(home: str, scope: str, generation: int) -> int | None:
+    """What the wrapper's check finds in ``home``: the first mark (in glob order) above
+    ``generation``, or None."""
+    directory = Path(home) / MARK_PARENT / f"generation-{scope}"
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    for name in names:
+        if name.isdigit() and int(name) > generation:
+            return int(name)
+    return None
 
 
 def _plain(words: list[str]) -> tuple[str, str | float] | None:
@@ -545,6 +601,17 @@ class _Session(asyncssh.SSHServerSession[bytes]):
             assert chan is not None
             if plan.marker is not None:
                 chan.write_stderr((plan.marker.replace("$$", str(pgid)) + "\n").encode())
+            if plan.mark_check is not None:
+                scope, generation = plan.mark_check
+                mark = superseding_mark(sim.home, scope, generation)
+                if mark is not None:
+                    sim.counters["refused_superseded"] += 1
+                    chan.write_stderr(
+                        f"{SUPERSEDED_PREFIX}generation {generation} superseded by {mark}; "
+                        "the command was not started\n".encode()
+                    )
+                    self._finish(SUPERSEDED_EXIT)
+                    return
             try:
                 async with asyncio.timeout(plan.budget_s):
                     for kind, value in plan.steps:
@@ -712,6 +779,7 @@ _COUNTERS = (
     "execs_simulated",
     "execs_real",
     "kills_simulated",
+    "refused_superseded",
     "spawn_errors",
 )
 

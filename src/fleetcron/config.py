@@ -160,6 +160,43 @@ class Settings(BaseSettings):
     ssh_per_target_concurrency: int = Field(
         default=4, ge=1, le=1000, description="SSH runs in flight on one target."
     )
+    # SSH connection pool and handshakes (docs/benchmarks.md, "Fleet scale").
+    ssh_max_connections: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="SSH connections the pool keeps open at most (one per target in use; "
+        "when full, the least recently used idle one is closed). Keep it at or above the "
+        "number of SSH targets, or every fire reopens connections; an idle connection "
+        "costs about 30 KB. The open-file limit is raised to hold it.",
+    )
+    ssh_idle_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=24 * 3600,
+        description="A pooled SSH connection unused this long is closed.",
+    )
+    ssh_max_connecting: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description="SSH handshakes in flight at once across all targets (a handshake is "
+        "about six round trips).",
+    )
+    ssh_connect_backoff_s: float = Field(
+        default=0.2,
+        gt=0,
+        le=60,
+        description="First wait before retrying a handshake the server dropped (sshd "
+        "MaxStartups); doubled on each retry, with jitter, for as long as the run's budget "
+        "lasts.",
+    )
+    ssh_connect_backoff_max_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Longest wait between two tries of a dropped SSH handshake.",
+    )
     local_max_concurrency: int = Field(
         default=64, ge=1, le=10_000, description="Local runs in flight at once."
     )
@@ -396,6 +433,17 @@ class Settings(BaseSettings):
                     f"{fence:g} s: an owner that has not renewed its lease by then kills its "
                     f"runs (FLEETCRON_LEASE_S {self.lease_s:g} minus the self-fencing margin)"
                 )
+        if self.ssh_max_connections < self.ssh_max_concurrency:
+            raise ValueError(
+                f"FLEETCRON_SSH_MAX_CONNECTIONS ({self.ssh_max_connections}) must be at least "
+                f"FLEETCRON_SSH_MAX_CONCURRENCY ({self.ssh_max_concurrency}): each SSH run in "
+                "flight holds a pooled connection"
+            )
+        if self.ssh_connect_backoff_max_s < self.ssh_connect_backoff_s:
+            raise ValueError(
+                f"FLEETCRON_SSH_CONNECT_BACKOFF_MAX_S ({self.ssh_connect_backoff_max_s:g}) must "
+                f"be at least FLEETCRON_SSH_CONNECT_BACKOFF_S ({self.ssh_connect_backoff_s:g})"
+            )
         if self.claim_margin_s <= DEFAULT_KILL_GRACE_S:
             raise ValueError(
                 f"FLEETCRON_CLAIM_MARGIN_S ({self.claim_margin_s:g}) must be longer than the "

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -26,6 +26,41 @@ class StateReading:
     running_runs: int
     ownership: str  # standalone | owner | standby | invalid | refused
     generation: int
+
+
+@dataclass(frozen=True)
+class SshPoolReading:
+    """What the SSH executor's pool has done so far (read at scrape time)."""
+
+    connections_opened: int
+    connect_retries: int
+    pooled: int
+
+
+class _SshPoolCollector(Collector):
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        read = self._metrics.ssh_pool
+        reading = read() if read is not None else None
+        if reading is None:
+            return
+        yield CounterMetricFamily(
+            "fleetcron_ssh_connections_opened",
+            "SSH handshakes completed by this process (a reused connection does not count).",
+            value=reading.connections_opened,
+        )
+        yield CounterMetricFamily(
+            "fleetcron_ssh_connect_retries",
+            "SSH handshakes retried after the server dropped or reset them (sshd MaxStartups).",
+            value=reading.connect_retries,
+        )
+        yield GaugeMetricFamily(
+            "fleetcron_ssh_pooled_connections",
+            "SSH connections held open by the pool.",
+            value=reading.pooled,
+        )
 
 
 class _StateCollector(Collector):
@@ -60,9 +95,13 @@ class Metrics:
     """The metrics of one process, in a registry of its own."""
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    #: Reads the SSH pool's counters at scrape time (set by the scheduler; see
+    #: :meth:`watch_ssh_pool`); ``None`` or a reading of ``None``: no SSH metrics.
+    ssh_pool: Callable[[], SshPoolReading | None] | None = None
 
     def __post_init__(self) -> None:
         r = self.registry
+        r.register(_SshPoolCollector(self))
         self.runs = Counter(
             "fleetcron_runs",
             "Runs finished by this process, by status and origin.",
@@ -91,6 +130,11 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+
+    def watch_ssh_pool(self, read: Callable[[], SshPoolReading | None]) -> None:
+        """Export the SSH pool's counters, read by ``read`` at each scrape (the last
+        scheduler to call this wins)."""
+        self.ssh_pool = read
 
     def watch_state(self, read: Callable[[], StateReading]) -> None:
         self.registry.register(_StateCollector(read))

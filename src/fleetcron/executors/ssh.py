@@ -6,11 +6,22 @@ The client key is parsed from memory with ``asyncssh.import_private_key`` and ne
 written anywhere.
 
 Reuse: one connection per (host, port, user, client key, pinned host key) is pooled and
-shared by concurrent runs as separate sessions. Idle connections expire; the pool never
-holds more than ``max_connections``. A global cap and a per-target cap bound concurrent
-runs; only one handshake per target is in flight at a time (later runs wait for it and
-reuse it), at most ``max_connecting`` handshakes overall, and a handshake dropped before
-the banner (sshd's ``MaxStartups``) or reset is retried with backoff.
+shared by concurrent runs as separate sessions. Idle connections expire after
+``idle_timeout_s`` (on a timer, and before every acquire); the pool holds at most
+``max_connections`` and, when full, closes the least recently used idle connection to
+make room. Idle connections are kept in release order, so expiry and eviction take them
+from the head: amortised O(1) per acquire, whatever the pool's size (size the pool for the
+fleet: a pool smaller than the number of targets reopens connections on every fire).
+A global cap and a per-target cap bound concurrent runs; only one handshake per target is
+in flight at a time (later runs wait for it and reuse it), at most ``max_connecting``
+handshakes overall.
+
+Connect retries: a handshake dropped before the banner (sshd's ``MaxStartups``) or reset
+is retried with exponential backoff and jitter (``connect_backoff_s``, doubled each time up
+to ``connect_backoff_max_s``, each wait drawn between half and all of it), for as long as
+the run's budget lasts; the handshake slot is given back while waiting. A run ends
+``connect_error`` for dropped handshakes only when its budget is spent. Retries are counted
+(:attr:`SshExecutor.connect_retries`, exported as ``fleetcron_ssh_connect_retries_total``).
 
 Timeouts: OpenSSH's sshd runs every session's command in a new session (``setsid``).
 The command runs under the watchdog of :mod:`fleetcron.executors.watchdog` (POSIX sh and
@@ -36,9 +47,11 @@ import contextlib
 import hashlib
 import logging
 import random
+import resource
 import shlex
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -80,6 +93,9 @@ _RETRYABLE = (
 )
 
 _PoolKey = tuple[str, int, str, str, str]
+
+FD_HEADROOM = 256
+"""Open files kept beside the pool's sockets (database, logs, local runs, the web server)."""
 
 
 def wrap_command(
@@ -160,11 +176,15 @@ class SshExecutor:
         max_concurrency: runs in flight across all targets (default 64).
         per_target_concurrency: runs in flight on one target (default 4; keep it at or
             below the target's sshd ``MaxSessions``, 10 by default).
-        max_connections: pooled connections kept at most; idle ones are closed first.
+        max_connections: pooled connections kept at most; when full, the least recently
+            used idle one is closed. The process's soft open-file limit is raised (up to
+            its hard limit) to hold this many plus :data:`FD_HEADROOM`.
         idle_timeout_s: an unused pooled connection is closed after this long.
-        connect_timeout_s: TCP connect plus SSH handshake and authentication.
-        connect_attempts: tries for a handshake dropped or reset by the server.
+        connect_timeout_s: TCP connect plus SSH handshake and authentication, per attempt.
+        connect_attempts: tries for a handshake dropped or reset by the server; ``None``
+            (the default): as many as the run's budget allows.
         connect_backoff_s: first retry delay, doubled each time, with jitter.
+        connect_backoff_max_s: the longest delay between two tries.
         max_connecting: handshakes in flight across all targets.
         kill_grace_s: seconds between SIGTERM and SIGKILL on timeout.
         watchdog: tests only; ``False`` runs commands without the remote watchdog (the
@@ -180,8 +200,9 @@ class SshExecutor:
         max_connections: int = 256,
         idle_timeout_s: float = 300.0,
         connect_timeout_s: float = 15.0,
-        connect_attempts: int = 4,
+        connect_attempts: int | None = None,
         connect_backoff_s: float = 0.2,
+        connect_backoff_max_s: float = 10.0,
         max_connecting: int = 16,
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
         watchdog: bool = True,
@@ -196,6 +217,7 @@ class SshExecutor:
         self._connect_timeout_s = connect_timeout_s
         self._connect_attempts = connect_attempts
         self._connect_backoff_s = connect_backoff_s
+        self._connect_backoff_max_s = max(connect_backoff_max_s, connect_backoff_s)
         self._kill_grace_s = kill_grace_s
         self._watchdog = watchdog
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -203,10 +225,18 @@ class SshExecutor:
         self._target_slots: dict[_PoolKey, asyncio.Semaphore] = {}
         self._connect_locks: dict[_PoolKey, asyncio.Lock] = {}
         self._pool: dict[_PoolKey, _Pooled] = {}
+        # The pooled connections nobody uses, least recently released first.
+        self._idle: OrderedDict[_PoolKey, _Pooled] = OrderedDict()
+        self._opening = 0
+        self._expiry: asyncio.TimerHandle | None = None
         self._keys: dict[str, asyncssh.SSHKey] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.connections_opened = 0
         """Successful handshakes so far; a reused connection does not count."""
+        self.connect_retries = 0
+        """Handshakes retried after the server dropped or reset them."""
+        self.open_file_limit = ensure_open_file_limit(max_connections + FD_HEADROOM)
+        """The process's soft open-file limit after construction."""
 
     async def run(self, target: SshTarget, request: ExecRequest) -> ExecResult:
         """Run the command on ``target``; never raises for its outcome.
@@ -243,7 +273,7 @@ class SshExecutor:
         ``HostKeyMismatch``) when the target cannot be reached or the scan fails.
         """
         key = _pool_key(target)
-        entry = await self._acquire(key, target)
+        entry = await self._acquire(key, target, time.monotonic() + self._connect_timeout_s)
         try:
             result = await asyncio.wait_for(
                 entry.conn.run(
@@ -331,7 +361,7 @@ class SshExecutor:
         """Run a fleetcron maintenance script on ``target`` over the pooled connection:
         ``(stdout, exit status, stderr)``."""
         key = _pool_key(target)
-        entry = await self._acquire(key, target)
+        entry = await self._acquire(key, target, time.monotonic() + self._connect_timeout_s)
         try:
             result = await asyncio.wait_for(
                 entry.conn.run(command, check=False), timeout=self._connect_timeout_s + 30
@@ -347,7 +377,11 @@ class SshExecutor:
 
     async def close(self) -> None:
         """Close every pooled connection; later runs open new ones."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         pooled, self._pool = list(self._pool.values()), {}
+        self._idle.clear()
         for entry in pooled:
             entry.conn.close()
         for entry in pooled:
@@ -375,7 +409,12 @@ class SshExecutor:
         ):
             # The slot came too late: do not even connect.
             raise ConnectError(NOT_STARTED_DEADLINE)
-        entry = await self._acquire(key, target)
+        budget = (
+            request.watchdog_s
+            if request.watchdog_s is not None
+            else request.timeout_s + self._kill_grace_s
+        )
+        entry = await self._acquire(key, target, called + budget)
         try:
             return await self._run_session(entry, target, request, called)
         finally:
@@ -495,7 +534,9 @@ class SshExecutor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(chan.wait_closed(), 5)
 
-    async def _acquire(self, key: _PoolKey, target: SshTarget) -> _Pooled:
+    async def _acquire(self, key: _PoolKey, target: SshTarget, deadline: float) -> _Pooled:
+        """The pooled connection for ``key``, opened (retrying dropped handshakes until
+        ``deadline``, on the monotonic clock) when there is none or it was lost."""
         lock = self._connect_locks.setdefault(key, asyncio.Lock())
         # Runs on the same target queue behind one handshake and then share it.
         async with lock:
@@ -504,64 +545,118 @@ class SshExecutor:
             if entry is None or not entry.usable:
                 if entry is not None:
                     self._drop(key)
-                self._expire_idle(need_room=True)
-                conn, client = await self._connect(target)
+                self._make_room()
+                self._opening += 1
+                try:
+                    conn, client = await self._connect(target, deadline)
+                finally:
+                    self._opening -= 1
                 entry = _Pooled(conn, client)
                 self._pool[key] = entry
+            else:
+                self._idle.pop(key, None)
             entry.users += 1
             return entry
 
     def _release(self, key: _PoolKey, entry: _Pooled) -> None:
         entry.users -= 1
-        entry.idle_since = time.monotonic()
-        if not entry.usable and self._pool.get(key) is entry and entry.users == 0:
+        if entry.users > 0 or self._pool.get(key) is not entry:
+            return
+        if not entry.usable:
             self._drop(key)
+            return
+        entry.idle_since = time.monotonic()
+        self._idle[key] = entry
+        self._idle.move_to_end(key)
+        if self._expiry is None:
+            self._schedule_expiry(self._idle_timeout_s)
 
     def _drop(self, key: _PoolKey) -> None:
         entry = self._pool.pop(key)
+        self._idle.pop(key, None)
         entry.conn.close()
 
-    def _expire_idle(self, *, need_room: bool = False) -> None:
+    def _expire_idle(self) -> None:
+        """Close the idle connections unused for longer than ``idle_timeout_s``: they are
+        at the head of the release order, so this stops at the first one still fresh."""
         now = time.monotonic()
-        idle = sorted(
-            (entry.idle_since, key) for key, entry in self._pool.items() if entry.users == 0
-        )
-        for since, key in idle:
-            full = need_room and len(self._pool) >= self._max_connections
-            if full or now - since > self._idle_timeout_s:
-                logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_evict"})
-                self._drop(key)
+        while self._idle:
+            key, entry = next(iter(self._idle.items()))
+            if now - entry.idle_since <= self._idle_timeout_s:
+                break
+            logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_expire"})
+            self._drop(key)
+
+    def _make_room(self) -> None:
+        """Close least recently used idle connections until one more fits in the pool
+        (handshakes under way count as pooled)."""
+        while self._idle and len(self._pool) + self._opening >= self._max_connections:
+            key = next(iter(self._idle))
+            logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_evict"})
+            self._drop(key)
+
+    def _schedule_expiry(self, delay_s: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._expiry = loop.call_later(max(delay_s, 0.0) + 0.01, self._on_expiry_timer)
+
+    def _on_expiry_timer(self) -> None:
+        self._expiry = None
+        self._expire_idle()
+        if self._idle:
+            head = next(iter(self._idle.values()))
+            self._schedule_expiry(head.idle_since + self._idle_timeout_s - time.monotonic())
 
     async def _connect(
-        self, target: SshTarget
+        self, target: SshTarget, deadline: float
     ) -> tuple[asyncssh.SSHClientConnection, _PinnedClient]:
+        """Open a connection to ``target``; a handshake dropped or reset by the server is
+        retried with capped exponential backoff and jitter until ``deadline`` (or
+        ``connect_attempts``) would pass. The handshake slot is held only while
+        connecting, not while waiting to retry."""
         client_key = self._import_key(target)
         delay = self._connect_backoff_s
-        async with self._connecting:
-            for attempt in range(1, self._connect_attempts + 1):
+        first = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            async with self._connecting:
+                timeout = min(self._connect_timeout_s, max(deadline - time.monotonic(), 0.1))
                 try:
-                    conn, client = await _open(target, client_key, self._connect_timeout_s)
+                    conn, client = await _open(target, client_key, timeout)
                 except _RETRYABLE as exc:
-                    if attempt == self._connect_attempts:
-                        raise ConnectError(
-                            f"connection to {target.host}:{target.port} was dropped during the "
-                            f"handshake {attempt} times (sshd MaxStartups?): {exc}"
-                        ) from exc
-                    logger.info(
-                        "ssh handshake with %s:%s dropped, retry %s in %.2f s",
-                        target.host,
-                        target.port,
-                        attempt,
-                        delay,
-                        extra={"action": "ssh.connect_retry"},
-                    )
-                    # Jitter spreads a fleet-wide burst so retries do not collide again.
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                    delay *= 2
+                    dropped: BaseException = exc
                 else:
                     self.connections_opened += 1
                     return conn, client
-        raise AssertionError("unreachable")
+            wait = delay * random.uniform(0.5, 1.0)
+            out_of_tries = self._connect_attempts is not None and attempt >= self._connect_attempts
+            if out_of_tries or time.monotonic() + wait >= deadline:
+                spent = time.monotonic() - first
+                why = (
+                    f"{attempt} attempts allowed"
+                    if out_of_tries
+                    else "the run's time budget is spent"
+                )
+                raise ConnectError(
+                    f"connection to {target.host}:{target.port} was dropped during the "
+                    f"handshake {attempt} times in {spent:.1f} s ({why}; sshd MaxStartups?): "
+                    f"{dropped}"
+                ) from dropped
+            self.connect_retries += 1
+            logger.info(
+                "ssh handshake with %s:%s dropped, retry %s in %.2f s",
+                target.host,
+                target.port,
+                attempt,
+                wait,
+                extra={"action": "ssh.connect_retry", "target": target.name},
+            )
+            # Jitter spreads a fleet-wide burst so retries do not collide again.
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, self._connect_backoff_max_s)
 
     def _import_key(self, target: SshTarget) -> asyncssh.SSHKey:
         digest = _key_digest(target)
@@ -570,6 +665,28 @@ class SshExecutor:
             key = _import_private_key(target)
             self._keys[digest] = key
         return key
+
+
+def ensure_open_file_limit(wanted: int) -> int:
+    """Raise this process's soft open-file limit to ``wanted`` (at most the hard limit);
+    returns the soft limit now in force. Logs a warning when the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    if soft < wanted:
+        logger.warning(
+            "open-file limit %d is below the %d the SSH pool may need; raise LimitNOFILE "
+            "(ulimit -n) or lower ssh_max_connections",
+            soft,
+            wanted,
+            extra={"action": "ssh.fd_limit", "limit": soft, "wanted": wanted},
+        )
+    return soft
 
 
 async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:

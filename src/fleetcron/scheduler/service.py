@@ -66,7 +66,7 @@ from fleetcron.executors.base import (
 )
 from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.executors.ssh import SshExecutor
-from fleetcron.metrics import Metrics
+from fleetcron.metrics import Metrics, SshPoolReading
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
@@ -144,6 +144,8 @@ class Scheduler:
         )
         if self.executors is None:
             self.executors = standard_executors(settings, self.clock, self._decrypt)
+        if self.metrics is not None:
+            self.metrics.watch_ssh_pool(self._ssh_pool_reading)
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetcron-db")
         self._finished: asyncio.Queue[_Finished] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
@@ -432,6 +434,13 @@ class Scheduler:
         """Run SSH targets on ``executor`` (a benchmark sizing its own pool)."""
         assert self.executors is not None
         self.executors = {**self.executors, "ssh": SshKind(executor, self._decrypt)}
+
+    def _ssh_pool_reading(self) -> SshPoolReading | None:
+        """The SSH pool's counters for ``/metrics`` (read at scrape time)."""
+        ssh = self.ssh
+        if ssh is None:
+            return None
+        return SshPoolReading(ssh.connections_opened, ssh.connect_retries, ssh.pooled_connections)
 
     def _decrypt(self, encrypted: bytes) -> bytes:
         return self.app.master_key.decrypt(encrypted).reveal()

@@ -1,9 +1,10 @@
-"""A scaled-down fleet: a real scheduler fires a bulk job on 200 simulated SSH targets at
+"""A scaled-down fleet: a real scheduler fires a bulk job on 300 simulated SSH targets at
 50 ms round trip (bench/fleet_sim.py), first over new connections, then over pooled ones.
 
 Correctness only, no timing: every run recorded exactly once per assignment and slot,
 every command executed exactly once on its own target (counted by the simulator), all
-connections reused on the second fire, and nothing left running in the simulator.
+connections reused on the second fire (the pool holds more than 256 targets, as sized by
+the settings), and nothing left running in the simulator.
 The negative controls show that the simulator's counters do see an extra execution and a
 command left running.
 """
@@ -38,7 +39,7 @@ from fleet_sim import FAKE_PGID_BASE, FleetSim, Kill, Plan, classify, connect, m
 
 pytestmark = [pytest.mark.slow]
 
-TARGETS = 200
+TARGETS = 300
 RTT_MS = 50
 
 
@@ -49,7 +50,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetSim]:
 
 
 def add_fleet(app: App, sim: FleetSim) -> None:
-    """The simulated targets as paired SSH targets (bulk insert: pairing 200 targets one
+    """The simulated targets as paired SSH targets (bulk insert: pairing 300 targets one
     handshake at a time is not what this test is about)."""
     now = app.now()
     with app.db.engine.begin() as conn:
@@ -105,7 +106,7 @@ def executed(before: dict[str, Any], after: dict[str, Any]) -> list[int]:
     ],
     ids=["simulated-sleep", "real-sh-echo"],
 )
-async def test_a_bulk_job_on_200_targets_at_50_ms_records_every_run_exactly_once(
+async def test_a_bulk_job_on_300_targets_at_50_ms_records_every_run_exactly_once(
     app: App,
     operator: Actor,
     clock: FakeClock,
@@ -117,7 +118,8 @@ async def test_a_bulk_job_on_200_targets_at_50_ms_records_every_run_exactly_once
     fleet.wait_idle()
     add_fleet(app, fleet)
     jobs.add_job(app, operator, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
-    scheduler = Scheduler(app, clock=clock, maintenance=Housekeeping(app), metrics=Metrics())
+    metrics = Metrics()
+    scheduler = Scheduler(app, clock=clock, maintenance=Housekeeping(app), metrics=metrics)
     await scheduler.start()
     assert isinstance(scheduler.ssh, SshExecutor)
     names = {t.name for t in fleet.targets}
@@ -156,6 +158,10 @@ async def test_a_bulk_job_on_200_targets_at_50_ms_records_every_run_exactly_once
         assert scheduler.ssh.connections_opened == TARGETS
         assert final["connections"] - start["connections"] == TARGETS
         assert final["refused_startups"] == start["refused_startups"]
+        exported = metrics.exposition().decode()
+        assert f"fleetcron_ssh_connections_opened_total {float(TARGETS)}" in exported
+        assert f"fleetcron_ssh_pooled_connections {float(TARGETS)}" in exported
+        assert "fleetcron_ssh_connect_retries_total 0.0" in exported
     finally:
         await scheduler.shutdown()
         await scheduler.ssh.close()
@@ -174,6 +180,32 @@ def test_the_simulator_recognises_the_wrapper_and_leaves_everything_else_to_sh()
     watched = classify(wrap_command("sleep 1", env, term_after_s=300.0, kill_grace_s=5.0))
     assert isinstance(watched, Plan) and watched.steps == (("sleep", 1.0),), watched
     assert watched.marker is not None and watched.budget_s == 300.0
+    # In a cluster the wrapper checks the target's generation mark first: recognised only
+    # as the exact text the watchdog writes, and evaluated by the simulator.
+    guarded = classify(
+        wrap_command(
+            "sleep 1", env, term_after_s=300.0, kill_grace_s=5.0, generation=3, mark_scope="inst"
+        )
+    )
+    assert isinstance(guarded, Plan) and guarded.steps == (("sleep", 1.0),), guarded
+    assert guarded.mark_check == ("inst", 3) and guarded.budget_s == 300.0
+    tampered = wrap_command(
+        "sleep 1", env, term_after_s=300.0, kill_grace_s=5.0, generation=3, mark_scope="inst"
+    ).replace("-gt 3 ]", "-gt 3 ] || rm -rf x")
+    assert classify(tampered) is None
+    assert (
+        classify(
+            wrap_command(
+                "sleep 1; id",
+                env,
+                term_after_s=9.0,
+                kill_grace_s=1.0,
+                generation=3,
+                mark_scope="inst",
+            )
+        )
+        is None
+    )
     timed = classify("timeout -s TERM -k 5 10 /bin/sh -c 'sleep 20'")
     assert timed == Plan(None, (("sleep", 20.0),), 10.0)
     for line in (
@@ -221,6 +253,38 @@ async def test_the_simulators_counters_see_an_extra_execution_and_a_command_left
             assert killed.exit_status == 0
         idle = sim.wait_idle(timeout_s=10)
         assert idle["running_simulated"] == 0 and idle["kills_simulated"] == 1
+
+
+async def test_a_simulated_run_is_refused_when_the_targets_mark_supersedes_its_generation(
+    tmp_path: Path,
+) -> None:
+    """The wrapper's generation-mark check is simulated, not forked: below the mark the
+    run is refused as the real wrapper refuses it (the executor reports connect_error),
+    at or above it the sleep is simulated. The counters show which path each took."""
+    with FleetSim(1, work_dir=tmp_path) as sim:
+        mark = tmp_path / "home" / ".fleetcron" / "generation-inst"
+        mark.mkdir(parents=True)
+        (mark / "5").touch()
+        t = sim.targets[0]
+        target = SshTarget(t.name, t.host, t.port, t.user, t.client_key, t.host_key)
+        executor = SshExecutor()
+        try:
+            before = sim.stats()
+            old = await executor.run(
+                target, ExecRequest("sleep 0.1", generation=4, mark_scope="inst")
+            )
+            current = await executor.run(
+                target, ExecRequest("sleep 0.1", generation=5, mark_scope="inst")
+            )
+            after = sim.stats()
+        finally:
+            await executor.close()
+    assert old.status == "connect_error"
+    assert "generation 4 superseded by 5" in (old.error or ""), old.error
+    assert current.status == "succeeded", current.error
+    assert after["execs_simulated"] - before["execs_simulated"] == 2
+    assert after["execs_real"] == before["execs_real"]
+    assert after["refused_superseded"] - before["refused_superseded"] == 1
 
 
 def test_each_target_has_its_own_host_key_and_accepts_only_its_own_client_key(
