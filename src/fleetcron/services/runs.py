@@ -57,12 +57,12 @@ def request_run(
             assignments = [a for a in the_job.assignments if a.target_id == the_target.id]
             if not assignments:
                 raise NotFound(f"assignment of job {job} on target", target)
-        if not assignments:
-            raise InvalidInput(
-                f"job {job} is not enabled on any target",
         if selection is not None and selection.given:
             note.detail["selection"] = selection.audit_detail()
             assignments = select_assignments(session, the_job, selection)
+        if not assignments:
+            raise InvalidInput(
+                f"job {job} is not enabled on any target",
                 field="job",
                 value=job,
                 allowed="a job with at least one enabled target, or --target",
