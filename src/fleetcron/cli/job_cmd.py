@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, to_terminal
+from fleetcron.core.job_options import OPTIONS, JobOption
 from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services.jobs import JobSpec, JobView
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -35,10 +39,53 @@ def job() -> None:
     """Scheduled commands: bulk (many targets) and individual (one target)."""
 
 
+def job_option_flags(*, edit: bool) -> Callable[[F], F]:
+    """The flags of every declared job option (:mod:`fleetcron.core.job_options`), in the
+    declaration's order: for ``job add`` with the declared defaults (required ones
+    required), for ``job edit`` all optional and unset unless given."""
+
+    def apply(command: F) -> F:
+        for option in reversed(OPTIONS):
+            command = _flag(option, edit=edit)(command)
+        return command
+
+    return apply
+
+
+def _flag(option: JobOption, *, edit: bool) -> Callable[[F], F]:
+    kwargs: dict[str, Any] = {"help": option.help}
+    if option.kind == "int":
+        kwargs["type"] = int
+    elif option.kind in ("choice", "choices"):
+        kwargs["type"] = click.Choice(option.choices)
+        kwargs["multiple"] = option.kind == "choices"
+    if option.kind == "flag":
+        if edit:
+            negative = "--no-" + option.flag.removeprefix("--")
+            return click.option(f"{option.flag}/{negative}", option.name, default=None, **kwargs)
+        return click.option(option.flag, option.name, is_flag=True, **kwargs)
+    if not edit and option.kind != "choices":
+        kwargs["required"] = option.required
+        if option.default is not None:
+            kwargs["default"] = option.default
+            kwargs["show_default"] = option.kind != "text"
+    return click.option(option.flag, option.name, **kwargs)
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    """The options given on the command line (a repeatable one counts when repeated)."""
+    out: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = values.get(option.name)
+        if option.kind == "choices":
+            value = list(value) if value else None
+        if value is not None:
+            out[option.name] = value
+    return out
+
+
 @job.command("add")
 @click.argument("name")
-@click.option("--schedule", required=True, help='Cron expression, e.g. "0 2 * * 0".')
-@click.option("--command", "command", required=True, help="Shell command, run verbatim.")
 @click.option("--target", help="Individual job on this target.")
 @click.option("--bulk", is_flag=True, help="Bulk job on every paired target (or --selector).")
 @click.option(
@@ -47,71 +94,21 @@ def job() -> None:
 @click.option(
     "--disabled-on", multiple=True, metavar="TARGET", help="Bulk jobs: start paused here."
 )
-@click.option("--tz", "timezone", help="IANA time zone (default: the configured one).")
-@click.option("--timeout", "timeout_s", type=int, help="Seconds before the run is killed.")
-@click.option(
-    "--overlap", type=click.Choice(["allow", "forbid"]), default="allow", show_default=True
-)
-@click.option(
-    "--catchup",
-    type=click.Choice(["none", "latest"]),
-    default="none",
-    show_default=True,
-    help="latest: after downtime, run the most recent missed slot once.",
-)
-@click.option(
-    "--jitter", "jitter_s", type=int, default=0, help="Bulk jobs: spread starts over N seconds."
-)
-@click.option("--retries", type=int, default=0, help="Extra attempts after a failure.")
-@click.option(
-    "--retry-on",
-    multiple=True,
-    type=click.Choice(["connect_error", "failed", "timed_out"]),
-    help="Failure kinds that are retried (default connect_error).",
-)
-@click.option("--retry-backoff", "retry_backoff_s", type=int, default=30, show_default=True)
-@click.option("--notes", default="")
-@click.option(
-    "--allow-duplicate",
-    is_flag=True,
-    help="Allow another job to run the same command on the same target.",
-)
+@job_option_flags(edit=False)
 @as_user_option
 def add(
     name: str,
-    schedule: str,
-    command: str,
     target: str | None,
     bulk: bool,
     selector: str | None,
     disabled_on: tuple[str, ...],
-    timezone: str | None,
-    timeout_s: int | None,
-    overlap: str,
-    catchup: str,
-    jitter_s: int,
-    retries: int,
-    retry_on: tuple[str, ...],
-    retry_backoff_s: int,
-    notes: str,
-    allow_duplicate: bool,
     as_user: str | None,
+    **options: Any,
 ) -> None:
     """Add a job."""
-    spec = JobSpec(
-        schedule=schedule,
-        command=command,
-        timezone=timezone,
-        notes=notes,
-        timeout_s=timeout_s,
-        overlap=overlap,
-        catchup=catchup,
-        jitter_s=jitter_s,
-        retries=retries,
-        retry_on=retry_on or ("connect_error",),
-        retry_backoff_s=retry_backoff_s,
-        allow_duplicate=allow_duplicate,
-    )
+    given = _given(options)
+    # A repeatable option left out takes its declared default.
+    spec = JobSpec(**{o.name: o.plain(o.default) for o in OPTIONS if o.kind == "choices"} | given)
     with opened_app() as app:
         view = svc.add_job(
             app,
@@ -175,27 +172,11 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
         print_json(view.as_dict())
         return
     data = view.as_dict()
-    for key in (
-        "name",
-        "origin",
-        "schedule",
-        "timezone",
-        "command",
-        "notes",
-        "selector",
-        "target",
-        "timeout_s",
-        "overlap",
-        "catchup",
-        "jitter_s",
-        "retries",
-        "retry_on",
-        "created_by",
-        "updated_by",
-        "updated_at",
-    ):
-        echo(f"{key + ':':14}{'' if data[key] is None else data[key]}")
-    echo(f"{'when:':14}{_describe(view)}")
+    placement = ("name", "origin", "schedule", "timezone", "command", "notes", "selector", "target")
+    options = tuple(o.name for o in OPTIONS if o.name not in placement)
+    for key in (*placement, *options, "created_by", "updated_by", "updated_at"):
+        echo(f"{key + ':':16}{'' if data[key] is None else data[key]}")
+    echo(f"{'when:':16}{_describe(view)}")
     print_table(
         f"targets ({view.enabled}/{view.total} enabled)",
         ["target", "enabled", "next fire", "last fire"],
@@ -208,27 +189,14 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
 
 @job.command("edit")
 @click.argument("name")
-@click.option("--schedule")
-@click.option("--command", "command")
-@click.option("--tz", "timezone")
-@click.option("--timeout", "timeout_s", type=int)
-@click.option("--overlap", type=click.Choice(["allow", "forbid"]))
-@click.option("--catchup", type=click.Choice(["none", "latest"]))
-@click.option("--jitter", "jitter_s", type=int)
-@click.option("--retries", type=int)
-@click.option(
-    "--retry-on", multiple=True, type=click.Choice(["connect_error", "failed", "timed_out"])
-)
-@click.option("--retry-backoff", "retry_backoff_s", type=int)
-@click.option("--selector")
-@click.option("--notes")
-@click.option("--allow-duplicate/--no-allow-duplicate", "allow_duplicate", default=None)
+@job_option_flags(edit=True)
+@click.option("--selector", help="Bulk jobs: only targets with these labels.")
 @as_user_option
-def edit(name: str, as_user: str | None, retry_on: tuple[str, ...], **options: Any) -> None:
+def edit(name: str, as_user: str | None, selector: str | None, **options: Any) -> None:
     """Change a job; a bulk job changes on every target at once."""
-    changes = {key: value for key, value in options.items() if value is not None}
-    if retry_on:
-        changes["retry_on"] = list(retry_on)
+    changes = _given(options)
+    if selector is not None:
+        changes["selector"] = selector
     if not changes:
         raise click.UsageError("nothing to change; give at least one option (see --help)")
     with opened_app() as app:

@@ -1,5 +1,5 @@
-"""Schedules as code: the YAML schedule file, the plan that brings the store to it, and the
-rule against registering one command twice on one target.
+"""Schedules as code: the YAML schedule file and the plan that brings the store to it (the
+rule against registering one command twice on one target is :mod:`fleetcron.core.duplicates`).
 
 Pure: the service (:mod:`fleetcron.services.schedule_file`) reads the store and the file,
 this module only turns text into declarations, compares plain states and renders YAML.
@@ -25,10 +25,8 @@ all problems of a file are reported together.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import combinations
 from typing import Any, Literal
 
 import yaml
@@ -36,68 +34,44 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from fleetcron.core import validation as v
+from fleetcron.core.duplicates import (
+    Duplicate,
+    Registration,
+    duplicates_to_allow,
+    find_duplicates,
+)
+from fleetcron.core.job_options import BY_KEY, OPTIONS
 from fleetcron.errors import InvalidInput
 
 FILE_VERSION = 1
 
 TOP_KEYS = ("version", "jobs")
 
+#: The keys that say where a job runs and whether it is paused; the rest are the job's
+#: options, declared in :mod:`fleetcron.core.job_options`.
+PLACEMENT_KEYS = ("name", "bulk", "target", "selector", "disabled_on", "enabled")
+
 #: Keys of one job, in the order export writes them.
-JOB_KEYS = (
-    "name",
-    "bulk",
-    "target",
-    "selector",
-    "disabled_on",
-    "enabled",
-    "schedule",
-    "timezone",
-    "command",
-    "notes",
-    "timeout",
-    "overlap",
-    "catchup",
-    "jitter",
-    "retries",
-    "retry_on",
-    "retry_backoff",
-    "allow_duplicate",
-)
+JOB_KEYS = PLACEMENT_KEYS + tuple(o.key for o in OPTIONS)
 
 #: File key -> field of :class:`fleetcron.services.jobs.JobSpec`.
-SPEC_FIELDS = {
-    "schedule": "schedule",
-    "command": "command",
-    "timezone": "timezone",
-    "notes": "notes",
-    "timeout": "timeout_s",
-    "overlap": "overlap",
-    "catchup": "catchup",
-    "jitter": "jitter_s",
-    "retries": "retries",
-    "retry_on": "retry_on",
-    "retry_backoff": "retry_backoff_s",
+SPEC_FIELDS = {o.key: o.name for o in OPTIONS}
+
+#: The YAML type of each option kind.
+_KIND_OF_OPTION = {
+    "text": "string",
+    "choice": "string",
+    "int": "integer",
+    "flag": "boolean",
+    "choices": "list of strings",
 }
 
 #: What each key holds, as told in type errors.
 _KINDS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "name",
-            "target",
-            "selector",
-            "schedule",
-            "timezone",
-            "command",
-            "notes",
-            "overlap",
-            "catchup",
-        ),
-        "string",
-    ),
-    **dict.fromkeys(("timeout", "jitter", "retries", "retry_backoff"), "integer"),
-    **dict.fromkeys(("bulk", "enabled", "allow_duplicate"), "boolean"),
-    **dict.fromkeys(("disabled_on", "retry_on"), "list of strings"),
+    **dict.fromkeys(("name", "target", "selector"), "string"),
+    **dict.fromkeys(("bulk", "enabled"), "boolean"),
+    "disabled_on": "list of strings",
+    **{o.key: _KIND_OF_OPTION[o.kind] for o in OPTIONS},
 }
 
 _TAGS = {
@@ -396,9 +370,9 @@ def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
         fail("enabled", "a bulk job is paused per target with disabled_on: [TARGET, ...]")
     if len(reader.problems) > before:
         return None
-    spec = {SPEC_FIELDS[key]: values[key] for key in SPEC_FIELDS if key in values}
-    if "retry_on" in spec:
-        spec["retry_on"] = tuple(spec["retry_on"])
+    spec = {
+        SPEC_FIELDS[key]: BY_KEY[key].plain(values[key]) for key in SPEC_FIELDS if key in values
+    }
     return JobDecl(
         index=index,
         line=_line(node),
@@ -522,80 +496,14 @@ def plan_changes(wanted: Iterable[JobState], current: Iterable[JobState], *, pru
     return Plan(tuple(changes), tuple(extra))
 
 
-# --- duplicate registrations ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Registration:
-    """A job's command on the targets it covers (bulk: every matched target, paused or not;
-    individual: its target, paired or not)."""
-
-    job: str
-    command: str
-    targets: frozenset[str]
-    allow_duplicate: bool = False
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    """Two jobs registering the same command on the same targets."""
-
-    command: str
-    jobs: tuple[str, str]
-    targets: tuple[str, ...]
-
-    def describe(self) -> str:
-        first, second = self.jobs
-        where = "target" if len(self.targets) == 1 else "targets"
-        return (
-            f"jobs {first} and {second} both run {self.command!r} on {where} "
-            f"{', '.join(self.targets)}; remove one, or set allow_duplicate: true on one of them"
-        )
-
-
-def find_duplicates(
-    registrations: Iterable[Registration], *, among: Collection[str] | None = None
-) -> list[Duplicate]:
-    """Pairs of jobs that run the same command (compared without surrounding whitespace)
-    on a common target, unless one of the two allows duplicates.
-
-    With ``among``, only pairs with at least one job in it are reported (an apply answers
-    for the jobs of its file, not for duplicates already in the store between others).
-    """
-    by_command: dict[str, list[Registration]] = defaultdict(list)
-    for registration in registrations:
-        by_command[registration.command.strip()].append(registration)
-    found: list[Duplicate] = []
-    for command, group in by_command.items():
-        for a, b in combinations(sorted(group, key=lambda r: r.job), 2):
-            if a.allow_duplicate or b.allow_duplicate:
-                continue
-            if among is not None and a.job not in among and b.job not in among:
-                continue
-            common = a.targets & b.targets
-            if common:
-                found.append(Duplicate(command, (a.job, b.job), tuple(sorted(common))))
-    return sorted(found, key=lambda d: (d.jobs, d.command))
-
-
-def duplicates_to_allow(duplicates: Iterable[Duplicate]) -> dict[str, list[Duplicate]]:
-    """Which jobs must say ``allow_duplicate: true`` so that every pair is allowed: the
-    second job of each pair not already covered. Returns job -> the pairs it answers for."""
-    marked: dict[str, list[Duplicate]] = {}
-    for duplicate in duplicates:
-        first, second = duplicate.jobs
-        holder = first if first in marked and second not in marked else second
-        marked.setdefault(holder, []).append(duplicate)
-    return marked
-
-
 # --- rendering ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Defaults:
     """What a job gets for a key the file leaves out (the service fills this in from the
-    product's job defaults); a rendered job leaves out the keys whose value equals it."""
+    declaration's defaults); a rendered job leaves out the keys whose value equals it. An
+    option not named here is compared with its declared default."""
 
     notes: str
     overlap: str
@@ -609,10 +517,9 @@ class Defaults:
 def job_mapping(
     state: JobState, defaults: Defaults, *, allow_duplicate: bool = False
 ) -> dict[str, Any]:
-    """A job as the file writes it: schedule, zone, command and timeout always (the zone
-    and the timeout default to settings that may differ elsewhere), the rest when they
-    differ from the format's defaults."""
-    d = defaults
+    """A job as the file writes it: the options a job must have (schedule, command) and those
+    whose default is a setting that may differ elsewhere (zone, timeout) always, the rest
+    when they differ from the defaults; ``allow_duplicate`` as the caller marks it."""
     out: dict[str, Any] = {"name": state.name}
     if state.bulk:
         out["bulk"] = True
@@ -624,15 +531,14 @@ def job_mapping(
         out["target"] = state.target
         if state.enabled is False:
             out["enabled"] = False
-    out.update(schedule=_Quoted(state.schedule), timezone=state.timezone, command=state.command)
-    for key in ("notes", "timeout", "overlap", "catchup", "jitter", "retries"):
-        value = getattr(state, key)
-        if key == "timeout" or value != getattr(d, key):
-            out[key] = value
-    if state.retry_on != d.retry_on:
-        out["retry_on"] = list(state.retry_on)
-    if state.retry_backoff != d.retry_backoff:
-        out["retry_backoff"] = state.retry_backoff
+    for option in OPTIONS:
+        if option.key == "allow_duplicate":
+            continue
+        value = getattr(state, option.key)
+        always = option.required or option.default is None
+        if always or value != option.plain(getattr(defaults, option.key, option.default)):
+            out[option.key] = list(value) if isinstance(value, tuple) else value
+    out["schedule"] = _Quoted(state.schedule)
     if allow_duplicate:
         out["allow_duplicate"] = True
     return out

@@ -29,11 +29,14 @@ ROLES = ("viewer", "operator", "admin")
 MAX_TIMEOUT_S = 7 * 24 * 3600
 MAX_JITTER_S = 3600
 MAX_RETRIES = 10
+MAX_RETRY_BACKOFF_S = 3600
 
 #: Length limits of the free-text fields, in characters: the one declaration the services
 #: (the authority), the API models and the web forms all read.
 #: A schedule is stored in a 255-character column (the cron engine itself reads up to 1000).
 SCHEDULE_MAX_CHARS = 255
+#: An IANA time zone name (the column is 64 characters).
+TIMEZONE_MAX_CHARS = 64
 #: Notes of a job or a target.
 NOTES_MAX_CHARS = 10_000
 #: The highest value of the ``command_max_length`` setting, which is the limit a job's

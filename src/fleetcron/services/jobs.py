@@ -18,15 +18,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.app import Actor, App
+from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.permissions import ROLE_RANK
-from fleetcron.core.schedule_file import Registration, find_duplicates
 from fleetcron.cron import parse, validate_timezone
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
-from fleetcron.services.job_versions import record_version
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
+from fleetcron.services.job_versions import record_version
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target
 
@@ -72,39 +73,30 @@ class JobView:
         return asdict(self)
 
 
+_DEFAULT = job_options.defaults()
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """Everything a job holds besides its name; defaults are the product's defaults."""
+    """Everything a job holds besides its name; the defaults are the declaration's
+    (:mod:`fleetcron.core.job_options`), with which a test keeps these fields in step."""
 
     schedule: str
     command: str
     timezone: str | None = None
-    notes: str = ""
+    notes: str = _DEFAULT["notes"]
     timeout_s: int | None = None
-    overlap: str = "allow"
-    catchup: str = "none"
-    jitter_s: int = 0
-    retries: int = 0
-    retry_on: Sequence[str] = ("connect_error",)
-    retry_backoff_s: int = 30
-    allow_duplicate: bool = False
+    overlap: str = _DEFAULT["overlap"]
+    catchup: str = _DEFAULT["catchup"]
+    jitter_s: int = _DEFAULT["jitter_s"]
+    retries: int = _DEFAULT["retries"]
+    retry_on: Sequence[str] = _DEFAULT["retry_on"]
+    retry_backoff_s: int = _DEFAULT["retry_backoff_s"]
+    allow_duplicate: bool = _DEFAULT["allow_duplicate"]
 
 
-EDITABLE = (
-    "schedule",
-    "command",
-    "timezone",
-    "notes",
-    "timeout_s",
-    "overlap",
-    "catchup",
-    "jitter_s",
-    "retries",
-    "retry_on",
-    "retry_backoff_s",
-    "selector",
-    "allow_duplicate",
-)
+#: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.
+EDITABLE = (*(o.name for o in job_options.OPTIONS), "selector")
 
 
 def get_job(session: Session, name: str) -> Job:
@@ -112,6 +104,12 @@ def get_job(session: Session, name: str) -> Job:
     if job is None:
         raise NotFound("job", name)
     return job
+
+
+#: The options checked here with the settings or the cron engine, before the declaration's
+#: own rules (the zone and the schedule are checked by ``cron``, the command against the
+#: ``command_max_length`` setting).
+_CONTEXT_CHECKED = frozenset({"timezone", "schedule", "command"})
 
 
 def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
@@ -125,24 +123,12 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
         parse(out["schedule"], out.get("timezone") or "UTC")
     if "command" in out:
         v.validate_command(out["command"], max_length=app.settings.command_max_length)
-    if out.get("timeout_s") is not None:
-        v.validate_int(out["timeout_s"], field="timeout", low=1, high=v.MAX_TIMEOUT_S)
-    if "overlap" in out:
-        v.validate_choice(out["overlap"], v.OVERLAP_POLICIES, field="overlap")
-    if "catchup" in out:
-        v.validate_choice(out["catchup"], v.CATCHUP_POLICIES, field="catchup")
-    if "jitter_s" in out:
-        v.validate_int(out["jitter_s"], field="jitter", low=0, high=v.MAX_JITTER_S)
-    if "retries" in out:
-        v.validate_int(out["retries"], field="retries", low=0, high=v.MAX_RETRIES)
-    if "retry_backoff_s" in out:
-        v.validate_int(out["retry_backoff_s"], field="retry_backoff", low=1, high=3600)
-    if "retry_on" in out:
-        out["retry_on"] = [
-            v.validate_choice(k, v.RETRY_KINDS, field="retry_on") for k in out["retry_on"]
-        ]
-    if "notes" in out:
-        v.validate_length(out["notes"], field="notes", limit=v.NOTES_MAX_CHARS)
+    # The rules the declaration states (ranges, choices, lengths), for every other option.
+    out.update(
+        job_options.check_options(
+            {key: value for key, value in out.items() if key not in _CONTEXT_CHECKED}
+        )
+    )
     if "selector" in out:
         out["selector"] = parse_selector(out["selector"])
     return out
@@ -394,19 +380,8 @@ def _view(job: Job, *, with_assignments: bool = False) -> JobView:
         id=job.id,
         name=job.name,
         origin=job.origin,
-        schedule=job.schedule,
-        timezone=job.timezone,
-        command=job.command,
-        notes=job.notes,
         selector=format_selector(job.selector),
-        timeout_s=job.timeout_s,
-        overlap=job.overlap,
-        catchup=job.catchup,
-        jitter_s=job.jitter_s,
-        retries=job.retries,
-        retry_on=list(job.retry_on),
-        retry_backoff_s=job.retry_backoff_s,
-        allow_duplicate=job.allow_duplicate,
+        **{o.name: o.stored(getattr(job, o.name)) for o in job_options.OPTIONS},
         created_by=job.created_by,
         updated_by=job.updated_by,
         created_at=job.created_at,

@@ -13,6 +13,7 @@ the jobs service's own rules, so a job from a file obeys exactly what ``job add`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -22,6 +23,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.app import Actor, App
+from fleetcron.core.duplicates import Registration, duplicates_to_allow, find_duplicates
+from fleetcron.core.job_options import BY_KEY, OPTIONS
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.schedule_file import (
     SPEC_FIELDS,
@@ -31,26 +34,20 @@ from fleetcron.core.schedule_file import (
     JobState,
     Plan,
     Problem,
-    Registration,
     Rendered,
     ScheduleFile,
     ScheduleFileError,
-    duplicates_to_allow,
-    find_duplicates,
     parse_schedule_file,
     plan_changes,
     render_schedule_file,
 )
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.job_versions import record_version
 from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
+from fleetcron.services.job_versions import record_version
 from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields
 from fleetcron.store.schema import Assignment, Job, Target
-
-#: Job columns a schedule file sets, by file key.
-_COLUMNS = {key: spec for key, spec in SPEC_FIELDS.items() if key != "retry_on"}
 
 
 @dataclass(frozen=True)
@@ -81,16 +78,12 @@ class ScheduleEntry:
 
 
 def job_defaults() -> Defaults:
-    """The product's defaults for the keys a file may leave out (from :class:`JobSpec`)."""
-    spec = JobSpec(schedule="", command="")
+    """The product's defaults for the keys a file may leave out (from the declaration)."""
     return Defaults(
-        notes=spec.notes,
-        overlap=spec.overlap,
-        catchup=spec.catchup,
-        jitter=spec.jitter_s,
-        retries=spec.retries,
-        retry_on=tuple(spec.retry_on),
-        retry_backoff=spec.retry_backoff_s,
+        **{
+            f.name: BY_KEY[f.name].plain(BY_KEY[f.name].default)
+            for f in dataclasses.fields(Defaults)
+        }
     )
 
 
@@ -121,18 +114,7 @@ def state_of(job: Job) -> JobState:
         if bulk
         else (),
         enabled=None if bulk or not assignments else assignments[0].enabled,
-        schedule=job.schedule,
-        timezone=job.timezone,
-        command=job.command,
-        notes=job.notes,
-        timeout=job.timeout_s,
-        overlap=job.overlap,
-        catchup=job.catchup,
-        jitter=job.jitter_s,
-        retries=job.retries,
-        retry_on=tuple(job.retry_on),
-        retry_backoff=job.retry_backoff_s,
-        allow_duplicate=job.allow_duplicate,
+        **{o.key: o.plain(getattr(job, o.name)) for o in OPTIONS},
     )
 
 
@@ -208,18 +190,13 @@ def _wanted(
         selector=format_selector(selector),
         disabled_on=tuple(sorted(set(decl.disabled_on))),
         enabled=decl.enabled if target is not None and target.paired else None,
-        schedule=spec["schedule"],
-        timezone=timezone,
-        command=spec["command"],
-        notes=spec["notes"],
-        timeout=spec["timeout_s"] or app.settings.job_timeout_s,
-        overlap=spec["overlap"],
-        catchup=spec["catchup"],
-        jitter=spec["jitter_s"],
-        retries=spec["retries"],
-        retry_on=tuple(spec["retry_on"]),
-        retry_backoff=spec["retry_backoff_s"],
-        allow_duplicate=decl.allow_duplicate,
+        **{
+            o.key: o.plain(spec[o.name])
+            if spec[o.name] is not None or o.setting is None
+            else getattr(app.settings, o.setting)
+            for o in OPTIONS
+        }
+        | {"timezone": timezone, "allow_duplicate": decl.allow_duplicate},
     )
 
 
@@ -371,10 +348,8 @@ def _write(
     state = change.after
     assert state is not None
     job.origin = "bulk" if state.bulk else "individual"
-    for key, column in _COLUMNS.items():
-        setattr(job, column, getattr(state, key))
-    job.retry_on = list(state.retry_on)
-    job.allow_duplicate = state.allow_duplicate
+    for option in OPTIONS:
+        setattr(job, option.name, option.stored(getattr(state, option.key)))
     job.selector = parse_selector(state.selector)
     job.updated_by, job.updated_at = actor.name, now
     if change.changed("schedule", "timezone"):

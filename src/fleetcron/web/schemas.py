@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from fleetcron.core import validation as v
+from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.jobs import JobView
 from fleetcron.services.targets import PAUSE_REASON_MAX
@@ -23,7 +24,6 @@ COMMAND_RULE = (
     "at most command_max_length characters (a server setting: 512 by default, at most "
     f"{v.COMMAND_MAX_CHARS}); a longer command is refused with the limit, never cut"
 )
-RetryKind = Literal["connect_error", "failed", "timed_out"]
 
 
 class Body(BaseModel):
@@ -157,43 +157,72 @@ class TargetEditOut(BaseModel):
     unpaired: bool
 
 
-class JobIn(Body):
+def _option_field(option: JobOption, *, patch: bool) -> tuple[Any, Any]:
+    """The pydantic field of a declared job option: its type, bounds and default (a patch:
+    every field optional, omitted means unchanged)."""
+    constraints: dict[str, Any] = {"description": option.help}
+    kind: Any
+    if option.kind == "int":
+        kind = int
+        constraints.update(ge=option.low, le=option.high)
+    elif option.kind == "choice":
+        kind = Literal.__getitem__(option.choices)
+    elif option.kind == "choices":
+        kind = list[Literal.__getitem__(option.choices)]  # type: ignore[misc]
+    elif option.kind == "flag":
+        kind = bool
+    else:
+        kind = str
+        if option.name == "command":
+            constraints["description"] = COMMAND_RULE
+        if option.required:
+            constraints["min_length"] = 1
+        if option.max_chars is not None:
+            constraints["max_length"] = option.max_chars
+    if patch or (option.default is None and not option.required):
+        return kind | None, Field(default=None, **constraints)
+    if option.required:
+        return kind, Field(**constraints)
+    default = option.stored(option.default)
+    if isinstance(default, list):
+        return kind, Field(default_factory=lambda: list(default), **constraints)
+    return kind, Field(default=default, **constraints)
+
+
+def _option_fields(*, patch: bool) -> dict[str, Any]:
+    return {option.name: _option_field(option, patch=patch) for option in OPTIONS}
+
+
+# The option fields come from the declaration; mypy sees only the explicit ones (the routes
+# read the options through ``model_dump``).
+if TYPE_CHECKING:
+    _JobInOptions = Body
+    _JobPatchOptions = Body
+else:
+    _JobInOptions = create_model("_JobInOptions", __base__=Body, **_option_fields(patch=False))
+    _JobPatchOptions = create_model(
+        "_JobPatchOptions", __base__=Body, **_option_fields(patch=True)
+    )
+
+
+class JobIn(_JobInOptions):
+    """A new job: where it runs, and every declared option (``core/job_options.py``)."""
+
     name: str = Name
-    schedule: str = Field(min_length=1, max_length=v.SCHEDULE_MAX_CHARS)
-    command: str = Field(min_length=1, description=COMMAND_RULE)
     target: str | None = Field(default=None, description="individual job on this target")
     bulk: bool = False
     selector: str | None = Field(default=None, max_length=1000)
     disabled_on: list[str] = Field(default_factory=list, max_length=10_000)
-    timezone: str | None = Field(default=None, max_length=64)
-    notes: str = Notes
-    timeout_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
-    overlap: Literal["allow", "forbid"] = "allow"
-    catchup: Literal["none", "latest"] = "none"
-    jitter_s: int = Field(default=0, ge=0, le=3600)
-    retries: int = Field(default=0, ge=0, le=10)
-    retry_on: list[RetryKind] = Field(default_factory=lambda: list[RetryKind](["connect_error"]))
-    retry_backoff_s: int = Field(default=30, ge=1, le=3600)
-    allow_duplicate: bool = Field(
-        default=False, description="the same command may run on the same target from another job"
-    )
+
+    def options(self) -> dict[str, Any]:
+        """The declared options, by name."""
+        return {name: getattr(self, name) for name in BY_NAME}
 
 
-class JobPatch(Body):
-    schedule: str | None = Field(default=None, min_length=1, max_length=v.SCHEDULE_MAX_CHARS)
-    command: str | None = Field(default=None, min_length=1, description=COMMAND_RULE)
-    timezone: str | None = Field(default=None, max_length=64)
-    notes: str | None = Field(default=None, max_length=v.NOTES_MAX_CHARS)
+class JobPatch(_JobPatchOptions):
+    """A job edit: the options given (omitted ones keep their value)."""
+
     selector: str | None = Field(default=None, max_length=1000)
-    timeout_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
-    overlap: Literal["allow", "forbid"] | None = None
-    catchup: Literal["none", "latest"] | None = None
-    jitter_s: int | None = Field(default=None, ge=0, le=3600)
-    retries: int | None = Field(default=None, ge=0, le=10)
-    retry_on: list[RetryKind] | None = None
-
-    retry_backoff_s: int | None = Field(default=None, ge=1, le=3600)
-    allow_duplicate: bool | None = None
     enabled_on: dict[str, bool] | None = Field(
         default=None, description="bulk jobs: target name -> enabled"
     )

@@ -37,20 +37,7 @@ def list_jobs(
 def add_job(
     body: JobIn, app: AppDep, caller: Annotated[Caller, Depends(requires("job.add"))]
 ) -> JobOut:
-    spec = JobSpec(
-        schedule=body.schedule,
-        command=body.command,
-        timezone=body.timezone,
-        notes=body.notes,
-        timeout_s=body.timeout_s,
-        overlap=body.overlap,
-        catchup=body.catchup,
-        jitter_s=body.jitter_s,
-        retries=body.retries,
-        retry_on=tuple(body.retry_on),
-        retry_backoff_s=body.retry_backoff_s,
-        allow_duplicate=body.allow_duplicate,
-    )
+    spec = JobSpec(**body.options())
     svc.add_job(
         app,
         caller.actor,

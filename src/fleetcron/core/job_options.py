@@ -1,0 +1,304 @@
+"""One declaration of a job's options: the table every adapter derives its fields from.
+
+Each :class:`JobOption` says once what an option is called in each place (the attribute of
+``JobSpec``/``JobView``/the ``jobs`` column and the API field, ``name``; the schedule-file
+key, the web form field and the field an error names, ``key``; the CLI flag), its type,
+default, bounds or choices, help text, and whether the job form shows it among the run
+options. From :data:`OPTIONS` come the ``job add``/``job edit`` flags
+(:mod:`fleetcron.cli.job_cmd`), the API models' fields (:mod:`fleetcron.web.schemas`), the
+form's parsing and its fields (:mod:`fleetcron.web.pages.jobs`, ``macros.html``), the
+schedule-file keys and their types (:mod:`fleetcron.core.schedule_file`) and the fields a
+job edit accepts (:data:`fleetcron.services.jobs.EDITABLE`).
+
+Adding an option: one entry here, the column (``store/schema.py`` plus a migration) and the
+typed fields of ``JobSpec``, ``JobView`` and ``JobState``, which a test checks against this
+table; the scheduler reads it where it acts on it.
+
+Pure: no I/O. :func:`check_option` applies the rules the table states (ranges, choices,
+lengths) and raises :class:`InvalidInput` naming the field, the value and what is allowed;
+rules that need the settings or the cron engine (the schedule, the zone, the command's
+configured limit) stay with the jobs service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fleetcron.core import validation as v
+from fleetcron.errors import InvalidInput
+
+#: text: a string; int: a whole number; choice: one of ``choices``; choices: a list of
+#: ``choices``; flag: true or false.
+OptionKind = Literal["text", "int", "choice", "choices", "flag"]
+
+
+@dataclass(frozen=True)
+class JobOption:
+    """One option of a job, as every adapter sees it."""
+
+    #: The attribute of ``JobSpec``, ``JobView`` and the ``jobs`` column; the API field.
+    name: str
+    #: The schedule-file key, the web form field and the field an error names.
+    key: str
+    kind: OptionKind
+    #: The product's default. ``None`` with ``setting``: the setting of that name decides.
+    default: Any
+    help: str
+    #: The label in the job form.
+    label: str = ""
+    #: The CLI flag of ``job add`` and ``job edit`` (default: ``--`` and the key with dashes).
+    cli_flag: str = ""
+    low: int | None = None
+    high: int | None = None
+    choices: tuple[str, ...] = ()
+    #: How the form shows each choice (default: the choice itself).
+    choice_labels: Mapping[str, str] = field(default_factory=dict)
+    #: The longest text, in characters (refused beyond, never cut).
+    max_chars: int | None = None
+    #: Needed when a job is added (``job add`` requires the flag, the API the field).
+    required: bool = False
+    #: Shown among the "Run options" of the job form, drawn by the loop in ``macros.html``
+    #: (the schedule, zone, command and notes have their own fields there).
+    form: bool = True
+    #: The :class:`~fleetcron.config.Settings` attribute that gives the value when the
+    #: option is left unset (``default`` is then ``None``).
+    setting: str | None = None
+    #: A rule beyond what the table states: takes the value (already checked against the
+    #: table) and returns it normalized, or raises :class:`InvalidInput`.
+    check: Callable[[Any], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return self.cli_flag or "--" + self.key.replace("_", "-")
+
+    @property
+    def allowed(self) -> str:
+        """What the option accepts, as the help and the errors say it."""
+        if self.kind == "int":
+            return f"{self.low}-{self.high}"
+        if self.kind in ("choice", "choices"):
+            return ", ".join(self.choices)
+        if self.kind == "flag":
+            return "true or false"
+        return f"at most {self.max_chars} characters" if self.max_chars else "text"
+
+    def plain(self, value: Any) -> Any:
+        """The value as plain, comparable data (a list of choices becomes a tuple)."""
+        return tuple(value) if self.kind == "choices" else value
+
+    def stored(self, value: Any) -> Any:
+        """The value as the column and the views hold it (a list of choices is a list)."""
+        return list(value) if self.kind == "choices" else value
+
+
+OPTIONS: tuple[JobOption, ...] = (
+    JobOption(
+        "schedule",
+        "schedule",
+        "text",
+        None,
+        'Cron expression, e.g. "0 2 * * 0".',
+        label="Schedule",
+        max_chars=v.SCHEDULE_MAX_CHARS,
+        required=True,
+        form=False,
+    ),
+    JobOption(
+        "timezone",
+        "timezone",
+        "text",
+        None,
+        "IANA time zone (default: the configured one).",
+        label="Time zone",
+        cli_flag="--tz",
+        max_chars=v.TIMEZONE_MAX_CHARS,
+        form=False,
+        setting="timezone",
+    ),
+    JobOption(
+        "command",
+        "command",
+        "text",
+        None,
+        "Shell command, run verbatim.",
+        label="Command",
+        required=True,
+        form=False,
+    ),
+    JobOption(
+        "notes",
+        "notes",
+        "text",
+        "",
+        "Why this job exists; shown in the lists.",
+        label="Notes",
+        max_chars=v.NOTES_MAX_CHARS,
+        form=False,
+    ),
+    JobOption(
+        "timeout_s",
+        "timeout",
+        "int",
+        None,
+        "Seconds before the run is killed.",
+        label="Timeout (s)",
+        low=1,
+        high=v.MAX_TIMEOUT_S,
+        setting="job_timeout_s",
+    ),
+    JobOption(
+        "overlap",
+        "overlap",
+        "choice",
+        "allow",
+        "While the previous run still goes on: allow starts anyway, forbid skips the slot.",
+        label="If still running",
+        choices=v.OVERLAP_POLICIES,
+        choice_labels={"allow": "start anyway", "forbid": "skip this slot"},
+    ),
+    JobOption(
+        "catchup",
+        "catchup",
+        "choice",
+        "none",
+        "latest: after downtime, run the most recent missed slot once.",
+        label="Missed slots",
+        choices=v.CATCHUP_POLICIES,
+        choice_labels={"none": "skip them", "latest": "run the latest once"},
+    ),
+    JobOption(
+        "jitter_s",
+        "jitter",
+        "int",
+        0,
+        "Bulk jobs: spread starts over N seconds.",
+        label="Jitter (s)",
+        low=0,
+        high=v.MAX_JITTER_S,
+    ),
+    JobOption(
+        "retries",
+        "retries",
+        "int",
+        0,
+        "Extra attempts after a failure.",
+        label="Retries",
+        low=0,
+        high=v.MAX_RETRIES,
+    ),
+    JobOption(
+        "retry_on",
+        "retry_on",
+        "choices",
+        ("connect_error",),
+        "Failure kinds that are retried (default connect_error).",
+        label="Retry when a run",
+        choices=v.RETRY_KINDS,
+        choice_labels={
+            "connect_error": "cannot connect",
+            "failed": "fails (non-zero exit)",
+            "timed_out": "times out",
+        },
+    ),
+    JobOption(
+        "retry_backoff_s",
+        "retry_backoff",
+        "int",
+        30,
+        "Seconds before the first retry; doubles after each.",
+        label="Retry backoff (s)",
+        low=1,
+        high=v.MAX_RETRY_BACKOFF_S,
+    ),
+    JobOption(
+        "allow_duplicate",
+        "allow_duplicate",
+        "flag",
+        False,
+        "Allow another job to run the same command on the same target.",
+        label="Allow duplicates",
+        form=False,
+    ),
+)
+
+BY_NAME: Mapping[str, JobOption] = {option.name: option for option in OPTIONS}
+BY_KEY: Mapping[str, JobOption] = {option.key: option for option in OPTIONS}
+#: The run options the job form draws in its loop.
+FORM_OPTIONS: tuple[JobOption, ...] = tuple(option for option in OPTIONS if option.form)
+
+
+def option(name: str) -> JobOption:
+    """The option with this attribute name (``retry_backoff_s``)."""
+    return BY_NAME[name]
+
+
+def defaults() -> dict[str, Any]:
+    """The product's default of every option, by attribute name (``None``: a setting's)."""
+    return {option.name: option.default for option in OPTIONS}
+
+
+def check_option(option: JobOption, value: Any) -> Any:
+    """``value`` checked against what the table says of ``option``; returns it normalized
+    (a list of choices as a list). ``None`` passes for an option a setting fills in."""
+    field_name = option.key
+    if value is None and option.setting is not None:
+        return None
+    if option.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput(
+                f"{field_name}: {value!r} is not a whole number",
+                field=field_name,
+                value=value,
+                allowed=option.allowed,
+            )
+        assert option.low is not None and option.high is not None
+        v.validate_int(value, field=field_name, low=option.low, high=option.high)
+    elif option.kind == "choice":
+        v.validate_choice(value, option.choices, field=field_name)
+    elif option.kind == "choices":
+        value = [v.validate_choice(item, option.choices, field=field_name) for item in value]
+    elif option.kind == "flag":
+        if not isinstance(value, bool):
+            raise InvalidInput(
+                f"{field_name}: {value!r} is not true or false",
+                field=field_name,
+                value=value,
+                allowed=option.allowed,
+            )
+    else:
+        if not isinstance(value, str):
+            raise InvalidInput(
+                f"{field_name}: {value!r} is not text",
+                field=field_name,
+                value=value,
+                allowed=option.allowed,
+            )
+        if option.max_chars is not None:
+            v.validate_length(value, field=field_name, limit=option.max_chars)
+    return option.check(value) if option.check is not None else value
+
+
+def check_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option given in ``values`` (by attribute name) checked and normalized; other
+    keys pass unchanged."""
+    out = dict(values)
+    for name, value in values.items():
+        if name in BY_NAME:
+            out[name] = check_option(BY_NAME[name], value)
+    return out
+
+
+__all__ = [
+    "BY_KEY",
+    "BY_NAME",
+    "FORM_OPTIONS",
+    "OPTIONS",
+    "JobOption",
+    "OptionKind",
+    "check_option",
+    "check_options",
+    "defaults",
+    "option",
+]
