@@ -67,6 +67,7 @@ from fleetcron.executors.base import (
 from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
+from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.runs import Dispatch, RunGuard, RunStore
@@ -271,6 +272,13 @@ class Scheduler:
             stats.skipped += claimed.skipped
             if claimed.assignments < batch:
                 break
+        # Rolled-out slots: the next wave, or the halt of the rest (scheduler/rollout.py).
+        step = await self._in_db(self.runs.advance_rollouts, now)
+        for dispatch in step.dispatches:
+            self._launch(dispatch)
+        stats.dispatched += len(step.dispatches)
+        stats.skipped += sum(h.skipped for h in step.halted)
+        log_rollout_step(step)
         for dispatch in await self._in_db(self.runs.claim_queued, now):
             self._launch(dispatch)
             stats.dispatched += 1

@@ -220,11 +220,12 @@ def _version(session: Session, name: str, version: int, *, field: str = "version
         newest = session.scalar(
             select(func.max(JobVersion.version)).where(JobVersion.job_id == job_id)
         )
+        allowed = f"1 to {newest}" if newest else "none: the job has no versions"
         raise InvalidInput(
-            f"job {name} has no version {version}",
+            f"{field}: job {name} has no version {version} (it has {allowed})",
             field=field,
             value=version,
-            allowed=f"1 to {newest}" if newest else "none: the job has no versions",
+            allowed=allowed,
         )
     return row
 

@@ -46,6 +46,8 @@ from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
+from fleetcron.store.run_rollouts import RolloutStep, rolled_out
+from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
 
 log = logging.getLogger(__name__)
@@ -192,6 +194,9 @@ _DISPATCH_COLUMNS = (
     Job.retries,
     Job.retry_on,
     Job.retry_backoff_s,
+    Job.batch,
+    Job.max_failures,
+    Job.canary,
     Job.version.label("job_version"),
     Target.id.label("target_id"),
     Target.name.label("target_name"),
@@ -313,6 +318,10 @@ class RunStore:
                     run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
                     run.skip_kind = _hold_kind(row)
                     skipped += 1
+                elif outcome.outcome == "fire" and rolled_out(row):
+                    # A rollout: every target's row is recorded now, held until the plan
+                    # starts it (advance_rollouts, store/run_rollouts.py).
+                    run.status = RunStatus.PENDING
                 elif outcome.outcome == "fire":
                     run.status = RunStatus.RUNNING
                     run.started_at = now
@@ -353,7 +362,9 @@ class RunStore:
         return set(
             session.scalars(
                 select(Run.assignment_id).where(
-                    Run.status == RunStatus.RUNNING, Run.assignment_id.in_(assignment_ids)
+                    # A row held by its rollout is still going, as far as overlap goes.
+                    Run.status.in_((RunStatus.RUNNING, RunStatus.PENDING)),
+                    Run.assignment_id.in_(assignment_ids),
                 )
             )
         )
@@ -375,6 +386,11 @@ class RunStore:
             created_at=now,
             job_version=row.job_version,
         )
+
+    def advance_rollouts(self, now: datetime) -> RolloutStep:
+        """Start the next rows of rolled-out slots, or halt their rest, as the rollout plan
+        says (:func:`fleetcron.store.run_rollouts.advance`)."""
+        return advance_rollouts(self, now)
 
     def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
         """Start queued manual runs (requested by the CLI, API or web on any node)."""

@@ -17,6 +17,7 @@ S = RunStatus
 def test_every_status_string_once_in_declared_order() -> None:
     assert [s.value for s in RunStatus] == [
         "queued",
+        "pending",
         "running",
         "succeeded",
         "failed",
@@ -56,7 +57,7 @@ def test_callers_keep_their_meaning() -> None:
         "failed", "timed_out", "connect_error", "lost", "fenced"
     }  # fmt: skip
     assert set(alerts.LATE_STATUSES) == {"missed"}
-    assert set(runs.RUN_STATUSES) - {"queued", "running"} == runs.FINISHED_STATUSES
+    assert set(runs.RUN_STATUSES) - {"queued", "pending", "running"} == runs.FINISHED_STATUSES
     assert list(runs.RUN_STATUSES) == list(get_args(runs.RunStatus))
 
 
@@ -103,6 +104,10 @@ def test_planning_outcomes_other_than_fire_are_birth_statuses() -> None:
         (S.RUNNING, S.FENCED),
         (S.RUNNING, S.CANCELLED),
         (S.QUEUED, S.CANCELLED),
+        (None, S.PENDING),
+        (S.PENDING, S.RUNNING),
+        (S.PENDING, S.SKIPPED),
+        (S.PENDING, S.CANCELLED),
         ("running", "lost"),
     ],
 )
@@ -126,6 +131,10 @@ def test_allowed_moves(old: RunStatus | str | None, new: RunStatus | str) -> Non
         (S.SKIPPED, S.RUNNING),
         (S.CANCELLED, S.RUNNING),
         (None, S.CANCELLED),
+        (S.PENDING, S.SUCCEEDED),
+        (S.PENDING, S.QUEUED),
+        (S.RUNNING, S.PENDING),
+        (S.SKIPPED, S.PENDING),
         ("running", "canceled"),
         ("bogus", "failed"),
     ],
@@ -151,6 +160,7 @@ def test_terminal_statuses_have_no_moves() -> None:
         ("overlap: the previous run is still going", SkipKind.OVERLAP),
         ("waiting for the previous owner: claim 3, past this slot's", SkipKind.OLD_CLAIM),
         ("the job or its target was removed before the run started", SkipKind.REMOVED),
+        ("rollout halted: max_failures 2 reached after failures on a, b", SkipKind.ROLLOUT_HALTED),
         ("Ownership uncertain: capitalised is not ours", None),
         ("a reason that says ownership uncertain later", None),
         (None, None),

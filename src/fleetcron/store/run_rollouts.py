@@ -1,0 +1,266 @@
+"""Rollouts in the run store: start, or halt, the ``pending`` rows of rolled-out slots.
+
+Part of the run write path (:class:`~fleetcron.store.runs.RunStore` calls :func:`advance`
+as ``RunStore.advance_rollouts``). When a slot of a job with rollout options fires,
+``claim_due`` records every target's row at once as ``pending``, under the same unique
+constraint on (assignment, slot, attempt) as any slot, so the slot still happens at most
+once per target. Each tick the owner asks, in one transaction per batch of slots:
+
+1. which slots have ``pending`` rows (``ix_runs_status``);
+2. for each, every row of the slot (all attempts), locked on PostgreSQL (``FOR UPDATE``:
+   a second scheduler on the same database waits, then sees the rows already started);
+3. :func:`fleetcron.core.rollout.plan_rollout` over those rows and the job's options
+   *now*, which says which rows start, which wait and whether the rest is halted;
+4. the rows that start become ``running`` with their claim deadline and execution claim
+   (through the guard, like a queued run); halted rows become ``skipped`` with the
+   ``rollout_halted`` kind and the reason naming the threshold and the failures.
+
+Nothing is kept in memory between two decisions: a new owner after a failover continues
+the plan from the rows. A row whose target was paused meanwhile is skipped as paused; one
+whose assignment is gone is skipped as removed; one whose assignment still has an older
+generation's live claim waits, like a queued run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session
+
+from fleetcron.core.ownership import Verdict, claim_deadline
+from fleetcron.core.planning import live_old_claims
+from fleetcron.core.rollout import (
+    Attempt,
+    Member,
+    RolloutOptions,
+    plan_rollout,
+    rollout_options,
+)
+from fleetcron.core.statuses import RunStatus, SkipKind, may_become
+from fleetcron.errors import InvalidInput
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+if TYPE_CHECKING:
+    from fleetcron.store.runs import Dispatch, RunStore
+
+log = logging.getLogger(__name__)
+
+#: Slots with pending rows decided in one transaction at most.
+SLOT_BATCH = 50
+#: The triggers of rows that belong to a slot's rollout (a manual run is never rolled out).
+SLOT_TRIGGERS = ("schedule", "catch-up", "retry")
+REMOVED_REASON = "the job or its target was removed before the run started"
+
+
+@dataclass(frozen=True)
+class HaltedSlot:
+    """A slot whose rest was halted by this decision."""
+
+    job_id: int
+    job_name: str
+    scheduled_for: datetime
+    reason: str
+    skipped: int
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    """What one decision did: the runs started (to dispatch), the slots halted, how many
+    rows still wait, and the earliest end of a pause."""
+
+    dispatches: list[Dispatch] = field(default_factory=list)
+    halted: list[HaltedSlot] = field(default_factory=list)
+    waiting: int = 0
+    resume_at: datetime | None = None
+
+
+def rolled_out(row: Row[Any]) -> bool:
+    """Whether a due row's job has rollout options (the columns ``claim_due`` reads)."""
+    return bool(row.batch or row.max_failures or row.canary)
+
+
+def advance(store: RunStore, now: datetime, limit: int = SLOT_BATCH) -> RolloutStep:
+    """Decide every slot with ``pending`` rows (up to ``limit`` slots, oldest first), in
+    one transaction; returns the runs started and the slots halted."""
+    from fleetcron.store.runs import _dispatch_from
+
+    with store.db.session() as session:
+        slots = session.execute(
+            select(Run.job_id, Run.scheduled_for)
+            .where(Run.status == RunStatus.PENDING)
+            .group_by(Run.job_id, Run.scheduled_for)
+            .order_by(Run.scheduled_for, Run.job_id)
+            .limit(limit)
+        ).all()
+        if not slots:
+            return RolloutStep()
+        verdict = store.guard.verdict(session)
+        if not verdict.may_claim:
+            # Only the owner advances a rollout; the rows wait for it.
+            return RolloutStep()
+        stamp = store._stamp(session, now)
+        starting: list[tuple[Row[Any], Run]] = []
+        halted: list[HaltedSlot] = []
+        waiting = 0
+        resume: list[datetime] = []
+        for job_id, slot in slots:
+            outcome = _advance_slot(store, session, verdict, job_id, slot, now, stamp.at)
+            starting += outcome.starting
+            if outcome.halted is not None:
+                halted.append(outcome.halted)
+            waiting += outcome.waiting
+            if outcome.resume_at is not None:
+                resume.append(outcome.resume_at)
+        session.flush()
+        store.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
+        dispatches = [_dispatch_from(row, run, stamp) for row, run in starting]
+    return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
+
+
+@dataclass
+class _SlotOutcome:
+    starting: list[tuple[Row[Any], Run]] = field(default_factory=list)
+    halted: HaltedSlot | None = None
+    waiting: int = 0
+    resume_at: datetime | None = None
+
+
+def _advance_slot(
+    store: RunStore,
+    session: Session,
+    verdict: Verdict,
+    job_id: int,
+    slot: datetime,
+    now: datetime,
+    claimed_at: datetime,
+) -> _SlotOutcome:
+    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold
+
+    query = (
+        select(Run)
+        .where(
+            Run.job_id == job_id, Run.scheduled_for == slot, Run.trigger.in_(SLOT_TRIGGERS)
+        )
+        .order_by(Run.assignment_id, Run.attempt)
+    )
+    if store.db.dialect == "postgresql":
+        query = query.with_for_update()
+    rows = session.scalars(query).all()
+    pending = {r.assignment_id: r for r in rows if r.status == RunStatus.PENDING}
+    if not pending:
+        return _SlotOutcome()
+    job = session.get(Job, job_id)
+    if job is None:
+        for run in pending.values():
+            _skip(run, now, REMOVED_REASON, SkipKind.REMOVED)
+        return _SlotOutcome()
+    try:
+        options = rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
+    except InvalidInput as exc:
+        options = None
+        reason = f"rollout halted: the job's rollout options are not valid: {exc}"
+    if options is None:
+        return _halt_all(job, slot, pending.values(), now, reason)
+    labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
+    members = _members(rows, options, labels)
+    plan = plan_rollout(members, options, now)
+    outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
+    if plan.halt is not None:
+        for aid in plan.skip:
+            _skip(pending[aid], now, plan.halt.reason, SkipKind.ROLLOUT_HALTED)
+        if plan.skip:
+            outcome.halted = HaltedSlot(job.id, job.name, slot, plan.halt.reason, len(plan.skip))
+        return outcome
+    if not plan.start:
+        return outcome
+    dispatch_rows = {
+        row.assignment_id: row
+        for row in session.execute(_dispatch_query().where(Assignment.id.in_(list(plan.start))))
+    }
+    old = store.guard.old_claims(session, verdict, list(dispatch_rows))
+    for aid in plan.start:
+        run = pending[aid]
+        row = dispatch_rows.get(aid)
+        if row is None:
+            _skip(run, now, REMOVED_REASON, SkipKind.REMOVED)
+            continue
+        if hold := _target_hold(row, store.policy):
+            _skip(run, now, hold, _hold_kind(row))
+            continue
+        if live_old_claims(old.get(aid, ())):
+            # Waits until the previous owner's claim reaches its deadline.
+            outcome.waiting += 1
+            continue
+        _move(run, RunStatus.RUNNING)
+        run.started_at, run.node, run.command = now, store.node, row.command
+        run.job_version = job.version
+        run.deadline_at = claim_deadline(claimed_at, row.timeout_s, store.margin)
+        outcome.starting.append((row, run))
+    return outcome
+
+
+def _members(
+    rows: Sequence[Run], options: RolloutOptions, labels: dict[int, dict[str, str]]
+) -> list[Member]:
+    """The slot's members: one per assignment, its rows oldest attempt first. Every row of
+    the slot counts (a target skipped when the slot fired, paused say, is a member that
+    does not run), so the percentages of a slot do not move while it rolls out."""
+    by_assignment: dict[int, list[Run]] = defaultdict(list)
+    for run in rows:
+        by_assignment[run.assignment_id].append(run)
+    members = []
+    for aid, runs in by_assignment.items():
+        first = runs[0]
+        members.append(
+            Member(
+                aid,
+                first.target_name,
+                tuple(
+                    Attempt(RunStatus(r.status), r.finished_at, r.id)
+                    for r in sorted(runs, key=lambda r: r.attempt)
+                ),
+                canary=options.canary.matches(first.target_name, labels.get(first.target_id, {})),
+            )
+        )
+    return members
+
+
+def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]:
+    found: dict[int, dict[str, str]] = {}
+    ids = sorted(target_ids)
+    for start in range(0, len(ids), 500):
+        for tid, labels in session.execute(
+            select(Target.id, Target.labels).where(Target.id.in_(ids[start : start + 500]))
+        ):
+            found[tid] = dict(labels or {})
+    return found
+
+
+def _halt_all(
+    job: Job, slot: datetime, runs: Any, now: datetime, reason: str
+) -> _SlotOutcome:
+    skipped = 0
+    for run in runs:
+        _skip(run, now, reason, SkipKind.ROLLOUT_HALTED)
+        skipped += 1
+    return _SlotOutcome(halted=HaltedSlot(job.id, job.name, slot, reason, skipped))
+
+
+def _skip(run: Run, now: datetime, reason: str, kind: SkipKind) -> None:
+    _move(run, RunStatus.SKIPPED)
+    run.finished_at, run.reason, run.skip_kind = now, reason, kind
+
+
+def _move(run: Run, new: RunStatus) -> None:
+    if not may_become(run.status, new):
+        raise ValueError(f"runs.status: a {run.status} run may not become {new}")
+    run.status = new
+
+
+__all__ = ["SLOT_BATCH", "HaltedSlot", "RolloutStep", "advance", "rolled_out"]
