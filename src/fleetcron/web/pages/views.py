@@ -9,19 +9,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from fleetcron.app import Actor, App
 from fleetcron.services import cluster as cluster_svc
 from fleetcron.services import health as health_svc
+from fleetcron.services import job_fleet as fleet_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.pages import accounts, cluster, jobs, runs, targets
+from fleetcron.web.pages import accounts, cluster, job_page, jobs, runs, targets
 from fleetcron.web.pages.cluster import cluster_node
 from fleetcron.web.pages.forms import page
 
@@ -39,7 +40,9 @@ def recent_failures(app: App, actor: Actor) -> list[Run]:
 
 @router.get("/", response_class=HTMLResponse)
 def dashboard(
-    request: Request, caller: Annotated[Caller, Depends(requires("job.read"))]
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    grid_offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
     app = the_app(request)
     all_targets = targets_svc.list_targets(app, caller.actor)
@@ -59,8 +62,12 @@ def dashboard(
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
         cluster_line=cluster_svc.status(app, caller.actor, cluster_node(app)).one_line(),
+        job_counts=fleet_svc.job_counts(app, caller.actor),
+        grid=fleet_svc.fleet_grid(app, caller.actor, offset=grid_offset),
+        grid_page=fleet_svc.GRID_TARGETS,
     )
 
 
-for _module in (jobs, targets, runs, accounts, cluster):
+# The job page after the jobs pages: /jobs/new is the form, not a job named "new".
+for _module in (jobs, job_page, targets, runs, accounts, cluster):
     router.include_router(_module.router)
