@@ -16,17 +16,19 @@ the same command on all N targets: the **first** over new connections, then the
 * ``fleetcron``: a real ``Scheduler`` built as ``fleetcron serve`` builds a standalone one
   (``_common.production_scheduler``: housekeeping, Prometheus metrics, INFO log lines
   formatted and written to /dev/null) on SQLite, a bulk job ``* * * * *`` on the N
-  targets, the product's executor as the scheduler builds it (``ssh_max_concurrency``
-  runs in flight, ``--cap``, 64 by default; 4 per target; 16 handshakes at a time; a pool
-  of at most max(256, cap) connections). Timed from ``tick()`` at the minute (the real
-  clock shifted to read M + 0 s) to ``idle()``: all N runs recorded in the database.
-* ``fleetcron-pool``: the same scheduler given an ``SshExecutor`` with the same caps but a
-  pool as large as the fleet (``max_connections = max(N, cap)``) and ``--handshakes``
-  handshakes at a time: what the executor can do when its pool holds every target (the
-  scheduler has no setting for the pool size; see docs/benchmarks.md).
+  targets, the product's executor as the scheduler builds it from the settings:
+  ``ssh_max_concurrency`` runs in flight (``--cap``, 64 by default), 4 per target,
+  ``ssh_max_connecting`` handshakes at a time (``--handshakes``, the product's default
+  unless given), a pool of ``ssh_max_connections`` (``--pool``, the product's default
+  unless given). Timed from ``tick()`` at the minute (the real clock shifted to read
+  M + 0 s) to ``idle()``: all N runs recorded in the database.
+* ``fleetcron-pool``: the same with the pool sized to the fleet (``--pool max(N, cap)``),
+  kept so that older tables can be compared; the default pool already holds 10,000.
 * ``asyncssh``: bare asyncssh with the same caps: at most ``--cap`` runs in flight and
   ``--handshakes`` handshakes at a time, connect (pinned host key), run, keep every
-  connection; a handshake dropped by the server is retried with backoff, as fleetcron does.
+  connection; a handshake dropped by the server is retried as fleetcron does (backoff from
+  0.2 s doubling to at most 10 s, jittered, the handshake slot given back while waiting,
+  for up to 60 s).
 * ``pssh``: parallel-ssh's ``ParallelSSHClient(pool_size=cap)`` (libssh2 over gevent),
   ``run_command`` then ``join``; the second fire reuses its clients. It does not check
   host keys.
@@ -114,7 +116,7 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     import logging
     from datetime import UTC, datetime, timedelta
 
-    from sqlalchemy import insert, select
+    from sqlalchemy import event, insert, select
 
     from _common import (
         ShiftedClock,
@@ -146,8 +148,14 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
     clock = ShiftedClock(minute - timedelta(seconds=30))
     data_dir = work_dir("fleetcron-fleet-")
+    pool = max(n, cap) if opts["design"] == "fleetcron-pool" else opts.get("pool")
     app = make_app(
-        f"sqlite:///{data_dir / 'fleetcron.db'}", data_dir, clock=clock, ssh_max_concurrency=cap
+        f"sqlite:///{data_dir / 'fleetcron.db'}",
+        data_dir,
+        clock=clock,
+        ssh_max_concurrency=cap,
+        ssh_max_connecting=opts["handshakes"],
+        **({"ssh_max_connections": pool} if pool else {}),
     )
     now = clock()
     with app.db.engine.begin() as conn:
@@ -174,8 +182,12 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
         )
     jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
     control = SimControl(spec["control"])
+    # Write transactions: the claim and the recording must stay batched.
+    commits = collections.Counter[str]()
+    event.listen(app.db.engine, "commit", lambda conn: commits.update(["commit"]))
 
     async def fire(scheduler: Scheduler, at: datetime) -> dict[str, Any]:
+        c0 = commits["commit"]
         db0 = await scheduler._in_db(time.thread_time)
         s0 = control.stats()
         r0 = dict(retries)
@@ -214,35 +226,31 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
             "cpu_s": u1.cpu_s - u0.cpu_s,
             "loop_cpu_s": u1.thread_s - u0.thread_s,
             "db_cpu_s": db_cpu,
+            "transactions": commits["commit"] - c0,
             "errors": dict(errors),
             "sim": sim_delta(s0, s1),
             **lateness(late),
         }
 
     async def main() -> dict[str, Any]:
-        ssh = None
-        if opts["design"] == "fleetcron-pool":
-            ssh = SshExecutor(
-                clock=clock,
-                max_concurrency=cap,
-                per_target_concurrency=app.settings.ssh_per_target_concurrency,
-                max_connections=max(n, cap),
-                connect_timeout_s=app.settings.ssh_connect_timeout_s,
-                max_connecting=opts["handshakes"],
-            )
         scheduler: Scheduler = production_scheduler(app)
-        if ssh is not None:
-            scheduler.ssh = ssh
+        assert isinstance(scheduler.ssh, SshExecutor)
         await scheduler.start()
         assert scheduler.maintenance is not None
         await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
         before = rss_mb()
         first = await fire(scheduler, minute)
         pooled = await fire(scheduler, minute + timedelta(minutes=1))
-        await scheduler.shutdown()
         assert scheduler.ssh is not None
+        retried = scheduler.ssh.connect_retries
+        await scheduler.shutdown()
         await scheduler.ssh.close()
-        return {"first": first, "pooled": pooled, "rss_before_mb": before}
+        return {
+            "first": first,
+            "pooled": pooled,
+            "rss_before_mb": before,
+            "connect_retries": retried,
+        }
 
     try:
         return asyncio.run(main())
@@ -277,8 +285,9 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
         async def open_conn(i: int, errors: collections.Counter[str]) -> Any:
             t = targets[i]
             delay = 0.2
-            async with connecting:
-                for attempt in range(1, 5):
+            deadline = time.monotonic() + 60
+            while True:
+                async with connecting:
                     try:
                         return await asyncssh.connect(
                             t.host,
@@ -291,12 +300,13 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
                             connect_timeout=60,
                         )
                     except retryable:
-                        if attempt == 4:
-                            raise
-                        errors["(handshake dropped, retried)"] += 1
-                        await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                        delay *= 2
-            raise AssertionError("unreachable")
+                        pass
+                wait = delay * random.uniform(0.5, 1.0)
+                if time.monotonic() + wait >= deadline:
+                    raise asyncssh.ConnectionLost("handshake dropped until the budget was spent")
+                errors["(handshake dropped, retried)"] += 1
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, 10.0)
 
         async def one(
             i: int, t0: float, late: list[float], errors: collections.Counter[str]
@@ -759,7 +769,15 @@ def main() -> None:
     parser.add_argument("--command", default="sleep 1")
     parser.add_argument("--designs", default=",".join(DESIGNS))
     parser.add_argument("--cap", type=int, default=64, help="runs in flight (ssh_max_concurrency)")
-    parser.add_argument("--handshakes", type=int, default=16, help="handshakes in flight")
+    parser.add_argument(
+        "--handshakes",
+        type=int,
+        default=None,
+        help="handshakes in flight (ssh_max_connecting; default: the product's default)",
+    )
+    parser.add_argument(
+        "--pool", type=int, default=None, help="ssh_max_connections (default: the product's)"
+    )
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--max-startups", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the fleetcron designs")
@@ -779,6 +797,10 @@ def main() -> None:
     if "ansible" in designs and not Path(sys.executable).with_name("ansible").exists():
         parser.error("--designs ansible: ansible-core is not installed (bench/requirements.txt)")
     limit = raise_fd_limit()
+    if args.handshakes is None:
+        from fleetcron.config import Settings
+
+        args.handshakes = Settings.model_fields["ssh_max_connecting"].default
     n, rtt = args.targets, args.rtt_ms
     print(f"load average at start: {loadavg()}; open-file limit {limit}")
     print(
@@ -787,7 +809,7 @@ def main() -> None:
         f"{args.handshakes} handshakes"
     )
     work = work_dir("fleetcron-fleet-bench-")
-    opts = {"cap": args.cap, "handshakes": args.handshakes}
+    opts = {"cap": args.cap, "handshakes": args.handshakes, "pool": args.pool}
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
@@ -832,7 +854,10 @@ def main() -> None:
         if design.startswith("fleetcron"):
             print(
                 f"{design} database thread CPU: first fire {r['first']['db_cpu_s'] * 1000:.0f} ms,"
-                f" pooled fire {r['pooled']['db_cpu_s'] * 1000:.0f} ms"
+                f" pooled fire {r['pooled']['db_cpu_s'] * 1000:.0f} ms; committed transactions:"
+                f" first {r['first'].get('transactions', '?')},"
+                f" pooled {r['pooled'].get('transactions', '?')} for {n} runs each;"
+                f" connect retries counted by the executor: {r.get('connect_retries', '?')}"
             )
     if args.profile is not None:
         for design in results:

@@ -1,0 +1,365 @@
+"""Server time of the pages and API calls an operator uses, on a large installation, and the
+delete throughput of the retention round.
+
+The installation: ``--targets`` SSH targets (default 5,000), ``--jobs`` bulk jobs on all of
+them (default 50: 250,000 assignments) and ``--runs`` finished runs per assignment
+(default 4: a million run rows), one slot a minute. One target in a hundred is
+unreachable (its runs after the first are ``connect_error``), one assignment in a hundred
+fails its command; the rest succeed. The oldest slot of every assignment is older than
+the retention age (``retention_days``, 90 by default): a quarter of the rows, 250,000,
+about what a ``* * * * *`` bulk job on 5,000 targets adds in an hour (7.2 M a day, 300,000
+an hour; the retention round runs once an hour). Rows are inserted in bulk.
+
+Each page or call is requested ``--requests`` times (after one warm-up request) through
+the real FastAPI application in this process (Starlette's test client, an admin's API
+token), so the time is the server's: routing, authentication, the queries, rendering;
+no network. Reported: p50 and p95 of those times, the response size, the SQL statements
+one request issues. Then one retention round (``services.retention.prune``, as the
+scheduler's housekeeping calls it) is timed: rows deleted per second, and how long the
+round holds the scheduler's database thread.
+
+    .venv/bin/python bench/pages_bench.py [--targets 5000] [--jobs 50] [--runs 4] \\
+        [--requests 20] [--backends sqlite,postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sqlalchemy import event, func, insert, select, text
+
+from _common import (
+    core_table,
+    loadavg,
+    make_app,
+    percentile,
+    running_postgres,
+    table,
+    work_dir,
+)
+from fleetcron.app import SYSTEM, App
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+BATCH = 20_000
+
+PAGES = [
+    ("targets page", "/targets"),
+    ("targets API", "/api/v1/targets"),
+    ("runs page", "/runs"),
+    ("runs API", "/api/v1/runs"),
+    ("runs API, one job", "/api/v1/runs?job=bulk07"),
+    ("runs API, one target", "/api/v1/runs?target=host00042"),
+    ("health API", "/api/v1/health"),
+    ("dashboard", "/"),
+    ("job page (measured only)", "/jobs/bulk07"),
+    ("/metrics", "/metrics"),
+]
+
+
+def fill(app: App, n_targets: int, n_jobs: int, n_runs: int, old_slot: datetime) -> int:
+    """The installation described in the module docstring; returns the rows older than the
+    retention age."""
+    import asyncssh
+
+    created = NOW - timedelta(days=200)
+    host_key = (
+        asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
+    )
+    private = app.master_key.encrypt(b"not a real key: the pages never decrypt it")
+    with app.db.engine.begin() as conn:
+        conn.execute(
+            insert(core_table(Target)),
+            [
+                {
+                    "id": t + 1,
+                    "name": f"host{t:05d}",
+                    "kind": "ssh",
+                    "host": f"10.{t // 65536}.{t // 256 % 256}.{t % 256}",
+                    "port": 22,
+                    "user": "root",
+                    "private_key_enc": private,
+                    "host_key": host_key,
+                    "paired": True,
+                    "paired_at": created,
+                    "created_at": created,
+                    "updated_at": created,
+                    "labels": {"env": "prod" if t % 2 else "test", "rack": f"r{t % 40}"},
+                    "notes": "",
+                }
+                for t in range(n_targets)
+            ],
+        )
+        conn.execute(
+            insert(core_table(Job)),
+            [
+                {
+                    "id": j + 1,
+                    "name": f"bulk{j:02d}",
+                    "origin": "bulk",
+                    "schedule": "* * * * *",
+                    "timezone": "UTC",
+                    "command": f"/usr/local/bin/task-{j}",
+                    "selector": {},
+                    "target_id": None,
+                    "timeout_s": 300,
+                    "created_by": "bench",
+                    "updated_by": "bench",
+                    "created_at": created,
+                    "updated_at": created,
+                }
+                for j in range(n_jobs)
+            ],
+        )
+        n = n_targets * n_jobs
+        old = 0
+        for start in range(0, n, BATCH):
+            ids = range(start, min(n, start + BATCH))
+            conn.execute(
+                insert(core_table(Assignment)),
+                [
+                    {
+                        "id": i + 1,
+                        "job_id": i // n_targets + 1,
+                        "target_id": i % n_targets + 1,
+                        "enabled": True,
+                        "next_fire_at": NOW + timedelta(minutes=1),
+                        "created_at": created,
+                        "updated_at": created,
+                    }
+                    for i in ids
+                ],
+            )
+            runs = []
+            for i in ids:
+                job, target = i // n_targets, i % n_targets
+                for k in range(n_runs):
+                    slot = old_slot if k == 0 else NOW - timedelta(minutes=n_runs - k)
+                    old += k == 0
+                    if target % 100 == 0 and k > 0:
+                        status, error, code = "connect_error", "connection refused: x:22", None
+                    elif target % 100 != 0 and i % 100 == 1 and k > 0:
+                        status, error, code = "failed", None, 1
+                    else:
+                        status, error, code = "succeeded", None, 0
+                    runs.append(
+                        {
+                            "assignment_id": i + 1,
+                            "job_id": job + 1,
+                            "target_id": target + 1,
+                            "job_name": f"bulk{job:02d}",
+                            "target_name": f"host{target:05d}",
+                            "origin": "bulk",
+                            "command": f"/usr/local/bin/task-{job}",
+                            "scheduled_for": slot,
+                            "trigger": "schedule",
+                            "attempt": 1,
+                            "status": status,
+                            "exit_code": code,
+                            "error": error,
+                            "stdout_head": "ok\n" if code == 0 else "",
+                            "started_at": slot,
+                            "finished_at": slot + timedelta(seconds=1),
+                            "duration_ms": 1000,
+                            "node": "bench",
+                            "actor": "system",
+                            "created_at": slot,
+                        }
+                    )
+            conn.execute(insert(core_table(Run)), runs)
+    if app.db.dialect == "postgresql":
+        with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE"))
+    else:
+        with app.db.engine.begin() as conn:
+            conn.execute(text("ANALYZE"))
+    return old
+
+
+@contextmanager
+def counting(app: App) -> Iterator[list[str]]:
+    statements: list[str] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(app.db.engine, "before_cursor_execute", capture)
+    try:
+        yield statements
+    finally:
+        event.remove(app.db.engine, "before_cursor_execute", capture)
+
+
+def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
+    from starlette.testclient import TestClient
+
+    from fleetcron.services import users
+    from fleetcron.web.app import create_app
+
+    users.add_user(app, SYSTEM, "bench", "bench-password-long-enough", "admin")
+    token, _ = users.create_token(app, SYSTEM, "bench", "bench")
+    client = TestClient(create_app(app), base_url="http://127.0.0.1")
+    headers = {"Authorization": f"Bearer {token}"}
+    out = []
+    for name, path in PAGES:
+        with counting(app) as statements:
+            first = client.get(path, headers=headers)
+        times = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            response = client.get(path, headers=headers)
+            times.append(time.perf_counter() - t0)
+        out.append(
+            {
+                "name": name,
+                "path": path,
+                "status": first.status_code,
+                "bytes": len(response.content),
+                "statements": len(statements),
+                "p50_ms": percentile(times, 50) * 1000,
+                "p95_ms": percentile(times, 95) * 1000,
+            }
+        )
+        print(
+            f"    {name:28} {path:32} {first.status_code} p50 {out[-1]['p50_ms']:8.1f} ms, "
+            f"p95 {out[-1]['p95_ms']:8.1f} ms, {len(statements)} statements, "
+            f"{len(response.content):,} bytes",
+            flush=True,
+        )
+    client.close()
+    return out
+
+
+def measure_retention(app: App) -> dict[str, Any]:
+    from fleetcron.services import retention
+
+    with app.db.read() as session:
+        before = session.scalar(select(func.count()).select_from(Run))
+    t0 = time.perf_counter()
+    result = retention.prune(app, SYSTEM)
+    seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    again = retention.prune(app, SYSTEM)
+    idle_seconds = time.perf_counter() - t1
+    with app.db.read() as session:
+        after = session.scalar(select(func.count()).select_from(Run))
+    return {
+        "before": before,
+        "after": after,
+        "deleted": result.runs_by_age + result.runs_by_count,
+        "seconds": seconds,
+        "rows_per_s": (result.runs_by_age + result.runs_by_count) / seconds,
+        "idle_round_s": idle_seconds,
+        "idle_deleted": again.total,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    args = parser.parse_args()
+    for what in ("targets", "jobs", "runs", "requests"):
+        if getattr(args, what) < 1:
+            parser.error(f"--{what} must be at least 1, got {getattr(args, what)}")
+    print(f"load average at start: {loadavg()}")
+    rows, retention_rows = [], []
+    for backend in args.backends.split(","):
+        with running_postgres() if backend == "postgresql" else _nothing() as server:
+            directory = work_dir(f"pages-bench-{backend}-")
+            if backend == "postgresql":
+                if server is None:
+                    print("PostgreSQL binaries not found; skipped")
+                    continue
+                url = server.create_database("bench")  # type: ignore[attr-defined]
+            else:
+                url = f"sqlite:///{directory / 'bench.db'}"
+            app = make_app(url, directory, clock=lambda: NOW)
+            old_slot = NOW - timedelta(days=app.settings.retention_days, minutes=30)
+            t0 = time.perf_counter()
+            old = fill(app, args.targets, args.jobs, args.runs, old_slot)
+            filled = time.perf_counter() - t0
+            total = args.targets * args.jobs * args.runs
+            print(f"  {backend}: {total:,} runs ({old:,} past retention) in {filled:.0f} s")
+            for r in measure_pages(app, args.requests):
+                rows.append(
+                    [
+                        backend,
+                        r["name"],
+                        f"`{r['path']}`",
+                        str(r["status"]),
+                        f"{r['p50_ms']:.0f}",
+                        f"{r['p95_ms']:.0f}",
+                        str(r["statements"]),
+                        f"{r['bytes'] / 1024:.0f}",
+                    ]
+                )
+            ret = measure_retention(app)
+            retention_rows.append(
+                [
+                    backend,
+                    f"{ret['before']:,}",
+                    f"{ret['deleted']:,}",
+                    f"{ret['seconds']:.1f}",
+                    f"{ret['rows_per_s']:,.0f}",
+                    f"{ret['idle_round_s'] * 1000:.0f} ms ({ret['idle_deleted']} rows)",
+                ]
+            )
+            print(f"  retention: {retention_rows[-1]}", flush=True)
+            app.close()
+    print()
+    print(
+        table(
+            [
+                "backend",
+                "page or call",
+                "path",
+                "status",
+                "p50 ms",
+                "p95 ms",
+                "SQL statements",
+                "KB",
+            ],
+            rows,
+            right=3,
+        )
+    )
+    print()
+    print(
+        table(
+            [
+                "backend",
+                "runs before",
+                "deleted by one round",
+                "round s",
+                "rows deleted / s",
+                "next round (nothing to delete)",
+            ],
+            retention_rows,
+        )
+    )
+    print(f"\nload average at end: {loadavg()}")
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main()
