@@ -23,7 +23,9 @@ branch_labels = None
 depends_on = None
 
 #: Job columns that are not part of its definition (identity, bookkeeping).
-NOT_DEFINITION = {"id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"}
+NOT_DEFINITION = {
+    "id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"
+}
 
 
 def upgrade() -> None:
