@@ -33,6 +33,7 @@ MATRIX: dict[str, str] = {
     "job.revert": "operator",
     "job.run": "operator",
     "run.read": "viewer",
+    "run.stop": "operator",
     "audit.read": "viewer",
     "user.read": "admin",
     "user.add": "admin",

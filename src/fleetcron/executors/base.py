@@ -19,11 +19,14 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from fleetcron.core.statuses import ExecutorStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import parse_key_line
+
+if TYPE_CHECKING:
+    from fleetcron.executors.output import LiveOutput
 
 Status = ExecutorStatus
 """How a run ended: exit 0, non-zero exit, killed at its timeout, never started (the subset
@@ -126,6 +129,9 @@ class ExecRequest:
     #: The installation's highest-generation mark the target honours (with ``generation``):
     #: a run whose generation the mark has passed is refused before the command starts.
     mark_scope: str | None = None
+    #: Where followers read the output while the command runs, and the run's stop request
+    #: (the executor kills the whole process group when it is set); None: nobody follows.
+    live: LiveOutput | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.mark_scope is not None and not _MARK_SCOPE.fullmatch(self.mark_scope):

@@ -41,7 +41,16 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
-from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
+from fleetcron.executors.output import (
+    MARKER_WAIT_S,
+    STOPPED,
+    BoundedOutput,
+    MarkerLineSplitter,
+    Sink,
+    StopRequested,
+    tee,
+    unless_stopped,
+)
 from fleetcron.executors.watchdog import (
     GENERATION_VARIABLE,
     PGID_MARKER,
@@ -191,7 +200,7 @@ class LocalExecutor:
             script = plain_script(request.command, env)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
+        splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
         t0 = time.monotonic()
         # The spawn is never cancelled halfway (asyncio would kill only the shell and then
         # wait for the orphaned command): on cancel, let it finish and kill the groups.
@@ -208,7 +217,9 @@ class LocalExecutor:
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
             )
         assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, splitter))
+        readers = asyncio.gather(
+            _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
+        )
         limit = steps.limit
         status: Status
         error: str | None = None
@@ -217,7 +228,7 @@ class LocalExecutor:
             # Wait for the pipes to close too: a background child still holding them is
             # still part of the job.
             async with asyncio.timeout(limit):
-                await asyncio.shield(readers)
+                await unless_stopped(asyncio.shield(readers), request.live)
                 exit_code = await proc.wait()
             status = "succeeded" if exit_code == 0 else "failed"
             if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
@@ -229,6 +240,13 @@ class LocalExecutor:
             await self._kill_group(proc, splitter, readers, steps.grace)
             status, exit_code = "timed_out", None
             error = timeout_error(request.timeout_s, limit, "process group killed")
+        except StopRequested:
+            # Stopped by an operator: the whole group at once (the scheduler records it
+            # cancelled).
+            if self._watchdog:
+                await _reported(splitter, proc)
+            await self._kill_group(proc, splitter, readers, 0.0)
+            status, exit_code, error = "failed", None, STOPPED
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
             await _uncancelled(self._abort(proc, splitter, readers))
@@ -399,7 +417,14 @@ def _pgid(splitter: MarkerLineSplitter) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-async def _drain(stream: asyncio.StreamReader, sink: BoundedOutput | MarkerLineSplitter) -> None:
+async def _reported(splitter: MarkerLineSplitter, proc: asyncio.subprocess.Process) -> None:
+    """Wait (briefly) until the wrapper has reported the command's process group."""
+    deadline = time.monotonic() + MARKER_WAIT_S
+    while splitter.value is None and proc.returncode is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
+async def _drain(stream: asyncio.StreamReader, sink: Sink) -> None:
     while chunk := await stream.read(_CHUNK):
         sink.feed(chunk)
 

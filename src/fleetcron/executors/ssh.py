@@ -71,7 +71,16 @@ from fleetcron.executors.base import (
     utc_now,
 )
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.executors.output import BoundedOutput, MarkerLineSplitter
+from fleetcron.executors.output import (
+    MARKER_WAIT_S,
+    STOPPED,
+    BoundedOutput,
+    MarkerLineSplitter,
+    Sink,
+    StopRequested,
+    tee,
+    unless_stopped,
+)
 from fleetcron.executors.watchdog import (
     MARK_AND_SCAN_SCRIPT,
     MARK_SCOPE,
@@ -145,7 +154,7 @@ class _PinnedClient(asyncssh.SSHClient):
 
 
 class _RunSession(asyncssh.SSHClientSession[bytes]):
-    def __init__(self, stdout: BoundedOutput, stderr: MarkerLineSplitter) -> None:
+    def __init__(self, stdout: Sink, stderr: MarkerLineSplitter) -> None:
         self._stdout = stdout
         self._stderr = stderr
 
@@ -425,7 +434,8 @@ class SshExecutor:
     ) -> ExecResult:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
+        splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
+        out = tee(stdout, request.live)
         started_at = self._clock()
         t0 = time.monotonic()
         conn = entry.conn
@@ -455,7 +465,7 @@ class SshExecutor:
         try:
             async with asyncio.timeout(self._connect_timeout_s):
                 chan, _ = await conn.create_session(
-                    lambda: _RunSession(stdout, splitter),
+                    lambda: _RunSession(out, splitter),
                     remote,
                     encoding=None,
                 )
@@ -474,7 +484,16 @@ class SshExecutor:
         error: str | None = None
         try:
             async with asyncio.timeout(limit):
-                await chan.wait_closed()
+                await unless_stopped(chan.wait_closed(), request.live)
+        except StopRequested:
+            # Stopped by an operator: kill the remote group now (recorded cancelled).
+            deadline = time.monotonic() + MARKER_WAIT_S
+            while splitter.value is None and not chan.is_closing():
+                if time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(0.01)
+            await self._terminate(conn, chan, _pgid(splitter), grace_s=0)
+            status, error = "failed", STOPPED
         except TimeoutError:
             await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
             status = "timed_out"

@@ -65,8 +65,10 @@ from fleetcron.executors.base import (
     utc_now,
 )
 from fleetcron.executors.kinds import SshKind, standard_executors
+from fleetcron.executors.output import STOPPED
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
+from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
@@ -86,6 +88,8 @@ SELF_FENCED = "this node could not renew its ownership lease in time and fenced 
 CLEANUP_TIMEOUT_S = 5.0
 #: Targets cleaned at once.
 CLEANUP_CONCURRENCY = 32
+#: ``ExecResult.error`` of a run whose stop was asked for before its command started.
+STOPPED_BEFORE_START = "stopped before it started"
 
 
 def policy_from(app: App) -> SlotPolicy:
@@ -112,6 +116,8 @@ class TickStats:
 class _Finished:
     dispatch: Dispatch
     result: ExecResult
+    #: Who stopped the run (it is recorded ``cancelled``); None: it ended by itself.
+    stopped_by: str | None = None
 
 
 @dataclass
@@ -161,6 +167,11 @@ class Scheduler:
         #: Assignments left alone while their target's cleanup is under way.
         self._held_for_cleanup: frozenset[int] = frozenset()
         self.cleanups: list[cluster.CleanupResult] = []
+        #: The runs in flight, for followers of their output and their stop requests.
+        self.live = LiveRuns()
+        #: Seconds between the snapshots of live output written to the run rows.
+        self.live_snapshot_s = SNAPSHOT_INTERVAL_S
+        self._next_snapshot = 0.0
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -282,6 +293,7 @@ class Scheduler:
         for dispatch in await self._in_db(self.runs.claim_queued, now):
             self._launch(dispatch)
             stats.dispatched += 1
+        await self._follow_live(now)
         if stats.dispatched or stats.missed or stats.skipped:
             log.info(
                 "cron: %d due at %s (%d missed, %d skipped)",
@@ -468,12 +480,21 @@ class Scheduler:
         )
 
     def _launch(self, dispatch: Dispatch) -> None:
+        self.live.open(
+            dispatch.run_id,
+            job=dispatch.job_name,
+            target=dispatch.target_name,
+            node=self.app.node_name,
+            started_at=dispatch.started_at or self.clock(),
+        )
         task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")
         self.running[dispatch.run_id] = task
         run_id = dispatch.run_id
 
         def forget(_task: asyncio.Task[None]) -> None:
             self.running.pop(run_id, None)
+            if _task.cancelled() or _task.exception() is not None:
+                self.live.close(run_id)  # nothing goes to the writer, which would close it
 
         task.add_done_callback(forget)
 
@@ -498,6 +519,16 @@ class Scheduler:
             lateness = (self.clock() - dispatch.scheduled_for).total_seconds()
             self.metrics.lateness.observe(max(lateness, 0.0))
         result = await self._run_on_target(dispatch)
+        entry = self.live.get(dispatch.run_id)
+        stopped_by = None
+        if entry is not None and result.error in (STOPPED, STOPPED_BEFORE_START):
+            stopped_by = entry.stopped_by or "someone"
+            log.info(
+                "cron: run %d stopped by %s",
+                dispatch.run_id,
+                stopped_by,
+                extra={"action": "run.stopped", "run_id": dispatch.run_id, "by": stopped_by},
+            )
         if result.error is not None and result.error.startswith(SUPERSEDED):
             log.warning(
                 "cron: run %d %s",
@@ -526,8 +557,10 @@ class Scheduler:
                 "took_ms": result.duration_ms,
             },
         )
-        await self._finished.put(_Finished(dispatch, result))
-        if should_retry(result.status, dispatch.attempt, dispatch.retries, list(dispatch.retry_on)):
+        await self._finished.put(_Finished(dispatch, result, stopped_by))
+        if stopped_by is None and should_retry(
+            result.status, dispatch.attempt, dispatch.retries, list(dispatch.retry_on)
+        ):
             task = asyncio.create_task(self._retry(dispatch))
             self._retries.add(task)
             task.add_done_callback(self._retries.discard)
@@ -561,6 +594,7 @@ class Scheduler:
             run_id=dispatch.run_id,
             generation=dispatch.generation,
             mark_scope=self.mark_scope,
+            live=live.output if (live := self.live.get(dispatch.run_id)) else None,
         )
 
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
@@ -573,6 +607,9 @@ class Scheduler:
                     f"which this scheduler has no executor for ({', '.join(self.executors)})"
                 )
             async with executor.admit():
+                entry = self.live.get(dispatch.run_id)
+                if entry is not None and entry.output.stop_requested:
+                    return _not_started(self.clock(), STOPPED_BEFORE_START)
                 request = self._request(dispatch)
                 if isinstance(request, str):
                     return self._refused_start(dispatch, request)
@@ -642,8 +679,16 @@ class Scheduler:
                 batch.append(self._finished.get_nowait())
             try:
                 refused = await self._in_db(
-                    self.runs.finish, [(f.dispatch.run_id, f.result) for f in batch]
+                    self.runs.finish,
+                    [(f.dispatch.run_id, f.result) for f in batch if f.stopped_by is None],
                 )
+                stopped = [
+                    (f.dispatch.run_id, f.result, f.stopped_by)
+                    for f in batch
+                    if f.stopped_by is not None
+                ]
+                if stopped:
+                    refused += await self._in_db(self.runs.cancel, stopped)
                 for run_id in refused:
                     log.warning(
                         "cron: completion of run %d refused: this node no longer holds its claim",
@@ -657,8 +702,38 @@ class Scheduler:
                     extra={"action": "runs.finish.error"},
                 )
             finally:
-                for _ in batch:
+                for item in batch:
+                    self.live.close(item.dispatch.run_id)
                     self._finished.task_done()
+
+    # -- live runs --------------------------------------------------------------------
+
+    def stop(self, run_id: int, by: str) -> bool:
+        """Kill ``run_id`` now if this scheduler runs it (recorded ``cancelled``, stopped
+        by ``by``); False when it does not. Callable from any thread (the web app)."""
+        return self.live.request_stop(run_id, by)
+
+    async def _follow_live(self, now: datetime) -> None:
+        """Every tick: act on the stop requests made elsewhere (the CLI, another node) for
+        runs of this node; every ``live_snapshot_s``: write the tail of the output of runs
+        whose output grew, in one transaction."""
+        if not self.running:
+            return
+        try:
+            for run_id, by in (await self._in_db(self.runs.stop_requests)).items():
+                entry = self.live.get(run_id)
+                if entry is not None and not entry.output.stop_requested:
+                    entry.request_stop(by)
+            if time.monotonic() >= self._next_snapshot:
+                self._next_snapshot = time.monotonic() + self.live_snapshot_s
+                snapshots = self.live.changed_snapshots()
+                if snapshots:
+                    await self._in_db(self.runs.write_live, snapshots, now)
+        except Exception:
+            # Followers only: never keep the tick from claiming.
+            log.exception(
+                "cron: could not follow the live runs", extra={"action": "live.error"}
+            )
 
     async def _drain_writer(self) -> None:
         await self._finished.join()

@@ -7,10 +7,10 @@ scheduler and its guard.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Select, func, or_, select
 
@@ -19,10 +19,12 @@ from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.jobs import get_job
 from fleetcron.services.job_fleet import Selection, select_assignments
 from fleetcron.services.targets import get_target
+from fleetcron.store.runs import request_stop
 from fleetcron.store.schema import Run
 
 RunStatus = RunStatusName
@@ -159,3 +161,126 @@ def get_run(app: App, actor: Actor, run_id: int) -> Run:
         if run is None:
             raise NotFound("run", run_id)
         return run
+
+
+# -- stopping and following a run -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What a stop request did."""
+
+    run_id: int
+    #: ``cancelled``: the run had not started and never will; ``running``: the node
+    #: running it kills it (at once when ``immediate``, else on its next tick).
+    status: str
+    node: str
+    immediate: bool
+
+
+def stop_run(
+    app: App,
+    actor: Actor,
+    run_id: int,
+    *,
+    local_stop: Callable[[int, str], bool] | None = None,
+) -> StopOutcome:
+    """Stop a queued or running run (operator), audited as ``run.stop``.
+
+    The request is written to the run row in any case, so the node that runs it acts on it
+    whichever node (or CLI) it was made on; ``local_stop`` is this process's scheduler
+    (``Scheduler.stop``), which kills the run at once when it is the one running it.
+    Raises ``NotFound``, or ``Conflict`` (exit 2, HTTP 409) for a run that has ended."""
+    note = AuditNote("run.stop", detail={"run_id": run_id})
+    with audited(app, actor, note) as session:
+        actor.authorize("run.stop")
+        before = session.scalar(select(Run.status).where(Run.id == run_id))
+        run = request_stop(session, run_id, actor.name, app.now())
+        note.job_id, note.job_name = run.job_id, run.job_name
+        note.target_id, note.target_name = run.target_id, run.target_name
+        note.detail.update({"was": str(before), "node": run.node})
+        status, node = str(run.status), run.node
+    immediate = False
+    if status == statuses.RunStatus.RUNNING and local_stop is not None:
+        immediate = local_stop(run_id, actor.name)
+    return StopOutcome(run_id=run_id, status=status, node=node, immediate=immediate)
+
+
+class LiveEntry(Protocol):
+    """A run this process runs now (``scheduler.live.LiveRun``), as followers see it."""
+
+    @property
+    def output(self) -> LiveOutput: ...
+
+
+class LiveSource(Protocol):
+    """The live runs of this process (``scheduler.live.LiveRuns``)."""
+
+    def get(self, run_id: int) -> LiveEntry | None: ...
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The output of a run from byte ``since`` on, while it runs.
+
+    ``source``: ``live`` (this process runs it: the output as it comes), ``snapshot``
+    (another process runs it: the tail it last wrote to the database, ``as_of``), or
+    ``none`` (not running, or nothing printed yet on another node). ``gap`` bytes that
+    are no longer kept were skipped at ``gap_at`` (characters into ``text``)."""
+
+    run_id: int
+    status: str
+    node: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    running: bool
+    source: str
+    text: str
+    offset: int
+    gap: int
+    gap_at: int
+    total: int
+    as_of: datetime | None
+    stop_requested_by: str | None
+
+
+def follow_output(
+    app: App, actor: Actor, run_id: int, since: int, *, live: LiveSource | None = None
+) -> LiveView:
+    """What a follower of ``run_id`` sees next (the run page's poll, ``runs tail``)."""
+    run = get_run(app, actor, run_id)
+    running = run.status in statuses.ACTIVE
+    entry = live.get(run_id) if live is not None and run.status == "running" else None
+    source, text, offset, gap, gap_at, total = "none", "", since, 0, 0, since
+    as_of = None
+    if entry is not None:
+        chunk = entry.output.read(since)
+        source, text, offset, gap, gap_at, total = (
+            "live", chunk.text, chunk.offset, chunk.gap, chunk.gap_at, chunk.total
+        )
+        as_of = app.now()
+    elif run.status == "running" and run.live_output is not None and run.live_bytes is not None:
+        source, as_of, total = "snapshot", run.live_at, run.live_bytes
+        data = run.live_output.encode()
+        start = run.live_bytes - len(data)
+        since = min(max(since, 0), run.live_bytes)
+        if since >= start:
+            text, offset = data[since - start :].decode("utf-8", errors="replace"), run.live_bytes
+        else:
+            text, offset, gap = run.live_output, run.live_bytes, start - since
+    return LiveView(
+        run_id=run.id,
+        status=str(run.status),
+        node=run.node,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        running=running,
+        source=source,
+        text=text,
+        offset=offset,
+        gap=gap,
+        gap_at=gap_at,
+        total=total,
+        as_of=as_of,
+        stop_requested_by=run.stop_requested_by,
+    )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
 
-from sqlalchemy import Row, Table, and_, bindparam, select, update
+from sqlalchemy import Row, Table, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict, claim_deadline
@@ -41,9 +41,9 @@ from fleetcron.core.planning import (
     plan_assignment,
     wait_for_old_claims,
 )
-from fleetcron.core.statuses import RunStatus, SkipKind, skip_kind_of
+from fleetcron.core.statuses import STOPPABLE, RunStatus, SkipKind, may_become, skip_kind_of
 from fleetcron.cron import parse_cached
-from fleetcron.errors import Conflict
+from fleetcron.errors import Conflict, NotFound
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
 from fleetcron.store.run_rollouts import RolloutStep, rolled_out
@@ -554,6 +554,92 @@ class RunStore:
                 .values(status=RunStatus.INTERRUPTED, finished_at=now, reason=reason)
             )
 
+    # -- live runs and stops ----------------------------------------------------------
+
+    def cancel(self, stopped: Sequence[tuple[int, ExecResult, str]]) -> list[int]:
+        """Record runs an operator stopped (``(run id, what the executor reported, who)``)
+        as ``cancelled``, with the output they printed until then, in one transaction;
+        returns the refused ones (claim no longer live, as in :meth:`finish`)."""
+        if not stopped:
+            return []
+        with self.db.session() as session:
+            verdict = self.guard.verdict(session)
+            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in stopped])
+            refused = [run_id for run_id, _, _ in stopped if run_id not in live]
+            for run_id in refused:
+                session.add(
+                    FencedWrite(
+                        at=self._now(),
+                        node_id=self.node,
+                        run_id=run_id,
+                        reason=f"cancel refused: {verdict.reason}; the claim is not live",
+                    )
+                )
+            if not may_become(RunStatus.RUNNING, RunStatus.CANCELLED):  # pragma: no cover
+                raise ValueError("runs.status: a running run may not become cancelled")
+            for run_id, result, by in stopped:
+                if run_id not in live:
+                    continue
+                values = _finish_params(run_id, result)
+                del values["rid"]
+                values.update(
+                    status=RunStatus.CANCELLED,
+                    exit_code=None,
+                    reason=f"stopped by {by}",
+                    stop_requested_by=func.coalesce(Run.stop_requested_by, by),
+                    stop_requested_at=func.coalesce(Run.stop_requested_at, result.finished_at),
+                    live_output=None,
+                    live_bytes=None,
+                    live_at=None,
+                )
+                session.execute(
+                    update(Run)
+                    .where(Run.id == run_id, Run.status == RunStatus.RUNNING)
+                    .values(**values)
+                )
+            self.guard.release(session, sorted(live))
+        return refused
+
+    def stop_requests(self) -> dict[int, str]:
+        """The stops asked for (on any node, by the CLI or the web) of this node's running
+        runs: run id -> who asked."""
+        with self.db.read() as session:
+            rows = session.execute(
+                select(Run.id, Run.stop_requested_by).where(
+                    Run.status == RunStatus.RUNNING,
+                    Run.node == self.node,
+                    Run.stop_requested_at.is_not(None),
+                )
+            ).all()
+        return {row.id: row.stop_requested_by or "someone" for row in rows}
+
+    def write_live(self, snapshots: Sequence[tuple[int, str, int]], now: datetime) -> None:
+        """Store the tail of running runs' output (``(run id, text, bytes so far)``) in one
+        transaction, for readers in other processes; only runs still ``running`` whose
+        claim is live are written."""
+        if not snapshots:
+            return
+        with self.db.session() as session:
+            verdict = self.guard.verdict(session)
+            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in snapshots])
+            params = [
+                {"rid": run_id, "text": text, "bytes": total, "at": now}
+                for run_id, text, total in snapshots
+                if run_id in live
+            ]
+            if not params:
+                return
+            session.connection().execute(
+                update(RUNS)
+                .where(and_(RUNS.c.id == bindparam("rid"), RUNS.c.status == RunStatus.RUNNING))
+                .values(
+                    live_output=bindparam("text"),
+                    live_bytes=bindparam("bytes"),
+                    live_at=bindparam("at"),
+                ),
+                params,
+            )
+
 
 @dataclass(frozen=True)
 class _Stamp:
@@ -627,3 +713,38 @@ def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
     return target_hold(
         row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
     )
+
+
+def request_stop(session: Session, run_id: int, by: str, now: datetime) -> Run:
+    """Ask to stop run ``run_id``, in the caller's (audited) transaction, from any node.
+
+    A run that has not started (``queued``) is ``cancelled`` here and now: the owner's
+    :meth:`RunStore.claim_queued` only starts queued runs, and the row is locked (PostgreSQL
+    ``FOR UPDATE``; SQLite's writer lock), so it cannot start meanwhile. A ``running`` run
+    gets ``stop_requested_by``/``at`` (the first request is kept); the node running it
+    kills it on its next tick (or at once, when the request is made in its process) and
+    records it ``cancelled``. Raises ``NotFound``, or ``Conflict`` for a run that has
+    already ended.
+    """
+    query = select(Run).where(Run.id == run_id)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    run = session.scalars(query).first()
+    if run is None:
+        raise NotFound("run", run_id)
+    if run.status not in STOPPABLE:
+        raise Conflict(
+            f"run {run_id} has already ended ({run.status}); only a queued or running run "
+            "can be stopped",
+            field="run",
+        )
+    if run.status is not RunStatus.RUNNING:
+        if not may_become(run.status, RunStatus.CANCELLED):  # pragma: no cover
+            raise ValueError(f"runs.status: a {run.status} run may not become cancelled")
+        run.status = RunStatus.CANCELLED
+        run.finished_at = now
+        run.reason = f"stopped by {by} before it started"
+    if run.stop_requested_at is None:
+        run.stop_requested_by, run.stop_requested_at = by, now
+    session.flush()
+    return run

@@ -1,0 +1,183 @@
+"""Live output and stop, on a real scheduler running real local processes, on SQLite and
+PostgreSQL: a follower sees the output while the run runs (in this process from memory,
+from another process through the run row's snapshot); a stop kills the whole process
+group and records the run ``cancelled`` with who stopped it, audited; a stop asked for
+elsewhere is picked up by the owner on its next tick; a queued run is cancelled before it
+starts; a finished run cannot be stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+
+from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
+from fleetcron.errors import Conflict, PermissionDenied
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services import jobs, runs, targets
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store.schema import AuditEvent, Run
+from integration.executors.procs import kill_all, marker_seconds, sleeping
+
+
+@pytest.fixture
+def local(app: App) -> str:
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    return "box"
+
+
+def add(app: App, actor: Actor, name: str, command: str) -> None:
+    jobs.add_job(app, actor, name, JobSpec(schedule="0 0 1 1 *", command=command), target="box")
+
+
+def the_run(app: App, run_id: int) -> Run:
+    with app.db.read() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        return run
+
+
+def stop_events(app: App) -> list[AuditEvent]:
+    with app.db.read() as session:
+        return list(session.scalars(select(AuditEvent).where(AuditEvent.action == "run.stop")))
+
+
+async def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def started(app: App, operator: Actor, scheduler: Scheduler, job: str) -> int:
+    [run_id] = runs.request_run(app, operator, job)
+    await scheduler.tick()
+    assert run_id in scheduler.running
+    return run_id
+
+
+async def test_a_follower_sees_the_output_while_it_runs_and_a_stop_kills_the_group(
+    app: App, operator: Actor, local: str, scheduler: Scheduler
+) -> None:
+    main, child = marker_seconds(), marker_seconds()
+    add(app, operator, "slow", f"sleep {child} & echo one; echo two >&2; sleep {main}")
+    run_id = await started(app, operator, scheduler, "slow")
+
+    def seen() -> str:
+        return runs.follow_output(app, operator, run_id, 0, live=scheduler.live).text
+
+    assert await eventually(lambda: "one" in seen() and "two" in seen())
+    view = runs.follow_output(app, operator, run_id, 0, live=scheduler.live)
+    assert (view.source, view.running, view.node) == ("live", True, app.node_name)
+    assert "__fleetcron_pgid__" not in view.text
+    assert runs.follow_output(app, operator, run_id, view.offset, live=scheduler.live).text == ""
+    # The checker can fail: both processes are there before the stop.
+    assert await eventually(lambda: bool(sleeping(main)) and bool(sleeping(child)))
+
+    try:
+        outcome = runs.stop_run(app, operator, run_id, local_stop=scheduler.stop)
+        await scheduler.idle()
+    finally:
+        kill_all(main, child)
+
+    assert (outcome.status, outcome.immediate) == ("running", True)
+    assert sleeping(main) == [] and sleeping(child) == []
+    run = the_run(app, run_id)
+    assert run.status == "cancelled"
+    assert (run.stop_requested_by, run.reason) == ("olivia", "stopped by olivia")
+    assert run.stdout_head == "one\n" and run.stderr_head == "two\n"
+    assert run.live_output is None
+    assert len(scheduler.live) == 0
+    [event] = stop_events(app)
+    assert (event.actor, event.success, event.job_name) == ("olivia", True, "slow")
+    assert event.detail["was"] == "running"
+
+
+async def test_a_stop_asked_for_elsewhere_is_picked_up_on_the_next_tick(
+    app: App, operator: Actor, local: str, scheduler: Scheduler
+) -> None:
+    main = marker_seconds()
+    add(app, operator, "slow", f"echo hello; sleep {main}")
+    scheduler.live_snapshot_s = 0.0
+    run_id = await started(app, operator, scheduler, "slow")
+    assert await eventually(lambda: bool(sleeping(main)))
+    await scheduler.tick()  # writes the snapshot
+
+    # Another process (the CLI, another node's web app) reads the run row.
+    view = runs.follow_output(app, operator, run_id, 0)
+    assert (view.source, view.text, view.offset) == ("snapshot", "hello\n", 6)
+    assert runs.follow_output(app, operator, run_id, 6).text == ""
+    try:
+        outcome = runs.stop_run(app, operator, run_id)  # no scheduler in this process
+        assert (outcome.status, outcome.immediate) == ("running", False)
+        await asyncio.sleep(0.3)
+        assert sleeping(main), "nothing acts on the request until the owner's tick"
+        assert the_run(app, run_id).status == "running"
+        await scheduler.tick()
+        await scheduler.idle()
+    finally:
+        kill_all(main)
+
+    assert sleeping(main) == []
+    run = the_run(app, run_id)
+    assert (run.status, run.stop_requested_by) == ("cancelled", "olivia")
+
+
+async def test_a_queued_run_is_cancelled_before_it_starts(
+    app: App, operator: Actor, local: str, scheduler: Scheduler, clock: FakeClock
+) -> None:
+    add(app, operator, "never", "echo should not run")
+    [run_id] = runs.request_run(app, operator, "never")
+
+    outcome = runs.stop_run(app, operator, run_id)
+    await scheduler.tick()
+    await scheduler.idle()
+
+    assert outcome.status == "cancelled"
+    run = the_run(app, run_id)
+    assert (run.status, run.started_at, run.stdout_head) == ("cancelled", None, "")
+    assert run.reason == "stopped by olivia before it started"
+    assert run.finished_at == clock.now
+
+
+async def test_a_finished_run_cannot_be_stopped_and_a_viewer_cannot_stop(
+    app: App, operator: Actor, viewer: Actor, local: str, scheduler: Scheduler
+) -> None:
+    add(app, operator, "quick", "echo done")
+    [run_id] = runs.request_run(app, operator, "quick")
+    await scheduler.tick()
+    await scheduler.idle()
+
+    with pytest.raises(Conflict, match=r"run \d+ has already ended \(succeeded\)"):
+        runs.stop_run(app, operator, run_id)
+    with pytest.raises(PermissionDenied, match="needs the operator role"):
+        runs.stop_run(app, viewer, run_id)
+
+    assert the_run(app, run_id).status == "succeeded"
+    assert [(e.actor, e.success) for e in stop_events(app)] == [
+        ("olivia", False),
+        ("victor", False),
+    ]
+
+
+async def test_a_run_that_is_not_stopped_runs_on(
+    app: App, operator: Actor, local: str, scheduler: Scheduler
+) -> None:
+    """Negative control: without a stop request the tick does not end the run."""
+    main = marker_seconds()
+    add(app, operator, "slow", f"sleep {main}")
+    run_id = await started(app, operator, scheduler, "slow")
+    try:
+        assert await eventually(lambda: bool(sleeping(main)))
+        await scheduler.tick()
+        await asyncio.sleep(0.3)
+        assert sleeping(main)
+        assert the_run(app, run_id).status == "running"
+    finally:
+        kill_all(main)
