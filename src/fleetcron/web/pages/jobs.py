@@ -7,7 +7,7 @@ only the list is for bulk jobs alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from itertools import islice
@@ -20,9 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from fleetcron.app import Actor, App
-from fleetcron.core import job_options
 from fleetcron.core import validation as v
-from fleetcron.core.job_options import FORM_OPTIONS, JobOption
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
@@ -54,30 +52,18 @@ FIELD_NAMES = {"disabled_on": "targets", "target": "targets", "label": "selector
 PREVIEW_FIRES = 5
 #: The longest job name (core.validation.NAME_RULE); the form shows it and counts.
 NAME_MAX = v.NAME_MAX_CHARS
-#: The highest value of each number field, as the declaration states it.
-NUMBER_RANGES = {o.key: o.high for o in FORM_OPTIONS if o.kind == "int"}
-
-#: What a form field of a run option holds as typed: text, or the checked choices.
-Typed = str | list[str]
-
-
-def _as_typed(option: JobOption, value: Any) -> Typed:
-    """An option's value as its form field shows it."""
-    if option.kind == "choices":
-        return list(value)
-    return "" if value is None else str(value)
-
-
-def _typed_defaults() -> dict[str, Typed]:
-    return {o.key: _as_typed(o, o.default) for o in FORM_OPTIONS}
+#: The highest value of each number field, as the jobs service checks it.
+NUMBER_RANGES = {
+    "timeout": v.MAX_TIMEOUT_S,
+    "jitter": v.MAX_JITTER_S,
+    "retries": v.MAX_RETRIES,
+    "retry_backoff": 3600,
+}
 
 
 @dataclass
 class JobFields:
-    """A job form as typed: text, so a refused form comes back exactly as it was sent.
-
-    ``options`` holds the run options the declaration shows in the form
-    (:data:`~fleetcron.core.job_options.FORM_OPTIONS`), by form field name."""
+    """A job form as typed: text, so a refused form comes back exactly as it was sent."""
 
     name: str = ""
     schedule: str = ""
@@ -85,7 +71,13 @@ class JobFields:
     command: str = ""
     notes: str = ""
     selector: str = ""
-    options: dict[str, Typed] = field(default_factory=_typed_defaults)
+    timeout: str = ""
+    overlap: str = "allow"
+    catchup: str = "none"
+    jitter: str = "0"
+    retries: str = "0"
+    retry_on: list[str] = field(default_factory=lambda: ["connect_error"])
+    retry_backoff: str = "30"
 
     @classmethod
     def posted(cls, form: FormData) -> JobFields:
@@ -96,17 +88,17 @@ class JobFields:
             command=text(form, "command").replace("\r\n", "\n"),
             notes=text(form, "notes").replace("\r\n", "\n"),
             selector=text(form, "selector").strip(),
-            options={
-                o.key: texts(form, o.key)
-                if o.kind == "choices"
-                else text(form, o.key, o.default if o.kind == "choice" else "")
-                for o in FORM_OPTIONS
-            },
+            timeout=text(form, "timeout"),
+            overlap=text(form, "overlap", "allow"),
+            catchup=text(form, "catchup", "none"),
+            jitter=text(form, "jitter"),
+            retries=text(form, "retries"),
+            retry_on=texts(form, "retry_on"),
+            retry_backoff=text(form, "retry_backoff"),
         )
 
     @classmethod
     def of(cls, view: JobView) -> JobFields:
-        current = view.as_dict()
         return cls(
             name=view.name,
             schedule=view.schedule,
@@ -114,7 +106,13 @@ class JobFields:
             command=view.command,
             notes=view.notes,
             selector=view.selector,
-            options={o.key: _as_typed(o, current[o.name]) for o in FORM_OPTIONS},
+            timeout=str(view.timeout_s),
+            overlap=view.overlap,
+            catchup=view.catchup,
+            jitter=str(view.jitter_s),
+            retries=str(view.retries),
+            retry_on=list(view.retry_on),
+            retry_backoff=str(view.retry_backoff_s),
         )
 
     def spec(self) -> JobSpec:
@@ -124,37 +122,44 @@ class JobFields:
             command=self.command,
             timezone=self.timezone or None,
             notes=self.notes,
-            **{o.name: _parsed(o, self.options[o.key]) for o in FORM_OPTIONS},
+            timeout_s=whole_number(self.timeout, field="timeout"),
+            overlap=self.overlap,
+            catchup=self.catchup,
+            jitter_s=_number(self.jitter, field="jitter", default=0),
+            retries=_number(self.retries, field="retries", default=0),
+            retry_on=tuple(self.retry_on),
+            # a typed 0 stays 0 (and is refused with the service's message), never the default
+            retry_backoff_s=_number(self.retry_backoff, field="retry_backoff", default=30),
         )
 
     def changes(self, view: JobView, app: App) -> dict[str, Any]:
         """Only what differs from ``view``, so the audit log names what really changed.
         An emptied time zone or timeout means the default the form shows, as when adding."""
-        spec = asdict(self.spec())
-        names = ("schedule", "command", "notes", "timezone", *(o.name for o in FORM_OPTIONS))
-        wanted: dict[str, Any] = {}
-        for name in names:
-            option = job_options.option(name)
-            value = spec[name]
-            if value is None and option.setting is not None:
-                value = getattr(app.settings, option.setting)
-            wanted[name] = option.stored(value)
+        spec = self.spec()
+        wanted: dict[str, Any] = {
+            "schedule": spec.schedule,
+            "command": spec.command,
+            "notes": spec.notes,
+            "overlap": spec.overlap,
+            "catchup": spec.catchup,
+            "jitter_s": spec.jitter_s,
+            "retries": spec.retries,
+            "retry_on": list(spec.retry_on),
+            "retry_backoff_s": spec.retry_backoff_s,
+        }
+        wanted["timezone"] = spec.timezone or app.settings.timezone
+        wanted["timeout_s"] = (
+            app.settings.job_timeout_s if spec.timeout_s is None else spec.timeout_s
+        )
         if view.origin == "bulk":
             wanted["selector"] = format_selector(parse_selector(self.selector))
         current = view.as_dict()
         return {key: value for key, value in wanted.items() if current[key] != value}
 
 
-def _parsed(option: JobOption, typed: Typed) -> Any:
-    """A run option's value from its form field; a number field left empty takes the
-    option's default (a typed 0 stays 0, and is refused with the service's message when the
-    range starts higher)."""
-    if option.kind == "choices":
-        return tuple(typed)
-    assert isinstance(typed, str)
-    if option.kind == "int":
-        return whole_number(typed, field=option.key, default=option.default)
-    return typed
+def _number(value: str, *, field: str, default: int) -> int:
+    number = whole_number(value, field=field, default=default)
+    return default if number is None else number
 
 
 @dataclass(frozen=True)
@@ -240,11 +245,10 @@ def job_form_context(app: App) -> dict[str, Any]:
     """What the job fields need besides the values: choices, defaults and limits."""
     return {
         "zones": zone_names(),
-        "form_options": FORM_OPTIONS,
-        # what an empty field means, for the options whose default is a setting
-        "setting_defaults": {
-            o.key: getattr(app.settings, o.setting) for o in FORM_OPTIONS if o.setting
-        },
+        "overlap_choices": v.OVERLAP_POLICIES,
+        "catchup_choices": v.CATCHUP_POLICIES,
+        "retry_kinds": v.RETRY_KINDS,
+        "default_timeout": app.settings.job_timeout_s,
         "command_max": app.settings.command_max_length,
         "schedule_max": v.SCHEDULE_MAX_CHARS,
         "notes_max": v.NOTES_MAX_CHARS,
