@@ -4,14 +4,15 @@ target kind, adapting the local and SSH executors to the one seam.
 ``LocalKind`` holds the local concurrency cap (``local_max_concurrency``) as its
 admission; ``SshKind`` turns a :class:`~fleetcron.executors.base.RunTarget` into an
 :class:`~fleetcron.executors.base.SshTarget`, decrypting the private key once per stored
-ciphertext (the SSH executor keeps the imported key for its pool just as long), so the
-scheduler loop never handles key material.
+ciphertext while it stays among the :data:`KEY_CACHE_SIZE` most recently used, so the
+scheduler loop never handles key material and the cache stays bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -22,6 +23,9 @@ from fleetcron.executors.ssh import SshExecutor
 
 Decrypt = Callable[[bytes], bytes]
 """Decrypts a stored private key (the app's master key)."""
+
+#: Decrypted SSH keys kept per :class:`SshKind` (one per distinct ciphertext in use).
+KEY_CACHE_SIZE = 1024
 
 
 class LocalKind:
@@ -44,10 +48,15 @@ class LocalKind:
 class SshKind:
     """Targets of kind ``ssh``: pooled, host-key-pinned connections (``SshExecutor``)."""
 
-    def __init__(self, executor: SshExecutor, decrypt: Decrypt) -> None:
+    def __init__(
+        self, executor: SshExecutor, decrypt: Decrypt, *, key_cache_size: int = KEY_CACHE_SIZE
+    ) -> None:
+        if key_cache_size < 1:
+            raise ValueError(f"key_cache_size must be at least 1, not {key_cache_size}")
         self.executor = executor
         self._decrypt = decrypt
-        self._keys: dict[bytes, bytes] = {}
+        self._key_cache_size = key_cache_size
+        self._keys: OrderedDict[bytes, bytes] = OrderedDict()
 
     def admit(self) -> AbstractAsyncContextManager[object]:
         # The SSH executor's own caps (global, per target) count from run(), inside the
@@ -81,11 +90,17 @@ class SshKind:
         )
 
     def private_key(self, encrypted: bytes) -> bytes:
-        """The decrypted key, decrypted on first use of this ciphertext only."""
+        """The decrypted key of this ciphertext: decrypted on its first use, then kept among
+        the ``key_cache_size`` most recently used (the least recently used is dropped, so
+        keys replaced by re-pairing or of removed targets do not pile up)."""
         key = self._keys.get(encrypted)
         if key is None:
             key = self._decrypt(encrypted)
             self._keys[encrypted] = key
+            if len(self._keys) > self._key_cache_size:
+                self._keys.popitem(last=False)
+        else:
+            self._keys.move_to_end(encrypted)
         return key
 
 
