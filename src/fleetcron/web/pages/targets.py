@@ -29,6 +29,7 @@ from fleetcron.errors import (
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
+from fleetcron.services import target_runs
 from fleetcron.services import targets as svc
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Target
@@ -191,11 +192,9 @@ def list_targets(
 ) -> HTMLResponse:
     app = the_app(request)
     targets = svc.list_targets(app, caller.actor)
-    last = {}
-    for target in targets:
-        rows, _ = runs_svc.list_runs(app, caller.actor, RunFilter(target=target.name), limit=1)
-        if rows:
-            last[target.name] = rows[0]
+    # One statement for every target's newest run (not two per target).
+    newest = target_runs.last_started_runs(app, caller.actor, [t.id for t in targets])
+    last = {t.name: newest[t.id] for t in targets if t.id in newest}
     return page(request, "targets.html", targets=targets, last=last)
 
 
