@@ -26,12 +26,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fleetcron.core import rollout
 from fleetcron.core import validation as v
 from fleetcron.errors import InvalidInput
 
 #: text: a string; int: a whole number; choice: one of ``choices``; choices: a list of
 #: ``choices``; flag: true or false.
 OptionKind = Literal["text", "int", "choice", "choices", "flag"]
+
+#: The longest ``canary`` option (target names or a selector).
+CANARY_MAX_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,50 @@ OPTIONS: tuple[JobOption, ...] = (
         "Allow another job to run the same command on the same target.",
         label="Allow duplicates",
         form=False,
+    ),
+    # Rollout of each slot over the job's targets (core/rollout.py); empty: not set.
+    JobOption(
+        "batch",
+        "batch",
+        "text",
+        "",
+        "Bulk jobs: start this many targets of a slot at a time, a count or a percentage "
+        "(10 or 10%); empty: all at once.",
+        label="Batch",
+        max_chars=8,
+        check=lambda value: rollout.normal_amount(value, field="batch"),
+    ),
+    JobOption(
+        "batch_pause_s",
+        "batch_pause",
+        "int",
+        0,
+        "Seconds between the end of one batch and the start of the next.",
+        label="Pause between batches (s)",
+        low=0,
+        high=rollout.MAX_PAUSE_S,
+    ),
+    JobOption(
+        "max_failures",
+        "max_failures",
+        "text",
+        "",
+        "Bulk jobs: after this many failed targets (a count or a percentage), the rest of "
+        "the slot is skipped and an alert fires; empty: no limit.",
+        label="Max failures",
+        max_chars=8,
+        check=lambda value: rollout.normal_amount(value, field="max_failures"),
+    ),
+    JobOption(
+        "canary",
+        "canary",
+        "text",
+        "",
+        "Bulk jobs: targets that run first (names, web1,web2, or a selector, role=canary); "
+        "the rest start only if all of them succeeded.",
+        label="Canary",
+        max_chars=CANARY_MAX_CHARS,
+        check=lambda value: rollout.normal_canary(value),
     ),
 )
 

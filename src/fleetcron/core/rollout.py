@@ -158,6 +158,17 @@ def parse_canary(text: str | Sequence[str] | None, *, field: str = "canary") -> 
     return Canary(names=tuple(dict.fromkeys(parts)))
 
 
+def normal_amount(text: str, *, field: str) -> str:
+    """An amount as stored: ``"10"`` or ``"10%"`` (spaces dropped), ``""`` when not set."""
+    amount = parse_amount(text, field=field)
+    return "" if amount is None else str(amount)
+
+
+def normal_canary(text: str, *, field: str = "canary") -> str:
+    """The canary option as stored: names or a selector, comma-separated, ``""`` if none."""
+    return str(parse_canary(text, field=field))
+
+
 @dataclass(frozen=True)
 class RolloutOptions:
     """A job's rollout options, parsed."""
@@ -394,6 +405,8 @@ __all__ = [
     "Member",
     "RolloutOptions",
     "RolloutPlan",
+    "normal_amount",
+    "normal_canary",
     "ordered",
     "parse_amount",
     "parse_canary",

@@ -418,6 +418,10 @@ class JobState:
     retry_on: tuple[str, ...]
     retry_backoff: int
     allow_duplicate: bool = False
+    batch: str = ""
+    batch_pause: int = 0
+    max_failures: str = ""
+    canary: str = ""
 
 
 #: The fields a plan compares, in the order a diff shows them.

@@ -60,6 +60,10 @@ class JobView:
     retry_on: list[str]
     retry_backoff_s: int
     allow_duplicate: bool
+    batch: str
+    batch_pause_s: int
+    max_failures: str
+    canary: str
     created_by: str
     updated_by: str
     created_at: datetime
@@ -93,6 +97,10 @@ class JobSpec:
     retry_on: Sequence[str] = _DEFAULT["retry_on"]
     retry_backoff_s: int = _DEFAULT["retry_backoff_s"]
     allow_duplicate: bool = _DEFAULT["allow_duplicate"]
+    batch: str = _DEFAULT["batch"]
+    batch_pause_s: int = _DEFAULT["batch_pause_s"]
+    max_failures: str = _DEFAULT["max_failures"]
+    canary: str = _DEFAULT["canary"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.

@@ -258,6 +258,10 @@ class JobOut(BaseModel):
     retry_on: list[str]
     retry_backoff_s: int
     allow_duplicate: bool
+    batch: str
+    batch_pause_s: int
+    max_failures: str
+    canary: str
     enabled: int
     total: int
     created_by: str
