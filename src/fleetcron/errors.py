@@ -20,9 +20,11 @@ to an exit code or an HTTP status without parsing text::
     │   ├── AuthError                         the target refused our key
     │   └── HostKeyMismatch                   the target's host key is not the pinned one
     └── CoordinationError                     ownership cannot be proven: fail closed
-        └── Fenced                            a write was refused by the ownership guard
 
 Adapters convert third-party errors at the edge with ``raise X from exc``.
+
+A run write the ownership guard refuses raises nothing: it is not made, and a refused
+completion is recorded in ``fenced_writes`` (see :mod:`fleetcron.store.runs`).
 """
 
 from __future__ import annotations
@@ -122,6 +124,3 @@ class HostKeyMismatch(ExecutionError):
 class CoordinationError(FleetcronError):
     """This node cannot prove it is the authorized owner; nothing runs."""
 
-
-class Fenced(CoordinationError):
-    """The write was refused: this node's ownership or claim is no longer valid."""

@@ -60,6 +60,7 @@ from fleetcron.core.planning import (
 )
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, record
+from fleetcron.store.run_writes import fence_runs
 from fleetcron.store.schema import (
     ClusterNode,
     ClusterOwnership,
@@ -452,7 +453,7 @@ def _revoke_claims(session: Session, node_id: str, app: App, *, reason: str) -> 
         .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
         .values(state="revoked", released_at=func.clock_timestamp())
     )
-    _fence_runs(
+    fence_runs(
         session,
         run_ids,
         app.now(),
@@ -460,14 +461,6 @@ def _revoke_claims(session: Session, node_id: str, app: App, *, reason: str) -> 
         "waits for that deadline before it starts this assignment",
     )
     return len(run_ids)
-
-
-def _fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: str) -> None:
-    session.execute(
-        update(Run)
-        .where(Run.id.in_(run_ids), Run.status == "running")
-        .values(status="fenced", finished_at=now, reason=reason)
-    )
 
 
 def verify_rejoin(app: App, actor: Actor, node: Node) -> Verdict:
@@ -528,7 +521,7 @@ def maintain(app: App) -> MaintenanceResult:
                 .values(state="expired", released_at=func.clock_timestamp())
             )
             for r in expired:
-                _fence_runs(
+                fence_runs(
                     session,
                     [r.run_id],
                     app.now(),

@@ -1,23 +1,22 @@
 """Retention: prune old runs (by age, and beyond a count per assignment) and, when
 configured, old audit events — in small batches, so no single delete holds a long lock.
 
-This module is the only place that deletes runs or audit events. Runs still queued or
-running are never pruned.
+This module is the only operation that deletes runs or audit events; the deletes
+themselves are the store's (:mod:`fleetcron.store.run_writes`, :mod:`fleetcron.store.audit`).
+Runs still queued or running are never pruned.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import delete, func, select
+from datetime import timedelta
 
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.store.schema import AuditEvent, Run
+from fleetcron.store.audit import prune_events_older_than
+from fleetcron.store.run_writes import prune_runs_beyond, prune_runs_older_than
 
 log = logging.getLogger(__name__)
 
@@ -36,63 +35,21 @@ class PruneResult:
         return self.runs_by_age + self.runs_by_count + self.audit_events
 
 
-def _old_runs(cutoff: datetime) -> Any:
-    return select(Run.id).where(Run.scheduled_for < cutoff, Run.status.not_in(ACTIVE))
-
-
-def _excess_runs(keep: int) -> Any:
-    ranked = (
-        select(
-            Run.id,
-            func.row_number()
-            .over(
-                partition_by=Run.assignment_id, order_by=(Run.scheduled_for.desc(), Run.id.desc())
-            )
-            .label("n"),
-        )
-        .where(Run.status.not_in(ACTIVE))
-        .subquery()
-    )
-    return select(ranked.c.id).where(ranked.c.n > keep)
-
-
-def _old_audit(cutoff: datetime) -> Any:
-    return select(AuditEvent.id).where(AuditEvent.at < cutoff)
-
-
-def _count(app: App, ids: Any) -> int:
-    with app.db.read() as session:
-        return session.scalar(select(func.count()).select_from(ids.subquery())) or 0
-
-
-def _delete_in_batches(app: App, model: Any, ids: Any, batch: int) -> int:
-    removed = 0
-    while True:
-        with app.db.session() as session:
-            chunk = list(session.scalars(ids.limit(batch)))
-            if not chunk:
-                return removed
-            session.execute(delete(model).where(model.id.in_(chunk)))
-        removed += len(chunk)
-        if len(chunk) < batch:
-            return removed
-
-
 def prune(app: App, actor: Actor, *, dry_run: bool = False) -> PruneResult:
     """Apply the retention settings once; with ``dry_run`` only count."""
     actor.authorize("settings.manage")
     s = app.settings
     now = app.now()
-    queries: list[tuple[Any, Any]] = [
-        (Run, _old_runs(now - timedelta(days=s.retention_days))),
-        (Run, _excess_runs(s.retention_max_runs)),
+    batch = s.prune_batch
+    counts = [
+        prune_runs_older_than(
+            app.db, now - timedelta(days=s.retention_days), batch=batch, dry_run=dry_run
+        ),
+        prune_runs_beyond(app.db, s.retention_max_runs, batch=batch, dry_run=dry_run),
     ]
     if s.audit_retention_days is not None:
-        queries.append((AuditEvent, _old_audit(now - timedelta(days=s.audit_retention_days))))
-    if dry_run:
-        counts = [_count(app, ids) for _, ids in queries]
-    else:
-        counts = [_delete_in_batches(app, model, ids, s.prune_batch) for model, ids in queries]
+        cutoff = now - timedelta(days=s.audit_retention_days)
+        counts.append(prune_events_older_than(app.db, cutoff, batch=batch, dry_run=dry_run))
     result = PruneResult(counts[0], counts[1], counts[2] if len(counts) > 2 else 0, dry_run)
     if not dry_run and result.total:
         note = AuditNote(

@@ -21,9 +21,10 @@ from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.jobs import get_job
 from fleetcron.services.job_fleet import Selection, select_assignments
+from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
+from fleetcron.store.run_writes import queue_manual_runs
 from fleetcron.store.runs import request_stop
 from fleetcron.store.schema import Run
 
@@ -69,30 +70,11 @@ def request_run(
                 value=job,
                 allowed="a job with at least one enabled target, or --target",
             )
-        now = app.now()
-        runs = [
-            Run(
-                assignment_id=a.id,
-                job_id=the_job.id,
-                target_id=a.target_id,
-                job_name=the_job.name,
-                target_name=a.target.name,
-                origin=the_job.origin,
-                command=the_job.command,
-                scheduled_for=now,
-                trigger="manual",
-                attempt=1,
-                status=statuses.RunStatus.QUEUED,
-                node=app.node_name,
-                actor=actor.name,
-                created_at=now,
-            )
-            for a in assignments
-        ]
-        session.add_all(runs)
-        session.flush()
-        note.detail.update({"runs": len(runs)})
-        return [r.id for r in runs]
+        run_ids = queue_manual_runs(
+            session, the_job, assignments, now=app.now(), node=app.node_name, actor=actor.name
+        )
+        note.detail.update({"runs": len(run_ids)})
+        return run_ids
 
 
 @dataclass(frozen=True)

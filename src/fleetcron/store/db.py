@@ -14,7 +14,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Engine, create_engine, delete, event, func, inspect, select, text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -194,3 +194,24 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def count_selected(db: Database, ids: Any) -> int:
+    """How many rows the id query ``ids`` selects (a read)."""
+    with db.read() as session:
+        return session.scalar(select(func.count()).select_from(ids.subquery())) or 0
+
+
+def delete_selected(db: Database, model: Any, ids: Any, batch: int) -> int:
+    """Delete the rows of ``model`` whose ids ``ids`` selects, ``batch`` per transaction so
+    that no single delete holds a long lock; returns how many were deleted."""
+    removed = 0
+    while True:
+        with db.session() as session:
+            chunk = list(session.scalars(ids.limit(batch)))
+            if not chunk:
+                return removed
+            session.execute(delete(model).where(model.id.in_(chunk)))
+        removed += len(chunk)
+        if len(chunk) < batch:
+            return removed

@@ -1,10 +1,13 @@
 """The single write path for runs.
 
-Every write of a run row — claiming due slots, starting a queued manual run, a retry,
-completion, loss, interruption — goes through :class:`RunStore`, and every one of those
-transactions calls the :class:`RunGuard` before it commits. Standalone, the guard lets
-everything through; with high availability it proves this node is the authorized owner
-and raises :class:`~fleetcron.errors.Fenced` otherwise, rolling the write back.
+Every write of a run row by the scheduler — claiming due slots, starting a queued manual
+run, a retry, completion, loss, interruption — goes through :class:`RunStore`, and every
+one of those transactions asks the :class:`RunGuard` before it writes. Standalone, the guard
+lets everything through; with high availability it proves this node is the authorized
+owner, and a write it does not allow is not made (a refused completion is recorded in
+``fenced_writes``). The other run writes (queueing a manual run, fencing the runs of a
+lost owner, retention) are in :mod:`fleetcron.store.run_writes`; every status written is
+checked against the run vocabulary's allowed moves.
 
 Exactly once per slot: a run row for (assignment, slot, attempt) is inserted under a
 unique constraint in the same transaction that advances the assignment's
@@ -27,15 +30,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from sqlalchemy import Row, Table, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from fleetcron.core.ownership import Verdict, claim_deadline
+from fleetcron.core.ownership import claim_deadline
 from fleetcron.core.planning import (
     AssignmentState,
-    OldClaim,
     SlotPolicy,
     live_old_claims,
     plan_assignment,
@@ -46,8 +48,12 @@ from fleetcron.cron import parse_cached
 from fleetcron.errors import Conflict, NotFound
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
+from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
+from fleetcron.store.run_guard import RunGuard as RunGuard
+from fleetcron.store.run_guard import Standalone as Standalone
 from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
+from fleetcron.store.run_writes import moved, set_status
 from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
 
 log = logging.getLogger(__name__)
@@ -62,66 +68,6 @@ RUNS = cast(Table, Run.__table__)
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class RunGuard(Protocol):
-    """Decides, inside each run-writing transaction, what this node may write.
-
-    Every method runs in the caller's transaction, so its decision and the write commit
-    together or not at all.
-    """
-
-    def verdict(self, session: Session) -> Verdict:
-        """Whether this node owns the jobs now (and under which generation); takes the
-        ownership lock for the rest of the transaction."""
-
-    def claim_clock(self, session: Session) -> datetime | None:
-        """The time claims are measured from (the database clock in a cluster); ``None``:
-        the scheduler's clock."""
-
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
-        """Create an execution claim for each flushed run, with the ``deadline_at`` already
-        set on it, created ``at``; sets the run's ``claim_id`` and ``generation``."""
-
-    def old_claims(
-        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
-    ) -> dict[int, list[OldClaim]]:
-        """Per assignment, the claims of older generations whose deadline has not come:
-        their commands may still run, so the assignment must not start yet."""
-
-    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
-        """The runs among ``run_ids`` whose claims are still live for this node and
-        generation: only those may be written."""
-
-    def release(self, session: Session, run_ids: Sequence[int]) -> None:
-        """Mark the claims of finished runs done."""
-
-
-STANDALONE_VERDICT = Verdict("owner", "standalone: this is the only node")
-
-
-class Standalone:
-    """The guard of a single node: nothing to prove, no claims to keep."""
-
-    def verdict(self, session: Session) -> Verdict:
-        return STANDALONE_VERDICT
-
-    def claim_clock(self, session: Session) -> datetime | None:
-        return None
-
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
-        return None
-
-    def old_claims(
-        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
-    ) -> dict[int, list[OldClaim]]:
-        return {}
-
-    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
-        return set(run_ids)
-
-    def release(self, session: Session, run_ids: Sequence[int]) -> None:
-        return None
 
 
 @dataclass(frozen=True)
@@ -309,26 +255,26 @@ class RunStore:
                 run = self._new_run(row, outcome.slot, outcome.trigger, now)
                 if outcome.outcome == "fire" and verdict.kind == "invalid":
                     # Fail closed: nobody can prove ownership, so the slot does not run.
-                    run.status, run.finished_at = RunStatus.SKIPPED, now
+                    set_status(run, RunStatus.SKIPPED)
+                    run.finished_at = now
                     run.reason = f"ownership uncertain: {verdict.reason}"
                     run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
                     skipped += 1
                 elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
                     # The target is paused, or local targets are off: recorded, not run.
-                    run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
+                    set_status(run, RunStatus.SKIPPED)
+                    run.finished_at, run.reason = now, hold
                     run.skip_kind = _hold_kind(row)
                     skipped += 1
                 elif outcome.outcome == "fire" and rolled_out(row):
                     # A rollout: every target's row is recorded now, held until the plan
                     # starts it (advance_rollouts, store/run_rollouts.py).
-                    run.status = RunStatus.PENDING
+                    set_status(run, RunStatus.PENDING)
                 elif outcome.outcome == "fire":
-                    run.status = RunStatus.RUNNING
-                    run.started_at = now
-                    run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
+                    self._start(run, row, stamp, now)
                     firing.append((row, run))
                 else:
-                    run.status = RunStatus(outcome.outcome)
+                    set_status(run, RunStatus(outcome.outcome))
                     run.reason = outcome.reason
                     if run.status is RunStatus.SKIPPED:
                         run.skip_kind = skip_kind_of(outcome.reason)
@@ -349,6 +295,13 @@ class RunStore:
         self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
         dispatches = [_dispatch_from(row, run, stamp) for row, run in firing]
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
+
+    def _start(self, run: Run, row: Row[Any], stamp: _Stamp, now: datetime) -> None:
+        """Record ``run`` as running from ``now``, with its claim deadline: the one rule
+        (:func:`~fleetcron.core.ownership.claim_deadline`) on the claim clock's reading."""
+        set_status(run, RunStatus.RUNNING)
+        run.started_at = now
+        run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
 
     def _stamp(self, session: Session, now: datetime) -> _Stamp:
         """The claim clock's reading for this transaction's deadlines, and this machine's
@@ -417,21 +370,22 @@ class RunStore:
             for run in runs:
                 row = rows.get(run.assignment_id)
                 if row is None:
-                    run.status, run.finished_at = RunStatus.SKIPPED, now
+                    set_status(run, RunStatus.SKIPPED)
+                    run.finished_at = now
                     run.reason = "the job or its target was removed before the run started"
                     run.skip_kind = SkipKind.REMOVED
                     continue
                 if hold := _target_hold(row, self.policy):
-                    run.status, run.finished_at, run.reason = RunStatus.SKIPPED, now, hold
+                    set_status(run, RunStatus.SKIPPED)
+                    run.finished_at, run.reason = now, hold
                     run.skip_kind = _hold_kind(row)
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.
                     continue
-                run.status, run.started_at, run.node = RunStatus.RUNNING, now, self.node
-                run.command = row.command
+                run.node, run.command = self.node, row.command
                 run.job_version = row.job_version
-                run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
+                self._start(run, row, stamp, now)
                 starting.append((row, run))
             session.flush()
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
@@ -459,8 +413,7 @@ class RunStore:
             stamp = self._stamp(session, now)
             run = self._new_run(row, previous.scheduled_for or now, "retry", now)
             run.attempt = previous.attempt + 1
-            run.status, run.started_at = RunStatus.RUNNING, now
-            run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
+            self._start(run, row, stamp, now)
             session.add(run)
             session.flush()
             self.guard.claim(session, verdict, [run], stamp.at)
@@ -497,6 +450,7 @@ class RunStore:
             session.connection().execute(
                 update(runs)
                 .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
+                # The statuses were checked as moves from running by _finish_params.
                 .values(
                     status=bindparam("status"),
                     exit_code=bindparam("exit_code"),
@@ -529,7 +483,7 @@ class RunStore:
                     Run.deadline_at < now,
                 )
                 .values(
-                    status=RunStatus.LOST,
+                    status=moved(RunStatus.RUNNING, RunStatus.LOST),
                     finished_at=now,
                     reason="the scheduler stopped while this run was going; its outcome is unknown",
                 )
@@ -551,7 +505,11 @@ class RunStore:
             session.execute(
                 update(Run)
                 .where(Run.id.in_(live), Run.status == RunStatus.RUNNING)
-                .values(status=RunStatus.INTERRUPTED, finished_at=now, reason=reason)
+                .values(
+                    status=moved(RunStatus.RUNNING, RunStatus.INTERRUPTED),
+                    finished_at=now,
+                    reason=reason,
+                )
             )
 
     # -- live runs and stops ----------------------------------------------------------
@@ -684,7 +642,7 @@ def _dispatch_from(row: Row[Any], run: Run, stamp: _Stamp) -> Dispatch:
 def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
     return {
         "rid": run_id,
-        "status": result.status,
+        "status": moved(RunStatus.RUNNING, result.status),
         "exit_code": result.exit_code,
         "stdout_head": result.stdout.head,
         "stdout_tail": result.stdout.tail,

@@ -1,0 +1,79 @@
+"""The ownership guard's seam in the run store: what every run-writing transaction asks.
+
+:class:`RunGuard` is implemented by :class:`Standalone` (a single node: nothing to prove)
+and, in a cluster, by :class:`fleetcron.coordination.guard.CoordinatedGuard`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from sqlalchemy.orm import Session
+
+from fleetcron.core.ownership import Verdict
+from fleetcron.core.planning import OldClaim
+from fleetcron.store.schema import Run
+
+__all__ = ["STANDALONE_VERDICT", "RunGuard", "Standalone"]
+
+
+class RunGuard(Protocol):
+    """Decides, inside each run-writing transaction, what this node may write.
+
+    Every method runs in the caller's transaction, so its decision and the write commit
+    together or not at all.
+    """
+
+    def verdict(self, session: Session) -> Verdict:
+        """Whether this node owns the jobs now (and under which generation); takes the
+        ownership lock for the rest of the transaction."""
+
+    def claim_clock(self, session: Session) -> datetime | None:
+        """The time claims are measured from (the database clock in a cluster); ``None``:
+        the scheduler's clock."""
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
+        """Create an execution claim for each flushed run, with the ``deadline_at`` already
+        set on it, created ``at``; sets the run's ``claim_id`` and ``generation``."""
+
+    def old_claims(
+        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+    ) -> dict[int, list[OldClaim]]:
+        """Per assignment, the claims of older generations whose deadline has not come:
+        their commands may still run, so the assignment must not start yet."""
+
+    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
+        """The runs among ``run_ids`` whose claims are still live for this node and
+        generation: only those may be written."""
+
+    def release(self, session: Session, run_ids: Sequence[int]) -> None:
+        """Mark the claims of finished runs done."""
+
+
+STANDALONE_VERDICT = Verdict("owner", "standalone: this is the only node")
+
+
+class Standalone:
+    """The guard of a single node: nothing to prove, no claims to keep."""
+
+    def verdict(self, session: Session) -> Verdict:
+        return STANDALONE_VERDICT
+
+    def claim_clock(self, session: Session) -> datetime | None:
+        return None
+
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
+        return None
+
+    def old_claims(
+        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+    ) -> dict[int, list[OldClaim]]:
+        return {}
+
+    def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
+        return set(run_ids)
+
+    def release(self, session: Session, run_ids: Sequence[int]) -> None:
+        return None

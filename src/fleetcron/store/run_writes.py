@@ -1,0 +1,157 @@
+"""The run writes made outside the scheduler's claim path, beside :mod:`fleetcron.store.runs`.
+
+Together the two modules are the only code that writes the runs table:
+
+- :func:`queue_manual_runs` inserts the ``queued`` runs of a "run now" request, in the
+  caller's (audited) transaction; the owner's scheduler starts them
+  (:meth:`~fleetcron.store.runs.RunStore.claim_queued`);
+- :func:`fence_runs` ends the ``running`` runs of an owner that lost its claims (revoked by
+  a change of owner, or expired), in the caller's transaction under the ownership lock;
+- :func:`prune_runs_older_than` and :func:`prune_runs_beyond` delete decided runs for
+  retention, in small batches; runs still ``queued`` or ``running`` are never deleted.
+
+Every status written here and in ``store/runs.py`` is checked against the run vocabulary's
+allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.orm import Session
+
+from fleetcron.core import statuses
+from fleetcron.core.statuses import RunStatus, may_become
+from fleetcron.store.db import Database, count_selected, delete_selected
+from fleetcron.store.schema import Assignment, Job, Run
+
+__all__ = [
+    "fence_runs",
+    "moved",
+    "prune_runs_beyond",
+    "prune_runs_older_than",
+    "queue_manual_runs",
+    "set_status",
+]
+
+
+def moved(old: RunStatus | None, new: RunStatus | str) -> RunStatus:
+    """``new`` as a status, after checking a run in ``old`` (None: a new row) may become it.
+
+    Raises ``ValueError`` naming both statuses when the vocabulary does not allow the move:
+    the store never writes a transition that ``core.statuses.TRANSITIONS`` leaves out."""
+    if not may_become(old, new):
+        allowed = (
+            statuses.BIRTH if old is None else statuses.TRANSITIONS.get(RunStatus(old), ())
+        )
+        raise ValueError(
+            f"runs.status: a {'new run' if old is None else f'{old} run'} may not become "
+            f"{str(new)!r}; allowed: {', '.join(allowed) or 'nothing (terminal)'}"
+        )
+    return RunStatus(new)
+
+
+def set_status(run: Run, new: RunStatus) -> None:
+    """Set the status of a run object, checking the move (a new object has no status yet)."""
+    run.status = moved(run.status, new)
+
+
+def running() -> ColumnElement[bool]:
+    """The condition of a write that ends a run: it is still ``running``."""
+    return Run.status == RunStatus.RUNNING
+
+
+# -- queued manual runs ---------------------------------------------------------------------
+
+
+def queue_manual_runs(
+    session: Session,
+    job: Job,
+    assignments: Sequence[Assignment],
+    *,
+    now: datetime,
+    node: str,
+    actor: str,
+) -> list[int]:
+    """Insert one ``queued`` manual run of ``job`` per assignment, scheduled for ``now``;
+    returns their ids (flushed, in the caller's transaction)."""
+    status = moved(None, RunStatus.QUEUED)
+    runs = [
+        Run(
+            assignment_id=a.id,
+            job_id=job.id,
+            target_id=a.target_id,
+            job_name=job.name,
+            target_name=a.target.name,
+            origin=job.origin,
+            command=job.command,
+            scheduled_for=now,
+            trigger="manual",
+            attempt=1,
+            status=status,
+            node=node,
+            actor=actor,
+            created_at=now,
+        )
+        for a in assignments
+    ]
+    session.add_all(runs)
+    session.flush()
+    return [r.id for r in runs]
+
+
+# -- fencing ----------------------------------------------------------------------------------
+
+
+def fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: str) -> int:
+    """Record the still-``running`` runs among ``run_ids`` as ``fenced``: their owner lost
+    its claim on them, so their completion will not be written. Returns how many changed."""
+    if not run_ids:
+        return 0
+    result = session.execute(
+        update(Run)
+        .where(Run.id.in_(list(run_ids)), running())
+        .values(
+            status=moved(RunStatus.RUNNING, RunStatus.FENCED), finished_at=now, reason=reason
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+# -- retention --------------------------------------------------------------------------------
+
+
+def _old_runs(cutoff: datetime) -> Any:
+    return select(Run.id).where(Run.scheduled_for < cutoff, Run.status.not_in(statuses.ACTIVE))
+
+
+def _excess_runs(keep: int) -> Any:
+    ranked = (
+        select(
+            Run.id,
+            func.row_number()
+            .over(
+                partition_by=Run.assignment_id, order_by=(Run.scheduled_for.desc(), Run.id.desc())
+            )
+            .label("n"),
+        )
+        .where(Run.status.not_in(statuses.ACTIVE))
+        .subquery()
+    )
+    return select(ranked.c.id).where(ranked.c.n > keep)
+
+
+def prune_runs_older_than(db: Database, cutoff: datetime, *, batch: int, dry_run: bool) -> int:
+    """Delete (``dry_run``: count) the decided runs scheduled before ``cutoff``."""
+    ids = _old_runs(cutoff)
+    return count_selected(db, ids) if dry_run else delete_selected(db, Run, ids, batch)
+
+
+def prune_runs_beyond(db: Database, keep: int, *, batch: int, dry_run: bool) -> int:
+    """Delete (``dry_run``: count) the decided runs of each assignment beyond its newest
+    ``keep``."""
+    ids = _excess_runs(keep)
+    return count_selected(db, ids) if dry_run else delete_selected(db, Run, ids, batch)
