@@ -210,7 +210,7 @@ def verify_rejoin(as_json: bool, as_user: str | None) -> None:
 @as_user_option
 def rotate_secret(as_json: bool, as_user: str | None) -> None:
     """New coordination secret; the previous one is accepted for 24 hours."""
-    from fleetcron.coordination.secrets import rotate_secret as rotate
+    from fleetcron.services.cluster_secrets import rotate_secret as rotate
 
     with opened_app() as app:
         _require_node(app)

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
-from fleetcron.coordination.secrets import ensure_secret
 from fleetcron.crypto import create_key_file
 from fleetcron.executors.base import Executor
 from fleetcron.metrics import Metrics
@@ -32,6 +31,7 @@ from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, setup
 from fleetcron.services.cluster import Node
+from fleetcron.services.cluster_secrets import ensure_secret
 
 log = logging.getLogger(__name__)
 

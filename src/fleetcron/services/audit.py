@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import allowed
 from fleetcron.errors import FleetcronError
+from fleetcron.store.audit import append_event
 from fleetcron.store.schema import AuditEvent
 
 log = logging.getLogger(__name__)
@@ -42,18 +43,18 @@ class AuditNote:
 
 
 def record(session: Session, app: App, actor: Actor, note: AuditNote, *, success: bool) -> None:
-    session.add(
-        AuditEvent(
-            at=app.now(),
-            actor=actor.name,
-            action=note.action,
-            success=success,
-            job_id=note.job_id,
-            job_name=note.job_name,
-            target_id=note.target_id,
-            target_name=note.target_name,
-            detail=note.detail,
-        )
+    """Append the event of ``note`` to the caller's transaction (the store's writer)."""
+    append_event(
+        session,
+        at=app.now(),
+        actor=actor.name,
+        action=note.action,
+        success=success,
+        job_id=note.job_id,
+        job_name=note.job_name,
+        target_id=note.target_id,
+        target_name=note.target_name,
+        detail=note.detail,
     )
 
 

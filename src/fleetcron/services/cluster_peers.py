@@ -19,12 +19,13 @@ from sqlalchemy import select
 from fleetcron.app import Actor, App
 from fleetcron.coordination.identity import NodeIdentity, normalize_endpoint
 from fleetcron.coordination.peer import challenge
-from fleetcron.coordination.secrets import current_and_accepted, ensure_secret
+from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import MemoryNonceStore
 from fleetcron.errors import Conflict, CoordinationError, FleetcronError
 from fleetcron.services import cluster
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.services.cluster import Node
+from fleetcron.services.cluster_secrets import ensure_secret
 from fleetcron.store.schema import ClusterNode
 
 __all__ = [

@@ -24,9 +24,10 @@ from fixtures.app import FakeClock, make_settings
 from fixtures.cluster import ClusterNode
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.peer import CHALLENGE_PATH, CHALLENGE_PURPOSE
-from fleetcron.coordination.secrets import current_and_accepted, ensure_secret, rotate_secret
+from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import key_id, sign
 from fleetcron.errors import CoordinationError, PermissionDenied, SecretError
+from fleetcron.services.cluster_secrets import ensure_secret, rotate_secret
 from fleetcron.store.schema import AuditEvent, ClusterSecret
 from fleetcron.web.app import create_app
 

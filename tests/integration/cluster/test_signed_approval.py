@@ -34,12 +34,13 @@ from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.identity import NodeIdentity
 from fleetcron.coordination.nonces import DbNonceStore
 from fleetcron.coordination.peer import CHALLENGE_PATH, CHALLENGE_PURPOSE, challenge
-from fleetcron.coordination.secrets import current_and_accepted, ensure_secret
+from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import MemoryNonceStore, sign
 from fleetcron.errors import Conflict, CoordinationError, PermissionDenied
 from fleetcron.services import cluster
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_peers import approve_endpoint, node_reachability
+from fleetcron.services.cluster_secrets import ensure_secret
 from fleetcron.store.schema import AuditEvent, SeenNonce
 from fleetcron.store.schema import ClusterNode as NodeRow
 from fleetcron.web.api import cluster_peer
