@@ -97,9 +97,7 @@ def show_version(
     changes = (
         svc.diff_versions(app, caller.actor, name, version - 1, version) if version > 1 else []
     )
-    return VersionDetailOut(
-        **view.as_dict(), changes=[ChangeOut(**c.as_dict()) for c in changes]
-    )
+    return VersionDetailOut(**view.as_dict(), changes=[ChangeOut(**c.as_dict()) for c in changes])
 
 
 @router.post("/{name}/revert", response_model=RevertOut)
