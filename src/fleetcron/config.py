@@ -177,11 +177,11 @@ class Settings(BaseSettings):
         description="A pooled SSH connection unused this long is closed.",
     )
     ssh_max_connecting: int = Field(
-        default=64,
+        default=128,
         ge=1,
         le=10_000,
         description="SSH handshakes in flight at once across all targets (a handshake is "
-        "about six round trips).",
+        "about six round trips; each also holds one of the ssh_max_concurrency slots).",
     )
     ssh_connect_backoff_s: float = Field(
         default=0.2,
