@@ -7,7 +7,7 @@ only the list is for bulk jobs alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from itertools import islice
@@ -20,7 +20,9 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from fleetcron.app import Actor, App
+from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.job_options import FORM_OPTIONS, JobOption
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
@@ -52,18 +54,30 @@ FIELD_NAMES = {"disabled_on": "targets", "target": "targets", "label": "selector
 PREVIEW_FIRES = 5
 #: The longest job name (core.validation.NAME_RULE); the form shows it and counts.
 NAME_MAX = v.NAME_MAX_CHARS
-#: The highest value of each number field, as the jobs service checks it.
-NUMBER_RANGES = {
-    "timeout": v.MAX_TIMEOUT_S,
-    "jitter": v.MAX_JITTER_S,
-    "retries": v.MAX_RETRIES,
-    "retry_backoff": 3600,
-}
+#: The highest value of each number field, as the declaration states it.
+NUMBER_RANGES = {o.key: o.high for o in FORM_OPTIONS if o.kind == "int"}
+
+#: What a form field of a run option holds as typed: text, or the checked choices.
+Typed = str | list[str]
+
+
+def _as_typed(option: JobOption, value: Any) -> Typed:
+    """An option's value as its form field shows it."""
+    if option.kind == "choices":
+        return list(value)
+    return "" if value is None else str(value)
+
+
+def _typed_defaults() -> dict[str, Typed]:
+    return {o.key: _as_typed(o, o.default) for o in FORM_OPTIONS}
 
 
 @dataclass
 class JobFields:
-    """A job form as typed: text, so a refused form comes back exactly as it was sent."""
+    """A job form as typed: text, so a refused form comes back exactly as it was sent.
+
+    ``options`` holds the run options the declaration shows in the form
+    (:data:`~fleetcron.core.job_options.FORM_OPTIONS`), by form field name."""
 
     name: str = ""
     schedule: str = ""
@@ -71,13 +85,7 @@ class JobFields:
     command: str = ""
     notes: str = ""
     selector: str = ""
-    timeout: str = ""
-    overlap: str = "allow"
-    catchup: str = "none"
-    jitter: str = "0"
-    retries: str = "0"
-    retry_on: list[str] = field(default_factory=lambda: ["connect_error"])
-    retry_backoff: str = "30"
+    options: dict[str, Typed] = field(default_factory=_typed_defaults)
 
     @classmethod
     def posted(cls, form: FormData) -> JobFields:
@@ -88,17 +96,17 @@ class JobFields:
             command=text(form, "command").replace("\r\n", "\n"),
             notes=text(form, "notes").replace("\r\n", "\n"),
             selector=text(form, "selector").strip(),
-            timeout=text(form, "timeout"),
-            overlap=text(form, "overlap", "allow"),
-            catchup=text(form, "catchup", "none"),
-            jitter=text(form, "jitter"),
-            retries=text(form, "retries"),
-            retry_on=texts(form, "retry_on"),
-            retry_backoff=text(form, "retry_backoff"),
+            options={
+                o.key: texts(form, o.key)
+                if o.kind == "choices"
+                else text(form, o.key, o.default if o.kind == "choice" else "")
+                for o in FORM_OPTIONS
+            },
         )
 
     @classmethod
     def of(cls, view: JobView) -> JobFields:
+        current = view.as_dict()
         return cls(
             name=view.name,
             schedule=view.schedule,
@@ -106,13 +114,7 @@ class JobFields:
             command=view.command,
             notes=view.notes,
             selector=view.selector,
-            timeout=str(view.timeout_s),
-            overlap=view.overlap,
-            catchup=view.catchup,
-            jitter=str(view.jitter_s),
-            retries=str(view.retries),
-            retry_on=list(view.retry_on),
-            retry_backoff=str(view.retry_backoff_s),
+            options={o.key: _as_typed(o, current[o.name]) for o in FORM_OPTIONS},
         )
 
     def spec(self) -> JobSpec:
@@ -122,44 +124,37 @@ class JobFields:
             command=self.command,
             timezone=self.timezone or None,
             notes=self.notes,
-            timeout_s=whole_number(self.timeout, field="timeout"),
-            overlap=self.overlap,
-            catchup=self.catchup,
-            jitter_s=_number(self.jitter, field="jitter", default=0),
-            retries=_number(self.retries, field="retries", default=0),
-            retry_on=tuple(self.retry_on),
-            # a typed 0 stays 0 (and is refused with the service's message), never the default
-            retry_backoff_s=_number(self.retry_backoff, field="retry_backoff", default=30),
+            **{o.name: _parsed(o, self.options[o.key]) for o in FORM_OPTIONS},
         )
 
     def changes(self, view: JobView, app: App) -> dict[str, Any]:
         """Only what differs from ``view``, so the audit log names what really changed.
         An emptied time zone or timeout means the default the form shows, as when adding."""
-        spec = self.spec()
-        wanted: dict[str, Any] = {
-            "schedule": spec.schedule,
-            "command": spec.command,
-            "notes": spec.notes,
-            "overlap": spec.overlap,
-            "catchup": spec.catchup,
-            "jitter_s": spec.jitter_s,
-            "retries": spec.retries,
-            "retry_on": list(spec.retry_on),
-            "retry_backoff_s": spec.retry_backoff_s,
-        }
-        wanted["timezone"] = spec.timezone or app.settings.timezone
-        wanted["timeout_s"] = (
-            app.settings.job_timeout_s if spec.timeout_s is None else spec.timeout_s
-        )
+        spec = asdict(self.spec())
+        names = ("schedule", "command", "notes", "timezone", *(o.name for o in FORM_OPTIONS))
+        wanted: dict[str, Any] = {}
+        for name in names:
+            option = job_options.option(name)
+            value = spec[name]
+            if value is None and option.setting is not None:
+                value = getattr(app.settings, option.setting)
+            wanted[name] = option.stored(value)
         if view.origin == "bulk":
             wanted["selector"] = format_selector(parse_selector(self.selector))
         current = view.as_dict()
         return {key: value for key, value in wanted.items() if current[key] != value}
 
 
-def _number(value: str, *, field: str, default: int) -> int:
-    number = whole_number(value, field=field, default=default)
-    return default if number is None else number
+def _parsed(option: JobOption, typed: Typed) -> Any:
+    """A run option's value from its form field; a number field left empty takes the
+    option's default (a typed 0 stays 0, and is refused with the service's message when the
+    range starts higher)."""
+    if option.kind == "choices":
+        return tuple(typed)
+    assert isinstance(typed, str)
+    if option.kind == "int":
+        return whole_number(typed, field=option.key, default=option.default)
+    return typed
 
 
 @dataclass(frozen=True)
@@ -245,10 +240,11 @@ def job_form_context(app: App) -> dict[str, Any]:
     """What the job fields need besides the values: choices, defaults and limits."""
     return {
         "zones": zone_names(),
-        "overlap_choices": v.OVERLAP_POLICIES,
-        "catchup_choices": v.CATCHUP_POLICIES,
-        "retry_kinds": v.RETRY_KINDS,
-        "default_timeout": app.settings.job_timeout_s,
+        "form_options": FORM_OPTIONS,
+        # what an empty field means, for the options whose default is a setting
+        "setting_defaults": {
+            o.key: getattr(app.settings, o.setting) for o in FORM_OPTIONS if o.setting
+        },
         "command_max": app.settings.command_max_length,
         "schedule_max": v.SCHEDULE_MAX_CHARS,
         "notes_max": v.NOTES_MAX_CHARS,
@@ -371,6 +367,27 @@ def _edit_picker(app: App, actor: Actor, view: JobView) -> list[Pick]:
     return [Pick(a.target, labels.get(a.target, {}), a.enabled) for a in view.assignments]
 
 
+def _flips(
+    app: App,
+    actor: Actor,
+    view: JobView,
+    shown: set[str],
+    enabled: set[str],
+    selector: str | None,
+) -> dict[str, bool]:
+    """The targets whose box the form changed: target -> wanted flag. Only targets the form
+    showed count (one paired since stays as it is); with a new selector, only those it
+    still matches (the others leave the job in the same save)."""
+    kept = None if selector is None else parse_selector(selector)
+    return {
+        p.name: p.name in enabled
+        for p in _edit_picker(app, actor, view)
+        if p.name in shown
+        and (p.name in enabled) != p.checked
+        and (kept is None or selector_matches(kept, p.labels))
+    }
+
+
 @router.get("/jobs/{name}/edit", response_class=HTMLResponse)
 def edit_job_form(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("job.edit"))]
@@ -399,18 +416,14 @@ def save_job(
     fields = replace(JobFields.posted(form), name=view.name)
     enabled = set(texts(form, "enabled_on"))
     shown = set(texts(form, "picker"))
+    enabled_on: dict[str, bool] = {}
     try:
         changes = fields.changes(view, app)
-        if changes:
-            view = jobs_svc.edit_job(app, caller.actor, name, **changes)
-        flipped = 0
         if view.origin == "bulk":
-            # Re-read: a new selector may have added or dropped targets.
-            for assignment in jobs_svc.show_job(app, caller.actor, name).assignments:
-                want = assignment.target in enabled
-                if assignment.target in shown and want != assignment.enabled:
-                    jobs_svc.set_enabled(app, caller.actor, name, want, target=assignment.target)
-                    flipped += 1
+            enabled_on = _flips(app, caller.actor, view, shown, enabled, changes.get("selector"))
+        if changes or enabled_on:
+            # One transaction: the fields and every target's flag, or nothing.
+            jobs_svc.edit_job(app, caller.actor, name, enabled_on=enabled_on, **changes)
     except FleetcronError as exc:
         picker = [
             replace(p, checked=p.name in enabled) for p in _edit_picker(app, caller.actor, view)
@@ -426,7 +439,7 @@ def save_job(
         )
     saved = jobs_svc.show_job(app, caller.actor, name)
     parts = [f"Saved job {name}"]
-    if not changes and not flipped:
+    if not changes and not enabled_on:
         parts = [f"Nothing changed in job {name}"]
     if saved.origin == "bulk":
         parts.append(f"enabled on {saved.enabled} of {saved.total} targets")
