@@ -40,6 +40,7 @@ from fleetcron.core.alerts import (
     stderr_excerpt,
     stuck_run_reason,
 )
+from fleetcron.core.rollout import ROLLOUT_FAILURES
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.store.schema import (
     AlertState,
@@ -153,6 +154,14 @@ def _evaluation_lock(session: Session) -> bool:
 
 
 def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime) -> int:
+    return _rollout_halts(session, now, since) + _evaluate_assignments(
+        session, now, grace, since
+    )
+
+
+def _evaluate_assignments(
+    session: Session, now: datetime, grace: timedelta, since: datetime
+) -> int:
     # Runs with a verdict other than success, finished in the window (ix_runs_status):
     # only these can turn an "ok" assignment into something else.
     flagged = [
@@ -229,6 +238,109 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
             queued += _queue(session, routes, alert)
         if changes:
             _save_state(session, aid, changes[-1].decision.state, changed, exists=aid in states)
+    return queued
+
+
+def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
+    """One ``failure`` message per rolled-out slot halted in the window (a canary failed,
+    or ``max_failures`` was reached; ``core/rollout.py``), about the failure that halted it,
+    with the halt's reason and how many targets were skipped. The payload's ``rollout``
+    object marks it; a slot already announced in the window is not announced again."""
+    halts = session.execute(
+        select(
+            Run.job_id,
+            Run.scheduled_for,
+            func.min(Run.reason),
+            func.count(),
+            func.min(Run.finished_at),
+            func.min(Run.id),
+        )
+        .where(
+            Run.status == RunStatus.SKIPPED,
+            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+            Run.finished_at > since,
+        )
+        .group_by(Run.job_id, Run.scheduled_for)
+    ).all()
+    if not halts:
+        return 0
+    announced = {
+        (rollout.get("job_id"), rollout.get("slot"))
+        for payload_ in session.scalars(
+            select(NotificationDelivery.payload).where(
+                NotificationDelivery.event == "failure",
+                NotificationDelivery.created_at > since - EVALUATION_WINDOW,
+            )
+        )
+        if isinstance(rollout := (payload_ or {}).get("rollout"), dict)
+    }
+    routes = _routes(session)
+    queued = 0
+    for job_id, slot, reason, skipped, halted_at, first_skipped in halts:
+        if (job_id, slot.isoformat()) in announced:
+            continue
+        cause = session.execute(
+            select(*_RUN_COLUMNS, Run.stderr_head, Run.target_id, Run.target_name, Run.job_name)
+            .where(
+                Run.job_id == job_id,
+                Run.scheduled_for == slot,
+                or_(Run.status.in_(ROLLOUT_FAILURES), Run.id == first_skipped),
+            )
+            .order_by(Run.status == RunStatus.SKIPPED, Run.finished_at.desc(), Run.id.desc())
+            .limit(1)
+        ).first()
+        if cause is None:
+            continue
+        run = _run_row(cause, stderr=cause.stderr_head)
+        text = f"{reason}; {skipped} target(s) of the slot were skipped"
+        alert = Alert(
+            event="failure",
+            state="failing",
+            previous_state="ok",
+            at=now,
+            assignment_id=run.assignment_id,
+            job_id=job_id,
+            job_name=cause.job_name,
+            target_id=cause.target_id,
+            target_name=cause.target_name,
+            slot=slot,
+            reason=text,
+            run=run.facts(),
+        )
+        body = payload(alert)
+        body["subject"] = (
+            f"[fleetcron] ROLLOUT HALTED {cause.job_name}: {skipped} target(s) skipped"
+        )
+        body["text"] = f"{text}\n\n{body['text']}"
+        body["rollout"] = {
+            "job_id": job_id,
+            "slot": slot.isoformat(),
+            "halted_at": halted_at.isoformat() if halted_at else None,
+            "skipped": skipped,
+            "reason": reason,
+        }
+        channels = _channels_for(routes, job_id, "failure")
+        for channel_id in channels:
+            session.add(
+                NotificationDelivery(
+                    channel_id=channel_id,
+                    event="failure",
+                    payload=body,
+                    status="pending",
+                    attempts=0,
+                    created_at=now,
+                    next_attempt_at=now,
+                )
+            )
+        if channels:
+            log.info(
+                "notify: rollout of %s at %s halted, %d message(s)",
+                cause.job_name,
+                slot.isoformat(),
+                len(channels),
+                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": run.id},
+            )
+        queued += len(channels)
     return queued
 
 

@@ -13,6 +13,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select, update
@@ -22,10 +23,13 @@ from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
+from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, targets
+from fleetcron.services.alerting import evaluate_alerts
 from fleetcron.services.jobs import JobSpec
-from fleetcron.store.schema import Job, Run
+from fleetcron.services.notify_admin import add_channel, add_rule
+from fleetcron.store.schema import NotificationDelivery, Run
 
 SLOT = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
 ONCE = "1 9 2 3 *"  # 09:01 on 2 March: one slot
@@ -56,21 +60,19 @@ def add_rollout_job(
         app,
         actor,
         "reload",
-        JobSpec(ONCE, "reload", retries=retries, retry_on=("failed",), retry_backoff_s=1),
+        JobSpec(
+            ONCE,
+            "reload",
+            retries=retries,
+            retry_on=("failed",),
+            retry_backoff_s=1,
+            batch=batch,
+            batch_pause_s=batch_pause_s,
+            max_failures=max_failures,
+            canary=canary,
+        ),
         bulk=True,
     )
-    # The rollout options, as job add/edit store them.
-    with app.db.session() as session:
-        session.execute(
-            update(Job)
-            .where(Job.name == "reload")
-            .values(
-                batch=batch,
-                batch_pause_s=batch_pause_s,
-                max_failures=max_failures,
-                canary=canary,
-            )
-        )
 
 
 def slot_rows(app: App) -> list[Run]:
@@ -310,3 +312,77 @@ async def test_a_job_without_rollout_options_starts_every_target_at_once(
     await fake_scheduler.idle()
     assert stats.dispatched == len(NAMES)
     assert not any(r.status == RunStatus.PENDING for r in slot_rows(app))
+
+
+def rollout_messages(app: App) -> list[dict[str, Any]]:
+    with app.db.read() as session:
+        return [
+            d.payload
+            for d in session.scalars(select(NotificationDelivery).order_by(NotificationDelivery.id))
+            if "rollout" in d.payload
+        ]
+
+
+async def halt_with_a_channel(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    max_failures: str,
+) -> None:
+    add_channel(app, admin, "ops", WebhookSpec(url="http://127.0.0.1:9/hook"))
+    add_rule(app, admin, "ops")
+    add_fleet(app, NAMES)
+    add_rollout_job(app, operator, batch="2", max_failures=max_failures)
+    fake.script = failing_on("box1", "box2")
+    clock.advance(seconds=31)
+    for _ in range(4):
+        await step(scheduler)
+        clock.advance(seconds=1)
+
+
+async def test_a_halted_rollout_sends_one_alert_naming_the_threshold(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+) -> None:
+    await halt_with_a_channel(app, admin, operator, fake_scheduler, fake, clock, "2")
+
+    evaluate_alerts(app, clock.now)
+    clock.advance(seconds=30)
+    evaluate_alerts(app, clock.now)  # a second round announces nothing new
+
+    [message] = rollout_messages(app)
+    assert message["event"] == "failure"
+    assert message["subject"] == "[fleetcron] ROLLOUT HALTED reload: 2 target(s) skipped"
+    assert message["reason"] == (
+        "rollout halted: max_failures 2 reached after failures on box1, box2; "
+        "2 target(s) of the slot were skipped"
+    )
+    assert message["rollout"]["skipped"] == 2
+    assert message["target"]["name"] == "box2"  # the failure that reached the threshold
+    assert message["run"]["status"] == "failed"
+
+
+async def test_a_rollout_below_its_threshold_sends_no_halt_alert(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+) -> None:
+    # Negative control: the same failures under a threshold of 3 halt nothing.
+    await halt_with_a_channel(app, admin, operator, fake_scheduler, fake, clock, "3")
+    evaluate_alerts(app, clock.now)
+    assert rollout_messages(app) == []
+    with app.db.read() as session:
+        failures = session.scalars(
+            select(NotificationDelivery).where(NotificationDelivery.event == "failure")
+        ).all()
+    assert len(failures) == 2  # the two targets' own failure alerts still go out
