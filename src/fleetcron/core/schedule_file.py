@@ -30,8 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import yaml
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import Node, ScalarNode, SequenceNode
 
 from fleetcron.core import validation as v
 from fleetcron.core.duplicates import (
@@ -41,6 +40,7 @@ from fleetcron.core.duplicates import (
     find_duplicates,
 )
 from fleetcron.core.job_options import BY_KEY, OPTIONS
+from fleetcron.core.yaml_nodes import Problem, Reader, kind_of, line_of
 from fleetcron.errors import InvalidInput
 
 FILE_VERSION = 1
@@ -74,38 +74,7 @@ _KINDS: dict[str, str] = {
     **{o.key: _KIND_OF_OPTION[o.kind] for o in OPTIONS},
 }
 
-_TAGS = {
-    "string": "tag:yaml.org,2002:str",
-    "integer": "tag:yaml.org,2002:int",
-    "boolean": "tag:yaml.org,2002:bool",
-}
-
-_TAG_NAMES = {
-    "tag:yaml.org,2002:str": "a string",
-    "tag:yaml.org,2002:int": "an integer",
-    "tag:yaml.org,2002:bool": "a boolean",
-    "tag:yaml.org,2002:float": "a number",
-    "tag:yaml.org,2002:null": "nothing (null)",
-    "tag:yaml.org,2002:timestamp": "a date",
-    "tag:yaml.org,2002:seq": "a list",
-    "tag:yaml.org,2002:map": "a mapping",
-}
-
-
 # --- errors -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One thing wrong with a schedule file: where (line, path) and what."""
-
-    line: int
-    path: str
-    message: str
-
-    def render(self, source: str) -> str:
-        where = f"{source}:{self.line}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class ScheduleFileError(InvalidInput):
@@ -173,81 +142,6 @@ class ScheduleFile:
         return frozenset(decl.name for decl in self.jobs)
 
 
-def _line(node: Node) -> int:
-    return int(node.start_mark.line) + 1
-
-
-def _kind_of(node: Node) -> str:
-    if isinstance(node, ScalarNode):
-        kind = _TAG_NAMES.get(node.tag, f"a value tagged {node.tag}")
-        return kind if node.tag.endswith(":null") else f"{kind} {node.value!r}"
-    if isinstance(node, SequenceNode):
-        return "a list"
-    return "a mapping"
-
-
-class _Reader:
-    """Walks the composed YAML nodes, collecting problems instead of stopping at the first."""
-
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-        self._construct = SafeConstructor()
-
-    def fail(self, node: Node, path: str, message: str) -> None:
-        self.problems.append(Problem(_line(node), path, message))
-
-    def mapping(
-        self, node: Node, path: str, allowed: Sequence[str], what: str
-    ) -> dict[str, tuple[Node, Node]] | None:
-        """The keys of a mapping node with their (key, value) nodes; unknown and repeated
-        keys are problems."""
-        if not isinstance(node, MappingNode):
-            self.fail(node, path, f"expected {what}, got {_kind_of(node)}")
-            return None
-        out: dict[str, tuple[Node, Node]] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, ScalarNode) else None
-            key_path = f"{path}.{key}" if path else str(key)
-            if not isinstance(key, str) or key not in allowed:
-                self.fail(
-                    key_node,
-                    key_path,
-                    f"unknown key; allowed keys: {', '.join(allowed)}",
-                )
-            elif key in out:
-                self.fail(
-                    key_node,
-                    key_path,
-                    f"given twice (first on line {_line(out[key][0])})",
-                )
-            else:
-                out[key] = (key_node, value_node)
-        return out
-
-    def scalar(self, node: Node, path: str, kind: str) -> Any:
-        """The value of a scalar of ``kind`` (string, integer, boolean), or None (a problem)."""
-        if not isinstance(node, ScalarNode) or node.tag != _TAGS[kind]:
-            hint = "; quote it" if kind == "string" and isinstance(node, ScalarNode) else ""
-            if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null":
-                hint = "; leave the key out for the default"
-            self.fail(node, path, f"expected {_article(kind)}, got {_kind_of(node)}{hint}")
-            return None
-        return self._construct.construct_object(node, deep=True)
-
-    def strings(self, node: Node, path: str) -> tuple[str, ...] | None:
-        if not isinstance(node, SequenceNode):
-            self.fail(node, path, f"expected a list of strings, got {_kind_of(node)}")
-            return None
-        items = [self.scalar(item, f"{path}[{i}]", "string") for i, item in enumerate(node.value)]
-        if any(item is None for item in items):
-            return None
-        return tuple(items)
-
-
-def _article(kind: str) -> str:
-    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
-
-
 def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> ScheduleFile:
     """Read a schedule file; raises :class:`ScheduleFileError` listing every problem found.
 
@@ -275,7 +169,7 @@ def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> Schedule
                 )
             ],
         )
-    reader = _Reader()
+    reader = Reader()
     top = reader.mapping(root, "", TOP_KEYS, "a mapping with version and jobs")
     if top is None:
         raise ScheduleFileError(source, reader.problems)
@@ -301,14 +195,14 @@ def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> Schedule
                 first_line[decl.name] = decl.lines["name"]
                 jobs.append(decl)
         elif not (isinstance(jobs_node, ScalarNode) and jobs_node.tag.endswith(":null")):
-            reader.fail(jobs_node, "jobs", f"expected a list of jobs, got {_kind_of(jobs_node)}")
+            reader.fail(jobs_node, "jobs", f"expected a list of jobs, got {kind_of(jobs_node)}")
     if reader.problems:
         raise ScheduleFileError(source, reader.problems)
     assert version is not None
     return ScheduleFile(source=source, version=version, jobs=tuple(jobs))
 
 
-def _read_version(reader: _Reader, root: Node, top: dict[str, tuple[Node, Node]]) -> int | None:
+def _read_version(reader: Reader, root: Node, top: dict[str, tuple[Node, Node]]) -> int | None:
     if "version" not in top:
         reader.fail(root, "version", f"missing; this fleetcron reads version: {FILE_VERSION}")
         return None
@@ -324,7 +218,7 @@ def _read_version(reader: _Reader, root: Node, top: dict[str, tuple[Node, Node]]
     return int(version) if version is not None else None
 
 
-def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
+def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
     path = f"jobs[{index}]"
     before = len(reader.problems)
     keys = reader.mapping(node, path, JOB_KEYS, "a job (a mapping with name, schedule, ...)")
@@ -334,7 +228,7 @@ def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
     lines: dict[str, int] = {}
     for key, (_key_node, value_node) in keys.items():
         kind = _KINDS[key]
-        lines[key] = _line(value_node)
+        lines[key] = line_of(value_node)
         key_path = f"{path}.{key}"
         if kind == "list of strings":
             values[key] = reader.strings(value_node, key_path)
@@ -342,7 +236,7 @@ def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
             values[key] = reader.scalar(value_node, key_path, kind)
 
     def fail(key: str | None, message: str) -> None:
-        line = lines.get(key, _line(node)) if key else _line(node)
+        line = lines.get(key, line_of(node)) if key else line_of(node)
         reader.problems.append(Problem(line, f"{path}.{key}" if key else path, message))
 
     for required in ("name", "schedule", "command"):
@@ -375,7 +269,7 @@ def _read_job(reader: _Reader, node: Node, index: int) -> JobDecl | None:
     }
     return JobDecl(
         index=index,
-        line=_line(node),
+        line=line_of(node),
         name=str(name),
         bulk=bulk,
         target=target,
