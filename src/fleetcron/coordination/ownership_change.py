@@ -1,0 +1,342 @@
+"""Every change of the ``cluster_ownership`` row, beside the guard that checks it.
+
+:mod:`fleetcron.coordination.guard` reads the row under its lock in every run write; this
+module is the only code that writes it, always under the same lock
+(:func:`lock_ownership`), so a change of owner never interleaves with a run write:
+
+- who may own the jobs (:func:`may_own`, :func:`eligible`);
+- a transfer completing (:func:`complete_transfer`: the owner, and the generation when it
+  changes) and the pending ones it supersedes;
+- a forced change of owner (:func:`change_owner`), shared by the operator's forced
+  takeover and the lease failover: the old owner's live claims are revoked and their runs
+  fenced, the old owner is fenced, and the new owner waits for the older claims still
+  before their deadline (unless they are cleared);
+- maintenance (:func:`expire_claims`, :func:`complete_drained_handoff`);
+- the lease (:func:`renew_lease`, :func:`lease_expired`).
+
+Authorization, audit and logging are the callers' (:mod:`fleetcron.services.cluster`);
+every function here works in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, db_now
+from fleetcron.coordination.identity import NodeIdentity
+from fleetcron.errors import CoordinationError, NotFound
+from fleetcron.store.run_writes import fence_runs
+from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
+
+__all__ = [
+    "OwnerChange",
+    "change_owner",
+    "clear_claims",
+    "complete_drained_handoff",
+    "complete_transfer",
+    "eligible",
+    "ensure_ownership_row",
+    "expire_claims",
+    "get_node",
+    "lease_expired",
+    "live_claims_of",
+    "lock_ownership",
+    "locked_ownership",
+    "may_own",
+    "renew_lease",
+    "supersede_pending",
+    "unfinished_claims",
+    "waiting_detail",
+]
+
+
+# -- the row and its lock ---------------------------------------------------------------------
+
+
+def ensure_ownership_row(session: Session, now: datetime) -> None:
+    """Create the ownership row the first time a cluster node starts (never a second one)."""
+    if session.scalar(select(func.count(ClusterOwnership.id))) == 0:
+        session.add(
+            ClusterOwnership(owner_node_id=None, generation=0, draining=False, updated_at=now)
+        )
+
+
+def locked_ownership(session: Session) -> ClusterOwnership | None:
+    """The ownership row, locked for the rest of the transaction; None unless there is
+    exactly one (the guard then fails closed)."""
+    rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
+    return rows[0] if len(rows) == 1 else None
+
+
+def lock_ownership(session: Session) -> ClusterOwnership:
+    """The ownership row, locked; raises :class:`CoordinationError` unless there is one."""
+    rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
+    if len(rows) != 1:
+        raise CoordinationError(
+            f"coordination state has {len(rows)} ownership rows, expected 1; repair it first"
+        )
+    return rows[0]
+
+
+def get_node(session: Session, node_id: str) -> ClusterNode:
+    row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == node_id))
+    if row is None:
+        raise NotFound("node", node_id)
+    return row
+
+
+# -- eligibility --------------------------------------------------------------------------------
+
+
+def may_own(row: ClusterNode) -> bool:
+    """Whether the node ``row`` may be handed the jobs: approved and not fenced."""
+    return row.state == "approved" and row.fenced_at is None
+
+
+def eligible(row: ClusterNode, me: NodeIdentity) -> bool:
+    """Whether this node (``me``, registered as ``row``) may take the jobs over: it may own
+    them and its fingerprint is the approved one."""
+    return may_own(row) and row.fingerprint == me.fingerprint
+
+
+# -- claims ---------------------------------------------------------------------------------------
+
+
+def unfinished_claims(session: Session, generation: int) -> list[ExecutionClaim]:
+    """Claims below ``generation`` whose command may still run: not finished, deadline to come."""
+    return list(
+        session.scalars(
+            select(ExecutionClaim).where(
+                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+                ExecutionClaim.generation < generation,
+                ExecutionClaim.deadline_at > func.clock_timestamp(),
+            )
+        )
+    )
+
+
+def clear_claims(session: Session, claim_ids: Sequence[int]) -> int:
+    """Mark claims ``cleared``: their commands are known to be gone before the deadline."""
+    if not claim_ids:
+        return 0
+    result = session.execute(
+        update(ExecutionClaim)
+        .where(
+            ExecutionClaim.id.in_(claim_ids),
+            ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+        )
+        .values(state="cleared", released_at=func.clock_timestamp())
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def waiting_detail(waiting: Sequence[ExecutionClaim]) -> dict[str, object]:
+    """What the new owner will wait for: the audit says how long failover may take."""
+    if not waiting:
+        return {"waiting_claims": 0}
+    return {
+        "waiting_claims": len(waiting),
+        "waiting_until": max(c.deadline_at for c in waiting).isoformat(),
+    }
+
+
+def live_claims_of(session: Session, node_id: str | None) -> int:
+    """How many live claims the node holds."""
+    return (
+        session.scalar(
+            select(func.count(ExecutionClaim.id)).where(
+                ExecutionClaim.node_id == node_id, ExecutionClaim.state == "live"
+            )
+        )
+        or 0
+    )
+
+
+def _revoke_claims(session: Session, node_id: str, now: datetime, *, reason: str) -> int:
+    """Revoke the node's live claims (its late writes are refused) and fence their runs."""
+    run_ids = list(
+        session.scalars(
+            select(ExecutionClaim.run_id).where(
+                ExecutionClaim.node_id == node_id, ExecutionClaim.state == "live"
+            )
+        )
+    )
+    if not run_ids:
+        return 0
+    session.execute(
+        update(ExecutionClaim)
+        .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
+        .values(state="revoked", released_at=func.clock_timestamp())
+    )
+    fence_runs(
+        session,
+        run_ids,
+        now,
+        f"{reason}; its command ends by the claim deadline at the latest, and the new owner "
+        "waits for that deadline before it starts this assignment",
+    )
+    return len(run_ids)
+
+
+# -- transfers --------------------------------------------------------------------------------
+
+
+def complete_transfer(
+    session: Session, ownership: ClusterOwnership, transfer: ClusterTransfer, now: datetime
+) -> None:
+    """Make ``transfer``'s node the owner (generation + 1 when the owner changes, and for
+    the first owner)."""
+    if ownership.owner_node_id != transfer.to_node_id or ownership.generation == 0:
+        ownership.generation += 1
+    ownership.owner_node_id = transfer.to_node_id
+    ownership.draining, ownership.transfer_id = False, None
+    ownership.lease_expires_at = None
+    ownership.updated_at = now
+    transfer.state, transfer.completed_at = "completed", now
+    transfer.generation_after = ownership.generation
+
+
+def supersede_pending(session: Session, by: int, now: datetime, *, keep: int | None = None) -> None:
+    """Mark every pending transfer but ``keep`` superseded by transfer ``by``."""
+    for pending in session.scalars(
+        select(ClusterTransfer).where(
+            ClusterTransfer.state == "pending", ClusterTransfer.id != keep
+        )
+    ):
+        pending.state, pending.completed_at = "superseded", now
+        pending.note = f"superseded by transfer {by}"
+
+
+@dataclass(frozen=True)
+class OwnerChange:
+    """What a forced change of owner did."""
+
+    transfer: ClusterTransfer
+    revoked: int
+    """Live claims of the old owner revoked (their runs fenced)."""
+    cleared: int
+    """Older claims cleared because the operator verified the targets."""
+    waiting: list[ExecutionClaim]
+    """Older claims the new owner waits for (their deadline has not come)."""
+
+
+def change_owner(
+    session: Session,
+    ownership: ClusterOwnership,
+    old: ClusterNode,
+    to_node_id: str,
+    *,
+    kind: str,
+    requested_by: str,
+    note: str,
+    now: datetime,
+    clear_waiting: bool = False,
+) -> OwnerChange:
+    """Move the jobs from ``old`` to ``to_node_id`` at once, under the lock (``ownership``
+    locked by the caller): a transfer of ``kind`` (``takeover`` or ``failover``) recorded
+    completed, pending ones superseded, the old owner's live claims revoked and their runs
+    fenced, the old owner fenced (it must pass ``verify-rejoin``), the generation raised.
+    With ``clear_waiting`` the older claims still before their deadline are cleared (the
+    operator verified no command of theirs runs); otherwise the new owner waits for them."""
+    transfer = ClusterTransfer(
+        idempotency_key=uuid.uuid4().hex,
+        kind=kind,
+        from_node_id=old.node_id,
+        to_node_id=to_node_id,
+        requested_by=requested_by,
+        requested_at=now,
+        state="pending",
+        note=note,
+    )
+    session.add(transfer)
+    session.flush()
+    supersede_pending(session, transfer.id, now, keep=transfer.id)
+    label = "forced takeover" if kind == "takeover" else kind
+    revoked = _revoke_claims(
+        session, old.node_id, now, reason=f"revoked by {label} {transfer.id}"
+    )
+    waiting = unfinished_claims(session, ownership.generation + 1)
+    cleared = 0
+    if clear_waiting:
+        cleared = clear_claims(session, [c.id for c in waiting])
+        waiting = []
+    old.fenced_at = now
+    complete_transfer(session, ownership, transfer, now)
+    return OwnerChange(transfer, revoked, cleared, waiting)
+
+
+# -- maintenance ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Expired:
+    run_id: int
+    node_id: str
+    generation: int
+
+
+def expire_claims(session: Session, now: datetime) -> int:
+    """Expire the live claims past their deadline (database clock) and fence their runs;
+    returns how many expired. Claims another maintainer holds locked are left to it."""
+    expired = [
+        _Expired(r.run_id, r.node_id, r.generation)
+        for r in session.execute(
+            select(ExecutionClaim.run_id, ExecutionClaim.node_id, ExecutionClaim.generation)
+            .where(
+                ExecutionClaim.state == "live", ExecutionClaim.deadline_at < func.clock_timestamp()
+            )
+            .with_for_update(skip_locked=True)
+        )
+    ]
+    if not expired:
+        return 0
+    ids = [r.run_id for r in expired]
+    session.execute(
+        update(ExecutionClaim)
+        .where(ExecutionClaim.run_id.in_(ids), ExecutionClaim.state == "live")
+        .values(state="expired", released_at=func.clock_timestamp())
+    )
+    for r in expired:
+        fence_runs(
+            session,
+            [r.run_id],
+            now,
+            f"claim of node {r.node_id} (generation {r.generation}) expired before the run "
+            "was recorded as finished",
+        )
+    return len(expired)
+
+
+def complete_drained_handoff(session: Session, now: datetime) -> ClusterTransfer | None:
+    """Complete the pending handoff once the draining owner holds no live claim; returns
+    the completed transfer, or None when there is nothing to complete."""
+    ownership = locked_ownership(session)
+    if ownership is None or not ownership.draining or ownership.transfer_id is None:
+        return None
+    live = live_claims_of(session, ownership.owner_node_id)
+    transfer = session.get(ClusterTransfer, ownership.transfer_id)
+    if live or transfer is None or transfer.state != "pending":
+        return None
+    complete_transfer(session, ownership, transfer, now)
+    return transfer
+
+
+# -- the lease ----------------------------------------------------------------------------------
+
+
+def renew_lease(session: Session, ownership: ClusterOwnership, lease_s: float) -> None:
+    """Extend the owner's lease to ``lease_s`` from now by the database clock."""
+    ownership.lease_expires_at = db_now(session) + timedelta(seconds=lease_s)
+
+
+def lease_expired(session: Session, ownership: ClusterOwnership) -> bool:
+    """Whether the owner's lease has expired by the database clock (no lease: never)."""
+    return ownership.lease_expires_at is not None and ownership.lease_expires_at <= db_now(
+        session
+    )

@@ -1,0 +1,214 @@
+"""Active cleanup after a change of owner: the new owner kills the older generations'
+processes on their SSH targets and clears those claims, so their assignments start before
+the claims' deadlines (``FLEETCRON_ACTIVE_CLEANUP``).
+
+The plan is read without writing; claims are cleared under the ownership lock, one target
+at a time as each finishes; one audit event per generation records what was done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import undefer
+
+from fleetcron.app import SYSTEM, App
+from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict
+from fleetcron.coordination.ownership_change import clear_claims, unfinished_claims, waiting_detail
+from fleetcron.core.planning import CleanupClaim, TargetCleanup, claims_cleared_by, targets_to_clean
+from fleetcron.services.audit import AuditNote, record
+from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run, Target
+
+__all__ = [
+    "CleanupPlan",
+    "CleanupResult",
+    "CleanupTarget",
+    "active_cleanup_plan",
+    "clear_cleaned_claims",
+    "finish_active_cleanup",
+    "mark_scope",
+]
+
+log = logging.getLogger(__name__)
+
+
+def mark_scope(app: App) -> str:
+    """The name under which this installation keeps its highest-generation mark on targets.
+
+    Derived from the database (the cluster's system identifier, the database's name and
+    oid), so every node of one cluster uses the same mark, two installations sharing a
+    target user never read each other's generations, and a database created again under
+    the same name (a new installation, generations from 1) does not inherit old marks."""
+    with app.db.read() as session:
+        row = session.execute(
+            text(
+                "SELECT (SELECT system_identifier FROM pg_control_system()), d.datname, d.oid "
+                "FROM pg_database d WHERE d.datname = current_database()"
+            )
+        ).one()
+    seed = f"fleetcron-mark:{row[0]}:{row[1]}:{row[2]}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CleanupTarget:
+    """An SSH target to clean, with what is needed to connect (the key still encrypted)."""
+
+    target_id: int
+    name: str
+    host: str | None
+    port: int | None
+    user: str | None
+    private_key_enc: bytes | None
+    host_key: str | None
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """What a new owner at ``generation`` cleans: the older generations' unfinished claims
+    (every kind of target) and the SSH targets they run on."""
+
+    generation: int
+    claims: tuple[CleanupClaim, ...]
+    targets: tuple[CleanupTarget, ...]
+
+
+def active_cleanup_plan(
+    app: App, node_id: str, fingerprint: str, done_generation: int | None
+) -> CleanupPlan | None:
+    """The cleanup this node should run now: ``None`` unless it is the owner at a
+    generation other than ``done_generation`` (cleanup runs once per generation). A plan
+    with no targets means nothing to clean (no older claim runs on an SSH target).
+
+    Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
+    with app.db.read() as session:
+        owner = session.execute(
+            select(ClusterOwnership.owner_node_id, ClusterOwnership.generation)
+        ).all()
+        if len(owner) != 1 or owner[0][0] != node_id or owner[0][1] == done_generation:
+            return None
+        verdict = current_verdict(session, node_id, fingerprint, lock=False)
+        if verdict.kind != "owner":
+            return None
+        generation = verdict.generation
+        rows = session.execute(
+            select(
+                ExecutionClaim.id,
+                ExecutionClaim.generation,
+                Target.id,
+                Target.kind,
+                Run.assignment_id,
+            )
+            .join(Run, Run.id == ExecutionClaim.run_id)
+            .join(Target, Target.id == Run.target_id)
+            .where(
+                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+                ExecutionClaim.generation < generation,
+                ExecutionClaim.deadline_at > func.clock_timestamp(),
+            )
+        ).all()
+        claims = tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4]) for r in rows)
+        wanted = targets_to_clean(claims, generation)
+        targets = (
+            tuple(
+                CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
+                for t in session.scalars(
+                    select(Target)
+                    .where(Target.id.in_(wanted))
+                    .options(undefer(Target.private_key_enc))
+                    .order_by(Target.id)
+                )
+            )
+            if wanted
+            else ()
+        )
+    return CleanupPlan(generation, claims, targets)
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    cleared_claims: int
+    waiting_claims: int
+    refused: str | None = None
+
+
+def clear_cleaned_claims(
+    app: App,
+    node_id: str,
+    fingerprint: str,
+    plan: CleanupPlan,
+    outcomes: Sequence[TargetCleanup],
+) -> tuple[int, str | None]:
+    """Mark ``cleared``, in one transaction under the ownership lock, the older claims on
+    the targets ``outcomes`` report cleaned (their assignments start on the next tick).
+    Returns ``(cleared, None)``, or ``(0, why)`` when this node is no longer the owner at
+    the plan's generation (nothing is cleared then). Called as each target finishes, so a
+    slow or unreachable target never delays the others."""
+    with app.db.session() as session:
+        verdict = current_verdict(session, node_id, fingerprint, lock=True)
+        if verdict.kind != "owner" or verdict.generation != plan.generation:
+            return 0, (
+                f"this node is no longer the owner at generation {plan.generation} "
+                f"({verdict.reason}); nothing cleared"
+            )
+        ids = claims_cleared_by(plan.claims, plan.generation, outcomes)
+        return clear_claims(session, ids), None
+
+
+def finish_active_cleanup(
+    app: App,
+    plan: CleanupPlan,
+    outcomes: Sequence[TargetCleanup],
+    *,
+    cleared: int,
+    refused: str | None = None,
+) -> CleanupResult:
+    """Record what active cleanup did: one audit event ``cluster.active_cleanup`` per
+    generation with the counts, the targets cleaned and those that failed (their
+    assignments wait for the claims' deadlines), and the claims still waited for."""
+    names = {t.target_id: t.name for t in plan.targets}
+    clean = {o.target_id for o in outcomes if o.error is None and o.mark is not None}
+    detail: dict[str, object] = {
+        "generation": plan.generation,
+        "targets": len(plan.targets),
+        "targets_cleaned": sorted(names[t] for t in clean if t in names),
+        "targets_failed": {
+            names.get(o.target_id, str(o.target_id)): o.error or "unknown"
+            for o in outcomes
+            if o.target_id not in clean
+        },
+        "killed_groups": sum(o.killed for o in outcomes if o.target_id in clean),
+        "cleared_claims": cleared,
+    }
+    if refused:
+        detail["refused"] = refused
+    with app.db.session() as session:
+        waiting = unfinished_claims(session, plan.generation)
+        detail.update(waiting_detail(waiting))
+        record(
+            session,
+            app,
+            SYSTEM,
+            AuditNote("cluster.active_cleanup", detail=detail),
+            success=refused is None,
+        )
+    log.warning(
+        "cluster: active cleanup at generation %d: %d of %d target(s) cleaned, %d claim(s) "
+        "cleared, %d still waited for",
+        plan.generation,
+        len(clean),
+        len(plan.targets),
+        cleared,
+        len(waiting),
+        extra={
+            "action": "cluster.active_cleanup",
+            "generation": plan.generation,
+            "cleared_claims": cleared,
+            "failed_targets": len(plan.targets) - len(clean),
+        },
+    )
+    return CleanupResult(cleared, len(waiting), refused)

@@ -1,0 +1,121 @@
+"""Automatic failover (opt-in, ``FLEETCRON_LEASE_S``): the owner renews a lease in the
+ownership row; a standby takes over once it has expired by the database clock.
+
+The lease only decides *when* to change the owner; the change itself is the one a forced
+takeover makes (:func:`fleetcron.coordination.ownership_change.change_owner`), and safety
+still comes from the guard.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from fleetcron.app import SYSTEM, App
+from fleetcron.coordination.ownership_change import (
+    change_owner,
+    eligible,
+    get_node,
+    lease_expired,
+    locked_ownership,
+    renew_lease,
+    waiting_detail,
+)
+from fleetcron.core.ownership import self_fence_after
+from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.cluster_registry import Node
+from fleetcron.store.schema import ClusterOwnership
+
+__all__ = ["Lease"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Lease:
+    """Opt-in automatic failover: the owner renews a lease in the ownership row; when it
+    has expired by the database clock, an approved standby takes over with generation+1.
+    Safety still comes from the guard: the lease only decides *when* to take over. An owner
+    that could not renew within its lease stops claiming at once (:meth:`holds`)."""
+
+    app: App
+    node: Node
+    _renewed_at: float | None = None
+
+    @property
+    def duration(self) -> float:
+        assert self.app.settings.lease_s is not None
+        return self.app.settings.lease_s
+
+    def holds(self) -> bool:
+        """Whether this node renewed its lease recently enough to keep claiming and
+        executing: until :func:`~fleetcron.core.ownership.self_fence_after` the start of its
+        last successful renewal, safely before the lease can expire by the database clock.
+        Past that the scheduler kills its in-flight runs (self-fencing)."""
+        return (
+            self._renewed_at is not None
+            and time.monotonic() - self._renewed_at < self_fence_after(self.duration)
+        )
+
+    def step(self) -> str:
+        """Renew (as owner) or take over an expired lease (as standby); returns what happened."""
+        me = self.node.identity
+        started = time.monotonic()
+        with self.app.db.session() as session:
+            ownership = locked_ownership(session)
+            if ownership is None or ownership.owner_node_id is None:
+                return "no owner"
+            if ownership.owner_node_id == me.node_id:
+                # Renewed while draining for a handoff too: the lease says this node is
+                # alive; without it the owner would fence itself and kill the runs the
+                # handoff is waiting for.
+                renew_lease(session, ownership, self.duration)
+                self._renewed_at = started
+                return "draining" if ownership.draining else "renewed"
+            if not lease_expired(session, ownership):
+                return "standby"
+            if not eligible(get_node(session, me.node_id), me):
+                return "not eligible"
+            return self._fail_over(session, ownership)
+
+    def _fail_over(self, session: Session, ownership: ClusterOwnership) -> str:
+        me = self.node.identity
+        old = get_node(session, str(ownership.owner_node_id))
+        change = change_owner(
+            session,
+            ownership,
+            old,
+            me.node_id,
+            kind="failover",
+            requested_by="system",
+            note=f"lease of {old.node_id} expired at {ownership.lease_expires_at}",
+            now=self.app.now(),
+        )
+        renew_lease(session, ownership, self.duration)
+        self._renewed_at = time.monotonic()
+        record(
+            session,
+            self.app,
+            SYSTEM,
+            AuditNote(
+                "cluster.failover",
+                detail={
+                    "from": old.node_id,
+                    "to": me.node_id,
+                    "generation": ownership.generation,
+                    "revoked_claims": change.revoked,
+                    **waiting_detail(change.waiting),
+                },
+            ),
+            success=True,
+        )
+        log.warning(
+            "cluster: lease of %s expired; this node took over at generation %d",
+            old.node_id,
+            ownership.generation,
+            extra={"action": "cluster.failover"},
+        )
+        return "took over"
