@@ -159,6 +159,8 @@ class SkipKind(StrEnum):
     """A ``local`` target while this node does not allow local targets."""
     REMOVED = "removed"
     """A queued run whose job or target was removed before it started."""
+    DISABLED = "disabled"
+    """A rollout's ``pending`` row whose assignment was disabled before its turn."""
     ROLLOUT_HALTED = "rollout_halted"
     """A ``pending`` row of a rollout whose canary failed or whose ``max_failures`` was
     reached (``core/rollout.py``); the reason names the threshold and the failures."""
@@ -172,6 +174,7 @@ SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
     ("local targets are disabled", SkipKind.LOCAL_DISABLED),
     ("the job or its target was removed", SkipKind.REMOVED),
     ("rollout halted:", SkipKind.ROLLOUT_HALTED),
+    ("the job was disabled on this target", SkipKind.DISABLED),
 )
 """How each skip reason starts, for the pure planners that phrase the reason
 (``core/planning.py``); migration 0010 filled the column of older rows from the same

@@ -17,8 +17,8 @@ once per target. Each tick the owner asks, in one transaction per batch of slots
 
 Nothing is kept in memory between two decisions: a new owner after a failover continues
 the plan from the rows. A row whose target was paused meanwhile is skipped as paused; one
-whose assignment is gone is skipped as removed; one whose assignment still has an older
-generation's live claim waits, like a queued run.
+whose assignment was disabled, as disabled; one whose assignment is gone, as removed; one
+whose assignment still has an older generation's live claim waits, like a queued run.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ SLOT_BATCH = 50
 #: The triggers of rows that belong to a slot's rollout (a manual run is never rolled out).
 SLOT_TRIGGERS = ("schedule", "catch-up", "retry")
 REMOVED_REASON = "the job or its target was removed before the run started"
+DISABLED_REASON = "the job was disabled on this target before its turn in the rollout"
 
 
 @dataclass(frozen=True)
@@ -183,12 +184,22 @@ def _advance_slot(
         row.assignment_id: row
         for row in session.execute(_dispatch_query().where(Assignment.id.in_(list(plan.start))))
     }
+    disabled = set(
+        session.scalars(
+            select(Assignment.id).where(
+                Assignment.id.in_(list(plan.start)), Assignment.enabled.is_(False)
+            )
+        )
+    )
     old = store.guard.old_claims(session, verdict, list(dispatch_rows))
     for aid in plan.start:
         run = pending[aid]
         row = dispatch_rows.get(aid)
         if row is None:
             _skip(run, now, REMOVED_REASON, SkipKind.REMOVED)
+            continue
+        if aid in disabled:
+            _skip(run, now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := _target_hold(row, store.policy):
             _skip(run, now, hold, _hold_kind(row))

@@ -386,3 +386,21 @@ async def test_a_rollout_below_its_threshold_sends_no_halt_alert(
             select(NotificationDelivery).where(NotificationDelivery.event == "failure")
         ).all()
     assert len(failures) == 2  # the two targets' own failure alerts still go out
+
+
+async def test_a_target_paused_or_disabled_before_its_turn_is_skipped_as_such(
+    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+) -> None:
+    add_fleet(app, NAMES[:4])
+    add_rollout_job(app, operator, batch="1")
+    clock.advance(seconds=31)
+    await step(fake_scheduler)  # box0 runs
+    jobs.set_enabled(app, operator, "reload", False, target="box1")
+    targets.pause_target(app, Actor("admin", "admin"), "box2", reason="disk swap")
+    for _ in range(3):
+        await step(fake_scheduler)
+
+    assert executed(fake) == Counter({"box0": 1, "box3": 1})
+    rows = {r.target_name: r for r in slot_rows(app)}
+    assert (rows["box1"].status, rows["box1"].skip_kind) == ("skipped", SkipKind.DISABLED)
+    assert (rows["box2"].status, rows["box2"].skip_kind) == ("skipped", SkipKind.TARGET_PAUSED)
