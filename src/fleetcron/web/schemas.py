@@ -200,9 +200,7 @@ if TYPE_CHECKING:
     _JobPatchOptions = Body
 else:
     _JobInOptions = create_model("_JobInOptions", __base__=Body, **_option_fields(patch=False))
-    _JobPatchOptions = create_model(
-        "_JobPatchOptions", __base__=Body, **_option_fields(patch=True)
-    )
+    _JobPatchOptions = create_model("_JobPatchOptions", __base__=Body, **_option_fields(patch=True))
 
 
 class JobIn(_JobInOptions):
@@ -239,29 +237,28 @@ class AssignmentOut(BaseModel):
     last_fire_at: datetime | None
 
 
-class JobOut(BaseModel):
+def _shown_field(option: JobOption) -> tuple[Any, Any]:
+    """The response field of a declared job option: as stored (a zone and a timeout that a
+    setting defaults are set by then)."""
+    kind: Any = {"int": int, "flag": bool, "choices": list[str]}.get(option.kind, str)
+    return kind, Field(description=option.help)
+
+
+if TYPE_CHECKING:
+    _JobOutOptions = BaseModel
+else:
+    _JobOutOptions = create_model("_JobOutOptions", **{o.name: _shown_field(o) for o in OPTIONS})
+
+
+class JobOut(_JobOutOptions):
+    """A job with every declared option (``core/job_options.py``)."""
+
     id: int
     name: str
     origin: str
-    schedule: str
     description: str
-    timezone: str
-    command: str
-    notes: str
     selector: str
     target: str | None
-    timeout_s: int
-    overlap: str
-    catchup: str
-    jitter_s: int
-    retries: int
-    retry_on: list[str]
-    retry_backoff_s: int
-    allow_duplicate: bool
-    batch: str
-    batch_pause_s: int
-    max_failures: str
-    canary: str
     enabled: int
     total: int
     created_by: str

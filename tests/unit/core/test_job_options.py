@@ -30,7 +30,7 @@ from fleetcron.core.schedule_file import JOB_KEYS, SPEC_FIELDS, JobState
 from fleetcron.errors import InvalidInput
 from fleetcron.services.jobs import EDITABLE, JobSpec, JobView
 from fleetcron.store.schema import Job
-from fleetcron.web.schemas import JobIn, JobPatch
+from fleetcron.web.schemas import JobIn, JobOut, JobPatch
 
 NAMES = [o.name for o in OPTIONS]
 
@@ -81,6 +81,7 @@ def test_job_add_requires_what_a_job_needs_and_job_edit_requires_nothing() -> No
 def test_every_option_is_a_field_of_the_api_models() -> None:
     assert missing(OPTIONS, JobIn.model_fields) == []
     assert missing(OPTIONS, JobPatch.model_fields) == []
+    assert missing(OPTIONS, JobOut.model_fields) == []
     assert all(not JobPatch.model_fields[name].is_required() for name in NAMES)
 
 
