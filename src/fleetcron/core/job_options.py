@@ -328,6 +328,21 @@ def check_option(option: JobOption, value: Any) -> Any:
     return option.check(value) if option.check is not None else value
 
 
+#: A rule over several options of one job: it gets every option's value by attribute name
+#: and raises :class:`InvalidInput` naming the field to change.
+JobRule = Callable[[Mapping[str, Any]], None]
+
+#: The rules over several options, checked by :func:`check_job` when a job is added, edited
+#: or applied from a schedule file (after each option passed its own checks).
+JOB_RULES: tuple[JobRule, ...] = ()
+
+
+def check_job(values: Mapping[str, Any]) -> None:
+    """Every rule over several options of one job (``values``: each option by name)."""
+    for rule in JOB_RULES:
+        rule(values)
+
+
 def check_options(values: Mapping[str, Any]) -> dict[str, Any]:
     """Every option given in ``values`` (by attribute name) checked and normalized; other
     keys pass unchanged."""
@@ -342,9 +357,12 @@ __all__ = [
     "BY_KEY",
     "BY_NAME",
     "FORM_OPTIONS",
+    "JOB_RULES",
     "OPTIONS",
     "JobOption",
+    "JobRule",
     "OptionKind",
+    "check_job",
     "check_option",
     "check_options",
     "defaults",

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.app import Actor, App
 from fleetcron.core.duplicates import Registration, duplicates_to_allow, find_duplicates
-from fleetcron.core.job_options import BY_KEY, OPTIONS
+from fleetcron.core.job_options import BY_KEY, OPTIONS, check_job
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.schedule_file import (
     SPEC_FIELDS,
@@ -181,6 +181,12 @@ def _wanted(
                     "targets; add them with `fleetcron target add`)",
                 )
             )
+    if len(problems) == before:
+        try:
+            check_job(spec)
+        except InvalidInput as exc:
+            key = str(exc.field)
+            problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
     if len(problems) > before or timezone is None:
         return None
     return JobState(

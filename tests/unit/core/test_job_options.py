@@ -9,7 +9,7 @@ value is refused naming the field, the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import click
@@ -17,12 +17,14 @@ import pytest
 
 from fleetcron.cli.job_cmd import add as add_command
 from fleetcron.cli.job_cmd import edit as edit_command
+from fleetcron.core import job_options
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import (
     BY_KEY,
     FORM_OPTIONS,
     OPTIONS,
     JobOption,
+    check_job,
     check_option,
     check_options,
 )
@@ -211,3 +213,19 @@ def test_an_extra_rule_runs_after_the_table_and_may_normalize() -> None:
     upper = dataclasses.replace(BY_KEY["notes"], check=str.upper)
 
     assert check_option(upper, "quiet") == "QUIET"
+
+
+def test_check_job_runs_every_rule_over_several_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def no_retries_without_backoff(values: Mapping[str, Any]) -> None:
+        seen.append(dict(values))
+        if values["retries"] and values["retry_backoff_s"] < 5:
+            raise InvalidInput("retry_backoff: too short", field="retry_backoff")
+
+    monkeypatch.setattr(job_options, "JOB_RULES", (no_retries_without_backoff,))
+
+    check_job({"retries": 0, "retry_backoff_s": 1})
+    with pytest.raises(InvalidInput, match=r"^retry_backoff: too short$"):
+        check_job({"retries": 2, "retry_backoff_s": 1})
+    assert len(seen) == 2
