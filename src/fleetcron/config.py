@@ -12,50 +12,44 @@ there is one place to read what can be configured. A value comes from, highest f
 
 Invalid values and broken invariants stop the start with one clear message each, naming
 where the value came from; secrets never show in those messages nor in ``config show``.
+The sources behind 2. and 3. (and the secrets hidden from ``/proc``) are
+:mod:`fleetcron.config_sources`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import json
 import os
-import sys
-import tomllib
-from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
-from fleetcron.core.ownership import self_fence_after
+from fleetcron.config_sources import ENV_PREFIX as ENV_PREFIX
+from fleetcron.config_sources import MASK as MASK
+from fleetcron.config_sources import SECRET_FIELDS as SECRET_FIELDS
+from fleetcron.config_sources import SECRETS_FD_VARIABLE as SECRETS_FD_VARIABLE
+from fleetcron.config_sources import InheritedSecretSource as InheritedSecretSource
+from fleetcron.config_sources import SecretFileSource as SecretFileSource
+from fleetcron.config_sources import TomlFileSource as TomlFileSource
+from fleetcron.config_sources import env_variable as env_variable
+from fleetcron.config_sources import file_variable as file_variable
+from fleetcron.config_sources import hide_secret_environment as hide_secret_environment
+from fleetcron.config_sources import origin_name as origin_name
+from fleetcron.core.ownership import DEFAULT_KILL_GRACE_S, self_fence_after
 from fleetcron.core.validation import COMMAND_MAX_CHARS
 from fleetcron.errors import ConfigError
-from fleetcron.executors.base import DEFAULT_KILL_GRACE_S
 
-ENV_PREFIX = "FLEETCRON_"
 CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"
 DEFAULT_CONFIG_FILE = Path("/etc/fleetcron/fleetcron.toml")
-SECRET_FIELDS = ("database_url", "master_key")
-"""Settings that are secrets: masked wherever settings are shown, and readable from a file
-named by ``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its
-own, as ``master_key`` has: its key file is read when the key is needed)."""
-MASK = "**********"
-SECRETS_FD_VARIABLE = ENV_PREFIX + "SECRETS_FD"
-"""Set by :func:`hide_secret_environment` on its re-exec: the inherited pipe with the
-secrets that were in the environment."""
-_inherited_secrets: dict[str, str] = {}
 
 
 def default_data_dir() -> Path:
@@ -493,26 +487,6 @@ def _problem(error: Any, field: str, origin: str) -> str:
     return f"{origin_name(field, origin)}: {message} (got {shown})"
 
 
-def env_variable(field: str) -> str:
-    return ENV_PREFIX + field.upper()
-
-
-def file_variable(field: str) -> str:
-    return env_variable(field) + "_FILE"
-
-
-def origin_name(field: str, origin: str) -> str:
-    """How a user finds the value again: the variable, or the key in the TOML file."""
-    kind, _, where = origin.partition(":")
-    if kind in ("env", "file"):
-        return where
-    if kind == "toml":
-        return f"{field} in {where}"
-    if kind == "argument":
-        return field
-    return env_variable(field)
-
-
 def config_file() -> Path | None:
     """The TOML file to read: ``$FLEETCRON_CONFIG`` (which must exist), else the default
     path when it exists, else none."""
@@ -523,123 +497,6 @@ def config_file() -> Path | None:
             raise ConfigError(f"{CONFIG_VARIABLE}: {path} does not exist or is not a file")
         return path
     return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
-
-
-def _file_fields() -> tuple[str, ...]:
-    fields = Settings.model_fields
-    return tuple(name for name in SECRET_FIELDS if f"{name}_file" not in fields)
-
-
-def hide_secret_environment() -> None:
-    """Keep secrets out of this process's environment (``/proc/<pid>/environ``).
-
-    Removing a variable from ``os.environ`` does not remove it from the environment block
-    the kernel shows in ``/proc/<pid>/environ``. So when a secret setting
-    (``FLEETCRON_MASTER_KEY``, ``FLEETCRON_DATABASE_URL``) is in the environment, the
-    process re-executes itself once without it and reads it from an inherited pipe
-    (:data:`SECRETS_FD_VARIABLE`); the settings take it from there as if it came from
-    the environment. Called first by the long-running commands (``serve``,
-    ``scheduler``). ``FLEETCRON_MASTER_KEY_FILE`` avoids the re-exec altogether.
-    """
-    inherited = os.environ.pop(SECRETS_FD_VARIABLE, None)
-    if inherited is not None:
-        with contextlib.suppress(ValueError, OSError), os.fdopen(int(inherited), "rb") as pipe:
-            _inherited_secrets.update(json.loads(pipe.read() or b"{}"))
-    present = {
-        env_variable(name): os.environ[env_variable(name)]
-        for name in SECRET_FIELDS
-        if os.environ.get(env_variable(name))
-    }
-    if not present:
-        return
-    payload = json.dumps(present).encode()
-    read_end, write_end = os.pipe()
-    if len(payload) > 60_000:  # a pipe buffer holds 64 KiB; secrets are far smaller
-        raise ConfigError("the secret settings in the environment are too large to pass on")
-    os.write(write_end, payload)
-    os.close(write_end)
-    os.set_inheritable(read_end, True)
-    env = {name: value for name, value in os.environ.items() if name not in present}
-    env[SECRETS_FD_VARIABLE] = str(read_end)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
-
-
-class InheritedSecretSource(PydanticBaseSettingsSource):
-    """The secrets :func:`hide_secret_environment` took out of the environment, with the
-    environment's priority."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for name in SECRET_FIELDS:
-            value = _inherited_secrets.get(env_variable(name))
-            if value:
-                values[name] = value
-        return values
-
-
-class SecretFileSource(PydanticBaseSettingsSource):
-    """``FLEETCRON_<NAME>_FILE`` for each secret: the value is the file's content, stripped.
-
-    A file shadowed by an argument or by a non-empty ``FLEETCRON_<NAME>`` is not read, so
-    a stale path there does not stop a start that would not use it.
-    """
-
-    def __init__(self, settings_cls: type[BaseSettings], given: Collection[str] = ()) -> None:
-        super().__init__(settings_cls)
-        self._given = set(given)
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        # Unused: __call__ reads every file at once.
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        environ = {name.upper(): value for name, value in os.environ.items()}
-        values: dict[str, Any] = {}
-        for field in _file_fields():
-            variable = file_variable(field)
-            path = environ.get(variable)
-            if not path or field in self._given or environ.get(env_variable(field)):
-                continue
-            try:
-                content = Path(path).read_text().strip()
-            except OSError as exc:
-                raise ConfigError(
-                    f"{variable}: cannot read {path}: {exc.strerror or exc}"
-                ) from None
-            if not content:
-                raise ConfigError(f"{variable}: {path} is empty")
-            values[field] = content
-        return values
-
-
-class TomlFileSource(TomlConfigSettingsSource):
-    """The TOML config file; an unknown key stops the start (it is a typo, not a no-op)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
-        self.path = path
-        super().__init__(settings_cls, toml_file=path)
-        known = settings_cls.model_fields
-        for key in self.toml_data:
-            if key.lower() not in known:
-                hint = difflib.get_close_matches(key.lower(), known, n=1)
-                raise ConfigError(
-                    f"{path}: unknown setting {key!r}"
-                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                    + "; the keys are the setting names, see `fleetcron config show`"
-                )
-
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        try:
-            return super()._read_file(file_path)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{self.path}: not valid TOML: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
 
 
 def setting_origins(**overrides: Any) -> dict[str, str]:

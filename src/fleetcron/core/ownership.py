@@ -122,6 +122,9 @@ CLOCK_RATE_TOLERANCE = 0.01
 #: Seconds a command may take, after the executor is called, to actually start under its
 #: watchdog (queueing inside the executor, the SSH exec request reaching the target).
 START_LATENCY_S = 1.0
+#: Seconds between SIGTERM and SIGKILL when a run times out (the executors' default); a
+#: claim's margin must be longer (``claim_margin_s``), so the kill fits before the deadline.
+DEFAULT_KILL_GRACE_S = 5.0
 #: An owner that has not renewed its lease fences itself this fraction of the lease before
 #: the lease can expire (at least :data:`MIN_FENCE_MARGIN_S`).
 FENCE_FRACTION = 0.2

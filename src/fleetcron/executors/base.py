@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol
 
+from fleetcron.core.ownership import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
 from fleetcron.core.statuses import ExecutorStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import parse_key_line
@@ -40,9 +41,6 @@ DEFAULT_TIMEOUT_S: Final = 300.0
 
 DEFAULT_OUTPUT_LIMIT: Final = 4096
 """Bytes kept from the head and, separately, from the tail of stdout and of stderr."""
-
-DEFAULT_KILL_GRACE_S: Final = 5.0
-"""Seconds between SIGTERM and SIGKILL when a run times out."""
 
 NOT_STARTED_DEADLINE: Final = "claim deadline reached before start"
 SUPERSEDED: Final = "refused by the target: generation"

@@ -13,38 +13,52 @@ Restoring checks everything it can before writing anything: the format, the data
 against the configured one, the schema revision (newer than this fleetcron is refused; older
 is migrated after the restore), the master key (the passphrase unwraps it, or the key given
 separately matches the key check), the emptiness of the target and the checksum.
+
+The format (manifest, members, the wrapped key, reading a backup) is
+:mod:`fleetcron.services.backup_archive`; PostgreSQL's dump and restore with the client
+tools is :mod:`fleetcron.services.backup_pg`.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
-import json
 import logging
 import os
 import shutil
 import sqlite3
-import subprocess
-import tarfile
 import tempfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
 
 from alembic.script import ScriptDirectory
-from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-from sqlalchemy import Engine, create_engine, inspect, select, text
+from sqlalchemy import Engine, create_engine, inspect, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
 
 from fleetcron import __version__
 from fleetcron.app import App
 from fleetcron.config import Settings, mask_url
 from fleetcron.crypto import MasterKey
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
+from fleetcron.services.backup_archive import (
+    FORMAT_VERSION,
+    KEY_CHECK,
+    MEMBERS,
+    MIN_PASSPHRASE_LENGTH,
+    Manifest,
+    extract_database,
+    file_sha256,
+    not_a_backup,
+    read_manifest,
+    unwrap_key,
+    wrap_key,
+    write_archive,
+)
+from fleetcron.services.backup_archive import MANIFEST as MANIFEST
+from fleetcron.services.backup_pg import (
+    dump_postgres,
+    find_pg_tool,
+    libpq_conninfo,
+    restore_postgres,
+)
 from fleetcron.store.db import Database, alembic_config
 from fleetcron.store.schema import ClusterSecret, NotificationChannel, Target
 
@@ -62,47 +76,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-FORMAT = "fleetcron-backup"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-MEMBERS = {"sqlite": "database.sqlite", "postgresql": "database.pgdump"}
-MIN_PASSPHRASE_LENGTH = 8
-KEY_CHECK = b"fleetcron backup key check"
-# scrypt at n=2**15, r=8 costs ~32 MiB and ~0.1 s per attempt: cheap once, slow to guess.
-SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
-_MAX_SCRYPT_N = 2**20  # a crafted manifest must not make restore allocate gigabytes
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """What a backup says about itself."""
-
-    version: int
-    created_at: str
-    fleetcron_version: str
-    kind: str
-    revision: str
-    database_sha256: str
-    key_check: str | None
-    wrapped_key: dict[str, Any] | None
-
-    @property
-    def member(self) -> str:
-        return MEMBERS[self.kind]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "version": self.version,
-            "created_at": self.created_at,
-            "fleetcron_version": self.fleetcron_version,
-            "database": {"kind": self.kind, "revision": self.revision},
-            "database_sha256": self.database_sha256,
-            "key_check": self.key_check,
-            "master_key": self.wrapped_key,
-        }
 
 
 @dataclass(frozen=True)
@@ -196,7 +169,7 @@ def create_backup(
                 finally:
                     copy.dispose()
         else:
-            revision = _dump_postgres(app.db, snapshot, pg_bin_dir)
+            revision = dump_postgres(app.db, snapshot, pg_bin_dir)
             if master is not None:
                 _check_key_decrypts_stored_secrets(app.db.engine, master)
         manifest = Manifest(
@@ -205,16 +178,16 @@ def create_backup(
             fleetcron_version=__version__,
             kind=kind,
             revision=revision,
-            database_sha256=_sha256(snapshot),
+            database_sha256=file_sha256(snapshot),
             key_check=master.encrypt(KEY_CHECK).decode() if master is not None else None,
             wrapped_key=(
-                _wrap_key(raw_key, passphrase)
+                wrap_key(raw_key, passphrase)
                 if include_key and raw_key is not None and passphrase is not None
                 else None
             ),
         )
         archive = work / "backup.tar.gz"
-        _write_archive(archive, manifest, snapshot)
+        write_archive(archive, manifest, snapshot)
         os.replace(archive, path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -322,203 +295,6 @@ def _sqlite_revision(conn: sqlite3.Connection) -> str | None:
     return str(row[0]) if row else None
 
 
-def _dump_postgres(db: Database, dest: Path, bin_dir: Path | None) -> str:
-    before = db.current_revision()
-    if before is None:
-        raise StoreError("the database holds no fleetcron schema; there is nothing to back up")
-    _run_pg_tool(
-        "pg_dump",
-        ["--format=custom", "--no-owner", "--no-privileges", f"--file={dest}"],
-        db.url,
-        bin_dir,
-    )
-    # pg_dump reads one snapshot; only a migration in between could make the revision
-    # read beside it wrong.
-    if db.current_revision() != before:
-        raise StoreError("the database schema changed during the backup; run the backup again")
-    return before
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _write_archive(archive: Path, manifest: Manifest, database: Path) -> None:
-    fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as raw:
-        with tarfile.open(fileobj=raw, mode="w:gz") as tar:
-            data = json.dumps(manifest.as_dict(), indent=2).encode()
-            tar.addfile(_member(MANIFEST, len(data)), io.BytesIO(data))
-            with database.open("rb") as handle:
-                tar.addfile(_member(manifest.member, database.stat().st_size), handle)
-        raw.flush()
-        os.fsync(raw.fileno())
-
-
-def _member(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mode = 0o600
-    return info
-
-
-def _wrap_key(key: bytes, passphrase: str) -> dict[str, Any]:
-    salt = os.urandom(16)
-    kek = _derive(passphrase, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P)
-    return {
-        "kdf": "scrypt",
-        "n": SCRYPT_N,
-        "r": SCRYPT_R,
-        "p": SCRYPT_P,
-        "salt": base64.b64encode(salt).decode(),
-        "cipher": "fernet",
-        "token": Fernet(kek).encrypt(key).decode(),
-    }
-
-
-def _derive(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    raw = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase.encode())
-    return base64.urlsafe_b64encode(raw)
-
-
-def _unwrap_key(wrapped: dict[str, Any], passphrase: str) -> bytes:
-    try:
-        n, r, p = int(wrapped["n"]), int(wrapped["r"]), int(wrapped["p"])
-        salt = base64.b64decode(wrapped["salt"], validate=True)
-        token = str(wrapped["token"]).encode()
-        if wrapped["kdf"] != "scrypt" or wrapped["cipher"] != "fernet":
-            raise ValueError("unknown kdf or cipher")
-        if not (1 < n <= _MAX_SCRYPT_N and n & (n - 1) == 0 and 0 < r <= 32 and 0 < p <= 16):
-            raise ValueError("scrypt parameters out of range")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidInput(
-            f"the backup's wrapped master key is malformed ({exc})",
-            field="file",
-            value=None,
-            allowed="a file written by `fleetcron backup`",
-        ) from None
-    try:
-        return Fernet(_derive(passphrase, salt, n, r, p)).decrypt(token)
-    except InvalidToken:
-        raise SecretError(
-            "the passphrase does not unwrap this backup's master key (wrong passphrase?); "
-            "nothing was restored"
-        ) from None
-
-
-# -- reading a backup ------------------------------------------------------------------
-
-
-def _not_a_backup(path: Path, why: str) -> InvalidInput:
-    return InvalidInput(
-        f"{path} is not a fleetcron backup ({why})",
-        field="file",
-        value=str(path),
-        allowed="a file written by `fleetcron backup`",
-    )
-
-
-def read_manifest(path: Path) -> Manifest:
-    """The manifest of the backup at ``path``; InvalidInput when it is not one we can read."""
-    if not path.is_file():
-        raise InvalidInput(
-            f"{path} does not exist or is not a file",
-            field="file",
-            value=str(path),
-            allowed="a file written by `fleetcron backup`",
-        )
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            first = tar.next()
-            if first is None or first.name != MANIFEST or not first.isfile():
-                raise _not_a_backup(path, f"its first member is not {MANIFEST}")
-            handle = tar.extractfile(first)
-            assert handle is not None
-            data = json.loads(handle.read(1 << 20))
-    except (tarfile.TarError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise _not_a_backup(path, str(exc) or type(exc).__name__) from None
-    except json.JSONDecodeError as exc:
-        raise _not_a_backup(path, f"its manifest is not JSON: {exc}") from None
-    return _parse_manifest(path, data)
-
-
-def _parse_manifest(path: Path, data: Any) -> Manifest:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise _not_a_backup(path, "its manifest has no fleetcron format marker")
-    version = data.get("version")
-    if not isinstance(version, int) or version < 1:
-        raise _not_a_backup(path, f"unknown format version {version!r}")
-    if version > FORMAT_VERSION:
-        raise InvalidInput(
-            f"{path} was written in backup format {version} by fleetcron "
-            f"{data.get('fleetcron_version')}; this fleetcron reads format {FORMAT_VERSION}: "
-            "restore it with a newer fleetcron",
-            field="file",
-            value=str(path),
-            allowed=f"backup format {FORMAT_VERSION}",
-        )
-    try:
-        database = data["database"]
-        kind = str(database["kind"])
-        manifest = Manifest(
-            version=version,
-            created_at=str(data["created_at"]),
-            fleetcron_version=str(data.get("fleetcron_version", "")),
-            kind=kind,
-            revision=str(database["revision"]),
-            database_sha256=str(data["database_sha256"]),
-            key_check=None if data.get("key_check") is None else str(data["key_check"]),
-            wrapped_key=data.get("master_key"),
-        )
-    except (KeyError, TypeError) as exc:
-        raise _not_a_backup(path, f"its manifest lacks {exc}") from None
-    if kind not in MEMBERS:
-        raise _not_a_backup(path, f"unknown database kind {kind!r}")
-    if manifest.wrapped_key is not None and not isinstance(manifest.wrapped_key, dict):
-        raise _not_a_backup(path, "its master key entry is malformed")
-    return manifest
-
-
-def _extract_database(path: Path, manifest: Manifest, dest: Path) -> None:
-    """Write the database member to ``dest`` (mode 0600) and check its checksum."""
-    digest = hashlib.sha256()
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for info in tar:
-                if info.name == manifest.member and info.isfile():
-                    source = tar.extractfile(info)
-                    assert source is not None
-                    _copy(source, dest, digest)
-                    break
-            else:
-                raise _not_a_backup(path, f"it holds no {manifest.member}")
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
-        dest.unlink(missing_ok=True)
-        raise _not_a_backup(path, f"it is damaged: {exc}") from None
-    if digest.hexdigest() != manifest.database_sha256:
-        dest.unlink(missing_ok=True)
-        raise InvalidInput(
-            f"{path} is damaged: its database does not match the checksum in its manifest",
-            field="file",
-            value=str(path),
-            allowed="an intact backup file",
-        )
-
-
-def _copy(source: IO[bytes], dest: Path, digest: Any) -> None:
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        while chunk := source.read(_CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
-
-
 # -- restoring -------------------------------------------------------------------------
 
 
@@ -557,7 +333,7 @@ def restore_backup(
         _check_data_dir_empty(settings, db_path)
         _restore_sqlite(path, manifest, db_path, settings.data_dir)
     else:
-        _restore_postgres(path, manifest, settings.effective_database_url, pg_bin_dir)
+        restore_postgres(path, manifest, settings.effective_database_url, pg_bin_dir)
     written = _write_key_file(key_file, key) if write_key else None
     database = Database(settings.effective_database_url)
     try:
@@ -614,7 +390,7 @@ def _restore_key(
                 value=None,
                 allowed="--passphrase-file FILE or FLEETCRON_BACKUP_PASSPHRASE",
             )
-        key = _unwrap_key(manifest.wrapped_key, passphrase)
+        key = unwrap_key(manifest.wrapped_key, passphrase)
         if from_env is not None and from_env != key:
             raise SecretError(
                 "FLEETCRON_MASTER_KEY is not the master key of this backup; unset it to "
@@ -680,7 +456,7 @@ def _restore_sqlite(path: Path, manifest: Manifest, db_path: Path, data_dir: Pat
     partial = db_path.with_name(f".{db_path.name}.restoring")
     partial.unlink(missing_ok=True)
     try:
-        _extract_database(path, manifest, partial)
+        extract_database(path, manifest, partial)
         _check_sqlite_file(path, partial)
         os.replace(partial, db_path)
     except BaseException:
@@ -698,49 +474,9 @@ def _check_sqlite_file(path: Path, database: Path) -> None:
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        raise _not_a_backup(path, f"its SQLite database cannot be opened: {exc}") from None
+        raise not_a_backup(path, f"its SQLite database cannot be opened: {exc}") from None
     if not verdict or verdict[0] != "ok":
-        raise _not_a_backup(path, f"its SQLite database is damaged: {verdict}")
-
-
-def _restore_postgres(path: Path, manifest: Manifest, url: str, bin_dir: Path | None) -> None:
-    _check_database_empty(url)
-    with tempfile.TemporaryDirectory(prefix="fleetcron-restore-") as work:
-        dump = Path(work) / manifest.member
-        _extract_database(path, manifest, dump)
-        # One transaction: a failure leaves the database as empty as it was.
-        _run_pg_tool(
-            "pg_restore",
-            ["--no-owner", "--no-privileges", "--exit-on-error", "--single-transaction", str(dump)],
-            url,
-            bin_dir,
-        )
-
-
-def _check_database_empty(url: str) -> None:
-    database = Database(url)
-    try:
-        with database.engine.connect() as conn:
-            relations = conn.execute(
-                text(
-                    "SELECT count(*) FROM pg_catalog.pg_class c"
-                    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-                    " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')"
-                    " AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'"
-                )
-            ).scalar_one()
-    except SQLAlchemyError as exc:
-        raise StoreError(
-            f"cannot reach the database to restore into ({mask_url(url)}): "
-            f"{getattr(exc, 'orig', exc)}; it must exist, empty"
-        ) from exc
-    finally:
-        database.dispose()
-    if relations:
-        raise Conflict(
-            f"the database {mask_url(url)} is not empty ({relations} relation(s)); "
-            "restore into a new, empty database so no data is overwritten"
-        )
+        raise not_a_backup(path, f"its SQLite database is damaged: {verdict}")
 
 
 def _write_key_file(path: Path, key: bytes) -> Path:
@@ -749,71 +485,3 @@ def _write_key_file(path: Path, key: bytes) -> Path:
     with os.fdopen(fd, "wb") as handle:
         handle.write(key + b"\n")
     return path
-
-
-# -- PostgreSQL client tools -----------------------------------------------------------
-
-
-def find_pg_tool(name: str, bin_dir: Path | None = None) -> Path:
-    """``bin_dir/name`` if given, else ``name`` on PATH, else the newest
-    ``/usr/lib/postgresql/*/bin/name``."""
-    if bin_dir is not None:
-        candidate = bin_dir / name
-        if candidate.is_file():
-            return candidate
-        raise StoreError(f"{name} is not in {bin_dir}")
-    on_path = shutil.which(name)
-    if on_path is not None:
-        return Path(on_path)
-    installed = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=_pg_version)
-    if installed:
-        return installed[-1]
-    raise StoreError(
-        f"{name} was not found on PATH nor under /usr/lib/postgresql/*/bin; install the "
-        "PostgreSQL client tools (Debian: postgresql-client) in a version at least as new "
-        "as the server"
-    )
-
-
-def _pg_version(tool: Path) -> tuple[int, ...]:
-    return tuple(int(part) for part in tool.parent.parent.name.split(".") if part.isdigit())
-
-
-def libpq_conninfo(url: str) -> tuple[str, str | None]:
-    """A libpq connection string for a SQLAlchemy URL, and the password apart (it goes to
-    the tool in PGPASSWORD, never on a command line other users can read)."""
-    from psycopg.conninfo import make_conninfo
-
-    parsed = make_url(url)
-    params: dict[str, str] = {}
-    for key, value in (
-        ("dbname", parsed.database),
-        ("host", parsed.host),
-        ("port", parsed.port),
-        ("user", parsed.username),
-    ):
-        if value is not None:
-            params[key] = str(value)
-    for key, given in parsed.query.items():
-        params[key] = given if isinstance(given, str) else given[-1]
-    password = params.pop("password", None) or parsed.password
-    return make_conninfo(**params), None if password is None else str(password)
-
-
-def _run_pg_tool(name: str, args: list[str], url: str, bin_dir: Path | None) -> None:
-    tool = find_pg_tool(name, bin_dir)
-    conninfo, password = libpq_conninfo(url)
-    env = dict(os.environ)
-    if password is not None:
-        env["PGPASSWORD"] = password
-    result = subprocess.run(
-        [str(tool), *args, "--no-password", f"--dbname={conninfo}"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        detail = result.stderr.strip() or result.stdout.strip() or "no output"
-        raise StoreError(f"{name} failed (exit {result.returncode}): {detail}")
