@@ -1,7 +1,8 @@
-"""`fleetcron runs list|show`."""
+"""`fleetcron runs list|show|tail|stop`."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -33,6 +34,7 @@ def run_dict(run: Run, *, full: bool = False) -> dict[str, Any]:
         "node": run.node,
         "actor": run.actor,
         "error": run.error,
+        "stop_requested_by": run.stop_requested_by,
     }
     if full:
         data["command"] = run.command
@@ -134,6 +136,7 @@ def _show(run: Run) -> None:
         "duration_ms",
         "node",
         "actor",
+        "stop_requested_by",
     ):
         if data[key] is not None:
             echo(f"{key + ':':15}{data[key]}")
@@ -160,3 +163,120 @@ def show(run_id: int, as_json: bool, as_user: str | None) -> None:
         print_json(run_dict(run, full=True))
     else:
         _show(run)
+
+
+@runs.command("tail")
+@click.argument("run_id", type=int)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks at the run.",
+)
+@as_user_option
+def tail(run_id: int, interval: float, as_user: str | None) -> None:
+    """Follow a run's output while it runs (stdout and stderr interleaved), until it ends.
+
+    The node running it writes the tail of the output to the database every few seconds;
+    this command prints what it wrote, so what it shows is at most that old. Terminal
+    escape sequences in the output are shown as text. A run that has already ended shows
+    its recorded output."""
+    with opened_app() as app:
+        actor = acting(app, as_user)
+        offset, printed, where = 0, False, ""
+        while True:
+            view = svc.follow_output(app, actor, run_id, offset)
+            if view.running and view.node != where and view.status == "running":
+                where = view.node
+                echo(f"--- run {run_id} running on node {where}", err=True)
+            if view.gap:
+                echo(view.text[: view.gap_at], nl=False)
+                echo(f"\n[... {view.gap} bytes not shown ...]\n", nl=False)
+                echo(view.text[view.gap_at :], nl=False)
+            elif view.text:
+                echo(view.text, nl=False)
+            printed = printed or bool(view.text)
+            offset = view.offset
+            if not view.running:
+                break
+            time.sleep(interval)
+        run = svc.get_run(app, actor, run_id)
+    if not printed:
+        _show(run)
+        return
+    rest = _rest(run, offset)
+    if rest is None:
+        echo(f"\n[... the last seconds of output: see `fleetcron runs show {run_id}`]")
+    elif rest:
+        echo(rest, nl=False)
+        if not rest.endswith("\n"):
+            click.echo()
+    end = f"exit {run.exit_code}" if run.exit_code is not None else (run.reason or run.error)
+    echo(f"--- run {run_id} {run.status}" + (f": {end}" if end else ""), err=True)
+
+
+def _rest(run: Run, offset: int) -> str | None:
+    """The recorded output from byte ``offset`` of the live stream on (what a follower did
+    not see before the run ended: the snapshot is a few seconds old); None when that cannot
+    be told apart (both streams wrote, or the part was not kept)."""
+    streams = [s for s in ("stdout", "stderr") if getattr(run, f"{s}_bytes")]
+    if len(streams) != 1:
+        return "" if not streams else None
+    name = streams[0]
+    total: int = getattr(run, f"{name}_bytes")
+    head: bytes = getattr(run, f"{name}_head").encode()
+    tail: bytes = getattr(run, f"{name}_tail").encode()
+    if offset >= total:
+        return ""
+    if not getattr(run, f"{name}_truncated"):
+        return (head + tail)[offset:].decode("utf-8", errors="replace")
+    if offset >= total - len(tail):
+        return tail[offset - (total - len(tail)) :].decode("utf-8", errors="replace")
+    return None
+
+
+@runs.command("stop")
+@click.argument("run_id", type=int)
+@click.option("--wait", is_flag=True, help="Wait until the run is recorded as ended.")
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait with --wait.",
+)
+@json_option
+@as_user_option
+def stop(run_id: int, wait: bool, wait_timeout: float, as_json: bool, as_user: str | None) -> None:
+    """Stop a queued or running run (operator): its whole process group is killed, locally
+    or on the target, and it is recorded as cancelled.
+
+    The request is written to the database; the node running the run kills it on its next
+    tick. A queued run is cancelled at once. A run that has ended cannot be stopped (exit 2).
+    """
+    with opened_app() as app:
+        actor = acting(app, as_user)
+        outcome = svc.stop_run(app, actor, run_id)
+        run = svc.get_run(app, actor, run_id)
+        if wait and outcome.status == "running":
+            deadline = time.monotonic() + wait_timeout
+            while run.status == "running" and time.monotonic() < deadline:
+                time.sleep(0.25)
+                run = svc.get_run(app, actor, run_id)
+    if as_json:
+        print_json(
+            {"run": run_id, "requested": outcome.status, "node": outcome.node, **run_dict(run)}
+        )
+        return
+    if outcome.status == "cancelled":
+        echo(f"run {run_id} cancelled before it started")
+    elif run.status == "running":
+        echo(
+            f"run {run_id}: stop requested; node {outcome.node} kills it on its next tick"
+            + (f" (still running after {wait_timeout:g} s)" if wait else "")
+        )
+        if wait:
+            raise SystemExit(1)
+    else:
+        echo(f"run {run_id} {run.status}" + (f": {run.reason}" if run.reason else ""))

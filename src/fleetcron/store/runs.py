@@ -466,6 +466,10 @@ class RunStore:
                     started_at=bindparam("started_at"),
                     finished_at=bindparam("finished_at"),
                     duration_ms=bindparam("duration_ms"),
+                    # The live snapshot was for followers while it ran; the record replaces it.
+                    live_output=None,
+                    live_bytes=None,
+                    live_at=None,
                 ),
                 params,
             )

@@ -1,18 +1,21 @@
-"""/api/v1/runs, /api/v1/audit, /api/v1/cron/preview"""
+"""/api/v1/runs (with a running run's output and its stop), /api/v1/audit,
+/api/v1/cron/preview"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel
 
 from fleetcron.app import App
 from fleetcron.cron import parse
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
-from fleetcron.services.runs import RunFilter, RunStatus
+from fleetcron.services.runs import LiveSource, LiveView, RunFilter, RunStatus
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage
 
@@ -59,6 +62,98 @@ def show_run(
     caller: Annotated[Caller, Depends(requires("run.read"))],
 ) -> RunOut:
     return RunOut.of(svc.get_run(app, caller.actor, run_id))
+
+
+def live_source(request: Request) -> LiveSource | None:
+    """The live runs of the scheduler in this process (``fleetcron serve``), if any."""
+    live: LiveSource | None = getattr(request.app.state.scheduler, "live", None)
+    return live
+
+
+def local_stop(request: Request) -> Callable[[int, str], bool] | None:
+    """This process's scheduler's ``stop``, if it runs one."""
+    stop: Callable[[int, str], bool] | None = getattr(request.app.state.scheduler, "stop", None)
+    return stop
+
+
+class LiveOutputOut(BaseModel):
+    """A running run's output from byte ``since`` on (``GET /runs/{id}/output``).
+
+    Poll again with ``since=offset``. ``gap`` bytes in the middle were no longer kept (the
+    follower fell behind the bounded buffer), at ``gap_at`` characters into ``text``.
+    ``source``: ``live`` (this node runs it), ``snapshot`` (another node does: its last
+    write, taken at ``as_of``, every few seconds), ``none`` (nothing to show: queued, or
+    ended — read ``GET /runs/{id}`` for the recorded output)."""
+
+    run_id: int
+    status: str
+    running: bool
+    node: str
+    here: bool
+    source: str
+    text: str
+    offset: int
+    gap: int
+    gap_at: int
+    total: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    elapsed_s: float | None
+    as_of: datetime | None
+    stop_requested_by: str | None
+
+    @classmethod
+    def of(cls, view: LiveView, now: datetime, node: str) -> LiveOutputOut:
+        end = view.finished_at or now
+        elapsed = (end - view.started_at).total_seconds() if view.started_at else None
+        fields: dict[str, Any] = {
+            name: getattr(view, name)
+            for name in (
+                "run_id", "status", "running", "node", "source", "text", "offset", "gap",
+                "gap_at", "total", "started_at", "finished_at", "as_of", "stop_requested_by",
+            )
+        }  # fmt: skip
+        return cls(**fields, here=view.node == node, elapsed_s=elapsed)
+
+
+class StopOut(BaseModel):
+    """What ``POST /runs/{id}/stop`` did: ``cancelled`` (it had not started), or
+    ``running`` with the stop requested; ``immediate`` when this node runs it and killed
+    it at once (otherwise its node does on its next tick)."""
+
+    run_id: int
+    status: str
+    node: str
+    immediate: bool
+
+
+@router.get("/runs/{run_id}/output", response_model=LiveOutputOut)
+def run_output(
+    run_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    request: Request,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("run.read"))],
+    since: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> LiveOutputOut:
+    view = svc.follow_output(app, caller.actor, run_id, since, live=live_source(request))
+    return LiveOutputOut.of(view, app.now(), app.node_name)
+
+
+@router.post("/runs/{run_id}/stop", response_model=StopOut, status_code=202)
+def stop_run(
+    run_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    request: Request,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("run.stop"))],
+) -> StopOut:
+    """Stop a queued or running run (operator); 409 when it has already ended."""
+    outcome = svc.stop_run(app, caller.actor, run_id, local_stop=local_stop(request))
+    return StopOut(
+        run_id=outcome.run_id,
+        status=outcome.status,
+        node=outcome.node,
+        immediate=outcome.immediate,
+    )
 
 
 @router.get("/audit", response_model=AuditPage)

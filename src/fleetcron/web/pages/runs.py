@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
-from fleetcron.errors import InvalidInput
+from fleetcron.core.statuses import ACTIVE
+from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
@@ -18,8 +19,9 @@ from fleetcron.services import targets as targets_svc
 from fleetcron.services.audit import AuditFilter
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import AuditEvent, Run
+from fleetcron.web.api.runs import live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.pages.forms import local_time, page
+from fleetcron.web.pages.forms import Posted, local_time, page, redirect
 
 router = APIRouter(include_in_schema=False)
 
@@ -134,17 +136,63 @@ def list_runs(
     )
 
 
+#: Without JavaScript, a page of an active run reloads itself this often (seconds).
+REFRESH_S = 5
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def show_run(
     run_id: int, request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
 ) -> HTMLResponse:
-    run = svc.get_run(the_app(request), caller.actor, run_id)
+    app = the_app(request)
+    run = svc.get_run(app, caller.actor, run_id)
+    live = None
+    elapsed = None
+    if run.status in ACTIVE:
+        # The output so far; the page's script follows it from ``live.offset`` on.
+        live = svc.follow_output(app, caller.actor, run_id, 0, live=live_source(request))
+        if run.started_at is not None:
+            elapsed = max(0, int((app.now() - run.started_at).total_seconds()))
     return page(
         request,
         "run.html",
         run=run,
         stdout=Excerpt.of(run, "stdout"),
         stderr=Excerpt.of(run, "stderr"),
+        live=live,
+        elapsed=elapsed,
+        here=run.node == app.node_name,
+        this_node=app.node_name,
+        refresh_s=REFRESH_S,
+        snapshot_age=(
+            int((app.now() - live.as_of).total_seconds())
+            if live is not None and live.source == "snapshot" and live.as_of is not None
+            else None
+        ),
+    )
+
+
+@router.post("/runs/{run_id}/stop", response_class=HTMLResponse)
+def stop_run(
+    run_id: int,
+    request: Request,
+    form: Posted,
+    caller: Annotated[Caller, Depends(requires("run.stop"))],
+) -> Response:
+    home = f"/runs/{run_id}"
+    try:
+        outcome = svc.stop_run(
+            the_app(request), caller.actor, run_id, local_stop=local_stop(request)
+        )
+    except FleetcronError as exc:
+        return redirect(home, exc.message, error=True)
+    if outcome.status == "cancelled":
+        return redirect(home, f"Run #{run_id} was cancelled before it started.")
+    if outcome.immediate:
+        return redirect(home, f"Stopping run #{run_id}: its process group is being killed.")
+    return redirect(
+        home,
+        f"Stop of run #{run_id} requested; node {outcome.node} kills it on its next tick.",
     )
 
 

@@ -129,6 +129,19 @@
   function showPreview(box, data) {
     box.replaceChildren();
     box.appendChild(element("p", "description", data.description));
+    if (data.zones && data.zones.length) {
+      // tz=target: each target's local time, one line per zone in use.
+      box.appendChild(element("p", "muted small", "Next fire times at each target's local time:"));
+      var spread = element("ul", "fires zone-spread");
+      data.zones.forEach(function (z) {
+        var li = element("li", "", z.timezone + " (" + z.targets + " target" +
+          (z.targets === 1 ? "" : "s") + "): " + z.next.map(fireTime).join(", "));
+        li.setAttribute("data-zone", z.timezone);
+        spread.appendChild(li);
+      });
+      box.appendChild(spread);
+      return;
+    }
     box.appendChild(element("p", "muted small", "Next fire times (" + data.timezone + "):"));
     var list = element("ol", "fires");
     data.next.forEach(function (iso) { list.appendChild(element("li", "", fireTime(iso))); });
@@ -216,6 +229,70 @@
     setTimeout(poll, every);
   }
 
+  // -- A run that is queued or running ([data-live-run]): follow its output through
+  // GET /api/v1/runs/{id}/output?since=..., count its elapsed time, and reload the page
+  // (which then shows the recorded output) once it has ended. Without JavaScript the page
+  // reloads itself (<noscript> meta refresh).
+  function elapsedText(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (s >= 3600) return Math.floor(s / 3600) + "h " + pad(Math.floor(s % 3600 / 60)) + "m " + pad(s % 60) + "s";
+    if (s >= 60) return Math.floor(s / 60) + "m " + pad(s % 60) + "s";
+    return s + "s";
+  }
+
+  function setupLiveRun() {
+    var section = document.querySelector("[data-live-run]");
+    if (!section) return;
+    var runId = section.getAttribute("data-live-run");
+    var offset = Number(section.getAttribute("data-offset")) || 0;
+    var status = section.getAttribute("data-status");
+    var out = section.querySelector("[data-live-output]");
+    var clock = section.querySelector("[data-elapsed]");
+    var base = clock ? Number(clock.getAttribute("data-elapsed")) || 0 : 0;
+    var since = Date.now();
+    var failures = 0;
+    if (clock) {
+      setInterval(function () {
+        clock.textContent = elapsedText(base + (Date.now() - since) / 1000);
+      }, 1000);
+    }
+    var append = function (body) {
+      if (body.gap && body.gap_at > 0) out.appendChild(document.createTextNode(body.text.slice(0, body.gap_at)));
+      if (body.gap) out.appendChild(element("span", "gap", "\n[... " + body.gap + " bytes not kept ...]\n"));
+      var rest = body.gap ? body.text.slice(body.gap_at) : body.text;
+      if (rest) out.appendChild(document.createTextNode(rest));
+      var atBottom = out.scrollHeight - out.scrollTop - out.clientHeight < 40;
+      if (atBottom) out.scrollTop = out.scrollHeight;
+    };
+    var poll = function () {
+      fetch("/api/v1/runs/" + runId + "/output?since=" + offset, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      }).then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      }).then(function (body) {
+        failures = 0;
+        if (body.text || body.gap) append(body);
+        offset = body.offset;
+        if (clock && body.elapsed_s !== null) {
+          base = body.elapsed_s;
+          since = Date.now();
+        }
+        if (body.status !== status) {
+          window.location.reload(); // started, or ended: the server shows what it is now
+          return;
+        }
+        setTimeout(poll, 1000);
+      }).catch(function () {
+        failures += 1;
+        setTimeout(poll, Math.min(1000 * Math.pow(2, failures), 15000));
+      });
+    };
+    setTimeout(poll, 1000);
+  }
+
   // -- Target form: the SSH fields only matter for SSH targets.
   function setupKindToggle() {
     document.querySelectorAll("[data-kind-form]").forEach(function (form) {
@@ -274,6 +351,7 @@
   setupPicker();
   setupPreview();
   setupAutorefresh();
+  setupLiveRun();
   setupKindToggle();
   setupSmallButtons();
 })();

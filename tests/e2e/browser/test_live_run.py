@@ -1,0 +1,102 @@
+"""A running run's page in real Chromium: the output appears while the job runs, the
+elapsed clock counts, Stop kills the run's process group and leaves it cancelled; without
+JavaScript the page follows the run by reloading itself."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from live_web import ADMIN, LiveServer, OpenPage
+from playwright.sync_api import expect
+
+from fleetcron.services import runs
+from fleetcron.services.jobs import JobSpec, add_job
+from fleetcron.store.schema import Run
+from integration.executors.procs import kill_all, marker_seconds, sleeping
+
+
+def start(server: LiveServer, job: str, command: str) -> int:
+    add_job(
+        server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target="alpha"
+    )
+    [run_id] = runs.request_run(server.app, ADMIN, job)
+    deadline = time.monotonic() + 10
+    while runs.get_run(server.app, ADMIN, run_id).status != "running":
+        assert time.monotonic() < deadline, "the scheduler did not start the run"
+        time.sleep(0.05)
+    return run_id
+
+
+def the_run(server: LiveServer, run_id: int) -> Run:
+    return runs.get_run(server.app, ADMIN, run_id)
+
+
+def test_live_output_appears_line_by_line_and_stop_leaves_the_run_cancelled(
+    open_page: OpenPage, server: LiveServer
+) -> None:
+    marker = marker_seconds()
+    run_id = start(
+        server,
+        "ticker",
+        f"sleep {marker} & for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; "
+        f"do echo tick $i; sleep 1; done; wait",
+    )
+    try:
+        page = open_page("olivia")
+        page.goto(server.at(f"/runs/{run_id}"))
+        out = page.locator("[data-live-output]")
+        expect(out).to_contain_text("tick 1")
+        first = out.inner_text()
+        # Lines printed after the page was loaded arrive through the poll, without a reload.
+        expect(out).to_contain_text("tick 4", timeout=10_000)
+        assert out.inner_text().startswith(first.strip())
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        clock = page.locator("[data-elapsed]")
+        shown = clock.inner_text()
+        expect(clock).not_to_have_text(shown, timeout=5_000)
+        assert re.fullmatch(r"\d+s|\d+m \d\ds", clock.inner_text())
+        assert sleeping(marker), "the job's background child runs before the stop"
+
+        page.get_by_role("button", name="Stop").click()
+
+        expect(page.get_by_role("status")).to_contain_text(f"Stopping run #{run_id}")
+        expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=10_000)
+        expect(page.locator(".facts")).to_contain_text("Stopped by")
+        expect(page.locator(".facts")).to_contain_text("olivia")
+        expect(page.locator("section.stream pre").first).to_contain_text("tick 1")
+        run = the_run(server, run_id)
+        assert (run.status, run.stop_requested_by) == ("cancelled", "olivia")
+        assert "tick 20" not in run.stdout_head
+        assert sleeping(marker) == []
+    finally:
+        kill_all(marker)
+
+
+def test_without_javascript_the_page_of_a_running_run_reloads_until_it_ends(
+    open_page: OpenPage, server: LiveServer
+) -> None:
+    run_id = start(server, "short-lived", "echo begun; sleep 3; echo over")
+    page = open_page("olivia", javascript=False)
+    page.goto(server.at(f"/runs/{run_id}"))
+    expect(page.locator("[data-live-output]")).to_contain_text("begun")
+    assert page.locator('noscript meta[http-equiv="refresh"]').count() == 1
+
+    expect(page.locator("h1 .badge")).to_have_text("succeeded", timeout=15_000)
+    expect(page.locator("pre").last).to_contain_text("over")
+    assert page.locator('meta[http-equiv="refresh"]').count() == 0
+
+
+def test_a_viewer_sees_the_live_output_but_no_stop_button(
+    open_page: OpenPage, server: LiveServer
+) -> None:
+    marker = marker_seconds()
+    run_id = start(server, "watched", f"echo watching; sleep {marker}")
+    try:
+        page = open_page("victor")
+        page.goto(server.at(f"/runs/{run_id}"))
+        expect(page.locator("[data-live-output]")).to_contain_text("watching")
+        assert page.get_by_role("button", name="Stop").count() == 0
+    finally:
+        runs.stop_run(server.app, ADMIN, run_id)
+        kill_all(marker)
