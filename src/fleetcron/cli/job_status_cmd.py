@@ -167,16 +167,13 @@ def job_slots(
         return
     print_table(
         f"slots of {page.job}",
-        ["slot", "trigger", "targets", "runs", "by status", "first run"]
-        + (["run ids"] if with_runs else []),
+        ["slot", "trigger", "runs", "by status"] + (["run ids"] if with_runs else []),
         [
             (
                 slot.scheduled_for,
                 slot.trigger,
-                slot.targets,
                 slot.runs,
                 ", ".join(f"{n} {s}" for s, n in sorted(slot.by_status.items())),
-                slot.first_run_id,
             )
             + ((" ".join(map(str, slot.run_ids)),) if with_runs else ())
             for slot in page.items

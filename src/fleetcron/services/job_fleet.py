@@ -19,12 +19,23 @@ the first of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, func, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    type_coerce,
+)
 from sqlalchemy.orm import Session, aliased
 
 from fleetcron.app import Actor, App
@@ -177,9 +188,7 @@ class SlotGroup:
     scheduled_for: datetime
     trigger: str
     runs: int
-    targets: int
     by_status: dict[str, int]
-    first_run_id: int
     run_ids: tuple[int, ...] = ()
 
     @property
@@ -252,6 +261,36 @@ class Selection:
         return detail
 
 
+@dataclass(frozen=True)
+class JobHeader:
+    """What the job page shows above its targets (one row read; no assignments)."""
+
+    name: str
+    origin: str
+    schedule: str
+    timezone: str
+    command: str
+    notes: str
+    selector: str
+
+
+def job_header(app: App, actor: Actor, name: str) -> JobHeader:
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        job = session.scalar(select(Job).where(Job.name == name))
+        if job is None:
+            raise NotFound("job", name)
+        return JobHeader(
+            name=job.name,
+            origin=job.origin,
+            schedule=job.schedule,
+            timezone=job.timezone,
+            command=job.command,
+            notes=job.notes,
+            selector=format_selector(job.selector or {}),
+        )
+
+
 # --- the statements -----------------------------------------------------------------------
 
 
@@ -271,8 +310,9 @@ def _newest(condition: ColumnElement[bool] | None = None) -> Any:
     )
 
 
-def _summary(session: Session, job_id: int) -> list[Any]:
-    """Every assignment of the job with its target, newest run and failure streak."""
+def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> list[Any]:
+    """The named assignments of the job with their target, newest run and failure streak
+    (the page's rows, or the failing ones when sorting by streak)."""
     base = (
         select(
             Assignment.id.label("assignment_id"),
@@ -285,7 +325,7 @@ def _summary(session: Session, job_id: int) -> list[Any]:
             _newest(Run.status == RunStatus.SUCCEEDED).label("last_ok"),
         )
         .join(Target, Target.id == Assignment.target_id)
-        .where(Assignment.job_id == job_id)
+        .where(Assignment.job_id == job_id, Assignment.id.in_(assignment_ids))
         .cte("summary")
     )
     failed = aliased(Run)
@@ -421,7 +461,73 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         )
 
 
-def _matches(row: TargetRow, wanted: set[str], labels: Mapping[str, str]) -> bool:
+#: A run status (its string) -> the state it puts a target in.
+_STATE_OF: dict[str | None, str] = {None: "never", **{s.value: state_of(s) for s in RunStatus}}
+
+
+@dataclass(frozen=True)
+class _Light:
+    """One assignment as the first, all-targets pass reads it: enough to count, filter
+    and sort (all but the streak); the shown page is then read in full."""
+
+    assignment_id: int
+    target: str
+    enabled: bool
+    target_paused: bool
+    next_fire_at: datetime | None
+    state: str
+    last_at: datetime | None
+    duration_ms: int | None
+    labels: Mapping[str, str]
+
+    @property
+    def paused(self) -> bool:
+        return not self.enabled or self.target_paused
+
+
+def _states(session: Session, job_id: int, *, labels: bool) -> list[_Light]:
+    """Every assignment of the job with the status of its newest run: one statement, one
+    index seek per assignment (the target's labels only when a filter needs them)."""
+    columns: list[Any] = [
+        Assignment.id,
+        Assignment.enabled,
+        Assignment.next_fire_at,
+        Target.name,
+        Target.paused,
+        _newest().label("last_id"),
+    ]
+    if labels:
+        columns.append(Target.labels)
+    inner = (
+        select(*columns)
+        .join(Target, Target.id == Assignment.target_id)
+        .where(Assignment.job_id == job_id)
+        .subquery()
+    )
+    query = select(
+        inner,
+        # the plain string: no enum conversion for thousands of rows
+        type_coerce(Run.status, String()).label("status"),
+        Run.scheduled_for,
+        Run.duration_ms,
+    ).outerjoin(Run, Run.id == inner.c.last_id)
+    return [
+        _Light(
+            assignment_id=r.id,
+            target=r.name,
+            enabled=bool(r.enabled),
+            target_paused=bool(r.paused),
+            next_fire_at=r.next_fire_at,
+            state=_STATE_OF[r.status],
+            last_at=r.scheduled_for,
+            duration_ms=r.duration_ms,
+            labels=(r.labels or {}) if labels else {},
+        )
+        for r in session.execute(query)
+    ]
+
+
+def _matches(row: _Light, wanted: set[str], labels: Mapping[str, str]) -> bool:
     if labels and not selector_matches(labels, row.labels):
         return False
     if not wanted:
@@ -432,38 +538,52 @@ def _matches(row: TargetRow, wanted: set[str], labels: Mapping[str, str]) -> boo
     return (not states or bool(states & flags)) and (not pause or bool(pause & flags))
 
 
-def _sort_key(key: str) -> Any:
-    def ts(value: datetime | None) -> float:
-        return value.timestamp() if value is not None else float("-inf")
+def _ts(value: datetime | None) -> float:
+    return value.timestamp() if value is not None else float("-inf")
 
+
+def _sort_key(key: str, streaks: Mapping[int, int]) -> Any:
     if key == "status":
         return lambda r: (STATES.index(r.state), r.target)
     if key == "last":
-        return lambda r: (-ts(r.last.scheduled_for if r.last else None), r.target)
+        return lambda r: (-_ts(r.last_at), r.target)
     if key == "duration":
-        return lambda r: (-(r.last.duration_ms or 0) if r.last else 1, r.target)
+        return lambda r: (-(r.duration_ms or 0) if r.last_at else 1, r.target)
     if key == "streak":
-        return lambda r: (-r.streak, r.target)
+        return lambda r: (-streaks.get(r.assignment_id, 0), r.target)
     if key == "next":
-        return lambda r: (r.next_fire_at is None, ts(r.next_fire_at), r.target)
+        return lambda r: (r.next_fire_at is None, _ts(r.next_fire_at), r.target)
     return lambda r: r.target
 
 
-def count(rows: Iterable[TargetRow]) -> JobCounts:
+def _counts(rows: Sequence[_Light]) -> JobCounts:
     by: dict[str, int] = dict.fromkeys(STATES, 0)
-    total = paused = 0
     for row in rows:
-        total += 1
         by[row.state] += 1
-        paused += row.paused
-    return JobCounts(total=total, paused=paused, **by)
+    return JobCounts(total=len(rows), paused=sum(row.paused for row in rows), **by)
+
+
+#: Ids per ``IN (...)`` list (SQLite allows 32,766 parameters; stay well below).
+CHUNK = 900
+
+
+def _details(session: Session, job_id: int, ids: Sequence[int]) -> dict[int, TargetRow]:
+    out: dict[int, TargetRow] = {}
+    for start in range(0, len(ids), CHUNK):
+        for r in _summary(session, job_id, ids[start : start + CHUNK]):
+            out[r.assignment_id] = _row(r)
+    return out
 
 
 # --- operations ---------------------------------------------------------------------------
 
 
 def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None) -> TargetsPage:
-    """The targets of job ``name``: filtered, sorted, one page, each with its strip."""
+    """The targets of job ``name``: filtered, sorted, one page, each with its strip.
+
+    One statement reads every assignment's newest run status (counting, filtering and
+    sorting need them all); the shown page (and, to sort by streak, the failing targets)
+    is then read in full, and its strips in one window query."""
     q = q or TargetQuery()
     actor.authorize("run.read")
     wanted, labels, key, descending = _check_query(q)
@@ -471,14 +591,20 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
         job = session.scalar(select(Job).where(Job.name == name))
         if job is None:
             raise NotFound("job", name)
-        summary = _summary(session, job.id)
-        rows = [(r.assignment_id, _row(r)) for r in summary]
-        counts = count(row for _, row in rows)
-        shown = [(a, row) for a, row in rows if _matches(row, wanted, labels)]
-        shown.sort(key=lambda pair: _sort_key(key)(pair[1]), reverse=descending)
-        window = shown[q.offset : q.offset + q.limit]
-        marks = strips(session, [a for a, _ in window], q.strip)
-        items = [_with_strip(row, marks.get(a, ())) for a, row in window]
+        rows = _states(session, job.id, labels=bool(labels))
+        counts = _counts(rows)
+        shown = [row for row in rows if _matches(row, wanted, labels)]
+        details: dict[int, TargetRow] = {}
+        if key == "streak":
+            failing = [row.assignment_id for row in shown if row.state == "failed"]
+            details = _details(session, job.id, failing)
+        streaks = {a: row.streak for a, row in details.items()}
+        shown.sort(key=_sort_key(key, streaks), reverse=descending)
+        window = [row.assignment_id for row in shown[q.offset : q.offset + q.limit]]
+        missing = [a for a in window if a not in details]
+        details.update(_details(session, job.id, missing))
+        marks = strips(session, window, q.strip)
+        items = [_with_strip(details[a], marks.get(a, ())) for a in window]
         return TargetsPage(
             job=job.name,
             origin=job.origin,
@@ -594,32 +720,17 @@ def job_slots(
         job = session.scalar(select(Job).where(Job.name == name))
         if job is None:
             raise NotFound("job", name)
-        # The slot times first, newest first, through the (job_id, scheduled_for) index.
-        times_q = select(Run.scheduled_for).where(Run.job_id == job.id)
-        if before is not None:
-            times_q = times_q.where(Run.scheduled_for < before)
-        times = list(
-            session.scalars(
-                times_q.group_by(Run.scheduled_for)
-                .order_by(Run.scheduled_for.desc())
-                .limit(limit + 1)
-            )
-        )
-        more = len(times) > limit
-        times = times[:limit]
+        found = _slot_times(session, job.id, before, limit + 1)
+        more = len(found) > limit
+        found = found[:limit]
+        times = [at for at, _ in found]
         groups: list[SlotGroup] = []
         if times:
+            # Counted from the (job_id, scheduled_for, status) index alone.
             rows = session.execute(
-                select(
-                    Run.scheduled_for,
-                    Run.trigger,
-                    Run.status,
-                    func.count(Run.id),
-                    func.count(func.distinct(Run.assignment_id)),
-                    func.min(Run.id),
-                )
+                select(Run.scheduled_for, type_coerce(Run.status, String()), func.count())
                 .where(Run.job_id == job.id, Run.scheduled_for.in_(times))
-                .group_by(Run.scheduled_for, Run.trigger, Run.status)
+                .group_by(Run.scheduled_for, Run.status)
             ).all()
             ids: dict[datetime, list[int]] = {}
             if run_ids:
@@ -629,43 +740,66 @@ def job_slots(
                     .order_by(Run.id)
                 ):
                     ids.setdefault(at, []).append(run_id)
-            groups = _fold_slots(rows, times, ids)
+            groups = _fold_slots(rows, found, ids)
         return SlotsPage(
-            job=job.name, items=groups, limit=limit, next_before=times[-1] if more else None
+            job=job.name,
+            items=groups,
+            limit=limit,
+            next_before=times[-1] if more and times else None,
         )
+
+
+def _slot_times(
+    session: Session, job_id: int, before: datetime | None, n: int
+) -> list[tuple[datetime, str]]:
+    """The ``n`` newest distinct slot times of a job (older than ``before``), newest first,
+    each with the trigger of one of its runs: a recursive walk that asks the
+    (job_id, scheduled_for, status) index for the next older time at each step, so it reads
+    ``n`` index entries, not the job's whole history."""
+    newest = select(func.max(Run.scheduled_for).label("at"), literal(1).label("n")).where(
+        Run.job_id == job_id
+    )
+    if before is not None:
+        newest = newest.where(Run.scheduled_for < before)
+    walk = newest.cte("slot_times", recursive=True)
+    older = aliased(Run)
+    step = select(
+        select(func.max(older.scheduled_for))
+        .where(older.job_id == job_id, older.scheduled_for < walk.c.at)
+        .scalar_subquery(),
+        walk.c.n + 1,
+    ).where(walk.c.at.is_not(None), walk.c.n < n)
+    walk = walk.union_all(step)
+    trigger = (
+        select(older.trigger)
+        .where(older.job_id == job_id, older.scheduled_for == walk.c.at)
+        .limit(1)
+        .scalar_subquery()
+    )
+    found = session.execute(
+        select(walk.c.at, trigger).where(walk.c.at.is_not(None)).order_by(walk.c.n)
+    ).all()
+    return [(at, trig) for at, trig in found if at is not None]
 
 
 def _fold_slots(
-    rows: Sequence[Any], times: Sequence[datetime], ids: Mapping[datetime, list[int]]
+    rows: Sequence[Any],
+    found: Sequence[tuple[datetime, str]],
+    ids: Mapping[datetime, list[int]],
 ) -> list[SlotGroup]:
-    acc: dict[datetime, dict[str, Any]] = {}
-    for at, trigger, status, n, targets, first in rows:
-        slot = acc.setdefault(
-            at, {"trigger": trigger, "runs": 0, "targets": 0, "by": {}, "first": first}
+    by: dict[datetime, dict[str, int]] = {}
+    for at, status, n in rows:
+        by.setdefault(at, {})[status] = n
+    return [
+        SlotGroup(
+            scheduled_for=at,
+            trigger=trigger,
+            runs=sum(by.get(at, {}).values()),
+            by_status=by.get(at, {}),
+            run_ids=tuple(ids.get(at, ())),
         )
-        slot["runs"] += n
-        # A target appears under one status per attempt: the distinct count per status
-        # adds up to at most the runs; cap it at the runs of the slot.
-        slot["targets"] += targets
-        slot["by"][RunStatus(status).value] = slot["by"].get(RunStatus(status).value, 0) + n
-        slot["first"] = min(slot["first"], first)
-        if trigger != slot["trigger"]:
-            slot["trigger"] = "mixed"
-    out = []
-    for at in times:
-        slot = acc[at]
-        out.append(
-            SlotGroup(
-                scheduled_for=at,
-                trigger=slot["trigger"],
-                runs=slot["runs"],
-                targets=min(slot["targets"], slot["runs"]),
-                by_status=slot["by"],
-                first_run_id=slot["first"],
-                run_ids=tuple(ids.get(at, ())),
-            )
-        )
-    return out
+        for at, trigger in found
+    ]
 
 
 # --- selections ---------------------------------------------------------------------------
@@ -748,6 +882,7 @@ __all__ = [
     "STATUS_FILTERS",
     "FleetGrid",
     "JobCounts",
+    "JobHeader",
     "LastResult",
     "Selection",
     "SlotGroup",
@@ -758,6 +893,7 @@ __all__ = [
     "TargetsPage",
     "fleet_grid",
     "job_counts",
+    "job_header",
     "job_slots",
     "job_targets",
     "select_assignments",

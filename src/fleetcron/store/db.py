@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: The newest migration; a test checks it is Alembic's head. Kept as a constant so that
 #: every CLI command can check the schema without loading Alembic and the migrations.
-HEAD_REVISION = "0014"
+HEAD_REVISION = "0015"
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -41,19 +41,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-#: The execution option that marks the engine of :meth:`Database.read` sessions.
-READ_ONLY_OPTION = "fleetcron_read_only"
-
-
-def _sqlite_begin(conn: Any) -> None:
+def _sqlite_begin_immediate(conn: Any) -> None:
     # A write transaction takes SQLite's single writer lock at BEGIN, not at the first
     # write, so two processes cannot both read "not yet fired" and then both insert.
-    # A read transaction (Database.read) takes no writer lock: in WAL mode it reads its
-    # snapshot while another connection writes.
-    if conn.get_execution_options().get(READ_ONLY_OPTION):
-        conn.exec_driver_sql("BEGIN")
-    else:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def create_private_file(path: Path) -> None:
@@ -97,7 +88,7 @@ def create_db_engine(url: str) -> Engine:
         def _no_pysqlite_begin(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None
 
-        event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "begin", _sqlite_begin_immediate)
         return engine
     # Timestamps are stored as UTC; comparing them with clock_timestamp() needs a UTC session.
     return create_engine(
@@ -129,10 +120,6 @@ class Database:
         self.url = url
         self.engine = create_db_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        # The same pool; on SQLite its transactions begin without the writer lock.
-        self._read_sessions = sessionmaker(
-            self.engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
-        )
 
     @property
     def dialect(self) -> str:
@@ -141,21 +128,7 @@ class Database:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session in one transaction: committed on success, rolled back on error."""
-        with self._transaction(self._sessions) as session:
-            yield session
-
-    @contextmanager
-    def read(self) -> Iterator[Session]:
-        """A session for reads only (still one transaction, for a consistent view).
-
-        On SQLite it does not take the writer lock (``BEGIN``, not ``BEGIN IMMEDIATE``), so
-        a read proceeds while another connection writes; do not write in it."""
-        with self._transaction(self._read_sessions) as session:
-            yield session
-
-    @contextmanager
-    def _transaction(self, sessions: sessionmaker[Session]) -> Iterator[Session]:
-        session = sessions()
+        session = self._sessions()
         try:
             with session.begin():
                 yield session
@@ -174,6 +147,12 @@ class Database:
             raise StoreError(f"database error: {exc.orig}") from exc
         finally:
             session.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads only (still one transaction, for a consistent view)."""
+        with self.session() as session:
+            yield session
 
     def head_revision(self) -> str | None:
         return HEAD_REVISION

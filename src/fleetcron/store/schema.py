@@ -218,6 +218,8 @@ class Run(Base):
         Index("ix_runs_status", "status"),
         Index("ix_runs_scheduled", "scheduled_for"),
         Index("ix_runs_finished", "finished_at"),
+        # A job's slots: the newest slot times, and each slot's runs counted by status.
+        Index("ix_runs_job_slot", "job_id", "scheduled_for", "status"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)

@@ -122,10 +122,8 @@ class SlotOut(BaseModel):
     scheduled_for: datetime
     trigger: str
     runs: int
-    targets: int
     failed: int
     by_status: dict[str, int]
-    first_run_id: int
     run_ids: list[int]
     runs_url: str
 

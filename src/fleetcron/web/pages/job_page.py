@@ -18,10 +18,10 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from fleetcron.core.labels import parse_selector
+from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import job_fleet as fleet_svc
-from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services.job_fleet import Selection, SlotsPage, TargetQuery, TargetsPage
 from fleetcron.web.deps import Caller, requires, the_app
@@ -96,7 +96,7 @@ def job_page(
     offset: Offset = 0,
 ) -> HTMLResponse:
     app = the_app(request)
-    view = jobs_svc.show_job(app, caller.actor, name)
+    view = fleet_svc.job_header(app, caller.actor, name)
     filters = Filters(tuple(s for s in status or () if s), label.strip(), sort or "target", offset)
     error = ""
     try:
@@ -107,7 +107,7 @@ def job_page(
         targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
     slots = fleet_svc.job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
     try:
-        description = parse(view.schedule, view.timezone).describe()
+        description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except (InvalidInput, ValueError):
         description = "(schedule no longer valid)"
     return page(
