@@ -41,10 +41,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _sqlite_begin_immediate(conn: Any) -> None:
+#: The execution option that marks the engine of :meth:`Database.read` sessions.
+READ_ONLY_OPTION = "fleetcron_read_only"
+
+
+def _sqlite_begin(conn: Any) -> None:
     # A write transaction takes SQLite's single writer lock at BEGIN, not at the first
     # write, so two processes cannot both read "not yet fired" and then both insert.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # A read transaction (Database.read) takes no writer lock: in WAL mode it reads its
+    # snapshot while another connection writes.
+    if conn.get_execution_options().get(READ_ONLY_OPTION):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def create_private_file(path: Path) -> None:
@@ -88,7 +97,7 @@ def create_db_engine(url: str) -> Engine:
         def _no_pysqlite_begin(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None
 
-        event.listen(engine, "begin", _sqlite_begin_immediate)
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     # Timestamps are stored as UTC; comparing them with clock_timestamp() needs a UTC session.
     return create_engine(
@@ -120,6 +129,10 @@ class Database:
         self.url = url
         self.engine = create_db_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # The same pool; on SQLite its transactions begin without the writer lock.
+        self._read_sessions = sessionmaker(
+            self.engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+        )
 
     @property
     def dialect(self) -> str:
@@ -128,7 +141,21 @@ class Database:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session in one transaction: committed on success, rolled back on error."""
-        session = self._sessions()
+        with self._transaction(self._sessions) as session:
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads only (still one transaction, for a consistent view).
+
+        On SQLite it does not take the writer lock (``BEGIN``, not ``BEGIN IMMEDIATE``), so
+        a read proceeds while another connection writes; do not write in it."""
+        with self._transaction(self._read_sessions) as session:
+            yield session
+
+    @contextmanager
+    def _transaction(self, sessions: sessionmaker[Session]) -> Iterator[Session]:
+        session = sessions()
         try:
             with session.begin():
                 yield session
@@ -147,12 +174,6 @@ class Database:
             raise StoreError(f"database error: {exc.orig}") from exc
         finally:
             session.close()
-
-    @contextmanager
-    def read(self) -> Iterator[Session]:
-        """A session for reads only (still one transaction, for a consistent view)."""
-        with self.session() as session:
-            yield session
 
     def head_revision(self) -> str | None:
         return HEAD_REVISION
