@@ -72,6 +72,11 @@ class LazyGroup(click.Group):
 
             for history_command in HISTORY_COMMANDS:
                 command.add_command(history_command)
+        if cmd_name == "schedule":
+            from fleetcron.cli.schedule_cmd import upcoming
+
+            assert isinstance(command, click.Group)
+            command.add_command(upcoming)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -1,4 +1,5 @@
-"""/api/v1/jobs/{name}/versions, /api/v1/jobs/{name}/revert: versions of a job's definition.
+"""/api/v1/jobs/{name}/versions, /api/v1/jobs/{name}/revert: versions of a job's definition;
+/api/v1/upcoming: what fires in the next hours.
 
 Also :class:`ChangeSource`, the middleware that tells the version writer whether a change
 came through the API or a page.
@@ -14,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleetcron.app import App
+from fleetcron.core.upcoming import MAX_HOURS
 from fleetcron.services import job_versions as svc
+from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.web.deps import Caller, requires, the_app
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(tags=["jobs"])
 AppDep = Annotated[App, Depends(the_app)]
 
 
@@ -73,7 +76,7 @@ class RevertOut(BaseModel):
     changes: list[ChangeOut]
 
 
-@router.get("/{name}/versions", response_model=list[VersionOut])
+@router.get("/jobs/{name}/versions", response_model=list[VersionOut])
 def list_versions(
     name: str,
     app: AppDep,
@@ -86,7 +89,7 @@ def list_versions(
     ]
 
 
-@router.get("/{name}/versions/{version}", response_model=VersionDetailOut)
+@router.get("/jobs/{name}/versions/{version}", response_model=VersionDetailOut)
 def show_version(
     name: str,
     version: Annotated[int, Field(ge=1, le=2**31 - 1)],
@@ -100,7 +103,7 @@ def show_version(
     return VersionDetailOut(**view.as_dict(), changes=[ChangeOut(**c.as_dict()) for c in changes])
 
 
-@router.post("/{name}/revert", response_model=RevertOut)
+@router.post("/jobs/{name}/revert", response_model=RevertOut)
 def revert_job(
     name: str,
     body: RevertIn,
@@ -113,4 +116,61 @@ def revert_job(
         version=version,
         reverted_to=body.to,
         changes=[ChangeOut(**c.as_dict()) for c in changes],
+    )
+
+
+class TargetCounts(BaseModel):
+    active: int = Field(description="targets that run the fire")
+    paused: int = Field(description="targets paused: the fire is recorded as skipped there")
+    disabled: int = Field(description="assignments disabled: nothing is recorded")
+
+
+class RolloutOut(BaseModel):
+    canaries: int
+    waves: int
+    batch: int
+    pause_s: int
+    max_failures: int | None
+    text: str
+
+
+class FireOut(BaseModel):
+    at: datetime
+    job: str
+    origin: str
+    zone: str
+    state: str = Field(description="fires, paused (only paused targets) or disabled")
+    targets: TargetCounts
+    spread_s: int
+    rollout: RolloutOut | None
+
+
+class UpcomingOut(BaseModel):
+    start: datetime = Field(alias="from")
+    until: datetime
+    truncated: bool
+    fires: list[FireOut]
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+@router.get("/upcoming", response_model=UpcomingOut, response_model_by_alias=True)
+def upcoming(
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    hours: Annotated[float, Query(gt=0, le=MAX_HOURS)] = 24,
+    job: Annotated[str | None, Query(max_length=64)] = None,
+    target: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> UpcomingOut:
+    result = upcoming_fires(
+        app, caller.actor, UpcomingQuery(hours=hours, job=job, target=target, limit=limit)
+    )
+    return UpcomingOut.model_validate(
+        {
+            "from": result.start,
+            "until": result.end,
+            "truncated": result.truncated,
+            "fires": [f.as_dict() for f in result.fires],
+        }
     )

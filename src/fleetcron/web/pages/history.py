@@ -1,5 +1,5 @@
-"""Pages of a job's history: its versions with diffs and a revert (with a confirmation),
-and the functions the job page's history partials call (``job_chart.html``,
+"""Pages of a job's history: its versions with diffs and a revert (with a confirmation);
+the Upcoming page; and the functions the job page's history partials call (``job_chart.html``,
 ``job_history.html``), so the job page route needs no change to show them."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from fleetcron.core.upcoming import MAX_HOURS
 from fleetcron.core.versions import FieldChange
-from fleetcron.errors import FleetcronError, InvalidInput
+from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services import history as history_svc
 from fleetcron.services import job_versions as versions_svc
+from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, redirect, text, whole_number
 from fleetcron.web.pages.render import templates
@@ -21,6 +23,8 @@ from fleetcron.web.pages.render import templates
 router = APIRouter(include_in_schema=False)
 Version = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
 SHOWN_ON_JOB_PAGE = 10
+#: Fires listed on the Upcoming page (the API and the CLI take a --limit).
+PAGE_FIRES = 500
 
 
 def _job_url(name: str) -> str:
@@ -150,4 +154,45 @@ def revert(
         return redirect(f"{_job_url(name)}/versions", exc.message, error=True)
     return redirect(
         _job_url(name), f"Job {name} has the definition of version {to} again (now v{version})."
+    )
+
+
+@router.get("/upcoming", response_class=HTMLResponse)
+def upcoming_page(
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    hours: Annotated[str, Query(max_length=8)] = "24",
+    job: Annotated[str, Query(max_length=64)] = "",
+    target: Annotated[str, Query(max_length=64)] = "",
+) -> HTMLResponse:
+    app = the_app(request)
+    error = ""
+    result = None
+    try:
+        try:
+            span = float(hours)
+        except ValueError:
+            raise InvalidInput(
+                f"hours: {hours!r} is not a number",
+                field="hours",
+                value=hours,
+                allowed=f"a number of hours, more than 0 and at most {MAX_HOURS}",
+            ) from None
+        result = upcoming_fires(
+            app,
+            caller.actor,
+            UpcomingQuery(hours=span, job=job or None, target=target or None, limit=PAGE_FIRES),
+        )
+    except (InvalidInput, NotFound) as exc:
+        error = exc.message
+    return page(
+        request,
+        "upcoming.html",
+        status_code=422 if error else 200,
+        result=result,
+        error=error,
+        hours=hours,
+        job=job,
+        target=target,
+        max_hours=MAX_HOURS,
     )

@@ -1,0 +1,198 @@
+"""Upcoming fires: which jobs fire when in a window, on how many targets, in which zone,
+with their spread and rollout. Pure: the caller passes the assignments and ``now``.
+
+Every assignment of a job in the same effective zone fires at the same times, so the
+fire times are computed once per (job, zone) and the targets are counted, not listed:
+a bulk job on 5,000 targets in three zones costs three schedule walks. A fire is shown
+with the targets that will run it (``active``), those that will record it as skipped
+because the target is paused (``paused``), and those whose assignment is disabled (they
+record nothing; ``disabled``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fleetcron.core.rollout import RolloutOptions
+from fleetcron.cron import parse_cached
+
+#: The longest window asked for: a week.
+MAX_HOURS = 168
+#: A job's zone meaning "each target's own zone" (as ``core/target_zones.TARGET_LOCAL``).
+TARGET_LOCAL = "target"
+
+
+def effective_zone(job_zone: str, target_zone: str | None, default_zone: str) -> str:
+    """The zone an assignment fires in: the job's, or for a target-local job the
+    target's (``default_zone`` when the target has none)."""
+    if job_zone != TARGET_LOCAL:
+        return job_zone
+    return target_zone or default_zone
+
+
+@dataclass(frozen=True)
+class Member:
+    """One assignment: its target and whether it would run."""
+
+    target: str
+    target_zone: str | None
+    enabled: bool
+    target_paused: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What decides a job's fires: its schedule, zone, spread and rollout options."""
+
+    name: str
+    origin: str
+    schedule: str
+    timezone: str
+    members: Sequence[Member]
+    spread_s: int = 0
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """How a fire's active targets start: canaries first, then waves of ``batch``."""
+
+    canaries: int
+    waves: int
+    batch: int
+    pause_s: int
+    max_failures: int | None
+
+    def describe(self) -> str:
+        parts = []
+        if self.canaries:
+            parts.append(f"{self.canaries} canar{'y' if self.canaries == 1 else 'ies'} first")
+        rest_waves = self.waves - (1 if self.canaries else 0)
+        if rest_waves:
+            parts.append(
+                f"{rest_waves} batch{'es' if rest_waves != 1 else ''} of up to {self.batch}"
+            )
+        if self.pause_s and self.waves > 1:
+            parts.append(f"{self.pause_s} s between batches")
+        if self.max_failures is not None:
+            parts.append(f"halt after {self.max_failures} failed")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One fire of one job in one zone."""
+
+    at: datetime
+    job: str
+    origin: str
+    zone: str
+    active: int
+    paused: int
+    disabled: int
+    spread_s: int
+    rollout: Rollout | None
+
+    @property
+    def state(self) -> str:
+        """``fires`` when some target runs it, else ``paused`` (targets paused) or
+        ``disabled`` (every assignment disabled)."""
+        if self.active:
+            return "fires"
+        return "paused" if self.paused else "disabled"
+
+    @property
+    def last_start(self) -> datetime:
+        """When the last target starts at the latest (the spread window's end)."""
+        return self.at + timedelta(seconds=self.spread_s)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "job": self.job,
+            "origin": self.origin,
+            "zone": self.zone,
+            "state": self.state,
+            "targets": {"active": self.active, "paused": self.paused, "disabled": self.disabled},
+            "spread_s": self.spread_s,
+            "rollout": None
+            if self.rollout is None
+            else {
+                "canaries": self.rollout.canaries,
+                "waves": self.rollout.waves,
+                "batch": self.rollout.batch,
+                "pause_s": self.rollout.pause_s,
+                "max_failures": self.rollout.max_failures,
+                "text": self.rollout.describe(),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    fires: list[Fire]
+    start: datetime
+    end: datetime
+    truncated: bool
+
+
+def rollout_plan(options: RolloutOptions, active: Sequence[Member]) -> Rollout | None:
+    """The waves a slot over ``active`` members would start in (see ``core/rollout.py``)."""
+    if not options.active or not active:
+        return None
+    canaries = sum(
+        1 for m in active if options.canary and options.canary.matches(m.target, m.labels)
+    )
+    rest = len(active) - canaries
+    batch = options.batch.of(rest) if options.batch is not None and rest else rest
+    waves = (1 if canaries else 0) + (math.ceil(rest / batch) if rest and batch else 0)
+    limit = options.max_failures.of(len(active)) if options.max_failures is not None else None
+    return Rollout(canaries, waves, batch, options.batch_pause_s, limit)
+
+
+def upcoming(
+    jobs: Iterable[JobFacts],
+    now: datetime,
+    hours: float,
+    default_zone: str,
+    *,
+    limit: int = 1000,
+) -> Upcoming:
+    """The fires of ``jobs`` in (now, now + hours], soonest first, at most ``limit``."""
+    end = now + timedelta(hours=hours)
+    fires: list[Fire] = []
+    for job in jobs:
+        zones: dict[str, list[Member]] = {}
+        for member in job.members:
+            zone = effective_zone(job.timezone, member.target_zone, default_zone)
+            zones.setdefault(zone, []).append(member)
+        for zone, members in zones.items():
+            schedule = parse_cached(job.schedule, zone)
+            active = [m for m in members if m.enabled and not m.target_paused]
+            paused = sum(1 for m in members if m.enabled and m.target_paused)
+            disabled = sum(1 for m in members if not m.enabled)
+            plan = rollout_plan(job.rollout, active)
+            for count, at in enumerate(schedule.between(now, end)):
+                if count >= limit:
+                    break  # this job alone fills the list: later fires cannot be shown
+                fires.append(
+                    Fire(
+                        at,
+                        job.name,
+                        job.origin,
+                        zone,
+                        len(active),
+                        paused,
+                        disabled,
+                        job.spread_s if job.origin == "bulk" else 0,
+                        plan,
+                    )
+                )
+    # By the instant: two fires of one zone in a DST fold have the same wall time.
+    fires.sort(key=lambda f: (f.at.astimezone(UTC), f.job, f.zone))
+    return Upcoming(fires[:limit], now, end, len(fires) > limit)

@@ -1,0 +1,101 @@
+"""What fires in the next hours: the jobs' assignments read in two queries, the fire
+times computed per (job, zone) by :mod:`fleetcron.core.upcoming`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from fleetcron.app import Actor, App
+from fleetcron.core.rollout import RolloutOptions, rollout_options
+from fleetcron.core.upcoming import MAX_HOURS, JobFacts, Member, Upcoming, upcoming
+from fleetcron.errors import FleetcronError, InvalidInput, NotFound
+from fleetcron.store.schema import Assignment, Job, Target
+
+
+@dataclass(frozen=True)
+class UpcomingQuery:
+    hours: float = 24
+    job: str | None = None
+    target: str | None = None
+    limit: int = 1000
+
+
+def _check(query: UpcomingQuery) -> None:
+    if not 0 < query.hours <= MAX_HOURS:
+        raise InvalidInput(
+            f"hours: {query.hours:g} is out of range; allowed: more than 0, at most {MAX_HOURS}",
+            field="hours",
+            value=query.hours,
+            allowed=f"more than 0 and at most {MAX_HOURS} (a week)",
+        )
+    if not 1 <= query.limit <= 10_000:
+        raise InvalidInput(
+            f"limit: {query.limit} is out of range; allowed: 1 to 10000",
+            field="limit",
+            value=query.limit,
+            allowed="1 to 10000",
+        )
+
+
+def _rollout(job: Job) -> RolloutOptions:
+    try:
+        return rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
+    except FleetcronError:
+        return RolloutOptions()  # a stored option this version cannot read: shown without
+
+
+def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
+    """The fires in (now, now + hours] of every job (or ``job``), on every target (or
+    ``target``), soonest first."""
+    actor.authorize("job.read")
+    _check(query)
+    with app.db.read() as session:
+        jobs_q = select(Job).order_by(Job.name)
+        members_q = (
+            select(
+                Assignment.job_id,
+                Assignment.enabled,
+                Target.name,
+                Target.timezone,
+                Target.paused,
+                Target.labels,
+            )
+            .join(Target, Target.id == Assignment.target_id)
+            .where(Target.paired.is_(True))
+        )
+        if query.job is not None:
+            job_id = session.scalar(select(Job.id).where(Job.name == query.job))
+            if job_id is None:
+                raise NotFound("job", query.job)
+            jobs_q = jobs_q.where(Job.id == job_id)
+            members_q = members_q.where(Assignment.job_id == job_id)
+        if query.target is not None:
+            target_id = session.scalar(select(Target.id).where(Target.name == query.target))
+            if target_id is None:
+                raise NotFound("target", query.target)
+            members_q = members_q.where(Assignment.target_id == target_id)
+            jobs_q = jobs_q.where(
+                Job.id.in_(select(Assignment.job_id).where(Assignment.target_id == target_id))
+            )
+        members: dict[int, list[Member]] = {}
+        for job_id, enabled, name, zone, paused, labels in session.execute(members_q):
+            members.setdefault(job_id, []).append(
+                Member(name, zone, bool(enabled), bool(paused), labels or {})
+            )
+        facts = [
+            JobFacts(
+                job.name,
+                job.origin,
+                job.schedule,
+                job.timezone,
+                members.get(job.id, []),
+                # The start of each target is spread over the job's jitter window (and over
+                # its ``spread`` window, once a job has one).
+                spread_s=int(getattr(job, "spread_s", 0) or job.jitter_s or 0),
+                rollout=_rollout(job),
+            )
+            for job in session.scalars(jobs_q)
+        ]
+    return upcoming(facts, app.now(), query.hours, app.settings.timezone, limit=query.limit)
