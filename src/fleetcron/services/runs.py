@@ -24,8 +24,7 @@ from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.job_fleet import Selection, select_assignments
 from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
-from fleetcron.store.run_writes import queue_manual_runs
-from fleetcron.store.runs import request_stop
+from fleetcron.store.run_writes import queue_manual_runs, request_stop
 from fleetcron.store.schema import Run
 
 RunStatus = RunStatusName

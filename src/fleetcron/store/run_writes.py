@@ -5,6 +5,8 @@ Together the two modules are the only code that writes the runs table:
 - :func:`queue_manual_runs` inserts the ``queued`` runs of a "run now" request, in the
   caller's (audited) transaction; the owner's scheduler starts them
   (:meth:`~fleetcron.store.runs.RunStore.claim_queued`);
+- :func:`request_stop` stops a run on an operator's request, from any node: a run that has
+  not started is ``cancelled`` at once, a running one is marked for its node to kill;
 - :func:`fence_runs` ends the ``running`` runs of an owner that lost its claims (revoked by
   a change of owner, or expired), in the caller's transaction under the ownership lock;
 - :func:`prune_runs_older_than` and :func:`prune_runs_beyond` delete decided runs for
@@ -24,7 +26,8 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
-from fleetcron.core.statuses import RunStatus, may_become
+from fleetcron.core.statuses import STOPPABLE, RunStatus, may_become
+from fleetcron.errors import Conflict, NotFound
 from fleetcron.store.db import Database, count_selected, delete_selected
 from fleetcron.store.schema import Assignment, Job, Run
 
@@ -34,6 +37,7 @@ __all__ = [
     "prune_runs_beyond",
     "prune_runs_older_than",
     "queue_manual_runs",
+    "request_stop",
     "set_status",
 ]
 
@@ -101,6 +105,42 @@ def queue_manual_runs(
     session.add_all(runs)
     session.flush()
     return [r.id for r in runs]
+
+
+# -- stops ------------------------------------------------------------------------------------
+
+
+def request_stop(session: Session, run_id: int, by: str, now: datetime) -> Run:
+    """Ask to stop run ``run_id``, in the caller's (audited) transaction, from any node.
+
+    A run that has not started (``queued``) is ``cancelled`` here and now: the owner's
+    :meth:`RunStore.claim_queued` only starts queued runs, and the row is locked (PostgreSQL
+    ``FOR UPDATE``; SQLite's writer lock), so it cannot start meanwhile. A ``running`` run
+    gets ``stop_requested_by``/``at`` (the first request is kept); the node running it
+    kills it on its next tick (or at once, when the request is made in its process) and
+    records it ``cancelled``. Raises ``NotFound``, or ``Conflict`` for a run that has
+    already ended.
+    """
+    query = select(Run).where(Run.id == run_id)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    run = session.scalars(query).first()
+    if run is None:
+        raise NotFound("run", run_id)
+    if run.status not in STOPPABLE:
+        raise Conflict(
+            f"run {run_id} has already ended ({run.status}); only a queued or running run "
+            "can be stopped",
+            field="run",
+        )
+    if run.status is not RunStatus.RUNNING:
+        set_status(run, RunStatus.CANCELLED)
+        run.finished_at = now
+        run.reason = f"stopped by {by} before it started"
+    if run.stop_requested_at is None:
+        run.stop_requested_by, run.stop_requested_at = by, now
+    session.flush()
+    return run
 
 
 # -- fencing ----------------------------------------------------------------------------------

@@ -43,9 +43,9 @@ from fleetcron.core.planning import (
     plan_assignment,
     wait_for_old_claims,
 )
-from fleetcron.core.statuses import STOPPABLE, RunStatus, SkipKind, may_become, skip_kind_of
+from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
 from fleetcron.cron import parse_cached
-from fleetcron.errors import Conflict, NotFound
+from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
@@ -54,6 +54,7 @@ from fleetcron.store.run_guard import Standalone as Standalone
 from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.run_writes import moved, set_status
+from fleetcron.store.run_writes import request_stop as request_stop
 from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
 
 log = logging.getLogger(__name__)
@@ -675,38 +676,3 @@ def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
     return target_hold(
         row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
     )
-
-
-def request_stop(session: Session, run_id: int, by: str, now: datetime) -> Run:
-    """Ask to stop run ``run_id``, in the caller's (audited) transaction, from any node.
-
-    A run that has not started (``queued``) is ``cancelled`` here and now: the owner's
-    :meth:`RunStore.claim_queued` only starts queued runs, and the row is locked (PostgreSQL
-    ``FOR UPDATE``; SQLite's writer lock), so it cannot start meanwhile. A ``running`` run
-    gets ``stop_requested_by``/``at`` (the first request is kept); the node running it
-    kills it on its next tick (or at once, when the request is made in its process) and
-    records it ``cancelled``. Raises ``NotFound``, or ``Conflict`` for a run that has
-    already ended.
-    """
-    query = select(Run).where(Run.id == run_id)
-    if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update()
-    run = session.scalars(query).first()
-    if run is None:
-        raise NotFound("run", run_id)
-    if run.status not in STOPPABLE:
-        raise Conflict(
-            f"run {run_id} has already ended ({run.status}); only a queued or running run "
-            "can be stopped",
-            field="run",
-        )
-    if run.status is not RunStatus.RUNNING:
-        if not may_become(run.status, RunStatus.CANCELLED):  # pragma: no cover
-            raise ValueError(f"runs.status: a {run.status} run may not become cancelled")
-        run.status = RunStatus.CANCELLED
-        run.finished_at = now
-        run.reason = f"stopped by {by} before it started"
-    if run.stop_requested_at is None:
-        run.stop_requested_by, run.stop_requested_at = by, now
-    session.flush()
-    return run
