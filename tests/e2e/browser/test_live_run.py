@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from live_web import ADMIN, LiveServer, OpenPage
 from playwright.sync_api import expect
 
+from fixtures.sshd import SshServer
 from fleetcron.services import runs
 from fleetcron.services.jobs import JobSpec, add_job
+from fleetcron.services.targets import add_target
 from fleetcron.store.schema import Run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 
 
-def start(server: LiveServer, job: str, command: str) -> int:
-    add_job(
-        server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target="alpha"
-    )
+def start(server: LiveServer, job: str, command: str, target: str = "alpha") -> int:
+    add_job(server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target=target)
     [run_id] = runs.request_run(server.app, ADMIN, job)
     deadline = time.monotonic() + 10
     while runs.get_run(server.app, ADMIN, run_id).status != "running":
@@ -100,3 +102,44 @@ def test_a_viewer_sees_the_live_output_but_no_stop_button(
     finally:
         runs.stop_run(server.app, ADMIN, run_id)
         kill_all(marker)
+
+
+@pytest.mark.sshd
+def test_stop_on_an_ssh_target_leaves_no_process_behind_there(
+    open_page: OpenPage, server: LiveServer, sshd: SshServer
+) -> None:
+    """The sshd fixture runs on this machine, so the target's processes are visible here."""
+    # Pairing logs in with asyncio.run: on a thread of its own (Playwright's sync API keeps
+    # an event loop marked as running in this one).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(
+            add_target, server.app, ADMIN, "remote-box", host=sshd.host, port=sshd.port,
+            user=sshd.user, private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        ).result()  # fmt: skip
+    main, child = marker_seconds(), marker_seconds()
+    run_id = start(
+        server,
+        "remote-ticker",
+        f"sleep {child} & for i in 1 2 3 4 5 6; do echo remote tick $i; sleep 1; done; "
+        f"sleep {main}",
+        target="remote-box",
+    )
+    try:
+        page = open_page("olivia")
+        page.goto(server.at(f"/runs/{run_id}"))
+        out = page.locator("[data-live-output]")
+        expect(out).to_contain_text("remote tick 2", timeout=10_000)
+        assert sleeping(child), "the checker finds the target's processes before the stop"
+
+        page.get_by_role("button", name="Stop").click()
+
+        expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=15_000)
+        left = sleeping(main) + sleeping(child)
+    finally:
+        kill_all(main, child)
+    assert left == []
+    run = the_run(server, run_id)
+    assert (run.status, run.target_name, run.stop_requested_by) == (
+        "cancelled", "remote-box", "olivia"
+    )  # fmt: skip

@@ -8,6 +8,7 @@ starts; a finished run cannot be stopped."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
+from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, PermissionDenied
 from fleetcron.scheduler.service import Scheduler
@@ -181,3 +183,38 @@ async def test_a_run_that_is_not_stopped_runs_on(
         assert the_run(app, run_id).status == "running"
     finally:
         kill_all(main)
+
+
+@pytest.mark.sshd
+async def test_a_run_on_an_ssh_target_is_followed_and_stopped_with_nothing_left_there(
+    app: App, operator: Actor, scheduler: Scheduler, sshd: SshServer
+) -> None:
+    """The sshd fixture runs on this machine: its processes are the target's processes."""
+    await asyncio.to_thread(  # pairs it: logs in with the pinned host key
+        functools.partial(
+            targets.add_target, app, Actor("admin", "admin"), "pbx", host=sshd.host,
+            port=sshd.port, user=sshd.user, private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        )
+    )  # fmt: skip
+    main, child = marker_seconds(), marker_seconds()
+    command = f"sleep {child} & echo remote one; echo remote two >&2; sleep {main}"
+    jobs.add_job(app, operator, "far", JobSpec(schedule="0 0 1 1 *", command=command), target="pbx")
+    run_id = await started(app, operator, scheduler, "far")
+
+    def seen() -> str:
+        return runs.follow_output(app, operator, run_id, 0, live=scheduler.live).text
+
+    try:
+        assert await eventually(lambda: "remote one" in seen() and "remote two" in seen())
+        assert await eventually(lambda: bool(sleeping(main)) and bool(sleeping(child)))
+        runs.stop_run(app, operator, run_id, local_stop=scheduler.stop)
+        await scheduler.idle()
+        left = sleeping(main) + sleeping(child)
+    finally:
+        kill_all(main, child)
+
+    assert left == []
+    run = the_run(app, run_id)
+    assert (run.status, run.stop_requested_by) == ("cancelled", "olivia")
+    assert (run.stdout_head, run.stderr_head) == ("remote one\n", "remote two\n")
