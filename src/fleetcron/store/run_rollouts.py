@@ -6,9 +6,10 @@ as ``RunStore.advance_rollouts``). When a slot of a job with rollout options fir
 constraint on (assignment, slot, attempt) as any slot, so the slot still happens at most
 once per target. Each tick the owner asks, in one transaction per batch of slots:
 
-1. which slots have ``pending`` rows (``ix_runs_status``);
-2. for each, every row of the slot (all attempts), locked on PostgreSQL (``FOR UPDATE``:
-   a second scheduler on the same database waits, then sees the rows already started);
+1. which slots have ``pending`` rows (``ix_runs_status``); on PostgreSQL their jobs' rows
+   are locked (``FOR UPDATE``, in id order), so a second scheduler on the same database
+   waits, then reads the rows the first one started (SQLite has a single writer anyway);
+2. for each, every row of the slot (all attempts), read as plain columns;
 3. :func:`fleetcron.core.rollout.plan_rollout` over those rows and the job's options
    *now*, which says which rows start, which wait and whether the rest is halted;
 4. the rows that start become ``running`` with their claim deadline and execution claim
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict, claim_deadline
@@ -105,6 +106,16 @@ def advance(store: RunStore, now: datetime, limit: int = SLOT_BATCH) -> RolloutS
         if not verdict.may_claim:
             # Only the owner advances a rollout; the rows wait for it.
             return RolloutStep()
+        if store.db.dialect == "postgresql":
+            # One decision per job at a time: a second scheduler on the same database waits
+            # here, then reads the rows the first one wrote. Locked in id order, all at
+            # once, so two deciders never wait for each other.
+            session.execute(
+                select(Job.id)
+                .where(Job.id.in_(sorted({job_id for job_id, _ in slots})))
+                .order_by(Job.id)
+                .with_for_update()
+            ).all()
         stamp = store._stamp(session, now)
         starting: list[tuple[Row[Any], Run]] = []
         halted: list[HaltedSlot] = []
@@ -141,40 +152,39 @@ def _advance_slot(
     now: datetime,
     claimed_at: datetime,
 ) -> _SlotOutcome:
-    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold
+    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold, start_wait
 
-    query = (
-        select(Run)
-        .where(
-            Run.job_id == job_id, Run.scheduled_for == slot, Run.trigger.in_(SLOT_TRIGGERS)
-        )
+    # The slot's rows as plain tuples (a rollout of thousands of targets is read every
+    # tick); only the rows that change are loaded as objects.
+    rows = session.execute(
+        select(*_SLOT_COLUMNS)
+        .where(Run.job_id == job_id, Run.scheduled_for == slot, Run.trigger.in_(SLOT_TRIGGERS))
         .order_by(Run.assignment_id, Run.attempt)
-    )
-    if store.db.dialect == "postgresql":
-        query = query.with_for_update()
-    rows = session.scalars(query).all()
-    pending = {r.assignment_id: r for r in rows if r.status == RunStatus.PENDING}
+    ).all()
+    pending = {r.assignment_id: r.id for r in rows if r.status == RunStatus.PENDING}
     if not pending:
         return _SlotOutcome()
     job = session.get(Job, job_id)
     if job is None:
-        for run in pending.values():
-            _skip(run, now, REMOVED_REASON, SkipKind.REMOVED)
+        _skip(session, list(pending.values()), now, REMOVED_REASON, SkipKind.REMOVED)
         return _SlotOutcome()
     try:
         options = rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
     except InvalidInput as exc:
-        options = None
         reason = f"rollout halted: the job's rollout options are not valid: {exc}"
-    if options is None:
-        return _halt_all(job, slot, pending.values(), now, reason)
+        _skip(session, list(pending.values()), now, reason, SkipKind.ROLLOUT_HALTED)
+        return _SlotOutcome(halted=HaltedSlot(job.id, job.name, slot, reason, len(pending)))
     labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
-    members = _members(rows, options, labels)
-    plan = plan_rollout(members, options, now)
+    plan = plan_rollout(_members(rows, options, labels), options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
-        for aid in plan.skip:
-            _skip(pending[aid], now, plan.halt.reason, SkipKind.ROLLOUT_HALTED)
+        _skip(
+            session,
+            [pending[aid] for aid in plan.skip],
+            now,
+            plan.halt.reason,
+            SkipKind.ROLLOUT_HALTED,
+        )
         if plan.skip:
             outcome.halted = HaltedSlot(job.id, job.name, slot, plan.halt.reason, len(plan.skip))
         return outcome
@@ -192,17 +202,23 @@ def _advance_slot(
         )
     )
     old = store.guard.old_claims(session, verdict, list(dispatch_rows))
+    runs = {
+        run.assignment_id: run
+        for run in session.scalars(
+            select(Run).where(Run.id.in_([pending[aid] for aid in plan.start]))
+        )
+    }
     for aid in plan.start:
-        run = pending[aid]
+        run = runs[aid]
         row = dispatch_rows.get(aid)
         if row is None:
-            _skip(run, now, REMOVED_REASON, SkipKind.REMOVED)
+            _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)
             continue
         if aid in disabled:
-            _skip(run, now, DISABLED_REASON, SkipKind.DISABLED)
+            _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := _target_hold(row, store.policy):
-            _skip(run, now, hold, _hold_kind(row))
+            _skip(session, [run.id], now, hold, _hold_kind(row))
             continue
         if live_old_claims(old.get(aid, ())):
             # Waits until the previous owner's claim reaches its deadline.
@@ -211,18 +227,31 @@ def _advance_slot(
         _move(run, RunStatus.RUNNING)
         run.started_at, run.node, run.command = now, store.node, row.command
         run.job_version = job.version
-        run.deadline_at = claim_deadline(claimed_at, row.timeout_s, store.margin)
+        run.deadline_at = claim_deadline(
+            claimed_at, row.timeout_s + start_wait(row, run.trigger), store.margin
+        )
         outcome.starting.append((row, run))
     return outcome
 
 
+_SLOT_COLUMNS = (
+    Run.id,
+    Run.assignment_id,
+    Run.target_id,
+    Run.target_name,
+    Run.attempt,
+    Run.status,
+    Run.finished_at,
+)
+
+
 def _members(
-    rows: Sequence[Run], options: RolloutOptions, labels: dict[int, dict[str, str]]
+    rows: Sequence[Any], options: RolloutOptions, labels: dict[int, dict[str, str]]
 ) -> list[Member]:
     """The slot's members: one per assignment, its rows oldest attempt first. Every row of
     the slot counts (a target skipped when the slot fired, paused say, is a member that
     does not run), so the percentages of a slot do not move while it rolls out."""
-    by_assignment: dict[int, list[Run]] = defaultdict(list)
+    by_assignment: dict[int, list[Any]] = defaultdict(list)
     for run in rows:
         by_assignment[run.assignment_id].append(run)
     members = []
@@ -232,10 +261,8 @@ def _members(
             Member(
                 aid,
                 first.target_name,
-                tuple(
-                    Attempt(RunStatus(r.status), r.finished_at, r.id)
-                    for r in sorted(runs, key=lambda r: r.attempt)
-                ),
+                # Ordered by attempt by the query; the column reads as a RunStatus.
+                tuple(Attempt(r.status, r.finished_at, r.id) for r in runs),
                 canary=options.canary.matches(first.target_name, labels.get(first.target_id, {})),
             )
         )
@@ -253,25 +280,33 @@ def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]
     return found
 
 
-def _halt_all(
-    job: Job, slot: datetime, runs: Any, now: datetime, reason: str
-) -> _SlotOutcome:
-    skipped = 0
-    for run in runs:
-        _skip(run, now, reason, SkipKind.ROLLOUT_HALTED)
-        skipped += 1
-    return _SlotOutcome(halted=HaltedSlot(job.id, job.name, slot, reason, skipped))
-
-
-def _skip(run: Run, now: datetime, reason: str, kind: SkipKind) -> None:
-    _move(run, RunStatus.SKIPPED)
-    run.finished_at, run.reason, run.skip_kind = now, reason, kind
+def _skip(
+    session: Session, run_ids: Sequence[int], now: datetime, reason: str, kind: SkipKind
+) -> None:
+    """Record pending rows as skipped (one statement per 500 rows; a row no longer pending
+    is left alone)."""
+    if not run_ids:
+        return
+    status = moved(RunStatus.PENDING, RunStatus.SKIPPED)
+    ids = sorted(run_ids)
+    for start in range(0, len(ids), 500):
+        session.execute(
+            update(Run)
+            .where(Run.id.in_(ids[start : start + 500]), Run.status == RunStatus.PENDING)
+            .values(status=status, finished_at=now, reason=reason, skip_kind=kind)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def _move(run: Run, new: RunStatus) -> None:
-    if not may_become(run.status, new):
-        raise ValueError(f"runs.status: a {run.status} run may not become {new}")
-    run.status = new
+    run.status = moved(run.status, new)
+
+
+def moved(old: RunStatus | None, new: RunStatus) -> RunStatus:
+    """``new``, after checking that a run in ``old`` may become it (the vocabulary's moves)."""
+    if not may_become(old, new):
+        raise ValueError(f"runs.status: a {old} run may not become {new}")
+    return new
 
 
 __all__ = ["SLOT_BATCH", "HaltedSlot", "RolloutStep", "advance", "rolled_out"]
