@@ -6,7 +6,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -15,7 +17,9 @@ from fleetcron.cli.output import echo, print_json, print_table
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import targets as svc
-from fleetcron.services.targets import PairResult, TargetChanges
+from fleetcron.services.fleet import zone_of
+from fleetcron.services.pairing import PairResult
+from fleetcron.services.targets import TargetChanges
 from fleetcron.store.schema import Target
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -40,6 +44,8 @@ def target_dict(target: Target) -> dict[str, object]:
         "host_key_fingerprint": fingerprint(target.host_key) if target.host_key else None,
         "labels": target.labels,
         "notes": target.notes,
+        "timezone": target.timezone,
+        "timezone_source": target.timezone_source,
         "paired": target.paired,
         "paired_at": target.paired_at,
         "unpaired_at": target.unpaired_at,
@@ -49,6 +55,29 @@ def target_dict(target: Target) -> dict[str, object]:
         "paused_by": target.paused_by,
         "created_at": target.created_at,
     }
+
+
+def zone_text(target: Target, default_zone: str) -> str:
+    """The target's zone and who set it, or what jobs in the ``target`` zone use there."""
+    if target.timezone:
+        return f"{target.timezone} ({target.timezone_source or 'operator'})"
+    return f"unknown (jobs in the target zone use the default, {default_zone})"
+
+
+def local_time(when: datetime | None, zone: str) -> str:
+    """An instant as wall time in ``zone``, with its offset (what a target's clock shows)."""
+    if when is None:
+        return ""
+    return when.astimezone(ZoneInfo(zone)).isoformat(sep=" ", timespec="seconds")
+
+
+timezone_option = click.option(
+    "--timezone",
+    "timezone",
+    metavar="ZONE",
+    help="The server's IANA time zone, e.g. Europe/Berlin (kept over the zone detected at "
+    "pairing); jobs with --tz target fire at its local time.",
+)
 
 
 def state_of(target: Target) -> str:
@@ -133,12 +162,19 @@ def confirm(question: str, yes: bool) -> None:
         raise click.Abort()
 
 
-def _say_paired(result: PairResult) -> None:
+def _say_paired(result: PairResult, default_zone: str) -> None:
     t = result.target
     if result.host_key_fingerprint:
         how = "trusted on first use" if result.trusted_on_first_use else "pinned"
         click.echo(f"host key {result.host_key_fingerprint} ({how})")
     click.echo(f"target {t.name} paired; {len(result.extended_jobs)} job(s) extended to it")
+    if result.timezone:
+        click.echo(f"time zone {result.timezone} ({result.timezone_note})")
+    else:
+        click.echo(
+            f"time zone {result.timezone_note}; jobs in the target zone use the default, "
+            f"{default_zone} (set one with `fleetcron target edit {t.name} --timezone ZONE`)"
+        )
     if result.kept_disabled:
         click.echo("still disabled here, as before the unpair: " + ", ".join(result.kept_disabled))
 
@@ -164,6 +200,7 @@ def _say_paired(result: PairResult) -> None:
 @click.option(
     "--no-verify", is_flag=True, help="Store without connecting; the target stays unpaired."
 )
+@timezone_option
 @same_host_option
 @as_user_option
 def add(
@@ -178,10 +215,12 @@ def add(
     labels: tuple[str, ...],
     notes: str,
     no_verify: bool,
+    timezone: str | None,
     allow_same_host: bool,
     as_user: str | None,
 ) -> None:
-    """Add a target and pair it (unless --no-verify)."""
+    """Add a target and pair it (unless --no-verify). Pairing detects its time zone
+    unless --timezone gives one."""
     with opened_app() as app, hints(name, "add"):
         result = svc.add_target(
             app,
@@ -198,11 +237,13 @@ def add(
             notes=notes,
             verify=not no_verify,
             allow_same_host=allow_same_host,
+            timezone=timezone,
         )
+        default_zone = app.settings.timezone
     if no_verify:
         click.echo(f"target {name} added, not paired (run `fleetcron target pair {name}`)")
     else:
-        _say_paired(result)
+        _say_paired(result, default_zone)
 
 
 @target.command("edit")
@@ -226,6 +267,12 @@ def add(
     is_flag=True,
     help="Save a changed connection without checking it; a paired target is unpaired.",
 )
+@click.option(
+    "--timezone",
+    "timezone",
+    metavar="ZONE",
+    help='The server\'s IANA time zone (kept over detection); "" clears it.',
+)
 @same_host_option
 @as_user_option
 def edit(
@@ -241,10 +288,11 @@ def edit(
     clear_labels: bool,
     notes: str | None,
     no_verify: bool,
+    timezone: str | None,
     allow_same_host: bool,
     as_user: str | None,
 ) -> None:
-    """Change a target's connection, labels or notes.
+    """Change a target's connection, labels, notes or time zone.
 
     A paired SSH target whose connection changes (host, port, user, key, host key) is
     checked over SSH first; if the check fails, nothing is saved. With --no-verify the
@@ -267,6 +315,7 @@ def edit(
         trust_on_first_use=trust_on_first_use,
         labels=() if clear_labels else (labels or None),
         notes=notes,
+        timezone=timezone,
     )
     with opened_app() as app, hints(name, "edit"):
         result = svc.edit_target(
@@ -278,6 +327,8 @@ def edit(
             allow_same_host=allow_same_host,
         )
     click.echo(f"target {name} changed: {', '.join(result.changed)}")
+    if "timezone" in result.changed:
+        click.echo(f"time zone: {result.target.timezone or '(none)'}")
     if result.verified:
         click.echo(f"connection checked; host key {result.host_key_fingerprint}")
     if result.unpaired:
@@ -303,7 +354,8 @@ def pair(name: str, host_key: str | None, trust_on_first_use: bool, as_user: str
             host_key=host_key,
             trust_on_first_use=trust_on_first_use,
         )
-    _say_paired(result)
+        default_zone = app.settings.timezone
+    _say_paired(result, default_zone)
 
 
 @target.command("repin")
@@ -368,6 +420,7 @@ def list_(as_json: bool, as_user: str | None) -> None:
     """List targets."""
     with opened_app() as app:
         rows = svc.list_targets(app, acting(app, as_user))
+        default_zone = app.settings.timezone
     if as_json:
         print_json([target_dict(t) for t in rows])
         return
@@ -378,13 +431,14 @@ def list_(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["name", "kind", "address", "state", "labels"],
+        ["name", "kind", "address", "state", "zone", "labels"],
         [
             (
                 t.name,
                 t.kind,
                 f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
                 state_of(t),
+                t.timezone or f"- (default {default_zone})",
                 ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
             )
             for t in rows
@@ -400,11 +454,13 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     """Show one target and the jobs assigned to it."""
     with opened_app() as app:
         the_target, assignments = svc.show_target(app, acting(app, as_user), name)
+        default_zone = app.settings.timezone
     jobs = [
         {
             "job": a.job.name,
             "origin": a.job.origin,
             "enabled": a.enabled,
+            "timezone": zone_of(a.job, the_target, default_zone),
             "next_fire_at": a.next_fire_at,
             "last_fire_at": a.last_fire_at,
         }
@@ -420,11 +476,21 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
         if key.startswith("paused_") and not the_target.paused:
             continue
         echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
+    echo(f"{'timezone:':22}{zone_text(the_target, default_zone)}")
     echo(f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}")
     print_table(
         "jobs",
-        ["job", "origin", "enabled", "next fire"],
-        [(j["job"], j["origin"], "yes" if j["enabled"] else "no", j["next_fire_at"]) for j in jobs],
+        ["job", "origin", "enabled", "next fire", "zone"],
+        [
+            (
+                j["job"],
+                j["origin"],
+                "yes" if j["enabled"] else "no",
+                local_time(a.next_fire_at, zone_of(a.job, the_target, default_zone)),
+                j["timezone"],
+            )
+            for a, j in zip(assignments, jobs, strict=True)
+        ],
     )
 
 

@@ -43,6 +43,9 @@ class SlotPolicy:
     #: The ``allow_local_targets`` setting (the scheduler passes it; tools and tests that
     #: build a store by hand keep local targets running).
     allow_local_targets: bool = True
+    #: The default zone of new jobs (the ``timezone`` setting): where a job in the
+    #: ``target`` zone fires on a target whose zone is unknown.
+    default_timezone: str = "UTC"
 
 
 @dataclass(frozen=True)

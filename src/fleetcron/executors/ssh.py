@@ -708,6 +708,10 @@ def ensure_open_file_limit(wanted: int) -> int:
     return soft
 
 
+#: How much of a probe's output :func:`verify_target` returns.
+PROBE_OUTPUT_MAX = 4096
+
+
 async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
     """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
 
@@ -725,11 +729,15 @@ async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
     return f"{kind} {blob}"
 
 
-async def verify_target(target: SshTarget, timeout_s: float = 15) -> None:
+async def verify_target(
+    target: SshTarget, timeout_s: float = 15, *, probe: str | None = None
+) -> str | None:
     """Log in with the pinned host key and run ``true``.
 
     Raises :class:`HostKeyMismatch`, :class:`AuthError` or :class:`ConnectError` with a
-    message naming the target and what to do; returns ``None`` when all is well.
+    message naming the target and what to do; returns ``None`` when all is well. With
+    ``probe``, also runs that command in the same connection and returns the start of
+    what it printed (empty when it failed: a probe is informational, never a failure).
     """
     conn, _ = await _open(target, _import_private_key(target), timeout_s)
     async with conn:
@@ -737,10 +745,19 @@ async def verify_target(target: SshTarget, timeout_s: float = 15) -> None:
             result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             raise ConnectError(f"{target.name}: running `true` failed: {exc}") from exc
-    if result.exit_status != 0:
-        raise ConnectError(
-            f"{target.name}: `true` exited with {result.exit_status}; check the login shell"
-        )
+        if result.exit_status != 0:
+            raise ConnectError(
+                f"{target.name}: `true` exited with {result.exit_status}; check the login shell"
+            )
+        if probe is None:
+            return None
+        try:
+            probed = await asyncio.wait_for(conn.run(probe, check=False), timeout_s)
+        except (asyncssh.Error, OSError, TimeoutError):
+            return ""
+    out = probed.stdout
+    text = out.decode(errors="replace") if isinstance(out, bytes) else str(out or "")
+    return text[:PROBE_OUTPUT_MAX]
 
 
 async def _open(

@@ -99,6 +99,7 @@ def policy_from(app: App) -> SlotPolicy:
         catchup_window=timedelta(seconds=s.catchup_window_s),
         max_missed_records=s.max_missed_records,
         allow_local_targets=s.allow_local_targets,
+        default_timezone=s.timezone,
     )
 
 

@@ -23,10 +23,16 @@ from fleetcron.core import validation as v
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.permissions import ROLE_RANK
-from fleetcron.cron import parse, validate_timezone
+from fleetcron.core.target_zones import effective_zone, validate_job_timezone
+from fleetcron.cron import parse
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
-from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
+from fleetcron.services.fleet import (
+    new_assignment,
+    next_fire,
+    refire_assignments,
+    sync_bulk_membership,
+)
 from fleetcron.services.job_versions import record_version
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target
@@ -125,10 +131,10 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
     Shared by the jobs service and schedules as code, so both apply the same rules."""
     out = dict(values)
     if "timezone" in out:
-        out["timezone"] = validate_timezone(out["timezone"] or app.settings.timezone).key
+        out["timezone"] = validate_job_timezone(out["timezone"] or app.settings.timezone)
     if "schedule" in out:
         v.validate_length(out["schedule"], field="schedule", limit=v.SCHEDULE_MAX_CHARS)
-        parse(out["schedule"], out.get("timezone") or "UTC")
+        parse(out["schedule"], effective_zone(out.get("timezone") or "UTC", None, "UTC"))
     if "command" in out:
         v.validate_command(out["command"], max_length=app.settings.command_max_length)
     # The rules the declaration states (ranges, choices, lengths), for every other option.
@@ -220,7 +226,8 @@ def add_job(
             job.target_id = the_target.id
             # On an unpaired target the job waits; pairing gives it its assignment.
             if the_target.paired:
-                new_assignment(session, job, the_target, enabled=True, now=now)
+                zone = app.settings.timezone
+                new_assignment(session, job, the_target, enabled=True, now=now, default_zone=zone)
         session.flush()
         require_local_clearance(app, actor, job)
         refuse_duplicates(session, job)
@@ -278,9 +285,7 @@ def edit_job(
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
         if "schedule" in values or "timezone" in values:
-            for assignment in job.assignments:
-                assignment.next_fire_at = next_fire(job, now)
-                assignment.updated_at = now
+            refire_assignments(job.assignments, job, now, app.settings.timezone)
         if "selector" in values:
             added, removed = sync_bulk_membership(session, app, job)
             note.detail.update({"added": added, "removed": removed})
@@ -334,7 +339,9 @@ def _toggle(session: Session, app: App, job: Job, enabled: bool, target: str | N
             assignment.updated_at = now
             if enabled:
                 # A paused assignment resumes at its next slot, not at the ones it skipped.
-                assignment.next_fire_at = next_fire(job, now)
+                assignment.next_fire_at = next_fire(
+                    job, now, target=assignment.target, default_zone=app.settings.timezone
+                )
     return len(assignments)
 
 

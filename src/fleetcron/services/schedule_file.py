@@ -41,9 +41,15 @@ from fleetcron.core.schedule_file import (
     plan_changes,
     render_schedule_file,
 )
+from fleetcron.core.target_zones import effective_zone
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.fleet import new_assignment, next_fire, sync_bulk_membership
+from fleetcron.services.fleet import (
+    new_assignment,
+    next_fire,
+    refire_assignments,
+    sync_bulk_membership,
+)
 from fleetcron.services.job_versions import record_version
 from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields
@@ -359,9 +365,7 @@ def _write(
     job.selector = parse_selector(state.selector)
     job.updated_by, job.updated_at = actor.name, now
     if change.changed("schedule", "timezone"):
-        for assignment in job.assignments:
-            assignment.next_fire_at = next_fire(job, now)
-            assignment.updated_at = now
+        refire_assignments(job.assignments, job, now, app.settings.timezone)
     session.add(job)
     if state.bulk:
         job.target = None
@@ -378,7 +382,14 @@ def _write(
                 removed += 1
         # On an unpaired target the job waits; pairing gives it its assignment.
         if target.paired and not job.assignments:
-            new_assignment(session, job, target, enabled=state.enabled is not False, now=now)
+            new_assignment(
+                session,
+                job,
+                target,
+                enabled=state.enabled is not False,
+                now=now,
+                default_zone=app.settings.timezone,
+            )
             added += 1
         enabled = {target.name: state.enabled is not False}
     for assignment in job.assignments:
@@ -388,7 +399,9 @@ def _write(
             assignment.updated_at = now
             if want:
                 # A paused assignment resumes at its next slot, not at the ones it skipped.
-                assignment.next_fire_at = next_fire(job, now)
+                assignment.next_fire_at = next_fire(
+                    job, now, target=assignment.target, default_zone=app.settings.timezone
+                )
     return added, removed
 
 
@@ -489,7 +502,9 @@ def list_schedule(app: App, actor: Actor) -> list[ScheduleEntry]:
                         origin=job.origin,
                         target=assignment.target.name,
                         schedule=job.schedule,
-                        timezone=job.timezone,
+                        timezone=effective_zone(
+                            job.timezone, assignment.target.timezone, app.settings.timezone
+                        ),
                         next_fire_at=assignment.next_fire_at if assignment.enabled else None,
                         enabled=assignment.enabled,
                         paired=assignment.target.paired,

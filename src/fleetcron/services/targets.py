@@ -1,8 +1,5 @@
-"""Targets: add, edit, pair, re-pin, pause, label, unpair and remove the servers jobs run on.
-
-Pairing proves the target is reachable with its pinned host key and that the command
-channel works, then, in one transaction, marks it paired and extends every matching bulk
-job to it (the pair audit event is written last, after the extensions).
+"""Targets: add, edit, pause, label, unpair and remove the servers jobs run on; their
+time zone. Pairing and host keys are in :mod:`fleetcron.services.pairing`.
 
 Decisions worth knowing (docs/web.md and the CLI help say the same):
 
@@ -11,8 +8,6 @@ Decisions worth knowing (docs/web.md and the CLI help say the same):
   changes. With ``verify=False`` the change is saved and the target is unpaired (as
   :func:`unpair_target` does) until it is paired again. An unpaired target is saved as
   given; pairing checks it.
-- **Pairing never replaces a pinned host key**; :func:`plan_repin` and :func:`repin_target`
-  do, showing the old and the new fingerprint first and auditing both.
 - **Pausing** a target keeps every assignment and its enabled flag; the scheduler records
   each due slot as ``skipped`` ("target paused"); resuming moves every assignment to its
   next slot after now, so nothing fires in a burst.
@@ -22,6 +17,9 @@ Decisions worth knowing (docs/web.md and the CLI help say the same):
   the master key: they need the ``allow_local_targets`` setting and the admin role.
 - Two SSH targets on the same ``user@host:port`` would run every bulk job twice on one
   server: refused unless ``allow_same_host``.
+- **A time zone** given by an operator (``timezone``) is kept over any detection at
+  pairing; changing it moves the target's assignments of jobs in the ``target`` zone to
+  their next fire in the new zone, in the same transaction. An empty zone clears it.
 
 Messages name the problem and the field; the CLI and the web pages add how to act on it
 in their own words (a command, or a button).
@@ -29,70 +27,65 @@ in their own words (a command, or a button).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncssh
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
+from fleetcron.core.target_zones import SOURCE_OPERATOR, validate_target_timezone
 from fleetcron.errors import (
     Conflict,
     FleetcronError,
-    HostKeyMismatch,
     InvalidInput,
-    NotFound,
-    PermissionDenied,
 )
 from fleetcron.executors import ssh
-from fleetcron.executors.base import SshTarget
-from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.fleet import extend_jobs_to, next_fire
+from fleetcron.services.fleet import extend_jobs_to, get_target, next_fire, refire_target_local
+from fleetcron.services.pairing import (
+    REPIN_ADVICE,
+    PairResult,
+    RepinPlan,
+    fingerprint_or_none,
+    missing_host_key,
+    pair_target,
+    plan_repin,
+    repin_target,
+    repin_wording,
+    run_ssh,
+    verify_connection,
+)
+from fleetcron.services.target_fields import (
+    CONNECTION_FIELDS,
+    DEFAULT_SSH_PORT,
+    TargetChanges,
+    check_local_allowed,
+    check_same_host,
+    current_value,
+    edited,
+    fill_ssh_fields,
+    probe_target,
+)
 from fleetcron.store.schema import Assignment, Job, Target
 
-DEFAULT_SSH_PORT = 22
-#: Words every message about a changed host key ends with; the CLI and the web pages add
-#: how to re-pin (a command, or a button) when they see them.
-REPIN_ADVICE = "re-pin its host key"
+#: Re-exported: the adapters reach pairing through this module too.
+__all__ = [
+    "DEFAULT_SSH_PORT",
+    "REPIN_ADVICE",
+    "PairResult",
+    "RepinPlan",
+    "TargetChanges",
+    "check_local_allowed",
+    "get_target",
+    "pair_target",
+    "plan_repin",
+    "repin_target",
+]
+
 PAUSE_REASON_MAX = 500
-#: Fields whose change means the connection must be checked again.
-CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key")
-
-
-@dataclass(frozen=True)
-class PairResult:
-    target: Target
-    host_key_fingerprint: str | None
-    trusted_on_first_use: bool
-    extended_jobs: tuple[str, ...]
-    #: Jobs left disabled on the target because they were disabled when it was unpaired.
-    kept_disabled: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TargetChanges:
-    """What ``target edit`` changes; ``None`` (or empty) keeps the current value.
-
-    ``labels`` replaces the whole label set when given. ``host_key`` replaces the pinned
-    key (the connection is checked with it); ``trust_on_first_use`` pins the key the
-    (new) address offers.
-    """
-
-    kind: str | None = None
-    host: str | None = None
-    port: int | None = None
-    user: str | None = None
-    private_key: bytes | None = None
-    host_key: str | None = None
-    trust_on_first_use: bool = False
-    labels: Sequence[str] | None = None
-    notes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,17 +101,6 @@ class EditResult:
 
 
 @dataclass(frozen=True)
-class RepinPlan:
-    """What a re-pin would change: shown to a human before :func:`repin_target`."""
-
-    target_name: str
-    old_fingerprint: str | None
-    new_key: str
-    new_fingerprint: str
-    trusted_on_first_use: bool
-
-
-@dataclass(frozen=True)
 class PauseResult:
     target: Target
     #: False when the call found the target already in the asked state (nothing changed
@@ -129,13 +111,6 @@ class PauseResult:
 @dataclass(frozen=True)
 class RemoveResult:
     removed_jobs: tuple[str, ...] = field(default_factory=tuple)
-
-
-def get_target(session: Session, name: str) -> Target:
-    target = session.scalar(select(Target).where(Target.name == name))
-    if target is None:
-        raise NotFound("target", name)
-    return target
 
 
 def list_targets(app: App, actor: Actor) -> Sequence[Target]:
@@ -168,20 +143,6 @@ def individual_jobs(app: App, actor: Actor, name: str) -> list[str]:
         )
 
 
-def check_local_allowed(app: App, actor: Actor) -> None:
-    """A local target runs commands as the scheduler's own user: admins only, and only
-    when the host's administrator enabled local targets."""
-    try:
-        actor.authorize("target.local")
-    except PermissionDenied:
-        raise PermissionDenied(
-            f"{actor.name} ({actor.role}) may not add a local target: its commands run on the "
-            "scheduler host itself, next to the database and the master key, so only an "
-            "admin may add one"
-        ) from None
-    check_local_enabled(app)
-
-
 def add_target(
     app: App,
     actor: Actor,
@@ -198,6 +159,7 @@ def add_target(
     notes: str = "",
     verify: bool = True,
     allow_same_host: bool = False,
+    timezone: str | None = None,
 ) -> PairResult:
     """Add a target; pair it right away unless ``verify`` is false (it then stays unpaired).
 
@@ -209,11 +171,14 @@ def add_target(
         v.validate_name(name, field="name")
         v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
         parsed_labels = parse_labels(labels, field="labels")
+        zone = validate_target_timezone(timezone) if timezone else None
         now = app.now()
         target = Target(
             name=name,
             labels=parsed_labels,
             notes=notes,
+            timezone=zone,
+            timezone_source=SOURCE_OPERATOR if zone else None,
             paired=False,
             paused=False,
             created_at=now,
@@ -230,86 +195,32 @@ def add_target(
             check_local_allowed(app, actor)
             target.kind = "local"
         else:
-            _fill_ssh_fields(app, target, host, port, user, private_key, host_key)
+            fill_ssh_fields(app, target, host, port, user, private_key, host_key)
             if verify and not target.host_key and not trust_on_first_use:
-                raise _no_host_key(name)
-            _check_same_host(session, target, allow_same_host)
+                raise missing_host_key(name)
+            check_same_host(session, target, allow_same_host)
         if session.scalar(select(Target.id).where(Target.name == name)) is not None:
             raise Conflict(f"target {name} already exists", field="name")
         session.add(target)
         session.flush()
         note.target_id = target.id
         note.detail.update({"host": target.host, "labels": parsed_labels})
+        if zone:
+            note.detail["timezone"] = zone
     if not verify:
-        return PairResult(target, _fingerprint(target.host_key), False, ())
+        return PairResult(
+            target,
+            fingerprint_or_none(target.host_key),
+            False,
+            (),
+            timezone=zone,
+            timezone_note=f"set by an operator ({zone})" if zone else "not detected (not paired)",
+        )
     try:
         return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
     except FleetcronError as exc:
         exc.args = (f"target {name} was added but not paired: {exc.message}",)
         raise
-
-
-def _no_host_key(name: str) -> InvalidInput:
-    return InvalidInput(
-        f"host key: target {name} has no pinned host key; give the server's host key, or "
-        "trust the key it offers now (trust on first use)",
-        field="host_key",
-        value=None,
-        allowed="an OpenSSH public key line, or trust on first use",
-    )
-
-
-def _fill_ssh_fields(
-    app: App,
-    target: Target,
-    host: str | None,
-    port: int,
-    user: str | None,
-    private_key: bytes | None,
-    host_key: str | None,
-) -> None:
-    missing = [
-        name for name, value in (("host", host), ("user", user), ("key", private_key)) if not value
-    ]
-    if missing:
-        raise InvalidInput(
-            f"{missing[0]}: an ssh target needs a host, a user and a private key "
-            f"(missing: {', '.join(missing)})",
-            field=missing[0],
-            value=None,
-            allowed="host, user and key for ssh, or a local target",
-        )
-    assert host and user and private_key
-    target.kind = "ssh"
-    target.host = v.validate_host(host)
-    target.port = v.validate_port(port)
-    target.user = v.validate_user(user)
-    _check_private_key(private_key)
-    target.private_key_enc = app.master_key.encrypt(private_key)
-    if host_key:
-        target.host_key = normalize_key_line(host_key)
-
-
-def _check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
-    """Refuse a second target on the same ``user@host:port`` unless it is declared on
-    purpose: every bulk job would run twice on that server."""
-    if allow_same_host or target.kind != "ssh" or not target.host:
-        return
-    query = select(Target).where(
-        Target.kind == "ssh",
-        func.lower(Target.host) == target.host.lower(),
-        Target.port == target.port,
-        Target.user == target.user,
-    )
-    if target.id is not None:
-        query = query.where(Target.id != target.id)
-    other = session.scalars(query.order_by(Target.name).limit(1)).first()
-    if other is not None:
-        raise Conflict(
-            f"host: target {other.name} already uses {target.user}@{target.host}:{target.port}; "
-            "two targets on one server run every bulk job twice there",
-            field="host",
-        )
 
 
 def edit_target(
@@ -330,34 +241,39 @@ def edit_target(
             current = get_target(session, name)
             _ = current.private_key_enc
         note.target_id = current.id
-        updated = _edited(app, actor, current, changes)
+        updated = edited(app, actor, current, changes)
         tofu = False
         if changes.trust_on_first_use and updated["kind"] == "ssh" and not changes.host_key:
-            updated["host_key"] = _run(
+            updated["host_key"] = run_ssh(
                 ssh.fetch_host_key(
                     updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
                 )
             )
             tofu = True
-        changed = tuple(k for k, val in updated.items() if val != _current_value(current, k))
+        changed = tuple(k for k, val in updated.items() if val != current_value(current, k))
+        given_zone = changes.timezone is not None and updated["timezone"]
+        if given_zone and current.timezone_source != SOURCE_OPERATOR:
+            # Confirming a detected zone makes it the operator's (kept over detection).
+            changed += ("timezone",) if "timezone" not in changed else ()
         if not changed:
             raise InvalidInput(
                 f"name: nothing to change on target {name}: every given value is its current one",
                 field="name",
                 value=name,
-                allowed="at least one new value (host, port, user, key, host key, labels, notes)",
+                allowed="at least one new value (host, port, user, key, host key, labels, notes, "
+                "time zone)",
             )
         note.detail["changed"] = list(changed)
         if "host_key" in changed:
             note.detail["host_key"] = {
-                "old": _fingerprint(current.host_key),
-                "new": _fingerprint(updated["host_key"]),
+                "old": fingerprint_or_none(current.host_key),
+                "new": fingerprint_or_none(updated["host_key"]),
                 "trust_on_first_use": tofu,
             }
         moved = bool({"kind", "host", "port", "user"} & set(changed))
         if moved and not allow_same_host:
             with app.db.read() as session:
-                _check_same_host(session, _probe_target(current, updated), allow_same_host)
+                check_same_host(session, probe_target(current, updated), allow_same_host)
         check = (
             any(k in CONNECTION_FIELDS for k in changed)
             and current.paired
@@ -365,11 +281,11 @@ def edit_target(
         )
         if check and verify:
             if not updated["host_key"]:
-                raise _no_host_key(name)
+                raise missing_host_key(name)
             try:
-                _verify(app, _probe_target(current, updated), updated["host_key"])
+                verify_connection(app, probe_target(current, updated), updated["host_key"])
             except FleetcronError as exc:
-                exc.args = (f"target {name} was not changed: {_repin_wording(exc)}",)
+                exc.args = (f"target {name} was not changed: {repin_wording(exc)}",)
                 raise
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
@@ -385,9 +301,14 @@ def edit_target(
             else:
                 setattr(target, key, updated[key])
         if moved:
-            _check_same_host(session, target, allow_same_host)
+            check_same_host(session, target, allow_same_host)
         now = app.now()
         target.updated_at = now
+        if "timezone" in changed:
+            note.detail["timezone"] = {"old": current.timezone, "new": target.timezone}
+            target.timezone_source = SOURCE_OPERATOR if target.timezone else None
+            moved_fires = refire_target_local(target, now, app.settings.timezone)
+            note.detail["timezone"]["assignments_moved"] = moved_fires
         extended: list[str] = []
         if unpair:
             removed = _unpair(target, now)
@@ -401,312 +322,9 @@ def edit_target(
         changed,
         verified=check and verify,
         unpaired=unpair,
-        host_key_fingerprint=_fingerprint(target.host_key),
+        host_key_fingerprint=fingerprint_or_none(target.host_key),
         extended_jobs=tuple(extended),
     )
-
-
-def _current_value(target: Target, key: str) -> Any:
-    if key == "private_key":
-        return target.private_key_enc
-    return getattr(target, key)
-
-
-def _edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> dict[str, Any]:
-    """The target's fields after ``changes``, validated (the private key encrypted, or the
-    stored ciphertext when unchanged)."""
-    kind = current.kind if changes.kind is None else changes.kind
-    v.validate_choice(kind, ("ssh", "local"), field="kind")
-    values: dict[str, Any] = {
-        "kind": kind,
-        "labels": dict(current.labels),
-        "notes": current.notes,
-    }
-    if changes.labels is not None:
-        values["labels"] = parse_labels(changes.labels, field="labels")
-    if changes.notes is not None:
-        values["notes"] = v.validate_length(changes.notes, field="notes", limit=v.NOTES_MAX_CHARS)
-    if kind == "local":
-        if changes.host or changes.user or changes.private_key or changes.host_key:
-            raise InvalidInput(
-                "kind: a local target takes no host, user or key",
-                field="kind",
-                value="local",
-                allowed="local alone, or host, user and key for ssh",
-            )
-        if current.kind != "local":
-            check_local_allowed(app, actor)
-        values.update(
-            {"host": None, "port": None, "user": None, "private_key": None, "host_key": None}
-        )
-        return values
-    host = changes.host if changes.host is not None else current.host
-    user = changes.user if changes.user is not None else current.user
-    port = changes.port if changes.port is not None else (current.port or DEFAULT_SSH_PORT)
-    if not host or not user or (changes.private_key is None and current.private_key_enc is None):
-        missing = [
-            n
-            for n, val in (
-                ("host", host),
-                ("user", user),
-                ("key", changes.private_key or current.private_key_enc),
-            )
-            if not val
-        ]
-        raise InvalidInput(
-            f"{missing[0]}: an ssh target needs a host, a user and a private key "
-            f"(missing: {', '.join(missing)})",
-            field=missing[0],
-            value=None,
-            allowed="host, user and key for ssh",
-        )
-    values.update(
-        {
-            "host": v.validate_host(host),
-            "port": v.validate_port(port),
-            "user": v.validate_user(user),
-            "host_key": normalize_key_line(changes.host_key)
-            if changes.host_key
-            else current.host_key,
-        }
-    )
-    if changes.private_key is not None:
-        _check_private_key(changes.private_key)
-        values["private_key"] = app.master_key.encrypt(changes.private_key)
-    else:
-        values["private_key"] = current.private_key_enc
-    return values
-
-
-def _probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
-    """A detached copy of the target with the new connection values, to check them."""
-    return Target(
-        id=current.id,
-        name=current.name,
-        kind=updated["kind"],
-        host=updated["host"],
-        port=updated["port"],
-        user=updated["user"],
-        private_key_enc=updated["private_key"],
-    )
-
-
-def pair_target(
-    app: App,
-    actor: Actor,
-    name: str,
-    *,
-    host_key: str | None = None,
-    trust_on_first_use: bool = False,
-) -> PairResult:
-    """Verify the target and mark it paired; matching bulk jobs extend to it.
-
-    The SSH check runs before the write transaction so no database lock is held while
-    waiting on the network; the transaction then rechecks that the pinned key is unchanged.
-    Jobs that were disabled on the target when it was unpaired stay disabled.
-    """
-    note = AuditNote("target.pair", target_name=name)
-    key_fingerprint: str | None = None
-    pinned: str | None = None
-    tofu = False
-    try:
-        actor.authorize("target.pair")
-        with app.db.read() as session:
-            target = get_target(session, name)
-            _ = target.private_key_enc
-        note.target_id = target.id
-        if target.kind == "local":
-            check_local_enabled(app)
-        if target.kind == "ssh":
-            pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
-            key_fingerprint = fingerprint(pinned)
-            note.detail.update({"host_key": key_fingerprint, "trust_on_first_use": tofu})
-            try:
-                _verify(app, target, pinned)
-            except HostKeyMismatch as exc:
-                exc.args = (_repin_wording(exc),)
-                raise
-    except FleetcronError as exc:
-        record_failure(app, actor, note, exc)
-        raise
-    with audited(app, actor, note) as session:
-        current = get_target(session, name)
-        if current.kind == "ssh":
-            if current.host_key not in (None, pinned) or current.id != target.id:
-                raise Conflict(f"target {name} changed while it was being paired; try again")
-            current.host_key = pinned
-        now = app.now()
-        note.detail["repair"] = current.paired
-        current.paired = True
-        current.paired_at = now
-        current.unpaired_at = None
-        current.updated_at = now
-        extended = extend_jobs_to(session, app, actor, current)
-        kept_disabled = _restore_disabled(current)
-        note.detail["extended_jobs"] = len(extended)
-        if kept_disabled:
-            note.detail["kept_disabled"] = kept_disabled
-    return PairResult(current, key_fingerprint, tofu, tuple(extended), tuple(kept_disabled))
-
-
-def check_local_enabled(app: App) -> None:
-    """Local targets are off unless the host's administrator enabled them."""
-    if not app.settings.allow_local_targets:
-        raise InvalidInput(
-            "kind: local targets are disabled on this server; the administrator of the "
-            "scheduler host can enable them with the allow_local_targets setting "
-            "(FLEETCRON_ALLOW_LOCAL_TARGETS=true)",
-            field="kind",
-            value="local",
-            allowed="ssh (local targets are disabled)",
-        )
-
-
-def _restore_disabled(target: Target) -> list[str]:
-    """After a re-pair: disable again the jobs that were disabled here at the unpair."""
-    remembered = set(target.unpaired_disabled_jobs or ())
-    target.unpaired_disabled_jobs = None
-    kept: list[str] = []
-    for assignment in target.assignments:
-        # New assignments are not flushed yet: their job_id is still unset.
-        if assignment.job.id in remembered and assignment.enabled:
-            assignment.enabled = False
-            kept.append(assignment.job.name)
-    return sorted(kept)
-
-
-def _repin_wording(exc: FleetcronError) -> str:
-    """A host-key mismatch names re-pinning, the one way to accept a changed key."""
-    message = exc.message
-    if isinstance(exc, HostKeyMismatch):
-        message = message.split(" If the server's key was changed on purpose", 1)[0]
-        message += f" If the server was reinstalled on purpose, {REPIN_ADVICE}."
-    return message
-
-
-def _resolve_host_key(
-    app: App, target: Target, given: str | None, trust_on_first_use: bool
-) -> tuple[str, bool]:
-    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered.
-
-    A pinned key is never replaced here (neither by a given key nor by trust on first use):
-    that is :func:`repin_target`'s job, which shows both fingerprints first."""
-    if given:
-        given = normalize_key_line(given)
-        if target.host_key and target.host_key != given:
-            raise Conflict(
-                f"host key: target {target.name} has host key {fingerprint(target.host_key)} "
-                f"pinned; the given one is {fingerprint(given)}. Pairing never replaces a "
-                f"pinned key: to change it, {REPIN_ADVICE}",
-                field="host_key",
-            )
-        return given, False
-    if target.host_key:
-        return target.host_key, False
-    if not trust_on_first_use:
-        raise _no_host_key(target.name)
-    assert target.host and target.port
-    offered = _run(ssh.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s))
-    return offered, True
-
-
-def _verify(app: App, target: Target, host_key: str) -> None:
-    assert target.host and target.port and target.user and target.private_key_enc
-    endpoint = SshTarget(
-        name=target.name,
-        host=target.host,
-        port=target.port,
-        user=target.user,
-        private_key=app.master_key.decrypt(target.private_key_enc).reveal(),
-        host_key=host_key,
-    )
-    _run(ssh.verify_target(endpoint, app.settings.ssh_connect_timeout_s))
-
-
-def plan_repin(
-    app: App,
-    actor: Actor,
-    name: str,
-    *,
-    host_key: str | None = None,
-    trust_on_first_use: bool = False,
-) -> RepinPlan:
-    """The host key a re-pin would pin: the one given, or the one the server offers now.
-
-    Writes nothing; :func:`repin_target` checks and pins it once a human has compared the
-    fingerprints."""
-    actor.authorize("target.repin")
-    with app.db.read() as session:
-        target = get_target(session, name)
-    if target.kind != "ssh":
-        raise InvalidInput(
-            f"name: target {name} is local; only ssh targets have a host key",
-            field="name",
-            value=name,
-            allowed="an ssh target",
-        )
-    if bool(host_key) == bool(trust_on_first_use):
-        raise InvalidInput(
-            "host key: give the server's new host key, or trust the key it offers now "
-            "(trust on first use), not both",
-            field="host_key",
-            value=None,
-            allowed="an OpenSSH public key line, or trust on first use",
-        )
-    if host_key:
-        new_key = normalize_key_line(host_key)
-    else:
-        assert target.host and target.port
-        new_key = _run(
-            ssh.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s)
-        )
-    if new_key == target.host_key:
-        raise Conflict(
-            f"host key: target {name} already has host key {fingerprint(new_key)} pinned; "
-            "nothing to re-pin",
-            field="host_key",
-        )
-    return RepinPlan(
-        name, _fingerprint(target.host_key), new_key, fingerprint(new_key), not host_key
-    )
-
-
-def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
-    """Pin ``plan.new_key`` after checking that the server presents it and that the login
-    and the command channel work; audited with both fingerprints.
-
-    Refused when the pinned key is no longer the one the plan showed (someone else
-    re-pinned meanwhile). Pairing state and assignments do not change."""
-    note = AuditNote(
-        "target.repin",
-        target_name=plan.target_name,
-        detail={
-            "old_host_key": plan.old_fingerprint,
-            "new_host_key": plan.new_fingerprint,
-            "trust_on_first_use": plan.trusted_on_first_use,
-        },
-    )
-    try:
-        actor.authorize("target.repin")
-        with app.db.read() as session:
-            target = get_target(session, plan.target_name)
-            _ = target.private_key_enc
-        note.target_id = target.id
-        _verify(app, target, plan.new_key)
-    except FleetcronError as exc:
-        record_failure(app, actor, note, exc)
-        raise
-    with audited(app, actor, note) as session:
-        current = get_target(session, plan.target_name)
-        if _fingerprint(current.host_key) != plan.old_fingerprint:
-            raise Conflict(
-                f"host key: the pinned key of target {plan.target_name} changed to "
-                f"{_fingerprint(current.host_key)} meanwhile; start the re-pin again",
-                field="host_key",
-            )
-        current.host_key = plan.new_key
-        current.updated_at = app.now()
-    return current
 
 
 def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -> PauseResult:
@@ -764,7 +382,9 @@ def resume_target(app: App, actor: Actor, name: str) -> PauseResult:
                 }
             )
             for assignment in target.assignments:
-                assignment.next_fire_at = next_fire(assignment.job, now)
+                assignment.next_fire_at = next_fire(
+                    assignment.job, now, target=target, default_zone=app.settings.timezone
+                )
                 assignment.updated_at = now
             target.paused = False
             target.paused_reason = target.paused_at = target.paused_by = None
@@ -869,25 +489,3 @@ def remove_target(app: App, actor: Actor, name: str, *, with_jobs: bool = False)
         note.detail["removed_jobs"] = [job.name for job in jobs]
         session.delete(target)
     return RemoveResult(tuple(job.name for job in jobs))
-
-
-def _check_private_key(private_key: bytes) -> None:
-    """Refuse a key that cannot be used (encrypted with a passphrase, or not a key at all)."""
-    try:
-        asyncssh.import_private_key(private_key)
-    except (asyncssh.KeyImportError, ValueError) as exc:
-        raise InvalidInput(
-            f"private key: not a usable private key ({exc})",
-            field="private_key",
-            value="(file contents not shown)",
-            allowed="an unencrypted OpenSSH or PEM private key",
-        ) from None
-
-
-def _fingerprint(host_key: str | None) -> str | None:
-    return fingerprint(host_key) if host_key else None
-
-
-def _run(coro: Any) -> Any:
-    """Run one SSH step to completion from synchronous service code."""
-    return asyncio.run(coro)

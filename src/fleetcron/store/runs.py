@@ -44,7 +44,7 @@ from fleetcron.core.planning import (
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
-from fleetcron.cron import parse_cached
+from fleetcron.core.target_zones import assignment_schedule
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
@@ -155,6 +155,7 @@ _DISPATCH_COLUMNS = (
     Target.host_key,
     Target.paused.label("target_paused"),
     Target.paused_reason.label("target_paused_reason"),
+    Target.timezone.label("target_timezone"),
 )
 
 
@@ -237,7 +238,9 @@ class RunStore:
         next_fires: list[dict[str, Any]] = []
         for row in rows:
             planned = plan_assignment(
-                parse_cached(row.schedule, row.timezone),
+                assignment_schedule(
+                    row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
+                ),
                 AssignmentState(
                     row.next_fire_at, row.overlap, row.catchup, row.assignment_id in running
                 ),

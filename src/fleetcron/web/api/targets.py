@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from fleetcron.app import App
+from fleetcron.app import Actor, App
+from fleetcron.core.target_zones import TARGET_LOCAL
+from fleetcron.cron import parse
 from fleetcron.errors import Conflict
 from fleetcron.services import targets as svc
+from fleetcron.services.fleet import zone_spread
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import (
+    CronPreview,
     LabelsIn,
     PairIn,
     PairOut,
@@ -21,9 +26,12 @@ from fleetcron.web.schemas import (
     TargetIn,
     TargetOut,
     TargetPatch,
+    ZoneFires,
 )
 
 router = APIRouter(prefix="/targets", tags=["targets"])
+#: Fires per zone in a ``tz=target`` preview.
+ZONE_PREVIEW_FIRES = 3
 AppDep = Annotated[App, Depends(the_app)]
 
 
@@ -34,6 +42,31 @@ def _pair_out(result: svc.PairResult) -> PairOut:
         trusted_on_first_use=result.trusted_on_first_use,
         extended_jobs=list(result.extended_jobs),
         kept_disabled=list(result.kept_disabled),
+        timezone=result.timezone,
+        timezone_note=result.timezone_note,
+    )
+
+
+def target_local_preview(app: App, actor: Actor, expr: str, n: int) -> CronPreview:
+    """The schedule preview of a job in the ``target`` zone: its fires spread over the
+    zones of the paired targets (``/api/v1/cron/preview?tz=target``)."""
+    spread = zone_spread(app, actor, expr, max(n, ZONE_PREVIEW_FIRES))
+    schedule = parse(expr, app.settings.timezone)
+    merged = sorted(
+        (fire for zone in spread for fire in zone.fires), key=lambda f: f.astimezone(UTC)
+    )
+    return CronPreview(
+        normalized=schedule.normalized,
+        description=schedule.describe(),
+        timezone=TARGET_LOCAL,
+        extensions=list(schedule.extensions),
+        next=merged[:n],
+        zones=[
+            ZoneFires(
+                timezone=z.timezone, targets=z.targets, next=list(z.fires[:ZONE_PREVIEW_FIRES])
+            )
+            for z in spread
+        ],
     )
 
 
@@ -49,7 +82,8 @@ def add_target(
     body: TargetIn, app: AppDep, caller: Annotated[Caller, Depends(requires("target.add"))]
 ) -> PairOut:
     """Add a target and pair it (unless ``verify`` is false). A local target needs the
-    admin role and the ``allow_local_targets`` setting."""
+    admin role and the ``allow_local_targets`` setting. Pairing detects the server's time
+    zone unless ``timezone`` gives one (``timezone_note`` in the result says how)."""
     result = svc.add_target(
         app,
         caller.actor,
@@ -65,6 +99,7 @@ def add_target(
         notes=body.notes,
         verify=body.verify,
         allow_same_host=body.allow_same_host,
+        timezone=body.timezone,
     )
     return _pair_out(result)
 
@@ -100,6 +135,7 @@ def edit_target(
             trust_on_first_use=body.trust_on_first_use,
             labels=None if body.labels is None else [f"{k}={v}" for k, v in body.labels.items()],
             notes=body.notes,
+            timezone=body.timezone,
         ),
         verify=body.verify,
         allow_same_host=body.allow_same_host,

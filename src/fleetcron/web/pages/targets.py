@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
@@ -31,8 +32,10 @@ from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import target_runs
 from fleetcron.services import targets as svc
+from fleetcron.services.fleet import zone_of
+from fleetcron.services.pairing import PairResult
 from fleetcron.services.runs import RunFilter
-from fleetcron.store.schema import Target
+from fleetcron.store.schema import Assignment, Target
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -47,7 +50,13 @@ from fleetcron.web.pages.forms import (
     text,
     whole_number,
 )
-from fleetcron.web.pages.jobs import JobFields, describe, job_form_context, new_individual_job
+from fleetcron.web.pages.jobs import (
+    JobFields,
+    describe,
+    job_form_context,
+    new_individual_job,
+    zone_names,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -107,6 +116,7 @@ class TargetFields:
     notes: str = ""
     allow_same_host: bool = False
     no_verify: bool = False
+    timezone: str = ""
 
     @classmethod
     def posted(cls, form: FormData) -> TargetFields:
@@ -122,6 +132,7 @@ class TargetFields:
             notes=text(form, "notes").replace("\r\n", "\n"),
             allow_same_host=checked(form, "allow_same_host"),
             no_verify=checked(form, "no_verify"),
+            timezone=text(form, "timezone").strip(),
         )
 
     @classmethod
@@ -135,6 +146,7 @@ class TargetFields:
             user=target.user or "root",
             labels=", ".join(f"{k}={val}" for k, val in sorted(target.labels.items())),
             notes=target.notes,
+            timezone=target.timezone or "",
         )
 
 
@@ -174,6 +186,8 @@ def _target_form(
         notes_max=v.NOTES_MAX_CHARS,
         name_max=v.NAME_MAX_CHARS,
         default_port=svc.DEFAULT_SSH_PORT,
+        zones=zone_names(),
+        default_zone=the_app(request).settings.timezone,
     )
 
 
@@ -240,6 +254,7 @@ def add_target(
             labels=split_items(fields.labels),
             notes=fields.notes,
             allow_same_host=fields.allow_same_host,
+            timezone=fields.timezone or None,
         )
     except PermissionDenied:
         raise  # a 403 page (a local target asked for by an operator), not a form error
@@ -256,7 +271,18 @@ def add_target(
         message += "."
     if result.extended_jobs:
         message += f" {plural(len(result.extended_jobs), 'bulk job')} now cover it."
+    message += f" {_zone_sentence(result, app.settings.timezone)}"
     return redirect(_here(result.target.name), message)
+
+
+def _zone_sentence(result: PairResult, default_zone: str) -> str:
+    """What pairing found out about the target's time zone (never a failure)."""
+    if result.timezone:
+        return f"Time zone {result.timezone} ({result.timezone_note})."
+    return (
+        f"Time zone {result.timezone_note}: jobs in the target zone use the default, "
+        f"{default_zone}; set one with Edit."
+    )
 
 
 def _target_page(
@@ -296,8 +322,23 @@ def _target_page(
         pause_reason=pause_reason,
         pause_errors=pause_errors,
         pause_reason_max=svc.PAUSE_REASON_MAX,
+        default_zone=app.settings.timezone,
+        local_fires=_local_fires(assignments, target, app.settings.timezone),
         **job_form_context(app),
     )
+
+
+def _local_fires(
+    assignments: list[Assignment], target: Target, default_zone: str
+) -> dict[str, tuple[str, str]]:
+    """Each job's zone here and its next fire as wall time in that zone."""
+    out: dict[str, tuple[str, str]] = {}
+    for a in assignments:
+        zone = zone_of(a.job, target, default_zone)
+        when = a.next_fire_at
+        shown = when.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M %Z") if when else ""
+        out[a.job.name] = (zone, shown)
+    return out
 
 
 @router.get("/targets/{name}", response_class=HTMLResponse)
@@ -346,6 +387,11 @@ def edit_target(
             trust_on_first_use=not local and fields.trust_on_first_use,
             labels=split_items(fields.labels),
             notes=fields.notes,
+            # Only a changed field is the operator's zone (kept over detection); a form
+            # without the field keeps the zone.
+            timezone=fields.timezone
+            if "timezone" in form and fields.timezone != (target.timezone or "")
+            else None,
         )
         result = svc.edit_target(
             app,
@@ -396,6 +442,7 @@ def pair_target(
         message += f" {plural(len(result.extended_jobs), 'job')} now run here."
     if result.kept_disabled:
         message += f" Still disabled here, as before the unpair: {', '.join(result.kept_disabled)}."
+    message += f" {_zone_sentence(result, the_app(request).settings.timezone)}"
     return redirect(_here(name), message)
 
 
