@@ -10,6 +10,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, to_terminal
 from fleetcron.core.job_options import OPTIONS, JobOption
+from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services.jobs import JobSpec, JobView
@@ -21,7 +22,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 
 def _describe(view: JobView) -> str:
     try:
-        return parse(view.schedule, view.timezone).describe()
+        return parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except ValueError:
         return ""
 
@@ -179,9 +180,9 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     echo(f"{'when:':16}{_describe(view)}")
     print_table(
         f"targets ({view.enabled}/{view.total} enabled)",
-        ["target", "enabled", "next fire", "last fire"],
+        ["target", "enabled", "next fire", "zone", "last fire"],
         [
-            (a.target, "yes" if a.enabled else "no", a.next_fire_at, a.last_fire_at)
+            (a.target, "yes" if a.enabled else "no", a.next_fire_local, a.timezone, a.last_fire_at)
             for a in view.assignments
         ],
     )

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -44,6 +45,11 @@ class AssignmentView:
     enabled: bool
     next_fire_at: datetime | None
     last_fire_at: datetime | None
+    #: The zone the job fires in on this target (the target's own for a job in the
+    #: ``target`` zone; the default zone when the target has none), and the next fire as
+    #: that zone's wall time (ISO 8601 with its offset).
+    timezone: str = ""
+    next_fire_local: str | None = None
 
 
 @dataclass(frozen=True)
@@ -388,10 +394,16 @@ def show_job(app: App, actor: Actor, name: str) -> JobView:
     actor.authorize("job.read")
     with app.db.read() as session:
         job = get_job(session, name)
-        return _view(job, with_assignments=True)
+        return _view(job, with_assignments=True, default_zone=app.settings.timezone)
 
 
-def _view(job: Job, *, with_assignments: bool = False) -> JobView:
+def _assignment_view(a: Assignment, job: Job, default_zone: str) -> AssignmentView:
+    zone = effective_zone(job.timezone, a.target.timezone, default_zone)
+    local = a.next_fire_at.astimezone(ZoneInfo(zone)).isoformat() if a.next_fire_at else None
+    return AssignmentView(a.target.name, a.enabled, a.next_fire_at, a.last_fire_at, zone, local)
+
+
+def _view(job: Job, *, with_assignments: bool = False, default_zone: str = "UTC") -> JobView:
     assignments = sorted(job.assignments, key=lambda a: a.target.name)
     return JobView(
         id=job.id,
@@ -407,7 +419,7 @@ def _view(job: Job, *, with_assignments: bool = False) -> JobView:
         total=len(assignments),
         target=job.target.name if job.target is not None else None,
         assignments=[
-            AssignmentView(a.target.name, a.enabled, a.next_fire_at, a.last_fire_at)
+            _assignment_view(a, job, default_zone)
             for a in assignments
         ]
         if with_assignments

@@ -30,6 +30,9 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+TARGET_ZONE_HELP = "IANA time zone of the server (kept over the zone detected at pairing)"
+
+
 class TargetIn(Body):
     name: str = Name
     kind: Literal["ssh", "local"] = "ssh"
@@ -44,6 +47,9 @@ class TargetIn(Body):
     verify: bool = True
     allow_same_host: bool = Field(
         default=False, description="accept a second target on the same user@host:port"
+    )
+    timezone: str | None = Field(
+        default=None, max_length=64, description=TARGET_ZONE_HELP
     )
 
 
@@ -64,6 +70,9 @@ class TargetPatch(Body):
         description="false: save a changed connection unchecked; a paired target is unpaired",
     )
     allow_same_host: bool = False
+    timezone: str | None = Field(
+        default=None, max_length=64, description=f'{TARGET_ZONE_HELP}; "" clears it'
+    )
 
 
 class RepinIn(Body):
@@ -114,6 +123,8 @@ class TargetOut(BaseModel):
     paused_reason: str | None = None
     paused_at: datetime | None = None
     paused_by: str | None = None
+    timezone: str | None = Field(default=None, description="IANA zone; null: unknown")
+    timezone_source: str | None = Field(default=None, description="detected or operator")
     created_at: datetime
 
     @classmethod
@@ -136,6 +147,8 @@ class TargetOut(BaseModel):
             paused_reason=t.paused_reason,
             paused_at=t.paused_at,
             paused_by=t.paused_by,
+            timezone=t.timezone,
+            timezone_source=t.timezone_source,
             created_at=t.created_at,
         )
 
@@ -147,6 +160,10 @@ class PairOut(BaseModel):
     extended_jobs: list[str]
     kept_disabled: list[str] = Field(
         default_factory=list, description="jobs still disabled here, as before the unpair"
+    )
+    timezone: str | None = Field(default=None, description="the target's zone after pairing")
+    timezone_note: str = Field(
+        default="", description="how the zone was found, or why none was (not a failure)"
     )
 
 
@@ -439,9 +456,20 @@ class TokenCreated(BaseModel):
     token: str = Field(description="shown only once")
 
 
+class ZoneFires(BaseModel):
+    """A job in the ``target`` zone, in one zone in use: its targets and next fires."""
+
+    timezone: str
+    targets: int = Field(description="paired targets in this zone (no zone: the default)")
+    next: list[datetime]
+
+
 class CronPreview(BaseModel):
     normalized: str
     description: str
     timezone: str
     extensions: list[str]
     next: list[datetime]
+    zones: list[ZoneFires] = Field(
+        default_factory=list, description="tz=target: the spread over the zones in use"
+    )

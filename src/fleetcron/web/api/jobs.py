@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Response
 
 from fleetcron.app import App
+from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.services import jobs as svc
 from fleetcron.services import runs as runs_svc
@@ -20,7 +21,8 @@ AppDep = Annotated[App, Depends(the_app)]
 
 
 def job_out(view: JobView) -> JobOut:
-    return JobOut.of(view, parse(view.schedule, view.timezone).describe())
+    description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
+    return JobOut.of(view, description)
 
 
 @router.get("", response_model=list[JobOut])

@@ -11,11 +11,13 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel
 
 from fleetcron.app import App
+from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
 from fleetcron.services.runs import LiveSource, LiveView, RunFilter, RunStatus
+from fleetcron.web.api.targets import target_local_preview
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage
 
@@ -183,7 +185,11 @@ def cron_preview(
     tz: Annotated[str | None, Query(max_length=64)] = None,
     n: Annotated[int, Query(ge=1, le=50)] = 5,
 ) -> CronPreview:
-    """Validate an expression and show its next fire times (for live form validation)."""
+    """Validate an expression and show its next fire times (for live form validation).
+    ``tz=target`` (each target's own zone): ``next`` merges the fires over the zones of
+    the paired targets, and ``zones`` gives each zone's count of targets and its fires."""
+    if tz == TARGET_LOCAL:
+        return target_local_preview(app, caller.actor, expr, n)
     schedule = parse(expr, tz or app.settings.timezone)
     fires = []
     for when in schedule.iter_after(app.now()):

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
 from fleetcron.core.labels import parse_selector
+from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import job_fleet as fleet_svc
@@ -106,7 +107,7 @@ def job_page(
         targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
     slots = fleet_svc.job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
     try:
-        description = parse(view.schedule, view.timezone).describe()
+        description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except (InvalidInput, ValueError):
         description = "(schedule no longer valid)"
     return page(

@@ -19,13 +19,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
-from fleetcron.app import Actor, App
+from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import FORM_OPTIONS, JobOption
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
+from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
+from fleetcron.services import fleet as fleet_svc
 from fleetcron.services import job_fleet
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
@@ -191,6 +193,8 @@ def job_errors(error: FleetcronError) -> FieldErrors:
 def schedule_preview(app: App, schedule: str, timezone: str) -> Preview | None:
     if not schedule.strip():
         return None
+    if timezone == TARGET_LOCAL:
+        return target_local_preview(app, schedule)
     try:
         parsed = parse(schedule, timezone or app.settings.timezone)
     except InvalidInput as exc:
@@ -201,6 +205,21 @@ def schedule_preview(app: App, schedule: str, timezone: str) -> Preview | None:
         fires=tuple(fire_time(when) for when in fires),
         timezone=parsed.tz.key,
     )
+
+
+def target_local_preview(app: App, schedule: str) -> Preview:
+    """A job in the ``target`` zone: its next fire in each zone of the paired targets."""
+    try:
+        spread = fleet_svc.zone_spread(app, SYSTEM, schedule, 3)
+        description = parse(schedule, app.settings.timezone).describe()
+    except InvalidInput as exc:
+        return Preview(error=exc.message)
+    fires = tuple(
+        f"{z.timezone} ({plural(z.targets, 'target')}): "
+        + ", ".join(fire_time(when) for when in z.fires)
+        for z in spread
+    )
+    return Preview(description=description, fires=fires, timezone="each target's local time")
 
 
 def fire_time(value: datetime) -> str:
@@ -215,7 +234,7 @@ def zone_names() -> tuple[str, ...]:
 
 def describe(view: JobView) -> str:
     try:
-        return parse(view.schedule, view.timezone).describe()
+        return parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except InvalidInput:
         return "(schedule no longer valid)"
 
