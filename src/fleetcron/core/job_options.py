@@ -183,6 +183,17 @@ OPTIONS: tuple[JobOption, ...] = (
         high=v.MAX_JITTER_S,
     ),
     JobOption(
+        "spread_s",
+        "spread",
+        "int",
+        0,
+        "Spread a slot's starts over N seconds: each target keeps its own stable offset "
+        "(from the job and target ids); 0: off.",
+        label="Spread (s)",
+        low=0,
+        high=v.MAX_JITTER_S,
+    ),
+    JobOption(
         "retries",
         "retries",
         "int",
@@ -334,7 +345,21 @@ JobRule = Callable[[Mapping[str, Any]], None]
 
 #: The rules over several options, checked by :func:`check_job` when a job is added, edited
 #: or applied from a schedule file (after each option passed its own checks).
-JOB_RULES: tuple[JobRule, ...] = ()
+def _start_delay_bounded(values: Mapping[str, Any]) -> None:
+    """Spread and jitter add up (a start waits its spread offset, then its jitter): the
+    longest wait is their sum, which stays within the bound of either alone."""
+    jitter, spread = values.get("jitter_s") or 0, values.get("spread_s") or 0
+    if jitter + spread > v.MAX_JITTER_S:
+        raise InvalidInput(
+            f"spread: {spread} with jitter {jitter} could delay a start by {jitter + spread} s; "
+            f"spread and jitter together are at most {v.MAX_JITTER_S}",
+            field="spread",
+            value=spread,
+            allowed=f"0-{v.MAX_JITTER_S - jitter} with jitter {jitter}",
+        )
+
+
+JOB_RULES: tuple[JobRule, ...] = (_start_delay_bounded,)
 
 
 def check_job(values: Mapping[str, Any]) -> None:

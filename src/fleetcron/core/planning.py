@@ -278,6 +278,25 @@ def jitter_offset(job_id: int, target_id: int, jitter_s: int) -> float:
     return (int.from_bytes(digest, "big") % (jitter_s * 1000 + 1)) / 1000
 
 
+def spread_offset(job_id: int, target_id: int, spread_s: int) -> float:
+    """The stable offset of one target inside a job's spread window: in [0, spread_s)
+    seconds, in millisecond steps, from a hash of the job and target ids (not ``random``),
+    so a target keeps its place in the window from slot to slot and across restarts and
+    owners, and a fleet's targets fall evenly over the window. Another hash than
+    :func:`jitter_offset`'s, so the two offsets do not line up."""
+    if spread_s <= 0:
+        return 0.0
+    digest = hashlib.blake2b(f"spread:{job_id}:{target_id}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") % (spread_s * 1000)) / 1000
+
+
+def start_delay(job_id: int, target_id: int, *, jitter_s: int, spread_s: int) -> float:
+    """Seconds a scheduled start waits after its slot: the target's spread offset plus its
+    jitter, at most ``spread_s + jitter_s`` (which the job options bound together). The
+    run's claim deadline adds the wait to its timeout (``store.runs.start_wait``)."""
+    return spread_offset(job_id, target_id, spread_s) + jitter_offset(job_id, target_id, jitter_s)
+
+
 def retry_delay(attempt: int, backoff_s: int) -> float:
     """Exponential backoff: ``backoff_s`` after the first attempt, doubling after each."""
     return float(backoff_s * 2 ** max(attempt - 1, 0))

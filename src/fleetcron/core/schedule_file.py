@@ -316,6 +316,7 @@ class JobState:
     batch_pause: int = 0
     max_failures: str = ""
     canary: str = ""
+    spread: int = 0
 
 
 #: The fields a plan compares, in the order a diff shows them.

@@ -49,9 +49,9 @@ from fleetcron.core.planning import (
     SlotPolicy,
     TargetCleanup,
     assignments_held_for_cleanup,
-    jitter_offset,
     retry_delay,
     should_retry,
+    start_delay,
 )
 from fleetcron.executors.base import (
     EMPTY_OUTPUT,
@@ -500,7 +500,12 @@ class Scheduler:
         task.add_done_callback(forget)
 
     async def _execute(self, dispatch: Dispatch) -> None:
-        delay = jitter_offset(dispatch.job_id, dispatch.target_id, dispatch.jitter_s)
+        delay = start_delay(
+            dispatch.job_id,
+            dispatch.target_id,
+            jitter_s=dispatch.jitter_s,
+            spread_s=dispatch.spread_s,
+        )
         if delay:
             await asyncio.sleep(delay)
         log.info(

@@ -24,6 +24,7 @@ from fleetcron.core import validation as v
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.permissions import ROLE_RANK
+from fleetcron.core.planning import spread_offset
 from fleetcron.core.target_zones import effective_zone, validate_job_timezone
 from fleetcron.cron import parse
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
@@ -50,6 +51,9 @@ class AssignmentView:
     #: that zone's wall time (ISO 8601 with its offset).
     timezone: str = ""
     next_fire_local: str | None = None
+    #: Seconds after each slot at which this target starts: its place in the job's spread
+    #: window (``core.planning.spread_offset``; 0 without a spread), before any jitter.
+    spread_offset_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class JobView:
     overlap: str
     catchup: str
     jitter_s: int
+    spread_s: int
     retries: int
     retry_on: list[str]
     retry_backoff_s: int
@@ -105,6 +110,7 @@ class JobSpec:
     overlap: str = _DEFAULT["overlap"]
     catchup: str = _DEFAULT["catchup"]
     jitter_s: int = _DEFAULT["jitter_s"]
+    spread_s: int = _DEFAULT["spread_s"]
     retries: int = _DEFAULT["retries"]
     retry_on: Sequence[str] = _DEFAULT["retry_on"]
     retry_backoff_s: int = _DEFAULT["retry_backoff_s"]
@@ -400,7 +406,10 @@ def show_job(app: App, actor: Actor, name: str) -> JobView:
 def _assignment_view(a: Assignment, job: Job, default_zone: str) -> AssignmentView:
     zone = effective_zone(job.timezone, a.target.timezone, default_zone)
     local = a.next_fire_at.astimezone(ZoneInfo(zone)).isoformat() if a.next_fire_at else None
-    return AssignmentView(a.target.name, a.enabled, a.next_fire_at, a.last_fire_at, zone, local)
+    offset = spread_offset(job.id, a.target_id, job.spread_s)
+    return AssignmentView(
+        a.target.name, a.enabled, a.next_fire_at, a.last_fire_at, zone, local, offset
+    )
 
 
 def _view(job: Job, *, with_assignments: bool = False, default_zone: str = "UTC") -> JobView:

@@ -41,6 +41,7 @@ from fleetcron.core.planning import (
     SlotPolicy,
     live_old_claims,
     plan_assignment,
+    start_delay,
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
@@ -93,6 +94,8 @@ class Dispatch:
     trigger: str = "schedule"
     attempt: int = 1
     jitter_s: int = 0
+    #: The job's spread window (0 unless a scheduled start, like ``jitter_s``).
+    spread_s: int = 0
     retries: int = 0
     retry_on: tuple[str, ...] = ()
     retry_backoff_s: int = 30
@@ -138,6 +141,7 @@ _DISPATCH_COLUMNS = (
     Job.overlap,
     Job.catchup,
     Job.jitter_s,
+    Job.spread_s,
     Job.retries,
     Job.retry_on,
     Job.retry_backoff_s,
@@ -305,7 +309,9 @@ class RunStore:
         (:func:`~fleetcron.core.ownership.claim_deadline`) on the claim clock's reading."""
         set_status(run, RunStatus.RUNNING)
         run.started_at = now
-        run.deadline_at = claim_deadline(stamp.at, row.timeout_s, self.margin)
+        run.deadline_at = claim_deadline(
+            stamp.at, row.timeout_s + start_wait(row, run.trigger), self.margin
+        )
 
     def _stamp(self, session: Session, now: datetime) -> _Stamp:
         """The claim clock's reading for this transaction's deadlines, and this machine's
@@ -613,6 +619,16 @@ class _Stamp:
     monotonic: float
 
 
+def start_wait(row: Row[Any], trigger: str) -> float:
+    """Seconds a started run waits before its executor is called: a scheduled start's spread
+    offset plus its jitter (:func:`~fleetcron.core.planning.start_delay`), 0 for any other
+    trigger. Its claim deadline adds the wait to the timeout, so the wait never eats into the
+    run's own time and the claim lives as long as the command may."""
+    if trigger != "schedule":
+        return 0.0
+    return start_delay(row.job_id, row.target_id, jitter_s=row.jitter_s, spread_s=row.spread_s)
+
+
 def _dispatch_from(row: Row[Any], run: Run, stamp: _Stamp) -> Dispatch:
     """The dispatch of a flushed run (its id is known)."""
     return Dispatch(
@@ -623,6 +639,7 @@ def _dispatch_from(row: Row[Any], run: Run, stamp: _Stamp) -> Dispatch:
         command=row.command,
         timeout_s=row.timeout_s,
         jitter_s=row.jitter_s if run.trigger == "schedule" else 0,
+        spread_s=row.spread_s if run.trigger == "schedule" else 0,
         retries=row.retries,
         retry_on=tuple(row.retry_on or ()),
         retry_backoff_s=row.retry_backoff_s,

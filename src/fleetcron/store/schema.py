@@ -150,6 +150,8 @@ class Job(Base):
     overlap: Mapped[str] = mapped_column(String(8), default="allow")
     catchup: Mapped[str] = mapped_column(String(8), default="none")
     jitter_s: Mapped[int] = mapped_column(Integer, default=0)
+    #: The window over which a slot's starts are spread, each target at its own offset.
+    spread_s: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     retries: Mapped[int] = mapped_column(Integer, default=0)
     retry_on: Mapped[list[str]] = mapped_column(JSON, default=list)
     retry_backoff_s: Mapped[int] = mapped_column(Integer, default=30)

@@ -252,6 +252,9 @@ class AssignmentOut(BaseModel):
     enabled: bool
     next_fire_at: datetime | None
     last_fire_at: datetime | None
+    spread_offset_s: float = Field(
+        default=0.0, description="seconds after each slot this target starts (the job's spread)"
+    )
 
 
 def _shown_field(option: JobOption) -> tuple[Any, Any]:
@@ -360,9 +363,13 @@ class RunOut(BaseModel):
 
 
 class RunPage(BaseModel):
-    total: int
+    total: int = Field(description="runs matching, counted up to 10,000")
+    total_capped: bool = Field(default=False, description="more than 10,000 runs match")
     limit: int
     offset: int
+    next_cursor: str | None = Field(
+        default=None, description="pass as cursor for the next (older) page; null on the last"
+    )
     items: list[RunOut]
 
 
