@@ -48,8 +48,8 @@ def test_status_round_trips_as_the_enum_and_is_stored_as_text(app: App) -> None:
 
 
 def test_an_unknown_status_is_refused_naming_the_column(app: App) -> None:
-    refused = r"runs\.status: 'cancelled' is not one of queued, running, succeeded"
+    refused = r"runs\.status: 'exploded' is not one of queued, pending, running, succeeded"
     with pytest.raises(StatementError, match=refused), app.db.session() as session:
-        session.add(_run("cancelled"))
+        session.add(_run("exploded"))
     with app.db.session() as session:
         assert session.scalars(select(Run)).all() == []
