@@ -10,7 +10,8 @@ the retention age (``retention_days``, 90 by default): a quarter of the rows, 25
 about what a ``* * * * *`` bulk job on 5,000 targets adds in an hour (7.2 M a day, 300,000
 an hour; the retention round runs once an hour). Rows are inserted in bulk.
 
-Each page or call is requested ``--requests`` times (after one warm-up request) through
+Each page or call is requested ``--requests`` times (after one warm-up request; only
+three times when the warm-up took over 3 s, far over the 300 ms goal) through
 the real FastAPI application in this process (Starlette's test client, an admin's API
 token), so the time is the server's: routing, authentication, the queries, rendering;
 no network. Reported: p50 and p95 of those times, the response size, the SQL statements
@@ -51,6 +52,8 @@ from fleetcron.store.schema import Assignment, Job, Run, Target
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BATCH = 20_000
+SLOW_S = 3.0
+SLOW_REQUESTS = 3
 
 PAGES = [
     ("targets page", "/targets"),
@@ -212,9 +215,12 @@ def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
     out = []
     for name, path in PAGES:
         with counting(app) as statements:
+            t0 = time.perf_counter()
             first = client.get(path, headers=headers)
+            warm_up = time.perf_counter() - t0
         times = []
-        for _ in range(requests):
+        # A page far over the goal gets fewer requests (its p95 is then their maximum).
+        for _ in range(requests if warm_up < SLOW_S else SLOW_REQUESTS):
             t0 = time.perf_counter()
             response = client.get(path, headers=headers)
             times.append(time.perf_counter() - t0)
@@ -227,12 +233,13 @@ def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
                 "statements": len(statements),
                 "p50_ms": percentile(times, 50) * 1000,
                 "p95_ms": percentile(times, 95) * 1000,
+                "requests": len(times),
             }
         )
         print(
             f"    {name:28} {path:32} {first.status_code} p50 {out[-1]['p50_ms']:8.1f} ms, "
             f"p95 {out[-1]['p95_ms']:8.1f} ms, {len(statements)} statements, "
-            f"{len(response.content):,} bytes",
+            f"{len(response.content):,} bytes, {len(times)} requests",
             flush=True,
         )
     client.close()
@@ -320,6 +327,7 @@ def main() -> None:
                         f"{r['p95_ms']:.0f}",
                         str(r["statements"]),
                         f"{r['bytes'] / 1024:.0f}",
+                        str(r["requests"]),
                     ]
                 )
             each = per_target_reads(app, 10)
@@ -354,6 +362,7 @@ def main() -> None:
                 "p95 ms",
                 "SQL statements",
                 "KB",
+                "requests",
             ],
             rows,
             right=3,
