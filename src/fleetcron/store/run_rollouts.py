@@ -202,14 +202,16 @@ def _advance_slot(
         )
     )
     old = store.guard.old_claims(session, verdict, list(dispatch_rows))
-    runs = {
-        run.assignment_id: run
-        for run in session.scalars(
-            select(Run).where(Run.id.in_([pending[aid] for aid in plan.start]))
-        )
-    }
+    # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
+    query = select(Run).where(
+        Run.id.in_([pending[aid] for aid in plan.start]), Run.status == RunStatus.PENDING
+    )
+    if store.db.dialect == "postgresql":
+        query = query.with_for_update()
+    runs = {run.assignment_id: run for run in session.scalars(query)}
     for aid in plan.start:
-        run = runs[aid]
+        if (run := runs.get(aid)) is None:
+            continue
         row = dispatch_rows.get(aid)
         if row is None:
             _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)

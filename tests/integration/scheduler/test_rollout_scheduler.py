@@ -25,7 +25,7 @@ from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, runs, targets
 from fleetcron.services.alerting import evaluate_alerts
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.notify_admin import add_channel, add_rule
@@ -404,3 +404,21 @@ async def test_a_target_paused_or_disabled_before_its_turn_is_skipped_as_such(
     rows = {r.target_name: r for r in slot_rows(app)}
     assert (rows["box1"].status, rows["box1"].skip_kind) == ("skipped", SkipKind.DISABLED)
     assert (rows["box2"].status, rows["box2"].skip_kind) == ("skipped", SkipKind.TARGET_PAUSED)
+
+
+async def test_a_pending_row_an_operator_stops_is_cancelled_and_the_rollout_goes_on(
+    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+) -> None:
+    add_fleet(app, NAMES[:3])
+    add_rollout_job(app, operator, batch="1", max_failures="1")
+    clock.advance(seconds=31)
+    await step(fake_scheduler)  # box0 runs; box1 and box2 wait
+    box1 = next(r for r in slot_rows(app) if r.target_name == "box1")
+    assert box1.status == RunStatus.PENDING
+    stopped = runs.stop_run(app, operator, box1.id)
+    assert stopped.status == RunStatus.CANCELLED
+    for _ in range(3):
+        await step(fake_scheduler)
+
+    assert executed(fake) == Counter({"box0": 1, "box2": 1})
+    assert statuses(app) == {"box0": "succeeded", "box1": "cancelled", "box2": "succeeded"}
