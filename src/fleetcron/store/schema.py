@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -204,6 +205,14 @@ class Assignment(Base):
     target: Mapped[Target] = relationship(back_populates="assignments")
 
 
+#: The output text a runs search looks in, as one expression: the trigram index of
+#: migration 0017 is on exactly this, and :func:`fleetcron.services.run_search` filters by it.
+SEARCH_TEXT_SQL = (
+    "(stdout_head || ' ' || stdout_tail || ' ' || stderr_head || ' ' || stderr_tail"
+    " || ' ' || coalesce(error, ''))"
+)
+
+
 class Run(Base):
     """One execution, or one slot that did not execute and why.
 
@@ -222,6 +231,16 @@ class Run(Base):
         Index("ix_runs_finished", "finished_at"),
         # A job's slots: the newest slot times, and each slot's runs counted by status.
         Index("ix_runs_job_slot", "job_id", "scheduled_for", "status"),
+        # The runs list's filters, each in the order a page is read (migration 0017).
+        Index("ix_runs_job_name_slot", "job_name", "scheduled_for", "id"),
+        Index("ix_runs_target_name_slot", "target_name", "scheduled_for", "id"),
+        Index("ix_runs_status_slot", "status", "scheduled_for", "id"),
+        # PostgreSQL: trigram search in the output (migration 0017; only where pg_trgm is).
+        Index(
+            "ix_runs_search_trgm",
+            text(SEARCH_TEXT_SQL + " gin_trgm_ops"),
+            postgresql_using="gin",
+        ).ddl_if(dialect="postgresql"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)

@@ -363,9 +363,13 @@ class RunOut(BaseModel):
 
 
 class RunPage(BaseModel):
-    total: int
+    total: int = Field(description="runs matching, counted up to 10,000")
+    total_capped: bool = Field(default=False, description="more than 10,000 runs match")
     limit: int
     offset: int
+    next_cursor: str | None = Field(
+        default=None, description="pass as cursor for the next (older) page; null on the last"
+    )
     items: list[RunOut]
 
 

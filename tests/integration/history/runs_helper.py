@@ -6,21 +6,39 @@ from collections.abc import Sequence
 
 from fixtures.app import FakeClock
 from fleetcron.app import App
-from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
+from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, OutputExcerpt
 from fleetcron.store.runs import RunStore
 
 
-def fire_minutes(app: App, clock: FakeClock, outcomes: Sequence[Sequence[tuple[str, int]]]) -> None:
+def output(text: str) -> OutputExcerpt:
+    if not text:
+        return EMPTY_OUTPUT
+    return OutputExcerpt(head=text, tail="", total_bytes=len(text.encode()), truncated=False)
+
+
+def fire_minutes(
+    app: App,
+    clock: FakeClock,
+    outcomes: Sequence[Sequence[tuple[str, int]]],
+    *,
+    stdout: Sequence[Sequence[str]] = (),
+    stderr: Sequence[Sequence[str]] = (),
+) -> None:
     """For each minute: claim what is due, then finish its runs in target-name order with
-    the given (status, duration_ms) per run (jobs on ``* * * * *``)."""
+    the given (status, duration_ms) per run (jobs on ``* * * * *``), and the given output
+    (by minute, then run)."""
     store = RunStore(app.db, node="test", clock=clock)
-    for minute in outcomes:
+    for index, minute in enumerate(outcomes):
         clock.advance(minutes=1)
         claimed = store.claim_due(clock.now)
         dispatches = sorted(claimed.dispatches, key=lambda d: d.target_name)
         assert len(dispatches) == len(minute), (len(dispatches), len(minute))
         results = []
-        for dispatch, (status, duration) in zip(dispatches, minute, strict=True):
+        for place, (dispatch, (status, duration)) in enumerate(
+            zip(dispatches, minute, strict=True)
+        ):
+            out = stdout[index][place] if index < len(stdout) else ""
+            err = stderr[index][place] if index < len(stderr) else ""
             exit_code = 0 if status == "succeeded" else 1 if status == "failed" else None
             results.append(
                 (
@@ -28,8 +46,8 @@ def fire_minutes(app: App, clock: FakeClock, outcomes: Sequence[Sequence[tuple[s
                     ExecResult(
                         status,  # type: ignore[arg-type]
                         exit_code,
-                        EMPTY_OUTPUT,
-                        EMPTY_OUTPUT,
+                        output(out),
+                        output(err),
                         clock.now,
                         clock.now,
                         duration,

@@ -16,6 +16,7 @@ from fleetcron.cron import parse
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
+from fleetcron.services.run_search import search_runs
 from fleetcron.services.runs import LiveSource, LiveView, RunFilter, RunStatus
 from fleetcron.web.api.targets import target_local_preview
 from fleetcron.web.deps import Caller, requires, the_app
@@ -49,12 +50,20 @@ def list_runs(
     q: Text = None,
     limit: Limit = 50,
     offset: Offset = 0,
+    cursor: Text = None,
 ) -> RunPage:
     f = RunFilter(
         job=job, target=target, status=status, since=as_utc(since), until=as_utc(until), grep=q
     )
-    rows, total = svc.list_runs(app, caller.actor, f, limit=limit, offset=offset)
-    return RunPage(total=total, limit=limit, offset=offset, items=[RunOut.of(r) for r in rows])
+    found = search_runs(app, caller.actor, f, limit=limit, offset=offset, cursor=cursor)
+    return RunPage(
+        total=found.matched,
+        total_capped=found.more,
+        limit=limit,
+        offset=offset,
+        next_cursor=found.next_cursor,
+        items=[RunOut.of(r) for r in found.runs],
+    )
 
 
 @router.get("/runs/{run_id}", response_model=RunOut)

@@ -4,8 +4,9 @@ the Upcoming page; and the functions the job page's history partials call (``job
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
@@ -15,6 +16,7 @@ from fleetcron.core.versions import FieldChange
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services import history as history_svc
 from fleetcron.services import job_versions as versions_svc
+from fleetcron.services.run_search import SearchPage
 from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, redirect, text, whole_number
@@ -196,3 +198,40 @@ def upcoming_page(
         target=target,
         max_hours=MAX_HOURS,
     )
+
+
+@dataclass(frozen=True)
+class KeysetPager:
+    """The runs list's place and links when pages are read by key: "Older" continues after
+    the last run shown (its cursor), "Newer" goes back to the newest page."""
+
+    query: dict[str, str]
+    before: int  # runs on the pages before this one
+    shown: int
+    found: SearchPage | None
+
+    @property
+    def first(self) -> int:
+        return self.before + 1 if self.shown else 0
+
+    @property
+    def last(self) -> int:
+        return self.before + self.shown
+
+    @property
+    def total(self) -> int | str:
+        if self.found is None:
+            return 0
+        return f"more than {self.found.matched:,}" if self.found.more else self.found.matched
+
+    @property
+    def previous(self) -> str | None:
+        return "?" + urlencode(self.query) if self.before else None
+
+    @property
+    def next(self) -> str | None:
+        if self.found is None or self.found.next_cursor is None:
+            return None
+        return "?" + urlencode(
+            {**self.query, "cursor": self.found.next_cursor, "before": self.last}
+        )

@@ -17,11 +17,13 @@ from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
 from fleetcron.services import targets as targets_svc
 from fleetcron.services.audit import AuditFilter
+from fleetcron.services.run_search import search_runs
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.api.runs import live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, local_time, page, redirect
+from fleetcron.web.pages.history import KeysetPager
 
 router = APIRouter(include_in_schema=False)
 
@@ -102,12 +104,14 @@ def list_runs(
     until: Text = "",
     q: Text = "",
     offset: Offset = 0,
+    cursor: Text = "",
+    before: Offset = 0,
 ) -> HTMLResponse:
     app = the_app(request)
     query = _filter_query(target=target, job=job, status=status, since=since, until=until, q=q)
     error = ""
     rows: list[Run] = []
-    total = 0
+    found = None
     try:
         f = RunFilter(
             job=job or None,
@@ -117,8 +121,10 @@ def list_runs(
             until=local_time(request, until, field="until"),
             grep=q or None,
         )
-        found, total = svc.list_runs(app, caller.actor, f, limit=PAGE_SIZE, offset=offset)
-        rows = list(found)
+        found = search_runs(
+            app, caller.actor, f, limit=PAGE_SIZE, cursor=cursor or None, offset=offset
+        )
+        rows = list(found.runs)
     except InvalidInput as exc:
         error = exc.message
     return page(
@@ -126,7 +132,7 @@ def list_runs(
         "runs.html",
         status_code=422 if error else 200,
         runs=rows,
-        pager=Pager(offset, len(rows), total, query),
+        pager=KeysetPager(query, offset + before, len(rows), found),
         filters=dict(target=target, job=job, status=status, since=since, until=until, q=q),
         filtered=bool(query),
         error=error,
