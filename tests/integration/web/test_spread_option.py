@@ -169,6 +169,11 @@ def test_the_cli_sets_shows_and_refuses_a_spread(app: App, fleet: None) -> None:
     view = json.loads(shown.stdout)
     assert view["spread_s"] == 900
     assert offsets_of(view) == expected_offsets(app)
+    table = cli(app, "job", "show", "reload")
+    assert table.returncode == 0, table.stderr
+    assert "spread_s:       900" in table.stdout and "starts after (s)" in table.stdout
+    for name, offset in expected_offsets(app).items():
+        assert re.search(rf"{name} .* {offset:.3f}", table.stdout), (name, offset)
 
     refused = cli(app, "job", "edit", "reload", "--spread", "3601")
     assert refused.returncode == 2
