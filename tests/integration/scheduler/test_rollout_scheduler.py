@@ -422,3 +422,22 @@ async def test_a_pending_row_an_operator_stops_is_cancelled_and_the_rollout_goes
 
     assert executed(fake) == Counter({"box0": 1, "box2": 1})
     assert statuses(app) == {"box0": "succeeded", "box1": "cancelled", "box2": "succeeded"}
+
+
+async def test_rows_of_a_removed_job_or_an_unpaired_target_are_skipped_as_removed(
+    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+) -> None:
+    add_fleet(app, NAMES[:3])
+    add_rollout_job(app, operator, batch="1")
+    clock.advance(seconds=31)
+    await step(fake_scheduler)  # box0 runs
+    targets.unpair_target(app, Actor("admin", "admin"), "box1")
+    await step(fake_scheduler)  # box1's turn: its assignment is gone
+    jobs.remove_job(app, operator, "reload")
+    await step(fake_scheduler)
+
+    assert executed(fake) == Counter({"box0": 1})
+    rows = {r.target_name: r for r in slot_rows(app)}
+    for name in ("box1", "box2"):
+        assert (rows[name].status, rows[name].skip_kind) == ("skipped", SkipKind.REMOVED)
+    assert rows["box0"].status == RunStatus.SUCCEEDED
