@@ -31,6 +31,10 @@ Designs, each run in its own process so peak memory is its own, one after the ot
   ``run_command`` then ``join``. (It does not check host keys.)
 * ``asyncssh-64-hs16`` (not run by default): ``asyncssh-64`` with at most 16 handshakes
   at a time, as fleetcron's executor does.
+* ``fleetcron-followed`` (not run by default): ``fleetcron`` with a follower of every run
+  in flight, as a run page open on each: once a second, on a thread of its own (as the web
+  app's request threads), ``services.runs.follow_output`` of each live run from its last
+  offset (a read of the run row and of the run's live buffer). Its polls are counted.
 
 ``--breakdown`` also decomposes a reuse round: ``echo hi`` over 200 already-open
 connections, adding fleetcron's pieces one at a time (its ``FLEETCRON_*`` variables sent as
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -86,7 +91,7 @@ def check(outputs: list[tuple[int | None, str]], command: str) -> None:
 # -- the designs, each run in a child process -------------------------------------------
 
 
-def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
+def run_fleetcron(spec: dict[str, Any], command: str, followed: bool = False) -> dict[str, Any]:
     from datetime import UTC, datetime, timedelta
 
     from sqlalchemy import insert, select
@@ -102,6 +107,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
     from fleetcron.app import SYSTEM
     from fleetcron.scheduler.service import Scheduler
     from fleetcron.services import jobs
+    from fleetcron.services import runs as runs_svc
     from fleetcron.store.schema import Run, Target
 
     quiet_production_logging()
@@ -154,9 +160,32 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
             raise SystemExit(f"{len(rows)} runs recorded")
         return elapsed, u0, u1, db_cpu
 
+    polls = 0
+
+    async def follow(scheduler: Scheduler, stop: asyncio.Event) -> None:
+        """A run page open on every run in flight: one poll of each per second."""
+        nonlocal polls
+        offsets: dict[int, int] = {}
+
+        def poll_all() -> None:
+            nonlocal polls
+            for run_id in list(scheduler.running):
+                view = runs_svc.follow_output(
+                    app, SYSTEM, run_id, offsets.get(run_id, 0), live=scheduler.live
+                )
+                offsets[run_id] = view.offset
+                polls += 1
+
+        while not stop.is_set():
+            await asyncio.to_thread(poll_all)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
     async def main() -> dict[str, Any]:
         scheduler: Scheduler = production_scheduler(app)
         await scheduler.start()
+        stop = asyncio.Event()
+        follower = asyncio.create_task(follow(scheduler, stop)) if followed else None
         assert scheduler.maintenance is not None
         await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
         before = rss_mb()
@@ -164,7 +193,11 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
         opened = scheduler.ssh.connections_opened  # type: ignore[union-attr]
         second, v0, v1, second_db = await fire(scheduler, minute + timedelta(minutes=1))
         reopened = scheduler.ssh.connections_opened - opened  # type: ignore[union-attr]
+        stop.set()
+        if follower is not None:
+            await follower
         await scheduler.shutdown()
+        note = f"{opened} connections, {reopened} more on reuse"
         return {
             "first_s": first,
             "first_cpu_s": u1.cpu_s - u0.cpu_s,
@@ -174,7 +207,7 @@ def run_fleetcron(spec: dict[str, Any], command: str) -> dict[str, Any]:
             "second_cpu_s": v1.cpu_s - v0.cpu_s,
             "second_loop_cpu_s": v1.thread_s - v0.thread_s,
             "second_db_cpu_s": second_db,
-            "note": f"{opened} connections, {reopened} more on reuse",
+            "note": note + (f"; {polls} follower polls" if followed else ""),
             "rss_before_mb": before,
         }
 
@@ -397,6 +430,8 @@ def child(design: str, command: str, spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     if design == "fleetcron":
         result = run_fleetcron(spec, command)
+    elif design == "fleetcron-followed":
+        result = run_fleetcron(spec, command, followed=True)
     elif design.startswith("paramiko-"):
         result = run_paramiko(spec, command, int(design.split("-")[1]))
     elif design == "asyncssh-64":

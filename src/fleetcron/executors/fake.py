@@ -32,7 +32,7 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
-from fleetcron.executors.output import BoundedOutput
+from fleetcron.executors.output import STOPPED, BoundedOutput, StopRequested, unless_stopped
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,18 @@ class FakeExecutor:
         limit = request.timeout_s
         if request.watchdog_s is not None:
             limit = min(limit, request.watchdog_s)
-        if outcome.duration_s > limit:
-            await asyncio.sleep(limit)
+        if request.live is not None:  # followers see the output at once
+            request.live.feed(outcome.stdout.encode() + outcome.stderr.encode())
+        timed_out = outcome.duration_s > limit
+        try:
+            await unless_stopped(
+                asyncio.sleep(limit if timed_out else outcome.duration_s), request.live
+            )
+        except StopRequested:
+            return self._result("failed", None, outcome, request, started_at, t0, STOPPED)
+        if timed_out:
             error = timeout_error(request.timeout_s, limit, "simulated run stopped")
             return self._result("timed_out", None, outcome, request, started_at, t0, error)
-        await asyncio.sleep(outcome.duration_s)
         status: Status = "succeeded" if outcome.exit_code == 0 else "failed"
         return self._result(status, outcome.exit_code, outcome, request, started_at, t0, None)
 

@@ -19,6 +19,7 @@ from fixtures.app import FakeClock
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, PermissionDenied
+from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
@@ -218,3 +219,20 @@ async def test_a_run_on_an_ssh_target_is_followed_and_stopped_with_nothing_left_
     run = the_run(app, run_id)
     assert (run.status, run.stop_requested_by) == ("cancelled", "olivia")
     assert (run.stdout_head, run.stderr_head) == ("remote one\n", "remote two\n")
+
+
+async def test_the_fake_executor_streams_and_stops_like_the_real_ones(
+    app: App, operator: Actor, local: str, fake_scheduler: Scheduler, fake: FakeExecutor
+) -> None:
+    add(app, operator, "simulated", "simulated long job")
+    fake.script = {"simulated long job": FakeOutcome(duration_s=600, stdout="pretend\n")}
+    run_id = await started(app, operator, fake_scheduler, "simulated")
+
+    view = runs.follow_output(app, operator, run_id, 0, live=fake_scheduler.live)
+    runs.stop_run(app, operator, run_id, local_stop=fake_scheduler.stop)
+    await asyncio.wait_for(fake_scheduler.idle(), 10)
+
+    assert (view.source, view.text) == ("live", "pretend\n")
+    assert (the_run(app, run_id).status, the_run(app, run_id).stop_requested_by) == (
+        "cancelled", "olivia"
+    )  # fmt: skip
