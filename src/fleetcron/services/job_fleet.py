@@ -272,6 +272,8 @@ class JobHeader:
     command: str
     notes: str
     selector: str
+    #: The job's spread window (each target starts at its own offset in it); 0: none.
+    spread_s: int = 0
 
 
 def job_header(app: App, actor: Actor, name: str) -> JobHeader:
@@ -288,6 +290,7 @@ def job_header(app: App, actor: Actor, name: str) -> JobHeader:
             command=job.command,
             notes=job.notes,
             selector=format_selector(job.selector or {}),
+            spread_s=job.spread_s,
         )
 
 

@@ -219,7 +219,7 @@ def input_value(page: str, name: str) -> str:
     return found.group(1)
 
 
-def test_the_job_form_sets_and_edits_the_spread_and_the_list_shows_it(
+def test_the_job_form_sets_and_edits_the_spread_and_the_list_and_job_page_show_it(
     app: App, fleet: None
 ) -> None:
     with new_client(app) as browser:
@@ -236,6 +236,8 @@ def test_the_job_form_sets_and_edits_the_spread_and_the_list_shows_it(
         assert input_value(browser.get("/jobs/reload/edit").text, "spread") == "120"
         listed = browser.get("/jobs").text
         assert 'data-spread="120"' in listed and "starts spread over 120 s" in listed
+        job_page = browser.get("/jobs/reload").text
+        assert 'data-spread="120"' in job_page and "starts over 120 s" in job_page
 
         refused = browser.post(
             "/jobs/reload/edit",
