@@ -49,9 +49,9 @@ def refire_assignments(
     count = 0
     for assignment in assignments:
         the_job = job if job is not None else assignment.job
-        assignment.next_fire_at = next_fire(
-            the_job, now, target=assignment.target, default_zone=default_zone
-        )
+        # Only a job in the target zone needs the target (not loaded otherwise).
+        target = assignment.target if the_job.timezone == TARGET_LOCAL else None
+        assignment.next_fire_at = next_fire(the_job, now, target=target, default_zone=default_zone)
         assignment.updated_at = now
         count += 1
     return count

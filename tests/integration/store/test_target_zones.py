@@ -18,11 +18,13 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import Actor, App
+from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.target_zones import DETECT_COMMAND, parse_detected_zone
 from fleetcron.errors import InvalidInput
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services import jobs, targets
 from fleetcron.services.jobs import JobSpec
+from fleetcron.services.schedule_file import apply_schedule, export_schedule, list_schedule
 from fleetcron.services.targets import TargetChanges
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Assignment, AuditEvent, Run, Target
@@ -311,3 +313,28 @@ def test_resuming_a_paused_target_continues_in_its_own_zone(
 
     # 2026-03-29 12:00 UTC is 21:00 in Tokyo: next is 02:00 JST on the 30th.
     assert next_fires(app, "nightly") == {"tokyo": datetime(2026, 3, 29, 17, 0, tzinfo=UTC)}
+
+
+@pytest.mark.usefixtures("three_zones")
+def test_a_schedule_file_declares_a_target_zone_job_and_exports_it_back(
+    app: App, admin: Actor, clock: FakeClock
+) -> None:
+    clock.now = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+    text = (
+        "version: 1\n"
+        "jobs:\n"
+        "  - name: nightly\n"
+        "    bulk: true\n"
+        '    schedule: "0 2 * * *"\n'
+        "    timezone: target\n"
+        "    command: echo local\n"
+    )
+
+    apply_schedule(app, admin, text)
+
+    assert next_fires(app, "nightly")["tokyo"] == datetime(2026, 3, 28, 17, 0, tzinfo=UTC)
+    assert "timezone: target" in export_schedule(app, admin)
+    listed = {e.target: e.timezone for e in list_schedule(app, admin) if e.job == "nightly"}
+    assert listed == {**ZONES, "nozone": "UTC"}
+    with pytest.raises(ScheduleFileError, match="timezone"):
+        apply_schedule(app, admin, text.replace("timezone: target", "timezone: targets"))
