@@ -34,8 +34,8 @@ def test_a_rollout_that_reaches_its_threshold_shows_the_rest_skipped_with_the_re
     page.goto(server.at("/jobs/new"))
     page.get_by_label("Name", exact=True).fill(JOB)
     page.get_by_label("Schedule").fill("0 0 1 1 *")
-    # Fails on bravo only; the targets go one at a time, alphabetically.
-    page.get_by_label("Command").fill('test "$FLEETCRON_TARGET" != bravo')
+    # Fails on bravo only; the targets go one at a time, alphabetically, a second each.
+    page.get_by_label("Command").fill('sleep 1; test "$FLEETCRON_TARGET" != bravo')
     page.get_by_label("Batch", exact=True).fill("1")
     page.get_by_label("Max failures").fill("1")
     page.get_by_role("button", name="Create bulk job").click()
@@ -50,12 +50,18 @@ def test_a_rollout_that_reaches_its_threshold_shows_the_rest_skipped_with_the_re
             update(Assignment).where(Assignment.job_id == view.id).values(next_fire_at=slot)
         )
     deadline = time.monotonic() + 30
-    while statuses(server).get("charlie") != RunStatus.SKIPPED:
+    while statuses(server).get("charlie") != RunStatus.PENDING:
         assert time.monotonic() < deadline, statuses(server)
-        time.sleep(0.2)
-    assert statuses(server) == {"alpha": "succeeded", "bravo": "failed", "charlie": "skipped"}
+        time.sleep(0.05)
 
+    # Opened while charlie waits for its turn: the list follows the rollout by itself.
     page.goto(server.at(f"/runs?job={JOB}"))
+    if statuses(server).get("charlie") == RunStatus.PENDING:
+        expect(page.locator('tr[data-status="pending"]').first).to_contain_text(
+            "waits for its turn in the rollout"
+        )
+    expect(page.locator('tr[data-status="skipped"]')).to_have_count(1, timeout=30_000)
+    assert statuses(server) == {"alpha": "succeeded", "bravo": "failed", "charlie": "skipped"}
     rows = page.locator("table.runs tbody tr")
     expect(rows).to_have_count(3)
     skipped = page.locator('tr[data-status="skipped"]')

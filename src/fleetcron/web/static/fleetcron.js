@@ -191,13 +191,15 @@
     });
   }
 
-  // -- Runs still queued or running: ask the API about them and reload the page as soon
-  // as one of them changes state (not while the viewer is typing or reading output).
+  // -- Runs still queued, pending (waiting for their rollout batch) or running: ask the API
+  // about them and reload the page as soon as one of them changes state (not while the
+  // viewer is typing or reading output).
   function setupAutorefresh() {
     var section = document.querySelector("[data-autorefresh]");
     if (!section) return;
     var pending = Array.prototype.slice.call(
-      section.querySelectorAll('tr[data-status="queued"], tr[data-status="running"]'));
+      section.querySelectorAll(
+        'tr[data-status="queued"], tr[data-status="pending"], tr[data-status="running"]'));
     if (!pending.length) return;
     var every = 1000 * (Number(section.getAttribute("data-autorefresh")) || 1);
     var polls = 0;
