@@ -10,6 +10,7 @@ which records every execution it was asked for: the effects the checkers count.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -149,8 +150,14 @@ async def test_waves_start_in_target_order_after_each_pause(
 
 
 async def test_the_threshold_halts_the_rest_as_skipped_naming_the_failures(
-    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+    app: App,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="fleetcron.cron")
     add_fleet(app, NAMES)
     add_rollout_job(app, operator, batch="2", max_failures="2")
     fake.script = failing_on("box1", "box2")
@@ -175,6 +182,11 @@ async def test_the_threshold_halts_the_rest_as_skipped_naming_the_failures(
             "rollout halted: max_failures 2 reached after failures on box1, box2"
         )
         assert rows[name].started_at is None
+    halts = [r for r in caplog.records if getattr(r, "action", None) == "rollout.halted"]
+    assert len(halts) == 1
+    assert getattr(halts[0], "count", None) == 2 and "box1, box2" in halts[0].getMessage()
+    waves = [r for r in caplog.records if getattr(r, "action", None) == "rollout.wave"]
+    assert [getattr(r, "count", None) for r in waves] == [2, 2]
 
 
 async def test_below_the_threshold_every_wave_runs(
