@@ -1,0 +1,61 @@
+"""Run one real scheduler process until a rolled-out slot is done (the rollout test's
+two-process adversary).
+
+usage: python drive_rollout.py DATABASE_URL NODE NOW_ISO GO_FILE
+
+The clock stands still at NOW (one slot due, no later one). The process writes NODE.ready
+beside GO_FILE when set up, waits for GO_FILE, then ticks as fast as it can until no row of
+the job is pending or running, and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from fleetcron.app import App
+from fleetcron.config import load_settings
+from fleetcron.core.statuses import ACTIVE
+from fleetcron.logs import configure_logging
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.store.schema import Run
+
+
+async def main(url: str, node: str, now: datetime, go: Path) -> None:
+    configure_logging()
+    app = App.open(
+        load_settings(
+            database_url=url,
+            node_name=node,
+            claim_batch=10,
+            allow_local_targets=True,
+            local_allow_root=True,
+        )
+    )
+    scheduler = Scheduler(app, clock=lambda: now)
+    await scheduler.start()
+    go.with_name(f"{node}.ready").touch()
+    while not go.exists():
+        time.sleep(0.01)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        await scheduler.tick()
+        await asyncio.sleep(0.02)
+        with app.db.read() as session:
+            active = session.scalar(select(func.count(Run.id)).where(Run.status.in_(ACTIVE)))
+            total = session.scalar(select(func.count(Run.id)))
+        if total and not active and not scheduler.running:
+            break
+    await scheduler.idle()
+    await scheduler.shutdown()
+    app.close()
+
+
+if __name__ == "__main__":
+    url, node, now_iso, go_file = sys.argv[1:5]
+    asyncio.run(main(url, node, datetime.fromisoformat(now_iso), Path(go_file)))
