@@ -331,6 +331,8 @@ def edit(
         click.echo(f"time zone: {result.target.timezone or '(none)'}")
     if result.verified:
         click.echo(f"connection checked; host key {result.host_key_fingerprint}")
+    if result.timezone_note:
+        click.echo(f"time zone {result.target.timezone or '(none)'}: {result.timezone_note}")
     if result.unpaired:
         click.echo(f"target {name} is unpaired until checked: run `fleetcron target pair {name}`")
     if result.extended_jobs:

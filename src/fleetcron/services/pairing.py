@@ -141,7 +141,7 @@ def pair_target(
             current.host_key = pinned
         now = app.now()
         note.detail["repair"] = current.paired
-        zone_note = _take_detected_zone(app, current, detected, now)
+        zone_note = take_detected_zone(app, current, detected, now)
         note.detail["timezone"] = {"zone": current.timezone, "note": zone_note}
         current.paired = True
         current.paired_at = now
@@ -163,7 +163,7 @@ def pair_target(
     )
 
 
-def _take_detected_zone(
+def take_detected_zone(
     app: App, target: Target, detected: tuple[str | None, str] | None, now: datetime
 ) -> str:
     """Record a detected zone unless an operator set one; returns what the pairing result

@@ -36,7 +36,12 @@ from sqlalchemy import select
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
-from fleetcron.core.target_zones import SOURCE_OPERATOR, validate_target_timezone
+from fleetcron.core.target_zones import (
+    DETECT_COMMAND,
+    SOURCE_OPERATOR,
+    parse_detected_zone,
+    validate_target_timezone,
+)
 from fleetcron.errors import (
     Conflict,
     FleetcronError,
@@ -56,6 +61,7 @@ from fleetcron.services.pairing import (
     repin_target,
     repin_wording,
     run_ssh,
+    take_detected_zone,
     verify_connection,
 )
 from fleetcron.services.target_fields import (
@@ -98,6 +104,9 @@ class EditResult:
     unpaired: bool
     host_key_fingerprint: str | None = None
     extended_jobs: tuple[str, ...] = ()
+    #: After a checked change of the connection: what the new server said about its zone
+    #: (as at pairing; empty when the connection was not checked).
+    timezone_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -279,14 +288,24 @@ def edit_target(
             and current.paired
             and updated["kind"] == "ssh"
         )
+        detected: tuple[str | None, str] | None = None
         if check and verify:
             if not updated["host_key"]:
                 raise missing_host_key(name)
+            # A moved target may be another server: its zone is read again, as at pairing,
+            # unless an operator set it (or sets it now).
+            detect = current.timezone_source != SOURCE_OPERATOR and "timezone" not in changed
             try:
-                verify_connection(app, probe_target(current, updated), updated["host_key"])
+                output = verify_connection(
+                    app,
+                    probe_target(current, updated),
+                    updated["host_key"],
+                    probe=DETECT_COMMAND if detect else None,
+                )
             except FleetcronError as exc:
                 exc.args = (f"target {name} was not changed: {repin_wording(exc)}",)
                 raise
+            detected = parse_detected_zone(output or "") if detect else None
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
         raise
@@ -309,6 +328,10 @@ def edit_target(
             target.timezone_source = SOURCE_OPERATOR if target.timezone else None
             moved_fires = refire_target_local(target, now, app.settings.timezone)
             note.detail["timezone"]["assignments_moved"] = moved_fires
+        zone_note = ""
+        if detected is not None:
+            zone_note = take_detected_zone(app, target, detected, now)
+            note.detail["timezone"] = {"zone": target.timezone, "note": zone_note}
         extended: list[str] = []
         if unpair:
             removed = _unpair(target, now)
@@ -324,6 +347,7 @@ def edit_target(
         unpaired=unpair,
         host_key_fingerprint=fingerprint_or_none(target.host_key),
         extended_jobs=tuple(extended),
+        timezone_note=zone_note,
     )
 
 

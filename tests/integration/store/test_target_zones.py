@@ -338,3 +338,41 @@ def test_a_schedule_file_declares_a_target_zone_job_and_exports_it_back(
     assert listed == {**ZONES, "nozone": "UTC"}
     with pytest.raises(ScheduleFileError, match="timezone"):
         apply_schedule(app, admin, text.replace("timezone: target", "timezone: targets"))
+
+
+@pytest.mark.sshd
+def test_moving_a_target_to_another_server_reads_that_servers_zone(
+    app: App, operator: Actor, sshd: SshServer, tokyo_sshd: SshServer
+) -> None:
+    add_ssh(app, operator, "moved", sshd)
+    assert targets.show_target(app, operator, "moved")[0].timezone == this_machines_zone()
+
+    result = targets.edit_target(
+        app,
+        operator,
+        "moved",
+        TargetChanges(port=tokyo_sshd.port, host_key=tokyo_sshd.host_key_line),
+    )
+
+    assert result.verified
+    assert (result.target.timezone, result.timezone_note) == (
+        "Asia/Tokyo",
+        "detected by timedatectl",
+    )
+
+
+@pytest.mark.sshd
+def test_moving_a_target_keeps_the_zone_an_operator_set(
+    app: App, operator: Actor, sshd: SshServer, tokyo_sshd: SshServer
+) -> None:
+    add_ssh(app, operator, "moved", sshd, timezone="Europe/Berlin")
+
+    result = targets.edit_target(
+        app,
+        operator,
+        "moved",
+        TargetChanges(port=tokyo_sshd.port, host_key=tokyo_sshd.host_key_line),
+    )
+
+    assert result.verified and result.timezone_note == ""
+    assert (result.target.timezone, result.target.timezone_source) == ("Europe/Berlin", "operator")

@@ -410,6 +410,8 @@ def edit_target(
     )
     if result.verified:
         message += f" The new connection works (host key {result.host_key_fingerprint})."
+    if result.timezone_note:
+        message += f" Time zone {result.target.timezone or 'unknown'}: {result.timezone_note}."
     if result.unpaired:
         message += " It is not paired any more: press Pair once the server is ready."
     return redirect(_here(name), message)
