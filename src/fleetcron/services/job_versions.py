@@ -94,7 +94,7 @@ def record_version(
     definition = definition_of(job)
     previous = session.scalar(
         select(JobVersion)
-        .where(JobVersion.job_id == job.id)
+        .where(JobVersion.job_id == job.id, JobVersion.job_created_at == job.created_at)
         .order_by(JobVersion.version.desc())
         .limit(1)
     )
@@ -114,6 +114,7 @@ def record_version(
     session.add(
         JobVersion(
             job_id=job.id,
+            job_created_at=job.created_at,
             job_name=job.name,
             version=number,
             definition=definition,
@@ -165,21 +166,36 @@ class VersionView:
         return out
 
 
-def _job_id(session: Session, name: str) -> tuple[int, int | None]:
-    """The id of job ``name`` and its current version; a removed job's history is found
-    by its name (the newest job of that name), with no current version."""
-    row = session.execute(select(Job.id, Job.version).where(Job.name == name)).first()
+@dataclass(frozen=True)
+class _Identity:
+    """Which job's history: its id and creation time (SQLite may reuse the id of a removed
+    job), and its current version (None for a removed job)."""
+
+    job_id: int
+    created_at: datetime
+    current: int | None
+
+    def where(self) -> tuple[Any, Any]:
+        return (JobVersion.job_id == self.job_id, JobVersion.job_created_at == self.created_at)
+
+
+def _identity(session: Session, name: str) -> _Identity:
+    """Job ``name``; a removed job's history is found by its name (the newest job of that
+    name), with no current version."""
+    row = session.execute(
+        select(Job.id, Job.created_at, Job.version).where(Job.name == name)
+    ).first()
     if row is not None:
-        return row[0], row[1]
-    removed = session.scalar(
-        select(JobVersion.job_id)
+        return _Identity(row[0], row[1], row[2])
+    removed = session.execute(
+        select(JobVersion.job_id, JobVersion.job_created_at)
         .where(JobVersion.job_name == name)
         .order_by(JobVersion.at.desc(), JobVersion.id.desc())
         .limit(1)
-    )
+    ).first()
     if removed is None:
         raise NotFound("job", name)
-    return removed, None
+    return _Identity(removed[0], removed[1], None)
 
 
 def _view(row: JobVersion, current: int | None) -> VersionView:
@@ -201,25 +217,18 @@ def list_versions(app: App, actor: Actor, name: str, *, limit: int = 200) -> lis
     """The versions of job ``name``, newest first."""
     actor.authorize("job.read")
     with app.db.read() as session:
-        job_id, current = _job_id(session, name)
+        job = _identity(session, name)
         rows = session.scalars(
-            select(JobVersion)
-            .where(JobVersion.job_id == job_id)
-            .order_by(JobVersion.version.desc())
-            .limit(limit)
+            select(JobVersion).where(*job.where()).order_by(JobVersion.version.desc()).limit(limit)
         )
-        return [_view(row, current) for row in rows]
+        return [_view(row, job.current) for row in rows]
 
 
 def _version(session: Session, name: str, version: int, *, field: str = "version") -> JobVersion:
-    job_id, _ = _job_id(session, name)
-    row = session.scalar(
-        select(JobVersion).where(JobVersion.job_id == job_id, JobVersion.version == version)
-    )
+    job = _identity(session, name)
+    row = session.scalar(select(JobVersion).where(*job.where(), JobVersion.version == version))
     if row is None:
-        newest = session.scalar(
-            select(func.max(JobVersion.version)).where(JobVersion.job_id == job_id)
-        )
+        newest = session.scalar(select(func.max(JobVersion.version)).where(*job.where()))
         allowed = f"1 to {newest}" if newest else "none: the job has no versions"
         raise InvalidInput(
             f"{field}: job {name} has no version {version} (it has {allowed})",
@@ -233,8 +242,7 @@ def _version(session: Session, name: str, version: int, *, field: str = "version
 def get_version(app: App, actor: Actor, name: str, version: int) -> VersionView:
     actor.authorize("job.read")
     with app.db.read() as session:
-        _, current = _job_id(session, name)
-        return _view(_version(session, name, version), current)
+        return _view(_version(session, name, version), _identity(session, name).current)
 
 
 def diff_versions(
@@ -243,7 +251,7 @@ def diff_versions(
     """What changed from version ``old`` to version ``new`` (default: the current one)."""
     actor.authorize("job.read")
     with app.db.read() as session:
-        _, current = _job_id(session, name)
+        current = _identity(session, name).current
         after = new if new is not None else current
         if after is None:
             raise InvalidInput(
@@ -271,11 +279,11 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
         actor.authorize("job.revert")
         with app.db.read() as session:
             target = _version(session, name, to, field="to")
-            job_id, current = _job_id(session, name)
-            if current is None:
+            job = _identity(session, name)
+            if job.current is None:
                 raise NotFound("job", name)
-            note.job_id = job_id
-            now = session.get_one(Job, job_id)
+            note.job_id = job.job_id
+            now = session.get_one(Job, job.job_id)
             changes = diff_definitions(definition_of(now), target.definition)
         if not changes:
             raise InvalidInput(
@@ -319,6 +327,6 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
     finally:
         _REVERTING.reset(token)
     with app.db.read() as session:
-        _, version = _job_id(session, name)
+        version = _identity(session, name).current
     assert version is not None
     return version, changes

@@ -295,13 +295,15 @@ class JobVersion(Base):
     """One version of a job's definition, written in the transaction that changed it.
 
     ``job_id`` is a plain column and the name is copied, like in ``runs``, so the history
-    of a removed job can still be read."""
+    of a removed job can still be read; a job is (``job_id``, ``job_created_at``)."""
 
     __tablename__ = "job_versions"
-    __table_args__ = (UniqueConstraint("job_id", "version", name="uq_job_versions_job_version"),)
+    __table_args__ = (UniqueConstraint("job_id", "job_created_at", "version"),)
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     job_id: Mapped[int] = mapped_column(Integer)
+    #: With ``job_id``, which job this is: SQLite may give a new job a removed job's id.
+    job_created_at: Mapped[datetime]
     job_name: Mapped[str] = mapped_column(String(64), index=True)
     version: Mapped[int] = mapped_column(Integer)
     definition: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -249,11 +249,12 @@ def test_versions_are_unique_per_job_in_the_database(app: App, operator: Actor) 
     jobs.add_job(app, operator, "reload", NIGHTLY, target="pbx1")
 
     with pytest.raises(Conflict), app.db.session() as session:
-        job_id = session.scalar(select(Job.id).where(Job.name == "reload"))
-        assert job_id is not None
+        job = session.scalar(select(Job).where(Job.name == "reload"))
+        assert job is not None
         session.add(
             JobVersion(
-                job_id=job_id,
+                job_id=job.id,
+                job_created_at=job.created_at,
                 job_name="reload",
                 version=1,
                 definition={},
@@ -264,3 +265,23 @@ def test_versions_are_unique_per_job_in_the_database(app: App, operator: Actor) 
                 summary="",
             )
         )
+
+
+def test_a_job_that_gets_the_id_of_a_removed_one_starts_its_own_history(
+    app: App, operator: Actor, clock: FakeClock
+) -> None:
+    """SQLite gives a new row the largest id plus one: here the removed job's id."""
+    local_target(app)
+    jobs.add_job(app, operator, "old", NIGHTLY, target="pbx1")
+    jobs.edit_job(app, operator, "old", notes="v2")
+    old_id = jobs.show_job(app, operator, "old").id
+    jobs.remove_job(app, operator, "old")
+    clock.advance(seconds=1)
+
+    jobs.add_job(app, operator, "new", NIGHTLY, target="pbx1")
+
+    new = versions.list_versions(app, operator, "new")
+    assert [(v.version, v.summary) for v in new] == [(1, "created")]
+    assert [v.version for v in versions.list_versions(app, operator, "old")] == [2, 1]
+    if app.db.dialect == "sqlite":
+        assert jobs.show_job(app, operator, "new").id == old_id  # the case this guards
