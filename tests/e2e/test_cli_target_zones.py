@@ -120,3 +120,10 @@ def test_an_unknown_zone_is_refused_with_exit_2_naming_the_value(
         '"target"',
     )
     assert "paris" not in the_fleet.ok("target list", **env)
+
+
+def test_the_help_of_job_add_names_the_target_zone(fleet: tuple[Fleet, dict[str, str]]) -> None:
+    the_fleet, env = fleet
+
+    helped = " ".join(the_fleet.ok("job add --help", **env).split())  # unwrapped
+    assert 'IANA time zone, or "target": each target\'s own' in helped

@@ -114,7 +114,7 @@ OPTIONS: tuple[JobOption, ...] = (
         "timezone",
         "text",
         None,
-        "IANA time zone (default: the configured one).",
+        'IANA time zone, or "target": each target\'s own (default: the configured one).',
         label="Time zone",
         cli_flag="--tz",
         max_chars=v.TIMEZONE_MAX_CHARS,
