@@ -2,7 +2,13 @@
 
 import pytest
 
-pytest_plugins = ["fixtures.postgres", "fixtures.sshd", "fixtures.app", "fixtures.cluster"]
+pytest_plugins = [
+    "fixtures.postgres",
+    "fixtures.sshd",
+    "fixtures.app",
+    "fixtures.cluster",
+    "fixtures.pg_pair",
+]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

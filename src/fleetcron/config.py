@@ -293,6 +293,18 @@ class Settings(BaseSettings):
         default=None,
         description="This node's base URL as other nodes reach it, e.g. http://10.0.0.5:8080.",
     )
+    topology: str = Field(
+        default="shared-database",
+        pattern="^(shared-database|replicated-pair)$",
+        description="How the nodes of a cluster share their data: `shared-database` (every "
+        "node on one PostgreSQL) or `replicated-pair` (two nodes, each on its own PostgreSQL "
+        "16+, kept in sync by logical replication; see docs/high-availability.md).",
+    )
+    replication_peer_dsn: str | None = Field(
+        default=None,
+        description="replicated-pair: libpq connection string of the peer's database as this "
+        "node's PostgreSQL server reaches it (used by its subscription).",
+    )
     machine_id_file: Path = Field(
         default=Path("/etc/machine-id"), description="Source of this host's node identity."
     )
@@ -414,6 +426,17 @@ class Settings(BaseSettings):
                 )
             if not self.endpoint:
                 raise ValueError("cluster mode needs FLEETCRON_ENDPOINT (this node's base URL)")
+        if self.topology == "replicated-pair" and not self.cluster:
+            raise ValueError(
+                "FLEETCRON_TOPOLOGY=replicated-pair is a cluster topology: set "
+                "FLEETCRON_CLUSTER=true too"
+            )
+        if self.topology == "replicated-pair" and self.lease_s is not None:
+            raise ValueError(
+                "FLEETCRON_LEASE_S (automatic failover) needs one shared database: in a "
+                "replicated pair a cut link between the nodes would let both take the jobs. "
+                "Unset it; after fencing the old owner use `fleetcron cluster takeover`"
+            )
         if self.lease_s is not None and self.lease_renew_s >= self.lease_s:
             raise ValueError(
                 f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "

@@ -238,3 +238,8 @@ def maintain(as_json: bool) -> None:
         f"expired {result.expired_claims} claim(s); completed transfer(s): "
         f"{', '.join(map(str, result.completed_transfers)) or 'none'}"
     )
+
+
+from fleetcron.cli.replication_cmd import replication  # noqa: E402 - registered last
+
+cluster.add_command(replication)

@@ -80,6 +80,11 @@ class CoordinatedGuard:
     #: TEST ONLY switch (``unsafe_disable_claim_wait``): start without waiting for the
     #: previous owners' claims, to show that the fault tests catch overlapping owners.
     wait_for_old_claims: bool = True
+    #: Replicated pair: each node writes its own database. Only the owner records slots,
+    #: so a broken coordination state ("invalid") records nothing here instead of the
+    #: fail-closed skips, which both nodes would record for the same slot (a unique key
+    #: inserted on both sides stops replication); the slots stay due for the next owner.
+    replicated_pair: bool = False
     #: The generation under which no unfinished older claim was left (a cache).
     _no_old_claims_since: int | None = field(default=None, repr=False)
 
@@ -87,6 +92,12 @@ class CoordinatedGuard:
         if self.unguarded:
             return UNGUARDED
         verdict = current_verdict(session, self.node_id, self.fingerprint, lock=True)
+        if verdict.kind == "invalid" and self.replicated_pair:
+            return replace(
+                verdict,
+                kind="refused",
+                reason=f"{verdict.reason}; in a replicated pair only the owner records slots",
+            )
         if verdict.kind == "owner" and self.lease_holds is not None and not self.lease_holds():
             # Running runs may still finish; nothing new starts until the lease is renewed.
             return replace(

@@ -62,6 +62,7 @@ class Node:
             unguarded=self.app.settings.unsafe_disable_guard,
             wait_for_old_claims=not self.app.settings.unsafe_disable_claim_wait,
             lease_holds=lease_holds,
+            replicated_pair=self.app.settings.topology == "replicated-pair",
         )
 
 
@@ -71,7 +72,10 @@ def announce(app: App, node: Node) -> ClusterNode:
     Discovery never approves: a new node stays a candidate until an admin approves it."""
     me = node.identity
     with app.db.session() as session:
-        ensure_ownership_row(session, app.now())
+        if app.settings.topology != "replicated-pair":
+            # In a replicated pair the row is created once, by replication setup on the
+            # first node, and copied to the other: two nodes creating it would make two.
+            ensure_ownership_row(session, app.now())
         row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == me.node_id))
         if row is None:
             row = ClusterNode(
