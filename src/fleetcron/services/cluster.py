@@ -97,6 +97,7 @@ def request_transfer(
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
         ownership = lock_ownership(session)
+        _require_writer_here(app, session, ownership.owner_node_id, "transfer")
         existing = session.scalar(
             select(ClusterTransfer).where(ClusterTransfer.idempotency_key == key)
         )
@@ -135,6 +136,12 @@ def request_transfer(
             ownership.draining, ownership.transfer_id, ownership.updated_at = True, transfer.id, now
         note.detail.update({"transfer": transfer.id, "state": transfer.state})
         return _transfer_result(transfer)
+
+
+def _require_writer_here(app: App, session: object, owner: str | None, action: str) -> None:
+    from fleetcron.services.replication import require_writer_here
+
+    require_writer_here(app, session, owner, action)
 
 
 def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferResult:

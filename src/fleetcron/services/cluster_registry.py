@@ -121,6 +121,13 @@ def approve(app: App, actor: Actor, identity: NodeIdentity) -> ClusterNode:
     note = AuditNote("cluster.approve", detail=_node_detail(identity))
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
+        if app.settings.topology == "replicated-pair":
+            from fleetcron.coordination.ownership_change import locked_ownership
+            from fleetcron.services.replication import require_writer_here
+
+            ownership = locked_ownership(session)
+            owner = ownership.owner_node_id if ownership else None
+            require_writer_here(app, session, owner, "approve")
         row = get_node(session, identity.node_id)
         if row.state == "retired":
             raise Conflict(f"node {row.node_id} is retired and can never be approved again")
@@ -144,6 +151,10 @@ def retire(app: App, actor: Actor, node_id: str) -> None:
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
         ownership = lock_ownership(session)
+        if app.settings.topology == "replicated-pair":
+            from fleetcron.services.replication import require_writer_here
+
+            require_writer_here(app, session, ownership.owner_node_id, "retire")
         row = get_node(session, node_id)
         if ownership.owner_node_id == node_id:
             raise Conflict(f"node {node_id} owns the jobs; transfer ownership or take over first")
@@ -159,6 +170,12 @@ def verify_rejoin(app: App, actor: Actor, node: Node) -> Verdict:
         ownership = lock_ownership(session)
         row = get_node(session, me.node_id)
         problems = []
+        if app.settings.topology == "replicated-pair":
+            from fleetcron.services.replication import rejoin_problems
+
+            # A newer owner and generation may be on its way from the peer: not before
+            # replication from it runs and is current.
+            problems.extend(rejoin_problems(app))
         if row.state != "approved":
             problems.append(f"node is {row.state}, not approved")
         if row.fingerprint != me.fingerprint:

@@ -379,3 +379,71 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
         sequences_ok,
         problems,
     )
+
+
+def require_writer_here(app: App, session: Any, owner_node_id: str | None, action: str) -> None:
+    """In a replicated pair, the changes of the coordination rows (ownership, transfers,
+    approvals, retirements) are written by one node only, so they cannot conflict: the
+    owner, or before there is one, the first node (the one whose ids are odd). Elsewhere
+    this raises :class:`Conflict` naming where to do it. No-op for a shared database."""
+    if app.settings.topology != "replicated-pair":
+        return
+    from fleetcron.services.cluster_registry import Node
+    from fleetcron.store.schema import ClusterNode
+
+    me = Node(app).identity.node_id
+    if owner_node_id is not None:
+        if owner_node_id == me:
+            return
+        from sqlalchemy import select
+
+        endpoint = session.scalar(
+            select(ClusterNode.endpoint).where(ClusterNode.node_id == owner_node_id)
+        )
+        raise Conflict(
+            f"{action}: in a replicated pair this is done on the owner, node "
+            f"{owner_node_id} ({endpoint or 'endpoint unknown'}); run it there"
+        )
+    states = sql.sequence_state(session.connection(), ["cluster_transfers"])
+    if not states or states[0].increment != 2:
+        raise Conflict(
+            f"{action}: replication is not set up on this node: run "
+            "`fleetcron cluster replication setup` first"
+        )
+    if states[0].next_value % 2 != 1:
+        raise Conflict(
+            f"{action}: there is no owner yet, and until there is one this is done on the "
+            "first node of the pair (where `fleetcron cluster replication setup` ran)"
+        )
+
+
+REJOIN_FRESH_S = 30.0
+"""verify-rejoin wants a message from the peer's walsender at most this long ago."""
+
+
+def rejoin_problems(app: App) -> list[str]:
+    """Why a returning node of a replicated pair may not start its scheduler yet: what it
+    has not received from the peer (a newer owner and generation may be among it). Empty
+    for a shared database, or when replication from the peer runs and is current."""
+    if app.settings.topology != "replicated-pair":
+        return []
+    with app.db.engine.connect() as conn:
+        subs = sql.subscription_state(conn)
+        conn.rollback()
+    if not subs:
+        return ["there is no subscription to the peer: nothing of the peer's arrives here"]
+    problems = []
+    for s in subs:
+        if not s.enabled:
+            problems.append(f"subscription {s.name} is disabled")
+        elif not s.worker_running:
+            problems.append(f"subscription {s.name} is not applying (peer unreachable or errors)")
+        elif s.last_message_age_s is None or s.last_message_age_s > REJOIN_FRESH_S:
+            age = "never" if s.last_message_age_s is None else f"{s.last_message_age_s:.0f} s ago"
+            problems.append(
+                f"subscription {s.name} last heard from the peer {age} (wanted: within "
+                f"{REJOIN_FRESH_S:g} s)"
+            )
+        if s.apply_errors:
+            problems.append(f"subscription {s.name} has {s.apply_errors} apply error(s)")
+    return problems

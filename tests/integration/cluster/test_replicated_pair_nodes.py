@@ -1,0 +1,257 @@
+"""Two nodes of a replicated pair, each on its own PostgreSQL 18, replication both ways.
+
+Only the owner records slots, manual runs from the standby are started by the owner once
+they arrived, the coordination rows have one writer, a handoff's ownership transaction is
+a safe pause while it has not arrived, and a returning node cannot rejoin before
+replication from its peer runs. The clock starts at 09:00:30; the job fires every minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from fixtures.app import FakeClock
+from fixtures.pg_pair import PgPair, pair_settings, wait_for
+from fleetcron.app import SYSTEM, App
+from fleetcron.coordination.guard import current_verdict
+from fleetcron.crypto import generate_key
+from fleetcron.errors import Conflict, CoordinationError
+from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
+from fleetcron.services import cluster, jobs, replication, runs, targets
+from fleetcron.services.cluster import Node
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store import replication as repl_sql
+from fleetcron.store.runs import RunStore
+from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, Run
+
+pytestmark = pytest.mark.postgres
+
+
+@dataclass
+class Side:
+    app: App
+    node: Node
+
+    @property
+    def node_id(self) -> str:
+        return self.node.identity.node_id
+
+    def store(self, *, replicated_pair: bool = True) -> RunStore:
+        guard = self.node.guard()
+        guard.replicated_pair = replicated_pair
+        return RunStore(self.app.db, node=self.node_id, guard=guard, clock=self.app.now)
+
+    def runs(self) -> list[Run]:
+        with self.app.db.read() as session:
+            return list(session.scalars(select(Run).order_by(Run.id)))
+
+    def ownership(self) -> tuple[str | None, int, bool]:
+        with self.app.db.read() as session:
+            row = session.scalars(select(ClusterOwnership)).one()
+            return row.owner_node_id, row.generation, row.draining
+
+    def verdict_kind(self) -> str:
+        me = self.node.identity
+        with self.app.db.read() as session:
+            return current_verdict(session, me.node_id, me.fingerprint, lock=False).kind
+
+    def has_node(self, node_id: str, state: str = "candidate") -> bool:
+        with self.app.db.read() as session:
+            row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == node_id))
+            return row is not None and row.state == state
+
+
+@dataclass
+class Pair:
+    db: PgPair
+    left: Side
+    right: Side
+
+    def subscription(self, side: str) -> str:
+        rows = self.db.execute(side, "SELECT subname FROM pg_subscription")
+        return str(rows[0][0])
+
+    def set_subscription(self, side: str, enabled: bool) -> None:
+        name = self.subscription(side)
+        self.db.execute(side, f'ALTER SUBSCRIPTION "{name}" {"ENABLE" if enabled else "DISABLE"}')
+
+
+def done(at: App) -> ExecResult:
+    now = at.now()
+    return ExecResult("succeeded", 0, EMPTY_OUTPUT, EMPTY_OUTPUT, now, now, 5)
+
+
+def build_pair(pg_pair: PgPair, tmp_path: Path, clock: FakeClock, *, owner: bool) -> Pair:
+    key = generate_key().decode()
+    apps = [
+        App.open(pair_settings(pg_pair, s, tmp_path, key), clock=clock) for s in ("left", "right")
+    ]
+    left, right = (Side(app, Node(app)) for app in apps)
+    replication.setup(left.app, SYSTEM, pg_pair.right_url)
+    wait_for(lambda: right.ownership()[1] == 0, what="the ownership row copied to the right")
+    for side in (left, right):
+        cluster.announce(side.app, side.node)
+    wait_for(lambda: left.has_node(right.node_id), what="the right node's record on the left")
+    for side in (left, right):
+        cluster.approve(left.app, SYSTEM, side.node.identity)
+    wait_for(lambda: right.has_node(right.node_id, "approved"), what="approvals on the right")
+    targets.add_target(left.app, SYSTEM, "box", local=True)
+    jobs.add_job(left.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    with left.app.db.read() as session:
+        assignments = len(session.scalars(select(Assignment)).all())
+
+    def arrived() -> bool:
+        with right.app.db.read() as session:
+            return len(session.scalars(select(Assignment)).all()) == assignments
+
+    wait_for(arrived, what="the job on the right")
+    if owner:
+        cluster.request_transfer(left.app, SYSTEM, left.node_id)
+        wait_for(lambda: right.ownership() == (left.node_id, 1, False), what="owner on the right")
+    return Pair(pg_pair, left, right)
+
+
+@pytest.fixture
+def pair(pg_pair: PgPair, tmp_path: Path, clock: FakeClock) -> Iterator[Pair]:
+    built = build_pair(pg_pair, tmp_path, clock, owner=True)
+    yield built
+    built.left.app.close()
+    built.right.app.close()
+
+
+def test_only_the_owner_records_a_slot_and_both_databases_agree(
+    pair: Pair, clock: FakeClock
+) -> None:
+    clock.advance(seconds=35)  # 09:01:05
+    standby = pair.right.store().claim_due(clock.now)
+    assert standby.dispatches == [] and standby.skipped == standby.missed == 0
+    owner = pair.left.store().claim_due(clock.now)
+    assert len(owner.dispatches) == 1
+    run_id = owner.dispatches[0].run_id
+    assert run_id % 2 == 1  # made on the first node
+    assert pair.left.store().finish([(run_id, done(pair.left.app))]) == []  # none refused
+    wait_for(
+        lambda: [(r.id, r.status) for r in pair.right.runs()] == [(run_id, "succeeded")],
+        what="the finished run on the right",
+    )
+    # The standby, ticking again once it has the run, records nothing either.
+    assert pair.right.store().claim_due(clock.now).dispatches == []
+    for side in (pair.left, pair.right):
+        assert replication.status(side.app, SYSTEM).healthy
+
+
+def test_without_an_owner_nothing_is_recorded_and_the_shared_rule_would_stall(
+    pg_pair: PgPair, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Fail closed without an owner: in the pair neither node records the slot. The
+    negative control records as a shared database does (every node writes the
+    fail-closed skip): the same slot is inserted on both sides, and replication stops."""
+    built = build_pair(pg_pair, tmp_path, clock, owner=False)
+    try:
+        clock.advance(seconds=35)
+        for side in (built.left, built.right):
+            result = side.store().claim_due(clock.now)
+            assert result.dispatches == [] and result.skipped == 0
+            assert side.runs() == []
+        for side in (built.left, built.right):
+            assert side.store(replicated_pair=False).claim_due(clock.now).skipped == 1
+
+        def stalled(side: Side) -> bool:
+            problems = replication.status(side.app, SYSTEM).problems
+            return any("already exists" in p or "failed to apply" in p for p in problems)
+
+        wait_for(lambda: stalled(built.left) and stalled(built.right), what="the stall")
+    finally:
+        built.left.app.close()
+        built.right.app.close()
+
+
+def test_a_run_requested_on_the_standby_is_started_by_the_owner_after_replication(
+    pair: Pair,
+) -> None:
+    [run_id] = runs.request_run(pair.right.app, SYSTEM, "tick")
+    assert run_id % 2 == 0  # made on the second node: no id the owner can make
+    assert [(r.id, r.status) for r in pair.right.runs()] == [(run_id, "queued")]
+    assert pair.right.store().claim_queued(pair.right.app.now()) == []
+    wait_for(lambda: [r.id for r in pair.left.runs()] == [run_id], what="the request on the left")
+    [dispatch] = pair.left.store().claim_queued(pair.left.app.now())
+    assert dispatch.run_id == run_id
+    pair.left.store().finish([(run_id, done(pair.left.app))])
+
+    def finished_on_the_right() -> bool:
+        return [(r.status, r.generation) for r in pair.right.runs()] == [("succeeded", 1)]
+
+    wait_for(finished_on_the_right, what="the owner's run on the right")
+    assert pair.right.runs()[0].node == pair.left.node_id
+
+
+def test_coordination_changes_are_refused_on_the_standby(pair: Pair) -> None:
+    with pytest.raises(Conflict, match=r"transfer: .* done on the owner, node .*left\.pair\.test"):
+        cluster.request_transfer(pair.right.app, SYSTEM, pair.right.node_id)
+    with pytest.raises(Conflict, match=r"approve: .* done on the owner"):
+        cluster.approve(pair.right.app, SYSTEM, pair.right.node.identity)
+    assert pair.right.ownership() == (pair.left.node_id, 1, False)
+
+
+def test_a_delayed_ownership_transaction_is_a_safe_pause(pair: Pair, clock: FakeClock) -> None:
+    clock.advance(seconds=35)  # 09:01:05: a run in flight on the owner
+    [in_flight] = pair.left.store().claim_due(clock.now).dispatches
+    result = cluster.request_transfer(pair.left.app, SYSTEM, pair.right.node_id)
+    assert result.state == "pending"
+    wait_for(lambda: pair.right.ownership()[2], what="draining on the right")
+    pair.set_subscription("right", False)  # the ownership transaction will not arrive
+    pair.left.store().finish([(in_flight.run_id, done(pair.left.app))])
+    assert cluster.maintain(pair.left.app).completed_transfers == [result.id]
+    assert pair.left.ownership() == (pair.right.node_id, 2, False)
+    # The old owner stopped at once; the new one has not heard: nobody runs 09:02.
+    clock.advance(seconds=60)  # 09:02:05
+    for side in (pair.left, pair.right):
+        assert side.store().claim_due(clock.now).dispatches == []
+    assert pair.right.verdict_kind() == "standby" and pair.left.verdict_kind() == "standby"
+    pair.set_subscription("right", True)
+    wait_for(lambda: pair.right.ownership() == (pair.right.node_id, 2, False), what="arrival")
+    [started] = pair.right.store().claim_due(clock.now).dispatches
+    assert started.run_id % 2 == 0
+    with pair.right.app.db.read() as session:
+        run = session.get(Run, started.run_id)
+        assert run is not None and run.generation == 2
+        assert run.scheduled_for == clock.now.replace(second=0, microsecond=0)
+    slots = [(r.scheduled_for, r.attempt) for r in pair.right.runs()]
+    assert len(slots) == len(set(slots)) == 2
+
+
+def test_takeover_on_the_survivor_and_rejoin_after_replication(
+    pair: Pair, clock: FakeClock
+) -> None:
+    for side in ("left", "right"):
+        pair.set_subscription(side, False)  # the link between the nodes is cut
+    left_endpoint = pair.left.node.identity.endpoint
+    cluster.takeover(pair.right.app, SYSTEM, pair.right.node, left_endpoint, confirm_fenced=True)
+    assert pair.right.ownership() == (pair.right.node_id, 2, False)
+    # The fenced old owner comes back: it has not received generation 2 yet.
+    with pytest.raises(CoordinationError, match=r"rejoin refused: subscription .* disabled"):
+        cluster.verify_rejoin(pair.left.app, SYSTEM, pair.left.node)
+    for side in ("left", "right"):
+        pair.set_subscription(side, True)
+    wait_for(lambda: pair.left.ownership() == (pair.right.node_id, 2, False), what="generation 2")
+    assert pair.left.verdict_kind() == "refused"  # fenced, as recorded by the takeover
+    wait_for(
+        lambda: not replication.rejoin_problems(pair.left.app), what="replication to be current"
+    )
+    verdict = cluster.verify_rejoin(pair.left.app, SYSTEM, pair.left.node)
+    assert verdict.kind == "standby" and verdict.generation == 2
+    clock.advance(seconds=35)
+    assert pair.left.store().claim_due(clock.now).dispatches == []
+    assert len(pair.right.store().claim_due(clock.now).dispatches) == 1
+
+
+def test_sequences_are_checked_node_scoped_on_both_sides(pair: Pair) -> None:
+    for side, parity in ((pair.left, 1), (pair.right, 0)):
+        with side.app.db.engine.connect() as conn:
+            states = repl_sql.sequence_state(conn, repl_sql.replicated_tables())
+        assert states and {(s.increment, s.next_value % 2) for s in states} == {(2, parity)}
