@@ -152,7 +152,7 @@ def _advance_slot(
     now: datetime,
     claimed_at: datetime,
 ) -> _SlotOutcome:
-    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold
+    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold, start_wait
 
     # The slot's rows as plain tuples (a rollout of thousands of targets is read every
     # tick); only the rows that change are loaded as objects.
@@ -229,7 +229,9 @@ def _advance_slot(
         _move(run, RunStatus.RUNNING)
         run.started_at, run.node, run.command = now, store.node, row.command
         run.job_version = job.version
-        run.deadline_at = claim_deadline(claimed_at, row.timeout_s, store.margin)
+        run.deadline_at = claim_deadline(
+            claimed_at, row.timeout_s + start_wait(row, run.trigger), store.margin
+        )
         outcome.starting.append((row, run))
     return outcome
 
