@@ -7,7 +7,8 @@ the pages. Each filter has an index in the page order (migration 0017). Output t
 matched in the head and tail of stdout and stderr and in the error; on PostgreSQL the
 trigram index over those columns (``store.schema.SEARCH_TEXT_SQL``) finds the candidates
 and the exact per-column test keeps only real matches, so a fragment spanning two
-columns is not a match.
+columns is not a match; on SQLite an FTS5 trigram table (``runs_fts``, migration 0019,
+kept by triggers) does the same.
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, String, and_, func, literal_column, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    String,
+    and_,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+)
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
@@ -32,6 +43,8 @@ from fleetcron.store.schema import SEARCH_TEXT_SQL, Run
 COUNT_CAP = 10_000
 MAX_LIMIT = 1000
 GREP_MAX_CHARS = 200
+#: The trigram index finds phrases of three characters or more; a shorter one scans.
+FTS_MIN_CHARS = 3
 
 
 @dataclass(frozen=True)
@@ -77,11 +90,20 @@ def _text_match(grep: str, dialect: str) -> ColumnElement[bool]:
         Run.stderr_tail.contains(grep, autoescape=True),
         func.coalesce(Run.error, "").contains(grep, autoescape=True),
     )
-    if dialect != "postgresql":
-        return exact
-    # The index's own expression, so PostgreSQL finds the candidates through it.
-    combined: ColumnElement[str] = literal_column(SEARCH_TEXT_SQL, type_=String())
-    return and_(combined.contains(grep, autoescape=True), exact)
+    if dialect == "postgresql":
+        # The index's own expression, so PostgreSQL finds the candidates through it.
+        combined: ColumnElement[str] = literal_column(SEARCH_TEXT_SQL, type_=String())
+        return and_(combined.contains(grep, autoescape=True), exact)
+    if dialect == "sqlite" and len(grep) >= FTS_MIN_CHARS:
+        # The FTS5 trigram index (migration 0019) finds the candidates: the phrase within
+        # one column, as a substring. It folds case beyond ASCII, LIKE does not: the exact
+        # test after it keeps what LIKE alone would find.
+        phrase = '"' + grep.replace('"', '""') + '"'
+        candidates = text("SELECT rowid FROM runs_fts WHERE runs_fts MATCH :phrase").bindparams(
+            phrase=phrase
+        )
+        return and_(Run.id.in_(candidates), exact)
+    return exact
 
 
 def _filtered(query: Select[Any], f: RunFilter, dialect: str) -> Select[Any]:

@@ -205,6 +205,16 @@ class Assignment(Base):
     target: Mapped[Target] = relationship(back_populates="assignments")
 
 
+#: Tables a migration creates that are not models: SQLite's FTS5 index of the run output
+#: (migration 0019) and the shadow tables FTS5 keeps for it.
+UNMODELED_TABLE_PREFIX = "runs_fts"
+
+
+def is_modeled(name: str | None) -> bool:
+    """Whether a table of the database is one of these models (for the schema comparison)."""
+    return not (name or "").startswith(UNMODELED_TABLE_PREFIX)
+
+
 #: The output text a runs search looks in, as one expression: the trigram index of
 #: migration 0017 is on exactly this, and :func:`fleetcron.services.run_search` filters by it.
 SEARCH_TEXT_SQL = (

@@ -117,22 +117,53 @@ def test_a_cursor_not_made_by_the_search_is_refused_naming_the_field(
         search_runs(app, viewer, RunFilter(status="exploded"))
 
 
-def test_postgresql_finds_output_text_through_the_trigram_index(
+def test_output_text_is_found_through_the_databases_trigram_index(
     app: App, viewer: Actor, history: None
 ) -> None:
-    if app.db.dialect != "postgresql":
-        pytest.skip("the trigram index is PostgreSQL's")
-    with app.db.session() as session:
-        session.execute(text("SET LOCAL enable_seqscan = off"))
-        plan = "\n".join(
-            row[0]
-            for row in session.execute(
-                text(
-                    "EXPLAIN SELECT id FROM runs WHERE (stdout_head || ' ' || stdout_tail"
-                    " || ' ' || stderr_head || ' ' || stderr_tail || ' ' || coalesce(error, ''))"
-                    " LIKE '%disk full%'"
-                )
-            )
+    if app.db.dialect == "postgresql":
+        query = (
+            "EXPLAIN SELECT id FROM runs WHERE (stdout_head || ' ' || stdout_tail"
+            " || ' ' || stderr_head || ' ' || stderr_tail || ' ' || coalesce(error, ''))"
+            " LIKE '%disk full%'"
         )
+        index = "ix_runs_search_trgm"
+    else:
+        query = (
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE id IN"
+            " (SELECT rowid FROM runs_fts WHERE runs_fts MATCH '\"disk full\"')"
+        )
+        index = "VIRTUAL TABLE INDEX"
+    with app.db.session() as session:
+        if app.db.dialect == "postgresql":
+            session.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(str(row[-1]) for row in session.execute(text(query)))
 
-    assert "ix_runs_search_trgm" in plan
+    assert index in plan, plan
+
+
+def test_the_sqlite_text_index_follows_updates_and_deletes(
+    app: App, viewer: Actor, history: None
+) -> None:
+    """Triggers keep ``runs_fts`` in step: a finished run's output (an update) is found,
+    a deleted run is not, and no stale entry is left to match."""
+    if app.db.dialect != "sqlite":
+        pytest.skip("runs_fts is SQLite's")
+    with app.db.session() as session:
+        session.execute(text("UPDATE runs SET stdout_head = 'rewritten text' WHERE id = 1"))
+        session.execute(text("DELETE FROM runs WHERE id = 2"))
+    with app.db.read() as session:
+        integrity = session.execute(
+            text("INSERT INTO runs_fts(runs_fts, rank) VALUES ('integrity-check', 1)")
+        )
+        del integrity
+
+    assert [r.id for r in search_runs(app, viewer, RunFilter(grep="rewritten")).runs] == [1]
+    assert search_runs(app, viewer, RunFilter(grep="a minute 0 ok")).runs == []
+    assert [r.id for r in search_runs(app, viewer, RunFilter(grep="b minute 0")).runs] == []
+    assert len(search_runs(app, viewer, RunFilter(grep="b minute 3")).runs) == 1
+
+
+def test_short_and_quoted_texts_are_searched_too(app: App, viewer: Actor, history: None) -> None:
+    """Under three characters the trigram index cannot help; the search scans instead."""
+    assert len(search_runs(app, viewer, RunFilter(grep="ok"), limit=100).runs) == 12
+    assert search_runs(app, viewer, RunFilter(grep='say "hi"')).runs == []
