@@ -1,32 +1,21 @@
-"""Targets: the list, adding, editing and pairing, re-pinning a host key, the maintenance
-pause, removal, and each target's page with its individual jobs, the bulk jobs that cover
-it and its recent runs.
-
-Every target error is shown in the page's own words (what to click or type), never as
-command-line advice: see :func:`ui_message`."""
+"""Targets: the list, adding, editing and pairing, re-pinning a host key, and each
+target's page with its individual jobs, the bulk jobs that cover it and its recent runs.
+The form is :mod:`target_form`; what the page's buttons do (pause, unpair, remove, the
+jobs here) is :mod:`target_actions`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
-from starlette.datastructures import FormData
 
 from fleetcron.core import statuses
 from fleetcron.core import validation as v
-from fleetcron.core.permissions import allowed
-from fleetcron.errors import (
-    Conflict,
-    FleetcronError,
-    HostKeyMismatch,
-    InvalidInput,
-    NotFound,
-    PermissionDenied,
-)
+from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
@@ -42,162 +31,25 @@ from fleetcron.web.pages.forms import (
     FieldErrors,
     Posted,
     checked,
-    field_errors,
     page,
     plural,
     redirect,
     split_items,
     text,
-    whole_number,
 )
-from fleetcron.web.pages.jobs import (
-    JobFields,
-    describe,
-    job_form_context,
-    new_individual_job,
-    zone_names,
+from fleetcron.web.pages.jobs import JobFields, describe, job_form_context
+from fleetcron.web.pages.target_form import (
+    TargetFields,
+    form_errors,
+    target_form,
+    typed_port,
+    ui_message,
 )
 
 router = APIRouter(include_in_schema=False)
 
 RECENT_RUNS = 20
 PENDING = frozenset(statuses.ACTIVE)
-#: Service field names -> the target form's field names.
-FIELD_NAMES = {"key": "private_key", "label": "labels", "with_jobs": "with_jobs"}
-
-
-def ui_message(exc: FleetcronError, name: str, where: str = "page") -> str:
-    """The error as the web page says it: the service's diagnosis, then what to click or
-    tick here. ``where`` is ``page`` (the target's page), ``add`` or ``edit`` (the form)."""
-    message = exc.message.rstrip(".")
-    if isinstance(exc, HostKeyMismatch) or svc.REPIN_ADVICE in exc.message:
-        if where == "edit":
-            return (
-                f"{message}. Paste the server's new host key below, or tick “trust the key the "
-                "server offers now”, and save again."
-            )
-        return (
-            f"{message}. Use “Re-pin host key” on the page of {name} to compare the new "
-            "fingerprint with the server's own and pin it."
-        )
-    if isinstance(exc, Conflict) and exc.field == "host":
-        return f"{message}. Tick “Same server as another target, on purpose” to save it anyway."
-    if isinstance(exc, Conflict) and exc.field == "with_jobs":
-        return f"{message}. Tick “Also remove its individual jobs” to remove them with it."
-    if isinstance(exc, InvalidInput) and exc.field == "host_key":
-        return (
-            f"{message}. Paste the server's host key (for example from ssh-keyscan), or tick "
-            "“trust the key the server offers now”."
-        )
-    if isinstance(exc, InvalidInput) and exc.field == "kind" and exc.value == "local":
-        return f"{message}."
-    if "was added but not paired" in exc.message:
-        return f"{message}. Correct the connection with “Edit”, then press “Pair”."
-    if "was not changed" in exc.message:
-        return (
-            f"{message}. Correct the values, or tick “Save without checking” (the target is "
-            "then unpaired until you pair it)."
-        )
-    return exc.message
-
-
-@dataclass(frozen=True)
-class TargetFields:
-    """The add and edit target form as typed. The private key is never sent back."""
-
-    name: str = ""
-    kind: str = "ssh"
-    host: str = ""
-    port: str = "22"
-    user: str = "root"
-    host_key: str = ""
-    trust_on_first_use: bool = False
-    labels: str = ""
-    notes: str = ""
-    allow_same_host: bool = False
-    no_verify: bool = False
-    timezone: str = ""
-
-    @classmethod
-    def posted(cls, form: FormData) -> TargetFields:
-        return cls(
-            name=text(form, "name").strip(),
-            kind=text(form, "kind", "ssh"),
-            host=text(form, "host").strip(),
-            port=text(form, "port"),
-            user=text(form, "user").strip(),
-            host_key=text(form, "host_key").strip(),
-            trust_on_first_use=checked(form, "trust_on_first_use"),
-            labels=text(form, "labels"),
-            notes=text(form, "notes").replace("\r\n", "\n"),
-            allow_same_host=checked(form, "allow_same_host"),
-            no_verify=checked(form, "no_verify"),
-            timezone=text(form, "timezone").strip(),
-        )
-
-    @classmethod
-    def of(cls, target: Target) -> TargetFields:
-        """The edit form of an existing target (the host key field stays empty: keep)."""
-        return cls(
-            name=target.name,
-            kind=target.kind,
-            host=target.host or "",
-            port=str(target.port or 22),
-            user=target.user or "root",
-            labels=", ".join(f"{k}={val}" for k, val in sorted(target.labels.items())),
-            notes=target.notes,
-            timezone=target.timezone or "",
-        )
-
-
-def _port(typed: str) -> int:
-    """The port as typed; only an empty field means the SSH default (a typed ``0`` goes to
-    the service, which refuses it with the allowed range)."""
-    port = whole_number(typed, field="port", default=svc.DEFAULT_SSH_PORT)
-    return svc.DEFAULT_SSH_PORT if port is None else port
-
-
-def _local_offered(request: Request, caller: Caller) -> bool:
-    """Whether the form offers the local kind: enabled on this host, and the caller an admin."""
-    return the_app(request).settings.allow_local_targets and allowed(
-        caller.actor.role, "target.local"
-    )
-
-
-def _target_form(
-    request: Request,
-    caller: Caller,
-    fields: TargetFields,
-    errors: FieldErrors = NO_ERRORS,
-    *,
-    target: Target | None = None,
-) -> HTMLResponse:
-    return page(
-        request,
-        "target_form.html",
-        status_code=422 if errors else 200,
-        fields=fields,
-        errors=errors,
-        target=target,
-        local_offered=_local_offered(request, caller)
-        or (target is not None and target.kind == "local"),
-        local_enabled=the_app(request).settings.allow_local_targets,
-        host_key_fingerprint=fingerprint(target.host_key) if target and target.host_key else None,
-        notes_max=v.NOTES_MAX_CHARS,
-        name_max=v.NAME_MAX_CHARS,
-        default_port=svc.DEFAULT_SSH_PORT,
-        zones=zone_names(),
-        default_zone=the_app(request).settings.timezone,
-    )
-
-
-def _form_errors(exc: FleetcronError, name: str, where: str) -> FieldErrors:
-    placed = field_errors(exc, FIELD_NAMES)
-    worded = ui_message(exc, name, where)
-    if placed.by_field:
-        field = next(iter(placed.by_field))
-        return FieldErrors({field: worded}, placed.summary)
-    return FieldErrors({}, worded)
 
 
 @router.get("/targets", response_class=HTMLResponse)
@@ -216,7 +68,7 @@ def list_targets(
 def new_target(
     request: Request, caller: Annotated[Caller, Depends(requires("target.add"))]
 ) -> HTMLResponse:
-    return _target_form(request, caller, TargetFields())
+    return target_form(request, caller, TargetFields())
 
 
 def _exists(request: Request, caller: Caller, name: str) -> bool:
@@ -246,7 +98,7 @@ def add_target(
             fields.name,
             local=local,
             host=None if local else fields.host,
-            port=_port(fields.port),
+            port=typed_port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
@@ -261,8 +113,8 @@ def add_target(
     except FleetcronError as exc:
         if not existed and _exists(request, caller, fields.name):
             # Added, but pairing failed: the target page offers Edit and Pair.
-            return redirect(_here(fields.name), ui_message(exc, fields.name), error=True)
-        return _target_form(request, caller, fields, _form_errors(exc, fields.name, "add"))
+            return redirect(target_url(fields.name), ui_message(exc, fields.name), error=True)
+        return target_form(request, caller, fields, form_errors(exc, fields.name, "add"))
     message = f"Added and paired target {result.target.name}."
     if result.host_key_fingerprint:
         message += f" Host key {result.host_key_fingerprint}"
@@ -272,7 +124,7 @@ def add_target(
     if result.extended_jobs:
         message += f" {plural(len(result.extended_jobs), 'bulk job')} now cover it."
     message += f" {_zone_sentence(result, app.settings.timezone)}"
-    return redirect(_here(result.target.name), message)
+    return redirect(target_url(result.target.name), message)
 
 
 def _zone_sentence(result: PairResult, default_zone: str) -> str:
@@ -285,7 +137,7 @@ def _zone_sentence(result: PairResult, default_zone: str) -> str:
     )
 
 
-def _target_page(
+def target_page(
     request: Request,
     caller: Caller,
     name: str,
@@ -345,10 +197,11 @@ def _local_fires(
 def show_target(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.read"))]
 ) -> HTMLResponse:
-    return _target_page(request, caller, name)
+    return target_page(request, caller, name)
 
 
-def _here(name: str) -> str:
+def target_url(name: str) -> str:
+    """The address of a target's page."""
     return f"/targets/{quote(name)}"
 
 
@@ -360,7 +213,7 @@ def edit_form(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.edit"))]
 ) -> HTMLResponse:
     target, _ = svc.show_target(the_app(request), caller.actor, name)
-    return _target_form(request, caller, TargetFields.of(target), target=target)
+    return target_form(request, caller, TargetFields.of(target), target=target)
 
 
 @router.post("/targets/{name}/edit", response_class=HTMLResponse)
@@ -380,7 +233,7 @@ def edit_target(
         changes = svc.TargetChanges(
             kind=fields.kind,
             host=None if local else fields.host,
-            port=None if local else _port(fields.port),
+            port=None if local else typed_port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
@@ -404,7 +257,7 @@ def edit_target(
     except PermissionDenied:
         raise
     except FleetcronError as exc:
-        return _target_form(request, caller, fields, _form_errors(exc, name, "edit"), target=target)
+        return target_form(request, caller, fields, form_errors(exc, name, "edit"), target=target)
     message = (
         f"Saved target {name}: {', '.join(c.replace('_', ' ') for c in result.changed)} changed."
     )
@@ -414,7 +267,7 @@ def edit_target(
         message += f" Time zone {result.target.timezone or 'unknown'}: {result.timezone_note}."
     if result.unpaired:
         message += " It is not paired any more: press Pair once the server is ready."
-    return redirect(_here(name), message)
+    return redirect(target_url(name), message)
 
 
 # -- pair and re-pin ----------------------------------------------------------------------
@@ -436,7 +289,7 @@ def pair_target(
             trust_on_first_use=checked(form, "trust_on_first_use"),
         )
     except FleetcronError as exc:
-        return redirect(_here(name), f"Not paired: {ui_message(exc, name)}", error=True)
+        return redirect(target_url(name), f"Not paired: {ui_message(exc, name)}", error=True)
     message = f"Paired target {name}."
     if result.host_key_fingerprint:
         message += f" Host key {result.host_key_fingerprint}."
@@ -445,7 +298,7 @@ def pair_target(
     if result.kept_disabled:
         message += f" Still disabled here, as before the unpair: {', '.join(result.kept_disabled)}."
     message += f" {_zone_sentence(result, the_app(request).settings.timezone)}"
-    return redirect(_here(name), message)
+    return redirect(target_url(name), message)
 
 
 @router.post("/targets/{name}/repin/check", response_class=HTMLResponse)
@@ -466,7 +319,7 @@ def check_repin(
             trust_on_first_use=checked(form, "trust_on_first_use"),
         )
     except FleetcronError as exc:
-        return redirect(_here(name), f"Not re-pinned: {_repin_wording(exc)}", error=True)
+        return redirect(target_url(name), f"Not re-pinned: {_repin_wording(exc)}", error=True)
     source = "offered by the server now" if plan.trusted_on_first_use else "pasted"
     return page(
         request,
@@ -486,9 +339,9 @@ def check_repin(
             "old_fingerprint": plan.old_fingerprint or "",
             "trust_on_first_use": "1" if plan.trusted_on_first_use else "",
         },
-        action=f"{_here(name)}/repin",
+        action=f"{target_url(name)}/repin",
         button=f"Pin {plan.new_fingerprint}",
-        cancel=_here(name),
+        cancel=target_url(name),
         danger=False,
     )
 
@@ -523,199 +376,5 @@ def repin_target(
         svc.repin_target(the_app(request), caller.actor, plan)
     except (FleetcronError, ValueError) as exc:
         message = exc.message if isinstance(exc, FleetcronError) else "the new key is not valid"
-        return redirect(_here(name), f"Not re-pinned: {message}", error=True)
-    return redirect(_here(name), f"Pinned host key {new_fingerprint} for {name}.")
-
-
-# -- pause and resume ---------------------------------------------------------------------
-
-
-@router.post("/targets/{name}/pause", response_class=HTMLResponse)
-def pause_target(
-    name: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("target.pause"))],
-) -> Response:
-    reason = text(form, "reason")
-    try:
-        svc.pause_target(the_app(request), caller.actor, name, reason)
-    except InvalidInput as exc:
-        if exc.field != "reason":
-            raise
-        # The page again, with the drawer open and the reason as typed beside the message.
-        errors = FieldErrors.at("reason", exc.message)
-        return _target_page(request, caller, name, pause_reason=reason, pause_errors=errors)
-    except FleetcronError as exc:
-        return redirect(_here(name), f"Not paused: {exc.message}", error=True)
-    return redirect(
-        _here(name),
-        f"Paused target {name}: nothing runs here and each due slot is recorded as skipped. "
-        "Every job keeps its own enabled flag.",
-    )
-
-
-@router.post("/targets/{name}/resume", response_class=HTMLResponse)
-def resume_target(
-    name: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("target.pause"))],
-) -> Response:
-    result = svc.resume_target(the_app(request), caller.actor, name)
-    if not result.changed:
-        return redirect(_here(name), f"Target {name} was not paused.")
-    return redirect(_here(name), f"Resumed target {name}: jobs continue from their next slot.")
-
-
-# -- unpair and remove --------------------------------------------------------------------
-
-
-@router.get("/targets/{name}/unpair", response_class=HTMLResponse)
-def confirm_unpair(
-    name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.unpair"))]
-) -> HTMLResponse:
-    target, assignments = svc.show_target(the_app(request), caller.actor, name)
-    return page(
-        request,
-        "confirm.html",
-        title=f"Unpair target {target.name}?",
-        message=(
-            f"Nothing more runs on {target.name}: its {plural(len(assignments), 'job assignment')} "
-            "are removed. Its individual jobs wait until it is paired again, and jobs disabled "
-            "here stay disabled then; the run history stays. For maintenance, “Pause” keeps "
-            "everything in place instead."
-        ),
-        action=f"{_here(target.name)}/unpair",
-        button=f"Unpair {target.name}",
-        cancel=_here(target.name),
-        danger=True,
-    )
-
-
-@router.post("/targets/{name}/unpair", response_class=HTMLResponse)
-def unpair_target(
-    name: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("target.unpair"))],
-) -> Response:
-    removed = svc.unpair_target(the_app(request), caller.actor, name)
-    return redirect(
-        _here(name), f"Unpaired target {name}; {plural(removed, 'assignment')} removed."
-    )
-
-
-@router.get("/targets/{name}/delete", response_class=HTMLResponse)
-def confirm_remove(
-    name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.remove"))]
-) -> HTMLResponse:
-    app = the_app(request)
-    target, _ = svc.show_target(app, caller.actor, name)
-    jobs = svc.individual_jobs(app, caller.actor, name)
-    message = f"{target.name} and its assignments are removed; the run history stays."
-    if jobs:
-        message += (
-            f" It has {plural(len(jobs), 'individual job')}: they can only be removed with it."
-        )
-    return page(
-        request,
-        "target_confirm.html",
-        title=f"Remove target {target.name}?",
-        message=message,
-        items=jobs,
-        checkbox=("with_jobs", f"Also remove its {plural(len(jobs), 'individual job')}")
-        if jobs
-        else None,
-        hidden={},
-        facts=[],
-        action=f"{_here(target.name)}/delete",
-        button=f"Remove {target.name}",
-        cancel=_here(target.name),
-        danger=True,
-    )
-
-
-@router.post("/targets/{name}/delete", response_class=HTMLResponse)
-def remove_target(
-    name: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("target.remove"))],
-) -> Response:
-    try:
-        result = svc.remove_target(
-            the_app(request), caller.actor, name, with_jobs=checked(form, "with_jobs")
-        )
-    except FleetcronError as exc:
-        if isinstance(exc, NotFound):
-            raise
-        return redirect(f"{_here(name)}/delete", ui_message(exc, name), error=True)
-    removed = (
-        f" with {plural(len(result.removed_jobs), 'individual job')}" if result.removed_jobs else ""
-    )
-    return redirect("/targets", f"Removed target {name}{removed}.")
-
-
-@router.post("/targets/{name}/jobs", response_class=HTMLResponse)
-def add_individual_job(
-    name: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("job.add"))],
-) -> Response:
-    fields, errors, view = new_individual_job(the_app(request), caller.actor, name, form)
-    if view is None:
-        return _target_page(request, caller, name, new_job=fields, errors=errors)
-    waiting = "" if view.total else " It waits until the target is paired."
-    return redirect(_here(name), f"Created individual job {view.name}.{waiting}")
-
-
-def _set_enabled(request: Request, caller: Caller, name: str, job: str, enabled: bool) -> Response:
-    try:
-        jobs_svc.set_enabled(the_app(request), caller.actor, job, enabled, target=name)
-    except FleetcronError as exc:
-        return redirect(_here(name), exc.message, error=True)
-    state = "Enabled" if enabled else "Disabled"
-    return redirect(_here(name), f"{state} job {job} on {name}.")
-
-
-@router.post("/targets/{name}/jobs/{job}/enable", response_class=HTMLResponse)
-def enable_here(
-    name: str,
-    job: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("job.enable"))],
-) -> Response:
-    return _set_enabled(request, caller, name, job, True)
-
-
-@router.post("/targets/{name}/jobs/{job}/disable", response_class=HTMLResponse)
-def disable_here(
-    name: str,
-    job: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("job.disable"))],
-) -> Response:
-    return _set_enabled(request, caller, name, job, False)
-
-
-@router.post("/targets/{name}/jobs/{job}/run", response_class=HTMLResponse)
-def run_here(
-    name: str,
-    job: str,
-    request: Request,
-    form: Posted,
-    caller: Annotated[Caller, Depends(requires("job.run"))],
-) -> Response:
-    try:
-        run_ids = runs_svc.request_run(the_app(request), caller.actor, job, target=name)
-    except FleetcronError as exc:
-        return redirect(_here(name), exc.message, error=True)
-    return redirect(
-        _here(name),
-        f"Run {', '.join(f'#{i}' for i in run_ids)} of {job} queued; the scheduler starts it "
-        "on its next tick and it appears under Recent runs below.",
-    )
+        return redirect(target_url(name), f"Not re-pinned: {message}", error=True)
+    return redirect(target_url(name), f"Pinned host key {new_fingerprint} for {name}.")

@@ -22,7 +22,16 @@ from fleetcron.services import targets as targets_svc
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
-from fleetcron.web.pages import accounts, cluster, history, job_page, jobs, runs, targets
+from fleetcron.web.pages import (
+    accounts,
+    cluster,
+    history,
+    job_page,
+    jobs,
+    runs,
+    target_actions,
+    targets,
+)
 from fleetcron.web.pages.cluster import cluster_node
 from fleetcron.web.pages.forms import page
 
@@ -69,5 +78,5 @@ def dashboard(
 
 
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".
-for _module in (jobs, history, job_page, targets, runs, accounts, cluster):
+for _module in (jobs, history, job_page, targets, target_actions, runs, accounts, cluster):
     router.include_router(_module.router)
