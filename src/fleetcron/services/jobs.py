@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.app import Actor, App
@@ -523,3 +523,12 @@ def refuse_duplicates(session: Session, job: Job) -> None:
             "duplicates on one of them (--allow-duplicate)",
             field="command",
         )
+
+
+def count_by_origin(app: App, actor: Actor) -> dict[str, int]:
+    """How many jobs there are of each origin (``bulk``, ``individual``), in one grouped
+    statement: what the dashboard shows, without loading every job's assignments."""
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        rows = session.execute(select(Job.origin, func.count()).group_by(Job.origin)).all()
+    return {origin: int(count) for origin, count in rows}

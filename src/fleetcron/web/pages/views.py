@@ -55,7 +55,7 @@ def dashboard(
 ) -> HTMLResponse:
     app = the_app(request)
     all_targets = targets_svc.list_targets(app, caller.actor)
-    origins = Counter(view.origin for view in jobs_svc.list_jobs(app, caller.actor))
+    origins = Counter(jobs_svc.count_by_origin(app, caller.actor))
     scheduler = request.app.state.scheduler
     summary = health_svc.summary(app, caller.actor)
     return page(
