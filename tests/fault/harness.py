@@ -44,6 +44,9 @@ class Lab:
     sim_epoch: datetime = field(default_factory=lambda: datetime(2026, 3, 2, 9, 0, 50, tzinfo=UTC))
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     apps: dict[str, App] = field(default_factory=dict)
+    #: A replicated pair: each node's own database (a node not named uses database_url).
+    database_urls: dict[str, str] = field(default_factory=dict)
+    topology: str = "shared-database"
 
     @property
     def effects(self) -> Path:
@@ -62,7 +65,8 @@ class Lab:
             machine_id.write_text(secrets.token_hex(16) + "\n")
         return {
             **os.environ,
-            "FLEETCRON_DATABASE_URL": self.database_url,
+            "FLEETCRON_DATABASE_URL": self.database_urls.get(name, self.database_url),
+            "FLEETCRON_TOPOLOGY": self.topology,
             "FLEETCRON_CLUSTER": "true",
             "FLEETCRON_ENDPOINT": f"http://{name}.test:8080",
             "FLEETCRON_MACHINE_ID_FILE": str(machine_id),
@@ -90,8 +94,9 @@ class Lab:
             env = self.env(name)
             settings = make_settings(
                 self.directory / name,
-                self.database_url,
+                self.database_urls.get(name, self.database_url),
                 cluster=True,
+                topology=self.topology,
                 endpoint=env["FLEETCRON_ENDPOINT"],
                 machine_id_file=Path(env["FLEETCRON_MACHINE_ID_FILE"]),
                 master_key=SecretStr(self.master_key),

@@ -49,6 +49,8 @@ __all__ = [
 MIN_VERSION_NUM = 160000
 """``origin = none`` came with PostgreSQL 16."""
 FREE_SLOTS_NEEDED = 2
+STALE_AFTER_S = 90.0
+"""An idle walsender sends a keepalive every half ``wal_sender_timeout`` (60 s by default)."""
 
 
 def conninfo_of(url: str) -> str:
@@ -345,7 +347,14 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
                 f"subscription {s.name} has no running apply worker: it cannot reach the "
                 "peer or keeps failing to apply a change (see the PostgreSQL log)"
             )
-        if s.apply_errors or s.sync_errors:
+        elif s.last_message_age_s is not None and s.last_message_age_s > STALE_AFTER_S:
+            problems.append(
+                f"subscription {s.name}: no message from the peer for "
+                f"{s.last_message_age_s:.0f} s (the link or the peer is down)"
+            )
+        if (s.apply_errors or s.sync_errors) and not (s.enabled and s.worker_running):
+            # The counters are cumulative: past errors of a worker that runs again (a cut
+            # link that healed) are history, shown in the subscription's counts.
             problems.append(
                 f"subscription {s.name} failed to apply {s.apply_errors} time(s) and to copy "
                 f"{s.sync_errors} time(s) since the statistics were reset"
