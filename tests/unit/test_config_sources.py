@@ -13,7 +13,8 @@ import pytest
 from fleetcron import config
 from fleetcron.cli.ops_cmd import config as config_group
 from fleetcron.cli.output import run_cli
-from fleetcron.config import load_settings, mask_url, setting_origins
+from fleetcron.config import load_settings, setting_origins
+from fleetcron.config_view import mask_url
 from fleetcron.crypto import generate_key
 from fleetcron.errors import ConfigError
 

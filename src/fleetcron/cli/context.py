@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from fleetcron.app import Actor, App
-from fleetcron.config import Settings, data_dir_origin, env_variable, load_settings
+from fleetcron.config import Settings, env_variable, load_settings
+from fleetcron.config_view import data_dir_origin
 from fleetcron.errors import SchemaOutOfDate, StoreError
 from fleetcron.services.users import actor_for, first_admin
 

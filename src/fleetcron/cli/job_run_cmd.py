@@ -11,7 +11,7 @@ import click
 from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
 from fleetcron.cli.output import echo
-from fleetcron.config import mask_url
+from fleetcron.config_view import mask_url
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.job_fleet import Selection

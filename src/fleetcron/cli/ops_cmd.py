@@ -14,7 +14,8 @@ import click
 
 from fleetcron.cli.context import opened_app
 from fleetcron.cli.output import print_json, print_table
-from fleetcron.config import config_file, effective_configuration, load_settings
+from fleetcron.config import config_file, load_settings
+from fleetcron.config_view import effective_configuration
 from fleetcron.errors import InvalidInput
 from fleetcron.services import backup as svc
 

@@ -35,7 +35,8 @@ from sqlalchemy.engine import make_url
 
 from fleetcron import __version__
 from fleetcron.app import App
-from fleetcron.config import Settings, mask_url
+from fleetcron.config import Settings
+from fleetcron.config_view import mask_url
 from fleetcron.crypto import MasterKey
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
 from fleetcron.services.backup_archive import (

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from fleetcron.config import mask_url
+from fleetcron.config_view import mask_url
 from fleetcron.errors import Conflict, StoreError
 from fleetcron.services.backup_archive import Manifest, extract_database
 from fleetcron.store.db import Database
