@@ -32,7 +32,7 @@ def apps(pg_pair: PgPair, tmp_path: Path) -> Iterator[tuple[App, App]]:
 
 def names(app: App, model: type[Target] | type[User]) -> dict[str, int]:
     with app.db.read() as session:
-        return {row.name: row.id for row in session.scalars(select(model))}
+        return {name: id_ for name, id_ in session.execute(select(model.name, model.id))}
 
 
 def wait_healthy(app: App) -> None:
