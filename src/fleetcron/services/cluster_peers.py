@@ -72,7 +72,16 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         ensure_secret(app, actor)
         identity = _challenge(app, url, timeout_s=APPROVE_TIMEOUT_S)
         note.detail["node"] = identity.node_id
-        if identity.db_system_id != mine.db_system_id:
+        if app.settings.topology == "replicated-pair":
+            # Each node of a pair has its own PostgreSQL: the same identifier would be a copy
+            # of this node's cluster (a clone), whose node identities are not its own.
+            if identity.db_system_id == mine.db_system_id and identity.node_id != mine.node_id:
+                raise Conflict(
+                    f"the node at {url} ({identity.node_id}) uses the same database cluster "
+                    f"({identity.db_system_id}) as this node; in a replicated pair each node "
+                    "has its own PostgreSQL (a copied cluster needs a new initdb)"
+                )
+        elif identity.db_system_id != mine.db_system_id:
             raise Conflict(
                 f"the node at {url} ({identity.node_id}) uses database cluster "
                 f"{identity.db_system_id}, this node uses {mine.db_system_id}; every node of "

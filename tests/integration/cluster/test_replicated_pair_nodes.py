@@ -8,11 +8,14 @@ replication from its peer runs. The clock starts at 09:00:30; the job fires ever
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import uvicorn
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
@@ -24,10 +27,13 @@ from fleetcron.errors import Conflict, CoordinationError
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, replication, runs, targets
 from fleetcron.services.cluster import Node
+from fleetcron.services.cluster_peers import approve_endpoint
+from fleetcron.services.cluster_secrets import ensure_secret
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store import replication as repl_sql
 from fleetcron.store.runs import RunStore
-from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, Run
+from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, ClusterSecret, Run
+from fleetcron.web.app import create_app
 
 pytestmark = pytest.mark.postgres
 
@@ -255,3 +261,41 @@ def test_sequences_are_checked_node_scoped_on_both_sides(pair: Pair) -> None:
         with side.app.db.engine.connect() as conn:
             states = repl_sql.sequence_state(conn, repl_sql.replicated_tables())
         assert states and {(s.increment, s.next_value % 2) for s in states} == {(2, parity)}
+
+
+def test_a_peer_on_its_own_cluster_is_approved_through_its_endpoint(
+    pg_pair: PgPair, tmp_path: Path, clock: FakeClock
+) -> None:
+    """The signed identity challenge across the pair: the peer answers with the identity of
+    its own PostgreSQL cluster (a shared database would refuse a different one)."""
+    key = generate_key().decode()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    left = App.open(pair_settings(pg_pair, "left", tmp_path, key), clock=clock)
+    right = App.open(pair_settings(pg_pair, "right", tmp_path, key, endpoint=endpoint), clock=clock)
+    server = uvicorn.Server(uvicorn.Config(create_app(right), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        replication.setup(left, SYSTEM, pg_pair.right_url)
+        ensure_secret(left, SYSTEM)
+        right_side = Side(right, Node(right))
+        cluster.announce(right, right_side.node)
+        left_side = Side(left, Node(left))
+        wait_for(lambda: left_side.has_node(right_side.node_id), what="the right's record")
+
+        def secret_on_the_right() -> bool:
+            with right.db.read() as session:
+                return session.scalar(select(ClusterSecret.id)) is not None
+
+        wait_for(secret_on_the_right, what="the coordination secret on the right")
+        row = approve_endpoint(left, SYSTEM, endpoint)
+        assert row.state == "approved" and row.node_id == right_side.node_id
+        assert right_side.node.identity.db_system_id != left_side.node.identity.db_system_id
+        wait_for(lambda: right_side.has_node(right_side.node_id, "approved"), what="approval")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        left.close()
+        right.close()
