@@ -1,23 +1,12 @@
-"""Versions of a job's definition: written with every change, listed, compared, reverted.
-
-:func:`record_version` is called inside the transaction that changes a job (add, edit,
-``apply``, revert), so a change and its version commit together or not at all. It
-compares the job's definition with its newest version and writes a new one only when
-they differ: enabling or disabling a job on its targets, a maintenance pause or a run
-is state, not definition, and is in the audit log instead.
-
-Where a change came from (``cli``, ``api``, ``web``, ``apply``) is set once per adapter
-with :func:`change_source` (the web application sets it per request), so the operations
-in ``services/jobs.py`` need no extra argument.
-"""
+"""Versions of a job's definition: listed, compared, reverted. They are written with
+every change of the job, in its transaction, by
+:mod:`fleetcron.services.job_version_writes`; a revert is a job edit
+(:func:`fleetcron.services.jobs.edit_job`) to an older version's values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -25,114 +14,12 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector
-from fleetcron.core.versions import FieldChange, changed_fields, diff_definitions, summarize
+from fleetcron.core.versions import FieldChange, diff_definitions
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record_failure
+from fleetcron.services.job_version_writes import definition_of, reverting_to
+from fleetcron.services.jobs import EDITABLE, edit_job
 from fleetcron.store.schema import Job, JobVersion
-
-SOURCES = ("cli", "api", "web", "apply", "migration")
-
-#: Job columns that are not part of its definition (identity and bookkeeping).
-NOT_DEFINITION = frozenset(
-    {"id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"}
-)
-
-_SOURCE: ContextVar[str] = ContextVar("fleetcron_change_source", default="cli")
-_REVERTING: ContextVar[int | None] = ContextVar("fleetcron_reverting_to", default=None)
-
-
-@contextmanager
-def change_source(source: str) -> Iterator[None]:
-    """Job changes made inside this block are recorded as coming from ``source``."""
-    if source not in SOURCES:
-        raise ValueError(f"unknown change source {source!r}")
-    token = _SOURCE.set(source)
-    try:
-        yield
-    finally:
-        _SOURCE.reset(token)
-
-
-def current_source() -> str:
-    return _SOURCE.get()
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def definition_of(job: Job) -> dict[str, Any]:
-    """The job's definition: every column of ``jobs`` that says what the job does (new
-    options are included without a change here), and its target by name."""
-    values = {
-        column.key: _plain(getattr(job, column.key))
-        for column in Job.__table__.columns
-        if column.key not in NOT_DEFINITION
-    }
-    values["target"] = job.target.name if job.target is not None else None
-    return values
-
-
-def record_version(
-    session: Session,
-    app: App,
-    actor: Actor,
-    job: Job,
-    note: AuditNote | None = None,
-    *,
-    source: str | None = None,
-    summary: str | None = None,
-) -> int | None:
-    """Write the job's definition as its next version if it differs from the newest one;
-    returns the new version number, or None when the definition did not change. Adds
-    ``version`` (and, for a revert, ``reverted_to``) to the audit ``note``."""
-    session.flush()
-    definition = definition_of(job)
-    previous = session.scalar(
-        select(JobVersion)
-        .where(JobVersion.job_id == job.id, JobVersion.job_created_at == job.created_at)
-        .order_by(JobVersion.version.desc())
-        .limit(1)
-    )
-    before = previous.definition if previous is not None else {}
-    changed = changed_fields(before, definition)
-    if previous is not None and not changed:
-        return None
-    number = (previous.version if previous is not None else 0) + 1
-    reverting = _REVERTING.get()
-    if summary is None:
-        if previous is None:
-            summary = "created"
-        elif reverting is not None:
-            summary = f"revert to version {reverting}"
-        else:
-            summary = summarize(diff_definitions(before, definition))
-    session.add(
-        JobVersion(
-            job_id=job.id,
-            job_created_at=job.created_at,
-            job_name=job.name,
-            version=number,
-            definition=definition,
-            changed=changed,
-            source=source or current_source(),
-            actor=actor.name,
-            at=app.now(),
-            summary=summary,
-        )
-    )
-    job.version = number
-    if note is not None:
-        note.detail["version"] = number
-        if reverting is not None:
-            note.action = "job.revert"
-            note.detail["reverted_to"] = reverting
-    return number
-
 
 # --- reading ------------------------------------------------------------------------------
 
@@ -272,8 +159,6 @@ _NOT_REVERTIBLE = ("name", "origin", "target")
 def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[FieldChange]]:
     """Give job ``name`` the definition of its version ``to`` again, as a new version, in
     one audited transaction (the edit's); returns the new version and what changed."""
-    from fleetcron.services.jobs import EDITABLE, edit_job
-
     note = AuditNote("job.revert", job_name=name, detail={"reverted_to": to})
     try:
         actor.authorize("job.revert")
@@ -321,11 +206,8 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
         raise
-    token = _REVERTING.set(to)
-    try:
+    with reverting_to(to):
         edit_job(app, actor, name, **edits)
-    finally:
-        _REVERTING.reset(token)
     with app.db.read() as session:
         version = _identity(session, name).current
     assert version is not None

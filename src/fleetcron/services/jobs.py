@@ -35,7 +35,7 @@ from fleetcron.services.fleet import (
     refire_assignments,
     sync_bulk_membership,
 )
-from fleetcron.services.job_versions import record_version
+from fleetcron.services.job_version_writes import record_version
 from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target
 

@@ -50,7 +50,7 @@ from fleetcron.services.fleet import (
     refire_assignments,
     sync_bulk_membership,
 )
-from fleetcron.services.job_versions import record_version
+from fleetcron.services.job_version_writes import record_version
 from fleetcron.services.jobs import JobSpec, require_local_clearance
 from fleetcron.services.jobs import validated_job_fields as validated_fields
 from fleetcron.store.schema import Assignment, Job, Target

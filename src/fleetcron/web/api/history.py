@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from fleetcron.app import App
 from fleetcron.core.upcoming import MAX_HOURS
 from fleetcron.services import job_versions as svc
+from fleetcron.services.job_version_writes import change_source
 from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.web.deps import Caller, requires, the_app
 
@@ -36,7 +37,7 @@ class ChangeSource:
             await self.app(scope, receive, send)
             return
         source = "api" if str(scope.get("path", "")).startswith("/api/") else "web"
-        with svc.change_source(source):
+        with change_source(source):
             await self.app(scope, receive, send)
 
 
