@@ -1,0 +1,101 @@
+"""The job page's reads go through each assignment's runs by the (assignment, slot,
+attempt) index, whatever other indexes the runs table has.
+
+The adversary: an index that starts with the status (as a search index might), on a
+database without statistics (as most are). Given a bare ``status = 'succeeded'`` term,
+SQLite's planner takes that index for "the newest success of this assignment" and walks
+every successful run of the table; the job page compares the status as an expression no
+index serves. The negative control shows the check sees the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+from sqlalchemy import event, text
+
+from fleetcron.app import Actor, App
+from fleetcron.services import job_fleet
+from fleetcron.services.job_fleet import TargetQuery
+from integration.web.test_job_fleet import JOB, history
+
+__all__ = ["history"]
+
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+ADVERSARY = "ix_test_status_first"
+
+
+@pytest.fixture
+def status_first_index(app: App, history: list[datetime]) -> Iterator[None]:
+    """The index, created after statistics that describe a large fleet (500,000 runs, 100
+    per assignment) were gathered, so the planner knows nothing of it: the situation of a
+    database analyzed once and upgraded since."""
+    with app.db.engine.begin() as conn:
+        conn.execute(text("ANALYZE"))
+        conn.execute(text("DELETE FROM sqlite_stat1 WHERE tbl = 'runs'"))
+        conn.execute(
+            text(
+                "INSERT INTO sqlite_stat1 VALUES ('runs', 'sqlite_autoindex_runs_1', "
+                "'500000 100 1 1'), ('runs', NULL, '500000')"
+            )
+        )
+        conn.execute(text(f"CREATE INDEX {ADVERSARY} ON runs (status, scheduled_for, id)"))
+        conn.execute(text("ANALYZE sqlite_schema"))  # the planner rereads the statistics
+    yield
+
+
+def plans_of(app: App, read: object) -> list[str]:
+    """The query plan lines of every statement ``read()`` issues."""
+    statements: list[tuple[str, object]] = []
+
+    def capture(
+        conn: object, cursor: object, statement: str, parameters: object, *_: object
+    ) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(app.db.engine, "before_cursor_execute", capture)
+    try:
+        read()  # type: ignore[operator]
+    finally:
+        event.remove(app.db.engine, "before_cursor_execute", capture)
+    lines = []
+    with app.db.engine.connect() as conn:
+        for statement, parameters in statements:
+            if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+                plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)  # type: ignore[arg-type]
+                lines += [str(row[3]) for row in plan]
+    return lines
+
+
+def test_the_targets_view_never_walks_the_runs_by_status(
+    app: App, viewer: Actor, history: list[datetime], status_first_index: None
+) -> None:
+    def read() -> None:
+        job_fleet.job_targets(app, viewer, JOB)
+        job_fleet.job_targets(app, viewer, JOB, TargetQuery(sort="streak", statuses=["failed"]))
+        job_fleet.job_slots(app, viewer, JOB)
+        job_fleet.job_counts(app, viewer)
+
+    lines = plans_of(app, read)
+
+    assert any("sqlite_autoindex_runs_1" in line for line in lines)  # the slot index is used
+    assert [line for line in lines if "(status=" in line] == []
+
+
+def test_negative_control_a_bare_status_term_takes_the_status_index(
+    app: App, history: list[datetime], status_first_index: None
+) -> None:
+    bare = (
+        "SELECT (SELECT runs.scheduled_for FROM runs WHERE runs.assignment_id = assignments.id"
+        " AND runs.status = 'succeeded' ORDER BY runs.scheduled_for DESC, runs.attempt DESC"
+        " LIMIT 1) FROM assignments"
+    )
+
+    def read() -> None:
+        with app.db.engine.connect() as conn:
+            conn.execute(text(bare)).all()
+
+    lines = plans_of(app, read)
+    assert any("(status=" in line for line in lines), lines
