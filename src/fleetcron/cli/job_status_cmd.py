@@ -10,6 +10,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
 from fleetcron.services import job_fleet as svc
+from fleetcron.services.history import duration_percentiles
 from fleetcron.services.job_fleet import SlotGroup, TargetQuery, TargetRow
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -77,7 +78,9 @@ def job_status(
         statuses=status, labels=labels, sort=sort, limit=limit, offset=offset, strip=strip
     )
     with opened_app() as app:
-        page = svc.job_targets(app, acting(app, as_user), name, query)
+        actor = acting(app, as_user)
+        page = svc.job_targets(app, actor, name, query)
+        durations = duration_percentiles(app, actor, name)
     if as_json:
         print_json(
             {
@@ -89,6 +92,7 @@ def job_status(
                 "offset": page.offset,
                 "sort": page.sort,
                 "items": [row_dict(row) for row in page.items],
+                "durations": durations.as_dict(),
             }
         )
         return
@@ -97,6 +101,12 @@ def job_status(
         f"job {page.job}: {c.total} target(s): {c.ok} ok, {c.failed} failed, "
         f"{c.running} running, {c.paused} paused" + (f", {c.never} never ran" if c.never else "")
     )
+    if durations.runs:
+        echo(
+            f"duration of the last {durations.runs} finished run(s): "
+            f"p50 {_duration(durations.p50_ms)}, p95 {_duration(durations.p95_ms)}, "
+            f"longest {_duration(durations.max_ms)}"
+        )
     print_table(
         None,
         ["target", "paused", "state", "strip", "last run", "exit", "duration", "streak", "next"],

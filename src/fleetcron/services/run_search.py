@@ -152,8 +152,10 @@ def search_runs(
         page_q = _filtered(select(Run), f, dialect)
         if cursor:
             at, run_id = decode_cursor(cursor)
+            # The first bound is a range on the indexes (all in page order); the second
+            # only sorts out the runs of that same slot time.
             page_q = page_q.where(
-                or_(Run.scheduled_for < at, and_(Run.scheduled_for == at, Run.id < run_id))
+                Run.scheduled_for <= at, or_(Run.scheduled_for < at, Run.id < run_id)
             )
         page_q = page_q.order_by(Run.scheduled_for.desc(), Run.id.desc()).limit(limit + 1)
         if offset and not cursor:

@@ -24,14 +24,14 @@ def fire_minutes(
     stdout: Sequence[Sequence[str]] = (),
     stderr: Sequence[Sequence[str]] = (),
 ) -> None:
-    """For each minute: claim what is due, then finish its runs in target-name order with
-    the given (status, duration_ms) per run (jobs on ``* * * * *``), and the given output
-    (by minute, then run)."""
+    """For each minute: claim what is due, then finish its runs, in (target, job) name
+    order, with the given (status, duration_ms) per run and the given output (by minute,
+    then run); the jobs are on ``* * * * *``."""
     store = RunStore(app.db, node="test", clock=clock)
     for index, minute in enumerate(outcomes):
         clock.advance(minutes=1)
         claimed = store.claim_due(clock.now)
-        dispatches = sorted(claimed.dispatches, key=lambda d: d.target_name)
+        dispatches = sorted(claimed.dispatches, key=lambda d: (d.target_name, d.job_name))
         assert len(dispatches) == len(minute), (len(dispatches), len(minute))
         results = []
         for place, (dispatch, (status, duration)) in enumerate(

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.services import history as history_svc
 from fleetcron.services import job_versions as versions
 from fleetcron.services import jobs, targets
 from fleetcron.services.jobs import JobSpec
@@ -96,3 +97,35 @@ def test_a_revert_without_the_csrf_token_is_refused(browser: TestClient, app: Ap
 
     assert refused.status_code == 403
     assert jobs.show_job(app, OPERATOR, "sweep").command == "echo two\necho three"
+
+
+def test_the_target_page_has_a_strip_of_runs_per_job(
+    browser: TestClient, app: App, clock: FakeClock
+) -> None:
+    a_job(app)
+    jobs.add_job(app, OPERATOR, "other", JobSpec("* * * * *", "echo other"), target="alpha")
+    fire_minutes(app, clock, [[("failed", 5), ("succeeded", 10)], [("succeeded", 10)] * 2])
+
+    page = browser.get("/targets/alpha")
+
+    assert page.status_code == 200, page.text
+    strips = re.search(r'<section aria-labelledby="strips-title".*?</section>', page.text, re.S)
+    assert strips is not None
+    rows = re.findall(r'<tr data-job="([\w-]+)">.*?</tr>', strips.group(0), re.S)
+    assert rows == ["other", "sweep"]
+    other = re.search(r'<tr data-job="other">.*?</tr>', strips.group(0), re.S)
+    assert other is not None
+    assert re.findall(r'data-outcome="(\w+)"', other.group(0)) == ["failed", "ok"]
+
+
+def test_a_run_page_links_to_the_version_it_ran(
+    browser: TestClient, app: App, clock: FakeClock
+) -> None:
+    a_job(app)
+    fire_minutes(app, clock, [[("succeeded", 10)]])
+    run_id = history_svc.job_slots(app, OPERATOR, "sweep")[0].run_id
+
+    page = browser.get(f"/runs/{run_id}")
+
+    assert page.status_code == 200, page.text
+    assert 'href="/jobs/sweep/versions?v=2"' in page.text
