@@ -72,6 +72,8 @@ def state_of(status: RunStatus | str | None) -> str:
         return "failed"
     if status in statuses.ACTIVE:
         return "running"
+    if status is RunStatus.CANCELLED:
+        return "skipped"  # stopped by an operator: did not run to an outcome, not a failure
     return status.value  # missed, skipped
 
 

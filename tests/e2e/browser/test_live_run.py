@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from fixtures.sshd import SshServer
 from fleetcron.services import runs
 from fleetcron.services.jobs import JobSpec, add_job
-from fleetcron.services.targets import add_target
+from fleetcron.services.targets import add_target, remove_target
 from fleetcron.store.schema import Run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 
@@ -138,6 +138,8 @@ def test_stop_on_an_ssh_target_leaves_no_process_behind_there(
         left = sleeping(main) + sleeping(child)
     finally:
         kill_all(main, child)
+        # The server is shared: other tests count its targets (bulk jobs reach every one).
+        remove_target(server.app, ADMIN, "remote-box", with_jobs=True)
     assert left == []
     run = the_run(server, run_id)
     assert (run.status, run.target_name, run.stop_requested_by) == (

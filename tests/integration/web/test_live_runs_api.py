@@ -165,3 +165,20 @@ async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once
     assert (run.status, run.stop_requested_by, run.stdout_head) == (
         "cancelled", "olivia", "from memory\n"
     )  # fmt: skip
+
+
+def test_pages_that_class_runs_show_a_cancelled_one_as_not_run_to_an_outcome(
+    app: App, browser: TestClient, operator: Actor
+) -> None:
+    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    jobs.add_job(app, operator, "wide", JobSpec(schedule="0 0 1 1 *", command="true"), bulk=True)
+    [run_id] = runs.request_run(app, operator, "wide")
+    runs.stop_run(app, operator, run_id)
+
+    listing = browser.get("/jobs")
+    job_page = browser.get("/jobs/wide")
+    dashboard = browser.get("/")
+
+    assert runs.get_run(app, operator, run_id).status == "cancelled"
+    assert (listing.status_code, job_page.status_code, dashboard.status_code) == (200, 200, 200)
+    assert "cancelled" in browser.get(f"/runs/{run_id}").text
