@@ -150,9 +150,17 @@ def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: 
     """Hand the jobs to another approved node (drains the owner first)."""
     with opened_app() as app:
         _require_node(app)
-        result = svc.request_transfer(
-            app, acting(app, as_user), to_node, idempotency_key=idempotency_key
-        )
+        if app.settings.topology == "replicated-pair":
+            # Made by the owner: from the other node, a signed request to it.
+            from fleetcron.services import pair_transfer
+
+            result = pair_transfer.request_transfer(
+                app, acting(app, as_user), to_node, idempotency_key=idempotency_key
+            )
+        else:
+            result = svc.request_transfer(
+                app, acting(app, as_user), to_node, idempotency_key=idempotency_key
+            )
     _transfer(result, as_json)
 
 

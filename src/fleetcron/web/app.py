@@ -26,6 +26,7 @@ from fleetcron.services.health import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors
 from fleetcron.web.api import cluster_peer, health, history, job_fleet, jobs, runs, targets, users
+from fleetcron.web.api.cluster_pair import router as cluster_pair_router
 from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES
 from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
@@ -73,6 +74,7 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")
     web.include_router(job_fleet.router, prefix="/api/v1")
+    web.include_router(cluster_pair_router, prefix="/api/v1")
     web.include_router(history.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)

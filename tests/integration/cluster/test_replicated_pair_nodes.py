@@ -22,10 +22,11 @@ from fixtures.app import FakeClock
 from fixtures.pg_pair import PgPair, pair_settings, wait_for
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import current_verdict
+from fleetcron.coordination.peer_calls import TRANSFER_PATH
 from fleetcron.crypto import generate_key
 from fleetcron.errors import Conflict, CoordinationError
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services import cluster, jobs, replication, runs, targets
+from fleetcron.services import cluster, jobs, pair_transfer, replication, runs, targets
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_peers import approve_endpoint
 from fleetcron.services.cluster_secrets import ensure_secret
@@ -92,10 +93,18 @@ def done(at: App) -> ExecResult:
     return ExecResult("succeeded", 0, EMPTY_OUTPUT, EMPTY_OUTPUT, now, now, 5)
 
 
-def build_pair(pg_pair: PgPair, tmp_path: Path, clock: FakeClock, *, owner: bool) -> Pair:
+def build_pair(
+    pg_pair: PgPair,
+    tmp_path: Path,
+    clock: FakeClock,
+    *,
+    owner: bool,
+    endpoints: dict[str, str] | None = None,
+) -> Pair:
     key = generate_key().decode()
     apps = [
-        App.open(pair_settings(pg_pair, s, tmp_path, key), clock=clock) for s in ("left", "right")
+        App.open(pair_settings(pg_pair, s, tmp_path, key, **_endpoint(endpoints, s)), clock=clock)
+        for s in ("left", "right")
     ]
     left, right = (Side(app, Node(app)) for app in apps)
     replication.setup(left.app, SYSTEM, pg_pair.right_url)
@@ -120,6 +129,10 @@ def build_pair(pg_pair: PgPair, tmp_path: Path, clock: FakeClock, *, owner: bool
         cluster.request_transfer(left.app, SYSTEM, left.node_id)
         wait_for(lambda: right.ownership() == (left.node_id, 1, False), what="owner on the right")
     return Pair(pg_pair, left, right)
+
+
+def _endpoint(endpoints: dict[str, str] | None, side: str) -> dict[str, object]:
+    return {"endpoint": endpoints[side]} if endpoints and side in endpoints else {}
 
 
 @pytest.fixture
@@ -299,3 +312,61 @@ def test_a_peer_on_its_own_cluster_is_approved_through_its_endpoint(
         thread.join(timeout=10)
         left.close()
         right.close()
+
+
+def test_a_transfer_asked_on_the_standby_is_prepared_by_the_owner_over_a_signed_request(
+    pg_pair: PgPair, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    built = build_pair(pg_pair, tmp_path, clock, owner=True, endpoints={"left": endpoint})
+    left, right = built.left, built.right
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(left.app), log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        ensure_secret(left.app, SYSTEM)
+
+        def secret_on_the_right() -> bool:
+            with right.app.db.read() as session:
+                return session.scalar(select(ClusterSecret.id)) is not None
+
+        wait_for(secret_on_the_right, what="the coordination secret on the right")
+        wait_for(lambda: server.started, what="the owner's web server")
+        # The owner's answer is lost on the way back: the request reached it all the same.
+        real_call = pair_transfer._call
+
+        def answer_lost(app: App, url: str, path: str, *args: object) -> object:
+            answer = real_call(app, url, path, *args)  # type: ignore[arg-type]
+            if path == TRANSFER_PATH:
+                raise CoordinationError(f"node endpoint {url} is unreachable: connection reset")
+            return answer
+
+        monkeypatch.setattr(pair_transfer, "_call", answer_lost)
+        built.set_subscription("right", False)  # and the owner's transaction is held back
+        result = pair_transfer.request_transfer(
+            right.app, SYSTEM, right.node_id, idempotency_key="handoff-1"
+        )
+        monkeypatch.undo()
+        assert result.state == "pending" and result.to_node == right.node_id
+        assert left.ownership() == (left.node_id, 1, True)  # the owner drains
+        assert cluster.maintain(left.app).completed_transfers == [result.id]
+        # Acknowledged by the owner (signed status query) before it arrived here.
+        status = pair_transfer.transfer_status(right.app, SYSTEM, "handoff-1")
+        assert (status.id, status.state, status.generation_after) == (result.id, "completed", 2)
+        assert right.verdict_kind() == "standby" and right.ownership()[:2] == (left.node_id, 1)
+        again = pair_transfer.request_transfer(
+            right.app, SYSTEM, right.node_id, idempotency_key="handoff-1"
+        )
+        assert (again.id, again.state) == (result.id, "completed")
+        built.set_subscription("right", True)
+        wait_for(lambda: right.verdict_kind() == "owner", what="the transaction's arrival")
+        assert right.ownership() == (right.node_id, 2, False)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        left.app.close()
+        right.app.close()

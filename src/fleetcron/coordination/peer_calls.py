@@ -1,0 +1,96 @@
+"""Signed calls between the two nodes of a replicated pair, beside the identity challenge.
+
+A call POSTs a payload signed for its purpose with the coordination secret
+(:mod:`fleetcron.coordination.signing`) to a path below the other node's endpoint; the
+answer must be signed for the matching response purpose and bound to the request's nonce,
+so an answer recorded earlier or meant for another call is refused. Redirects are not
+followed. Every failure is a :class:`~fleetcron.errors.CoordinationError` naming the
+endpoint; the caller decides whether it may retry (the transfer calls are idempotent).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from fleetcron.coordination.identity import normalize_endpoint
+from fleetcron.coordination.peer import MAX_ANSWER_BYTES, _opener, _refused
+from fleetcron.coordination.signing import NonceStore, sign, verify_response
+from fleetcron.errors import CoordinationError
+
+__all__ = [
+    "TRANSFER_PATH",
+    "TRANSFER_PURPOSE",
+    "TRANSFER_RESPONSE",
+    "TRANSFER_STATUS_PATH",
+    "TRANSFER_STATUS_PURPOSE",
+    "TRANSFER_STATUS_RESPONSE",
+    "signed_call",
+]
+
+TRANSFER_PATH = "/api/v1/cluster/pair/transfer"
+TRANSFER_PURPOSE = "cluster.pair.transfer"
+TRANSFER_RESPONSE = "cluster.pair.transfer.response"
+TRANSFER_STATUS_PATH = "/api/v1/cluster/pair/transfer-status"
+TRANSFER_STATUS_PURPOSE = "cluster.pair.transfer-status"
+TRANSFER_STATUS_RESPONSE = "cluster.pair.transfer-status.response"
+
+
+def signed_call(
+    endpoint: str,
+    path: str,
+    purpose: str,
+    response_purpose: str,
+    payload: Mapping[str, Any],
+    *,
+    secret: bytes,
+    accepted: list[bytes],
+    seen: NonceStore,
+    now: datetime,
+    timeout_s: float = 10,
+) -> dict[str, Any]:
+    """POST ``payload`` signed for ``purpose`` to ``endpoint + path``; return the verified
+    payload of the answer (signed for ``response_purpose``, bound to this request)."""
+    base = normalize_endpoint(endpoint)
+    envelope = sign(secret, purpose, payload, now=now)
+    request = urllib.request.Request(
+        base + path,
+        data=json.dumps(envelope).encode("utf-8"),
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    try:
+        with _opener.open(request, timeout=timeout_s) as answer:
+            body = answer.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        _refused(base, exc)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, socket.timeout | TimeoutError):
+            reason = f"no answer within {timeout_s:g} s"
+        raise CoordinationError(f"node endpoint {base} is unreachable: {reason}") from exc
+    if len(body) > MAX_ANSWER_BYTES:
+        raise CoordinationError(f"node endpoint {base} answered with too many bytes")
+    try:
+        response = json.loads(body)
+    except ValueError as exc:
+        raise CoordinationError(f"node endpoint {base} did not answer with JSON") from exc
+    try:
+        return verify_response(
+            response,
+            request_nonce=envelope["nonce"],
+            secrets=accepted,
+            purpose=response_purpose,
+            now=now,
+            seen=seen,
+        )
+    except CoordinationError as exc:
+        raise CoordinationError(
+            f"node endpoint {base} gave no valid signed answer: {exc.message}"
+        ) from exc
