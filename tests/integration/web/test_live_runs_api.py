@@ -182,3 +182,23 @@ def test_pages_that_class_runs_show_a_cancelled_one_as_not_run_to_an_outcome(
     assert runs.get_run(app, operator, run_id).status == "cancelled"
     assert (listing.status_code, job_page.status_code, dashboard.status_code) == (200, 200, 200)
     assert "cancelled" in browser.get(f"/runs/{run_id}").text
+
+
+def test_another_nodes_run_page_names_the_node_and_the_age_of_its_output(
+    app: App, browser: TestClient, job: str, operator: Actor, clock: FakeClock
+) -> None:
+    [run_id] = runs.request_run(app, operator, job)
+    set_run(
+        app, run_id, status="running", node="node-b", started_at=clock.now,
+        live_output="from node b\n", live_bytes=12, live_at=clock.now,
+    )  # fmt: skip
+    clock.advance(seconds=3)
+
+    page = browser.get(f"/runs/{run_id}").text
+
+    assert "node-b" in page and f"this page is served by {app.node_name}" in page
+    assert "output as of 3 s ago" in page
+    assert "from node b" in page
+    assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in page
+    set_run(app, run_id, status="succeeded", finished_at=clock.now)
+    assert 'http-equiv="refresh"' not in browser.get(f"/runs/{run_id}").text
