@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from live_web import ADMIN, LiveServer, OpenPage
+from live_web import ADMIN, LiveServer, OpenPage, problems_of
 from playwright.sync_api import expect
 
 from fixtures.sshd import SshServer
@@ -71,6 +71,7 @@ def test_live_output_appears_line_by_line_and_stop_leaves_the_run_cancelled(
         assert (run.status, run.stop_requested_by) == ("cancelled", "olivia")
         assert "tick 20" not in run.stdout_head
         assert sleeping(marker) == []
+        assert problems_of(page) == []  # no console error, no CSP violation
     finally:
         kill_all(marker)
 
