@@ -236,6 +236,11 @@ def maintain(app: App) -> MaintenanceResult:
     """Expire claims past their deadline (their runs become ``fenced``) and complete a
     handoff whose old owner has no live claims left. Writes only on such a transition."""
     result = MaintenanceResult()
+    from fleetcron.services.replication import pair_standby
+
+    if pair_standby(app):
+        # In a replicated pair the owner alone writes claims and the ownership row.
+        return result
     with app.db.session() as session:
         result.expired_claims = expire_claims(session, app.now())
     with app.db.session() as session:

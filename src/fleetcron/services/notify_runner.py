@@ -36,6 +36,15 @@ async def run_notifications(app: App, now: datetime) -> NotifyStats:
     """Evaluate alerts, then send what is due, each on a worker thread; never raises
     (except on cancellation). Errors are logged and the next round tries again."""
     queued = attempted = errors = 0
+    from fleetcron.services.replication import pair_standby
+
+    if app.settings.topology == "replicated-pair":
+        try:
+            if await asyncio.to_thread(pair_standby, app):
+                return NotifyStats()  # the owner of a replicated pair evaluates and delivers
+        except Exception:
+            log.exception("notify: reading the owner failed", extra={"action": "notify.error"})
+            return NotifyStats(errors=1)
     try:
         await asyncio.to_thread(seal_stored_urls, app)
     except Exception:

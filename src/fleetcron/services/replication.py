@@ -456,3 +456,19 @@ def rejoin_problems(app: App) -> list[str]:
         if s.apply_errors:
             problems.append(f"subscription {s.name} has {s.apply_errors} apply error(s)")
     return problems
+
+
+def pair_standby(app: App) -> bool:
+    """Whether this node is in a replicated pair and not the owner in its own database:
+    then it leaves the owner's periodic writes (claim expiry, handoff completion, alert
+    evaluation and deliveries) to the owner, so that no row gets a second writer."""
+    if app.settings.topology != "replicated-pair":
+        return False
+    from sqlalchemy import select
+
+    from fleetcron.services.cluster_registry import Node
+    from fleetcron.store.schema import ClusterOwnership
+
+    with app.db.read() as session:
+        owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
+    return len(owners) != 1 or owners[0] != Node(app).identity.node_id

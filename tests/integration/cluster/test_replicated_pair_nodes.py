@@ -370,3 +370,24 @@ def test_a_transfer_asked_on_the_standby_is_prepared_by_the_owner_over_a_signed_
         thread.join(timeout=10)
         left.app.close()
         right.app.close()
+
+
+def test_maintenance_is_left_to_the_owner(pair: Pair, clock: FakeClock) -> None:
+    """A drained handoff visible on both sides is completed by the owner only: the standby's
+    maintenance writes nothing, so the ownership row never has two writers."""
+    clock.advance(seconds=35)
+    [in_flight] = pair.left.store().claim_due(clock.now).dispatches
+    result = cluster.request_transfer(pair.left.app, SYSTEM, pair.right.node_id)
+    pair.left.store().finish([(in_flight.run_id, done(pair.left.app))])
+
+    def drained_on_the_right() -> bool:
+        runs_there = pair.right.runs()
+        return pair.right.ownership()[2] and [r.status for r in runs_there] == ["succeeded"]
+
+    wait_for(drained_on_the_right, what="the drained handoff on the right")
+    assert cluster.maintain(pair.right.app).completed_transfers == []
+    assert pair.right.ownership() == (pair.left.node_id, 1, True)
+    assert cluster.maintain(pair.left.app).completed_transfers == [result.id]
+    wait_for(lambda: pair.right.ownership() == (pair.right.node_id, 2, False), what="arrival")
+    for side in (pair.left, pair.right):
+        assert replication.status(side.app, SYSTEM).healthy
