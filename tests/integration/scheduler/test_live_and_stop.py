@@ -236,3 +236,30 @@ async def test_the_fake_executor_streams_and_stops_like_the_real_ones(
     assert (the_run(app, run_id).status, the_run(app, run_id).stop_requested_by) == (
         "cancelled", "olivia"
     )  # fmt: skip
+
+
+async def test_a_run_stopped_while_it_waits_for_a_slot_never_starts(
+    app: App, operator: Actor, local: str, clock: FakeClock
+) -> None:
+    fake = FakeExecutor(clock=clock, concurrency=1)
+    fake.script = {"hold": FakeOutcome(duration_s=0.5), "waits": FakeOutcome(duration_s=600)}
+    scheduler = Scheduler(app, clock=clock, executors={"local": fake})
+    await scheduler.start()
+    try:
+        add(app, operator, "hold", "hold")
+        add(app, operator, "waits", "waits")
+        [first] = runs.request_run(app, operator, "hold")
+        [second] = runs.request_run(app, operator, "waits")
+        await scheduler.tick()
+        assert {first, second} <= set(scheduler.running)
+        runs.stop_run(app, operator, second, local_stop=scheduler.stop)
+        await asyncio.wait_for(scheduler.idle(), 10)
+    finally:
+        await scheduler.shutdown()
+
+    assert [request.command for _, request in fake.calls] == ["hold"]
+    assert the_run(app, first).status == "succeeded"
+    run = the_run(app, second)
+    assert (run.status, run.reason, run.error) == (
+        "cancelled", "stopped by olivia", "stopped before it started"
+    )  # fmt: skip

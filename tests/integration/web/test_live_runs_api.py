@@ -202,3 +202,16 @@ def test_another_nodes_run_page_names_the_node_and_the_age_of_its_output(
     assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in page
     set_run(app, run_id, status="succeeded", finished_at=clock.now)
     assert 'http-equiv="refresh"' not in browser.get(f"/runs/{run_id}").text
+
+
+def test_a_pending_row_of_a_rollout_is_cancelled_before_it_starts(
+    app: App, client: TestClient, job: str, operator: Actor, as_operator: dict[str, str]
+) -> None:
+    [run_id] = runs.request_run(app, operator, job)
+    set_run(app, run_id, status="pending")
+
+    stopped = client.post(f"{API}/runs/{run_id}/stop", headers=as_operator)
+
+    assert stopped.status_code == 202 and stopped.json()["status"] == "cancelled"
+    run = runs.get_run(app, operator, run_id)
+    assert (run.status, run.started_at) == ("cancelled", None)
