@@ -263,7 +263,11 @@ def duration_percentiles(
         if target is not None:
             query = query.where(Run.target_name == target)
         values = [
-            v for v in session.scalars(query.order_by(Run.id.desc()).limit(sample)) if v is not None
+            v
+            # newest by slot: read backwards through the (job_id, scheduled_for, status)
+            # index and stop at ``sample`` (by id, the planner sorts every run of the job)
+            for v in session.scalars(query.order_by(Run.scheduled_for.desc()).limit(sample))
+            if v is not None
         ]
     return Durations(
         len(values), percentile(values, 50), percentile(values, 95), max(values, default=None)
