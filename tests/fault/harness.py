@@ -47,6 +47,8 @@ class Lab:
     #: A replicated pair: each node's own database (a node not named uses database_url).
     database_urls: dict[str, str] = field(default_factory=dict)
     topology: str = "shared-database"
+    #: Endpoints other than http://NAME.test:8080 (a node served by the test, on loopback).
+    endpoints: dict[str, str] = field(default_factory=dict)
 
     @property
     def effects(self) -> Path:
@@ -68,7 +70,7 @@ class Lab:
             "FLEETCRON_DATABASE_URL": self.database_urls.get(name, self.database_url),
             "FLEETCRON_TOPOLOGY": self.topology,
             "FLEETCRON_CLUSTER": "true",
-            "FLEETCRON_ENDPOINT": f"http://{name}.test:8080",
+            "FLEETCRON_ENDPOINT": self.endpoints.get(name, f"http://{name}.test:8080"),
             "FLEETCRON_MACHINE_ID_FILE": str(machine_id),
             "FLEETCRON_MASTER_KEY": self.master_key,
             "FLEETCRON_NODE_NAME": name,

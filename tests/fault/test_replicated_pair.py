@@ -29,12 +29,13 @@ from harness import Lab, wait_until
 from netfault import CuttableLink
 from sqlalchemy import delete, select
 
-from fixtures.pg_pair import PgPair
+from fixtures.pg_pair import PgPair, loopback_socket, served
 from fleetcron.app import SYSTEM
 from fleetcron.crypto import generate_key
 from fleetcron.errors import CoordinationError
 from fleetcron.services import cluster, replication
-from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, Run
+from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, ClusterSecret, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -122,12 +123,14 @@ def settle(pl: PairLab) -> None:
 
 @pytest.fixture
 def pair_lab(pg_pair: PgPair, tmp_path: Path) -> Iterator[PairLab]:
+    beta_socket, beta_endpoint = loopback_socket()  # beta answers signed queries
     lab = Lab(
         pg_pair.left_url,
         tmp_path,
         master_key=generate_key().decode(),
         database_urls={"alpha": pg_pair.left_url, "beta": pg_pair.right_url},
         topology="replicated-pair",
+        endpoints={"beta": beta_endpoint},
     )
     to_beta = CuttableLink(pg_pair.right.host, pg_pair.right.port)
     to_alpha = CuttableLink(pg_pair.left.host, pg_pair.left.port)
@@ -159,6 +162,13 @@ def pair_lab(pg_pair: PgPair, tmp_path: Path) -> Iterator[PairLab]:
         wait_until(beta_known, timeout=30, what="beta's record on alpha")
         for name in NODES:
             cluster.approve(lab.app("alpha"), SYSTEM, lab.node(name).identity)
+        ensure_secret(lab.app("alpha"), SYSTEM)
+
+        def secret_on_beta() -> bool:
+            with lab.app("beta").db.read() as session:
+                return session.scalar(select(ClusterSecret.id)) is not None
+
+        wait_until(secret_on_beta, timeout=30, what="the coordination secret on beta")
         lab.make_owner("alpha")
         lab.add_fleet(5, work="sleep 2", timeout_s=5)
 
@@ -172,7 +182,8 @@ def pair_lab(pg_pair: PgPair, tmp_path: Path) -> Iterator[PairLab]:
             timeout=30,
             what="alpha's ownership on beta",
         )
-        yield pl
+        with served(lab.app("beta"), beta_socket):
+            yield pl
     finally:
         lab.stop_all()
         pl.restore()

@@ -25,6 +25,9 @@ from fleetcron.coordination.signing import NonceStore, sign, verify_response
 from fleetcron.errors import CoordinationError
 
 __all__ = [
+    "OWNERSHIP_PATH",
+    "OWNERSHIP_PURPOSE",
+    "OWNERSHIP_RESPONSE",
     "TRANSFER_PATH",
     "TRANSFER_PURPOSE",
     "TRANSFER_RESPONSE",
@@ -40,6 +43,9 @@ TRANSFER_RESPONSE = "cluster.pair.transfer.response"
 TRANSFER_STATUS_PATH = "/api/v1/cluster/pair/transfer-status"
 TRANSFER_STATUS_PURPOSE = "cluster.pair.transfer-status"
 TRANSFER_STATUS_RESPONSE = "cluster.pair.transfer-status.response"
+OWNERSHIP_PATH = "/api/v1/cluster/pair/ownership"
+OWNERSHIP_PURPOSE = "cluster.pair.ownership"
+OWNERSHIP_RESPONSE = "cluster.pair.ownership.response"
 
 
 def signed_call(

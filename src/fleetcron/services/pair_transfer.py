@@ -23,6 +23,9 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.coordination.peer_calls import (
+    OWNERSHIP_PATH,
+    OWNERSHIP_PURPOSE,
+    OWNERSHIP_RESPONSE,
     TRANSFER_PATH,
     TRANSFER_PURPOSE,
     TRANSFER_RESPONSE,
@@ -189,3 +192,36 @@ def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferRes
         {"idempotency_key": idempotency_key},
     )
     return _result(answer)
+
+
+def local_ownership(app: App) -> tuple[str | None, int]:
+    """The owner and generation in this node's own database (0 without a single row)."""
+    with app.db.read() as session:
+        rows = session.scalars(select(ClusterOwnership)).all()
+    if len(rows) != 1:
+        return None, 0
+    return rows[0].owner_node_id, rows[0].generation
+
+
+def peer_ownership(app: App) -> tuple[str, str | None, int]:
+    """Ask the other approved node of the pair (signed query) for the owner and generation
+    in its database; returns (its endpoint, owner, generation). Raises
+    :class:`CoordinationError` when there is no such node or it does not answer."""
+    me = Node(app).identity.node_id
+    with app.db.read() as session:
+        endpoints = session.scalars(
+            select(ClusterNode.endpoint).where(
+                ClusterNode.node_id != me, ClusterNode.state == "approved"
+            )
+        ).all()
+    if len(endpoints) != 1:
+        raise CoordinationError(
+            f"a replicated pair has one other approved node; this node's registry has "
+            f"{len(endpoints)}"
+        )
+    answer = _call(app, endpoints[0], OWNERSHIP_PATH, OWNERSHIP_PURPOSE, OWNERSHIP_RESPONSE, {})
+    generation = answer.get("generation")
+    if not isinstance(generation, int):
+        raise CoordinationError(f"the peer at {endpoints[0]} gave no generation")
+    owner = answer.get("owner")
+    return endpoints[0], owner if isinstance(owner, str) else None, generation

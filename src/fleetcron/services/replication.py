@@ -30,7 +30,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import make_url
 
 from fleetcron.app import Actor, App
-from fleetcron.errors import ConfigError, Conflict, InvalidInput, StoreError
+from fleetcron.errors import ConfigError, Conflict, CoordinationError, InvalidInput, StoreError
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.store import replication as sql
 from fleetcron.store.db import HEAD_REVISION, Database
@@ -49,8 +49,6 @@ __all__ = [
 MIN_VERSION_NUM = 160000
 """``origin = none`` came with PostgreSQL 16."""
 FREE_SLOTS_NEEDED = 2
-STALE_AFTER_S = 90.0
-"""An idle walsender sends a keepalive every half ``wal_sender_timeout`` (60 s by default)."""
 
 
 def conninfo_of(url: str) -> str:
@@ -347,11 +345,6 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
                 f"subscription {s.name} has no running apply worker: it cannot reach the "
                 "peer or keeps failing to apply a change (see the PostgreSQL log)"
             )
-        elif s.last_message_age_s is not None and s.last_message_age_s > STALE_AFTER_S:
-            problems.append(
-                f"subscription {s.name}: no message from the peer for "
-                f"{s.last_message_age_s:.0f} s (the link or the peer is down)"
-            )
         if (s.apply_errors or s.sync_errors) and not (s.enabled and s.worker_running):
             # The counters are cumulative: past errors of a worker that runs again (a cut
             # link that healed) are history, shown in the subscription's counts.
@@ -426,10 +419,6 @@ def require_writer_here(app: App, session: Any, owner_node_id: str | None, actio
         )
 
 
-REJOIN_FRESH_S = 30.0
-"""verify-rejoin wants a message from the peer's walsender at most this long ago."""
-
-
 def rejoin_problems(app: App) -> list[str]:
     """Why a returning node of a replicated pair may not start its scheduler yet: what it
     has not received from the peer (a newer owner and generation may be among it). Empty
@@ -447,14 +436,22 @@ def rejoin_problems(app: App) -> list[str]:
             problems.append(f"subscription {s.name} is disabled")
         elif not s.worker_running:
             problems.append(f"subscription {s.name} is not applying (peer unreachable or errors)")
-        elif s.last_message_age_s is None or s.last_message_age_s > REJOIN_FRESH_S:
-            age = "never" if s.last_message_age_s is None else f"{s.last_message_age_s:.0f} s ago"
-            problems.append(
-                f"subscription {s.name} last heard from the peer {age} (wanted: within "
-                f"{REJOIN_FRESH_S:g} s)"
-            )
-        if s.apply_errors:
-            problems.append(f"subscription {s.name} has {s.apply_errors} apply error(s)")
+    if problems:
+        return problems
+    # Positive confirmation: the peer's own database, asked over a signed query, has no
+    # newer owner or generation than this one.
+    from fleetcron.services.pair_transfer import local_ownership, peer_ownership
+
+    try:
+        endpoint, peer_owner, peer_generation = peer_ownership(app)
+    except CoordinationError as exc:
+        return [f"cannot confirm the current owner and generation with the peer: {exc.message}"]
+    owner, generation = local_ownership(app)
+    if peer_generation > generation or (peer_generation == generation and peer_owner != owner):
+        problems.append(
+            f"the peer ({endpoint}) has owner {peer_owner} at generation {peer_generation}; "
+            f"this database has {owner} at generation {generation}: not received yet"
+        )
     return problems
 
 

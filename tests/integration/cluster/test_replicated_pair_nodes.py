@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 import uvicorn
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
-from fixtures.pg_pair import PgPair, pair_settings, wait_for
+from fixtures.pg_pair import PgPair, loopback_socket, pair_settings, served, wait_for
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.coordination.peer_calls import TRANSFER_PATH
@@ -115,6 +116,13 @@ def build_pair(
     for side in (left, right):
         cluster.approve(left.app, SYSTEM, side.node.identity)
     wait_for(lambda: right.has_node(right.node_id, "approved"), what="approvals on the right")
+    ensure_secret(left.app, SYSTEM)
+
+    def secret_on_the_right() -> bool:
+        with right.app.db.read() as session:
+            return session.scalar(select(ClusterSecret.id)) is not None
+
+    wait_for(secret_on_the_right, what="the coordination secret on the right")
     targets.add_target(left.app, SYSTEM, "box", local=True)
     jobs.add_job(left.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
     with left.app.db.read() as session:
@@ -137,10 +145,16 @@ def _endpoint(endpoints: dict[str, str] | None, side: str) -> dict[str, object]:
 
 @pytest.fixture
 def pair(pg_pair: PgPair, tmp_path: Path, clock: FakeClock) -> Iterator[Pair]:
-    built = build_pair(pg_pair, tmp_path, clock, owner=True)
-    yield built
-    built.left.app.close()
-    built.right.app.close()
+    """The pair with an owner (left), both nodes served on real loopback endpoints."""
+    (left_sock, left_url), (right_sock, right_url) = loopback_socket(), loopback_socket()
+    endpoints = {"left": left_url, "right": right_url}
+    built = build_pair(pg_pair, tmp_path, clock, owner=True, endpoints=endpoints)
+    try:
+        with served(built.left.app, left_sock), served(built.right.app, right_sock):
+            yield built
+    finally:
+        built.left.app.close()
+        built.right.app.close()
 
 
 def test_only_the_owner_records_a_slot_and_both_databases_agree(
@@ -210,7 +224,9 @@ def test_a_run_requested_on_the_standby_is_started_by_the_owner_after_replicatio
 
 
 def test_coordination_changes_are_refused_on_the_standby(pair: Pair) -> None:
-    with pytest.raises(Conflict, match=r"transfer: .* done on the owner, node .*left\.pair\.test"):
+    with pytest.raises(
+        Conflict, match=r"transfer: .* done on the owner, node .*\(http://127\.0\.0\.1:\d+\)"
+    ):
         cluster.request_transfer(pair.right.app, SYSTEM, pair.right.node_id)
     with pytest.raises(Conflict, match=r"approve: .* done on the owner"):
         cluster.approve(pair.right.app, SYSTEM, pair.right.node.identity)
@@ -255,8 +271,25 @@ def test_takeover_on_the_survivor_and_rejoin_after_replication(
     # The fenced old owner comes back: it has not received generation 2 yet.
     with pytest.raises(CoordinationError, match=r"rejoin refused: subscription .* disabled"):
         cluster.verify_rejoin(pair.left.app, SYSTEM, pair.left.node)
-    for side in ("left", "right"):
-        pair.set_subscription(side, True)
+    # Replication from the peer runs again but has not delivered generation 2 yet (its
+    # apply waits on a lock held here): the signed query to the peer tells.
+    with psycopg.connect(pair.db.conninfo("left")) as blocker:
+        blocker.execute("SELECT * FROM cluster_ownership FOR UPDATE")
+        for side in ("left", "right"):
+            pair.set_subscription(side, True)
+
+        def applying() -> bool:
+            return bool(
+                pair.db.execute(
+                    "left",
+                    "SELECT 1 FROM pg_stat_subscription WHERE pid IS NOT NULL AND relid IS NULL",
+                )
+            )
+
+        wait_for(applying, what="the left's apply worker")
+        problems = replication.rejoin_problems(pair.left.app)
+        assert any("generation 2" in p and "not received yet" in p for p in problems), problems
+        blocker.rollback()
     wait_for(lambda: pair.left.ownership() == (pair.right.node_id, 2, False), what="generation 2")
     assert pair.left.verdict_kind() == "refused"  # fenced, as recorded by the takeover
     wait_for(

@@ -12,6 +12,8 @@ from fastapi.responses import JSONResponse
 
 from fleetcron.app import App
 from fleetcron.coordination.peer_calls import (
+    OWNERSHIP_PURPOSE,
+    OWNERSHIP_RESPONSE,
     TRANSFER_PURPOSE,
     TRANSFER_RESPONSE,
     TRANSFER_STATUS_PURPOSE,
@@ -49,5 +51,23 @@ def transfer_status(
     return JSONResponse(
         response_for(
             peer.envelope, peer.secret, TRANSFER_STATUS_RESPONSE, asdict(result), now=app.now()
+        )
+    )
+
+
+@router.post("/cluster/pair/ownership")
+def ownership(
+    app: AppDep,
+    peer: Annotated[PeerRequest, Depends(signed_peer(OWNERSHIP_PURPOSE))],
+) -> JSONResponse:
+    """The owner and generation in this node's database (a returning node compares)."""
+    owner, generation = pair_transfer.local_ownership(app)
+    return JSONResponse(
+        response_for(
+            peer.envelope,
+            peer.secret,
+            OWNERSHIP_RESPONSE,
+            {"owner": owner, "generation": generation},
+            now=app.now(),
         )
     )
