@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -480,18 +480,19 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
 _STATE_OF: dict[str | None, str] = {None: "never", **{s.value: state_of(s) for s in RunStatus}}
 
 
-@dataclass(frozen=True)
-class _Light:
+class _Light(NamedTuple):
     """One assignment as the first, all-targets pass reads it: enough to count, filter
-    and sort (all but the streak); the shown page is then read in full."""
+    and sort (all but the streak); the shown page is then read in full. A tuple: thousands
+    are made per page."""
 
     assignment_id: int
     target: str
     enabled: bool
     target_paused: bool
-    next_fire_at: datetime | None
+    #: the times as the driver gives them (text on SQLite): compared, never shown
+    next_fire_at: Any
     state: str
-    last_at: datetime | None
+    last_at: Any
     duration_ms: int | None
     labels: Mapping[str, str]
 
@@ -501,7 +502,12 @@ class _Light:
 
 
 def _with_newest(
-    session: Session, columns: Sequence[Any], where: ColumnElement[bool], *, jobs: bool = False
+    session: Session,
+    columns: Sequence[Any],
+    where: ColumnElement[bool],
+    *,
+    jobs: bool = False,
+    raw_times: bool = False,
 ) -> list[Any]:
     """``columns`` (labelled; of assignments, their targets and, with ``jobs``, their jobs)
     of the assignments matching ``where``, each with its newest run: ``last_id``,
@@ -510,14 +516,16 @@ def _with_newest(
 
     PostgreSQL reads the newest run in a LATERAL join (joined on a correlated subquery, its
     planner would hash the whole runs table); SQLite, which has no LATERAL, joins the runs
-    on the newest id found by a correlated subquery, one primary-key lookup each."""
+    on the newest id found by a correlated subquery, one primary-key lookup each.
+    ``raw_times``: ``scheduled_for`` as the driver gives it (text on SQLite), unconverted."""
     newest_order = (Run.scheduled_for.desc(), Run.attempt.desc())
+    slot = type_coerce(Run.scheduled_for, String()) if raw_times else Run.scheduled_for
     if session.get_bind().dialect.name == "postgresql":
         newest = (
             select(
                 Run.id.label("last_id"),
                 type_coerce(Run.status, String()).label("status"),
-                Run.scheduled_for,
+                slot.label("scheduled_for"),
                 Run.duration_ms,
             )
             .where(Run.assignment_id == Assignment.id)
@@ -539,7 +547,7 @@ def _with_newest(
     query = select(
         inner,
         type_coerce(Run.status, String()).label("status"),
-        Run.scheduled_for,
+        slot.label("scheduled_for"),
         Run.duration_ms,
     ).outerjoin(Run, Run.id == inner.c.last_id)
     return list(session.execute(query))
@@ -551,24 +559,27 @@ def _states(session: Session, job_id: int, *, labels: bool) -> list[_Light]:
     columns: list[Any] = [
         Assignment.id.label("id"),
         Assignment.enabled.label("enabled"),
-        Assignment.next_fire_at.label("next_fire_at"),
+        # as the driver gives it: only compared (sorting), never shown
+        type_coerce(Assignment.next_fire_at, String()).label("next_fire_at"),
         Target.name.label("name"),
         Target.paused.label("paused"),
     ]
     if labels:
         columns.append(Target.labels.label("labels"))
-    found = _with_newest(session, columns, Assignment.job_id == job_id)
+    found = _with_newest(session, columns, Assignment.job_id == job_id, raw_times=True)
+    no_labels: Mapping[str, str] = {}
+    # positional: the columns above, then last_id, status, scheduled_for, duration_ms
     return [
         _Light(
-            assignment_id=r.id,
-            target=r.name,
-            enabled=bool(r.enabled),
-            target_paused=bool(r.paused),
-            next_fire_at=r.next_fire_at,
-            state=_STATE_OF[r.status],
-            last_at=r.scheduled_for,
-            duration_ms=r.duration_ms,
-            labels=(r.labels or {}) if labels else {},
+            r[0],
+            r[3],
+            bool(r[1]),
+            bool(r[4]),
+            r[2],
+            _STATE_OF[r[-3]],
+            r[-2],
+            r[-1],
+            (r[5] or no_labels) if labels else no_labels,
         )
         for r in found
     ]
@@ -585,22 +596,25 @@ def _matches(row: _Light, wanted: set[str], labels: Mapping[str, str]) -> bool:
     return (not states or bool(states & flags)) and (not pause or bool(pause & flags))
 
 
-def _ts(value: datetime | None) -> float:
-    return value.timestamp() if value is not None else float("-inf")
-
-
-def _sort_key(key: str, streaks: Mapping[int, int]) -> Any:
+def _sort(rows: list[_Light], key: str, descending: bool, streaks: Mapping[int, int]) -> None:
+    """Sort in place by ``key``, ties by target name. Times are compared as the database
+    gave them (SQLite's text sorts as the time does), newest and longest first; a stable
+    sort on the name first keeps the ties in name order either way."""
+    rows.sort(key=lambda r: r.target)
+    if key == "target":
+        if descending:
+            rows.reverse()
+        return
     if key == "status":
-        return lambda r: (STATES.index(r.state), r.target)
-    if key == "last":
-        return lambda r: (-_ts(r.last_at), r.target)
-    if key == "duration":
-        return lambda r: (-(r.duration_ms or 0) if r.last_at else 1, r.target)
-    if key == "streak":
-        return lambda r: (-streaks.get(r.assignment_id, 0), r.target)
-    if key == "next":
-        return lambda r: (r.next_fire_at is None, _ts(r.next_fire_at), r.target)
-    return lambda r: r.target
+        rows.sort(key=lambda r: STATES.index(r.state), reverse=descending)
+    elif key == "last":
+        rows.sort(key=lambda r: (r.last_at is not None, r.last_at or ""), reverse=not descending)
+    elif key == "duration":
+        rows.sort(key=lambda r: (r.last_at is not None, r.duration_ms or 0), reverse=not descending)
+    elif key == "streak":
+        rows.sort(key=lambda r: streaks.get(r.assignment_id, 0), reverse=not descending)
+    elif key == "next":
+        rows.sort(key=lambda r: (r.next_fire_at is None, r.next_fire_at or ""), reverse=descending)
 
 
 def _counts(rows: Sequence[_Light]) -> JobCounts:
@@ -646,7 +660,7 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
             failing = [row.assignment_id for row in shown if row.state == "failed"]
             details = _details(session, job.id, failing)
         streaks = {a: row.streak for a, row in details.items()}
-        shown.sort(key=_sort_key(key, streaks), reverse=descending)
+        _sort(shown, key, descending, streaks)
         window = [row.assignment_id for row in shown[q.offset : q.offset + q.limit]]
         missing = [a for a in window if a not in details]
         details.update(_details(session, job.id, missing))

@@ -150,6 +150,8 @@ def test_sorting_and_paging(app: App, viewer: Actor, history: list[datetime]) ->
     assert names(sort="status") == ["bravo", "alpha", "charlie"]
     assert names(sort="-target") == ["charlie", "bravo", "alpha"]
     assert names(sort="streak") == ["bravo", "alpha", "charlie"]
+    assert names(sort="next") == names(sort="last") == ["alpha", "bravo", "charlie"]  # ties
+    assert names(sort="-next") == ["alpha", "bravo", "charlie"]  # ties stay in name order
     assert names(limit=2) == ["alpha", "bravo"]
     assert names(limit=2, offset=2) == ["charlie"]
     page = job_fleet.job_targets(app, viewer, JOB, TargetQuery(limit=1, offset=1, strip=2))
