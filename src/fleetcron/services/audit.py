@@ -64,6 +64,10 @@ def audited(app: App, actor: Actor, note: AuditNote) -> Iterator[Session]:
     in a separate transaction after the rollback, so that failed attempts leave a trace."""
     try:
         with app.db.session() as session:
+            if app.settings.topology == "replicated-pair":
+                from fleetcron.services.replication import require_config_writer
+
+                require_config_writer(app, session, note.action)
             yield session
             record(session, app, actor, note, success=True)
     except FleetcronError as exc:

@@ -469,3 +469,32 @@ def pair_standby(app: App) -> bool:
     with app.db.read() as session:
         owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
     return len(owners) != 1 or owners[0] != Node(app).identity.node_id
+
+
+PAIR_ANYWHERE = frozenset({"job.run", "login", "login.refused", "logout", "token.create"})
+"""Audited actions either node of a pair may write: each inserts new rows only (a queued
+manual run, a session, a token), with node-scoped ids and random keys."""
+
+
+def require_config_writer(app: App, session: Any, action: str) -> None:
+    """In a replicated pair, operator edits are made on the owner (before there is one, on
+    the first node). Logical replication applies whole rows: an edit of a row on one node
+    and the owner's write of the same row (a job's assignments advance on every fire) would
+    overwrite each other, and two nodes creating the same name at once would stop
+    replication at the second. The actions of :data:`PAIR_ANYWHERE` are allowed anywhere;
+    the other ``cluster.*`` actions check their own writer (a secret rotation is the
+    owner's). Before replication is set up, the
+    node is not yet paired and everything is allowed."""
+    if action in PAIR_ANYWHERE or (
+        action.startswith("cluster.") and action != "cluster.rotate_secret"
+    ):
+        return
+    states = sql.sequence_state(session.connection(), ["audit_events"])
+    if not states or states[0].increment != 2:
+        return  # not paired yet
+    from sqlalchemy import select
+
+    from fleetcron.store.schema import ClusterOwnership
+
+    owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
+    require_writer_here(app, session, owners[0] if len(owners) == 1 else None, action)

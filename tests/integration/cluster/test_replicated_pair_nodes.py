@@ -30,7 +30,7 @@ from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, pair_transfer, replication, runs, targets
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_peers import approve_endpoint
-from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.services.cluster_secrets import ensure_secret, rotate_secret
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store import replication as repl_sql
 from fleetcron.store.runs import RunStore
@@ -230,6 +230,11 @@ def test_coordination_changes_are_refused_on_the_standby(pair: Pair) -> None:
         cluster.request_transfer(pair.right.app, SYSTEM, pair.right.node_id)
     with pytest.raises(Conflict, match=r"approve: .* done on the owner"):
         cluster.approve(pair.right.app, SYSTEM, pair.right.node.identity)
+    # Operator edits too: a row edited here while the owner writes it would lose one of them.
+    with pytest.raises(Conflict, match=r"target.pause: .* done on the owner"):
+        targets.pause_target(pair.right.app, SYSTEM, "box")
+    with pytest.raises(Conflict, match=r"cluster.rotate_secret: .* done on the owner"):
+        rotate_secret(pair.right.app, SYSTEM)
     assert pair.right.ownership() == (pair.left.node_id, 1, False)
 
 

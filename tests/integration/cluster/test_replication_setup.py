@@ -15,7 +15,8 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.crypto import generate_key
 from fleetcron.errors import ConfigError, Conflict
 from fleetcron.services import replication, targets
-from fleetcron.store.schema import Target, User
+from fleetcron.services.users import create_token
+from fleetcron.store.schema import ApiToken, Target, User
 
 pytestmark = pytest.mark.postgres
 
@@ -33,6 +34,11 @@ def apps(pg_pair: PgPair, tmp_path: Path) -> Iterator[tuple[App, App]]:
 def names(app: App, model: type[Target] | type[User]) -> dict[str, int]:
     with app.db.read() as session:
         return {name: id_ for name, id_ in session.execute(select(model.name, model.id))}
+
+
+def tokens(app: App) -> dict[str, int]:
+    with app.db.read() as session:
+        return {name: id_ for name, id_ in session.execute(select(ApiToken.name, ApiToken.id))}
 
 
 def wait_healthy(app: App) -> None:
@@ -53,15 +59,20 @@ def test_setup_replicates_both_ways_with_ids_that_never_collide(
     wait_for(lambda: set(names(right, User)) == {"admin", "olivia", "victor"}, what="the copy")
     # Written on either side, at nearly the same time: odd ids here, even ids there.
     for n in range(3):
-        targets.add_target(left, SYSTEM, f"l{n}", local=True)
-        targets.add_target(right, SYSTEM, f"r{n}", local=True)
+        create_token(left, SYSTEM, "admin", f"l{n}")
+        create_token(right, SYSTEM, "admin", f"r{n}")
     expected = {f"{side}{n}" for side in "lr" for n in range(3)}
-    wait_for(lambda: set(names(left, Target)) == expected, what="right's targets on the left")
-    wait_for(lambda: set(names(right, Target)) == expected, what="left's targets on the right")
-    ids = names(left, Target)
-    assert names(right, Target) == ids
+    wait_for(lambda: set(tokens(left)) == expected, what="right's tokens on the left")
+    wait_for(lambda: set(tokens(right)) == expected, what="left's tokens on the right")
+    ids = tokens(left)
+    assert tokens(right) == ids
     assert {ids[f"l{n}"] % 2 for n in range(3)} == {1}
     assert {ids[f"r{n}"] % 2 for n in range(3)} == {0}
+    # Operator edits are the first node's until there is an owner (then the owner's).
+    targets.add_target(left, SYSTEM, "web1", local=True)
+    with pytest.raises(Conflict, match=r"target.add: there is no owner yet.* first node"):
+        targets.add_target(right, SYSTEM, "web2", local=True)
+    wait_for(lambda: set(names(right, Target)) == {"web1"}, what="the target on the right")
     for app in apps:
         wait_healthy(app)
         state = replication.status(app, SYSTEM)
