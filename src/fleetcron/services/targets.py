@@ -128,6 +128,13 @@ def list_targets(app: App, actor: Actor) -> Sequence[Target]:
         return session.scalars(select(Target).order_by(Target.name)).all()
 
 
+def target_names(app: App, actor: Actor) -> list[str]:
+    """Every target's name, sorted, in one statement that reads only the names."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        return list(session.scalars(select(Target.name).order_by(Target.name)))
+
+
 def show_target(app: App, actor: Actor, name: str) -> tuple[Target, list[Assignment]]:
     actor.authorize("target.read")
     with app.db.read() as session:

@@ -137,8 +137,8 @@ def list_runs(
         filtered=bool(query),
         error=error,
         statuses=RUN_STATUSES,
-        target_names=[t.name for t in targets_svc.list_targets(app, caller.actor)],
-        job_names=[j.name for j in jobs_svc.list_jobs(app, caller.actor)],
+        target_names=targets_svc.target_names(app, caller.actor),
+        job_names=jobs_svc.job_names(app, caller.actor),
     )
 
 
