@@ -16,11 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import ACTIVE, FAILED, RunStatus
 from fleetcron.errors import NotFound
-from fleetcron.store.schema import Job, Run, Target
+from fleetcron.store.schema import Assignment, Job, Run, Target
 
 #: Outcome classes, worst first; a slot takes the worst of its runs.
 OUTCOMES = ("failed", "running", "skipped", "ok")
@@ -144,13 +145,35 @@ def _slots_from_rows(rows: Iterable[Any]) -> list[Slot]:
     ]
 
 
+#: About how many runs one chart reads: a job on many targets shows fewer slots (at least
+#: :data:`MIN_SLOTS`), so the job page costs the same at 5,000 targets as at 50.
+CHART_RUN_BUDGET = 20_000
+MIN_SLOTS = 10
+
+
+def _newest_slot_times(session: Session, job_id: int, limit: int) -> list[datetime]:
+    """The newest ``limit`` slot times of a job, newest first: one index seek each on
+    (job_id, scheduled_for), however many runs a slot has."""
+    times: list[datetime] = []
+    before: datetime | None = None
+    while len(times) < limit:
+        query = select(func.max(Run.scheduled_for)).where(Run.job_id == job_id)
+        if before is not None:
+            query = query.where(Run.scheduled_for < before)
+        newest = session.scalar(query)
+        if newest is None:
+            break
+        times.append(newest)
+        before = newest
+    return times
+
+
 def job_slots(
     app: App, actor: Actor, name: str, *, limit: int = SLOTS, target: str | None = None
 ) -> list[Slot]:
-    """The newest ``limit`` slots of job ``name`` (on one target, if given), newest first.
-
-    Reads the newest slot times through the (job_id, scheduled_for) index, then only the
-    runs of those slots: the cost follows the slots shown, not the job's whole history."""
+    """The newest slots of job ``name`` (on one target, if given), newest first: at most
+    ``limit``, and for a job on many targets as many as :data:`CHART_RUN_BUDGET` runs
+    allow (at least :data:`MIN_SLOTS`). Reads only the runs of the slots shown."""
     actor.authorize("run.read")
     with app.db.read() as session:
         job_id = session.scalar(select(Job.id).where(Job.name == name))
@@ -162,15 +185,22 @@ def job_slots(
             if target_id is None:
                 raise NotFound("target", target)
             where.append(Run.target_id == target_id)
-        times = list(
-            session.scalars(
-                select(Run.scheduled_for)
-                .where(*where)
-                .group_by(Run.scheduled_for)
-                .order_by(Run.scheduled_for.desc())
-                .limit(limit)
+            # One target's runs of one job: few rows, read through the target's index.
+            times = list(
+                session.scalars(
+                    select(Run.scheduled_for)
+                    .where(*where)
+                    .group_by(Run.scheduled_for)
+                    .order_by(Run.scheduled_for.desc())
+                    .limit(limit)
+                )
             )
-        )
+        else:
+            width = session.scalar(
+                select(func.count()).select_from(Assignment).where(Assignment.job_id == job_id)
+            )
+            limit = min(limit, max(MIN_SLOTS, CHART_RUN_BUDGET // max(width or 1, 1)))
+            times = _newest_slot_times(session, job_id, limit)
         if not times:
             return []
         rows = session.execute(
@@ -181,7 +211,7 @@ def job_slots(
                 func.max(Run.duration_ms),
                 func.min(Run.id),
             )
-            .where(*where, Run.scheduled_for >= times[-1])
+            .where(*where, Run.scheduled_for.in_(times))
             .group_by(Run.scheduled_for, Run.status)
         ).all()
     slots = _slots_from_rows(rows)
