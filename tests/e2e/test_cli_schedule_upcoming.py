@@ -59,11 +59,14 @@ def test_upcoming_filters_by_job_and_target(fleet: tuple[Fleet, dict[str, str]])
     the_fleet, env = fleet
 
     daily = the_fleet.json("schedule upcoming --job daily --json", **env)["fires"]
-    on_box1 = the_fleet.json("schedule upcoming --target box1 --hours 1 --json", **env)["fires"]
+    # every30 only: daily (02:00 Tokyo, 17:00 UTC) is in the next hour from 16:00 UTC on.
+    on_box1 = the_fleet.json(
+        "schedule upcoming --target box1 --job every30 --hours 1 --json", **env
+    )["fires"]
 
     assert [(f["job"], f["zone"], f["state"]) for f in daily] == [("daily", "Asia/Tokyo", "fires")]
     assert datetime.fromisoformat(daily[0]["at"]).strftime("%H:%M") == "02:00"
-    assert {f["state"] for f in on_box1} == {"disabled"}
+    assert on_box1 and {f["state"] for f in on_box1} == {"disabled"}
 
 
 def test_upcoming_prints_a_table_for_people(fleet: tuple[Fleet, dict[str, str]]) -> None:

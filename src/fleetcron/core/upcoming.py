@@ -11,13 +11,14 @@ record nothing; ``disabled``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.rollout import RolloutOptions
+from fleetcron.core.statuses import RunStatus
 from fleetcron.cron import parse_cached
 
 #: The longest window asked for: a week.
@@ -67,8 +68,13 @@ class Rollout:
     batch: int
     pause_s: int
     max_failures: int | None
+    #: Why nothing of the fire runs, when the rollout halts it before anything starts
+    #: (no canary among its targets, or a canary paused), else None.
+    halted: str | None = None
 
     def describe(self) -> str:
+        if self.halted:
+            return self.halted
         parts = []
         if self.canaries:
             parts.append(f"{self.canaries} canar{'y' if self.canaries == 1 else 'ies'} first")
@@ -100,10 +106,11 @@ class Fire:
 
     @property
     def state(self) -> str:
-        """``fires`` when some target runs it, else ``paused`` (targets paused) or
+        """``fires`` when some target runs it, ``halted`` when its rollout skips the
+        whole slot before anything starts, else ``paused`` (targets paused) or
         ``disabled`` (every assignment disabled)."""
         if self.active:
-            return "fires"
+            return "halted" if self.rollout is not None and self.rollout.halted else "fires"
         return "paused" if self.paused else "disabled"
 
     @property
@@ -128,6 +135,7 @@ class Fire:
                 "batch": self.rollout.batch,
                 "pause_s": self.rollout.pause_s,
                 "max_failures": self.rollout.max_failures,
+                "halted": self.rollout.halted,
                 "text": self.rollout.describe(),
             },
         }
@@ -141,18 +149,67 @@ class Upcoming:
     truncated: bool
 
 
-def rollout_plan(options: RolloutOptions, active: Sequence[Member]) -> Rollout | None:
-    """The waves a slot over ``active`` members would start in (see ``core/rollout.py``)."""
+def rollout_plan(
+    options: RolloutOptions, active: Sequence[Member], paused: Sequence[Member] = ()
+) -> Rollout | None:
+    """The waves a slot over ``active`` members would start in, decided by the scheduler's
+    own rules (``core/rollout.py``) over the slot's rows as they are recorded when it
+    fires: a ``pending`` row for each active member, a ``skipped`` one for each member
+    whose target is ``paused``. Percentages are of all those rows (canaries and paused
+    targets included); a slot without a canary among them, or whose canary is paused,
+    is halted before anything runs."""
     if not options.active or not active:
         return None
-    canaries = sum(
-        1 for m in active if options.canary and options.canary.matches(m.target, m.labels)
-    )
-    rest = len(active) - canaries
-    batch = options.batch.of(rest) if options.batch is not None and rest else rest
-    waves = (1 if canaries else 0) + (math.ceil(rest / batch) if rest and batch else 0)
-    limit = options.max_failures.of(len(active)) if options.max_failures is not None else None
-    return Rollout(canaries, waves, batch, options.batch_pause_s, limit)
+    rows = [
+        slot_rollout.Member(
+            i,
+            m.target,
+            (slot_rollout.Attempt(RunStatus.PENDING if i < len(active) else RunStatus.SKIPPED),),
+            canary=bool(options.canary) and options.canary.matches(m.target, m.labels),
+        )
+        for i, m in enumerate([*active, *paused])
+    ]
+    limit = slot_rollout.threshold(options, len(rows))
+    halt = slot_rollout.plan_rollout(rows, options, datetime.min.replace(tzinfo=UTC)).halt
+    if halt is not None:
+        if halt.cause == "no_canary":
+            why = (
+                f"halted: no target of this fire is a canary (canary {options.canary}); "
+                "nothing runs"
+            )
+        else:
+            why = f"halted: canary {', '.join(halt.failed)} is paused; nothing runs"
+        return Rollout(0, 0, 0, options.batch_pause_s, limit, halted=why)
+    # Waves as the scheduler forms them; one of paused targets alone starts nothing.
+    waves = [
+        started
+        for wave in slot_rollout.waves_of(rows, options)
+        if (started := [m for m in wave if m.not_started])
+    ]
+    canaries = sum(1 for m in rows if m.canary and m.not_started)
+    batches = waves[1:] if canaries else waves
+    batch = max((len(w) for w in batches), default=0)
+    return Rollout(canaries, len(waves), batch, options.batch_pause_s, limit)
+
+
+def _slot_plan(
+    job: JobFacts,
+    zones: Mapping[str, Sequence[Member]],
+    shared: tuple[str, ...],
+    plans: dict[tuple[str, ...], Rollout | None],
+) -> Rollout | None:
+    """The rollout plan of a slot fired by the zones ``shared`` together (cached in
+    ``plans``: a job's fires in the same zones have the same plan)."""
+    if not job.rollout.active:
+        return None
+    if shared not in plans:
+        rows = [m for zone in shared for m in zones[zone] if m.enabled]
+        plans[shared] = rollout_plan(
+            job.rollout,
+            [m for m in rows if not m.target_paused],
+            [m for m in rows if m.target_paused],
+        )
+    return plans[shared]
 
 
 def upcoming(
@@ -163,7 +220,12 @@ def upcoming(
     *,
     limit: int = 1000,
 ) -> Upcoming:
-    """The fires of ``jobs`` in (now, now + hours], soonest first, at most ``limit``."""
+    """The fires of ``jobs`` in (now, now + hours], soonest first, at most ``limit``.
+
+    A slot is one job and one instant, so the zones of a target-local job that fire at
+    the same instant (Europe/Berlin and Europe/Paris; an hourly job in zones whole hours
+    apart) are one slot for its rollout: each of their lines shows the plan over all of
+    them, as the scheduler decides it."""
     end = now + timedelta(hours=hours)
     fires: list[Fire] = []
     for job in jobs:
@@ -171,26 +233,36 @@ def upcoming(
         for member in job.members:
             zone = effective_zone(job.timezone, member.target_zone, default_zone)
             zones.setdefault(zone, []).append(member)
-        for zone, members in zones.items():
-            schedule = parse_cached(job.schedule, zone)
-            active = [m for m in members if m.enabled and not m.target_paused]
-            paused = sum(1 for m in members if m.enabled and m.target_paused)
-            disabled = sum(1 for m in members if not m.enabled)
-            plan = rollout_plan(job.rollout, active)
-            for count, at in enumerate(schedule.between(now, end)):
+        # (instant, zone) of each fire, and the zones firing at each instant.
+        times: dict[str, list[datetime]] = {}
+        at_instant: dict[datetime, list[str]] = {}
+        for zone in zones:
+            found = []
+            for count, at in enumerate(parse_cached(job.schedule, zone).between(now, end)):
                 if count >= limit:
                     break  # this job alone fills the list: later fires cannot be shown
+                found.append(at)
+                at_instant.setdefault(at.astimezone(UTC), []).append(zone)
+            times[zone] = found
+        plans: dict[tuple[str, ...], Rollout | None] = {}
+
+        for zone, members in zones.items():
+            active = sum(1 for m in members if m.enabled and not m.target_paused)
+            paused = sum(1 for m in members if m.enabled and m.target_paused)
+            disabled = sum(1 for m in members if not m.enabled)
+            for at in times[zone]:
+                shared = tuple(sorted(at_instant[at.astimezone(UTC)]))
                 fires.append(
                     Fire(
                         at,
                         job.name,
                         job.origin,
                         zone,
-                        len(active),
+                        active,
                         paused,
                         disabled,
                         job.spread_s if job.origin == "bulk" else 0,
-                        plan,
+                        _slot_plan(job, zones, shared, plans) if active else None,
                     )
                 )
     # By the instant: two fires of one zone in a DST fold have the same wall time.

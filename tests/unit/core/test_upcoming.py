@@ -7,10 +7,13 @@ Europe/Berlin changes to summer time on 2026-03-29 (02:00 CET -> 03:00 CEST) and
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import random
+from datetime import UTC, datetime, timedelta
 
-from fleetcron.core.rollout import rollout_options
-from fleetcron.core.upcoming import JobFacts, Member, rollout_plan, upcoming
+from fleetcron.core import rollout as slot_rollout
+from fleetcron.core.rollout import RolloutOptions, rollout_options
+from fleetcron.core.statuses import RunStatus
+from fleetcron.core.upcoming import JobFacts, Member, Rollout, rollout_plan, upcoming
 
 NOON = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -136,12 +139,201 @@ def test_a_rollout_starts_canaries_first_then_batches_of_the_rest() -> None:
     plan = rollout_plan(options, active)
 
     assert plan is not None
-    assert (plan.canaries, plan.batch, plan.waves, plan.max_failures) == (2, 3, 11, 2)
+    # 10% of the slot's 32 targets, canaries included (as the scheduler counts): 4.
+    assert (plan.canaries, plan.batch, plan.waves, plan.max_failures) == (2, 4, 9, 2)
     assert plan.describe() == (
-        "2 canaries first, 10 batches of up to 3, 60 s between batches, halt after 2 failed"
+        "2 canaries first, 8 batches of up to 4, 60 s between batches, halt after 2 failed"
     )
 
 
 def test_a_job_without_rollout_options_has_no_plan() -> None:
     assert rollout_plan(rollout_options("", 0, "", ""), members("a")) is None
     assert rollout_plan(rollout_options("5", 0, "", ""), []) is None
+
+
+# -- the plan shown agrees with the scheduler's ------------------------------------------
+
+
+def scheduled(options: RolloutOptions, active: list[Member], paused: list[Member]) -> Rollout:
+    """What the scheduler's own rollout (``core/rollout.plan_rollout``) does with a slot of
+    these rows when every target succeeds: the waves it starts, their sizes, the
+    threshold, or why it halts before anything runs. The reference for ``rollout_plan``."""
+    pending = RunStatus.PENDING
+    rows = [
+        slot_rollout.Member(
+            i,
+            m.target,
+            (slot_rollout.Attempt(pending if i < len(active) else RunStatus.SKIPPED),),
+            canary=bool(options.canary) and options.canary.matches(m.target, m.labels),
+        )
+        for i, m in enumerate([*active, *paused])
+    ]
+    canaries = sum(1 for m in rows if m.canary and m.attempts[0].status == pending)
+    now = NOON
+    started: list[list[str]] = []
+    limit = slot_rollout.threshold(options, len(rows))
+    while True:
+        plan = slot_rollout.plan_rollout(rows, options, now)
+        if plan.halt is not None:
+            assert not started, "a slot of successes halted after it started"
+            return Rollout(0, 0, 0, options.batch_pause_s, limit, halted=plan.halt.cause)
+        if plan.start:
+            started.append([rows[i].target_name for i in plan.start])
+            done = slot_rollout.Attempt(RunStatus.SUCCEEDED, now)
+            rows = [m if m.assignment_id not in plan.start else _with(m, done) for m in rows]
+        if plan.finished:
+            break
+        now += timedelta(seconds=options.batch_pause_s + 1)
+    batches = started[1:] if canaries else started
+    return Rollout(
+        canaries,
+        len(started),
+        max((len(w) for w in batches), default=0),
+        options.batch_pause_s,
+        limit,
+    )
+
+
+def _with(member: slot_rollout.Member, attempt: slot_rollout.Attempt) -> slot_rollout.Member:
+    return slot_rollout.Member(
+        member.assignment_id, member.target_name, (attempt,), canary=member.canary
+    )
+
+
+def shown(plan: Rollout | None) -> Rollout | None:
+    """The plan as compared: the halt's cause only (the wording is the page's)."""
+    if plan is None or plan.halted is None:
+        return plan
+    cause = "no_canary" if "is a canary" in plan.halted else "canary"
+    return Rollout(0, 0, 0, plan.pause_s, plan.max_failures, halted=cause)
+
+
+def random_slot(rng: random.Random) -> tuple[RolloutOptions, list[Member], list[Member]]:
+    size = rng.randint(1, 30)
+    names = [f"t{i:02d}" for i in range(size)]
+    labelled = {n: {"role": "canary"} if rng.random() < 0.2 else {} for n in names}
+    members = [Member(n, None, True, rng.random() < 0.2, labelled[n]) for n in names]
+
+    def amount() -> str:
+        return rng.choice(["", str(rng.randint(1, 8)), f"{rng.randint(1, 100)}%"])
+
+    canary = rng.choice(["", "role=canary", ",".join(rng.sample(names, min(2, size))), "gone"])
+    options = rollout_options(amount(), rng.choice([0, 30]), amount(), canary)
+    return (
+        options,
+        [m for m in members if not m.target_paused],
+        [m for m in members if m.target_paused],
+    )
+
+
+def test_the_plan_shown_is_the_one_the_scheduler_carries_out() -> None:
+    rng = random.Random(20261201)
+    compared = 0
+    for _ in range(3000):
+        options, active, paused = random_slot(rng)
+        if not options.active or not active:
+            continue
+        compared += 1
+        assert shown(rollout_plan(options, active, paused)) == scheduled(options, active, paused), (
+            options,
+            [m.target for m in active],
+            [m.target for m in paused],
+        )
+    assert compared > 1000
+
+
+def test_the_checker_catches_a_plan_computed_the_old_way() -> None:
+    # Negative control: the plan of the previous release (a percentage of the targets
+    # other than the canaries, the threshold of the active ones, no halt for a missing or
+    # paused canary) disagrees with the scheduler on some of the same random slots.
+    def old_plan(options: RolloutOptions, active: list[Member]) -> Rollout:
+        canaries = sum(
+            1 for m in active if options.canary and options.canary.matches(m.target, m.labels)
+        )
+        rest = len(active) - canaries
+        batch = options.batch.of(rest) if options.batch is not None and rest else rest
+        waves = (1 if canaries else 0) + (-(-rest // batch) if rest and batch else 0)
+        limit = options.max_failures.of(len(active)) if options.max_failures else None
+        return Rollout(canaries, waves, batch, options.batch_pause_s, limit)
+
+    rng = random.Random(20261201)
+    wrong = 0
+    for _ in range(3000):
+        options, active, paused = random_slot(rng)
+        if (
+            options.active
+            and active
+            and old_plan(options, active) != scheduled(options, active, paused)
+        ):
+            wrong += 1
+    assert wrong > 100
+
+
+def test_a_fire_whose_zone_has_no_canary_is_shown_halted() -> None:
+    options = rollout_options("", 0, "", "berlin1")
+    job = JobFacts(
+        "maint",
+        "bulk",
+        "0 2 * * *",
+        "target",
+        [*members("berlin1", zone="Europe/Berlin"), *members("tokyo1", zone="Asia/Tokyo")],
+        rollout=options,
+    )
+
+    fires = {f.zone: f for f in upcoming([job], NOON, 24, "UTC").fires}
+
+    assert fires["Europe/Berlin"].state == "fires"
+    assert fires["Asia/Tokyo"].state == "halted"
+    assert fires["Asia/Tokyo"].rollout is not None
+    assert fires["Asia/Tokyo"].rollout.describe() == (
+        "halted: no target of this fire is a canary (canary berlin1); nothing runs"
+    )
+    assert fires["Asia/Tokyo"].as_dict()["state"] == "halted"
+
+
+def test_a_fire_whose_canary_is_paused_is_shown_halted() -> None:
+    options = rollout_options("1", 0, "", "a")
+    job = JobFacts(
+        "reload",
+        "bulk",
+        "0 13 * * *",
+        "UTC",
+        [Member("a", None, True, True), *members("b", "c")],
+        rollout=options,
+    )
+
+    [fire] = upcoming([job], NOON, 2, "UTC").fires
+
+    assert (fire.state, fire.active, fire.paused) == ("halted", 2, 1)
+    assert fire.rollout is not None
+    assert fire.rollout.describe() == "halted: canary a is paused; nothing runs"
+
+
+def test_zones_that_fire_at_the_same_instant_roll_out_as_one_slot() -> None:
+    # Berlin and Paris keep the same offset: 02:00 there is one instant, one slot, and the
+    # Berlin canary gates the Paris target too (each line shows the whole slot's plan).
+    # Tokyo fires at another instant: a slot of its own, without a canary.
+    options = rollout_options("", 0, "", "berlin1")
+    job = JobFacts(
+        "maint",
+        "bulk",
+        "0 2 * * *",
+        "target",
+        [
+            *members("berlin1", zone="Europe/Berlin"),
+            *members("paris1", "paris2", zone="Europe/Paris"),
+            *members("tokyo1", zone="Asia/Tokyo"),
+        ],
+        rollout=options,
+    )
+
+    fires = {f.zone: f for f in upcoming([job], NOON, 24, "UTC").fires}
+
+    assert fires["Europe/Paris"].at.astimezone(UTC) == fires["Europe/Berlin"].at.astimezone(UTC)
+    for zone in ("Europe/Berlin", "Europe/Paris"):
+        assert fires[zone].state == "fires"
+        plan = fires[zone].rollout
+        assert plan is not None
+        assert plan.describe() == "1 canary first, 1 batch of up to 2"
+    assert fires["Europe/Paris"].active == 2  # the line still counts its own zone's targets
+    assert fires["Asia/Tokyo"].state == "halted"

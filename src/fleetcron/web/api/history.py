@@ -132,6 +132,9 @@ class RolloutOut(BaseModel):
     batch: int
     pause_s: int
     max_failures: int | None
+    halted: str | None = Field(
+        default=None, description="why the rollout skips the whole fire before anything starts"
+    )
     text: str
 
 
@@ -140,7 +143,10 @@ class FireOut(BaseModel):
     job: str
     origin: str
     zone: str
-    state: str = Field(description="fires, paused (only paused targets) or disabled")
+    state: str = Field(
+        description="fires, halted (its rollout skips it: no canary, or a canary paused), "
+        "paused (only paused targets) or disabled"
+    )
     targets: TargetCounts
     spread_s: int
     rollout: RolloutOut | None
