@@ -219,8 +219,11 @@ def upcoming(
     default_zone: str,
     *,
     limit: int = 1000,
+    target: str | None = None,
 ) -> Upcoming:
-    """The fires of ``jobs`` in (now, now + hours], soonest first, at most ``limit``.
+    """The fires of ``jobs`` in (now, now + hours], soonest first, at most ``limit``;
+    with ``target``, only its fires, counting only it (the rollout is still planned over
+    every member of the slot).
 
     A slot is one job and one instant, so the zones of a target-local job that fire at
     the same instant (Europe/Berlin and Europe/Paris; an hourly job in zones whole hours
@@ -247,6 +250,10 @@ def upcoming(
         plans: dict[tuple[str, ...], Rollout | None] = {}
 
         for zone, members in zones.items():
+            if target is not None:
+                members = [m for m in members if m.target == target]
+                if not members:
+                    continue
             active = sum(1 for m in members if m.enabled and not m.target_paused)
             paused = sum(1 for m in members if m.enabled and m.target_paused)
             disabled = sum(1 for m in members if not m.enabled)

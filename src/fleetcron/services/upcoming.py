@@ -74,10 +74,11 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
             target_id = session.scalar(select(Target.id).where(Target.name == query.target))
             if target_id is None:
                 raise NotFound("target", query.target)
-            members_q = members_q.where(Assignment.target_id == target_id)
-            jobs_q = jobs_q.where(
-                Job.id.in_(select(Assignment.job_id).where(Assignment.target_id == target_id))
-            )
+            # Every assignment of the target's jobs: a rollout is planned over the whole
+            # slot, whichever of its targets is asked about.
+            its_jobs = select(Assignment.job_id).where(Assignment.target_id == target_id)
+            members_q = members_q.where(Assignment.job_id.in_(its_jobs))
+            jobs_q = jobs_q.where(Job.id.in_(its_jobs))
         members: dict[int, list[Member]] = {}
         for job_id, target_id, enabled in session.execute(members_q):
             target = targets.get(target_id)
@@ -99,4 +100,11 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
             )
             for job in session.scalars(jobs_q)
         ]
-    return upcoming(facts, app.now(), query.hours, app.settings.timezone, limit=query.limit)
+    return upcoming(
+        facts,
+        app.now(),
+        query.hours,
+        app.settings.timezone,
+        limit=query.limit,
+        target=query.target,
+    )

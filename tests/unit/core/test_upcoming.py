@@ -337,3 +337,18 @@ def test_zones_that_fire_at_the_same_instant_roll_out_as_one_slot() -> None:
         assert plan.describe() == "1 canary first, 1 batch of up to 2"
     assert fires["Europe/Paris"].active == 2  # the line still counts its own zone's targets
     assert fires["Asia/Tokyo"].state == "halted"
+
+
+def test_a_fire_asked_for_one_target_counts_it_alone_but_plans_the_whole_slot() -> None:
+    options = rollout_options("1", 0, "50%", "a")
+    job = JobFacts("reload", "bulk", "0 13 * * *", "UTC", members("a", "b", "c", "d"))
+    job = JobFacts(**{**job.__dict__, "rollout": options})
+
+    [fire] = upcoming([job], NOON, 2, "UTC", target="c").fires
+    [whole] = upcoming([job], NOON, 2, "UTC").fires
+
+    assert (fire.active, whole.active) == (1, 4)
+    assert fire.rollout == whole.rollout
+    assert fire.rollout is not None
+    assert fire.rollout.describe() == "1 canary first, 3 batches of up to 1, halt after 2 failed"
+    assert upcoming([job], NOON, 2, "UTC", target="nobody").fires == []
