@@ -64,6 +64,8 @@ def setup(
             f"{'created' if side.publication_created else 'already there'}; subscription "
             f"{side.subscription} {made}{' (copies the data)' if side.copy_data else ''}"
         )
+        if side.tables_added:
+            click.echo(f"  tables added to its publication: {', '.join(side.tables_added)}")
     click.echo(f"{len(result.tables)} tables replicated both ways; ids odd here, even there")
     if not result.changed:
         click.echo("nothing to change: replication was already set up")

@@ -90,6 +90,8 @@ class SideReport:
     copy_data: bool = False
     sequences: dict[str, int] = field(default_factory=dict)
     """Each id sequence's next value."""
+    tables_added: list[str] = field(default_factory=list)
+    """Tables added to an existing publication (a migration created them)."""
 
 
 @dataclass
@@ -100,7 +102,10 @@ class SetupResult:
 
     @property
     def changed(self) -> bool:
-        return any(s.publication_created or s.subscription_created for s in (self.this, self.peer))
+        return any(
+            s.publication_created or s.subscription_created or s.tables_added
+            for s in (self.this, self.peer)
+        )
 
 
 def _check_server(side: str, facts: sql.ServerFacts, *, has_sub: bool) -> None:
@@ -259,6 +264,9 @@ def _setup(
             _ensure_ownership_row(app)
             report_this.publication_created = sql.create_publication(here, tables)
             report_peer.publication_created = sql.create_publication(there, tables)
+            # After an upgrade that added tables: publish them on both sides.
+            report_this.tables_added = sql.add_missing_tables(here, tables)
+            report_peer.tables_added = sql.add_missing_tables(there, tables)
             floors = {
                 t: max(sql.max_id(here, t, c), sql.max_id(there, t, c))
                 for _, t, c in sql.id_sequences(here, tables)
@@ -279,6 +287,10 @@ def _setup(
             report_this.subscription_created = sql.create_subscription(
                 here, my_sub, to_peer, copy_data=False
             )
+            if report_this.tables_added and not report_peer.subscription_created:
+                sql.refresh_subscription(there, their_sub)
+            if report_peer.tables_added and not report_this.subscription_created:
+                sql.refresh_subscription(here, my_sub)
     except (ConfigError, Conflict, InvalidInput):
         raise
     except Exception as exc:

@@ -103,6 +103,21 @@ def create_publication(conn: Connection, tables: Sequence[str]) -> bool:
     return True
 
 
+def add_missing_tables(conn: Connection, tables: Sequence[str]) -> list[str]:
+    """Add to the existing publication the ``tables`` it lacks (a migration made them)."""
+    missing = sorted(set(tables) - set(published_tables(conn)))
+    if missing:
+        names = ", ".join(f'public."{t}"' for t in missing)
+        conn.execute(text(f'ALTER PUBLICATION "{PUBLICATION}" ADD TABLE {names}'))
+    return missing
+
+
+def refresh_subscription(conn: Connection, name: str) -> None:
+    """Let the subscription see the tables added to the peer's publication (no copy: a
+    migration creates them empty on both sides)."""
+    conn.execute(text(f'ALTER SUBSCRIPTION "{name}" REFRESH PUBLICATION WITH (copy_data = false)'))
+
+
 def published_tables(conn: Connection) -> list[str]:
     return sorted(
         conn.execute(

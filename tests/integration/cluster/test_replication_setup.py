@@ -159,3 +159,23 @@ def test_a_raw_conflicting_insert_stalls_the_subscription_and_status_says_so(
     # And it stays stalled: a later change does not arrive.
     targets.add_target(left, SYSTEM, "after", local=True)
     assert "after" not in names(right, Target)
+
+
+def test_setup_again_publishes_tables_a_migration_added(
+    pg_pair: PgPair, apps: tuple[App, App]
+) -> None:
+    """An upgrade that adds a table: status names it, setup run again publishes it on both
+    sides and refreshes both subscriptions, and its rows travel."""
+    left, right = apps
+    replication.setup(left, SYSTEM, pg_pair.right_url)
+    wait_for(lambda: "admin" in names(right, User), what="the copy")
+    for side in ("left", "right"):  # as if "targets" had come with the upgrade
+        pg_pair.execute(side, 'ALTER PUBLICATION fleetcron DROP TABLE public."targets"')
+    assert any("lacks table(s) targets" in p for p in replication.status(left, SYSTEM).problems)
+    result = replication.setup(left, SYSTEM, pg_pair.right_url)
+    assert result.changed
+    assert result.this.tables_added == result.peer.tables_added == ["targets"]
+    targets.add_target(left, SYSTEM, "after-upgrade", local=True)
+    wait_for(lambda: "after-upgrade" in names(right, Target), what="the new table's rows")
+    for app in apps:
+        wait_healthy(app)
