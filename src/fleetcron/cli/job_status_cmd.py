@@ -53,7 +53,7 @@ def row_dict(row: TargetRow) -> dict[str, Any]:
 @click.option(
     "--slots",
     "strip",
-    type=int,
+    type=click.IntRange(0, svc.STRIP_MAX),
     default=svc.STRIP_DEFAULT,
     show_default=True,
     help="Runs in each target's status strip.",

@@ -442,6 +442,16 @@ def test_cli_job_status_bad_input_exits_2(
     assert code == 2
 
 
+def test_cli_job_status_names_the_slots_option_it_was_given(
+    cli_env: None, capsys: pytest.CaptureFixture[str], history: list[datetime]
+) -> None:
+    code, _, err = fleetcron(capsys, "job", "status", JOB, "--slots", "100000")
+    assert code == 2 and "'--slots'" in err and "0<=x<=100" in err
+    assert "strip" not in err and "Traceback" not in err
+    code, out, _ = fleetcron(capsys, "job", "status", JOB, "--slots", "2", "--json")
+    assert code == 0 and {len(row["strip"]) for row in json.loads(out)["items"]} == {2}
+
+
 def test_cli_job_slots(
     cli_env: None, capsys: pytest.CaptureFixture[str], history: list[datetime]
 ) -> None:
