@@ -187,6 +187,15 @@ def takeover(
                 value=False,
                 allowed="--confirm-fenced",
             )
+        if app.settings.topology == "replicated-pair" and not targets_verified:
+            from fleetcron.services.replication import TAKEOVER_NEEDS_VERIFIED_TARGETS
+
+            raise InvalidInput(
+                TAKEOVER_NEEDS_VERIFIED_TARGETS,
+                field="targets_verified",
+                value=False,
+                allowed="--targets-verified",
+            )
         ownership = lock_ownership(session)
         if ownership.owner_node_id is None:
             raise Conflict("there is no owner to take over from; use `fleetcron cluster transfer`")

@@ -49,6 +49,12 @@ __all__ = [
 MIN_VERSION_NUM = 160000
 """``origin = none`` came with PostgreSQL 16."""
 FREE_SLOTS_NEEDED = 2
+TAKEOVER_NEEDS_VERIFIED_TARGETS = (
+    "in a replicated pair the survivor knows only the claims that reached its database: "
+    "the old owner's last ones may not have, so it cannot wait for them. Check that no "
+    "command of the old owner still runs (or wait its longest timeout plus the claim "
+    "margin), then take over with --targets-verified"
+)
 
 
 def conninfo_of(url: str) -> str:

@@ -25,7 +25,7 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.coordination.peer_calls import TRANSFER_PATH
 from fleetcron.crypto import generate_key
-from fleetcron.errors import Conflict, CoordinationError
+from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, pair_transfer, replication, runs, targets
 from fleetcron.services.cluster import Node
@@ -271,7 +271,18 @@ def test_takeover_on_the_survivor_and_rejoin_after_replication(
     for side in ("left", "right"):
         pair.set_subscription(side, False)  # the link between the nodes is cut
     left_endpoint = pair.left.node.identity.endpoint
-    cluster.takeover(pair.right.app, SYSTEM, pair.right.node, left_endpoint, confirm_fenced=True)
+    with pytest.raises(InvalidInput, match=r"targets_verified|--targets-verified"):
+        cluster.takeover(
+            pair.right.app, SYSTEM, pair.right.node, left_endpoint, confirm_fenced=True
+        )
+    cluster.takeover(
+        pair.right.app,
+        SYSTEM,
+        pair.right.node,
+        left_endpoint,
+        confirm_fenced=True,
+        targets_verified=True,
+    )
     assert pair.right.ownership() == (pair.right.node_id, 2, False)
     # The fenced old owner comes back: it has not received generation 2 yet.
     with pytest.raises(CoordinationError, match=r"rejoin refused: subscription .* disabled"):
