@@ -22,6 +22,14 @@ def strip_text(row: TargetRow) -> str:
     return "".join(STRIP_CHARS.get(mark.state, "?") for mark in row.strip)
 
 
+def _next_fire(row: TargetRow) -> str:
+    """The next fire on the target's own clock when it has a zone, else in UTC."""
+    local = row.next_fire_local
+    if local is not None:
+        return f"{local:%Y-%m-%d %H:%M} {row.timezone}"
+    return f"{row.next_fire_at:%Y-%m-%d %H:%M} UTC" if row.next_fire_at else ""
+
+
 def _duration(ms: int | None) -> str:
     return "" if ms is None else f"{ms / 1000:.1f}s"
 
@@ -29,6 +37,7 @@ def _duration(ms: int | None) -> str:
 def row_dict(row: TargetRow) -> dict[str, Any]:
     data = asdict(row)
     data["paused"] = row.paused
+    data["next_fire_local"] = row.next_fire_local
     data["strip"] = [asdict(mark) | {"state": mark.state} for mark in row.strip]
     return data
 
@@ -122,7 +131,7 @@ def job_status(
                 f"{row.streak} since {row.streak_since:%Y-%m-%d %H:%M}"
                 if row.streak and row.streak_since
                 else "",
-                row.next_fire_at,
+                _next_fire(row),
             )
             for row in page.items
         ],

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import (
     ColumnElement,
@@ -121,6 +122,15 @@ class TargetRow:
     streak: int
     streak_since: datetime | None
     strip: tuple[SlotMark, ...] = ()
+    timezone: str | None = None
+    """The target's own zone (None: not set); its next fire is shown in it."""
+
+    @property
+    def next_fire_local(self) -> datetime | None:
+        """The next fire on the target's wall clock, when the target has a zone."""
+        if self.next_fire_at is None or self.timezone is None:
+            return None
+        return self.next_fire_at.astimezone(ZoneInfo(self.timezone))
 
     @property
     def paused(self) -> bool:
@@ -336,6 +346,7 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
             Target.name.label("target"),
             Target.labels,
             Target.paused.label("target_paused"),
+            Target.timezone.label("timezone"),
             _newest().label("last_id"),
             _newest(_unindexed(Run.status) == RunStatus.SUCCEEDED.value).label("last_ok"),
         )
@@ -396,6 +407,7 @@ def _row(r: Any) -> TargetRow:
         last=last,
         streak=int(r.streak or 0),
         streak_since=r.streak_since,
+        timezone=r.timezone,
     )
 
 

@@ -80,6 +80,10 @@ class TargetRowOut(BaseModel):
     streak: int
     streak_since: datetime | None
     next_fire_at: datetime | None
+    timezone: str | None = None
+    """The target's own zone, when set."""
+    next_fire_local: datetime | None = None
+    """The next fire on the target's wall clock (with its offset), when it has a zone."""
     strip: list[SlotMarkOut]
 
     @classmethod
@@ -98,6 +102,8 @@ class TargetRowOut(BaseModel):
             streak=row.streak,
             streak_since=row.streak_since,
             next_fire_at=row.next_fire_at,
+            timezone=row.timezone,
+            next_fire_local=row.next_fire_local,
             strip=[
                 SlotMarkOut(
                     run_id=m.run_id, status=m.status, state=m.state, scheduled_for=m.scheduled_for
