@@ -359,11 +359,33 @@ def _start_delay_bounded(values: Mapping[str, Any]) -> None:
         )
 
 
-JOB_RULES: tuple[JobRule, ...] = (_start_delay_bounded,)
+#: The options that roll a slot out over its targets: a bulk job's only.
+ROLLOUT_KEYS = ("canary", "batch", "max_failures")
+
+
+def _rollout_is_for_bulk_jobs(values: Mapping[str, Any]) -> None:
+    """A rollout is a plan over a bulk slot's targets. On an individual job it means
+    nothing, except that a canary naming another target stops every slot from running;
+    so an individual job (``origin``, when the caller gives it) has none of them."""
+    if values.get("origin") != "individual":
+        return
+    for key in ROLLOUT_KEYS:
+        if values.get(key):
+            raise InvalidInput(
+                f"{key}: {values[key]!r} applies to bulk jobs only (a rollout over their "
+                "targets); an individual job runs on its one target",
+                field=key,
+                value=values[key],
+                allowed="empty on an individual job",
+            )
+
+
+JOB_RULES: tuple[JobRule, ...] = (_start_delay_bounded, _rollout_is_for_bulk_jobs)
 
 
 def check_job(values: Mapping[str, Any]) -> None:
-    """Every rule over several options of one job (``values``: each option by name)."""
+    """Every rule over several options of one job (``values``: each option by name, and
+    ``origin``, ``bulk`` or ``individual``, for the rules that depend on it)."""
     for rule in JOB_RULES:
         rule(values)
 

@@ -201,7 +201,7 @@ def add_job(
                 allowed="use them with --bulk",
             )
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
-        job_options.check_job(values)
+        job_options.check_job({**values, "origin": origin})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
             raise Conflict(f"job {name} already exists", field="name")
         now = app.now()
@@ -293,7 +293,9 @@ def edit_job(
         )
         for key, value in values.items():
             setattr(job, key, value)
-        job_options.check_job({o.name: getattr(job, o.name) for o in job_options.OPTIONS})
+        job_options.check_job(
+            {o.name: getattr(job, o.name) for o in job_options.OPTIONS} | {"origin": job.origin}
+        )
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
         if "schedule" in values or "timezone" in values:

@@ -189,7 +189,7 @@ def _wanted(
             )
     if len(problems) == before:
         try:
-            check_job(spec)
+            check_job({**spec, "origin": "bulk" if decl.bulk else "individual"})
         except InvalidInput as exc:
             key = str(exc.field)
             problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
