@@ -18,9 +18,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/fleetcron serve
 
+# The suite runs in two parts (tests/conftest.py): everything but the `serial` tests on
+# $(TEST_WORKERS) pytest-xdist workers (tests sharing a module- or package-scoped fixture stay
+# on one worker; --no-loadscope-reorder keeps the browser tests last on theirs), then the
+# `serial` fault scenarios, which wait out real deadlines, alone. Both parts always run; the
+# target fails if either does. `.venv/bin/pytest` alone runs everything in one process.
+TEST_WORKERS ?= 3
+
 test: $(VENV)/.installed
 	bash scripts/system-deps.sh
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial"; \
+	parallel=$$?; \
+	$(BIN)/pytest -m serial; \
+	serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

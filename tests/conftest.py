@@ -1,4 +1,12 @@
-"""Root test configuration: fixtures for real PostgreSQL and OpenSSH live in tests/fixtures."""
+"""Root test configuration: fixtures for real PostgreSQL and OpenSSH live in tests/fixtures.
+
+``make test`` runs the suite in two parts (see the Makefile): everything not marked
+``serial`` on several pytest-xdist workers (``--dist loadgroup``), then the ``serial`` tests
+(the fault scenarios, which wait out real claim deadlines and lease timeouts and must not
+share the CPU with the parallel part) in one process. A plain ``pytest`` still runs it all in
+one process. Every worker has its own session fixtures (PostgreSQL cluster, sshd, zygote,
+Chromium) on free loopback ports and its own temporary directory.
+"""
 
 import pytest
 
@@ -10,9 +18,47 @@ pytest_plugins = [
     "fixtures.pg_pair",
 ]
 
+#: Directories whose tests are all timing-sensitive: marked ``serial``.
+SERIAL_DIRECTORIES = ("/tests/fault/",)
+#: Fixture scopes wider than a test and narrower than the session: the tests sharing such a
+#: fixture go to one worker together, so that it is set up once, not once per worker.
+_SHARED_SCOPES = {"class", "module", "package"}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API leaves an event loop marked as running
-    in the main thread, which asyncio tests collected after them would trip over."""
+    in the main thread, which asyncio tests collected after them would trip over (under
+    xdist too: the Makefile passes ``--no-loadscope-reorder``, so each worker gets its work
+    in this order and the browser group, last in it, is the last a worker receives).
+
+    Fault scenarios are marked ``serial``. Tests using a module-, class- or package-scoped
+    fixture get an ``xdist_group`` of that module or package (browser tests: one group for
+    the package, which shares one server and one Chromium)."""
     browser = [item for item in items if "/e2e/browser/" in str(item.path)]
     items[:] = [item for item in items if item not in browser] + browser
+    for item in items:
+        path = str(item.path)
+        if any(directory in path for directory in SERIAL_DIRECTORIES):
+            item.add_marker(pytest.mark.serial)
+        group = _shared_fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The module (or package, for a package-scoped fixture) whose wider-scoped fixture this
+    test uses, or None when it only uses function- and session-scoped ones."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {
+        definition.scope
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    }
+    if not scopes & _SHARED_SCOPES:
+        return None
+    module = item.nodeid.split("::", 1)[0]
+    if "package" in scopes:
+        return module.rpartition("/")[0]
+    return module
