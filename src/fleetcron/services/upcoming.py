@@ -93,9 +93,9 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
                 job.schedule,
                 job.timezone,
                 members.get(job.id, []),
-                # The start of each target is spread over the job's jitter window (and over
-                # its ``spread`` window, once a job has one).
-                spread_s=int(getattr(job, "spread_s", 0) or job.jitter_s or 0),
+                # A target starts its spread offset, then its jitter, after the fire
+                # (core.planning.start_delay): the window is the two together.
+                spread_s=int(job.spread_s or 0) + int(job.jitter_s or 0),
                 rollout=_rollout(job),
             )
             for job in session.scalars(jobs_q)

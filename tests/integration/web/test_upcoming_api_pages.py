@@ -76,6 +76,21 @@ def test_filters_by_job_and_by_target(app: App, viewer: Actor, fleet: None) -> N
         upcoming_fires(app, viewer, UpcomingQuery(job="nope"))
 
 
+def test_the_spread_shown_is_the_spread_and_the_jitter_together(
+    app: App, viewer: Actor, fleet: None
+) -> None:
+    # A target starts its spread offset and then its jitter after the fire: the last start
+    # may come spread + jitter seconds after it.
+    jobs.edit_job(app, OPERATOR, "maint", spread_s=60, jitter_s=30)
+
+    fires = upcoming_fires(app, viewer, UpcomingQuery(hours=24, job="maint")).fires
+
+    assert fires and {f.spread_s for f in fires} == {90}
+    jobs.edit_job(app, OPERATOR, "maint", jitter_s=0)
+    fires = upcoming_fires(app, viewer, UpcomingQuery(hours=24, job="maint")).fires
+    assert {f.spread_s for f in fires} == {60}
+
+
 def test_a_window_out_of_range_is_refused_naming_the_field(app: App, viewer: Actor) -> None:
     with pytest.raises(InvalidInput) as raised:
         upcoming_fires(app, viewer, UpcomingQuery(hours=1000))
