@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from fleetcron.app import Actor, App
 from fleetcron.core.target_zones import TARGET_LOCAL
@@ -30,6 +30,8 @@ from fleetcron.web.schemas import (
 )
 
 router = APIRouter(prefix="/targets", tags=["targets"])
+#: The most targets one page of ``GET /api/v1/targets`` carries.
+MAX_PAGE = 1000
 #: Fires per zone in a ``tz=target`` preview.
 ZONE_PREVIEW_FIRES = 3
 AppDep = Annotated[App, Depends(the_app)]
@@ -72,9 +74,24 @@ def target_local_preview(app: App, actor: Actor, expr: str, n: int) -> CronPrevi
 
 @router.get("", response_model=list[TargetOut])
 def list_targets(
-    app: AppDep, caller: Annotated[Caller, Depends(requires("target.read"))]
+    request: Request,
+    response: Response,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.read"))],
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    q: Annotated[str | None, Query(max_length=200)] = None,
 ) -> list[TargetOut]:
-    return [TargetOut.of(t) for t in svc.list_targets(app, caller.actor)]
+    """The targets by name. Without ``limit``, all of them (from ``offset``); with it, one
+    page of at most ``limit`` (1 to 1,000). ``q`` keeps the targets whose name contains it,
+    ignoring case. The body is the same list either way; ``X-Total-Count`` says how many
+    match, and a ``Link`` header with ``rel="next"`` gives the next page while there is one."""
+    rows, total = svc.list_targets_page(app, caller.actor, limit=limit, offset=offset, name=q)
+    response.headers["X-Total-Count"] = str(total)
+    if limit is not None and offset + len(rows) < total:
+        following = request.url.include_query_params(offset=offset + len(rows))
+        response.headers["Link"] = f'<{following}>; rel="next"'
+    return [TargetOut.of(t) for t in rows]
 
 
 @router.post("", response_model=PairOut, status_code=201)

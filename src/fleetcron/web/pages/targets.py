@@ -5,12 +5,12 @@ jobs here) is :mod:`target_actions`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import statuses
@@ -49,19 +49,58 @@ from fleetcron.web.pages.target_form import (
 router = APIRouter(include_in_schema=False)
 
 RECENT_RUNS = 20
+#: Targets on one page of the targets list.
+TARGETS_PAGE = 100
 PENDING = frozenset(statuses.ACTIVE)
+
+
+@dataclass(frozen=True)
+class TargetsPager:
+    """Where a page of the targets list sits, and the links to its neighbours (the name
+    filter kept)."""
+
+    offset: int
+    shown: int
+    total: int
+    query: dict[str, str]
+
+    def _link(self, offset: int) -> str:
+        return "?" + urlencode({**self.query, **({"offset": str(offset)} if offset else {})})
+
+    @property
+    def first(self) -> int:
+        return self.offset + 1 if self.shown else 0
+
+    @property
+    def last(self) -> int:
+        return self.offset + self.shown
+
+    @property
+    def previous(self) -> str | None:
+        return self._link(max(0, self.offset - TARGETS_PAGE)) if self.offset > 0 else None
+
+    @property
+    def next(self) -> str | None:
+        return self._link(self.offset + TARGETS_PAGE) if self.last < self.total else None
 
 
 @router.get("/targets", response_class=HTMLResponse)
 def list_targets(
-    request: Request, caller: Annotated[Caller, Depends(requires("target.read"))]
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("target.read"))],
+    q: Annotated[str, Query(max_length=200)] = "",
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
     app = the_app(request)
-    targets = svc.list_targets(app, caller.actor)
-    # One statement for every target's newest run (not two per target).
+    q = q.strip()
+    targets, total = svc.list_targets_page(
+        app, caller.actor, limit=TARGETS_PAGE, offset=offset, name=q or None
+    )
+    # One statement for the newest run of every target shown (not two per target).
     newest = target_runs.last_started_runs(app, caller.actor, [t.id for t in targets])
     last = {t.name: newest[t.id] for t in targets if t.id in newest}
-    return page(request, "targets.html", targets=targets, last=last)
+    pager = TargetsPager(offset, len(targets), total, {"q": q} if q else {})
+    return page(request, "targets.html", targets=targets, last=last, pager=pager, q=q)
 
 
 @router.get("/targets/new", response_class=HTMLResponse)
