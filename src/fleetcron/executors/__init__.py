@@ -8,7 +8,6 @@ from fleetcron.executors.base import (
     ExecRequest,
     ExecResult,
     Executor,
-    OutputExcerpt,
     RunTarget,
     SshTarget,
     Status,
@@ -16,7 +15,7 @@ from fleetcron.executors.base import (
 )
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.executors.local import LocalExecutor
-from fleetcron.executors.output import BoundedOutput
+from fleetcron.executors.output import BoundedOutput, OutputExcerpt
 from fleetcron.executors.ssh import SshExecutor, fetch_host_key, verify_target
 
 __all__ = [

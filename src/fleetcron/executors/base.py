@@ -19,15 +19,15 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 from fleetcron.core.ownership import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
 from fleetcron.core.statuses import ExecutorStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import parse_key_line
-
-if TYPE_CHECKING:
-    from fleetcron.executors.output import LiveOutput
+from fleetcron.executors.output import EMPTY_OUTPUT as EMPTY_OUTPUT
+from fleetcron.executors.output import LiveOutput
+from fleetcron.executors.output import OutputExcerpt as OutputExcerpt
 
 Status = ExecutorStatus
 """How a run ended: exit 0, non-zero exit, killed at its timeout, never started (the subset
@@ -67,32 +67,6 @@ def timeout_error(timeout_s: float, limit: float, what: str) -> str:
             f"{what}"
         )
     return f"timed out after {timeout_s:g} s; {what}"
-
-
-@dataclass(frozen=True)
-class OutputExcerpt:
-    """A bounded view of one output stream.
-
-    ``head`` is the first bytes written and ``tail`` the last ones, each at most the
-    request's ``output_limit`` bytes, decoded as UTF-8 with replacement characters.
-    When the whole stream fits, ``head`` holds all of it and ``tail`` is empty.
-    """
-
-    head: str
-    tail: str
-    total_bytes: int
-    truncated: bool
-
-    @property
-    def text(self) -> str:
-        """Head and tail joined, with a marker where bytes were left out."""
-        if not self.truncated:
-            return self.head + self.tail
-        skipped = self.total_bytes - len(self.head.encode()) - len(self.tail.encode())
-        return f"{self.head}\n[... {max(skipped, 0)} bytes omitted ...]\n{self.tail}"
-
-
-EMPTY_OUTPUT: Final = OutputExcerpt(head="", tail="", total_bytes=0, truncated=False)
 
 
 @dataclass(frozen=True)

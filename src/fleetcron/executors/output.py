@@ -12,8 +12,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
 
-from fleetcron.executors.base import OutputExcerpt
-
 LIVE_HEAD_BYTES: Final = 4096
 """Bytes a live buffer keeps from the start of a run's output."""
 LIVE_TAIL_BYTES: Final = 65536
@@ -24,6 +22,32 @@ MARKER_WAIT_S: Final = 5.0
 """On a stop, how long to wait for the wrapper to report the command's process group."""
 
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class OutputExcerpt:
+    """A bounded view of one output stream.
+
+    ``head`` is the first bytes written and ``tail`` the last ones, each at most the
+    request's ``output_limit`` bytes, decoded as UTF-8 with replacement characters.
+    When the whole stream fits, ``head`` holds all of it and ``tail`` is empty.
+    """
+
+    head: str
+    tail: str
+    total_bytes: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        """Head and tail joined, with a marker where bytes were left out."""
+        if not self.truncated:
+            return self.head + self.tail
+        skipped = self.total_bytes - len(self.head.encode()) - len(self.tail.encode())
+        return f"{self.head}\n[... {max(skipped, 0)} bytes omitted ...]\n{self.tail}"
+
+
+EMPTY_OUTPUT: Final = OutputExcerpt(head="", tail="", total_bytes=0, truncated=False)
 
 
 class Sink(Protocol):
