@@ -55,6 +55,19 @@ def validate_name(value: str, *, field: str = "name") -> str:
     return value
 
 
+def validate_no_nul(value: str, *, field: str) -> str:
+    """Text that must not hold a NUL: PostgreSQL cannot store or compare one, and SQLite
+    ends a LIKE pattern at it (a search for it would match everything)."""
+    if "\x00" in value:
+        raise InvalidInput(
+            f"{field}: contains a NUL character",
+            field=field,
+            value=value,
+            allowed="text without NUL",
+        )
+    return value
+
+
 def validate_command(value: str, *, max_length: int, field: str = "command") -> str:
     """A command is stored verbatim: never templated, never stripped."""
     if not value.strip():

@@ -14,7 +14,7 @@ from fleetcron.errors import InvalidInput
 from fleetcron.services import jobs, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.runs import RunFilter, list_runs
 from integration.history.runs_helper import fire_minutes
 
 ADMIN = Actor("admin", "admin")
@@ -167,3 +167,20 @@ def test_short_and_quoted_texts_are_searched_too(app: App, viewer: Actor, histor
     """Under three characters the trigram index cannot help; the search scans instead."""
     assert len(search_runs(app, viewer, RunFilter(grep="ok"), limit=100).runs) == 12
     assert search_runs(app, viewer, RunFilter(grep='say "hi"')).runs == []
+
+
+@pytest.mark.parametrize("grep", ["\x00", "minute\x00ok"])
+def test_a_nul_in_the_text_is_refused_naming_the_field(
+    app: App, viewer: Actor, history: None, grep: str
+) -> None:
+    # SQLite ends a LIKE pattern at a NUL (a bare one matched every run), PostgreSQL cannot
+    # compare one (a database error): both are refused before the query.
+    with pytest.raises(InvalidInput) as raised:
+        search_runs(app, viewer, RunFilter(grep=grep))
+    assert raised.value.field == "q" and "NUL" in raised.value.message
+
+    with pytest.raises(InvalidInput) as listed:
+        list_runs(app, viewer, RunFilter(grep=grep))
+    assert listed.value.field == "grep"
+    # Negative control: a text without the NUL is searched.
+    assert len(search_runs(app, viewer, RunFilter(grep="minute 1 ok")).runs) == 1
