@@ -377,6 +377,22 @@ def test_api_a_selection_matching_nothing_is_a_4xx_and_queues_nothing(
     assert run_count(app) == before
 
 
+def test_api_an_empty_targets_list_or_selector_queues_nothing(
+    app: App, client: TestClient, as_operator: Headers, history: list[datetime]
+) -> None:
+    before = run_count(app)
+
+    empty = client.post(f"{API}/jobs/{JOB}/run", json={"targets": []}, headers=as_operator)
+    blank = client.post(f"{API}/jobs/{JOB}/run", json={"selector": " "}, headers=as_operator)
+
+    assert (empty.status_code, error_of(empty)["field"]) == (422, "targets")
+    assert (blank.status_code, error_of(blank)["field"]) == (422, "selector")
+    assert run_count(app) == before
+    # Negative control: no selection at all is a run on every target.
+    every = client.post(f"{API}/jobs/{JOB}/run", json={}, headers=as_operator)
+    assert every.status_code == 202 and queued_targets(app) == ["alpha", "bravo", "charlie"]
+
+
 def test_api_pause_and_resume_selected(
     app: App, client: TestClient, as_operator: Headers, as_viewer: Headers, history: list[datetime]
 ) -> None:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from fleetcron.app import App
+from fleetcron.errors import InvalidInput
 from fleetcron.services import job_fleet as svc
 from fleetcron.services.job_fleet import Selection, SlotGroup, TargetQuery, TargetRow
 from fleetcron.web.api.runs import as_utc
@@ -32,12 +33,30 @@ class RunRequestIn(TargetRef):
 
     failed: bool = False
     selector: Annotated[str | None, Field(max_length=500)] = None
-    targets: Annotated[list[TargetName], Field(default_factory=list, max_length=10_000)]
+    targets: Annotated[list[TargetName] | None, Field(max_length=10_000)] = None
 
     def selection(self) -> Selection | None:
+        # An empty selection given explicitly selects nothing; it never means "every
+        # target" (a script whose list came out empty must not run the whole fleet).
+        if self.targets is not None and not self.targets:
+            raise InvalidInput(
+                "targets: an empty list selects no target; nothing queued "
+                "(leave targets out to run on every target)",
+                field="targets",
+                value=[],
+                allowed="one or more target names",
+            )
+        if self.selector is not None and not self.selector.strip():
+            raise InvalidInput(
+                "selector: an empty selector selects no target; nothing queued "
+                "(leave selector out to run on every target)",
+                field="selector",
+                value=self.selector,
+                allowed="labels such as env=prod",
+            )
         if not (self.failed or self.selector or self.targets):
             return None
-        targets = (*self.targets, *([self.target] if self.target else []))
+        targets = (*(self.targets or ()), *([self.target] if self.target else []))
         return Selection(failed=self.failed, selector=self.selector, targets=targets)
 
 
