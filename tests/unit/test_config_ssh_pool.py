@@ -41,11 +41,11 @@ def test_the_scheduler_builds_its_ssh_executor_from_the_pool_settings(
     ssh = standard_executors(load_settings(), utc_now, lambda b: b)["ssh"]
     assert isinstance(ssh, SshKind)
     executor = ssh.executor
-    assert executor._max_connections == 1234
-    assert executor._connecting._value == 48
-    assert (executor._connect_backoff_s, executor._connect_backoff_max_s) == (0.5, 7.0)
-    assert executor._idle_timeout_s == 90.0
-    assert executor._connect_attempts is None  # retried for as long as the run's budget
+    assert executor.pool.max_connections == 1234
+    assert executor.pool.connecting._value == 48
+    assert (executor.pool.connect_backoff_s, executor.pool.connect_backoff_max_s) == (0.5, 7.0)
+    assert executor.pool.idle_timeout_s == 90.0
+    assert executor.pool.connect_attempts is None  # retried for as long as the run's budget
     # The soft open-file limit now holds the pool (up to what the hard limit allows).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = 1234 + FD_HEADROOM

@@ -16,7 +16,8 @@ from fleetcron.executors.base import (
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.output import BoundedOutput, OutputExcerpt
-from fleetcron.executors.ssh import SshExecutor, fetch_host_key, verify_target
+from fleetcron.executors.ssh import SshExecutor
+from fleetcron.executors.ssh_connect import fetch_host_key, verify_target
 
 __all__ = [
     "DEFAULT_KILL_GRACE_S",

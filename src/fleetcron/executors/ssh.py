@@ -23,6 +23,9 @@ the run's budget lasts; the handshake slot is given back while waiting. A run en
 ``connect_error`` for dropped handshakes only when its budget is spent. Retries are counted
 (:attr:`SshExecutor.connect_retries`, exported as ``fleetcron_ssh_connect_retries_total``).
 
+The pool is :mod:`fleetcron.executors.ssh_pool`; one connection with the pinned host key,
+:mod:`fleetcron.executors.ssh_connect`.
+
 Timeouts: OpenSSH's sshd runs every session's command in a new session (``setsid``).
 The command runs under the watchdog of :mod:`fleetcron.executors.watchdog` (POSIX sh and
 coreutils ``timeout`` on the target, nothing to install): its process group is killed at
@@ -44,20 +47,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import random
 import resource
 import shlex
-import socket
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import asyncssh
 
-from fleetcron.errors import AuthError, ConnectError, ExecutionError, HostKeyMismatch
+from fleetcron.errors import ConnectError, ExecutionError
 from fleetcron.executors.base import (
     DEFAULT_KILL_GRACE_S,
     EMPTY_OUTPUT,
@@ -70,7 +68,6 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
-from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.executors.output import (
     MARKER_WAIT_S,
     STOPPED,
@@ -81,6 +78,7 @@ from fleetcron.executors.output import (
     tee,
     unless_stopped,
 )
+from fleetcron.executors.ssh_pool import Pooled, PoolKey, SshPool, pool_key
 from fleetcron.executors.watchdog import (
     MARK_AND_SCAN_SCRIPT,
     MARK_SCOPE,
@@ -94,14 +92,6 @@ from fleetcron.executors.watchdog import (
 
 logger = logging.getLogger(__name__)
 
-_RETRYABLE = (
-    asyncssh.ConnectionLost,
-    ConnectionResetError,
-    BrokenPipeError,
-    ConnectionAbortedError,
-)
-
-_PoolKey = tuple[str, int, str, str, str]
 
 FD_HEADROOM = 256
 """Open files kept beside the pool's sockets (database, logs, local runs, the web server)."""
@@ -136,23 +126,6 @@ def wrap_command(
     )
 
 
-class _PinnedClient(asyncssh.SSHClient):
-    """Records the host key a server presented when it was not the pinned one."""
-
-    def __init__(self) -> None:
-        self.presented: asyncssh.SSHKey | None = None
-        self.lost = False
-
-    def validate_host_public_key(
-        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
-    ) -> bool:
-        self.presented = key
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-
-
 class _RunSession(asyncssh.SSHClientSession[bytes]):
     def __init__(self, stdout: Sink, stderr: MarkerLineSplitter) -> None:
         self._stdout = stdout
@@ -163,18 +136,6 @@ class _RunSession(asyncssh.SSHClientSession[bytes]):
             self._stderr.feed(data)
         else:
             self._stdout.feed(data)
-
-
-@dataclass
-class _Pooled:
-    conn: asyncssh.SSHClientConnection
-    client: _PinnedClient
-    users: int = 0
-    idle_since: float = field(default_factory=time.monotonic)
-
-    @property
-    def usable(self) -> bool:
-        return not self.client.lost
 
 
 class SshExecutor:
@@ -221,29 +182,21 @@ class SshExecutor:
             raise ValueError("max_connections must be >= max_concurrency")
         self._clock = clock
         self._per_target_concurrency = per_target_concurrency
-        self._max_connections = max_connections
-        self._idle_timeout_s = idle_timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self._connect_attempts = connect_attempts
-        self._connect_backoff_s = connect_backoff_s
-        self._connect_backoff_max_s = max(connect_backoff_max_s, connect_backoff_s)
+        self.pool = SshPool(
+            max_connections=max_connections,
+            idle_timeout_s=idle_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            connect_attempts=connect_attempts,
+            connect_backoff_s=connect_backoff_s,
+            connect_backoff_max_s=connect_backoff_max_s,
+            max_connecting=max_connecting,
+        )
         self._kill_grace_s = kill_grace_s
         self._watchdog = watchdog
         self._slots = asyncio.Semaphore(max_concurrency)
-        self._connecting = asyncio.Semaphore(max_connecting)
-        self._target_slots: dict[_PoolKey, asyncio.Semaphore] = {}
-        self._connect_locks: dict[_PoolKey, asyncio.Lock] = {}
-        self._pool: dict[_PoolKey, _Pooled] = {}
-        # The pooled connections nobody uses, least recently released first.
-        self._idle: OrderedDict[_PoolKey, _Pooled] = OrderedDict()
-        self._opening = 0
-        self._expiry: asyncio.TimerHandle | None = None
-        self._keys: dict[str, asyncssh.SSHKey] = {}
+        self._target_slots: dict[PoolKey, asyncio.Semaphore] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self.connections_opened = 0
-        """Successful handshakes so far; a reused connection does not count."""
-        self.connect_retries = 0
-        """Handshakes retried after the server dropped or reset them."""
         self.open_file_limit = ensure_open_file_limit(max_connections + FD_HEADROOM)
         """The process's soft open-file limit after construction."""
 
@@ -254,7 +207,7 @@ class SshExecutor:
         connecting is taken off what the remote watchdog gets.
         """
         called = time.monotonic()
-        key = _pool_key(target)
+        key = pool_key(target)
         slot = self._target_slots.setdefault(key, asyncio.Semaphore(self._per_target_concurrency))
         # Target slot first: a burst on one target must not hold global slots idle.
         async with slot, self._slots:
@@ -281,8 +234,8 @@ class SshExecutor:
         Raises :class:`fleetcron.errors.ExecutionError` (``ConnectError``, ``AuthError``,
         ``HostKeyMismatch``) when the target cannot be reached or the scan fails.
         """
-        key = _pool_key(target)
-        entry = await self._acquire(key, target, time.monotonic() + self._connect_timeout_s)
+        key = pool_key(target)
+        entry = await self.pool.acquire(key, target, time.monotonic() + self._connect_timeout_s)
         try:
             result = await asyncio.wait_for(
                 entry.conn.run(
@@ -296,7 +249,7 @@ class SshExecutor:
                 f"{target.name}: could not scan for older generations: {exc}"
             ) from exc
         finally:
-            self._release(key, entry)
+            self.pool.release(key, entry)
         out = result.stdout if isinstance(result.stdout, str) else ""
         for line in out.splitlines():
             if line.startswith("killed=") and line[7:].isdigit():
@@ -369,8 +322,8 @@ class SshExecutor:
     ) -> tuple[str, int | None, str]:
         """Run a fleetcron maintenance script on ``target`` over the pooled connection:
         ``(stdout, exit status, stderr)``."""
-        key = _pool_key(target)
-        entry = await self._acquire(key, target, time.monotonic() + self._connect_timeout_s)
+        key = pool_key(target)
+        entry = await self.pool.acquire(key, target, time.monotonic() + self._connect_timeout_s)
         try:
             result = await asyncio.wait_for(
                 entry.conn.run(command, check=False), timeout=self._connect_timeout_s + 30
@@ -379,33 +332,35 @@ class SshExecutor:
             entry.client.lost = True
             raise ConnectError(f"{target.name}: could not {what}: {exc}") from exc
         finally:
-            self._release(key, entry)
+            self.pool.release(key, entry)
         out = result.stdout if isinstance(result.stdout, str) else ""
         err = result.stderr if isinstance(result.stderr, str) else ""
         return out, result.exit_status, err
 
     async def close(self) -> None:
         """Close every pooled connection; later runs open new ones."""
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        pooled, self._pool = list(self._pool.values()), {}
-        self._idle.clear()
-        for entry in pooled:
-            entry.conn.close()
-        for entry in pooled:
-            await entry.conn.wait_closed()
+        await self.pool.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     @property
     def pooled_connections(self) -> int:
         """Connections currently held open by the pool."""
-        return len(self._pool)
+        return len(self.pool)
+
+    @property
+    def connections_opened(self) -> int:
+        """Successful handshakes so far; a reused connection does not count."""
+        return self.pool.connections_opened
+
+    @property
+    def connect_retries(self) -> int:
+        """Handshakes retried after the server dropped or reset them."""
+        return self.pool.connect_retries
 
     async def _run_on_pool(
         self,
-        key: _PoolKey,
+        key: PoolKey,
         target: SshTarget,
         request: ExecRequest,
         called: float,
@@ -423,14 +378,14 @@ class SshExecutor:
             if request.watchdog_s is not None
             else request.timeout_s + self._kill_grace_s
         )
-        entry = await self._acquire(key, target, called + budget)
+        entry = await self.pool.acquire(key, target, called + budget)
         try:
             return await self._run_session(entry, target, request, called)
         finally:
-            self._release(key, entry)
+            self.pool.release(key, entry)
 
     async def _run_session(
-        self, entry: _Pooled, target: SshTarget, request: ExecRequest, called: float
+        self, entry: Pooled, target: SshTarget, request: ExecRequest, called: float
     ) -> ExecResult:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
@@ -553,138 +508,6 @@ class SshExecutor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(chan.wait_closed(), 5)
 
-    async def _acquire(self, key: _PoolKey, target: SshTarget, deadline: float) -> _Pooled:
-        """The pooled connection for ``key``, opened (retrying dropped handshakes until
-        ``deadline``, on the monotonic clock) when there is none or it was lost."""
-        lock = self._connect_locks.setdefault(key, asyncio.Lock())
-        # Runs on the same target queue behind one handshake and then share it.
-        async with lock:
-            self._expire_idle()
-            entry = self._pool.get(key)
-            if entry is None or not entry.usable:
-                if entry is not None:
-                    self._drop(key)
-                self._make_room()
-                self._opening += 1
-                try:
-                    conn, client = await self._connect(target, deadline)
-                finally:
-                    self._opening -= 1
-                entry = _Pooled(conn, client)
-                self._pool[key] = entry
-            else:
-                self._idle.pop(key, None)
-            entry.users += 1
-            return entry
-
-    def _release(self, key: _PoolKey, entry: _Pooled) -> None:
-        entry.users -= 1
-        if entry.users > 0 or self._pool.get(key) is not entry:
-            return
-        if not entry.usable:
-            self._drop(key)
-            return
-        entry.idle_since = time.monotonic()
-        self._idle[key] = entry
-        self._idle.move_to_end(key)
-        if self._expiry is None:
-            self._schedule_expiry(self._idle_timeout_s)
-
-    def _drop(self, key: _PoolKey) -> None:
-        entry = self._pool.pop(key)
-        self._idle.pop(key, None)
-        entry.conn.close()
-
-    def _expire_idle(self) -> None:
-        """Close the idle connections unused for longer than ``idle_timeout_s``: they are
-        at the head of the release order, so this stops at the first one still fresh."""
-        now = time.monotonic()
-        while self._idle:
-            key, entry = next(iter(self._idle.items()))
-            if now - entry.idle_since <= self._idle_timeout_s:
-                break
-            logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_expire"})
-            self._drop(key)
-
-    def _make_room(self) -> None:
-        """Close least recently used idle connections until one more fits in the pool
-        (handshakes under way count as pooled)."""
-        while self._idle and len(self._pool) + self._opening >= self._max_connections:
-            key = next(iter(self._idle))
-            logger.debug("closing idle ssh connection", extra={"action": "ssh.pool_evict"})
-            self._drop(key)
-
-    def _schedule_expiry(self, delay_s: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._expiry = loop.call_later(max(delay_s, 0.0) + 0.01, self._on_expiry_timer)
-
-    def _on_expiry_timer(self) -> None:
-        self._expiry = None
-        self._expire_idle()
-        if self._idle:
-            head = next(iter(self._idle.values()))
-            self._schedule_expiry(head.idle_since + self._idle_timeout_s - time.monotonic())
-
-    async def _connect(
-        self, target: SshTarget, deadline: float
-    ) -> tuple[asyncssh.SSHClientConnection, _PinnedClient]:
-        """Open a connection to ``target``; a handshake dropped or reset by the server is
-        retried with capped exponential backoff and jitter until ``deadline`` (or
-        ``connect_attempts``) would pass. The handshake slot is held only while
-        connecting, not while waiting to retry."""
-        client_key = self._import_key(target)
-        delay = self._connect_backoff_s
-        first = time.monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            async with self._connecting:
-                timeout = min(self._connect_timeout_s, max(deadline - time.monotonic(), 0.1))
-                try:
-                    conn, client = await _open(target, client_key, timeout)
-                except _RETRYABLE as exc:
-                    dropped: BaseException = exc
-                else:
-                    self.connections_opened += 1
-                    return conn, client
-            wait = delay * random.uniform(0.5, 1.0)
-            out_of_tries = self._connect_attempts is not None and attempt >= self._connect_attempts
-            if out_of_tries or time.monotonic() + wait >= deadline:
-                spent = time.monotonic() - first
-                why = (
-                    f"{attempt} attempts allowed"
-                    if out_of_tries
-                    else "the run's time budget is spent"
-                )
-                raise ConnectError(
-                    f"connection to {target.host}:{target.port} was dropped during the "
-                    f"handshake {attempt} times in {spent:.1f} s ({why}; sshd MaxStartups?): "
-                    f"{dropped}"
-                ) from dropped
-            self.connect_retries += 1
-            logger.info(
-                "ssh handshake with %s:%s dropped, retry %s in %.2f s",
-                target.host,
-                target.port,
-                attempt,
-                wait,
-                extra={"action": "ssh.connect_retry", "target": target.name},
-            )
-            # Jitter spreads a fleet-wide burst so retries do not collide again.
-            await asyncio.sleep(wait)
-            delay = min(delay * 2, self._connect_backoff_max_s)
-
-    def _import_key(self, target: SshTarget) -> asyncssh.SSHKey:
-        digest = _key_digest(target)
-        key = self._keys.get(digest)
-        if key is None:
-            key = _import_private_key(target)
-            self._keys[digest] = key
-        return key
-
 
 def ensure_open_file_limit(wanted: int) -> int:
     """Raise this process's soft open-file limit to ``wanted`` (at most the hard limit);
@@ -708,115 +531,6 @@ def ensure_open_file_limit(wanted: int) -> int:
     return soft
 
 
-#: How much of a probe's output :func:`verify_target` returns.
-PROBE_OUTPUT_MAX = 4096
-
-
-async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
-    """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
-
-    Used for trust-on-first-use pairing: show the fingerprint to a human, then pin it.
-    Raises :class:`ConnectError` when the server cannot be reached.
-    """
-    try:
-        async with asyncio.timeout(timeout_s):
-            key = await asyncssh.get_server_host_key(host, port, config=None)
-    except (OSError, asyncssh.Error, TimeoutError) as exc:
-        raise _connect_failure(exc, host, port, timeout_s) from exc
-    if key is None:
-        raise ConnectError(f"{host}:{port} did not present a host key")
-    kind, blob, *_ = key.export_public_key("openssh").decode().split()
-    return f"{kind} {blob}"
-
-
-async def verify_target(
-    target: SshTarget, timeout_s: float = 15, *, probe: str | None = None
-) -> str | None:
-    """Log in with the pinned host key and run ``true``.
-
-    Raises :class:`HostKeyMismatch`, :class:`AuthError` or :class:`ConnectError` with a
-    message naming the target and what to do; returns ``None`` when all is well. With
-    ``probe``, also runs that command in the same connection and returns the start of
-    what it printed (empty when it failed: a probe is informational, never a failure).
-    """
-    conn, _ = await _open(target, _import_private_key(target), timeout_s)
-    async with conn:
-        try:
-            result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
-        except (asyncssh.Error, OSError, TimeoutError) as exc:
-            raise ConnectError(f"{target.name}: running `true` failed: {exc}") from exc
-        if result.exit_status != 0:
-            raise ConnectError(
-                f"{target.name}: `true` exited with {result.exit_status}; check the login shell"
-            )
-        if probe is None:
-            return None
-        try:
-            probed = await asyncio.wait_for(conn.run(probe, check=False), timeout_s)
-        except (asyncssh.Error, OSError, TimeoutError):
-            return ""
-    out = probed.stdout
-    text = out.decode(errors="replace") if isinstance(out, bytes) else str(out or "")
-    return text[:PROBE_OUTPUT_MAX]
-
-
-async def _open(
-    target: SshTarget, client_key: asyncssh.SSHKey, timeout_s: float
-) -> tuple[asyncssh.SSHClientConnection, _PinnedClient]:
-    pinned = asyncssh.import_public_key(target.host_key)
-    client = _PinnedClient()
-    try:
-        conn = await asyncssh.connect(
-            target.host,
-            target.port,
-            username=target.user,
-            client_keys=[client_key],
-            known_hosts=([pinned], [], []),
-            client_factory=lambda: client,
-            config=None,
-            agent_path=None,
-            password=None,
-            kbdint_auth=False,
-            gss_auth=False,
-            preferred_auth="publickey",
-            connect_timeout=timeout_s,
-            keepalive_interval=30,
-        )
-    except asyncssh.HostKeyNotVerifiable as exc:
-        presented = (
-            client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
-        )
-        raise HostKeyMismatch(
-            f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
-            f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
-            "If the server's key was changed on purpose, re-pin its host key "
-            f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
-        ) from exc
-    except asyncssh.PermissionDenied as exc:
-        raise AuthError(
-            f"authentication failed for user {target.user} on {target.host}:{target.port} "
-            f"(target {target.name}): the server refused the key"
-        ) from exc
-    except _RETRYABLE:
-        raise
-    except (OSError, asyncssh.Error, TimeoutError) as exc:
-        raise _connect_failure(exc, target.host, target.port, timeout_s) from exc
-    return conn, client
-
-
-def _connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) -> ConnectError:
-    where = f"{host}:{port}"
-    if isinstance(exc, ConnectionRefusedError):
-        return ConnectError(f"connection refused: {where}")
-    if isinstance(exc, socket.gaierror):
-        return ConnectError(f"cannot resolve host {host}: {exc.strerror}")
-    if isinstance(exc, TimeoutError):
-        return ConnectError(f"connection to {where} timed out after {timeout_s:g} s")
-    if isinstance(exc, asyncssh.Error):
-        return ConnectError(f"ssh handshake with {where} failed: {exc.reason}")
-    return ConnectError(f"cannot connect to {where}: {exc}")
-
-
 async def _remote_kill(conn: asyncssh.SSHClientConnection, sig: str, pgid: int) -> None:
     await asyncio.wait_for(
         conn.run(f"kill -s {sig} -- -{pgid} 2>/dev/null", check=False), timeout=10
@@ -836,20 +550,3 @@ def _exit_outcome(chan: asyncssh.SSHClientChannel[bytes]) -> tuple[Status, int |
     if code is None:
         return "failed", None, "the server closed the session without an exit status"
     return ("succeeded" if code == 0 else "failed"), code, None
-
-
-def _key_digest(target: SshTarget) -> str:
-    raw = target.private_key.encode() if isinstance(target.private_key, str) else target.private_key
-    return hashlib.sha256(raw).hexdigest()
-
-
-def _pool_key(target: SshTarget) -> _PoolKey:
-    return (target.host, target.port, target.user, _key_digest(target), target.host_key)
-
-
-def _import_private_key(target: SshTarget) -> asyncssh.SSHKey:
-    try:
-        return asyncssh.import_private_key(target.private_key)
-    except (asyncssh.KeyImportError, ValueError) as exc:
-        # The exception text never contains key material, only what was wrong with it.
-        raise AuthError(f"the private key of target {target.name} cannot be used: {exc}") from exc

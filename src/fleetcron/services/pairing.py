@@ -37,7 +37,7 @@ from fleetcron.errors import (
     HostKeyMismatch,
     InvalidInput,
 )
-from fleetcron.executors import ssh
+from fleetcron.executors import ssh_connect
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, record_failure
@@ -254,7 +254,7 @@ def _resolve_host_key(
         raise missing_host_key(target.name)
     assert target.host and target.port
     timeout = app.settings.ssh_connect_timeout_s
-    offered = run_ssh(ssh.fetch_host_key(target.host, target.port, timeout))
+    offered = run_ssh(ssh_connect.fetch_host_key(target.host, target.port, timeout))
     return offered, True
 
 
@@ -273,7 +273,7 @@ def verify_connection(
         host_key=host_key,
     )
     output: str | None = run_ssh(
-        ssh.verify_target(endpoint, app.settings.ssh_connect_timeout_s, probe=probe)
+        ssh_connect.verify_target(endpoint, app.settings.ssh_connect_timeout_s, probe=probe)
     )
     return output
 
@@ -313,7 +313,7 @@ def plan_repin(
     else:
         assert target.host and target.port
         new_key = run_ssh(
-            ssh.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s)
+            ssh_connect.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s)
         )
     if new_key == target.host_key:
         raise Conflict(

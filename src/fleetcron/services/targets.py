@@ -47,7 +47,7 @@ from fleetcron.errors import (
     FleetcronError,
     InvalidInput,
 )
-from fleetcron.executors import ssh
+from fleetcron.executors import ssh_connect
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
 from fleetcron.services.fleet import extend_jobs_to, get_target, next_fire, refire_target_local
 from fleetcron.services.pairing import (
@@ -287,7 +287,7 @@ def edit_target(
         tofu = False
         if changes.trust_on_first_use and updated["kind"] == "ssh" and not changes.host_key:
             updated["host_key"] = run_ssh(
-                ssh.fetch_host_key(
+                ssh_connect.fetch_host_key(
                     updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
                 )
             )

@@ -46,8 +46,7 @@ def test_the_fingerprint_matches_ssh_keygen(sshd: SshServer, tmp_path: Path) -> 
 async def test_verify_target_accepts_a_correctly_paired_target(
     sshd: SshServer, make_target: TargetFactory
 ) -> None:
-    # verify_target is typed to return None; the assertion checks that at run time too.
-    assert await verify_target(make_target(sshd)) is None  # type: ignore[func-returns-value]
+    assert await verify_target(make_target(sshd)) is None
 
 
 async def test_verify_target_raises_on_a_host_key_mismatch(

@@ -1,0 +1,167 @@
+"""One SSH connection with the pinned host key, as the executor and pairing open it.
+
+Only the target's pinned host key is accepted (no known_hosts file, no ~/.ssh/config, no
+agent); a different key fails with :class:`~fleetcron.errors.HostKeyMismatch` naming both
+fingerprints before anything is executed. The client key is parsed from memory and never
+written anywhere. Pairing uses :func:`fetch_host_key` (trust on first use) and
+:func:`verify_target` (log in and run ``true``, and an optional probe); the executor's pool
+(:mod:`fleetcron.executors.ssh_pool`) opens its connections with :func:`open_pinned`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+
+import asyncssh
+
+from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch
+from fleetcron.executors.base import SshTarget
+from fleetcron.executors.hostkeys import fingerprint
+
+RETRYABLE = (
+    asyncssh.ConnectionLost,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+)
+
+
+class PinnedClient(asyncssh.SSHClient):
+    """Records the host key a server presented when it was not the pinned one."""
+
+    def __init__(self) -> None:
+        self.presented: asyncssh.SSHKey | None = None
+        self.lost = False
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        self.presented = key
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+
+
+#: How much of a probe's output :func:`verify_target` returns.
+PROBE_OUTPUT_MAX = 4096
+
+
+async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
+    """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
+
+    Used for trust-on-first-use pairing: show the fingerprint to a human, then pin it.
+    Raises :class:`ConnectError` when the server cannot be reached.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            key = await asyncssh.get_server_host_key(host, port, config=None)
+    except (OSError, asyncssh.Error, TimeoutError) as exc:
+        raise connect_failure(exc, host, port, timeout_s) from exc
+    if key is None:
+        raise ConnectError(f"{host}:{port} did not present a host key")
+    kind, blob, *_ = key.export_public_key("openssh").decode().split()
+    return f"{kind} {blob}"
+
+
+async def verify_target(
+    target: SshTarget, timeout_s: float = 15, *, probe: str | None = None
+) -> str | None:
+    """Log in with the pinned host key and run ``true``.
+
+    Raises :class:`HostKeyMismatch`, :class:`AuthError` or :class:`ConnectError` with a
+    message naming the target and what to do; returns ``None`` when all is well. With
+    ``probe``, also runs that command in the same connection and returns the start of
+    what it printed (empty when it failed: a probe is informational, never a failure).
+    """
+    conn, _ = await open_pinned(target, import_private_key(target), timeout_s)
+    async with conn:
+        try:
+            result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            raise ConnectError(f"{target.name}: running `true` failed: {exc}") from exc
+        if result.exit_status != 0:
+            raise ConnectError(
+                f"{target.name}: `true` exited with {result.exit_status}; check the login shell"
+            )
+        if probe is None:
+            return None
+        try:
+            probed = await asyncio.wait_for(conn.run(probe, check=False), timeout_s)
+        except (asyncssh.Error, OSError, TimeoutError):
+            return ""
+    out = probed.stdout
+    text = out.decode(errors="replace") if isinstance(out, bytes) else str(out or "")
+    return text[:PROBE_OUTPUT_MAX]
+
+
+async def open_pinned(
+    target: SshTarget, client_key: asyncssh.SSHKey, timeout_s: float
+) -> tuple[asyncssh.SSHClientConnection, PinnedClient]:
+    pinned = asyncssh.import_public_key(target.host_key)
+    client = PinnedClient()
+    try:
+        conn = await asyncssh.connect(
+            target.host,
+            target.port,
+            username=target.user,
+            client_keys=[client_key],
+            known_hosts=([pinned], [], []),
+            client_factory=lambda: client,
+            config=None,
+            agent_path=None,
+            password=None,
+            kbdint_auth=False,
+            gss_auth=False,
+            preferred_auth="publickey",
+            connect_timeout=timeout_s,
+            keepalive_interval=30,
+        )
+    except asyncssh.HostKeyNotVerifiable as exc:
+        presented = (
+            client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
+        )
+        raise HostKeyMismatch(
+            f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
+            f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
+            "If the server's key was changed on purpose, re-pin its host key "
+            f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
+        ) from exc
+    except asyncssh.PermissionDenied as exc:
+        raise AuthError(
+            f"authentication failed for user {target.user} on {target.host}:{target.port} "
+            f"(target {target.name}): the server refused the key"
+        ) from exc
+    except RETRYABLE:
+        raise
+    except (OSError, asyncssh.Error, TimeoutError) as exc:
+        raise connect_failure(exc, target.host, target.port, timeout_s) from exc
+    return conn, client
+
+
+def connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) -> ConnectError:
+    where = f"{host}:{port}"
+    if isinstance(exc, ConnectionRefusedError):
+        return ConnectError(f"connection refused: {where}")
+    if isinstance(exc, socket.gaierror):
+        return ConnectError(f"cannot resolve host {host}: {exc.strerror}")
+    if isinstance(exc, TimeoutError):
+        return ConnectError(f"connection to {where} timed out after {timeout_s:g} s")
+    if isinstance(exc, asyncssh.Error):
+        return ConnectError(f"ssh handshake with {where} failed: {exc.reason}")
+    return ConnectError(f"cannot connect to {where}: {exc}")
+
+
+def key_digest(target: SshTarget) -> str:
+    raw = target.private_key.encode() if isinstance(target.private_key, str) else target.private_key
+    return hashlib.sha256(raw).hexdigest()
+
+
+def import_private_key(target: SshTarget) -> asyncssh.SSHKey:
+    try:
+        return asyncssh.import_private_key(target.private_key)
+    except (asyncssh.KeyImportError, ValueError) as exc:
+        # The exception text never contains key material, only what was wrong with it.
+        raise AuthError(f"the private key of target {target.name} cannot be used: {exc}") from exc
