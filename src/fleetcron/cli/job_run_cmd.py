@@ -12,6 +12,7 @@ from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
 from fleetcron.cli.output import echo
 from fleetcron.config_view import mask_url
+from fleetcron.errors import InvalidInput
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.job_fleet import Selection
@@ -74,6 +75,15 @@ def run_job(
     """
     with opened_app() as app:
         actor = acting(app, as_user)
+        if selector is not None and not selector.strip():
+            # "--selector $SEL" with SEL empty must not become a run on every target.
+            raise InvalidInput(
+                "selector: an empty selector selects no target; nothing queued "
+                "(leave --selector out to run on every target)",
+                field="selector",
+                value=selector,
+                allowed="labels such as env=prod",
+            )
         if len(targets) <= 1 and not failed and not selector:
             run_ids = svc.request_run(app, actor, name, target=targets[0] if targets else None)
         else:

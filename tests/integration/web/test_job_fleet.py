@@ -468,6 +468,16 @@ def test_cli_job_status_names_the_slots_option_it_was_given(
     assert code == 0 and {len(row["strip"]) for row in json.loads(out)["items"]} == {2}
 
 
+def test_cli_job_run_with_an_empty_selector_queues_nothing(
+    app: App, cli_env: None, capsys: pytest.CaptureFixture[str], history: list[datetime]
+) -> None:
+    before = run_count(app)
+    for blank in ("", " "):
+        code, _, err = fleetcron(capsys, "job", "run", JOB, "--selector", blank)
+        assert code == 2 and "selector" in err and "nothing queued" in err
+    assert run_count(app) == before
+
+
 def test_cli_job_slots(
     cli_env: None, capsys: pytest.CaptureFixture[str], history: list[datetime]
 ) -> None:
