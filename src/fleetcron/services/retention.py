@@ -1,5 +1,8 @@
 """Retention: prune old runs (by age, and beyond a count per assignment) and, when
-configured, old audit events — in small batches, so no single delete holds a long lock.
+configured, old audit events — in small batches, so no single delete holds a long lock,
+and, when the caller gives a time budget, in rounds that stop at it (the scheduler's
+housekeeping gives one, so an hour of a large fleet's runs never holds its database
+thread for long: the next tick continues).
 
 This module is the only operation that deletes runs or audit events; the deletes
 themselves are the store's (:mod:`fleetcron.store.run_writes`, :mod:`fleetcron.store.audit`).
@@ -9,6 +12,8 @@ Runs still queued or running are never pruned.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,7 +21,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.store.audit import prune_events_older_than
-from fleetcron.store.run_writes import prune_runs_beyond, prune_runs_older_than
+from fleetcron.store.run_writes import Pruned, prune_runs_beyond, prune_runs_older_than
 
 log = logging.getLogger(__name__)
 
@@ -29,28 +34,56 @@ class PruneResult:
     runs_by_count: int
     audit_events: int
     dry_run: bool
+    #: False when the round stopped at its time budget with rows left to delete: the next
+    #: round continues (the scheduler's housekeeping calls it again at its next tick).
+    complete: bool = True
 
     @property
     def total(self) -> int:
         return self.runs_by_age + self.runs_by_count + self.audit_events
 
 
-def prune(app: App, actor: Actor, *, dry_run: bool = False) -> PruneResult:
-    """Apply the retention settings once; with ``dry_run`` only count."""
+def prune(
+    app: App,
+    actor: Actor,
+    *,
+    dry_run: bool = False,
+    budget_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PruneResult:
+    """Apply the retention settings once; with ``dry_run`` only count.
+
+    Runs are deleted ``prune_batch`` per transaction. With ``budget_s``, no chunk starts
+    once ``budget_s`` seconds (by ``clock``) have passed since the call began: the round
+    stops, ``complete`` is False, and the next call continues where it left off (the
+    oldest rows first; nothing newer than the limits is touched either way). Audit events
+    are pruned only in a round whose runs were all done."""
     actor.authorize("settings.manage")
     s = app.settings
     now = app.now()
     batch = s.prune_batch
-    counts = [
-        prune_runs_older_than(
-            app.db, now - timedelta(days=s.retention_days), batch=batch, dry_run=dry_run
-        ),
-        prune_runs_beyond(app.db, s.retention_max_runs, batch=batch, dry_run=dry_run),
-    ]
-    if s.audit_retention_days is not None:
+    more: Callable[[], bool] | None = None
+    if budget_s is not None:
+        deadline = clock() + budget_s
+
+        def within_budget() -> bool:
+            return clock() < deadline
+
+        more = within_budget
+    by_age = prune_runs_older_than(
+        app.db, now - timedelta(days=s.retention_days), batch=batch, dry_run=dry_run, more=more
+    )
+    by_count = Pruned(0, complete=False)
+    if by_age.complete:
+        by_count = prune_runs_beyond(
+            app.db, s.retention_max_runs, batch=batch, dry_run=dry_run, more=more
+        )
+    audit_events = 0
+    complete = by_age.complete and by_count.complete
+    if complete and s.audit_retention_days is not None:
         cutoff = now - timedelta(days=s.audit_retention_days)
-        counts.append(prune_events_older_than(app.db, cutoff, batch=batch, dry_run=dry_run))
-    result = PruneResult(counts[0], counts[1], counts[2] if len(counts) > 2 else 0, dry_run)
+        audit_events = prune_events_older_than(app.db, cutoff, batch=batch, dry_run=dry_run)
+    result = PruneResult(by_age.count, by_count.count, audit_events, dry_run, complete)
     if not dry_run and result.total:
         note = AuditNote(
             "retention.prune",
@@ -58,6 +91,7 @@ def prune(app: App, actor: Actor, *, dry_run: bool = False) -> PruneResult:
                 "runs_by_age": result.runs_by_age,
                 "runs_by_count": result.runs_by_count,
                 "audit_events": result.audit_events,
+                "complete": result.complete,
             },
         )
         with audited(app, actor, note):

@@ -10,7 +10,8 @@ Together the two modules are the only code that writes the runs table:
 - :func:`fence_runs` ends the ``running`` runs of an owner that lost its claims (revoked by
   a change of owner, or expired), in the caller's transaction under the ownership lock;
 - :func:`prune_runs_older_than` and :func:`prune_runs_beyond` delete decided runs for
-  retention, in small batches; runs still ``queued`` or ``running`` are never deleted.
+  retention, in small batches, each its own transaction, stopping at the caller's time
+  budget; runs still ``queued`` or ``running`` are never deleted.
 
 Every status written here and in ``store/runs.py`` is checked against the run vocabulary's
 allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``.
@@ -18,11 +19,12 @@ allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
@@ -32,6 +34,7 @@ from fleetcron.store.db import Database, count_selected, delete_selected
 from fleetcron.store.schema import Assignment, Job, Run
 
 __all__ = [
+    "Pruned",
     "fence_runs",
     "moved",
     "prune_runs_beyond",
@@ -168,6 +171,17 @@ def _old_runs(cutoff: datetime) -> Any:
     return select(Run.id).where(Run.scheduled_for < cutoff, Run.status.not_in(statuses.ACTIVE))
 
 
+def _crowded_assignments(keep: int) -> Any:
+    """The assignments with more than ``keep`` runs of any status: a superset of those
+    with decided runs beyond their newest ``keep``. One pass over the covering slot index,
+    no sort; the window below is computed for these assignments only."""
+    return (
+        select(Run.assignment_id)
+        .group_by(Run.assignment_id)
+        .having(func.count() > keep)
+    )
+
+
 def _excess_runs(keep: int) -> Any:
     ranked = (
         select(
@@ -178,20 +192,77 @@ def _excess_runs(keep: int) -> Any:
             )
             .label("n"),
         )
-        .where(Run.status.not_in(statuses.ACTIVE))
+        .where(
+            Run.status.not_in(statuses.ACTIVE),
+            Run.assignment_id.in_(_crowded_assignments(keep)),
+        )
         .subquery()
     )
     return select(ranked.c.id).where(ranked.c.n > keep)
 
 
-def prune_runs_older_than(db: Database, cutoff: datetime, *, batch: int, dry_run: bool) -> int:
-    """Delete (``dry_run``: count) the decided runs scheduled before ``cutoff``."""
+@dataclass(frozen=True)
+class Pruned:
+    """What one prune call did: how many runs it deleted (or would, for a dry run), and
+    whether it got to the end (False: it stopped at its time budget; call again)."""
+
+    count: int
+    complete: bool = True
+
+
+def _delete_in_chunks(
+    db: Database, ids: Any, batch: int, more: Callable[[], bool] | None
+) -> Pruned:
+    """Delete the runs ``ids`` selects, ``batch`` per transaction (each short, so the
+    scheduler's writes interleave); before each chunk ``more()`` says whether the caller's
+    budget allows another. Returns the rows deleted and whether none is left."""
+    if more is None:
+        return Pruned(delete_selected(db, Run, ids, batch))
+    removed = 0
+    while True:
+        if not more():
+            return Pruned(removed, complete=False)
+        with db.session() as session:
+            chunk = list(session.scalars(ids.limit(batch)))
+            if chunk:
+                session.execute(delete(Run).where(Run.id.in_(chunk)))
+        removed += len(chunk)
+        if len(chunk) < batch:
+            return Pruned(removed)
+
+
+def prune_runs_older_than(
+    db: Database,
+    cutoff: datetime,
+    *,
+    batch: int,
+    dry_run: bool,
+    more: Callable[[], bool] | None = None,
+) -> Pruned:
+    """Delete (``dry_run``: count) the decided runs scheduled before ``cutoff``; with
+    ``more``, stop when it answers False before a chunk (see :class:`Pruned`). A round with
+    nothing to delete is one probe of the slot-time index."""
     ids = _old_runs(cutoff)
-    return count_selected(db, ids) if dry_run else delete_selected(db, Run, ids, batch)
+    if dry_run:
+        return Pruned(count_selected(db, ids))
+    return _delete_in_chunks(db, ids, batch, more)
 
 
-def prune_runs_beyond(db: Database, keep: int, *, batch: int, dry_run: bool) -> int:
+def prune_runs_beyond(
+    db: Database,
+    keep: int,
+    *,
+    batch: int,
+    dry_run: bool,
+    more: Callable[[], bool] | None = None,
+) -> Pruned:
     """Delete (``dry_run``: count) the decided runs of each assignment beyond its newest
-    ``keep``."""
+    ``keep``; ``more`` as for :func:`prune_runs_older_than`. A round with nothing to delete
+    reads the slot index once (no window over every run)."""
+    with db.read() as session:
+        if session.scalar(_crowded_assignments(keep).limit(1)) is None:
+            return Pruned(0)
     ids = _excess_runs(keep)
-    return count_selected(db, ids) if dry_run else delete_selected(db, Run, ids, batch)
+    if dry_run:
+        return Pruned(count_selected(db, ids))
+    return _delete_in_chunks(db, ids, batch, more)
