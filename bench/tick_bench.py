@@ -270,10 +270,10 @@ def reset(app: App, due_ids: list[int]) -> None:
 
 def explain(app: App, session: Session) -> str:
     """The query plan of claim_due's read, as the database prints it."""
-    from fleetcron.store.runs import _dispatch_query
+    from fleetcron.store.run_dispatch import dispatch_query
 
     query = (
-        _dispatch_query()
+        dispatch_query()
         .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= NOW)
         .order_by(Assignment.next_fire_at)
         .limit(500)

@@ -72,7 +72,8 @@ from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
-from fleetcron.store.runs import Dispatch, RunGuard, RunStore
+from fleetcron.store.run_dispatch import Dispatch
+from fleetcron.store.runs import RunGuard, RunStore
 
 log = logging.getLogger("fleetcron.cron")
 

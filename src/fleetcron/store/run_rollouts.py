@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
@@ -45,10 +45,17 @@ from fleetcron.core.rollout import (
 )
 from fleetcron.core.statuses import RunStatus, SkipKind, may_become
 from fleetcron.errors import InvalidInput
+from fleetcron.store.run_dispatch import (
+    Dispatch,
+    RunWriter,
+    dispatch_from,
+    dispatch_query,
+    hold_kind,
+    start_wait,
+    take_stamp,
+    target_hold_of,
+)
 from fleetcron.store.schema import Assignment, Job, Run, Target
-
-if TYPE_CHECKING:
-    from fleetcron.store.runs import Dispatch, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +94,9 @@ def rolled_out(row: Row[Any]) -> bool:
     return bool(row.batch or row.max_failures or row.canary)
 
 
-def advance(store: RunStore, now: datetime, limit: int = SLOT_BATCH) -> RolloutStep:
+def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> RolloutStep:
     """Decide every slot with ``pending`` rows (up to ``limit`` slots, oldest first), in
     one transaction; returns the runs started and the slots halted."""
-    from fleetcron.store.runs import _dispatch_from
-
     with store.db.session() as session:
         slots = session.execute(
             select(Run.job_id, Run.scheduled_for)
@@ -116,7 +121,7 @@ def advance(store: RunStore, now: datetime, limit: int = SLOT_BATCH) -> RolloutS
                 .order_by(Job.id)
                 .with_for_update()
             ).all()
-        stamp = store._stamp(session, now)
+        stamp = take_stamp(store.guard, session, now)
         starting: list[tuple[Row[Any], Run]] = []
         halted: list[HaltedSlot] = []
         waiting = 0
@@ -131,7 +136,7 @@ def advance(store: RunStore, now: datetime, limit: int = SLOT_BATCH) -> RolloutS
                 resume.append(outcome.resume_at)
         session.flush()
         store.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
-        dispatches = [_dispatch_from(row, run, stamp) for row, run in starting]
+        dispatches = [dispatch_from(row, run, stamp) for row, run in starting]
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
 
 
@@ -144,7 +149,7 @@ class _SlotOutcome:
 
 
 def _advance_slot(
-    store: RunStore,
+    store: RunWriter,
     session: Session,
     verdict: Verdict,
     job_id: int,
@@ -152,8 +157,6 @@ def _advance_slot(
     now: datetime,
     claimed_at: datetime,
 ) -> _SlotOutcome:
-    from fleetcron.store.runs import _dispatch_query, _hold_kind, _target_hold, start_wait
-
     # The slot's rows as plain tuples (a rollout of thousands of targets is read every
     # tick); only the rows that change are loaded as objects.
     rows = session.execute(
@@ -192,7 +195,7 @@ def _advance_slot(
         return outcome
     dispatch_rows = {
         row.assignment_id: row
-        for row in session.execute(_dispatch_query().where(Assignment.id.in_(list(plan.start))))
+        for row in session.execute(dispatch_query().where(Assignment.id.in_(list(plan.start))))
     }
     disabled = set(
         session.scalars(
@@ -219,8 +222,8 @@ def _advance_slot(
         if aid in disabled:
             _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
-        if hold := _target_hold(row, store.policy):
-            _skip(session, [run.id], now, hold, _hold_kind(row))
+        if hold := target_hold_of(row, store.policy):
+            _skip(session, [run.id], now, hold, hold_kind(row))
             continue
         if live_old_claims(old.get(aid, ())):
             # Waits until the previous owner's claim reaches its deadline.

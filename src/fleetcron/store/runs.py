@@ -7,7 +7,9 @@ lets everything through; with high availability it proves this node is the autho
 owner, and a write it does not allow is not made (a refused completion is recorded in
 ``fenced_writes``). The other run writes (queueing a manual run, fencing the runs of a
 lost owner, retention) are in :mod:`fleetcron.store.run_writes`; every status written is
-checked against the run vocabulary's allowed moves.
+checked against the run vocabulary's allowed moves. What a started run carries to the
+scheduler (:class:`~fleetcron.store.run_dispatch.Dispatch`) is read and made in
+:mod:`fleetcron.store.run_dispatch`.
 
 Exactly once per slot: a run row for (assignment, slot, attempt) is inserted under a
 unique constraint in the same transaction that advances the assignment's
@@ -26,7 +28,6 @@ of owner, a slot whose assignment still has a claim of an older generation waits
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,7 +42,6 @@ from fleetcron.core.planning import (
     SlotPolicy,
     live_old_claims,
     plan_assignment,
-    start_delay,
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
@@ -49,6 +49,16 @@ from fleetcron.core.target_zones import assignment_schedule
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store.db import Database
+from fleetcron.store.run_dispatch import (
+    Dispatch,
+    Stamp,
+    dispatch_from,
+    dispatch_query,
+    hold_kind,
+    start_wait,
+    take_stamp,
+    target_hold_of,
+)
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
 from fleetcron.store.run_guard import RunGuard as RunGuard
 from fleetcron.store.run_guard import Standalone as Standalone
@@ -56,7 +66,7 @@ from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.run_writes import moved, set_status
 from fleetcron.store.run_writes import request_stop as request_stop
-from fleetcron.store.schema import Assignment, FencedWrite, Job, Run, Target
+from fleetcron.store.schema import Assignment, FencedWrite, Run
 
 log = logging.getLogger(__name__)
 
@@ -73,50 +83,6 @@ def _utc_now() -> datetime:
 
 
 @dataclass(frozen=True)
-class Dispatch:
-    """Everything the scheduler needs to run one claimed run; plain data, no session."""
-
-    run_id: int
-    assignment_id: int
-    job_id: int
-    job_name: str
-    target_id: int
-    target_name: str
-    target_kind: str
-    host: str | None
-    port: int | None
-    user: str | None
-    private_key_enc: bytes | None = None
-    host_key: str | None = None
-    command: str = ""
-    timeout_s: int = 300
-    scheduled_for: datetime | None = None
-    trigger: str = "schedule"
-    attempt: int = 1
-    jitter_s: int = 0
-    #: The job's spread window (0 unless a scheduled start, like ``jitter_s``).
-    spread_s: int = 0
-    retries: int = 0
-    retry_on: tuple[str, ...] = ()
-    retry_backoff_s: int = 30
-    started_at: datetime | None = None
-    generation: int | None = None
-    claim_id: int | None = None
-    origin: str = "bulk"
-    #: The claim deadline, the claim clock's reading it was computed from, and this
-    #: machine's ``time.monotonic()`` at that reading: the watchdog budget's inputs.
-    deadline_at: datetime | None = None
-    claimed_at: datetime | None = None
-    claimed_monotonic: float = 0.0
-
-    def __repr__(self) -> str:
-        return (
-            f"Dispatch(run_id={self.run_id}, job={self.job_name!r}, target={self.target_name!r}, "
-            f"scheduled_for={self.scheduled_for}, attempt={self.attempt})"
-        )
-
-
-@dataclass(frozen=True)
 class Claimed:
     """What one claim transaction decided."""
 
@@ -126,49 +92,6 @@ class Claimed:
     assignments: int = 0
     #: Assignments left due because an older generation's claim on them is still live.
     held: tuple[int, ...] = ()
-
-
-_DISPATCH_COLUMNS = (
-    Assignment.id.label("assignment_id"),
-    Assignment.next_fire_at,
-    Job.id.label("job_id"),
-    Job.name.label("job_name"),
-    Job.origin,
-    Job.schedule,
-    Job.timezone,
-    Job.command,
-    Job.timeout_s,
-    Job.overlap,
-    Job.catchup,
-    Job.jitter_s,
-    Job.spread_s,
-    Job.retries,
-    Job.retry_on,
-    Job.retry_backoff_s,
-    Job.batch,
-    Job.max_failures,
-    Job.canary,
-    Job.version.label("job_version"),
-    Target.id.label("target_id"),
-    Target.name.label("target_name"),
-    Target.kind.label("target_kind"),
-    Target.host,
-    Target.port,
-    Target.user,
-    Target.private_key_enc,
-    Target.host_key,
-    Target.paused.label("target_paused"),
-    Target.paused_reason.label("target_paused_reason"),
-    Target.timezone.label("target_timezone"),
-)
-
-
-def _dispatch_query() -> Any:
-    return (
-        select(*_DISPATCH_COLUMNS)
-        .join(Job, Job.id == Assignment.job_id)
-        .join(Target, Target.id == Assignment.target_id)
-    )
 
 
 class RunStore:
@@ -215,7 +138,7 @@ class RunStore:
         self, session: Session, now: datetime, limit: int, exclude: Collection[int]
     ) -> Claimed:
         query = (
-            _dispatch_query()
+            dispatch_query()
             .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
             .order_by(Assignment.next_fire_at)
             .limit(limit)
@@ -268,11 +191,11 @@ class RunStore:
                     run.reason = f"ownership uncertain: {verdict.reason}"
                     run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
                     skipped += 1
-                elif outcome.outcome == "fire" and (hold := _target_hold(row, self.policy)):
+                elif outcome.outcome == "fire" and (hold := target_hold_of(row, self.policy)):
                     # The target is paused, or local targets are off: recorded, not run.
                     set_status(run, RunStatus.SKIPPED)
                     run.finished_at, run.reason = now, hold
-                    run.skip_kind = _hold_kind(row)
+                    run.skip_kind = hold_kind(row)
                     skipped += 1
                 elif outcome.outcome == "fire" and rolled_out(row):
                     # A rollout: every target's row is recorded now, held until the plan
@@ -301,10 +224,10 @@ class RunStore:
             )
         session.flush()
         self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
-        dispatches = [_dispatch_from(row, run, stamp) for row, run in firing]
+        dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
-    def _start(self, run: Run, row: Row[Any], stamp: _Stamp, now: datetime) -> None:
+    def _start(self, run: Run, row: Row[Any], stamp: Stamp, now: datetime) -> None:
         """Record ``run`` as running from ``now``, with its claim deadline: the one rule
         (:func:`~fleetcron.core.ownership.claim_deadline`) on the claim clock's reading."""
         set_status(run, RunStatus.RUNNING)
@@ -313,11 +236,8 @@ class RunStore:
             stamp.at, row.timeout_s + start_wait(row, run.trigger), self.margin
         )
 
-    def _stamp(self, session: Session, now: datetime) -> _Stamp:
-        """The claim clock's reading for this transaction's deadlines, and this machine's
-        monotonic time taken just before it (so time elapsed since is never undercounted)."""
-        monotonic = time.monotonic()
-        return _Stamp(self.guard.claim_clock(session) or now, monotonic)
+    def _stamp(self, session: Session, now: datetime) -> Stamp:
+        return take_stamp(self.guard, session, now)
 
     def _running_assignments(self, session: Session, assignment_ids: list[int]) -> set[int]:
         if not assignment_ids:
@@ -371,7 +291,7 @@ class RunStore:
             rows = {
                 row.assignment_id: row
                 for row in session.execute(
-                    _dispatch_query().where(Assignment.id.in_([r.assignment_id for r in runs]))
+                    dispatch_query().where(Assignment.id.in_([r.assignment_id for r in runs]))
                 )
             }
             stamp = self._stamp(session, now)
@@ -385,10 +305,10 @@ class RunStore:
                     run.reason = "the job or its target was removed before the run started"
                     run.skip_kind = SkipKind.REMOVED
                     continue
-                if hold := _target_hold(row, self.policy):
+                if hold := target_hold_of(row, self.policy):
                     set_status(run, RunStatus.SKIPPED)
                     run.finished_at, run.reason = now, hold
-                    run.skip_kind = _hold_kind(row)
+                    run.skip_kind = hold_kind(row)
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.
@@ -399,7 +319,7 @@ class RunStore:
                 starting.append((row, run))
             session.flush()
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
-            return [_dispatch_from(row, run, stamp) for row, run in starting]
+            return [dispatch_from(row, run, stamp) for row, run in starting]
 
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
@@ -408,11 +328,11 @@ class RunStore:
             if not verdict.may_claim:
                 return None
             row = session.execute(
-                _dispatch_query().where(
+                dispatch_query().where(
                     Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
                 )
             ).first()
-            if row is None or _target_hold(row, self.policy):
+            if row is None or target_hold_of(row, self.policy):
                 return None
             if live_old_claims(
                 self.guard.old_claims(session, verdict, [row.assignment_id]).get(
@@ -427,7 +347,7 @@ class RunStore:
             session.add(run)
             session.flush()
             self.guard.claim(session, verdict, [run], stamp.at)
-            return _dispatch_from(row, run, stamp)
+            return dispatch_from(row, run, stamp)
 
     # -- finishing --------------------------------------------------------------------
 
@@ -613,57 +533,6 @@ class RunStore:
             )
 
 
-@dataclass(frozen=True)
-class _Stamp:
-    at: datetime
-    monotonic: float
-
-
-def start_wait(row: Row[Any], trigger: str) -> float:
-    """Seconds a started run waits before its executor is called: a scheduled start's spread
-    offset plus its jitter (:func:`~fleetcron.core.planning.start_delay`), 0 for any other
-    trigger. Its claim deadline adds the wait to the timeout, so the wait never eats into the
-    run's own time and the claim lives as long as the command may."""
-    if trigger != "schedule":
-        return 0.0
-    return start_delay(row.job_id, row.target_id, jitter_s=row.jitter_s, spread_s=row.spread_s)
-
-
-def _dispatch_from(row: Row[Any], run: Run, stamp: _Stamp) -> Dispatch:
-    """The dispatch of a flushed run (its id is known)."""
-    return Dispatch(
-        run_id=run.id,
-        assignment_id=row.assignment_id,
-        job_id=row.job_id,
-        job_name=row.job_name,
-        command=row.command,
-        timeout_s=row.timeout_s,
-        jitter_s=row.jitter_s if run.trigger == "schedule" else 0,
-        spread_s=row.spread_s if run.trigger == "schedule" else 0,
-        retries=row.retries,
-        retry_on=tuple(row.retry_on or ()),
-        retry_backoff_s=row.retry_backoff_s,
-        target_id=row.target_id,
-        target_name=row.target_name,
-        target_kind=row.target_kind,
-        host=row.host,
-        port=row.port,
-        user=row.user,
-        private_key_enc=row.private_key_enc,
-        host_key=row.host_key,
-        scheduled_for=run.scheduled_for,
-        trigger=run.trigger,
-        attempt=run.attempt,
-        started_at=run.started_at,
-        generation=run.generation,
-        claim_id=run.claim_id,
-        origin=row.origin,
-        deadline_at=run.deadline_at,
-        claimed_at=stamp.at,
-        claimed_monotonic=stamp.monotonic,
-    )
-
-
 def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
     return {
         "rid": run_id,
@@ -682,17 +551,3 @@ def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
         "finished_at": result.finished_at,
         "duration_ms": result.duration_ms,
     }
-
-
-def _hold_kind(row: Row[Any]) -> SkipKind:
-    """The skip kind of a slot held by ``_target_hold``."""
-    return SkipKind.TARGET_PAUSED if row.target_paused else SkipKind.LOCAL_DISABLED
-
-
-def _target_hold(row: Row[Any], policy: SlotPolicy) -> str | None:
-    """Why the row's target must not run anything now (paused, or local targets off)."""
-    from fleetcron.core.planning import target_hold
-
-    return target_hold(
-        row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
-    )

@@ -27,7 +27,8 @@ from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecReq
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
 from fleetcron.services import cluster, jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
-from fleetcron.store.runs import Dispatch, RunStore
+from fleetcron.store.run_dispatch import Dispatch
+from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
 
 pytestmark = pytest.mark.postgres

@@ -23,7 +23,8 @@ from fleetcron.core.statuses import RunStatus
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.jobs import JobSpec
-from fleetcron.store.runs import Dispatch, RunStore
+from fleetcron.store.run_dispatch import Dispatch
+from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Run
 
 pytestmark = pytest.mark.postgres

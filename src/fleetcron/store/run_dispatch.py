@@ -1,0 +1,197 @@
+"""What the run write path hands the scheduler for each started run, and how it reads it.
+
+:class:`Dispatch` is everything the scheduler needs to run one claimed run (plain data, no
+session), read with the run's assignment, job and target in one statement
+(:func:`dispatch_query`) and made from a flushed run (:func:`dispatch_from`) with the claim
+clock's reading (:func:`take_stamp`). Shared by the claims of :mod:`fleetcron.store.runs`
+and the rollout steps of :mod:`fleetcron.store.run_rollouts`, which :class:`RunWriter`
+describes what they need of the run store.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session
+
+from fleetcron.core.planning import SlotPolicy, start_delay
+from fleetcron.core.statuses import SkipKind
+from fleetcron.store.db import Database
+from fleetcron.store.run_guard import RunGuard
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Everything the scheduler needs to run one claimed run; plain data, no session."""
+
+    run_id: int
+    assignment_id: int
+    job_id: int
+    job_name: str
+    target_id: int
+    target_name: str
+    target_kind: str
+    host: str | None
+    port: int | None
+    user: str | None
+    private_key_enc: bytes | None = None
+    host_key: str | None = None
+    command: str = ""
+    timeout_s: int = 300
+    scheduled_for: datetime | None = None
+    trigger: str = "schedule"
+    attempt: int = 1
+    jitter_s: int = 0
+    #: The job's spread window (0 unless a scheduled start, like ``jitter_s``).
+    spread_s: int = 0
+    retries: int = 0
+    retry_on: tuple[str, ...] = ()
+    retry_backoff_s: int = 30
+    started_at: datetime | None = None
+    generation: int | None = None
+    claim_id: int | None = None
+    origin: str = "bulk"
+    #: The claim deadline, the claim clock's reading it was computed from, and this
+    #: machine's ``time.monotonic()`` at that reading: the watchdog budget's inputs.
+    deadline_at: datetime | None = None
+    claimed_at: datetime | None = None
+    claimed_monotonic: float = 0.0
+
+    def __repr__(self) -> str:
+        return (
+            f"Dispatch(run_id={self.run_id}, job={self.job_name!r}, target={self.target_name!r}, "
+            f"scheduled_for={self.scheduled_for}, attempt={self.attempt})"
+        )
+
+
+DISPATCH_COLUMNS = (
+    Assignment.id.label("assignment_id"),
+    Assignment.next_fire_at,
+    Job.id.label("job_id"),
+    Job.name.label("job_name"),
+    Job.origin,
+    Job.schedule,
+    Job.timezone,
+    Job.command,
+    Job.timeout_s,
+    Job.overlap,
+    Job.catchup,
+    Job.jitter_s,
+    Job.spread_s,
+    Job.retries,
+    Job.retry_on,
+    Job.retry_backoff_s,
+    Job.batch,
+    Job.max_failures,
+    Job.canary,
+    Job.version.label("job_version"),
+    Target.id.label("target_id"),
+    Target.name.label("target_name"),
+    Target.kind.label("target_kind"),
+    Target.host,
+    Target.port,
+    Target.user,
+    Target.private_key_enc,
+    Target.host_key,
+    Target.paused.label("target_paused"),
+    Target.paused_reason.label("target_paused_reason"),
+    Target.timezone.label("target_timezone"),
+)
+
+
+def dispatch_query() -> Any:
+    return (
+        select(*DISPATCH_COLUMNS)
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+    )
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The claim clock's reading for a transaction's deadlines, and this machine's monotonic
+    time taken just before it."""
+
+    at: datetime
+    monotonic: float
+
+
+def take_stamp(guard: RunGuard, session: Session, now: datetime) -> Stamp:
+    """The claim clock's reading for this transaction's deadlines, and this machine's
+    monotonic time taken just before it (so time elapsed since is never undercounted)."""
+    monotonic = time.monotonic()
+    return Stamp(guard.claim_clock(session) or now, monotonic)
+
+
+class RunWriter(Protocol):
+    """What a rollout step needs of the run store (:class:`~fleetcron.store.runs.RunStore`)."""
+
+    db: Database
+    node: str
+    guard: RunGuard
+    policy: SlotPolicy
+    margin: timedelta
+
+
+def start_wait(row: Row[Any], trigger: str) -> float:
+    """Seconds a started run waits before its executor is called: a scheduled start's spread
+    offset plus its jitter (:func:`~fleetcron.core.planning.start_delay`), 0 for any other
+    trigger. Its claim deadline adds the wait to the timeout, so the wait never eats into the
+    run's own time and the claim lives as long as the command may."""
+    if trigger != "schedule":
+        return 0.0
+    return start_delay(row.job_id, row.target_id, jitter_s=row.jitter_s, spread_s=row.spread_s)
+
+
+def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
+    """The dispatch of a flushed run (its id is known)."""
+    return Dispatch(
+        run_id=run.id,
+        assignment_id=row.assignment_id,
+        job_id=row.job_id,
+        job_name=row.job_name,
+        command=row.command,
+        timeout_s=row.timeout_s,
+        jitter_s=row.jitter_s if run.trigger == "schedule" else 0,
+        spread_s=row.spread_s if run.trigger == "schedule" else 0,
+        retries=row.retries,
+        retry_on=tuple(row.retry_on or ()),
+        retry_backoff_s=row.retry_backoff_s,
+        target_id=row.target_id,
+        target_name=row.target_name,
+        target_kind=row.target_kind,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        private_key_enc=row.private_key_enc,
+        host_key=row.host_key,
+        scheduled_for=run.scheduled_for,
+        trigger=run.trigger,
+        attempt=run.attempt,
+        started_at=run.started_at,
+        generation=run.generation,
+        claim_id=run.claim_id,
+        origin=row.origin,
+        deadline_at=run.deadline_at,
+        claimed_at=stamp.at,
+        claimed_monotonic=stamp.monotonic,
+    )
+
+
+def hold_kind(row: Row[Any]) -> SkipKind:
+    """The skip kind of a slot held by ``target_hold_of``."""
+    return SkipKind.TARGET_PAUSED if row.target_paused else SkipKind.LOCAL_DISABLED
+
+
+def target_hold_of(row: Row[Any], policy: SlotPolicy) -> str | None:
+    """Why the row's target must not run anything now (paused, or local targets off)."""
+    from fleetcron.core.planning import target_hold
+
+    return target_hold(
+        row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
+    )
