@@ -35,6 +35,7 @@ def run_dict(run: Run, *, full: bool = False) -> dict[str, Any]:
         "actor": run.actor,
         "error": run.error,
         "stop_requested_by": run.stop_requested_by,
+        "job_version": run.job_version,
     }
     if full:
         data["command"] = run.command
@@ -137,6 +138,7 @@ def _show(run: Run) -> None:
         "node",
         "actor",
         "stop_requested_by",
+        "job_version",
     ):
         if data[key] is not None:
             echo(f"{key + ':':15}{data[key]}")

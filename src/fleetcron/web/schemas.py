@@ -326,6 +326,8 @@ class RunOut(BaseModel):
     actor: str
     stdout: Excerpt
     stderr: Excerpt
+    #: The version of the job's definition the run ran (GET /jobs/NAME/versions/V).
+    job_version: int | None = None
 
     @classmethod
     def of(cls, r: Run) -> RunOut:
@@ -347,6 +349,7 @@ class RunOut(BaseModel):
             duration_ms=r.duration_ms,
             node=r.node,
             actor=r.actor,
+            job_version=r.job_version,
             stdout=Excerpt(
                 head=r.stdout_head,
                 tail=r.stdout_tail,
