@@ -20,20 +20,18 @@ the executors kill the process groups — and nothing starts until it is true ag
 runs are recorded ``interrupted`` once the database answers (a new owner's guard refuses
 the write if it took over; the claims then expire and the runs are closed as ``fenced``).
 
-Active cleanup (``active_cleanup``, cluster mode): once per generation this node owns, when
-older generations' claims still hold assignments back on SSH targets, a background task
-raises each such target's highest-generation mark and kills the older generations there
-(:meth:`~fleetcron.executors.ssh.SshExecutor.mark_and_kill_older_generations`), then
-clears those targets' old claims so their assignments start on the next tick. Every
-request carries the installation's mark scope, so the wrapper refuses a run whose
-generation the target's mark has passed.
+Active cleanup (``active_cleanup``, cluster mode): once per generation this node owns, a
+background task raises the highest-generation mark of the SSH targets older generations'
+claims still hold and kills those generations there (:mod:`fleetcron.scheduler.cleanup`).
+Every request carries the installation's mark scope, so the wrapper refuses a run whose
+generation the target's mark has passed. What a request holds is
+:mod:`fleetcron.scheduler.run_request`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -43,33 +41,27 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fleetcron.app import App
-from fleetcron.coordination.guard import CoordinatedGuard
-from fleetcron.core.ownership import watchdog_budget
 from fleetcron.core.planning import (
     SlotPolicy,
-    TargetCleanup,
-    assignments_held_for_cleanup,
     retry_delay,
     should_retry,
     start_delay,
 )
 from fleetcron.executors.base import (
-    EMPTY_OUTPUT,
-    NOT_STARTED_DEADLINE,
     SUPERSEDED,
     ExecRequest,
     ExecResult,
     Executor,
-    RunTarget,
-    SshTarget,
     utc_now,
 )
 from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.executors.output import STOPPED
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
+from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
+from fleetcron.scheduler.run_request import exec_request, not_started, run_target
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.store.run_dispatch import Dispatch
@@ -84,11 +76,6 @@ FINISH_BATCH = 500
 #: How often (seconds) the self-fencing watcher checks ``may_execute``.
 FENCE_CHECK_S = 0.05
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
-#: Active cleanup: seconds one target may take (connecting included) to raise its mark and
-#: kill the older generations; a target that takes longer keeps waiting for the deadlines.
-CLEANUP_TIMEOUT_S = 5.0
-#: Targets cleaned at once.
-CLEANUP_CONCURRENCY = 32
 #: ``ExecResult.error`` of a run whose stop was asked for before its command started.
 STOPPED_BEFORE_START = "stopped before it started"
 
@@ -164,11 +151,7 @@ class Scheduler:
         self.self_fenced = 0
         #: The installation's highest-generation mark on targets (cluster mode only).
         self.mark_scope: str | None = None
-        self._cleanup: asyncio.Task[None] | None = None
-        self._cleaned_generation: int | None = None
-        #: Assignments left alone while their target's cleanup is under way.
-        self._held_for_cleanup: frozenset[int] = frozenset()
-        self.cleanups: list[cluster.CleanupResult] = []
+        self.cleanup = ActiveCleanup(self.app, self._in_db)
         #: The runs in flight, for followers of their output and their stop requests.
         self.live = LiveRuns()
         #: Seconds between the snapshots of live output written to the run rows.
@@ -227,10 +210,7 @@ class Scheduler:
             await self.shutdown()
 
     async def shutdown(self) -> None:
-        if self._cleanup is not None and not self._cleanup.done():
-            self._cleanup.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._cleanup
+        await self.cleanup.stop()
         if self._fence_watch is not None:
             self._fence_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -274,7 +254,7 @@ class Scheduler:
         now = self.clock()
         stats = TickStats()
         batch = self.app.settings.claim_batch
-        held: set[int] = set(self._held_for_cleanup)
+        held: set[int] = set(self.cleanup.held)
         while True:
             claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
             held.update(claimed.held)
@@ -323,118 +303,9 @@ class Scheduler:
     # -- active cleanup ---------------------------------------------------------------
 
     async def _start_active_cleanup(self) -> None:
-        """Once per generation this node owns: when assignments wait for a previous owner's
-        claims on SSH targets, clean those targets in the background (ticks go on, idle
-        work starts at once); see :meth:`_clean`."""
-        guard = self.guard
-        if (
-            not self.app.settings.active_cleanup
-            or not isinstance(guard, CoordinatedGuard)
-            or guard.unguarded
-            or not guard.wait_for_old_claims
-            or self.mark_scope is None
-            or (self._cleanup is not None and not self._cleanup.done())
-            or (self.may_execute is not None and not self.may_execute())
-        ):
-            return
-        try:
-            plan = await self._in_db(
-                cluster.active_cleanup_plan,
-                self.app,
-                guard.node_id,
-                guard.fingerprint,
-                self._cleaned_generation,
-            )
-        except Exception:
-            # Optional work: a failure here must never keep the tick from claiming.
-            log.exception(
-                "cron: could not plan the active cleanup; retrying next tick",
-                extra={"action": "cleanup.error"},
-            )
-            return
-        if plan is None:
-            return
-        self._cleaned_generation = plan.generation
-        if plan.targets:
-            self._held_for_cleanup = assignments_held_for_cleanup(
-                plan.claims, plan.generation, {t.target_id for t in plan.targets}
-            )
-            self._cleanup = asyncio.create_task(self._clean(guard, plan), name="fleetcron-cleanup")
-
-    async def _clean(self, guard: CoordinatedGuard, plan: cluster.CleanupPlan) -> None:
-        """Raise the mark and kill the older generations on every target of ``plan``,
-        concurrently, each within :data:`CLEANUP_TIMEOUT_S`; then clear the claims of the
-        targets that were cleaned (audited). The others keep waiting for the deadlines."""
-        assert self.mark_scope is not None
-        ssh = self._ssh_kind()
-        scope, slots = self.mark_scope, asyncio.Semaphore(CLEANUP_CONCURRENCY)
-
-        async def one(target: cluster.CleanupTarget) -> TargetCleanup:
-            async with slots:
-                try:
-                    ssh_target = self._cleanup_target(ssh, target)
-                    mark, killed = await ssh.executor.mark_and_kill_older_generations(
-                        ssh_target, plan.generation, scope, timeout_s=CLEANUP_TIMEOUT_S
-                    )
-                except Exception as exc:  # whatever went wrong, this target keeps waiting
-                    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-                    log.warning(
-                        "cron: active cleanup of %s failed: %s; its assignments wait for the "
-                        "previous owner's claim deadlines",
-                        target.name,
-                        message,
-                        extra={"action": "cleanup.target_failed", "target": target.name},
-                    )
-                    return TargetCleanup(target.target_id, None, error=message)
-                return TargetCleanup(target.target_id, mark, killed)
-
-        t0 = time.monotonic()
-        outcomes: list[TargetCleanup] = []
-        cleared, refused = 0, None
-        pending = {t.target_id for t in plan.targets}
-        try:
-            # Each target's claims are cleared as soon as it is clean: an unreachable one
-            # (which takes the whole timeout) never holds back the others.
-            for finished in asyncio.as_completed([one(t) for t in plan.targets]):
-                outcome = await finished
-                outcomes.append(outcome)
-                if outcome.error is None and refused is None:
-                    count, refused = await self._in_db(
-                        cluster.clear_cleaned_claims,
-                        self.app,
-                        guard.node_id,
-                        guard.fingerprint,
-                        plan,
-                        [outcome],
-                    )
-                    cleared += count
-                pending.discard(outcome.target_id)
-                self._held_for_cleanup = assignments_held_for_cleanup(
-                    plan.claims, plan.generation, pending
-                )
-            result = await self._in_db(
-                functools.partial(
-                    cluster.finish_active_cleanup,
-                    self.app,
-                    plan,
-                    outcomes,
-                    cleared=cleared,
-                    refused=refused,
-                )
-            )
-        except Exception:
-            log.exception(
-                "cron: could not record the active cleanup", extra={"action": "cleanup.error"}
-            )
-            return
-        finally:
-            self._held_for_cleanup = frozenset()
-        self.cleanups.append(result)
-        log.info(
-            "cron: active cleanup took %.1f s",
-            time.monotonic() - t0,
-            extra={"action": "cleanup.done", "cleared_claims": result.cleared_claims},
-        )
+        """Start the active cleanup of older generations' targets when it is due
+        (:class:`~fleetcron.scheduler.cleanup.ActiveCleanup`)."""
+        await self.cleanup.start(self.guard, self.mark_scope, self._ssh_kind, self.may_execute)
 
     def _ssh_kind(self) -> SshKind:
         """The SSH executor of the table (active cleanup raises marks over SSH only)."""
@@ -466,20 +337,6 @@ class Scheduler:
 
     def _decrypt(self, encrypted: bytes) -> bytes:
         return self.app.master_key.decrypt(encrypted).reveal()
-
-    def _cleanup_target(self, ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:
-        if not (target.host and target.port and target.user and target.private_key_enc):
-            raise ValueError(f"target {target.name} is missing its SSH settings")
-        if not target.host_key:
-            raise ValueError(f"target {target.name} has no pinned host key")
-        return SshTarget(
-            name=target.name,
-            host=target.host,
-            port=target.port,
-            user=target.user,
-            private_key=ssh.private_key(target.private_key_enc),
-            host_key=target.host_key,
-        )
 
     def _launch(self, dispatch: Dispatch) -> None:
         self.live.open(
@@ -583,25 +440,13 @@ class Scheduler:
         run must not start."""
         if self.may_execute is not None and not self.may_execute():
             return f"not started: {SELF_FENCED}"
-        budget = None
-        if dispatch.deadline_at is not None and dispatch.claimed_at is not None:
-            elapsed = time.monotonic() - dispatch.claimed_monotonic
-            budget = watchdog_budget(dispatch.deadline_at, dispatch.claimed_at, elapsed)
-            if budget <= 0:
-                return (
-                    f"not started: {NOT_STARTED_DEADLINE} (claim deadline "
-                    f"{dispatch.deadline_at.isoformat()}, {elapsed:.1f} s after the claim)"
-                )
-        return ExecRequest(
-            command=dispatch.command,
-            env=run_environment(dispatch, self.app.node_name),
-            timeout_s=float(dispatch.timeout_s),
+        live = self.live.get(dispatch.run_id)
+        return exec_request(
+            dispatch,
+            node=self.app.node_name,
             output_limit=self.app.settings.output_limit_bytes,
-            watchdog_s=budget,
-            run_id=dispatch.run_id,
-            generation=dispatch.generation,
             mark_scope=self.mark_scope,
-            live=live.output if (live := self.live.get(dispatch.run_id)) else None,
+            live=live.output if live else None,
         )
 
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:
@@ -616,7 +461,7 @@ class Scheduler:
             async with executor.admit():
                 entry = self.live.get(dispatch.run_id)
                 if entry is not None and entry.output.stop_requested:
-                    return _not_started(self.clock(), STOPPED_BEFORE_START)
+                    return not_started(self.clock(), STOPPED_BEFORE_START)
                 request = self._request(dispatch)
                 if isinstance(request, str):
                     return self._refused_start(dispatch, request)
@@ -629,7 +474,7 @@ class Scheduler:
                 dispatch.run_id,
                 extra={"action": "run.error", "run_id": dispatch.run_id},
             )
-            return _not_started(self.clock(), f"could not start: {exc}")
+            return not_started(self.clock(), f"could not start: {exc}")
 
     def _refused_start(self, dispatch: Dispatch, why: str) -> ExecResult:
         log.warning(
@@ -638,7 +483,7 @@ class Scheduler:
             why,
             extra={"action": "run.not_started", "run_id": dispatch.run_id},
         )
-        return _not_started(self.clock(), why)
+        return not_started(self.clock(), why)
 
     async def _watch_fence(self) -> None:
         """Cancel every in-flight run as soon as this node may no longer execute."""
@@ -754,47 +599,3 @@ class Scheduler:
         while self.running or self._retries:
             await asyncio.gather(*self.running.values(), *self._retries, return_exceptions=True)
         await self._finished.join()
-
-
-def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
-    """Variables every command gets, so it can tell which run it is; with high availability
-    also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
-    writes from a stale owner."""
-    env = {
-        "FLEETCRON_RUN_ID": str(dispatch.run_id),
-        "FLEETCRON_NODE": node,
-        "FLEETCRON_JOB": dispatch.job_name,
-        "FLEETCRON_TARGET": dispatch.target_name,
-        "FLEETCRON_SCHEDULED_FOR": (
-            dispatch.scheduled_for.isoformat() if dispatch.scheduled_for else ""
-        ),
-    }
-    if dispatch.claim_id is not None:
-        env["FLEETCRON_FENCING_TOKEN"] = f"{dispatch.generation}:{dispatch.claim_id}"
-    return env
-
-
-def run_target(dispatch: Dispatch) -> RunTarget:
-    """Where ``dispatch`` runs, as the executors see it (the key still encrypted)."""
-    return RunTarget(
-        name=dispatch.target_name,
-        kind=dispatch.target_kind,
-        host=dispatch.host,
-        port=dispatch.port,
-        user=dispatch.user,
-        private_key_enc=dispatch.private_key_enc,
-        host_key=dispatch.host_key,
-    )
-
-
-def _not_started(now: datetime, error: str) -> ExecResult:
-    return ExecResult(
-        status="connect_error",
-        exit_code=None,
-        stdout=EMPTY_OUTPUT,
-        stderr=EMPTY_OUTPUT,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0,
-        error=error,
-    )

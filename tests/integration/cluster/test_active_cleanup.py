@@ -18,7 +18,7 @@ from fixtures.cluster import ClusterNode, approve
 from fixtures.sshd import SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.core.planning import TargetCleanup
-from fleetcron.scheduler import service
+from fleetcron.scheduler import cleanup
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, jobs, targets
 from fleetcron.services.jobs import JobSpec
@@ -208,10 +208,10 @@ def test_the_new_owners_scheduler_cleans_once_per_generation_when_the_setting_is
         await scheduler.start()
         assert scheduler.mark_scope == cluster.mark_scope(b.app)
         await scheduler._start_active_cleanup()
-        if scheduler._cleanup is not None:
-            await asyncio.wait_for(scheduler._cleanup, 30)
+        if scheduler.cleanup.task is not None:
+            await asyncio.wait_for(scheduler.cleanup.task, 30)
         await scheduler._start_active_cleanup()  # the same generation: not again
-        assert scheduler._cleanup is None or scheduler._cleanup.done()
+        assert scheduler.cleanup.task is None or scheduler.cleanup.task.done()
         await scheduler.shutdown()
         return scheduler
 
@@ -223,9 +223,9 @@ def test_the_new_owners_scheduler_cleans_once_per_generation_when_the_setting_is
         ).all()
     assert claim_states(b) == {"remote": "revoked", "here": "revoked"}
     if not enabled:
-        assert events == [] and scheduler.cleanups == []
+        assert events == [] and scheduler.cleanup.results == []
         return
-    assert len(events) == 1 and len(scheduler.cleanups) == 1
+    assert len(events) == 1 and len(scheduler.cleanup.results) == 1
     assert list(events[0].detail["targets_failed"]) == ["remote"]
     assert "connection refused" in events[0].detail["targets_failed"]["remote"]
     assert events[0].detail["cleared_claims"] == 0
@@ -243,9 +243,9 @@ def test_while_a_targets_cleanup_is_under_way_its_slot_stays_undecided(
     target accepts connections and never answers: the cleanup gives up after its time
     limit, and only then is the slot decided, by the usual rule (skipped, waiting)."""
     _, b, _ = nodes
-    monkeypatch.setattr(service, "CLEANUP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(cleanup, "CLEANUP_TIMEOUT_S", 1.0)
     if not hold:  # the negative control: the rule switched off, the slot is decided at once
-        monkeypatch.setattr(service, "assignments_held_for_cleanup", lambda *_: frozenset())
+        monkeypatch.setattr(cleanup, "assignments_held_for_cleanup", lambda *_: frozenset())
     with socket.create_server(("127.0.0.1", 0)) as silent:
         with b.app.db.session() as session:
             remote = session.scalars(select(Target).where(Target.name == "remote")).one()
@@ -265,14 +265,14 @@ def test_while_a_targets_cleanup_is_under_way_its_slot_stays_undecided(
             await scheduler.start()
             clock.advance(seconds=60)  # 09:02 is due on both targets
             await scheduler.tick()
-            assert scheduler._cleanup is not None and not scheduler._cleanup.done()
+            assert scheduler.cleanup.task is not None and not scheduler.cleanup.task.done()
             if not hold:
                 assert [s.split(":")[0] for s in slot_0902("remote")] == ["skipped"]
                 await scheduler.shutdown()
                 return
             assert slot_0902("remote") == []  # left due while its target is being cleaned
             assert [s.split(":")[0] for s in slot_0902("here")] == ["skipped"]
-            await asyncio.wait_for(scheduler._cleanup, 30)
+            await asyncio.wait_for(scheduler.cleanup.task, 30)
             await scheduler.tick()
             assert [s.split(":")[0] for s in slot_0902("remote")] == ["skipped"]
             assert "waiting for the previous owner" in slot_0902("remote")[0]

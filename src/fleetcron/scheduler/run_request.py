@@ -1,0 +1,96 @@
+"""What the scheduler hands an executor for one claimed run: where it runs
+(:func:`run_target`), its environment (:func:`run_environment`) and the request with the
+watchdog budget left until its claim deadline (:func:`exec_request`); and the result of a
+run that was not started (:func:`not_started`)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from fleetcron.core.ownership import watchdog_budget
+from fleetcron.executors.base import (
+    EMPTY_OUTPUT,
+    NOT_STARTED_DEADLINE,
+    ExecRequest,
+    ExecResult,
+    RunTarget,
+)
+from fleetcron.executors.output import LiveOutput
+from fleetcron.store.run_dispatch import Dispatch
+
+
+def exec_request(
+    dispatch: Dispatch,
+    *,
+    node: str,
+    output_limit: int,
+    mark_scope: str | None,
+    live: LiveOutput | None,
+) -> ExecRequest | str:
+    """The executor request, with the watchdog budget left at this moment; or why the run
+    must not start (its claim deadline is reached)."""
+    budget = None
+    if dispatch.deadline_at is not None and dispatch.claimed_at is not None:
+        elapsed = time.monotonic() - dispatch.claimed_monotonic
+        budget = watchdog_budget(dispatch.deadline_at, dispatch.claimed_at, elapsed)
+        if budget <= 0:
+            return (
+                f"not started: {NOT_STARTED_DEADLINE} (claim deadline "
+                f"{dispatch.deadline_at.isoformat()}, {elapsed:.1f} s after the claim)"
+            )
+    return ExecRequest(
+        command=dispatch.command,
+        env=run_environment(dispatch, node),
+        timeout_s=float(dispatch.timeout_s),
+        output_limit=output_limit,
+        watchdog_s=budget,
+        run_id=dispatch.run_id,
+        generation=dispatch.generation,
+        mark_scope=mark_scope,
+        live=live,
+    )
+
+
+def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
+    """Variables every command gets, so it can tell which run it is; with high availability
+    also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
+    writes from a stale owner."""
+    env = {
+        "FLEETCRON_RUN_ID": str(dispatch.run_id),
+        "FLEETCRON_NODE": node,
+        "FLEETCRON_JOB": dispatch.job_name,
+        "FLEETCRON_TARGET": dispatch.target_name,
+        "FLEETCRON_SCHEDULED_FOR": (
+            dispatch.scheduled_for.isoformat() if dispatch.scheduled_for else ""
+        ),
+    }
+    if dispatch.claim_id is not None:
+        env["FLEETCRON_FENCING_TOKEN"] = f"{dispatch.generation}:{dispatch.claim_id}"
+    return env
+
+
+def run_target(dispatch: Dispatch) -> RunTarget:
+    """Where ``dispatch`` runs, as the executors see it (the key still encrypted)."""
+    return RunTarget(
+        name=dispatch.target_name,
+        kind=dispatch.target_kind,
+        host=dispatch.host,
+        port=dispatch.port,
+        user=dispatch.user,
+        private_key_enc=dispatch.private_key_enc,
+        host_key=dispatch.host_key,
+    )
+
+
+def not_started(now: datetime, error: str) -> ExecResult:
+    return ExecResult(
+        status="connect_error",
+        exit_code=None,
+        stdout=EMPTY_OUTPUT,
+        stderr=EMPTY_OUTPUT,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0,
+        error=error,
+    )
