@@ -40,6 +40,7 @@ from sqlalchemy import func, select
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.coordination.identity import normalize_endpoint
+from fleetcron.coordination.node import Node as Node
 from fleetcron.coordination.ownership_change import (
     change_owner,
     complete_drained_handoff,
@@ -64,7 +65,6 @@ from fleetcron.services.cluster_cleanup import clear_cleaned_claims as clear_cle
 from fleetcron.services.cluster_cleanup import finish_active_cleanup as finish_active_cleanup
 from fleetcron.services.cluster_cleanup import mark_scope as mark_scope
 from fleetcron.services.cluster_lease import Lease as Lease
-from fleetcron.services.cluster_registry import Node as Node
 from fleetcron.services.cluster_registry import announce as announce
 from fleetcron.services.cluster_registry import approve as approve
 from fleetcron.services.cluster_registry import retire as retire

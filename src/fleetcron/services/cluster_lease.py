@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, App
+from fleetcron.coordination.node import Node
 from fleetcron.coordination.ownership_change import (
     change_owner,
     eligible,
@@ -26,7 +27,6 @@ from fleetcron.coordination.ownership_change import (
 )
 from fleetcron.core.ownership import self_fence_after
 from fleetcron.services.audit import AuditNote, record
-from fleetcron.services.cluster_registry import Node
 from fleetcron.store.schema import ClusterOwnership
 
 __all__ = ["Lease"]

@@ -1,4 +1,4 @@
-"""The cluster's node registry: this node's identity, announcement, approval, retirement
+"""The cluster's node registry: this node's announcement, approval, retirement
 and the checks before a fenced node may rejoin.
 
 Discovery never approves: a node announces itself as a candidate and an admin approves it
@@ -7,17 +7,12 @@ after its identity was verified (:mod:`fleetcron.services.cluster_peers`).
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
+from sqlalchemy import select
 
-from sqlalchemy import select, text
-
-from fleetcron import __version__
 from fleetcron.app import SYSTEM, Actor, App
-from fleetcron.coordination.guard import CoordinatedGuard, current_verdict
-from fleetcron.coordination.identity import NodeIdentity, node_identity, read_machine_id
+from fleetcron.coordination.guard import current_verdict
+from fleetcron.coordination.identity import NodeIdentity
+from fleetcron.coordination.node import Node
 from fleetcron.coordination.ownership_change import (
     ensure_ownership_row,
     get_node,
@@ -29,41 +24,7 @@ from fleetcron.errors import Conflict, CoordinationError
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.store.schema import ClusterNode
 
-__all__ = ["Node", "announce", "approve", "retire", "verify_rejoin"]
-
-
-@dataclass
-class Node:
-    """This process's view of itself in the cluster."""
-
-    app: App
-
-    @cached_property
-    def identity(self) -> NodeIdentity:
-        settings = self.app.settings
-        if not settings.endpoint:
-            raise CoordinationError("this node has no FLEETCRON_ENDPOINT")
-        with self.app.db.read() as session:
-            system_id = str(
-                session.scalar(text("SELECT system_identifier FROM pg_control_system()"))
-            )
-        return node_identity(
-            read_machine_id(settings.machine_id_file),
-            system_id,
-            socket.gethostname(),
-            __version__,
-            settings.endpoint,
-        )
-
-    def guard(self, *, lease_holds: Callable[[], bool] | None = None) -> CoordinatedGuard:
-        return CoordinatedGuard(
-            self.identity.node_id,
-            self.identity.fingerprint,
-            unguarded=self.app.settings.unsafe_disable_guard,
-            wait_for_old_claims=not self.app.settings.unsafe_disable_claim_wait,
-            lease_holds=lease_holds,
-            replicated_pair=self.app.settings.topology == "replicated-pair",
-        )
+__all__ = ["announce", "approve", "retire", "verify_rejoin"]
 
 
 def announce(app: App, node: Node) -> ClusterNode:

@@ -408,7 +408,7 @@ def require_writer_here(app: App, session: Any, owner_node_id: str | None, actio
     this raises :class:`Conflict` naming where to do it. No-op for a shared database."""
     if app.settings.topology != "replicated-pair":
         return
-    from fleetcron.services.cluster_registry import Node
+    from fleetcron.coordination.node import Node
     from fleetcron.store.schema import ClusterNode
 
     me = Node(app).identity.node_id
@@ -481,7 +481,7 @@ def pair_standby(app: App) -> bool:
         return False
     from sqlalchemy import select
 
-    from fleetcron.services.cluster_registry import Node
+    from fleetcron.coordination.node import Node
     from fleetcron.store.schema import ClusterOwnership
 
     with app.db.read() as session:

@@ -1,0 +1,53 @@
+"""This process's view of itself in a cluster: its node identity (machine id, the
+database system, hostname, version and endpoint, :mod:`fleetcron.coordination.identity`)
+and the ownership guard it runs under (:class:`~fleetcron.coordination.guard.CoordinatedGuard`).
+Used by the registry, the lease, replication and the composition root."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from sqlalchemy import text
+
+from fleetcron import __version__
+from fleetcron.app import App
+from fleetcron.coordination.guard import CoordinatedGuard
+from fleetcron.coordination.identity import NodeIdentity, node_identity, read_machine_id
+from fleetcron.errors import CoordinationError
+
+
+@dataclass
+class Node:
+    """This process's view of itself in the cluster."""
+
+    app: App
+
+    @cached_property
+    def identity(self) -> NodeIdentity:
+        settings = self.app.settings
+        if not settings.endpoint:
+            raise CoordinationError("this node has no FLEETCRON_ENDPOINT")
+        with self.app.db.read() as session:
+            system_id = str(
+                session.scalar(text("SELECT system_identifier FROM pg_control_system()"))
+            )
+        return node_identity(
+            read_machine_id(settings.machine_id_file),
+            system_id,
+            socket.gethostname(),
+            __version__,
+            settings.endpoint,
+        )
+
+    def guard(self, *, lease_holds: Callable[[], bool] | None = None) -> CoordinatedGuard:
+        return CoordinatedGuard(
+            self.identity.node_id,
+            self.identity.fingerprint,
+            unguarded=self.app.settings.unsafe_disable_guard,
+            wait_for_old_claims=not self.app.settings.unsafe_disable_claim_wait,
+            lease_holds=lease_holds,
+            replicated_pair=self.app.settings.topology == "replicated-pair",
+        )
