@@ -15,7 +15,7 @@ from fleetcron.config_view import mask_url
 from fleetcron.errors import InvalidInput
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
-from fleetcron.services.job_fleet import Selection
+from fleetcron.services.fleet_selection import Selection
 from fleetcron.services.runs import FINISHED_STATUSES, RunFilter
 from fleetcron.store.schema import Run
 

@@ -10,8 +10,10 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
 from fleetcron.services import job_fleet as svc
+from fleetcron.services import job_slots as slots_svc
 from fleetcron.services.history import duration_percentiles
-from fleetcron.services.job_fleet import SlotGroup, TargetQuery, TargetRow
+from fleetcron.services.job_fleet import TargetQuery, TargetRow
+from fleetcron.services.job_slots import SlotGroup
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 #: One character per run in the status strip (oldest first).
@@ -150,7 +152,7 @@ def slot_dict(slot: SlotGroup) -> dict[str, Any]:
 
 @click.command("slots")
 @click.argument("name")
-@click.option("--limit", type=int, default=svc.SLOTS_DEFAULT, show_default=True)
+@click.option("--limit", type=int, default=slots_svc.SLOTS_DEFAULT, show_default=True)
 @click.option("--before", default=None, help="Only slots before this time (ISO-8601): paging.")
 @click.option("--runs", "with_runs", is_flag=True, help="List the run ids of each slot.")
 @json_option
@@ -166,7 +168,7 @@ def job_slots(
     """The slots of job NAME, newest first: every run of one fire (same scheduled time)
     counted by status; see one slot's runs with `fleetcron runs list --job NAME --since T`."""
     with opened_app() as app:
-        page = svc.job_slots(
+        page = slots_svc.job_slots(
             app,
             acting(app, as_user),
             name,

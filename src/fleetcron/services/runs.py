@@ -21,7 +21,7 @@ from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.job_fleet import Selection, select_assignments
+from fleetcron.services.fleet_selection import Selection, select_assignments
 from fleetcron.services.jobs import get_job
 from fleetcron.services.targets import get_target
 from fleetcron.store.run_writes import queue_manual_runs, request_stop
@@ -43,7 +43,7 @@ def request_run(
     selection: Selection | None = None,
 ) -> list[int]:
     """Queue a manual run of ``job`` on one target, or on every enabled target of it, or
-    on the targets a :class:`~fleetcron.services.job_fleet.Selection` names (audited with
+    on the targets a :class:`~fleetcron.services.fleet_selection.Selection` names (audited with
     it; a selection that matches nothing queues nothing and raises InvalidInput).
 
     Naming a target runs it there even when the job is paused on that target."""

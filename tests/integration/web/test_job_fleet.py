@@ -22,8 +22,17 @@ from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.errors import InvalidInput, NotFound, PermissionDenied
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import job_fleet, jobs, runs, targets
-from fleetcron.services.job_fleet import Selection, TargetQuery
+from fleetcron.services import (
+    fleet_grid,
+    fleet_selection,
+    job_fleet,
+    job_slots,
+    jobs,
+    runs,
+    targets,
+)
+from fleetcron.services.fleet_selection import Selection
+from fleetcron.services.job_fleet import TargetQuery
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, Run
 from integration.web.conftest import API, error_of
@@ -179,8 +188,8 @@ def test_a_bad_query_names_the_field(
 def test_per_job_counts_and_the_grid(app: App, viewer: Actor, history: list[datetime]) -> None:
     jobs.add_job(app, SYSTEM, "quiet", JobSpec(schedule="0 3 * * *", command="true"), bulk=True)
 
-    counts = job_fleet.job_counts(app, viewer)
-    grid = job_fleet.fleet_grid(app, viewer, limit=2)
+    counts = fleet_grid.job_counts(app, viewer)
+    grid = fleet_grid.fleet_grid(app, viewer, limit=2)
 
     assert (counts[JOB].ok, counts[JOB].failed, counts[JOB].total) == (2, 1, 3)
     assert (counts["quiet"].never, counts["quiet"].total) == (3, 3)
@@ -193,7 +202,7 @@ def test_per_job_counts_and_the_grid(app: App, viewer: Actor, history: list[date
 def test_slots_group_the_runs_of_one_fire_with_counts_and_page_by_time(
     app: App, viewer: Actor, history: list[datetime]
 ) -> None:
-    first = job_fleet.job_slots(app, viewer, JOB, limit=2, run_ids=True)
+    first = job_slots.job_slots(app, viewer, JOB, limit=2, run_ids=True)
 
     assert [s.scheduled_for for s in first.items] == history[::-1][:2]
     slot = first.items[0]
@@ -205,7 +214,7 @@ def test_slots_group_the_runs_of_one_fire_with_counts_and_page_by_time(
     )
     assert len(slot.run_ids) == 3
     assert first.next_before == history[1]
-    rest = job_fleet.job_slots(app, viewer, JOB, limit=2, before=first.next_before)
+    rest = job_slots.job_slots(app, viewer, JOB, limit=2, before=first.next_before)
     assert [s.scheduled_for for s in rest.items] == [history[0]]
     assert rest.next_before is None
 
@@ -279,13 +288,13 @@ def test_a_viewer_may_read_the_job_page_but_not_run_or_pause(
     with pytest.raises(PermissionDenied):
         runs.request_run(app, viewer, JOB, selection=Selection(failed=True))
     with pytest.raises(PermissionDenied):
-        job_fleet.set_enabled_on(app, viewer, JOB, ["alpha"], False)
+        fleet_selection.set_enabled_on(app, viewer, JOB, ["alpha"], False)
     assert queued_targets(app) == []
 
 
 def test_pause_and_resume_a_selection(app: App, operator: Actor, history: list[datetime]) -> None:
-    assert job_fleet.set_enabled_on(app, operator, JOB, ["alpha", "bravo"], False) == 2
-    assert job_fleet.set_enabled_on(app, operator, JOB, ["alpha", "bravo"], False) == 0
+    assert fleet_selection.set_enabled_on(app, operator, JOB, ["alpha", "bravo"], False) == 2
+    assert fleet_selection.set_enabled_on(app, operator, JOB, ["alpha", "bravo"], False) == 0
     view = jobs.show_job(app, operator, JOB)
     assert {a.target: a.enabled for a in view.assignments} == {
         "alpha": False,
@@ -293,8 +302,8 @@ def test_pause_and_resume_a_selection(app: App, operator: Actor, history: list[d
         "charlie": True,
     }
     with pytest.raises(NotFound):
-        job_fleet.set_enabled_on(app, operator, JOB, ["charlie", "nosuch"], False)
-    assert job_fleet.set_enabled_on(app, operator, JOB, ["bravo"], True) == 1
+        fleet_selection.set_enabled_on(app, operator, JOB, ["charlie", "nosuch"], False)
+    assert fleet_selection.set_enabled_on(app, operator, JOB, ["bravo"], True) == 1
     assert jobs.show_job(app, operator, JOB).enabled == 2
 
 

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import event, text
 
 from fleetcron.app import Actor, App
-from fleetcron.services import job_fleet
+from fleetcron.services import fleet_grid, job_fleet, job_slots
 from fleetcron.services.job_fleet import TargetQuery
 from integration.web.test_job_fleet import JOB, history
 
@@ -75,8 +75,8 @@ def test_the_targets_view_never_walks_the_runs_by_status(
     def read() -> None:
         job_fleet.job_targets(app, viewer, JOB)
         job_fleet.job_targets(app, viewer, JOB, TargetQuery(sort="streak", statuses=["failed"]))
-        job_fleet.job_slots(app, viewer, JOB)
-        job_fleet.job_counts(app, viewer)
+        job_slots.job_slots(app, viewer, JOB)
+        fleet_grid.job_counts(app, viewer)
 
     lines = plans_of(app, read)
 

@@ -16,7 +16,11 @@ from pydantic import BaseModel, Field
 from fleetcron.app import App
 from fleetcron.errors import InvalidInput
 from fleetcron.services import job_fleet as svc
-from fleetcron.services.job_fleet import Selection, SlotGroup, TargetQuery, TargetRow
+from fleetcron.services import job_slots as slots_svc
+from fleetcron.services.fleet_selection import Selection, set_enabled_on
+from fleetcron.services.fleet_states import PAGE_MAX
+from fleetcron.services.job_fleet import TargetQuery, TargetRow
+from fleetcron.services.job_slots import SLOTS_DEFAULT, SLOTS_MAX, SlotGroup
 from fleetcron.web.api.runs import as_utc
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import Body, TargetRef
@@ -188,7 +192,7 @@ def job_targets(
     status: Annotated[list[str] | None, Query(max_length=20)] = None,
     label: Annotated[list[str] | None, Query(max_length=20)] = None,
     sort: Annotated[str, Query(max_length=20)] = "target",
-    limit: Annotated[int, Query(ge=1, le=svc.PAGE_MAX)] = 50,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     strip: Annotated[int, Query(ge=0, le=svc.STRIP_MAX)] = svc.STRIP_DEFAULT,
 ) -> TargetsPageOut:
@@ -218,11 +222,13 @@ def job_slots(
     name: str,
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("run.read"))],
-    limit: Annotated[int, Query(ge=1, le=svc.SLOTS_MAX)] = svc.SLOTS_DEFAULT,
+    limit: Annotated[int, Query(ge=1, le=SLOTS_MAX)] = SLOTS_DEFAULT,
     before: datetime | None = None,
     runs: bool = False,
 ) -> SlotsPageOut:
-    page = svc.job_slots(app, caller.actor, name, limit=limit, before=as_utc(before), run_ids=runs)
+    page = slots_svc.job_slots(
+        app, caller.actor, name, limit=limit, before=as_utc(before), run_ids=runs
+    )
     return SlotsPageOut(
         job=page.job,
         limit=page.limit,
@@ -238,7 +244,7 @@ def pause_on(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("job.disable"))],
 ) -> ChangedOut:
-    changed = svc.set_enabled_on(app, caller.actor, name, body.targets, False)
+    changed = set_enabled_on(app, caller.actor, name, body.targets, False)
     return ChangedOut(changed=changed, message=f"paused job {name} on {changed} target(s)")
 
 
@@ -249,5 +255,5 @@ def resume_on(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("job.enable"))],
 ) -> ChangedOut:
-    changed = svc.set_enabled_on(app, caller.actor, name, body.targets, True)
+    changed = set_enabled_on(app, caller.actor, name, body.targets, True)
     return ChangedOut(changed=changed, message=f"resumed job {name} on {changed} target(s)")

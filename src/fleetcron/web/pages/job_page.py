@@ -23,7 +23,9 @@ from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import job_fleet as fleet_svc
 from fleetcron.services import runs as runs_svc
-from fleetcron.services.job_fleet import Selection, SlotsPage, TargetQuery, TargetsPage
+from fleetcron.services.fleet_selection import Selection, set_enabled_on
+from fleetcron.services.job_fleet import TargetQuery, TargetsPage
+from fleetcron.services.job_slots import SlotsPage, job_slots
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, plural, redirect, text, texts
 
@@ -105,7 +107,7 @@ def job_page(
         error = exc.message
         filters = Filters((), "", "target", 0)
         targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
-    slots = fleet_svc.job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
+    slots = job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
     try:
         description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except (InvalidInput, ValueError):
@@ -213,7 +215,7 @@ def _set_selected(request: Request, caller: Caller, name: str, form: Posted, on:
         verb = "resume" if on else "pause"
         return redirect(back, f"Select at least one target to {verb} the job on.", error=True)
     try:
-        changed = fleet_svc.set_enabled_on(the_app(request), caller.actor, name, chosen, on)
+        changed = set_enabled_on(the_app(request), caller.actor, name, chosen, on)
     except FleetcronError as exc:
         return redirect(back, exc.message, error=True)
     verb = "Resumed" if on else "Paused"

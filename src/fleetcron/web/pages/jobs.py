@@ -28,7 +28,7 @@ from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
 from fleetcron.services import fleet as fleet_svc
-from fleetcron.services import job_fleet
+from fleetcron.services import fleet_grid
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
@@ -317,7 +317,7 @@ def list_bulk_jobs(
         "jobs.html",
         jobs=views,
         descriptions={view.name: describe(view) for view in views},
-        counts=job_fleet.job_counts(app, caller.actor),
+        counts=fleet_grid.job_counts(app, caller.actor),
         paired=paired,
     )
 

@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse
 
 from fleetcron.app import Actor, App
 from fleetcron.services import cluster as cluster_svc
+from fleetcron.services import fleet_grid
 from fleetcron.services import health as health_svc
-from fleetcron.services import job_fleet as fleet_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
 from fleetcron.services import targets as targets_svc
@@ -54,15 +54,15 @@ def dashboard(
     grid_offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
     app = the_app(request)
-    all_targets = targets_svc.list_targets(app, caller.actor)
+    targets_total, targets_paired = targets_svc.count_targets(app, caller.actor)
     origins = Counter(jobs_svc.count_by_origin(app, caller.actor))
     scheduler = request.app.state.scheduler
     summary = health_svc.summary(app, caller.actor)
     return page(
         request,
         "dashboard.html",
-        targets_total=len(all_targets),
-        targets_paired=sum(1 for t in all_targets if t.paired),
+        targets_total=targets_total,
+        targets_paired=targets_paired,
         bulk_jobs=origins["bulk"],
         individual_jobs=origins["individual"],
         by_status=summary.runs_24h,
@@ -71,9 +71,9 @@ def dashboard(
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
         cluster_line=cluster_svc.status(app, caller.actor, cluster_node(app)).one_line(),
-        job_counts=fleet_svc.job_counts(app, caller.actor),
-        grid=fleet_svc.fleet_grid(app, caller.actor, offset=grid_offset),
-        grid_page=fleet_svc.GRID_TARGETS,
+        job_counts=fleet_grid.job_counts(app, caller.actor),
+        grid=fleet_grid.fleet_grid(app, caller.actor, offset=grid_offset),
+        grid_page=fleet_grid.GRID_TARGETS,
     )
 
 
