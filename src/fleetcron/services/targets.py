@@ -154,6 +154,17 @@ def list_targets_page(
     return rows, int(total)
 
 
+def count_targets(app: App, actor: Actor) -> tuple[int, int]:
+    """How many targets there are, and how many of them are paired: one statement (what
+    the dashboard shows, without loading every target)."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        total, paired = session.execute(
+            select(func.count(Target.id), func.count(Target.id).filter(Target.paired.is_(True)))
+        ).one()
+    return int(total), int(paired or 0)
+
+
 def target_names(app: App, actor: Actor) -> list[str]:
     """Every target's name, sorted, in one statement that reads only the names."""
     actor.authorize("target.read")
