@@ -13,12 +13,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from fleetcron.app import Actor, App
+from fleetcron.core.job_options import ROLLOUT_KEYS
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.errors import InvalidInput
 from fleetcron.services import jobs, schedule_file, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Job
-from integration.web.conftest import API, error_of
+from integration.web.conftest import API, csrf_token_of, error_of, log_in
 
 Headers = dict[str, str]
 ADMIN = Actor("admin", "admin")
@@ -113,3 +114,30 @@ jobs:
     # Negative control: the same declaration as a bulk job applies.
     schedule_file.apply_schedule(app, operator, text.replace("target: alpha", "bulk: true"))
     assert job_names(app) == ["single"]
+
+
+def test_the_forms_of_an_individual_job_do_not_offer_the_rollout_options(
+    app: App, operator: Actor, client: TestClient, fleet: None
+) -> None:
+    jobs.add_job(app, operator, "single", JobSpec("0 2 * * *", "x"), target="alpha")
+    jobs.add_job(app, operator, "many", JobSpec("0 2 * * *", "y"), bulk=True)
+    log_in(client, "operator")
+
+    individual = [client.get("/jobs/single/edit").text, client.get("/targets/alpha").text]
+    bulk = client.get("/jobs/many/edit").text
+
+    for key in ROLLOUT_KEYS:
+        for page in individual:
+            assert f'name="{key}"' not in page
+        assert f'name="{key}"' in bulk  # negative control: the bulk job's form has them
+    assert 'name="timeout"' in individual[0] and 'name="timeout"' in individual[1]
+
+    # Saving the individual job's form (which has no rollout fields) still works.
+    page = client.get("/jobs/single/edit").text
+    token = csrf_token_of(client)
+    saved = client.post(
+        "/jobs/single/edit",
+        data={"csrf_token": token, "schedule": "0 3 * * *", "timezone": "UTC", "command": "x"},
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, page[:200]
