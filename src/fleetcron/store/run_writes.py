@@ -214,13 +214,14 @@ def _delete_in_chunks(
     db: Database, ids: Any, batch: int, more: Callable[[], bool] | None
 ) -> Pruned:
     """Delete the runs ``ids`` selects, ``batch`` per transaction (each short, so the
-    scheduler's writes interleave); before each chunk ``more()`` says whether the caller's
-    budget allows another. Returns the rows deleted and whether none is left."""
+    scheduler's writes interleave); before each chunk after the first ``more()`` says
+    whether the caller's budget allows another (the first always runs, so every round
+    makes progress). Returns the rows deleted and whether none is left."""
     if more is None:
         return Pruned(delete_selected(db, Run, ids, batch))
     removed = 0
     while True:
-        if not more():
+        if removed and not more():
             return Pruned(removed, complete=False)
         with db.session() as session:
             chunk = list(session.scalars(ids.limit(batch)))
@@ -258,7 +259,10 @@ def prune_runs_beyond(
 ) -> Pruned:
     """Delete (``dry_run``: count) the decided runs of each assignment beyond its newest
     ``keep``; ``more`` as for :func:`prune_runs_older_than`. A round with nothing to delete
-    reads the slot index once (no window over every run)."""
+    reads the slot index once (no window over every run); that read waits for a round
+    with budget left."""
+    if more is not None and not more():
+        return Pruned(0, complete=False)
     with db.read() as session:
         if session.scalar(_crowded_assignments(keep).limit(1)) is None:
             return Pruned(0)

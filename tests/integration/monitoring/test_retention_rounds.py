@@ -90,13 +90,13 @@ def test_budgeted_rounds_delete_every_old_run_and_nothing_else(app: App) -> None
     still_running = add_runs(app, 2, 1, days_ago=app.settings.retention_days + 1, status="running")
     rounds = []
     for _ in range(10):
-        # 1 s a read: the round starts at t, its chunks at t+1 and t+2, and t+3 is past
-        # its 2.5 s budget, so a round deletes at most two chunks.
+        # 1 s a read: the round starts at t; its first chunk always runs, the next ones
+        # ask at t+1 and t+2, and t+3 is past its 2.5 s budget: three chunks a round.
         result = retention.prune(app, ADMIN, budget_s=2.5, clock=Ticks(1.0))
         rounds.append((result.runs_by_age, result.complete))
         if result.complete:
             break
-    assert rounds == [(10, False), (10, False), (3, True)]
+    assert rounds == [(15, False), (8, True)]
     assert run_ids(app) == {*recent, *still_running}
     assert not set(old) & run_ids(app)
     # Another round finds nothing and says so.
@@ -122,8 +122,9 @@ def test_the_per_assignment_cap_is_applied_in_budgeted_rounds(app: App) -> None:
         counts.append((result.runs_by_count, result.complete))
         if result.complete:
             break
-    # The age pass (nothing old) takes one read of the budget, leaving one chunk a round.
-    assert counts == [(3, False), (3, False), (2, True)]
+    # The count pass asks the budget before its probe (t+1), then before its second chunk
+    # (t+2); at t+3 the round is over: two chunks a round.
+    assert counts == [(6, False), (2, True)]
     assert run_ids(app) == {*crowded[-4:], *other}
 
 
@@ -145,14 +146,14 @@ def test_housekeeping_continues_an_unfinished_round_at_its_next_call(app: App) -
     settings(app, prune_batch=4)
     add_runs(app, 1, 19, days_ago=app.settings.retention_days + 1)
     kept = add_runs(app, 1, 3, days_ago=1)
-    step = PRUNE_BUDGET_S / 2.5  # two chunks fit in a round's budget, a third does not
+    step = PRUNE_BUDGET_S / 2.5  # a round asks twice within its budget: three chunks
     housekeeping = Housekeeping(app, clock=Ticks(step))
     left = []
     for _ in range(4):
         housekeeping()
         left.append(len(run_ids(app)) - len(kept))
-    # 8 rows a call until none is left; then retention waits for its hourly interval.
-    assert left == [11, 3, 0, 0]
+    # 12 rows a call until none is left; then retention waits for its hourly interval.
+    assert left == [7, 0, 0, 0]
     assert run_ids(app) == set(kept)
     add_runs(app, 1, 2, days_ago=app.settings.retention_days + 2)
     housekeeping()
