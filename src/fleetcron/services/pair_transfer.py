@@ -1,7 +1,7 @@
 """A handoff requested on either node of a replicated pair, made by the owner.
 
 In a replicated pair the ownership row has one writer, the owner (see
-:func:`fleetcron.services.replication.require_writer_here`). A transfer asked for on the
+:func:`fleetcron.services.pair_writer.require_writer_here`). A transfer asked for on the
 other node is sent to the owner as a signed, idempotent prepare request
 (:data:`~fleetcron.coordination.peer_calls.TRANSFER_PATH`): the owner records it and drains
 at once (no new claims); when its running claims have finished it commits the new owner and
@@ -23,30 +23,22 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.coordination.peer_calls import (
-    OWNERSHIP_PATH,
-    OWNERSHIP_PURPOSE,
-    OWNERSHIP_RESPONSE,
     TRANSFER_PATH,
     TRANSFER_PURPOSE,
     TRANSFER_RESPONSE,
     TRANSFER_STATUS_PATH,
     TRANSFER_STATUS_PURPOSE,
     TRANSFER_STATUS_RESPONSE,
-    signed_call,
 )
-from fleetcron.coordination.secrets import current_and_accepted
-from fleetcron.coordination.signing import MemoryNonceStore
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
-from fleetcron.services import cluster
+from fleetcron.services import cluster, pair_peer
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.cluster import Node, TransferResult
 from fleetcron.store.schema import ClusterNode, ClusterOwnership
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PEER_TIMEOUT_S", "prepare_from_peer", "request_transfer", "status_for_peer"]
-
-PEER_TIMEOUT_S = 10.0
+__all__ = ["prepare_from_peer", "request_transfer", "status_for_peer"]
 
 
 def _owner(app: App) -> tuple[str | None, str | None]:
@@ -55,22 +47,6 @@ def _owner(app: App) -> tuple[str | None, str | None]:
         owner = rows[0].owner_node_id if len(rows) == 1 else None
         endpoint = session.scalar(select(ClusterNode.endpoint).where(ClusterNode.node_id == owner))
     return owner, endpoint
-
-
-def _call(app: App, endpoint: str, path: str, purpose: str, response: str, payload: Any) -> Any:
-    current, accepted = current_and_accepted(app)
-    return signed_call(
-        endpoint,
-        path,
-        purpose,
-        response,
-        payload,
-        secret=current,
-        accepted=accepted,
-        seen=MemoryNonceStore(),
-        now=app.now(),
-        timeout_s=PEER_TIMEOUT_S,
-    )
 
 
 def _result(answer: Mapping[str, Any]) -> TransferResult:
@@ -108,7 +84,9 @@ def request_transfer(
         "from_node": me.node_id,
     }
     try:
-        answer = _call(app, endpoint, TRANSFER_PATH, TRANSFER_PURPOSE, TRANSFER_RESPONSE, payload)
+        answer = pair_peer.call(
+            app, endpoint, TRANSFER_PATH, TRANSFER_PURPOSE, TRANSFER_RESPONSE, payload
+        )
     except CoordinationError as lost:
         log.warning(
             "cluster: no answer from the owner to transfer %s: %s; asking its status",
@@ -117,7 +95,7 @@ def request_transfer(
             extra={"action": "cluster.pair.transfer.retry", "idempotency_key": key},
         )
         try:
-            answer = _call(
+            answer = pair_peer.call(
                 app,
                 endpoint,
                 TRANSFER_STATUS_PATH,
@@ -183,7 +161,7 @@ def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferRes
     owner, endpoint = _owner(app)
     if owner is None or owner == me.node_id or endpoint is None:
         return cluster.transfer_status(app, actor, idempotency_key)
-    answer = _call(
+    answer = pair_peer.call(
         app,
         endpoint,
         TRANSFER_STATUS_PATH,
@@ -192,36 +170,3 @@ def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferRes
         {"idempotency_key": idempotency_key},
     )
     return _result(answer)
-
-
-def local_ownership(app: App) -> tuple[str | None, int]:
-    """The owner and generation in this node's own database (0 without a single row)."""
-    with app.db.read() as session:
-        rows = session.scalars(select(ClusterOwnership)).all()
-    if len(rows) != 1:
-        return None, 0
-    return rows[0].owner_node_id, rows[0].generation
-
-
-def peer_ownership(app: App) -> tuple[str, str | None, int]:
-    """Ask the other approved node of the pair (signed query) for the owner and generation
-    in its database; returns (its endpoint, owner, generation). Raises
-    :class:`CoordinationError` when there is no such node or it does not answer."""
-    me = Node(app).identity.node_id
-    with app.db.read() as session:
-        endpoints = session.scalars(
-            select(ClusterNode.endpoint).where(
-                ClusterNode.node_id != me, ClusterNode.state == "approved"
-            )
-        ).all()
-    if len(endpoints) != 1:
-        raise CoordinationError(
-            f"a replicated pair has one other approved node; this node's registry has "
-            f"{len(endpoints)}"
-        )
-    answer = _call(app, endpoints[0], OWNERSHIP_PATH, OWNERSHIP_PURPOSE, OWNERSHIP_RESPONSE, {})
-    generation = answer.get("generation")
-    if not isinstance(generation, int):
-        raise CoordinationError(f"the peer at {endpoints[0]} gave no generation")
-    owner = answer.get("owner")
-    return endpoints[0], owner if isinstance(owner, str) else None, generation

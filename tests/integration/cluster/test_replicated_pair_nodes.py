@@ -27,7 +27,7 @@ from fleetcron.coordination.peer_calls import TRANSFER_PATH
 from fleetcron.crypto import generate_key
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services import cluster, jobs, pair_transfer, replication, runs, targets
+from fleetcron.services import cluster, jobs, pair_peer, pair_transfer, replication, runs, targets
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_peers import approve_endpoint
 from fleetcron.services.cluster_secrets import ensure_secret, rotate_secret
@@ -386,7 +386,7 @@ def test_a_transfer_asked_on_the_standby_is_prepared_by_the_owner_over_a_signed_
         wait_for(secret_on_the_right, what="the coordination secret on the right")
         wait_for(lambda: server.started, what="the owner's web server")
         # The owner's answer is lost on the way back: the request reached it all the same.
-        real_call = pair_transfer._call
+        real_call = pair_peer.call
 
         def answer_lost(app: App, url: str, path: str, *args: object) -> object:
             answer = real_call(app, url, path, *args)  # type: ignore[arg-type]
@@ -394,7 +394,7 @@ def test_a_transfer_asked_on_the_standby_is_prepared_by_the_owner_over_a_signed_
                 raise CoordinationError(f"node endpoint {url} is unreachable: connection reset")
             return answer
 
-        monkeypatch.setattr(pair_transfer, "_call", answer_lost)
+        monkeypatch.setattr(pair_peer, "call", answer_lost)
         built.set_subscription("right", False)  # and the owner's transaction is held back
         result = pair_transfer.request_transfer(
             right.app, SYSTEM, right.node_id, idempotency_key="handoff-1"

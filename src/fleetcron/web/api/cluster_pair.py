@@ -20,7 +20,7 @@ from fleetcron.coordination.peer_calls import (
     TRANSFER_STATUS_RESPONSE,
 )
 from fleetcron.coordination.signing import response_for
-from fleetcron.services import pair_transfer
+from fleetcron.services import pair_peer, pair_transfer
 from fleetcron.web.api.cluster_peer import PeerRequest, signed_peer
 from fleetcron.web.deps import the_app
 
@@ -61,7 +61,7 @@ def ownership(
     peer: Annotated[PeerRequest, Depends(signed_peer(OWNERSHIP_PURPOSE))],
 ) -> JSONResponse:
     """The owner and generation in this node's database (a returning node compares)."""
-    owner, generation = pair_transfer.local_ownership(app)
+    owner, generation = pair_peer.local_ownership(app)
     return JSONResponse(
         response_for(
             peer.envelope,
