@@ -16,6 +16,10 @@ from fleetcron.store.schema import Run
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
+#: What a pending row waits for (as the runs page says it).
+PENDING_NOTE = "waits for its turn in the rollout"
+
+
 def run_dict(run: Run, *, full: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": run.id,
@@ -107,7 +111,11 @@ def list_(
                 r.job_name,
                 r.target_name,
                 r.trigger,
-                r.status if not r.reason else f"{r.status}: {r.reason}",
+                f"{r.status}: {r.reason}"
+                if r.reason
+                else f"{r.status}: {PENDING_NOTE}"
+                if r.status == "pending"
+                else r.status,
                 r.exit_code,
                 None if r.duration_ms is None else f"{r.duration_ms}ms",
                 r.node,

@@ -1,0 +1,40 @@
+"""`fleetcron runs list` says what a pending row waits for, as the runs page does, on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
+from fleetcron.cli.main import cli
+from fleetcron.cli.output import run_cli
+from fleetcron.services import jobs, targets
+from fleetcron.services.jobs import JobSpec
+from fleetcron.store.runs import RunStore
+
+ADMIN = Actor("admin", "admin")
+
+
+def test_a_pending_row_says_it_waits_for_its_turn(
+    app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("alpha", "bravo"):
+        targets.add_target(app, ADMIN, name, local=True)
+    jobs.add_job(app, ADMIN, "wave", JobSpec("* * * * *", "true", batch="1"), bulk=True)
+    jobs.add_job(app, ADMIN, "plain", JobSpec("* * * * *", "false"), bulk=True)
+    clock.advance(minutes=1)
+    RunStore(app.db, node="test", clock=clock).claim_due(clock.now)
+    settings = app.settings
+    assert settings.master_key is not None
+    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+
+    assert run_cli(cli, ["runs", "list", "--job", "wave"]) == 0
+    wave = capsys.readouterr().out
+    assert run_cli(cli, ["runs", "list", "--job", "plain"]) == 0
+    plain = capsys.readouterr().out
+
+    assert wave.count("pending: waits for its turn in the rollout") == 2
+    assert "waits for its turn" not in plain  # negative control: queued rows of no rollout
