@@ -44,7 +44,7 @@ async def measure(sim: FleetSim, n: int, rounds: int) -> None:
                 f"run, {time.perf_counter() - t0:.2f} s, {ok}/{n} ok",
                 flush=True,
             )
-        conns = [entry.conn for entry in executor._pool.values()]
+        conns = executor.pool.connections()
         for _ in range(rounds):
             c0, t0 = time.thread_time(), time.perf_counter()
             done = await asyncio.gather(*(c.run("sleep 0.5", check=False) for c in conns))

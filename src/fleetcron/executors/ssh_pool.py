@@ -94,6 +94,10 @@ class SshPool:
         """Connections currently held open."""
         return len(self._pool)
 
+    def connections(self) -> list[asyncssh.SSHClientConnection]:
+        """The connections held open now (a benchmark runs on them directly)."""
+        return [entry.conn for entry in self._pool.values()]
+
     async def acquire(self, key: PoolKey, target: SshTarget, deadline: float) -> Pooled:
         """The pooled connection for ``key``, opened (retrying dropped handshakes until
         ``deadline``, on the monotonic clock) when there is none or it was lost."""
