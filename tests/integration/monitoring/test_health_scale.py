@@ -108,7 +108,9 @@ def database_work(app: App, call: Callable[[], object]) -> int:
             total = 0
             for statement, parameters in queries:
                 cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
-                plan = cursor.fetchone()[0]
+                fetched = cursor.fetchone()
+                assert fetched is not None
+                plan = fetched[0]
                 plan = json.loads(plan) if isinstance(plan, str) else plan
                 total += _runs_rows(plan[0]["Plan"])
             raw.rollback()
