@@ -72,6 +72,9 @@ class JobOption:
     #: A rule beyond what the table states: takes the value (already checked against the
     #: table) and returns it normalized, or raises :class:`InvalidInput`.
     check: Callable[[Any], Any] | None = None
+    #: A text that may be a count: an integer in JSON or YAML (``10``) is taken as its text
+    #: (``"10"``), so a count needs no quotes where a percentage (``10%``) is a string.
+    count_as_text: bool = False
 
     @property
     def flag(self) -> str:
@@ -247,6 +250,7 @@ OPTIONS: tuple[JobOption, ...] = (
         label="Batch",
         max_chars=8,
         check=lambda value: rollout.normal_amount(value, field="batch"),
+        count_as_text=True,
     ),
     JobOption(
         "batch_pause_s",
@@ -268,6 +272,7 @@ OPTIONS: tuple[JobOption, ...] = (
         label="Max failures",
         max_chars=8,
         check=lambda value: rollout.normal_amount(value, field="max_failures"),
+        count_as_text=True,
     ),
     JobOption(
         "canary",

@@ -40,7 +40,7 @@ from fleetcron.core.duplicates import (
     find_duplicates,
 )
 from fleetcron.core.job_options import BY_KEY, OPTIONS
-from fleetcron.core.yaml_nodes import Problem, Reader, kind_of, line_of
+from fleetcron.core.yaml_nodes import TAGS, Problem, Reader, kind_of, line_of
 from fleetcron.errors import InvalidInput
 
 FILE_VERSION = 1
@@ -65,6 +65,9 @@ _KIND_OF_OPTION = {
     "flag": "boolean",
     "choices": "list of strings",
 }
+
+#: Keys of texts that may be counts: an integer there is taken as its text.
+_COUNT_KEYS = frozenset(o.key for o in OPTIONS if o.count_as_text)
 
 #: What each key holds, as told in type errors.
 _KINDS: dict[str, str] = {
@@ -232,6 +235,8 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
         key_path = f"{path}.{key}"
         if kind == "list of strings":
             values[key] = reader.strings(value_node, key_path)
+        elif key in _COUNT_KEYS and getattr(value_node, "tag", None) == TAGS["integer"]:
+            values[key] = str(value_node.value)  # a count: `batch: 10` is "10"
         else:
             values[key] = reader.scalar(value_node, key_path, kind)
 

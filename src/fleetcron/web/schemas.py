@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
@@ -174,6 +174,11 @@ class TargetEditOut(BaseModel):
     unpaired: bool
 
 
+def _count_text(value: Any) -> Any:
+    """A count given as a JSON integer, as its text (``10`` -> ``"10"``)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _option_field(option: JobOption, *, patch: bool) -> tuple[Any, Any]:
     """The pydantic field of a declared job option: its type, bounds and default (a patch:
     every field optional, omitted means unchanged)."""
@@ -189,7 +194,7 @@ def _option_field(option: JobOption, *, patch: bool) -> tuple[Any, Any]:
     elif option.kind == "flag":
         kind = bool
     else:
-        kind = str
+        kind = Annotated[str, BeforeValidator(_count_text)] if option.count_as_text else str
         if option.name == "command":
             constraints["description"] = COMMAND_RULE
         if option.required:
