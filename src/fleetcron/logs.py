@@ -32,6 +32,18 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(escaped, text)
 
 
+#: The same, but a command's output keeps its lines and tabs.
+_OUTPUT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_output_controls(text: str) -> str:
+    r"""A command's output as shown on a page: newlines and tabs kept, every other control
+    character written as an escape (``\x1b``, ``\r``), so terminal sequences in it are seen
+    as text and not carried along when it is copied into a terminal. A Windows line end
+    (``\r\n``) is shown as a line end."""
+    return _OUTPUT_CONTROL.sub(lambda m: escape_controls(m.group()), text.replace("\r\n", "\n"))
+
+
 class TextFormatter(logging.Formatter):
     """``time LEVEL message``, the message kept on one line; a traceback, which only the
     program writes, follows on its own lines as usual."""

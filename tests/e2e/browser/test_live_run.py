@@ -105,6 +105,30 @@ def test_a_viewer_sees_the_live_output_but_no_stop_button(
         kill_all(marker)
 
 
+def test_terminal_sequences_in_the_output_are_shown_as_text_live_and_recorded(
+    open_page: OpenPage, server: LiveServer
+) -> None:
+    run_id = start(
+        server,
+        "colours",
+        r"printf 'one \033[31mred\007\n'; sleep 2; printf 'two \033]0;title\007\r\n'; sleep 6",
+    )
+    page = open_page("olivia")
+    page.goto(server.at(f"/runs/{run_id}"))
+    out = page.locator("[data-live-output]")
+    expect(out).to_contain_text(r"one \x1b[31mred\x07")
+    # The second line arrives through the poll, escaped the same way by the page's script.
+    expect(out).to_contain_text(r"two \x1b]0;title\x07", timeout=10_000)
+    assert "\x1b" not in out.inner_text() and "\x07" not in out.inner_text()
+    assert r"\r" not in out.inner_text()  # a Windows line end is a line end
+
+    expect(page.locator("h1 .badge")).to_have_text("succeeded", timeout=15_000)
+    recorded = page.locator("section.stream pre").first
+    expect(recorded).to_contain_text(r"two \x1b]0;title\x07")
+    assert "\x1b" not in page.content()
+    assert problems_of(page) == []
+
+
 @pytest.mark.sshd
 def test_stop_on_an_ssh_target_leaves_no_process_behind_there(
     open_page: OpenPage, server: LiveServer, sshd: SshServer

@@ -13,9 +13,11 @@ from fastapi.templating import Jinja2Templates
 
 from fleetcron.core.permissions import allowed
 from fleetcron.errors import AuthenticationFailed
+from fleetcron.logs import escape_output_controls
 from fleetcron.web.deps import optional_caller
 
 templates = Jinja2Templates(directory=str(files("fleetcron.web") / "templates"))
+templates.env.filters["shown_output"] = escape_output_controls
 TZ_COOKIE = "fleetcron_tz"
 
 

@@ -259,11 +259,22 @@
         clock.textContent = elapsedText(base + (Date.now() - since) / 1000);
       }, 1000);
     }
+    // Control characters other than newline and tab shown as escapes, as the server does
+    // (logs.escape_output_controls): a terminal sequence is seen, not copied along.
+    var shown = function (text) {
+      return text.replace(/\r\n/g, "\n").replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]/g, function (c) {
+        var code = c.charCodeAt(0);
+        if (c === "\r") return "\\r";
+        return code < 0x100
+          ? "\\x" + ("0" + code.toString(16)).slice(-2)
+          : "\\u" + ("000" + code.toString(16)).slice(-4);
+      });
+    };
     var append = function (body) {
-      if (body.gap && body.gap_at > 0) out.appendChild(document.createTextNode(body.text.slice(0, body.gap_at)));
+      if (body.gap && body.gap_at > 0) out.appendChild(document.createTextNode(shown(body.text.slice(0, body.gap_at))));
       if (body.gap) out.appendChild(element("span", "gap", "\n[... " + body.gap + " bytes not kept ...]\n"));
       var rest = body.gap ? body.text.slice(body.gap_at) : body.text;
-      if (rest) out.appendChild(document.createTextNode(rest));
+      if (rest) out.appendChild(document.createTextNode(shown(rest)));
       var atBottom = out.scrollHeight - out.scrollTop - out.clientHeight < 40;
       if (atBottom) out.scrollTop = out.scrollHeight;
     };
