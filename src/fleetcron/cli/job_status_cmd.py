@@ -33,7 +33,10 @@ def _next_fire(row: TargetRow) -> str:
 
 
 def _duration(ms: int | None) -> str:
-    return "" if ms is None else f"{ms / 1000:.1f}s"
+    """Milliseconds below a second (a quick command is not "0.0s"), else seconds."""
+    if ms is None:
+        return ""
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
 def row_dict(row: TargetRow) -> dict[str, Any]:

@@ -10,6 +10,7 @@ for three minutes; the command fails on ``bravo`` only. The fixture clock starts
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -455,6 +456,8 @@ def test_cli_job_status_json_and_table(
     assert "2 ok, 1 failed, 0 running, 0 paused" in out
     lines = [line for line in out.splitlines() if "alpha" in line or "bravo" in line]
     assert "bravo" in lines[0] and "XXX" in lines[0] and "+++" in lines[1]
+    # Durations of these quick commands read in milliseconds (they read "0.0s" before).
+    assert all(re.search(r"\b\d+ ms\b", line) for line in lines), lines
     assert "charlie" not in out
 
 
