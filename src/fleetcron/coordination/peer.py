@@ -18,6 +18,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from datetime import datetime
 from email.message import Message
 from typing import IO, Any, NoReturn
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_ANSWER_BYTES",
     "RESPONSE_PURPOSE",
     "challenge",
+    "post_envelope",
 ]
 
 CHALLENGE_PATH = "/api/v1/cluster/identity"
@@ -81,8 +83,31 @@ def challenge(
     """
     base = normalize_endpoint(endpoint)
     envelope = sign(secret, CHALLENGE_PURPOSE, {"endpoint": base}, now=now)
+    response = post_envelope(base, CHALLENGE_PATH, envelope, timeout_s)
+    try:
+        payload = verify_response(
+            response,
+            request_nonce=envelope["nonce"],
+            secrets=accepted,
+            purpose=RESPONSE_PURPOSE,
+            now=now,
+            seen=seen,
+        )
+        return NodeIdentity.from_dict(payload)
+    except CoordinationError as exc:
+        raise CoordinationError(
+            f"node endpoint {base} gave no valid signed identity: {exc.message}"
+        ) from exc
+
+
+def post_envelope(base: str, path: str, envelope: Mapping[str, Any], timeout_s: float) -> Any:
+    """POST a signed ``envelope`` to ``base + path`` and return the parsed JSON answer.
+
+    The one transport of calls between nodes (the identity challenge here, the pair's calls
+    in :mod:`fleetcron.coordination.peer_calls`): no redirects, a bounded answer, and every
+    failure a :class:`~fleetcron.errors.CoordinationError` naming the endpoint."""
     request = urllib.request.Request(
-        base + CHALLENGE_PATH,
+        base + path,
         data=json.dumps(envelope).encode("utf-8"),
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json"},
@@ -110,20 +135,7 @@ def challenge(
         raise CoordinationError(
             f"node endpoint {base} did not answer with JSON; is it a fleetcron node?"
         ) from exc
-    try:
-        payload = verify_response(
-            response,
-            request_nonce=envelope["nonce"],
-            secrets=accepted,
-            purpose=RESPONSE_PURPOSE,
-            now=now,
-            seen=seen,
-        )
-        return NodeIdentity.from_dict(payload)
-    except CoordinationError as exc:
-        raise CoordinationError(
-            f"node endpoint {base} gave no valid signed identity: {exc.message}"
-        ) from exc
+    return response
 
 
 def _refused(base: str, exc: urllib.error.HTTPError) -> NoReturn:

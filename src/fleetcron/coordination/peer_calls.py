@@ -10,17 +10,12 @@ endpoint; the caller decides whether it may retry (the transfer calls are idempo
 
 from __future__ import annotations
 
-import http.client
-import json
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from fleetcron.coordination.identity import normalize_endpoint
-from fleetcron.coordination.peer import MAX_ANSWER_BYTES, _opener, _refused
+from fleetcron.coordination.peer import post_envelope
 from fleetcron.coordination.signing import NonceStore, sign, verify_response
 from fleetcron.errors import CoordinationError
 
@@ -65,28 +60,7 @@ def signed_call(
     payload of the answer (signed for ``response_purpose``, bound to this request)."""
     base = normalize_endpoint(endpoint)
     envelope = sign(secret, purpose, payload, now=now)
-    request = urllib.request.Request(
-        base + path,
-        data=json.dumps(envelope).encode("utf-8"),
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
-    )
-    try:
-        with _opener.open(request, timeout=timeout_s) as answer:
-            body = answer.read(MAX_ANSWER_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        _refused(base, exc)
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, socket.timeout | TimeoutError):
-            reason = f"no answer within {timeout_s:g} s"
-        raise CoordinationError(f"node endpoint {base} is unreachable: {reason}") from exc
-    if len(body) > MAX_ANSWER_BYTES:
-        raise CoordinationError(f"node endpoint {base} answered with too many bytes")
-    try:
-        response = json.loads(body)
-    except ValueError as exc:
-        raise CoordinationError(f"node endpoint {base} did not answer with JSON") from exc
+    response = post_envelope(base, path, envelope, timeout_s)
     try:
         return verify_response(
             response,
