@@ -17,8 +17,8 @@ the same command on all N targets: the **first** over new connections, then the
   (``_common.production_scheduler``: housekeeping, Prometheus metrics, INFO log lines
   formatted and written to /dev/null) on SQLite, a bulk job ``* * * * *`` on the N
   targets, the product's executor as the scheduler builds it from the settings:
-  ``ssh_max_concurrency`` runs in flight (``--cap``, 64 by default), 4 per target,
-  ``ssh_max_connecting`` handshakes at a time (``--handshakes``, the product's default
+  ``ssh_max_concurrency`` runs in flight (``--cap``, the product's default unless given),
+  4 per target, ``ssh_max_connecting`` handshakes at a time (``--handshakes``, the product's default
   unless given), a pool of ``ssh_max_connections`` (``--pool``, the product's default
   unless given). Timed from ``tick()`` at the minute (the real clock shifted to read
   M + 0 s) to ``idle()``: all N runs recorded in the database.
@@ -768,7 +768,12 @@ def main() -> None:
     parser.add_argument("--rtt-ms", type=float, default=0.0)
     parser.add_argument("--command", default="sleep 1")
     parser.add_argument("--designs", default=",".join(DESIGNS))
-    parser.add_argument("--cap", type=int, default=64, help="runs in flight (ssh_max_concurrency)")
+    parser.add_argument(
+        "--cap",
+        type=int,
+        default=None,
+        help="runs in flight (ssh_max_concurrency; default: the product's default)",
+    )
     parser.add_argument(
         "--handshakes",
         type=int,
@@ -797,9 +802,11 @@ def main() -> None:
     if "ansible" in designs and not Path(sys.executable).with_name("ansible").exists():
         parser.error("--designs ansible: ansible-core is not installed (bench/requirements.txt)")
     limit = raise_fd_limit()
-    if args.handshakes is None:
-        from fleetcron.config import Settings
+    from fleetcron.config import Settings
 
+    if args.cap is None:
+        args.cap = Settings.model_fields["ssh_max_concurrency"].default
+    if args.handshakes is None:
         args.handshakes = Settings.model_fields["ssh_max_connecting"].default
     n, rtt = args.targets, args.rtt_ms
     print(f"load average at start: {loadavg()}; open-file limit {limit}")
