@@ -79,6 +79,15 @@ class RunStatusType(TypeDecorator[RunStatus]):
         return None if value is None else RunStatus(value)
 
 
+#: Table options of the tables whose ids are referenced after a row is deleted (runs and
+#: audit events keep ``job_id``, ``target_id`` and ``assignment_id`` as plain columns; claims,
+#: fenced writes and notifications name run ids; the audit log names token and rule ids):
+#: on SQLite, ``AUTOINCREMENT``, so that a new row never gets the id of a deleted one
+#: (without it SQLite gives the largest id plus one, which is a deleted row's id when the
+#: newest row was deleted). PostgreSQL's sequences never reuse an id. Migration 0020.
+NEVER_REUSED_IDS: dict[str, Any] = {"sqlite_autoincrement": True}
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON}
@@ -88,7 +97,7 @@ class Target(Base):
     """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
 
     __tablename__ = "targets"
-    __table_args__ = (CheckConstraint("kind IN ('ssh', 'local')", name="kind"),)
+    __table_args__ = (CheckConstraint("kind IN ('ssh', 'local')", name="kind"), NEVER_REUSED_IDS)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
@@ -135,6 +144,7 @@ class Job(Base):
         CheckConstraint("origin IN ('bulk', 'individual')", name="origin"),
         CheckConstraint("overlap IN ('allow', 'forbid')", name="overlap"),
         CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -190,6 +200,7 @@ class Assignment(Base):
         UniqueConstraint("job_id", "target_id", name="uq_assignments_job_target"),
         # The scheduler reads due work through this index: cost grows with due rows only.
         Index("ix_assignments_due", "enabled", "next_fire_at"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -251,6 +262,7 @@ class Run(Base):
             text(SEARCH_TEXT_SQL + " gin_trgm_ops"),
             postgresql_using="gin",
         ).ddl_if(dialect="postgresql"),
+        NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
@@ -501,6 +513,7 @@ class NotificationRule(Base):
     """When to notify a channel: for one job, or for every job (``job_id`` null)."""
 
     __tablename__ = "notification_rules"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     channel_id: Mapped[int] = mapped_column(
@@ -564,6 +577,7 @@ class ApiToken(Base):
     """A bearer token for the API; only its SHA-256 is stored."""
 
     __tablename__ = "api_tokens"
+    __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
