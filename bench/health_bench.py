@@ -7,16 +7,18 @@ the first is a ``connect_error``. One assignment in a hundred on the other targe
 its command (``failed``) from its second run on. The rest succeed. Rows are inserted in
 bulk (not through the scheduler): this measures the read, not the writes.
 
-Reported per backend: the fill time, the median and worst of ``--calls`` summary calls, the
-number of SQL statements one call issues, what it found, and (PostgreSQL, ``--explain``)
-``EXPLAIN ANALYZE`` of each statement.
+Reported per backend and ``--limit`` (lines of each cause listed; 0: all): the fill time,
+the median and worst of ``--calls`` summary calls, the number of SQL statements one call
+issues, what it counted and listed, and (PostgreSQL, ``--explain``) ``EXPLAIN ANALYZE`` of
+each statement.
 
 ``--baseline FILE`` also times another version of ``services/health.py`` on the same data
 (e.g. ``git show fefc935:src/fleetcron/services/health.py > /tmp/old_health.py``: the
 version with a window over every finished run and two queries per failing assignment).
 
 Run by hand: ``.venv/bin/python bench/health_bench.py [--targets 5000] [--jobs 50]
-[--runs 3] [--calls 5] [--backends sqlite,postgresql] [--explain] [--baseline FILE]``.
+[--runs 3] [--calls 5] [--limit 20,1000,0] [--backends sqlite,postgresql] [--explain]
+[--baseline FILE]``.
 """
 
 from __future__ import annotations
@@ -145,19 +147,24 @@ def load_module(path: str) -> Any:
     return module
 
 
-def measure(app: App, calls: int, explain: bool, module: Any = health) -> dict[str, Any]:
+def measure(
+    app: App, calls: int, explain: bool, module: Any = health, limit: int | None = None
+) -> dict[str, Any]:
+    """Times ``calls`` summaries; this version with ``limit`` lines of each cause (None:
+    all), a baseline as it is (it has no limit)."""
     statements: list[tuple[str, Any]] = []
+    bounded = {"limit": limit} if hasattr(module, "check_limit") else {}
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *rest: Any) -> None:
         statements.append((statement, parameters))
 
     event.listen(app.db.engine, "before_cursor_execute", capture)
-    result = module.summary(app, VIEWER)
+    result = module.summary(app, VIEWER, **bounded)
     event.remove(app.db.engine, "before_cursor_execute", capture)
     times = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        module.summary(app, VIEWER)
+        module.summary(app, VIEWER, **bounded)
         times.append(time.perf_counter() - t0)
     if explain and app.db.dialect == "postgresql":
         with app.db.engine.connect() as conn:
@@ -171,12 +178,15 @@ def measure(app: App, calls: int, explain: bool, module: Any = health) -> dict[s
     kinds: dict[str, int] = {}
     for line in getattr(result, "grouped", []):
         kinds[line.kind] = kinds.get(line.kind, 0) + 1
+    if hasattr(result, "groups"):  # bounded: the counts are the groups' totals
+        kinds = {g.kind: g.total for g in result.groups if g.total}
     return {
         "median_s": median(times),
         "max_s": max(times),
         "statements": len(statements),
-        "problems": len(result.problems),
+        "problems": getattr(result, "problem_count", len(result.problems)),
         "grouped": kinds,
+        "listed": len(result.grouped),
     }
 
 
@@ -189,7 +199,13 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--baseline", help="another services/health.py to time on the same data")
+    parser.add_argument(
+        "--limit",
+        default=",".join(str(n) for n in (health.DEFAULT_LIMIT, health.LIMIT_MAX, 0)),
+        help="lines of each cause listed, one measurement each (0: all); default 20,1000,0",
+    )
     args = parser.parse_args()
+    limits = [int(n) or None for n in args.limit.split(",")]
     versions: list[tuple[str, Any]] = [("this", health)]
     if args.baseline:
         versions.append(("baseline", load_module(args.baseline)))
@@ -209,8 +225,18 @@ def main() -> None:
             t0 = time.perf_counter()
             fill(app, args.targets, args.jobs, args.runs)
             filled = time.perf_counter() - t0
-            for version, module in versions:
-                found = measure(app, args.calls, args.explain and version == "this", module)
+            runs_of = [
+                (
+                    f"{version}, limit {limit or 'all'}" if module is health else version,
+                    module,
+                    limit,
+                )
+                for version, module in versions
+                for limit in (limits if module is health else [None])
+            ]
+            for version, module, limit in runs_of:
+                explain = args.explain and module is health and limit == limits[0]
+                found = measure(app, args.calls, explain, module, limit)
                 rows.append(
                     (
                         f"{backend} ({version})",
@@ -222,6 +248,7 @@ def main() -> None:
                         found["statements"],
                         f"{found['problems']:,}",
                         ", ".join(f"{k} {v:,}" for k, v in sorted(found["grouped"].items())),
+                        f"{found['listed']:,}",
                     )
                 )
             app.close()
@@ -236,7 +263,8 @@ def main() -> None:
                 "max",
                 "statements",
                 "job×target problems",
-                "grouped lines",
+                "grouped lines (counted)",
+                "lines listed",
             ],
             rows,
         )

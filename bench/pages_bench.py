@@ -15,7 +15,8 @@ three times when the warm-up took over 3 s, far over the 300 ms goal) through
 the real FastAPI application in this process (Starlette's test client, an admin's API
 token), so the time is the server's: routing, authentication, the queries, rendering;
 no network. Reported: p50 and p95 of those times, the response size, the SQL statements
-one request issues. Then the retention rounds (``services.retention.prune`` with the
+one request issues; then each service call the dashboard makes, timed alone (where its
+time goes). Then the retention rounds (``services.retention.prune`` with the
 housekeeping's time budget, as the scheduler calls it before its ticks) are timed until
 one completes: rows deleted per second, and how long each round holds the scheduler's
 database thread.
@@ -65,6 +66,8 @@ PAGES = [
     ("runs API, one job", "/api/v1/runs?job=bulk07"),
     ("runs API, one target", "/api/v1/runs?target=host00042"),
     ("health API", "/api/v1/health"),
+    ("health API, detail", "/api/v1/health?detail=true"),
+    ("health API, limit 1000 (measured only)", "/api/v1/health?limit=1000"),
     ("dashboard", "/"),
     ("job page (measured only)", "/jobs/bulk07"),
     ("/metrics", "/metrics"),
@@ -248,6 +251,50 @@ def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
     return out
 
 
+def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
+    """Where the dashboard's time goes: each service call it makes, timed alone (p50, p95
+    of ``requests`` calls after one warm-up), with the statements it issues."""
+    from fleetcron.services import cluster as cluster_svc
+    from fleetcron.services import fleet_grid
+    from fleetcron.services import health as health_svc
+    from fleetcron.services import jobs as jobs_svc
+    from fleetcron.services import targets as targets_svc
+    from fleetcron.web.pages.views import recent_failures
+
+    parts: list[tuple[str, Any]] = [
+        ("targets.count_targets", lambda: targets_svc.count_targets(app, SYSTEM)),
+        ("jobs.count_by_origin", lambda: jobs_svc.count_by_origin(app, SYSTEM)),
+        ("health.summary (Needs attention)", lambda: health_svc.summary(app, SYSTEM)),
+        ("recent failures", lambda: recent_failures(app, SYSTEM)),
+        ("cluster.status", lambda: cluster_svc.status(app, SYSTEM, None)),
+        ("fleet_grid.job_counts", lambda: fleet_grid.job_counts(app, SYSTEM)),
+        ("fleet_grid.fleet_grid", lambda: fleet_grid.fleet_grid(app, SYSTEM)),
+    ]
+    out = []
+    for name, call in parts:
+        with counting(app) as statements:
+            call()
+        times = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        out.append(
+            {
+                "name": name,
+                "p50_ms": percentile(times, 50) * 1000,
+                "p95_ms": percentile(times, 95) * 1000,
+                "statements": len(statements),
+            }
+        )
+        print(
+            f"    dashboard part {name:34} p50 {out[-1]['p50_ms']:8.1f} ms, "
+            f"p95 {out[-1]['p95_ms']:8.1f} ms, {len(statements)} statements",
+            flush=True,
+        )
+    return out
+
+
 def per_target_reads(app: App, sample: int) -> float:
     """Seconds the targets list used to spend per target before it read every target's
     last run in one statement: a count and a select of that target's runs by name
@@ -314,7 +361,7 @@ def main() -> None:
         if getattr(args, what) < 1:
             parser.error(f"--{what} must be at least 1, got {getattr(args, what)}")
     print(f"load average at start: {loadavg()}")
-    rows, retention_rows, baselines = [], [], []
+    rows, retention_rows, baselines, parts_rows = [], [], [], []
     for backend in args.backends.split(","):
         with running_postgres() if backend == "postgresql" else _nothing() as server:
             directory = work_dir(f"pages-bench-{backend}-")
@@ -344,6 +391,16 @@ def main() -> None:
                         str(r["statements"]),
                         f"{r['bytes'] / 1024:.0f}",
                         str(r["requests"]),
+                    ]
+                )
+            for part in dashboard_parts(app, args.requests):
+                parts_rows.append(
+                    [
+                        backend,
+                        part["name"],
+                        f"{part['p50_ms']:.0f}",
+                        f"{part['p95_ms']:.0f}",
+                        str(part["statements"]),
                     ]
                 )
             each = per_target_reads(app, 10)
@@ -384,6 +441,14 @@ def main() -> None:
             ],
             rows,
             right=3,
+        )
+    )
+    print()
+    print(
+        table(
+            ["backend", "dashboard part (service call)", "p50 ms", "p95 ms", "SQL statements"],
+            parts_rows,
+            right=2,
         )
     )
     print()

@@ -8,8 +8,23 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
+from fleetcron.core.validation import validate_int
 from fleetcron.services import health as svc
 from fleetcron.services import retention
+
+#: The command line's way to every line of a cause (the web UI's is ``Group.see_all``).
+SEE_ALL_CLI = {
+    "unreachable": "fleetcron runs list --status connect_error",
+    "failing": "fleetcron job status JOB --status failed",
+    "stuck": "fleetcron runs list --status running",
+    "late": "fleetcron job status JOB --sort next",
+}
+WHAT = {
+    "unreachable": "unreachable target(s)",
+    "failing": "failing job × target",
+    "stuck": "stuck run(s)",
+    "late": "late job × target",
+}
 
 
 @click.command()
@@ -17,32 +32,56 @@ from fleetcron.services import retention
     "--job",
     help="Per target of this job: last run, last success, failures in a row and since when.",
 )
+@click.option(
+    "--limit",
+    type=int,
+    default=svc.DEFAULT_LIMIT,
+    show_default=True,
+    help=f"Lines of each cause to list (and jobs), at most {svc.LIMIT_MAX}; 0 lists all. "
+    "The counts are always complete.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
 @as_user_option
-def health(job: str | None, as_json: bool, as_user: str | None) -> None:
+def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> None:
     """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise.
 
     An unreachable target is one line, whatever number of its jobs cannot connect; other
-    failures are one line per job and target. --json has every job × target in
-    "problems" and the lines shown here in "grouped"."""
+    failures are one line per job and target. At most --limit lines of each cause are
+    listed, with how many more there are and where to see them; the counts and the exit
+    status cover them all. --json has the lines in "grouped", their job × target detail in
+    "problems", the counts per cause in "groups" and per job in "jobs"."""
     if job is not None:
         _job_health(job, as_json, as_user)
         return
+    validate_int(limit, field="--limit", low=0, high=svc.LIMIT_MAX)
     with opened_app() as app:
-        result = svc.summary(app, acting(app, as_user))
+        result = svc.summary(app, acting(app, as_user), limit=limit or None)
     if as_json:
         print_json(result.as_dict())
     elif result.ok:
         click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
     else:
         print_table(
-            f"{len(result.grouped)} problem(s) ({len(result.problems)} job × target)",
+            f"{result.line_count} problem(s) ({result.problem_count} job × target)",
             ["kind", "target", "job", "since", "detail"],
             [
                 (g.kind, g.target, g.job or f"{len(g.jobs)} job(s)", g.since, g.detail)
                 for g in result.grouped
             ],
         )
+        for group in result.groups:
+            if group.more:
+                click.echo(
+                    f"{group.more} more {WHAT[group.kind]} not listed: "
+                    f"{SEE_ALL_CLI[group.kind]}, or --limit 0 to list all"
+                )
+        if result.jobs_total > len(result.jobs) or any(g.more for g in result.groups):
+            shown = ", ".join(f"{j.job} ({j.total})" for j in result.jobs)
+            more = result.jobs_total - len(result.jobs)
+            click.echo(
+                f"{result.jobs_total} job(s) with problems: {shown}"
+                + (f" and {more} more" if more else "")
+            )
     if not result.ok:
         raise SystemExit(1)
 

@@ -73,13 +73,26 @@ def health(
     request: Request,
     caller: Annotated[Caller, Depends(requires("run.read"))],
     detail: Annotated[
-        bool, Query(description="Also list every failing, late or stuck job × target.")
+        bool, Query(description="Also list the job × target detail of the lines listed.")
     ] = False,
+    limit: Annotated[
+        int,
+        Query(
+            description=f"Lines of each cause (and jobs) to list: 1 to {svc.LIMIT_MAX}. "
+            "The counts are always complete."
+        ),
+    ] = svc.DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     """Failing, late or missing, and stuck, grouped by cause; ``ok`` is false when anything
     needs attention.
 
-    ``grouped``: one ``unreachable`` line per target that cannot be reached (its connection
-    error, the start of the outage, the jobs affected), one line per job × target for every
-    other problem. ``problems`` (with ``detail=true``): every job × target."""
-    return svc.summary(the_app(request), caller.actor).as_dict(detail=detail)
+    ``grouped``: at most ``limit`` lines of each cause: one ``unreachable`` line per target
+    that cannot be reached (its connection error, the start of the outage, the jobs
+    affected), one line per job × target for every other problem. ``groups``: each cause
+    counted in full (``total`` lines, ``problems`` job × target, ``more`` not listed,
+    ``see_all``: the web UI's list of them all); ``jobs``: the jobs with the most problems,
+    counted, with the job page that lists them (``jobs_total``: every job with a problem);
+    ``line_count`` and ``problem_count``: the totals. ``problems`` (with ``detail=true``):
+    the job × target detail of the lines listed."""
+    summary = svc.summary(the_app(request), caller.actor, limit=limit, detail=detail)
+    return summary.as_dict(detail=detail)

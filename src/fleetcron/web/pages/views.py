@@ -38,6 +38,19 @@ from fleetcron.web.pages.forms import page
 router = APIRouter(include_in_schema=False)
 
 RECENT_FAILURES = 10
+#: Lines of each cause *Needs attention* lists (each cause says how many more, and where).
+ATTENTION_LIMIT = health_svc.DEFAULT_LIMIT
+#: How *Needs attention* names each cause, and the list its "more" line links to.
+ATTENTION_WORDS = {
+    "unreachable": "unreachable target(s)",
+    "failing": "failing job × target",
+    "stuck": "stuck run(s)",
+    "late": "late job × target",
+}
+ATTENTION_LISTS = {
+    "unreachable": "the runs that could not connect",
+    "stuck": "the running runs",
+}
 
 
 def recent_failures(app: App, actor: Actor) -> list[Run]:
@@ -57,7 +70,7 @@ def dashboard(
     targets_total, targets_paired = targets_svc.count_targets(app, caller.actor)
     origins = Counter(jobs_svc.count_by_origin(app, caller.actor))
     scheduler = request.app.state.scheduler
-    summary = health_svc.summary(app, caller.actor)
+    summary = health_svc.summary(app, caller.actor, limit=ATTENTION_LIMIT, detail=False)
     return page(
         request,
         "dashboard.html",
@@ -67,6 +80,9 @@ def dashboard(
         individual_jobs=origins["individual"],
         by_status=summary.runs_24h,
         problems=summary.grouped,
+        attention=summary,
+        attention_words=ATTENTION_WORDS,
+        attention_lists=ATTENTION_LISTS,
         failures=recent_failures(app, caller.actor),
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),

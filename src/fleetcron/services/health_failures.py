@@ -1,0 +1,531 @@
+"""The failing assignments behind health (:mod:`fleetcron.services.health`): which they
+are and whether each is part of its target's outage (one chain of CTEs), their counts per
+job (one grouped statement), the ones listed (picked with a LIMIT), and for those only the
+failure streak and the outage, made into lines.
+
+A target none of whose runs reached it since its connection errors began is
+*unreachable*: its failing assignments make one line. Every other failure is one line per
+job × target. Every statement here reads a fixed number of index entries per failing
+assignment (the candidates come from the status index; the newest finished run from a
+short backward scan of the slot index ``assignment_id, scheduled_for, attempt``; the
+newest run that reached a target from ``ix_runs_target_started``), none per assignment of
+the fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Integer,
+    and_,
+    case,
+    distinct,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.orm import Session, aliased
+
+from fleetcron.core import statuses
+from fleetcron.core.statuses import RunStatus
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+FAILED = statuses.FAILED
+FINISHED = statuses.FINISHED
+REACHED = statuses.REACHED
+"""Outcomes that prove the connection to the target worked (the command ran)."""
+
+JOBS_NAMED = 5
+"""How many job names a text line of an unreachable target spells out."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One job × target that needs attention: the full detail.
+
+    ``since``: for ``failing``, the first failure of the current streak (the newest run is
+    at ``last_failure_at``); for ``late``, the undecided slot; for ``stuck``, the start.
+    """
+
+    kind: str  # failing | late | stuck
+    job: str
+    target: str
+    since: datetime | None
+    detail: str
+    status: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    failures: int = 0
+    last_failure_at: datetime | None = None
+    run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupedProblem:
+    """One line of the grouped view.
+
+    ``unreachable``: a target whose connection attempts have failed since ``since`` (the
+    first connection error after the last run that reached it); ``job`` is None and
+    ``jobs`` names the jobs that could not connect. Otherwise one job × target, as in
+    :class:`Problem`.
+    """
+
+    kind: str  # unreachable | failing | stuck | late
+    target: str
+    job: str | None
+    jobs: tuple[str, ...]
+    since: datetime | None
+    detail: str
+    error: str | None = None
+    failures: int = 0
+    run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A current assignment whose newest finished run failed, with its streak."""
+
+    assignment_id: int
+    job: str
+    target_id: int
+    target: str
+    run_id: int
+    status: str
+    error: str | None
+    exit_code: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    failures: int
+    streak_since: datetime | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Connection errors on a target since the last run that reached it."""
+
+    reached_at: datetime | None
+    since: datetime
+    attempts: int
+
+
+@dataclass
+class JobTally:
+    """One job's failing assignments, and how many of them are in their target's outage."""
+
+    failing: int = 0
+    unreachable: int = 0
+
+
+@dataclass(frozen=True)
+class FailingCounts:
+    """Failing assignments per job (by name), and the targets in an outage."""
+
+    by_job: dict[str, JobTally]
+    unreachable_targets: int
+
+
+def classified(session: Session) -> CTE:
+    """The current assignments whose newest finished run failed (``assignment_id``,
+    ``job_id``, ``target_id``), and whether that failure is part of its target's outage
+    (``down``: 1 for a connection error after the newest run that reached the target)."""
+    # Runs of one assignment are ordered by (scheduled_for, attempt): unique per assignment
+    # and exactly the slot index, so "newest" is a short backward index scan.
+    newest = (
+        select(Run.id)
+        .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
+        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+        .limit(1)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
+    # Only an assignment with a failed run at all can be failing: the candidates come from
+    # the status index (failed runs are a small part of the history), so the probe for the
+    # newest finished run is made per candidate, not for every assignment of the fleet.
+    candidates = select(Run.assignment_id).where(
+        rare(session, Run.status.in_(FAILED)), Run.assignment_id.is_not(None)
+    )
+    latest = (
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.job_id.label("job_id"),
+            Assignment.target_id.label("target_id"),
+            newest.label("run_id"),
+        )
+        .where(Assignment.id.in_(candidates))
+        .subquery("latest")
+    )
+    last = aliased(Run, name="last_run")
+    failing = materialized(
+        select(
+            latest.c.assignment_id,
+            latest.c.job_id,
+            latest.c.target_id,
+            last.status.label("status"),
+            func.coalesce(last.started_at, last.finished_at).label("started"),
+        )
+        .join(last, last.id == latest.c.run_id)
+        .where(last.status.in_(FAILED))
+        .cte("failing")
+    )
+    reached = aliased(Run, name="reached_run")
+    reached_at = (
+        select(reached.started_at)
+        .where(
+            reached.target_id == Target.id,
+            reached.status.in_(REACHED),
+            reached.started_at.is_not(None),
+        )
+        .order_by(reached.started_at.desc())
+        .limit(1)
+        .correlate(Target)
+        .scalar_subquery()
+    )
+    # Once per target with a connection error, not once per failing assignment there.
+    last_reached = materialized(
+        select(Target.id.label("target_id"), reached_at.label("reached_at"))
+        .where(
+            Target.id.in_(
+                select(failing.c.target_id).where(failing.c.status == RunStatus.CONNECT_ERROR.value)
+            )
+        )
+        .cte("last_reached")
+    )
+    down = case(
+        (
+            and_(
+                failing.c.status == RunStatus.CONNECT_ERROR.value,
+                or_(
+                    last_reached.c.reached_at.is_(None),
+                    failing.c.started > last_reached.c.reached_at,
+                ),
+            ),
+            1,
+        ),
+        else_=0,
+    )
+    return materialized(
+        select(
+            failing.c.assignment_id,
+            failing.c.job_id,
+            failing.c.target_id,
+            down.label("down"),
+        )
+        .select_from(failing)
+        .outerjoin(last_reached, last_reached.c.target_id == failing.c.target_id)
+        .cte("classified")
+    )
+
+
+def materialized(cte: CTE) -> CTE:
+    """Computed once per statement: else PostgreSQL and SQLite inline a CTE into every
+    place that reads it and probe the runs again for each."""
+    return cte.prefix_with("MATERIALIZED", dialect="postgresql").prefix_with(
+        "MATERIALIZED", dialect="sqlite"
+    )
+
+
+def failing_counts(session: Session) -> FailingCounts:
+    """Per job, the failing assignments and those of them in an outage; and the targets in
+    an outage: one grouped statement."""
+    c = classified(session)
+    per_job = (
+        select(
+            Job.name.label("job"),
+            c.c.down,
+            func.count().label("n"),
+        )
+        .join(Job, Job.id == c.c.job_id)
+        .group_by(Job.name, c.c.down)
+    )
+    targets = select(
+        null().label("job"),
+        literal(1, Integer).label("down"),
+        func.count(distinct(c.c.target_id)).label("n"),
+    ).where(c.c.down == 1)
+    by_job: dict[str, JobTally] = {}
+    unreachable_targets = 0
+    for job, is_down, n in session.execute(union_all(per_job, targets)).all():
+        if job is None:
+            unreachable_targets = n
+            continue
+        tally = by_job.setdefault(job, JobTally())
+        tally.failing += n
+        if is_down:
+            tally.unreachable += n
+    return FailingCounts(by_job, unreachable_targets)
+
+
+def shown_failing(session: Session, limit: int | None) -> tuple[set[int], set[int]]:
+    """The assignments behind the lines listed: those of the first ``limit`` unreachable
+    targets (by name), and the first ``limit`` other failing ones (by job, then target)."""
+    c = classified(session)
+    first_down = (
+        select(c.c.target_id)
+        .join(Target, Target.id == c.c.target_id)
+        .where(c.c.down == 1)
+        .group_by(c.c.target_id, Target.name)
+        .order_by(Target.name)
+        .limit(limit)
+        .subquery("first_down")
+    )
+    down = select(c.c.assignment_id, literal(1, Integer).label("down")).where(
+        c.c.down == 1, c.c.target_id.in_(select(first_down.c.target_id))
+    )
+    first_failing = (
+        select(c.c.assignment_id)
+        .join(Job, Job.id == c.c.job_id)
+        .join(Target, Target.id == c.c.target_id)
+        .where(c.c.down == 0)
+        .order_by(Job.name, Target.name)
+        .limit(limit)
+        .subquery("first_failing")
+    )
+    others = select(first_failing.c.assignment_id, literal(0, Integer).label("down"))
+    shown_down: set[int] = set()
+    shown_failing: set[int] = set()
+    for assignment_id, is_down in session.execute(union_all(down, others)).all():
+        (shown_down if is_down else shown_failing).add(assignment_id)
+    return shown_down, shown_failing
+
+
+def failing_rows(
+    session: Session, assignment_ids: Sequence[int], streak_of: Iterable[int] | None = None
+) -> list[Failing]:
+    """These assignments' newest finished run, when it failed, in one statement; for those
+    in ``streak_of`` (None: all) with the length and the start of the failure streak (the
+    failures after the newest success; the others have 0 and None)."""
+    # Issued even for no assignment (an empty IN), as the outages are: a summary makes the
+    # same statements whatever it finds.
+    newest = (
+        select(Run.id)
+        .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
+        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+        .limit(1)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
+    latest = (
+        select(Assignment.id.label("assignment_id"), newest.label("run_id"))
+        .where(Assignment.id.in_(assignment_ids))
+        .subquery("latest")
+    )
+    last = aliased(Run, name="last_run")
+    failed = (
+        select(latest.c.assignment_id, latest.c.run_id)
+        .join(last, last.id == latest.c.run_id)
+        .where(last.status.in_(FAILED))
+        .cte("failing")
+    )
+    ok = aliased(Run, name="ok_run")
+    last_success = (
+        select(ok.scheduled_for)
+        .where(ok.assignment_id == failed.c.assignment_id, ok.status == RunStatus.SUCCEEDED)
+        .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
+        .limit(1)
+        .correlate(failed)
+        .scalar_subquery()
+    )
+    wanted = select(failed.c.assignment_id, last_success.label("ok_at"))
+    if streak_of is not None:
+        wanted = wanted.where(failed.c.assignment_id.in_(sorted(streak_of)))
+    counted = wanted.subquery("counted")
+    # The streak: failed runs after the newest success. A success ends its slot's retry
+    # chain, so no failure shares the success's scheduled_for after it.
+    streak_run = aliased(Run, name="streak_run")
+    streaks = (
+        select(
+            counted.c.assignment_id,
+            func.count(streak_run.id).label("failures"),
+            func.min(func.coalesce(streak_run.started_at, streak_run.finished_at)).label("since"),
+        )
+        .join(
+            streak_run,
+            and_(
+                streak_run.assignment_id == counted.c.assignment_id,
+                streak_run.status.in_(FAILED),
+                or_(counted.c.ok_at.is_(None), streak_run.scheduled_for > counted.c.ok_at),
+            ),
+        )
+        .group_by(counted.c.assignment_id)
+        .subquery("streaks")
+    )
+    rows = session.execute(
+        select(
+            failed.c.assignment_id,
+            Job.name,
+            Target.id,
+            Target.name,
+            last.id,
+            last.status,
+            last.error,
+            last.exit_code,
+            last.started_at,
+            last.finished_at,
+            func.coalesce(streaks.c.failures, 0),
+            streaks.c.since,
+            last.reason,
+        )
+        .select_from(failed)
+        .join(last, last.id == failed.c.run_id)
+        .join(Assignment, Assignment.id == failed.c.assignment_id)
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+        .outerjoin(streaks, streaks.c.assignment_id == failed.c.assignment_id)
+        .order_by(Job.name, Target.name)
+    ).all()
+    return [Failing(*row) for row in rows]
+
+
+def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """``condition``, marked for SQLite's planner as true for few rows. SQLite keeps no
+    distribution of a column's values, so it takes the six failed statuses for most of the
+    runs and scans the table instead of reading the status index; ``unlikely()`` is a no-op
+    that corrects the estimate. PostgreSQL has the histogram."""
+    if session.get_bind().dialect.name == "sqlite":
+        return func.unlikely(condition)
+    return condition
+
+
+def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]:
+    """Per target, the connection errors since the newest run that reached it (by start
+    time across all its jobs); targets reached after their last connection error have none."""
+    reached = aliased(Run, name="reached_run")
+    reached_at = (
+        select(reached.started_at)
+        .where(
+            reached.target_id == Target.id,
+            reached.status.in_(REACHED),
+            reached.started_at.is_not(None),
+        )
+        .order_by(reached.started_at.desc())
+        .limit(1)
+        .correlate(Target)
+        .scalar_subquery()
+    )
+    # Materialized: else PostgreSQL and SQLite inline it and run the reached_at lookup once
+    # per connection error joined, for the join filter and again for the grouping.
+    last_reached = (
+        select(Target.id.label("target_id"), reached_at.label("reached_at"))
+        .where(Target.id.in_(target_ids))
+        .cte("last_reached")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+        .prefix_with("MATERIALIZED", dialect="sqlite")
+    )
+    attempt = aliased(Run, name="attempt_run")
+    rows = session.execute(
+        select(
+            last_reached.c.target_id,
+            last_reached.c.reached_at,
+            func.min(attempt.started_at),
+            func.count(attempt.id),
+        )
+        .join(
+            attempt,
+            and_(
+                attempt.target_id == last_reached.c.target_id,
+                attempt.status == "connect_error",
+                attempt.started_at.is_not(None),
+                or_(
+                    last_reached.c.reached_at.is_(None),
+                    attempt.started_at > last_reached.c.reached_at,
+                ),
+            ),
+        )
+        .group_by(last_reached.c.target_id, last_reached.c.reached_at)
+    ).all()
+    return {row[0]: Outage(row[1], row[2], row[3]) for row in rows}
+
+
+def in_outage(failing: Failing, outage: Outage | None) -> bool:
+    """Whether this failure is part of its target's outage: a connection error that no run
+    reaching the target has followed."""
+    if failing.status != "connect_error" or outage is None:
+        return False
+    started = failing.started_at or failing.finished_at
+    return outage.reached_at is None or (started is not None and started > outage.reached_at)
+
+
+def group_failures(failing: Iterable[Failing], outages: dict[int, Outage]) -> list[GroupedProblem]:
+    """One ``unreachable`` line per target in an outage, then one ``failing`` line per
+    other failing job × target."""
+    down: list[Failing] = []
+    others: list[GroupedProblem] = []
+    for f in failing:
+        if in_outage(f, outages.get(f.target_id)):
+            down.append(f)
+        else:
+            others.append(one_line(failing_problem(f)))
+    return [*unreachable_lines(down, outages), *others]
+
+
+def unreachable_lines(down: Iterable[Failing], outages: dict[int, Outage]) -> list[GroupedProblem]:
+    """One line per target of these failures (all of them part of its outage), by name."""
+    by_target: dict[int, list[Failing]] = {}
+    for f in down:
+        by_target.setdefault(f.target_id, []).append(f)
+    lines = []
+    for target_id, members in by_target.items():
+        newest = max(members, key=lambda f: f.run_id)  # its error is the one shown
+        outage = outages.get(target_id) or members_outage(members)
+        jobs = tuple(sorted(f.job for f in members))
+        named = ", ".join(jobs[:JOBS_NAMED]) + (
+            f" and {len(jobs) - JOBS_NAMED} more" if len(jobs) > JOBS_NAMED else ""
+        )
+        lines.append(
+            GroupedProblem(
+                "unreachable",
+                newest.target,
+                None,
+                jobs,
+                outage.since,
+                f"{newest.error or 'cannot connect'}; {len(jobs)} job(s) cannot connect "
+                f"({named}); {outage.attempts} failed connection(s)",
+                error=newest.error,
+                failures=outage.attempts,
+                run_id=newest.run_id,
+            )
+        )
+    lines.sort(key=lambda line: line.target)
+    return lines
+
+
+def members_outage(members: Sequence[Failing]) -> Outage:
+    """The outage as its failures show it, for a target whose connection errors carry no
+    start time (the outage statement reads start times only)."""
+    times = [t for f in members for t in (f.started_at, f.finished_at) if t is not None]
+    return Outage(None, min(times) if times else datetime.min, len(members))
+
+
+def failing_problem(f: Failing) -> Problem:
+    exit_text = f" (exit {f.exit_code})" if f.exit_code is not None else ""
+    # lost, interrupted and fenced runs carry no error, only why fleetcron closed them
+    explanation = f.error or f.reason
+    error_text = f": {explanation}" if explanation else ""
+    return Problem(
+        "failing",
+        f.job,
+        f.target,
+        f.streak_since,
+        f"last run {f.status}{exit_text}{error_text}; {f.failures} failure(s) in a row",
+        status=f.status,
+        error=f.error,
+        exit_code=f.exit_code,
+        failures=f.failures,
+        last_failure_at=f.finished_at,
+        run_id=f.run_id,
+    )
+
+
+def one_line(p: Problem) -> GroupedProblem:
+    return GroupedProblem(
+        p.kind, p.target, p.job, (p.job,), p.since, p.detail, p.error, p.failures, p.run_id
+    )
