@@ -17,7 +17,14 @@ from fleetcron.services.job_slots import SlotGroup
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 #: One character per run in the status strip (oldest first).
-STRIP_CHARS = {"ok": "+", "failed": "X", "running": ">", "missed": "m", "skipped": "s"}
+STRIP_CHARS = {
+    "ok": "+",
+    "failed": "X",
+    "running": ">",
+    "waiting": ".",
+    "missed": "m",
+    "skipped": "s",
+}
 
 
 def strip_text(row: TargetRow) -> str:
@@ -86,7 +93,7 @@ def job_status(
     as_user: str | None,
 ) -> None:
     """How job NAME stands on each of its targets: paused or not, the newest runs as a strip
-    (oldest first: + ok, X failed, > running, m missed, s skipped), the last result, the
+    (oldest first: + ok, X failed, > running, . waiting, m missed, s skipped), the last result, the
     failure streak and the next fire."""
     query = TargetQuery(
         statuses=status, labels=labels, sort=sort, limit=limit, offset=offset, strip=strip
@@ -113,7 +120,9 @@ def job_status(
     c = page.counts
     echo(
         f"job {page.job}: {c.total} target(s): {c.ok} ok, {c.failed} failed, "
-        f"{c.running} running, {c.paused} paused" + (f", {c.never} never ran" if c.never else "")
+        f"{c.running} running, {c.paused} paused"
+        + (f", {c.waiting} waiting" if c.waiting else "")
+        + (f", {c.never} never ran" if c.never else "")
     )
     if durations.runs:
         echo(

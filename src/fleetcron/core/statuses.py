@@ -67,6 +67,11 @@ ALL: Final[tuple[RunStatus, ...]] = tuple(RunStatus)
 ACTIVE: Final = (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING)
 """Not decided yet: the run may still change."""
 
+WAITING: Final = (RunStatus.QUEUED, RunStatus.PENDING)
+"""Active but not started: a manual request the scheduler has not taken yet, or a slot of
+a rollout held until its turn. Nothing runs on the target yet (the fleet view counts them
+apart from ``running``)."""
+
 TERMINAL: Final = tuple(s for s in RunStatus if s not in ACTIVE)
 """Decided: the status will not change again (every status but the active ones)."""
 
@@ -206,6 +211,7 @@ __all__ = [
     "STOPPABLE",
     "TERMINAL",
     "TRANSITIONS",
+    "WAITING",
     "ExecutorStatus",
     "RunStatus",
     "RunStatusName",

@@ -24,8 +24,9 @@ from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
-#: The classes of a target's newest run, in the order "worst first" sorts them.
-STATES: tuple[str, ...] = ("failed", "running", "missed", "skipped", "never", "ok")
+#: The classes of a target's newest run, in the order "worst first" sorts them. ``waiting``:
+#: not started yet (``statuses.WAITING``: queued, or pending its turn in a rollout).
+STATES: tuple[str, ...] = ("failed", "running", "waiting", "missed", "skipped", "never", "ok")
 
 
 PAGE_MAX = 1000
@@ -43,7 +44,9 @@ def state_of(status: RunStatus | str | None) -> str:
         return "ok"
     if status in statuses.FAILED:
         return "failed"
-    if status in statuses.ACTIVE:
+    if status in statuses.WAITING:
+        return "waiting"
+    if status is RunStatus.RUNNING:
         return "running"
     if status is RunStatus.CANCELLED:
         return "skipped"  # stopped by an operator: did not run to an outcome, not a failure
@@ -59,6 +62,7 @@ class JobCounts:
     ok: int = 0
     failed: int = 0
     running: int = 0
+    waiting: int = 0
     missed: int = 0
     skipped: int = 0
     never: int = 0
@@ -70,6 +74,7 @@ class JobCounts:
             "ok": self.ok,
             "failed": self.failed,
             "running": self.running,
+            "waiting": self.waiting,
             "missed": self.missed,
             "skipped": self.skipped,
             "never": self.never,

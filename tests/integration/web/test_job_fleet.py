@@ -106,6 +106,7 @@ def test_each_target_shows_its_state_strip_and_the_failure_streak_since_its_firs
         "ok": 2,
         "failed": 1,
         "running": 0,
+        "waiting": 0,
         "missed": 0,
         "skipped": 0,
         "never": 0,
