@@ -197,10 +197,15 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
         offset, printed, where = 0, False, ""
         while True:
             view = svc.follow_output(app, actor, run_id, offset)
+            if not view.running and not offset and not printed:
+                break  # it had ended: shown below as `runs show` shows it
             if view.running and view.node != where and view.status == "running":
                 where = view.node
                 echo(f"--- run {run_id} running on node {where}", err=True)
-            if view.gap:
+            if view.source == "recorded" and view.gap and not view.text:
+                # What the follower missed cannot be told apart (both streams wrote).
+                echo(f"\n[... the last seconds of output: see `fleetcron runs show {run_id}`]")
+            elif view.gap:
                 echo(view.text[: view.gap_at], nl=False)
                 echo(f"\n[... {view.gap} bytes not shown ...]\n", nl=False)
                 echo(view.text[view.gap_at :], nl=False)
@@ -212,38 +217,13 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
                 break
             time.sleep(interval)
         run = svc.get_run(app, actor, run_id)
-    if not printed:
+    if not printed and not offset:
         _show(run)
         return
-    rest = _rest(run, offset)
-    if rest is None:
-        echo(f"\n[... the last seconds of output: see `fleetcron runs show {run_id}`]")
-    elif rest:
-        echo(rest, nl=False)
-        if not rest.endswith("\n"):
-            click.echo()
+    if view.text and not view.text.endswith("\n"):
+        click.echo()
     end = f"exit {run.exit_code}" if run.exit_code is not None else (run.reason or run.error)
     echo(f"--- run {run_id} {run.status}" + (f": {end}" if end else ""), err=True)
-
-
-def _rest(run: Run, offset: int) -> str | None:
-    """The recorded output from byte ``offset`` of the live stream on (what a follower did
-    not see before the run ended: the snapshot is a few seconds old); None when that cannot
-    be told apart (both streams wrote, or the part was not kept)."""
-    streams = [s for s in ("stdout", "stderr") if getattr(run, f"{s}_bytes")]
-    if len(streams) != 1:
-        return "" if not streams else None
-    name = streams[0]
-    total: int = getattr(run, f"{name}_bytes")
-    head: bytes = getattr(run, f"{name}_head").encode()
-    tail: bytes = getattr(run, f"{name}_tail").encode()
-    if offset >= total:
-        return ""
-    if not getattr(run, f"{name}_truncated"):
-        return (head + tail)[offset:].decode("utf-8", errors="replace")
-    if offset >= total - len(tail):
-        return tail[offset - (total - len(tail)) :].decode("utf-8", errors="replace")
-    return None
 
 
 @runs.command("stop")

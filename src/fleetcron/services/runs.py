@@ -212,12 +212,13 @@ class LiveSource(Protocol):
 
 @dataclass(frozen=True)
 class LiveView:
-    """The output of a run from byte ``since`` on, while it runs.
+    """The output of a run from byte ``since`` on.
 
     ``source``: ``live`` (this process runs it: the output as it comes), ``snapshot``
-    (another process runs it: the tail it last wrote to the database, ``as_of``), or
-    ``none`` (not running, or nothing printed yet on another node). ``gap`` bytes that
-    are no longer kept were skipped at ``gap_at`` (characters into ``text``)."""
+    (another process runs it: the tail it last wrote to the database, ``as_of``),
+    ``recorded`` (it has ended: its recorded output, :func:`recorded_output`), or ``none``
+    (not started yet, or nothing printed yet on another node). ``gap`` bytes that are no
+    longer kept were skipped at ``gap_at`` (characters into ``text``)."""
 
     run_id: int
     status: str
@@ -233,6 +234,68 @@ class LiveView:
     total: int
     as_of: datetime | None
     stop_requested_by: str | None
+
+
+@dataclass(frozen=True)
+class RecordedChunk:
+    """A piece of a run's recorded output for a follower (see :func:`recorded_output`)."""
+
+    text: str
+    offset: int
+    gap: int
+    gap_at: int
+    total: int
+
+
+def _stream(run: Run, name: str) -> tuple[bytes, int, bytes]:
+    """A recorded stream as (head, bytes not kept in the middle, tail)."""
+    total: int = getattr(run, f"{name}_bytes")
+    head: bytes = getattr(run, f"{name}_head").encode()
+    tail: bytes = getattr(run, f"{name}_tail").encode()
+    if not getattr(run, f"{name}_truncated"):
+        return head + tail, 0, b""
+    return head, max(total - len(head) - len(tail), 0), tail
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def recorded_output(run: Run, since: int) -> RecordedChunk:
+    """The recorded output of an ended run from byte ``since`` of its live stream on: what
+    a follower who saw ``since`` bytes while it ran has not seen yet.
+
+    The live stream is stdout and stderr interleaved; what is recorded keeps each stream's
+    head and tail apart. A run that wrote to one stream (the common case): that stream is
+    the live stream, so the answer continues exactly where the follower was, the omitted
+    middle (if any) as the ``gap``. A run that wrote to both: from byte 0, stdout then
+    stderr, each omitted middle marked in the text as ``runs show`` shows it; from further
+    on, which bytes the follower missed cannot be told, so the answer has no text and the
+    rest as its ``gap`` (read ``GET /runs/{id}`` or ``runs show``)."""
+    streams = [s for s in ("stdout", "stderr") if getattr(run, f"{s}_bytes")]
+    total = sum(getattr(run, f"{s}_bytes") for s in streams)
+    since = min(max(since, 0), total)
+    if len(streams) == 2:
+        if since:
+            return RecordedChunk("", total, total - since, 0, total)
+        parts = []
+        for name in streams:
+            head, omitted, tail = _stream(run, name)
+            middle = f"\n[... {omitted} bytes omitted ...]\n" if omitted else ""
+            parts.append(_decode(head) + middle + _decode(tail))
+        return RecordedChunk("".join(parts), total, 0, 0, total)
+    if not streams:
+        return RecordedChunk("", since, 0, 0, total)
+    head, omitted, tail = _stream(run, streams[0])
+    tail_at = len(head) + omitted
+    if since < len(head):
+        first = _decode(head[since:])
+        return RecordedChunk(
+            first + _decode(tail), total, omitted, len(first) if omitted else 0, total
+        )
+    if since < tail_at:
+        return RecordedChunk(_decode(tail), total, tail_at - since, 0, total)
+    return RecordedChunk(_decode(tail[since - tail_at :]), total, 0, 0, total)
 
 
 def follow_output(
@@ -267,7 +330,11 @@ def follow_output(
     running = run.status in statuses.ACTIVE
     source, text, offset, gap, gap_at, total = "none", "", since, 0, 0, since
     as_of = None
-    if run.status == "running" and run.live_output is not None and run.live_bytes is not None:
+    if run.status in statuses.TERMINAL:
+        recorded = recorded_output(run, since)
+        source, text, offset, total = "recorded", recorded.text, recorded.offset, recorded.total
+        gap, gap_at = recorded.gap, recorded.gap_at
+    elif run.status == "running" and run.live_output is not None and run.live_bytes is not None:
         source, as_of, total = "snapshot", run.live_at, run.live_bytes
         data = run.live_output.encode()
         start = run.live_bytes - len(data)

@@ -88,13 +88,17 @@ def local_stop(request: Request) -> Callable[[int, str], bool] | None:
 
 
 class LiveOutputOut(BaseModel):
-    """A running run's output from byte ``since`` on (``GET /runs/{id}/output``).
+    """A run's output from byte ``since`` on (``GET /runs/{id}/output``).
 
-    Poll again with ``since=offset``. ``gap`` bytes in the middle were no longer kept (the
-    follower fell behind the bounded buffer), at ``gap_at`` characters into ``text``.
-    ``source``: ``live`` (this node runs it), ``snapshot`` (another node does: its last
-    write, taken at ``as_of``, every few seconds), ``none`` (nothing to show: queued, or
-    ended — read ``GET /runs/{id}`` for the recorded output)."""
+    Poll again with ``since=offset`` while ``running``. ``gap`` bytes in the middle were no
+    longer kept (the follower fell behind the bounded buffer, or the recorded output kept
+    only the head and tail), at ``gap_at`` characters into ``text``. ``source``: ``live``
+    (this node runs it), ``snapshot`` (another node does: its last write, taken at
+    ``as_of``, every few seconds), ``recorded`` (it has ended: the recorded output from
+    byte ``since`` of what a follower saw while it ran; for a run that wrote to both
+    stdout and stderr, from 0 only: both streams, stdout first, and from further on no
+    text and the rest as ``gap``, see ``GET /runs/{id}``), ``none`` (nothing to show yet:
+    queued, or nothing written yet on another node)."""
 
     run_id: int
     status: str
