@@ -6,6 +6,7 @@ Each check raises :class:`InvalidInput` naming the field, the value and what is 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from fleetcron.errors import InvalidInput
 
@@ -64,6 +65,31 @@ def validate_no_nul(value: str, *, field: str) -> str:
             field=field,
             value=value,
             allowed="text without NUL",
+        )
+    return value
+
+
+SEARCH_TEXT_RULE = "text without control characters (NUL, escape, newline, tab, ...)"
+_CONTROL_NAMES = {
+    "\x00": "NUL", "\t": "tab", "\n": "newline", "\r": "carriage return", "\x1b": "escape",
+    "\x7f": "DEL",
+}  # fmt: skip
+
+
+def validate_search_text(value: str, *, field: str) -> str:
+    """The text of a search (``q=`` of the targets list and of the runs search): no
+    control character. A NUL ends a LIKE pattern on SQLite (the search matched everything)
+    and is an error on PostgreSQL, so the same text answered differently on the two; the
+    other control characters cannot be typed into a search box and are refused alike, in
+    this one place, before any database sees the text."""
+    bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        shown = _CONTROL_NAMES.get(bad, f"U+{ord(bad):04X}")
+        raise InvalidInput(
+            f"{field}: contains a control character ({shown}); allowed: {SEARCH_TEXT_RULE}",
+            field=field,
+            value=value,
+            allowed=SEARCH_TEXT_RULE,
         )
     return value
 

@@ -122,7 +122,7 @@ def _filtered(query: Select[Any], f: RunFilter, dialect: str) -> Select[Any]:
         query = query.where(Run.scheduled_for < f.until)
     if f.grep:
         v.validate_length(f.grep, field="q", limit=GREP_MAX_CHARS)
-        v.validate_no_nul(f.grep, field="q")
+        v.validate_search_text(f.grep, field="q")
         query = query.where(_text_match(f.grep, dialect))
     if f.run_ids is not None:
         query = query.where(Run.id.in_(f.run_ids))

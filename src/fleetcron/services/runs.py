@@ -104,7 +104,7 @@ def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
     if f.until:
         query = query.where(Run.scheduled_for < f.until)
     if f.grep:
-        v.validate_no_nul(f.grep, field="grep")
+        v.validate_search_text(f.grep, field="grep")
         pattern = f"%{f.grep}%"
         query = query.where(
             or_(

@@ -143,6 +143,8 @@ def list_targets_page(
         raise InvalidInput(
             f"offset: must be 0 or more, got {offset}", field="offset", value=offset, allowed=">= 0"
         )
+    if name:
+        v.validate_search_text(name, field="q")
     query = select(Target)
     counted = select(func.count(Target.id))
     if name:
