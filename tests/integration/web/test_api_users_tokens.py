@@ -144,6 +144,52 @@ def test_the_last_admin_cannot_be_demoted(client: TestClient, as_admin: Headers)
     assert error_of(response)["code"] == "conflict"
 
 
+def test_a_patch_whose_role_is_refused_changes_no_password(
+    client: TestClient, as_admin: Headers
+) -> None:
+    # The last admin cannot be demoted: the password given with that role must not be set
+    # either (it used to be, ending the admin's sessions, before the 409).
+    response = client.patch(
+        f"{API}/users/admin",
+        json={"password": "taken-over-password", "role": "viewer"},
+        headers=as_admin,
+    )
+
+    assert response.status_code == 409
+    assert error_of(response)["field"] == "name"
+    old = client.post("/login", data={"username": "admin", "password": "admin-password"})
+    new = client.post("/login", data={"username": "admin", "password": "taken-over-password"})
+    assert (old.status_code, new.status_code) == (303, 401)
+
+
+def test_a_patch_whose_password_is_refused_changes_no_role(
+    client: TestClient, as_admin: Headers
+) -> None:
+    response = client.patch(
+        f"{API}/users/victor", json={"password": "short", "role": "admin"}, headers=as_admin
+    )
+
+    assert response.status_code == 422
+    assert error_of(response)["field"] == "password"
+    roles = {u["name"]: u["role"] for u in client.get(f"{API}/users", headers=as_admin).json()}
+    assert roles["victor"] == "viewer"
+
+
+def test_a_patch_with_a_password_and_a_role_sets_both(
+    client: TestClient, as_admin: Headers
+) -> None:
+    response = client.patch(
+        f"{API}/users/victor",
+        json={"password": "fresh-password", "role": "operator"},
+        headers=as_admin,
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["role"] == "operator"
+    login = client.post("/login", data={"username": "victor", "password": "fresh-password"})
+    assert login.status_code == 303
+
+
 @sqlite_only
 def test_an_admin_can_be_deleted_once_there_is_another(
     client: TestClient, as_admin: Headers

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from fleetcron.app import App
+from fleetcron.core import validation as v
 from fleetcron.services import users as svc
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
@@ -51,6 +52,13 @@ def edit_user(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("user.edit"))],
 ) -> UserOut:
+    # All or nothing: a refused field changes no other. The password is checked before
+    # anything is written, and the role (which may be refused: the last admin) is set
+    # before the password, whose change ends the user's sessions.
+    if body.password is not None:
+        v.validate_password(body.password)
+    if body.role is not None:
+        svc.set_role(app, caller.actor, name, body.role)
     if body.password is not None:
         # The user's sessions end (the caller's own, when resetting themselves, stays).
         keep = session_token(request) if caller.csrf_token is not None else None
@@ -62,8 +70,6 @@ def edit_user(
             keep_session=keep,
             revoke_tokens=body.revoke_tokens,
         )
-    if body.role is not None:
-        svc.set_role(app, caller.actor, name, body.role)
     return _out(svc.show_user(app, caller.actor, name))
 
 
