@@ -415,37 +415,73 @@ def resume(name: str, as_user: str | None) -> None:
         click.echo(f"target {name} was not paused")
 
 
+#: The most targets one ``target list --limit`` page may ask for (as the API's pages).
+LIST_LIMIT_MAX = 1000
+
+
+def _list_row(t: Target, default_zone: str) -> tuple[str, ...]:
+    return (
+        t.name,
+        t.kind,
+        f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
+        state_of(t),
+        t.timezone or f"- (default {default_zone})",
+        ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
+    )
+
+
 @target.command("list")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, LIST_LIMIT_MAX),
+    default=None,
+    help=f"Show one page of at most this many targets (1 to {LIST_LIMIT_MAX}); "
+    "default: all of them.",
+)
+@click.option(
+    "--offset", type=click.IntRange(0, 10_000_000), default=0, help="Skip this many targets."
+)
+@click.option(
+    "--name", "name", default=None, help="Only targets whose name contains this (any case)."
+)
 @json_option
 @as_user_option
-def list_(as_json: bool, as_user: str | None) -> None:
-    """List targets."""
+def list_(
+    limit: int | None, offset: int, name: str | None, as_json: bool, as_user: str | None
+) -> None:
+    """List targets by name: all of them, read from the database a few hundred at a time,
+    or one page with --limit and --offset (the rest is counted on stderr, with the
+    --offset of the next page)."""
+    rest = 0
     with opened_app() as app:
-        rows = svc.list_targets(app, acting(app, as_user))
+        actor = acting(app, as_user)
         default_zone = app.settings.timezone
+        if limit is None and not offset and not name:
+            pages = svc.iter_targets(app, actor, page=svc.TARGETS_READ_PAGE)
+        else:
+            page, total = svc.list_targets_page(
+                app, actor, limit=limit, offset=offset, name=name or None
+            )
+            rest = max(total - offset - len(page), 0)
+            pages = iter([page])
+        shown: list[dict[str, object]] = []
+        rows: list[tuple[str, ...]] = []
+        for page in pages:
+            # Each page becomes plain rows before the next is read.
+            if as_json:
+                shown.extend(target_dict(t) for t in page)
+            else:
+                rows.extend(_list_row(t, default_zone) for t in page)
     if as_json:
-        print_json([target_dict(t) for t in rows])
-        return
-    if not rows:
+        print_json(shown)
+    elif not rows and not (offset or name):
         click.echo(
             "no targets yet; add one with `fleetcron target add NAME --host H --user U --key FILE`"
         )
-        return
-    print_table(
-        None,
-        ["name", "kind", "address", "state", "zone", "labels"],
-        [
-            (
-                t.name,
-                t.kind,
-                f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
-                state_of(t),
-                t.timezone or f"- (default {default_zone})",
-                ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
-            )
-            for t in rows
-        ],
-    )
+    else:
+        print_table(None, ["name", "kind", "address", "state", "zone", "labels"], rows)
+    if rest and not as_json:
+        echo(f"{rest} more target(s): --offset {offset + len(shown) + len(rows)}", err=True)
 
 
 @target.command("show")

@@ -27,7 +27,7 @@ in their own words (a command, or a button).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +172,64 @@ def target_names(app: App, actor: Actor) -> list[str]:
     actor.authorize("target.read")
     with app.db.read() as session:
         return list(session.scalars(select(Target.name).order_by(Target.name)))
+
+
+def paired_target_labels(app: App, actor: Actor) -> list[tuple[str, dict[str, str]]]:
+    """The name and labels of every paired target, by name (a bulk job form's target
+    picker): one statement that reads those two columns, not the whole rows."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        rows = session.execute(
+            select(Target.name, Target.labels)
+            .where(Target.paired.is_(True))
+            .order_by(Target.name)
+        )
+        return [(name, dict(labels or {})) for name, labels in rows]
+
+
+#: Names per ``IN (...)`` list (SQLite allows 32,766 parameters; stay well below).
+NAMES_CHUNK = 900
+
+
+def labels_of(app: App, actor: Actor, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The labels of the named targets (missing names are left out): the names and labels
+    columns only, :data:`NAMES_CHUNK` names a statement."""
+    actor.authorize("target.read")
+    wanted = sorted(set(names))
+    found: dict[str, dict[str, str]] = {}
+    with app.db.read() as session:
+        for start in range(0, len(wanted), NAMES_CHUNK):
+            chunk = wanted[start : start + NAMES_CHUNK]
+            rows = session.execute(
+                select(Target.name, Target.labels).where(Target.name.in_(chunk))
+            )
+            found.update((name, dict(labels or {})) for name, labels in rows)
+    return found
+
+
+#: Targets per read of :func:`iter_targets`.
+TARGETS_READ_PAGE = 500
+
+
+def iter_targets(
+    app: App, actor: Actor, *, page: int = TARGETS_READ_PAGE
+) -> Iterator[Sequence[Target]]:
+    """Every target by name, ``page`` at a time, each page its own short read (keyset by
+    name, so a target added or removed meanwhile neither repeats nor hides another): what
+    lists the whole fleet without holding it in one transaction."""
+    actor.authorize("target.read")
+    after: str | None = None
+    while True:
+        query = select(Target).order_by(Target.name).limit(page)
+        if after is not None:
+            query = query.where(Target.name > after)
+        with app.db.read() as session:
+            rows = session.scalars(query).all()
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        after = rows[-1].name
 
 
 def show_target(app: App, actor: Actor, name: str) -> tuple[Target, list[Assignment]]:

@@ -250,8 +250,10 @@ def last_runs(app: App, actor: Actor, names: Sequence[str]) -> dict[str, Run]:
 
 
 def _paired_targets(app: App, actor: Actor) -> list[Pick]:
+    """The picker of a new bulk job: every paired target's name and labels (only those two
+    columns are read)."""
     return [
-        Pick(t.name, dict(t.labels), True) for t in targets_svc.list_targets(app, actor) if t.paired
+        Pick(name, labels, True) for name, labels in targets_svc.paired_target_labels(app, actor)
     ]
 
 
@@ -311,7 +313,7 @@ def list_bulk_jobs(
 ) -> HTMLResponse:
     app = the_app(request)
     views = jobs_svc.list_jobs(app, caller.actor, origin="bulk")
-    paired = sum(1 for t in targets_svc.list_targets(app, caller.actor) if t.paired)
+    _, paired = targets_svc.count_targets(app, caller.actor)
     return page(
         request,
         "jobs.html",
@@ -382,7 +384,7 @@ def create_bulk_job(
 
 
 def _edit_picker(app: App, actor: Actor, view: JobView) -> list[Pick]:
-    labels = {t.name: dict(t.labels) for t in targets_svc.list_targets(app, actor)}
+    labels = targets_svc.labels_of(app, actor, (a.target for a in view.assignments))
     return [Pick(a.target, labels.get(a.target, {}), a.enabled) for a in view.assignments]
 
 

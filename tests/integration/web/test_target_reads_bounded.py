@@ -1,0 +1,125 @@
+"""Where the whole fleet used to be loaded, row by row with every column: the bulk job
+pages read only what they show (names and labels of the paired targets, the paired count,
+the labels of the job's own targets), and ``target list`` reads the targets a page at a
+time or one page with --limit/--offset; its output is the same as before (SQLite and
+PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from fleetcron.app import Actor, App
+from fleetcron.cli.main import cli
+from fleetcron.cli.output import run_cli
+from fleetcron.services import jobs, targets
+from fleetcron.services.jobs import JobSpec
+
+ADMIN = Actor("admin", "admin")
+NAMES = ("alpha", "bravo", "charlie", "delta", "echo")
+#: A column only a read of whole target rows selects.
+WHOLE_ROW = "targets.host_key"
+
+
+def fleet_reads(seen: list[str]) -> list[str]:
+    """The statements that read whole target rows other than by id (one target's row, as
+    a job's relationship loads it, is not a read of the fleet)."""
+    return [
+        s for s in seen if WHOLE_ROW in s and "targets.id = " not in s and "targets.id IN" not in s
+    ]
+
+
+@contextmanager
+def statements(app: App) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        seen.append(statement)
+
+    event.listen(app.db.engine, "before_cursor_execute", capture)
+    try:
+        yield seen
+    finally:
+        event.remove(app.db.engine, "before_cursor_execute", capture)
+
+
+@pytest.fixture
+def fleet(app: App) -> None:
+    for index, name in enumerate(NAMES):
+        targets.add_target(app, ADMIN, name, local=True, labels=[f"n={index}"])
+    targets.add_target(app, ADMIN, "spare", local=True, verify=False)  # not paired
+    jobs.add_job(app, ADMIN, "reload", JobSpec("0 2 * * *", "true"), bulk=True, selector="n=1")
+
+
+def test_the_bulk_job_pages_read_names_and_labels_only(
+    app: App, browser: TestClient, fleet: None
+) -> None:
+    with statements(app) as seen:
+        form = browser.get("/jobs/new")
+        listed = browser.get("/jobs")
+        edit = browser.get("/jobs/reload/edit")
+
+    assert form.status_code == listed.status_code == edit.status_code == 200
+    for name in NAMES:
+        assert f'value="{name}"' in form.text
+    assert 'value="spare"' not in form.text  # only paired targets are offered
+    assert "n=3" in form.text and "n=1" in edit.text
+    assert fleet_reads(seen) == []
+    # Negative control: the targets list shows whole rows, and its read says so.
+    with statements(app) as whole:
+        assert browser.get("/targets").status_code == 200
+    assert fleet_reads(whole)
+
+
+def test_iter_targets_reads_a_page_at_a_time(app: App, fleet: None) -> None:
+    with statements(app) as seen:
+        pages = [[t.name for t in page] for page in targets.iter_targets(app, ADMIN, page=2)]
+
+    assert pages == [["alpha", "bravo"], ["charlie", "delta"], ["echo", "spare"]]
+    reads = [s for s in seen if WHOLE_ROW in s]
+    assert len(reads) == 4  # three full pages, and the empty one that says it is the end
+
+
+def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = app.settings
+    assert settings.master_key is not None
+    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
+    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+
+
+def table_names(out: str) -> list[str]:
+    return [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+
+
+def test_target_list_prints_all_or_one_page(
+    app: App, fleet: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_env(app, monkeypatch)
+    monkeypatch.setattr(targets, "TARGETS_READ_PAGE", 2)
+
+    assert run_cli(cli, ["target", "list"]) == 0
+    everything = capsys.readouterr()
+    assert run_cli(cli, ["target", "list", "--limit", "2", "--offset", "1"]) == 0
+    page = capsys.readouterr()
+    assert run_cli(cli, ["target", "list", "--limit", "2", "--offset", "4"]) == 0
+    last = capsys.readouterr()
+    assert run_cli(cli, ["target", "list", "--json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert run_cli(cli, ["target", "list", "--limit", "0"]) == 2
+    refused = capsys.readouterr()
+
+    assert table_names(everything.out) == [*NAMES, "spare"]
+    assert everything.err == ""
+    assert table_names(page.out) == ["bravo", "charlie"]
+    assert page.err == "3 more target(s): --offset 3\n"
+    assert (table_names(last.out), last.err) == (["echo", "spare"], "")
+    assert [t["name"] for t in as_json] == [*NAMES, "spare"]
+    assert "private_key" not in json.dumps(as_json)
+    assert "--limit" in refused.err
