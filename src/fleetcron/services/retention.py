@@ -53,11 +53,12 @@ def prune(
 ) -> PruneResult:
     """Apply the retention settings once; with ``dry_run`` only count.
 
-    Runs are deleted ``prune_batch`` per transaction. With ``budget_s``, no chunk starts
-    once ``budget_s`` seconds (by ``clock``) have passed since the call began: the round
-    stops, ``complete`` is False, and the next call continues where it left off (the
-    oldest rows first; nothing newer than the limits is touched either way). Audit events
-    are pruned only in a round whose runs were all done."""
+    Runs and audit events are deleted ``prune_batch`` per transaction. With ``budget_s``,
+    no chunk starts once ``budget_s`` seconds (by ``clock``) have passed since the call
+    began: the round stops, ``complete`` is False, and the next call continues where it
+    left off (the oldest rows first; nothing newer than the limits is touched either way).
+    Audit events are pruned only in a round whose runs were all done, in the same chunks
+    under the same budget."""
     actor.authorize("settings.manage")
     s = app.settings
     now = app.now()
@@ -78,12 +79,13 @@ def prune(
         by_count = prune_runs_beyond(
             app.db, s.retention_max_runs, batch=batch, dry_run=dry_run, more=more
         )
-    audit_events = 0
+    audit = Pruned(0)
     complete = by_age.complete and by_count.complete
     if complete and s.audit_retention_days is not None:
         cutoff = now - timedelta(days=s.audit_retention_days)
-        audit_events = prune_events_older_than(app.db, cutoff, batch=batch, dry_run=dry_run)
-    result = PruneResult(by_age.count, by_count.count, audit_events, dry_run, complete)
+        audit = prune_events_older_than(app.db, cutoff, batch=batch, dry_run=dry_run, more=more)
+        complete = audit.complete
+    result = PruneResult(by_age.count, by_count.count, audit.count, dry_run, complete)
     if not dry_run and result.total:
         note = AuditNote(
             "retention.prune",

@@ -7,13 +7,14 @@ transaction, so that layers below the services (coordination) can audit too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from fleetcron.store.db import Database, count_selected, delete_selected
+from fleetcron.store.db import Database, Pruned, count_selected, delete_in_rounds
 from fleetcron.store.schema import AuditEvent
 
 __all__ = ["append_event", "prune_events_older_than"]
@@ -48,7 +49,18 @@ def append_event(
     )
 
 
-def prune_events_older_than(db: Database, cutoff: datetime, *, batch: int, dry_run: bool) -> int:
-    """Delete (``dry_run``: count) the audit events recorded before ``cutoff``."""
-    ids = select(AuditEvent.id).where(AuditEvent.at < cutoff)
-    return count_selected(db, ids) if dry_run else delete_selected(db, AuditEvent, ids, batch)
+def prune_events_older_than(
+    db: Database,
+    cutoff: datetime,
+    *,
+    batch: int,
+    dry_run: bool,
+    more: Callable[[], bool] | None = None,
+) -> Pruned:
+    """Delete (``dry_run``: count) the audit events recorded before ``cutoff``, ``batch``
+    per transaction, oldest first through the ``at`` index; with ``more``, stop when it
+    answers False before a chunk (the same budgeted rounds as the runs' retention)."""
+    ids = select(AuditEvent.id).where(AuditEvent.at < cutoff).order_by(AuditEvent.at)
+    if dry_run:
+        return Pruned(count_selected(db, ids))
+    return delete_in_rounds(db, AuditEvent, ids, batch, more)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -221,6 +222,38 @@ def count_selected(db: Database, ids: Any) -> int:
     """How many rows the id query ``ids`` selects (a read)."""
     with db.read() as session:
         return session.scalar(select(func.count()).select_from(ids.subquery())) or 0
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one prune call did: how many rows it deleted (or would, for a dry run), and
+    whether it got to the end (False: it stopped at its time budget; call again)."""
+
+    count: int
+    complete: bool = True
+
+
+def delete_in_rounds(
+    db: Database, model: Any, ids: Any, batch: int, more: Callable[[], bool] | None
+) -> Pruned:
+    """Delete the rows of ``model`` whose ids ``ids`` selects, ``batch`` per transaction
+    (each short, so other writers interleave); before each chunk after the first, ``more()``
+    says whether the caller's budget allows another (the first always runs, so every round
+    makes progress). Returns the rows deleted and whether none is left. Retention's one
+    way of deleting runs and audit events in budgeted rounds."""
+    if more is None:
+        return Pruned(delete_selected(db, model, ids, batch))
+    removed = 0
+    while True:
+        if removed and not more():
+            return Pruned(removed, complete=False)
+        with db.session() as session:
+            chunk = list(session.scalars(ids.limit(batch)))
+            if chunk:
+                session.execute(delete(model).where(model.id.in_(chunk)))
+        removed += len(chunk)
+        if len(chunk) < batch:
+            return Pruned(removed)
 
 
 def delete_selected(db: Database, model: Any, ids: Any, batch: int) -> int:

@@ -20,17 +20,16 @@ allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import STOPPABLE, RunStatus, may_become
 from fleetcron.errors import Conflict, NotFound
-from fleetcron.store.db import Database, count_selected, delete_selected
+from fleetcron.store.db import Database, Pruned, count_selected, delete_in_rounds
 from fleetcron.store.schema import Assignment, Job, Run
 
 __all__ = [
@@ -201,37 +200,6 @@ def _excess_runs(keep: int) -> Any:
     return select(ranked.c.id).where(ranked.c.n > keep)
 
 
-@dataclass(frozen=True)
-class Pruned:
-    """What one prune call did: how many runs it deleted (or would, for a dry run), and
-    whether it got to the end (False: it stopped at its time budget; call again)."""
-
-    count: int
-    complete: bool = True
-
-
-def _delete_in_chunks(
-    db: Database, ids: Any, batch: int, more: Callable[[], bool] | None
-) -> Pruned:
-    """Delete the runs ``ids`` selects, ``batch`` per transaction (each short, so the
-    scheduler's writes interleave); before each chunk after the first ``more()`` says
-    whether the caller's budget allows another (the first always runs, so every round
-    makes progress). Returns the rows deleted and whether none is left."""
-    if more is None:
-        return Pruned(delete_selected(db, Run, ids, batch))
-    removed = 0
-    while True:
-        if removed and not more():
-            return Pruned(removed, complete=False)
-        with db.session() as session:
-            chunk = list(session.scalars(ids.limit(batch)))
-            if chunk:
-                session.execute(delete(Run).where(Run.id.in_(chunk)))
-        removed += len(chunk)
-        if len(chunk) < batch:
-            return Pruned(removed)
-
-
 def prune_runs_older_than(
     db: Database,
     cutoff: datetime,
@@ -246,7 +214,7 @@ def prune_runs_older_than(
     ids = _old_runs(cutoff)
     if dry_run:
         return Pruned(count_selected(db, ids))
-    return _delete_in_chunks(db, ids, batch, more)
+    return delete_in_rounds(db, Run, ids, batch, more)
 
 
 def prune_runs_beyond(
@@ -269,4 +237,4 @@ def prune_runs_beyond(
     ids = _excess_runs(keep)
     if dry_run:
         return Pruned(count_selected(db, ids))
-    return _delete_in_chunks(db, ids, batch, more)
+    return delete_in_rounds(db, Run, ids, batch, more)
