@@ -84,8 +84,9 @@ def list_targets(
 ) -> list[TargetOut]:
     """The targets by name. Without ``limit``, all of them (from ``offset``); with it, one
     page of at most ``limit`` (1 to 1,000). ``q`` keeps the targets whose name contains it,
-    ignoring case (a control character in it is refused: 422 naming ``q``). The body is the same list either way; ``X-Total-Count`` says how many
-    match, and a ``Link`` header with ``rel="next"`` gives the next page while there is one."""
+    ignoring case (a control character in it is refused: 422 naming ``q``). The body is
+    the same list either way; ``X-Total-Count`` says how many match, and a ``Link`` header
+    with ``rel="next"`` gives the next page while there is one."""
     rows, total = svc.list_targets_page(app, caller.actor, limit=limit, offset=offset, name=q)
     response.headers["X-Total-Count"] = str(total)
     if limit is not None and offset + len(rows) < total:
