@@ -5,14 +5,13 @@ See docs/schedules-as-code.md for the file format.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import print_json, print_table, read_bounded
 from fleetcron.core.schedule_file import FieldChange, JobChange, JobState, Plan
 from fleetcron.errors import InvalidInput
 from fleetcron.services import schedule_file as svc
@@ -20,21 +19,17 @@ from fleetcron.services import schedule_file as svc
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 _SIGNS = {"create": "+", "change": "~", "delete": "-"}
+#: The largest schedule file read (about 50,000 jobs of a few lines each).
+SCHEDULE_FILE_MAX_BYTES = 16 * 1024 * 1024
 
 
 def _read(path: str) -> tuple[str, str]:
     """The text of the file (``-``: standard input) and the name to report it under."""
+    data = read_bounded(
+        path, limit=SCHEDULE_FILE_MAX_BYTES, field="file", allowed="a readable schedule file"
+    )
     try:
-        if path == "-":
-            return sys.stdin.read(), "<stdin>"
-        return Path(path).read_text(encoding="utf-8"), path
-    except OSError as exc:
-        raise InvalidInput(
-            f"file: cannot read {path}: {exc.strerror}",
-            field="file",
-            value=path,
-            allowed="a readable schedule file",
-        ) from None
+        return data.decode("utf-8"), "<stdin>" if path == "-" else path
     except UnicodeDecodeError:
         raise InvalidInput(
             f"file: {path} is not UTF-8 text",

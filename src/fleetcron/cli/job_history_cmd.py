@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import echo, print_json, print_table
+from fleetcron.cli.output import ID_OR_LESS, echo, print_json, print_table
 from fleetcron.core.versions import FieldChange
 from fleetcron.services import job_versions as svc
 
@@ -58,8 +58,8 @@ def history(name: str, limit: int, as_json: bool, as_user: str | None) -> None:
 
 @click.command("diff")
 @click.argument("name")
-@click.argument("v1", type=int)
-@click.argument("v2", type=int, required=False)
+@click.argument("v1", type=ID_OR_LESS)
+@click.argument("v2", type=ID_OR_LESS, required=False)
 @json_option
 @as_user_option
 def diff(name: str, v1: int, v2: int | None, as_json: bool, as_user: str | None) -> None:
@@ -77,7 +77,7 @@ def diff(name: str, v1: int, v2: int | None, as_json: bool, as_user: str | None)
 
 @click.command("revert")
 @click.argument("name")
-@click.option("--to", "to", type=int, required=True, help="The version to go back to.")
+@click.option("--to", "to", type=ID_OR_LESS, required=True, help="The version to go back to.")
 @as_user_option
 def revert(name: str, to: int, as_user: str | None) -> None:
     """Give a job the definition of an earlier version again (written as a new version)."""

@@ -7,7 +7,7 @@ import os
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -189,7 +189,7 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
 
 
 @rule.command("rm")
-@click.argument("rule_id", metavar="ID", type=int)
+@click.argument("rule_id", metavar="ID", type=ID)
 @as_user_option
 def rule_rm(rule_id: int, as_user: str | None) -> None:
     """Remove a rule."""

@@ -13,13 +13,15 @@ from pathlib import Path
 import click
 
 from fleetcron.cli.context import opened_app
-from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.output import print_json, print_table, read_bounded
 from fleetcron.config import config_file, load_settings
 from fleetcron.config_view import effective_configuration
 from fleetcron.errors import InvalidInput
 from fleetcron.services import backup as svc
 
 PASSPHRASE_VARIABLE = "FLEETCRON_BACKUP_PASSPHRASE"
+#: A passphrase file holds one line; a larger file is not read (see read_bounded).
+PASSPHRASE_FILE_MAX_BYTES = 4096
 
 passphrase_file_option = click.option(
     "--passphrase-file",
@@ -68,14 +70,21 @@ def _shown(value: object) -> str:
 def _passphrase(passphrase_file: Path | None, *, confirm: bool) -> str | None:
     """The passphrase from the file, else the environment, else a prompt on a terminal."""
     if passphrase_file is not None:
+        allowed = "a readable file whose first line is the passphrase"
+        data = read_bounded(
+            str(passphrase_file),
+            limit=PASSPHRASE_FILE_MAX_BYTES,
+            field="--passphrase-file",
+            allowed=allowed,
+        )
         try:
-            lines = passphrase_file.read_text().splitlines()
-        except OSError as exc:
+            lines = data.decode("utf-8").splitlines()
+        except UnicodeDecodeError:
             raise InvalidInput(
-                f"--passphrase-file: cannot read {passphrase_file}: {exc.strerror}",
+                f"--passphrase-file: {passphrase_file} is not UTF-8 text",
                 field="passphrase_file",
                 value=str(passphrase_file),
-                allowed="a readable file whose first line is the passphrase",
+                allowed=allowed,
             ) from None
         return lines[0] if lines else ""
     from_env = os.environ.get(PASSPHRASE_VARIABLE)

@@ -6,7 +6,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -123,9 +123,12 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 
 
 def parse_time(value: str | None, option: str) -> datetime | None:
-    """An ISO-8601 option value; a time without a zone is in the local zone."""
+    """An ISO-8601 option value; a time without a zone is in the local zone. A time that
+    is no instant between the years 1 and 9999 in UTC (``9999-12-31T23:59-11:00``) is
+    refused here, before the database is asked."""
     if value is None:
         return None
+    allowed = "e.g. 2026-03-08 or 2026-03-08T02:00:00+00:00"
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
@@ -133,6 +136,55 @@ def parse_time(value: str | None, option: str) -> datetime | None:
             f"{option}: {value!r} is not an ISO-8601 time",
             field=option,
             value=value,
-            allowed="e.g. 2026-03-08 or 2026-03-08T02:00:00+00:00",
+            allowed=allowed,
         ) from None
-    return parsed if parsed.tzinfo else parsed.astimezone()
+    try:
+        parsed = parsed if parsed.tzinfo else parsed.astimezone()
+        parsed.astimezone(UTC)
+    except (OverflowError, OSError):
+        raise InvalidInput(
+            f"{option}: {value!r} is out of range: in UTC it falls outside the years 1-9999",
+            field=option,
+            value=value,
+            allowed=f"a time between the years 1 and 9999 in UTC, {allowed}",
+        ) from None
+    return parsed
+
+
+#: The largest id (of a run, a token, a rule) or version a command takes, as the API's:
+#: a larger number cannot name anything, and the database would refuse it with an error.
+MAX_ID = 2**31 - 1
+#: A positional or option value that names a row by its number.
+ID = click.IntRange(1, MAX_ID)
+#: A number the service checks itself (a job version: "no version 0, it has 1 to 3"),
+#: bounded only so that it can reach the database.
+ID_OR_LESS = click.IntRange(-MAX_ID, MAX_ID)
+
+
+def read_bounded(path: str, *, limit: int, field: str, allowed: str) -> bytes:
+    """The bytes of the file ``path`` (``-``: standard input), at most ``limit``.
+
+    A larger file is refused without being read whole: a device or a log named by
+    mistake (``--key /dev/zero``) would otherwise be read into memory until the system
+    kills the process."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
+    except OSError as exc:
+        raise InvalidInput(
+            f"{field}: cannot read {path}: {exc.strerror or exc}",
+            field=field,
+            value=path,
+            allowed=allowed,
+        ) from None
+    if len(data) > limit:
+        raise InvalidInput(
+            f"{field}: {path} is larger than {limit:,} bytes",
+            field=field,
+            value=path,
+            allowed=f"{allowed}, at most {limit:,} bytes",
+        )
+    return data

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import echo, parse_time, print_json, print_table
+from fleetcron.cli.output import ID, echo, parse_time, print_json, print_table
 from fleetcron.services import runs as svc
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import Run
@@ -71,7 +71,7 @@ def runs() -> None:
 @click.option("--since", help="Only slots at or after this ISO-8601 time.")
 @click.option("--grep", "grep", help="Only runs whose output or error contains this text.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--offset", type=click.IntRange(0, 10_000_000), default=0)
 @json_option
 @as_user_option
 def list_(
@@ -162,7 +162,7 @@ def _show(run: Run) -> None:
 
 
 @runs.command("show")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=ID)
 @json_option
 @as_user_option
 def show(run_id: int, as_json: bool, as_user: str | None) -> None:
@@ -176,7 +176,7 @@ def show(run_id: int, as_json: bool, as_user: str | None) -> None:
 
 
 @runs.command("tail")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=ID)
 @click.option(
     "--interval",
     type=click.FloatRange(0.1, 60),
@@ -227,7 +227,7 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
 
 
 @runs.command("stop")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=ID)
 @click.option("--wait", is_flag=True, help="Wait until the run is recorded as ended.")
 @click.option(
     "--wait-timeout",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import parse_time, print_json, print_table
+from fleetcron.cli.output import ID, parse_time, print_json, print_table
 from fleetcron.cli.passwords import get_password, password_file_option
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
@@ -277,7 +277,7 @@ def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
 
 
 @token.command("revoke")
-@click.argument("token_id", type=click.IntRange(1))
+@click.argument("token_id", type=ID)
 @as_user_option
 def token_revoke(token_id: int, as_user: str | None) -> None:
     """Revoke a token at once."""
