@@ -12,7 +12,7 @@ import pytest
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import MAX_ID, run_cli
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
 
 ADMIN = Actor("admin", "admin")
@@ -140,3 +140,50 @@ def test_a_schedule_file_of_ordinary_size_is_still_applied(
 
     assert code == 0, capsys.readouterr().err
     assert "schedule: '0 2 * * *' → '0 3 * * *'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "tail", "1", "--interval", "nan"],
+        ["runs", "stop", "1", "--wait", "--wait-timeout", "nan"],
+        ["job", "run", "nightly", "--wait", "--wait-timeout", "nan"],
+    ],
+    ids=["runs tail --interval", "runs stop --wait-timeout", "job run --wait-timeout"],
+)
+def test_nan_seconds_are_refused_before_anything_is_asked_or_queued(
+    cli_env: App, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # nan passes click's FloatRange (every comparison is false): `time.sleep(nan)` was a
+    # traceback, and `--wait-timeout nan` a wait that never times out.
+    code = run_cli(cli, args)
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "'nan' is not a number of seconds" in err, err
+    found, _ = runs.list_runs(cli_env, ADMIN, runs.RunFilter(job="nightly"), limit=10)
+    assert not found  # nothing was queued
+
+
+def test_a_seconds_option_still_takes_a_number(
+    cli_env: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run_id,) = runs.request_run(cli_env, ADMIN, "nightly")
+
+    code = run_cli(cli, ["runs", "stop", str(run_id), "--wait", "--wait-timeout", "0.5"])
+
+    assert code == 0, capsys.readouterr().err
+    assert f"run {run_id} cancelled before it started" in capsys.readouterr().out
+
+
+def test_runs_show_keeps_a_space_after_a_long_field_name(
+    cli_env: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run_id,) = runs.request_run(cli_env, ADMIN, "nightly")
+    runs.stop_run(cli_env, ADMIN, run_id)
+
+    assert run_cli(cli, ["runs", "show", str(run_id)]) == 0
+
+    out = capsys.readouterr().out
+    assert "stop_requested_by: admin" in out  # was "stop_requested_by:admin"
+    assert "status:        cancelled" in out  # the short names keep their column

@@ -10,7 +10,7 @@ import click
 
 from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
-from fleetcron.cli.output import echo
+from fleetcron.cli.output import FiniteFloatRange, echo
 from fleetcron.config_view import mask_url
 from fleetcron.errors import InvalidInput
 from fleetcron.services import jobs as jobs_svc
@@ -50,7 +50,7 @@ WAIT_MARGIN_S = 60.0
 )
 @click.option(
     "--wait-timeout",
-    type=click.FloatRange(1),
+    type=FiniteFloatRange(1),
     default=None,
     help="Seconds to wait with --wait (default: the job's timeout plus 60).",
 )

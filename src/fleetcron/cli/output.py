@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -159,6 +160,17 @@ ID = click.IntRange(1, MAX_ID)
 #: A number the service checks itself (a job version: "no version 0, it has 1 to 3"),
 #: bounded only so that it can reach the database.
 ID_OR_LESS = click.IntRange(-MAX_ID, MAX_ID)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A ``FloatRange`` that refuses ``nan``, which compares false with both bounds and
+    so passes click's own check (``--interval nan`` then failed in ``time.sleep``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if isinstance(number, float) and math.isnan(number):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
 
 
 def read_bounded(path: str, *, limit: int, field: str, allowed: str) -> bytes:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
-from fleetcron.cli.output import ID, echo, parse_time, print_json, print_table
+from fleetcron.cli.output import ID, FiniteFloatRange, echo, parse_time, print_json, print_table
 from fleetcron.services import runs as svc
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import Run
@@ -149,7 +149,7 @@ def _show(run: Run) -> None:
         "job_version",
     ):
         if data[key] is not None:
-            echo(f"{key + ':':15}{data[key]}")
+            echo(f"{key + ':':<14} {data[key]}")
     for stream in ("stdout", "stderr"):
         out = data[stream]
         note = f" (truncated: {out['bytes']} bytes in all)" if out["truncated"] else ""
@@ -179,7 +179,7 @@ def show(run_id: int, as_json: bool, as_user: str | None) -> None:
 @click.argument("run_id", type=ID)
 @click.option(
     "--interval",
-    type=click.FloatRange(0.1, 60),
+    type=FiniteFloatRange(0.1, 60),
     default=1.0,
     show_default=True,
     help="Seconds between looks at the run.",
@@ -231,7 +231,7 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
 @click.option("--wait", is_flag=True, help="Wait until the run is recorded as ended.")
 @click.option(
     "--wait-timeout",
-    type=click.FloatRange(0.1, 3600),
+    type=FiniteFloatRange(0.1, 3600),
     default=60.0,
     show_default=True,
     help="Seconds to wait with --wait.",
