@@ -56,19 +56,6 @@ def validate_name(value: str, *, field: str = "name") -> str:
     return value
 
 
-def validate_no_nul(value: str, *, field: str) -> str:
-    """Text that must not hold a NUL: PostgreSQL cannot store or compare one, and SQLite
-    ends a LIKE pattern at it (a search for it would match everything)."""
-    if "\x00" in value:
-        raise InvalidInput(
-            f"{field}: contains a NUL character",
-            field=field,
-            value=value,
-            allowed="text without NUL",
-        )
-    return value
-
-
 SEARCH_TEXT_RULE = "text without control characters (NUL, escape, newline, tab, ...)"
 _CONTROL_NAMES = {
     "\x00": "NUL", "\t": "tab", "\n": "newline", "\r": "carriage return", "\x1b": "escape",
