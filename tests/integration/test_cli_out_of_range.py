@@ -187,3 +187,15 @@ def test_runs_show_keeps_a_space_after_a_long_field_name(
     out = capsys.readouterr().out
     assert "stop_requested_by: admin" in out  # was "stop_requested_by:admin"
     assert "status:        cancelled" in out  # the short names keep their column
+
+
+def test_job_show_keeps_a_space_after_every_field_name_and_lists_as_text(
+    cli_env: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(cli, ["job", "show", "nightly"]) == 0
+
+    out = capsys.readouterr().out
+    # were "retry_backoff_s:30", "allow_duplicate:False" and "['connect_error']"
+    assert "retry_backoff_s: 30" in out and "allow_duplicate: False" in out
+    assert "retry_on:       connect_error\n" in out
+    assert "schedule:       0 2 * * *\n" in out  # the short names keep their column

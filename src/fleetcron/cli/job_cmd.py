@@ -176,8 +176,11 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     placement = ("name", "origin", "schedule", "timezone", "command", "notes", "selector", "target")
     options = tuple(o.name for o in OPTIONS if o.name not in placement)
     for key in (*placement, *options, "created_by", "updated_by", "updated_at"):
-        echo(f"{key + ':':16}{'' if data[key] is None else data[key]}")
-    echo(f"{'when:':16}{_describe(view)}")
+        value = data[key]
+        shown = ", ".join(map(str, value)) if isinstance(value, list | tuple) else value
+        # A space after every name, the longest too ("retry_backoff_s: 30").
+        echo(f"{key + ':':<15} {'' if shown is None else shown}".rstrip())
+    echo(f"{'when:':<15} {_describe(view)}")
     print_table(
         f"targets ({view.enabled}/{view.total} enabled)",
         ["target", "enabled", "next fire", "zone", "last fire"]
