@@ -255,14 +255,13 @@ def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
     """Where the dashboard's time goes: each service call it makes, timed alone (p50, p95
     of ``requests`` calls after one warm-up), with the statements it issues."""
     from fleetcron.services import cluster as cluster_svc
-    from fleetcron.services import fleet_grid
+    from fleetcron.services import fleet_grid, target_reads
     from fleetcron.services import health as health_svc
     from fleetcron.services import jobs as jobs_svc
-    from fleetcron.services import targets as targets_svc
     from fleetcron.web.pages.views import recent_failures
 
     parts: list[tuple[str, Any]] = [
-        ("targets.count_targets", lambda: targets_svc.count_targets(app, SYSTEM)),
+        ("target_reads.count_targets", lambda: target_reads.count_targets(app, SYSTEM)),
         ("jobs.count_by_origin", lambda: jobs_svc.count_by_origin(app, SYSTEM)),
         ("health.summary (Needs attention)", lambda: health_svc.summary(app, SYSTEM)),
         ("recent failures", lambda: recent_failures(app, SYSTEM)),

@@ -36,7 +36,7 @@ from fleetcron.crypto import create_key_file, generate_key
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import backup as backup_module
-from fleetcron.services import jobs, runs, targets
+from fleetcron.services import jobs, runs, target_reads, targets
 from fleetcron.services.backup import (
     MANIFEST,
     BackupResult,
@@ -529,7 +529,8 @@ def test_the_commands_back_up_and_restore_with_a_passphrase_from_a_file_or_the_e
     assert (restored_dir / "master.key").read_bytes().strip() == key
     restored = App.open(Settings())
     try:
-        assert [t.name for t in targets.list_targets(restored, Actor("admin", "admin"))] == ["box"]
+        listed = target_reads.list_targets(restored, Actor("admin", "admin"))
+        assert [t.name for t in listed] == ["box"]
     finally:
         restored.close()
     assert run_cli(commands, ["restore", str(backup_file)]) == 2

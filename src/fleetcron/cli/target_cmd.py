@@ -15,6 +15,7 @@ from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
+from fleetcron.services import target_reads
 from fleetcron.services import targets as svc
 from fleetcron.services.fleet import zone_of
 from fleetcron.services.pairing import PairResult
@@ -455,9 +456,9 @@ def list_(
         actor = acting(app, as_user)
         default_zone = app.settings.timezone
         if limit is None and not offset and not name:
-            pages = svc.iter_targets(app, actor, page=svc.TARGETS_READ_PAGE)
+            pages = target_reads.iter_targets(app, actor, page=target_reads.TARGETS_READ_PAGE)
         else:
-            page, total = svc.list_targets_page(
+            page, total = target_reads.list_targets_page(
                 app, actor, limit=limit, offset=offset, name=name or None
             )
             rest = max(total - offset - len(page), 0)
@@ -489,7 +490,7 @@ def list_(
 def show(name: str, as_json: bool, as_user: str | None) -> None:
     """Show one target and the jobs assigned to it."""
     with opened_app() as app:
-        the_target, assignments = svc.show_target(app, acting(app, as_user), name)
+        the_target, assignments = target_reads.show_target(app, acting(app, as_user), name)
         default_zone = app.settings.timezone
     jobs = [
         {
@@ -566,7 +567,7 @@ def rm(name: str, with_jobs: bool, yes: bool, as_user: str | None) -> None:
     with opened_app() as app, hints(name, "rm"):
         actor = acting(app, as_user)
         if with_jobs:
-            jobs = svc.individual_jobs(app, actor, name)
+            jobs = target_reads.individual_jobs(app, actor, name)
             if jobs:
                 click.echo(f"individual jobs of {name} that will be removed: {', '.join(jobs)}")
                 confirm(f"Remove target {name} and these {len(jobs)} job(s)?", yes)

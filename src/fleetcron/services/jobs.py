@@ -30,13 +30,13 @@ from fleetcron.cron import parse
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
 from fleetcron.services.fleet import (
+    get_target,
     new_assignment,
     next_fire,
     refire_assignments,
     sync_bulk_membership,
 )
 from fleetcron.services.job_version_writes import record_version
-from fleetcron.services.targets import get_target
 from fleetcron.store.schema import Assignment, Job, Target
 
 

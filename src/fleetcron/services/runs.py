@@ -21,9 +21,9 @@ from fleetcron.core.statuses import RunStatusName
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.fleet import get_target
 from fleetcron.services.fleet_selection import Selection, select_assignments
 from fleetcron.services.jobs import get_job
-from fleetcron.services.targets import get_target
 from fleetcron.store.run_writes import queue_manual_runs, request_stop
 from fleetcron.store.schema import Run
 

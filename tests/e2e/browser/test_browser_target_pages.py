@@ -15,7 +15,8 @@ from fixtures.app import make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import App
 from fleetcron.services.jobs import JobSpec, add_job, set_enabled, show_job
-from fleetcron.services.targets import add_target, show_target
+from fleetcron.services.target_reads import show_target
+from fleetcron.services.targets import add_target
 
 
 @pytest.fixture(scope="module")

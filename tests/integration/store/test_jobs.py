@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, CronError, InvalidInput, NotFound, PermissionDenied
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, AuditEvent, Job
 
@@ -166,7 +166,7 @@ def test_unpairing_a_target_stops_its_jobs_and_repairing_restores_them(
 def test_re_pairing_a_paired_target_keeps_its_id_and_assignments(app: App, operator: Actor) -> None:
     add_local_targets(app, operator, "pbx1")
     jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True, disabled_on=["pbx1"])
-    before, _ = targets.show_target(app, operator, "pbx1")
+    before, _ = target_reads.show_target(app, operator, "pbx1")
 
     result = targets.pair_target(app, operator, "pbx1")
 

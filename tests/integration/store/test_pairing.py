@@ -8,7 +8,7 @@ from sqlalchemy import select
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import ConnectError, HostKeyMismatch, InvalidInput
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, Target
 
@@ -57,7 +57,7 @@ def test_a_host_key_mismatch_fails_the_pair_and_leaves_the_target_unpaired(
     with pytest.raises(HostKeyMismatch):
         targets.pair_target(app, operator, "pbx1")
 
-    the_target, _ = targets.show_target(app, operator, "pbx1")
+    the_target, _ = target_reads.show_target(app, operator, "pbx1")
     assert not the_target.paired
     with app.db.read() as session:
         event = session.scalars(select(AuditEvent).where(AuditEvent.action == "target.pair")).one()
@@ -158,5 +158,5 @@ def test_a_target_whose_pairing_fails_at_add_is_kept_and_the_message_says_so(
             host_key=sshd.host_key_line,
         )
 
-    the_target, _ = targets.show_target(app, operator, "gone")
+    the_target, _ = target_reads.show_target(app, operator, "gone")
     assert not the_target.paired

@@ -16,7 +16,7 @@ from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, HostKeyMismatch, InvalidInput, PermissionDenied
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.targets import TargetChanges
 from fleetcron.store.runs import RunStore
@@ -81,7 +81,7 @@ def test_editing_a_paired_target_to_a_server_with_another_host_key_is_refused_an
             app, operator, "pbx1", TargetChanges(port=sshd_other_host_key.port, notes="moved")
         )
 
-    after, _ = targets.show_target(app, operator, "pbx1")
+    after, _ = target_reads.show_target(app, operator, "pbx1")
     assert (after.port, after.notes, after.paired) == (sshd.port, "", True)
     [event] = audit(app, "target.edit")
     assert not event.success and "mismatch" in event.detail["error"]
@@ -162,7 +162,7 @@ def test_editing_labels_replaces_them_and_moves_bulk_jobs(app: App, admin: Actor
 
     targets.edit_target(app, admin, "box", TargetChanges(labels=["role=db"], notes="rack 4"))
 
-    box, assignments = targets.show_target(app, admin, "box")
+    box, assignments = target_reads.show_target(app, admin, "box")
     assert (box.labels, box.notes) == ({"role": "db"}, "rack 4")
     assert assignments == []
 
@@ -235,7 +235,7 @@ def test_a_given_key_the_server_does_not_present_is_not_pinned(
     with pytest.raises(HostKeyMismatch):
         targets.repin_target(app, operator, plan)
 
-    after, _ = targets.show_target(app, operator, "pbx4")
+    after, _ = target_reads.show_target(app, operator, "pbx4")
     assert after.host_key == sshd.host_key_line
     [event] = audit(app, "target.repin")
     assert not event.success
@@ -287,7 +287,7 @@ def test_a_paused_target_records_each_due_slot_as_skipped_and_keeps_every_flag(
 
     assert [d.target_name for d in claimed.dispatches] == ["other", "other"]
     assert runs_of(app, "box") == [("skipped", "target paused: replacing the disk")]
-    _, assignments = targets.show_target(app, admin, "box")
+    _, assignments = target_reads.show_target(app, admin, "box")
     assert {a.job.name: a.enabled for a in assignments} == {"reload": True, "status": False}
 
 
@@ -345,7 +345,7 @@ def test_a_pause_reason_of_several_lines_is_refused_naming_the_field(
         targets.pause_target(app, admin, "box", "line one\nline two")
 
     assert raised.value.field == "reason"
-    assert not targets.show_target(app, admin, "box")[0].paused
+    assert not target_reads.show_target(app, admin, "box")[0].paused
 
 
 def test_pausing_and_resuming_are_audited_and_a_viewer_may_not(
@@ -380,7 +380,7 @@ def test_re_pairing_after_an_unpair_keeps_the_jobs_disabled_there_disabled(
 
     assert set(result.extended_jobs) == {"reload", "status", "mine"}
     assert result.kept_disabled == ("mine", "status")
-    _, assignments = targets.show_target(app, admin, "pbx3")
+    _, assignments = target_reads.show_target(app, admin, "pbx3")
     assert {a.job.name: a.enabled for a in assignments} == {
         "reload": True,
         "status": False,
@@ -402,7 +402,7 @@ def test_removing_a_target_with_individual_jobs_is_refused_naming_them(
         targets.remove_target(app, admin, "pbx4")
 
     assert raised.value.field == "with_jobs"
-    assert targets.individual_jobs(app, admin, "pbx4") == ["backup", "trunk-check"]
+    assert target_reads.individual_jobs(app, admin, "pbx4") == ["backup", "trunk-check"]
 
 
 def test_a_target_is_removed_with_its_individual_jobs_each_audited_and_history_kept(

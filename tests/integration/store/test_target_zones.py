@@ -22,7 +22,7 @@ from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.target_zones import DETECT_COMMAND, parse_detected_zone
 from fleetcron.errors import InvalidInput
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.services.schedule_file import apply_schedule, export_schedule, list_schedule
 from fleetcron.services.targets import TargetChanges
@@ -162,7 +162,7 @@ def test_clearing_the_operators_zone_lets_the_next_pairing_detect_again(
 ) -> None:
     add_ssh(app, operator, "box", tokyo_sshd, timezone="Europe/Berlin")
     targets.edit_target(app, operator, "box", TargetChanges(timezone=""))
-    assert targets.show_target(app, operator, "box")[0].timezone is None
+    assert target_reads.show_target(app, operator, "box")[0].timezone is None
 
     again = targets.pair_target(app, operator, "box")
 
@@ -345,7 +345,7 @@ def test_moving_a_target_to_another_server_reads_that_servers_zone(
     app: App, operator: Actor, sshd: SshServer, tokyo_sshd: SshServer
 ) -> None:
     add_ssh(app, operator, "moved", sshd)
-    assert targets.show_target(app, operator, "moved")[0].timezone == this_machines_zone()
+    assert target_reads.show_target(app, operator, "moved")[0].timezone == this_machines_zone()
 
     result = targets.edit_target(
         app,

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event, insert
 
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services import target_reads
 from fleetcron.store.schema import Target
 
 VIEWER = Actor("victor", "viewer")
@@ -40,7 +40,7 @@ def test_the_dashboard_counts_paired_and_all_targets(
     response = client.get("/", headers=as_viewer)
     assert response.status_code == 200, response.text
     assert _CARD.findall(response.text) == [("7", "10")]
-    assert targets.count_targets(app, VIEWER) == (10, 7)
+    assert target_reads.count_targets(app, VIEWER) == (10, 7)
 
 
 def test_counting_the_targets_reads_no_target_row(app: App) -> None:
@@ -52,10 +52,10 @@ def test_counting_the_targets_reads_no_target_row(app: App) -> None:
 
     event.listen(app.db.engine, "before_cursor_execute", capture)
     try:
-        assert targets.count_targets(app, VIEWER) == (5, 4)
+        assert target_reads.count_targets(app, VIEWER) == (5, 4)
         counted = list(seen)
         seen.clear()
-        targets.list_targets(app, VIEWER)  # negative control: the listing reads them whole
+        target_reads.list_targets(app, VIEWER)  # negative control: the listing reads them whole
         listed = list(seen)
     finally:
         event.remove(app.db.engine, "before_cursor_execute", capture)

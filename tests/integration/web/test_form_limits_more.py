@@ -24,6 +24,7 @@ from fleetcron.core import validation as v
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services import jobs as jobs_svc
+from fleetcron.services import target_reads
 from fleetcron.services import targets as targets_svc
 from fleetcron.services import users as users_svc
 from fleetcron.services.jobs import JobSpec
@@ -101,7 +102,7 @@ TARGET_FORM = {
 
 def no_target(app: App, name: str = "web-01") -> bool:
     try:
-        targets_svc.show_target(app, ADMIN, name)
+        target_reads.show_target(app, ADMIN, name)
     except NotFound:
         return True
     return False
@@ -181,7 +182,7 @@ def test_target_notes_over_the_limit_are_refused_on_the_form_the_api_and_the_ser
     targets_svc.add_target(app, ADMIN, "box", local=True, notes=notes[:-1])
     with pytest.raises(InvalidInput, match=re.escape(expected)):
         targets_svc.edit_target(app, ADMIN, "box", targets_svc.TargetChanges(notes=notes))
-    assert targets_svc.show_target(app, ADMIN, "box")[0].notes == notes[:-1]
+    assert target_reads.show_target(app, ADMIN, "box")[0].notes == notes[:-1]
 
 
 # -- one limit per job field ----------------------------------------------------------------
@@ -521,9 +522,9 @@ def test_a_pause_reason_over_the_limit_comes_back_in_the_open_drawer_as_typed(
     assert counter(response.text, "reason", "pause-")[1] == (
         f"{limit + 1} / {limit} characters: 1 too many"
     )
-    assert not targets_svc.show_target(app, ADMIN, "box")[0].paused
+    assert not target_reads.show_target(app, ADMIN, "box")[0].paused
 
     response = post(operator_browser, "/targets/box/pause", reason=reason[:-1])
     assert response.status_code == 303, response.text
-    paused = targets_svc.show_target(app, ADMIN, "box")[0]
+    paused = target_reads.show_target(app, ADMIN, "box")[0]
     assert paused.paused and paused.paused_reason == reason[:-1]

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event, insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, Target
 
@@ -73,11 +73,11 @@ def test_the_runs_page_lists_job_and_target_names_without_loading_them(
     assert not any(_ASSIGNMENTS.search(s) for s in page_reads), page_reads
     assert not any(reads_full_targets(s) for s in page_reads), page_reads
     assert jobs.job_names(app, ADMIN) == ["backup", "nightly"]
-    assert targets.target_names(app, ADMIN) == names
+    assert target_reads.target_names(app, ADMIN) == names
     # Negative control: the full listings the page used do read assignments and whole
     # target rows, so the checks above can fail.
     with statements(app) as listed:
         jobs.list_jobs(app, ADMIN)
-        targets.list_targets(app, ADMIN)
+        target_reads.list_targets(app, ADMIN)
     assert any(_ASSIGNMENTS.search(s) for s in listed), listed
     assert any(reads_full_targets(s) for s in listed), listed

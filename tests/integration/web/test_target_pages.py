@@ -16,7 +16,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Target
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
@@ -106,7 +106,7 @@ def test_a_bad_port_comes_back_under_its_field_with_what_was_typed(
     assert response.status_code == 422
     assert 'id="port-error"' in response.text and "70000" in response.text
     assert 'value="pbx1.example.net"' in response.text
-    assert targets.show_target(app, ADMIN, "pbx1")[0].port == sshd.port
+    assert target_reads.show_target(app, ADMIN, "pbx1")[0].port == sshd.port
 
 
 @pytest.mark.sshd
@@ -138,7 +138,7 @@ def test_re_pinning_on_the_page_shows_both_fingerprints_then_pins_the_shown_key(
     assert check.status_code == 200, check.text
     assert sshd.host_key_fingerprint in check.text
     assert sshd_other_host_key.host_key_fingerprint in check.text
-    assert targets.show_target(app, ADMIN, "pbx4")[0].host_key == sshd.host_key_line
+    assert target_reads.show_target(app, ADMIN, "pbx4")[0].host_key == sshd.host_key_line
 
     pinned = post(
         operator_browser,
@@ -151,7 +151,8 @@ def test_re_pinning_on_the_page_shows_both_fingerprints_then_pins_the_shown_key(
     assert f"Pinned host key {sshd_other_host_key.host_key_fingerprint}" in flash_after(
         operator_browser, pinned
     )
-    assert targets.show_target(app, ADMIN, "pbx4")[0].host_key == sshd_other_host_key.host_key_line
+    repinned = target_reads.show_target(app, ADMIN, "pbx4")[0]
+    assert repinned.host_key == sshd_other_host_key.host_key_line
 
 
 @sqlite_only
@@ -221,7 +222,7 @@ def test_pause_and_resume_from_the_target_page_keep_the_job_flags(
 
     assert "Paused: new disk" in paused and "Resume box" in paused
     assert "Resumed target box" in resumed and "Pause for maintenance" in resumed
-    _, assignments = targets.show_target(app, ADMIN, "box")
+    _, assignments = target_reads.show_target(app, ADMIN, "box")
     assert {a.job.name: a.enabled for a in assignments} == {"reload": True, "status": False}
 
 
@@ -255,7 +256,7 @@ def test_an_operator_is_not_offered_a_local_target_and_posting_one_is_403(
     assert 'value="local"' not in form.text
     assert "Only an admin may add a local target" in form.text
     assert response.status_code == 403
-    assert targets.list_targets(app, ADMIN) == []
+    assert target_reads.list_targets(app, ADMIN) == []
 
 
 @sqlite_only

@@ -18,7 +18,7 @@ from sqlalchemy import event
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 
 ADMIN = Actor("admin", "admin")
@@ -79,7 +79,7 @@ def test_the_bulk_job_pages_read_names_and_labels_only(
 
 def test_iter_targets_reads_a_page_at_a_time(app: App, fleet: None) -> None:
     with statements(app) as seen:
-        pages = [[t.name for t in page] for page in targets.iter_targets(app, ADMIN, page=2)]
+        pages = [[t.name for t in page] for page in target_reads.iter_targets(app, ADMIN, page=2)]
 
     assert pages == [["alpha", "bravo"], ["charlie", "delta"], ["echo", "spare"]]
     reads = [s for s in seen if WHOLE_ROW in s]
@@ -102,7 +102,7 @@ def test_target_list_prints_all_or_one_page(
     app: App, fleet: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli_env(app, monkeypatch)
-    monkeypatch.setattr(targets, "TARGETS_READ_PAGE", 2)
+    monkeypatch.setattr(target_reads, "TARGETS_READ_PAGE", 2)
 
     assert run_cli(cli, ["target", "list"]) == 0
     everything = capsys.readouterr()

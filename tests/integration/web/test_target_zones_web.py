@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
+from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
 from integration.web.conftest import API, csrf_token_of, error_of, log_in, new_client
 
@@ -115,7 +115,7 @@ def test_the_target_form_sets_a_zone_and_keeps_it_when_it_is_not_changed(
     app: App, operator_browser: TestClient
 ) -> None:
     targets.add_target(app, ADMIN, "box", local=True)
-    detected = targets.show_target(app, ADMIN, "box")[0].timezone
+    detected = target_reads.show_target(app, ADMIN, "box")[0].timezone
     jobs.add_job(app, ADMIN, "nightly", JobSpec("0 2 * * *", "true", "target"), target="box")
 
     def save(**fields: str) -> str:
@@ -129,7 +129,7 @@ def test_the_target_form_sets_a_zone_and_keeps_it_when_it_is_not_changed(
     # The detected zone sent back unchanged with a new note: the zone stays detected.
     page = save(timezone=detected or "", notes="rack 4")
     assert "Saved target box: notes changed." in page
-    assert targets.show_target(app, ADMIN, "box")[0].timezone_source == "detected"
+    assert target_reads.show_target(app, ADMIN, "box")[0].timezone_source == "detected"
 
     page = save(timezone="America/New_York", notes="rack 4")
     assert "Saved target box: timezone changed." in page
@@ -139,4 +139,4 @@ def test_the_target_form_sets_a_zone_and_keeps_it_when_it_is_not_changed(
     refused = save(timezone="America/Nowhere", notes="rack 4")
     assert "'America/Nowhere' is not a known time zone" in refused
     assert 'value="America/Nowhere"' in refused  # what was typed comes back in the field
-    assert targets.show_target(app, ADMIN, "box")[0].timezone == "America/New_York"
+    assert target_reads.show_target(app, ADMIN, "box")[0].timezone == "America/New_York"

@@ -11,6 +11,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
 from fleetcron.errors import Conflict
+from fleetcron.services import target_reads
 from fleetcron.services import targets as svc
 from fleetcron.services.fleet import zone_spread
 from fleetcron.web.deps import Caller, requires, the_app
@@ -87,7 +88,9 @@ def list_targets(
     ignoring case (a control character in it is refused: 422 naming ``q``). The body is
     the same list either way; ``X-Total-Count`` says how many match, and a ``Link`` header
     with ``rel="next"`` gives the next page while there is one."""
-    rows, total = svc.list_targets_page(app, caller.actor, limit=limit, offset=offset, name=q)
+    rows, total = target_reads.list_targets_page(
+        app, caller.actor, limit=limit, offset=offset, name=q
+    )
     response.headers["X-Total-Count"] = str(total)
     if limit is not None and offset + len(rows) < total:
         following = request.url.include_query_params(offset=offset + len(rows))
@@ -126,7 +129,7 @@ def add_target(
 def show_target(
     name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("target.read"))]
 ) -> TargetOut:
-    target, _ = svc.show_target(app, caller.actor, name)
+    target, _ = target_reads.show_target(app, caller.actor, name)
     return TargetOut.of(target)
 
 
@@ -236,7 +239,7 @@ def unpair_target(
     name: str, app: AppDep, caller: Annotated[Caller, Depends(requires("target.unpair"))]
 ) -> TargetOut:
     svc.unpair_target(app, caller.actor, name)
-    target, _ = svc.show_target(app, caller.actor, name)
+    target, _ = target_reads.show_target(app, caller.actor, name)
     return TargetOut.of(target)
 
 

@@ -28,10 +28,9 @@ from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
 from fleetcron.services import fleet as fleet_svc
-from fleetcron.services import fleet_grid
+from fleetcron.services import fleet_grid, target_reads
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
-from fleetcron.services import targets as targets_svc
 from fleetcron.services.jobs import JobSpec, JobView
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
@@ -253,7 +252,7 @@ def _paired_targets(app: App, actor: Actor) -> list[Pick]:
     """The picker of a new bulk job: every paired target's name and labels (only those two
     columns are read)."""
     return [
-        Pick(name, labels, True) for name, labels in targets_svc.paired_target_labels(app, actor)
+        Pick(name, labels, True) for name, labels in target_reads.paired_target_labels(app, actor)
     ]
 
 
@@ -313,7 +312,7 @@ def list_bulk_jobs(
 ) -> HTMLResponse:
     app = the_app(request)
     views = jobs_svc.list_jobs(app, caller.actor, origin="bulk")
-    _, paired = targets_svc.count_targets(app, caller.actor)
+    _, paired = target_reads.count_targets(app, caller.actor)
     return page(
         request,
         "jobs.html",
@@ -384,7 +383,7 @@ def create_bulk_job(
 
 
 def _edit_picker(app: App, actor: Actor, view: JobView) -> list[Pick]:
-    labels = targets_svc.labels_of(app, actor, (a.target for a in view.assignments))
+    labels = target_reads.labels_of(app, actor, (a.target for a in view.assignments))
     return [Pick(a.target, labels.get(a.target, {}), a.enabled) for a in view.assignments]
 
 

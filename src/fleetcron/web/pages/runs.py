@@ -15,7 +15,7 @@ from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as svc
-from fleetcron.services import targets as targets_svc
+from fleetcron.services import target_reads
 from fleetcron.services.audit import AuditFilter
 from fleetcron.services.run_search import search_runs
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
@@ -137,7 +137,7 @@ def list_runs(
         filtered=bool(query),
         error=error,
         statuses=RUN_STATUSES,
-        target_names=targets_svc.target_names(app, caller.actor),
+        target_names=target_reads.target_names(app, caller.actor),
         job_names=jobs_svc.job_names(app, caller.actor),
     )
 

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
+from fleetcron.services import target_reads
 from fleetcron.services import targets as svc
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import FieldErrors, Posted, checked, page, plural, redirect, text
@@ -69,7 +70,7 @@ def resume_target(
 def confirm_unpair(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.unpair"))]
 ) -> HTMLResponse:
-    target, assignments = svc.show_target(the_app(request), caller.actor, name)
+    target, assignments = target_reads.show_target(the_app(request), caller.actor, name)
     return page(
         request,
         "confirm.html",
@@ -105,8 +106,8 @@ def confirm_remove(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.remove"))]
 ) -> HTMLResponse:
     app = the_app(request)
-    target, _ = svc.show_target(app, caller.actor, name)
-    jobs = svc.individual_jobs(app, caller.actor, name)
+    target, _ = target_reads.show_target(app, caller.actor, name)
+    jobs = target_reads.individual_jobs(app, caller.actor, name)
     message = f"{target.name} and its assignments are removed; the run history stays."
     if jobs:
         message += (

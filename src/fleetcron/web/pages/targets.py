@@ -19,7 +19,7 @@ from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionD
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
-from fleetcron.services import target_runs
+from fleetcron.services import target_reads, target_runs
 from fleetcron.services import targets as svc
 from fleetcron.services.fleet import zone_of
 from fleetcron.services.pairing import PairResult
@@ -93,7 +93,7 @@ def list_targets(
 ) -> HTMLResponse:
     app = the_app(request)
     q = q.strip()
-    targets, total = svc.list_targets_page(
+    targets, total = target_reads.list_targets_page(
         app, caller.actor, limit=TARGETS_PAGE, offset=offset, name=q or None
     )
     # One statement for the newest run of every target shown (not two per target).
@@ -112,7 +112,7 @@ def new_target(
 
 def _exists(request: Request, caller: Caller, name: str) -> bool:
     try:
-        svc.show_target(the_app(request), caller.actor, name)
+        target_reads.show_target(the_app(request), caller.actor, name)
     except NotFound:
         return False
     return True
@@ -187,7 +187,7 @@ def target_page(
     pause_errors: FieldErrors = NO_ERRORS,
 ) -> HTMLResponse:
     app = the_app(request)
-    target, assignments = svc.show_target(app, caller.actor, name)
+    target, assignments = target_reads.show_target(app, caller.actor, name)
     enabled_here = {a.job.name: a.enabled for a in assignments}
     individual = jobs_svc.list_jobs(app, caller.actor, origin="individual", target=name)
     bulk = jobs_svc.list_jobs(app, caller.actor, origin="bulk", target=name)
@@ -251,7 +251,7 @@ def target_url(name: str) -> str:
 def edit_form(
     name: str, request: Request, caller: Annotated[Caller, Depends(requires("target.edit"))]
 ) -> HTMLResponse:
-    target, _ = svc.show_target(the_app(request), caller.actor, name)
+    target, _ = target_reads.show_target(the_app(request), caller.actor, name)
     return target_form(request, caller, TargetFields.of(target), target=target)
 
 
@@ -263,7 +263,7 @@ def edit_target(
     caller: Annotated[Caller, Depends(requires("target.edit"))],
 ) -> Response:
     app = the_app(request)
-    target, _ = svc.show_target(app, caller.actor, name)
+    target, _ = target_reads.show_target(app, caller.actor, name)
     fields = replace(TargetFields.posted(form), name=name)
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
     local = fields.kind == "local"

@@ -14,11 +14,10 @@ from fastapi.responses import HTMLResponse
 
 from fleetcron.app import Actor, App
 from fleetcron.services import cluster as cluster_svc
-from fleetcron.services import fleet_grid
+from fleetcron.services import fleet_grid, target_reads
 from fleetcron.services import health as health_svc
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services import runs as runs_svc
-from fleetcron.services import targets as targets_svc
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
@@ -67,7 +66,7 @@ def dashboard(
     grid_offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
     app = the_app(request)
-    targets_total, targets_paired = targets_svc.count_targets(app, caller.actor)
+    targets_total, targets_paired = target_reads.count_targets(app, caller.actor)
     origins = Counter(jobs_svc.count_by_origin(app, caller.actor))
     scheduler = request.app.state.scheduler
     summary = health_svc.summary(app, caller.actor, limit=ATTENTION_LIMIT, detail=False)
