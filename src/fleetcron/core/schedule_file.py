@@ -250,7 +250,7 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
     name = values.get("name")
     if name is not None:
         try:
-            v.validate_name(name)
+            v.validate_job_name(name)
         except InvalidInput as exc:
             fail("name", exc.message.removeprefix("name: "))
     bulk = values.get("bulk") is True

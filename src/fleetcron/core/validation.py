@@ -56,6 +56,41 @@ def validate_name(value: str, *, field: str = "name") -> str:
     return value
 
 
+#: Names a job or a target cannot take, with the page that has the path: the web's own
+#: words beside ``/jobs/{name}`` and ``/targets/{name}``, so such a job or target would have
+#: no page of its own. (Every other page of one is ``/jobs/{name}/...``, which no word
+#: shadows.) One that exists from before is still shown by the CLI and the API, and its edit,
+#: delete and versions pages answer.
+RESERVED_JOB_NAMES = {"new": "/jobs/new is the form that adds a job"}
+RESERVED_TARGET_NAMES = {"new": "/targets/new is the form that adds a target"}
+
+
+def validate_job_name(value: str, *, field: str = "name") -> str:
+    """A job's name when it is created: :func:`validate_name`, and not a reserved word
+    (:data:`RESERVED_JOB_NAMES`)."""
+    return _validate_unreserved(value, field=field, reserved=RESERVED_JOB_NAMES)
+
+
+def validate_target_name(value: str, *, field: str = "name") -> str:
+    """A target's name when it is added: :func:`validate_name`, and not a reserved word
+    (:data:`RESERVED_TARGET_NAMES`)."""
+    return _validate_unreserved(value, field=field, reserved=RESERVED_TARGET_NAMES)
+
+
+def _validate_unreserved(value: str, *, field: str, reserved: dict[str, str]) -> str:
+    validate_name(value, field=field)
+    why = reserved.get(value)
+    if why is not None:
+        allowed = f"{NAME_RULE}, other than {', '.join(sorted(reserved))}"
+        raise InvalidInput(
+            f"{field}: {value!r} is reserved ({why}); allowed: {allowed}",
+            field=field,
+            value=value,
+            allowed=allowed,
+        )
+    return value
+
+
 SEARCH_TEXT_RULE = "text without control characters (NUL, escape, newline, tab, ...)"
 _CONTROL_NAMES = {
     "\x00": "NUL", "\t": "tab", "\n": "newline", "\r": "carriage return", "\x1b": "escape",

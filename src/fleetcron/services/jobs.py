@@ -185,7 +185,7 @@ def add_job(
     )
     with audited(app, actor, note) as session:
         actor.authorize("job.add")
-        v.validate_name(name)
+        v.validate_job_name(name)
         if bulk == (target is not None):
             raise InvalidInput(
                 "a job needs exactly one of --target T (individual) or --bulk",

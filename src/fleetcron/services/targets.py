@@ -148,7 +148,7 @@ def add_target(
     note = AuditNote("target.add", target_name=name, detail={"kind": "local" if local else "ssh"})
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
-        v.validate_name(name, field="name")
+        v.validate_target_name(name, field="name")
         v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
         parsed_labels = parse_labels(labels, field="labels")
         zone = validate_target_timezone(timezone) if timezone else None

@@ -278,10 +278,10 @@ def test_a_job_that_gets_the_id_of_a_removed_one_starts_its_own_history(
     jobs.remove_job(app, operator, "old")
     clock.advance(seconds=1)
 
-    jobs.add_job(app, operator, "new", NIGHTLY, target="pbx1")
+    jobs.add_job(app, operator, "newer", NIGHTLY, target="pbx1")
 
-    new = versions.list_versions(app, operator, "new")
+    new = versions.list_versions(app, operator, "newer")
     assert [(v.version, v.summary) for v in new] == [(1, "created")]
     assert [v.version for v in versions.list_versions(app, operator, "old")] == [2, 1]
     if app.db.dialect == "sqlite":
-        assert jobs.show_job(app, operator, "new").id == old_id  # the case this guards
+        assert jobs.show_job(app, operator, "newer").id == old_id  # the case this guards
