@@ -17,11 +17,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, event, insert
+from sqlalchemy import Table, insert
 
 from fleetcron.app import Actor, App
 from fleetcron.services import health
 from fleetcron.store.schema import Assignment, Job, Run, Target
+from sql_statements import statements_with_parameters
 
 VIEWER = Actor("victor", "viewer")
 _IDS = itertools.count(1)
@@ -81,16 +82,8 @@ def add_fleet(app: App, job: str, n_targets: int, failing: set[int]) -> int:
 
 def database_work(app: App, call: Callable[[], object]) -> int:
     """What the statements ``call`` issues cost the database (see the module docstring)."""
-    issued: list[tuple[str, Any]] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *rest: Any) -> None:
-        issued.append((statement, parameters))
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
+    with statements_with_parameters(app) as issued:
         call()
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
     queries = [
         (s, p)
         for s, p in issued

@@ -7,17 +7,15 @@ run. Time comes from an injected counter, never from the wall clock."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
 
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
 from fleetcron.scheduler.housekeeping import PRUNE_BUDGET_S, Housekeeping
 from fleetcron.services import retention
 from fleetcron.store.schema import Run
+from sql_statements import statements
 
 ADMIN = Actor("admin", "admin")
 _SLOTS = itertools.count()
@@ -32,20 +30,6 @@ class Ticks:
     def __call__(self) -> float:
         self.now += self.step
         return self.now
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        yield seen
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
 def add_runs(

@@ -5,15 +5,15 @@ assignment and its target: 30 s at 50 bulk jobs on 5,000 targets, docs/benchmark
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
 from fleetcron.services import jobs
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, Target
+from sql_statements import statements
 
 ADMIN = Actor("admin", "admin")
 _COUNT = re.compile(r'<span class="big">(\d+)</span><span class="label">(bulk|individual) jobs')
@@ -55,19 +55,11 @@ def test_counting_the_jobs_does_not_read_their_assignments(app: App) -> None:
     jobs.add_job(app, ADMIN, "nightly", JobSpec("0 2 * * *", "true"), bulk=True)
     with app.db.read() as session:
         assert len(session.scalars(select(Assignment)).all()) == 30
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
+    with statements(app) as seen:
         assert jobs.count_by_origin(app, ADMIN) == {"bulk": 1}
         counted = list(seen)
         seen.clear()
         jobs.list_jobs(app, ADMIN)  # negative control: the full listing reads them
         listed = list(seen)
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
     assert not any("assignments" in s for s in counted), counted
     assert any("assignments" in s for s in listed), listed

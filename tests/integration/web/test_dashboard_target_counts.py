@@ -4,14 +4,14 @@ one statement, not by loading every target (5,000 full rows for two numbers)."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import event, insert
+from sqlalchemy import insert
 
 from fleetcron.app import Actor, App
 from fleetcron.services import target_reads
 from fleetcron.store.schema import Target
+from sql_statements import statements
 
 VIEWER = Actor("victor", "viewer")
 _CARD = re.compile(
@@ -45,20 +45,12 @@ def test_the_dashboard_counts_paired_and_all_targets(
 
 def test_counting_the_targets_reads_no_target_row(app: App) -> None:
     add_targets(app, paired=4, unpaired=1)
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
+    with statements(app) as seen:
         assert target_reads.count_targets(app, VIEWER) == (5, 4)
         counted = list(seen)
         seen.clear()
         target_reads.list_targets(app, VIEWER)  # negative control: the listing reads them whole
         listed = list(seen)
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
     queries = [s for s in counted if "targets" in s]
     assert len(queries) == 1 and "targets.labels" not in queries[0], counted
     assert any("targets.labels" in s for s in listed), listed

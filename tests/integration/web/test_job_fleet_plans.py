@@ -10,16 +10,17 @@ index serves. The negative control shows the check sees the difference.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from fleetcron.app import Actor, App
 from fleetcron.services import fleet_grid, job_fleet, job_slots
 from fleetcron.services.job_fleet import TargetQuery
 from integration.web.test_job_fleet import JOB, history
+from sql_statements import statements_with_parameters
 
 __all__ = ["history"]
 
@@ -46,25 +47,15 @@ def status_first_index(app: App, history: list[datetime]) -> Iterator[None]:
     yield
 
 
-def plans_of(app: App, read: object) -> list[str]:
+def plans_of(app: App, read: Callable[[], object]) -> list[str]:
     """The query plan lines of every statement ``read()`` issues."""
-    statements: list[tuple[str, object]] = []
-
-    def capture(
-        conn: object, cursor: object, statement: str, parameters: object, *_: object
-    ) -> None:
-        statements.append((statement, parameters))
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        read()  # type: ignore[operator]
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
+    with statements_with_parameters(app) as statements:
+        read()
     lines = []
     with app.db.engine.connect() as conn:
         for statement, parameters in statements:
             if statement.lstrip().upper().startswith(("SELECT", "WITH")):
-                plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)  # type: ignore[arg-type]
+                plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
                 lines += [str(row[3]) for row in plan]
     return lines
 

@@ -6,36 +6,20 @@ jobs on 5,000 targets and a million runs (docs/benchmarks.md)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
 from fleetcron.services import jobs, target_reads
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import Assignment, Target
+from sql_statements import statements
 
 ADMIN = Actor("admin", "admin")
 _ASSIGNMENTS = re.compile(r"\bassignments\b")
 _OPTION = re.compile(r"<option(?: selected)?>([^<]+)</option>")
 _JOB_OPTION = re.compile(r'<option value="([^"]+)">')
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        yield seen
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
 def add_local_targets(app: App, names: list[str]) -> None:

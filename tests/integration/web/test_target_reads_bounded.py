@@ -7,19 +7,16 @@ PostgreSQL)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
 
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.services import jobs, target_reads, targets
 from fleetcron.services.jobs import JobSpec
+from sql_statements import statements
 
 ADMIN = Actor("admin", "admin")
 NAMES = ("alpha", "bravo", "charlie", "delta", "echo")
@@ -33,20 +30,6 @@ def fleet_reads(seen: list[str]) -> list[str]:
     return [
         s for s in seen if WHOLE_ROW in s and "targets.id = " not in s and "targets.id IN" not in s
     ]
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        yield seen
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
 @pytest.fixture

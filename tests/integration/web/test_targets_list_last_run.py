@@ -7,37 +7,21 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
 from fleetcron.services import runs as runs_svc
 from fleetcron.services.runs import RunFilter
 from fleetcron.store.schema import Run, Target
+from sql_statements import statements
 
 VIEWER = Actor("victor", "viewer")
 _ROW = re.compile(r'<tr data-target="([^"]+)">(.*?)</tr>', re.DOTALL)
 _RUN_LINK = re.compile(r'href="/runs/(\d+)"')
 _ASSIGNMENT_IDS = itertools.count(1_000_000)
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        yield seen
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
 def add_targets(app: App, names: list[str]) -> dict[str, int]:

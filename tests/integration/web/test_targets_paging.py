@@ -7,35 +7,19 @@ statements and carries the same rows however large the fleet (one response carri
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import event, insert
+from sqlalchemy import insert
 
 from fleetcron.app import App
 from fleetcron.store.schema import Target
 from fleetcron.web.pages.targets import TARGETS_PAGE
 from integration.web.conftest import error_of
+from sql_statements import statements
 
 _ROW = re.compile(r'<tr data-target="([^"]+)">')
 _NEXT = re.compile(r'<a href="([^"]+)" rel="next">')
 _LINK = re.compile(r'^<([^>]+)>; rel="next"$')
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        seen.append(statement)
-
-    event.listen(app.db.engine, "before_cursor_execute", capture)
-    try:
-        yield seen
-    finally:
-        event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
 def add_targets(app: App, names: list[str]) -> None:
