@@ -175,6 +175,62 @@ def running_postgres() -> Iterator[object | None]:
         shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
+def databases(backends: str, prefix: str) -> Iterator[tuple[str, str, Path]]:
+    """Each backend of ``backends`` (comma separated: ``sqlite``, ``postgresql``) as
+    ``(backend, database URL, work directory)``: a new SQLite file, or a database on a
+    throwaway PostgreSQL cluster that runs while the caller's loop body does. PostgreSQL is
+    skipped with a line when its binaries are not installed."""
+    for backend in backends.split(","):
+        with running_postgres() if backend == "postgresql" else contextlib.nullcontext() as server:
+            directory = work_dir(f"{prefix}-{backend}-")
+            if backend == "postgresql":
+                if server is None:
+                    print("PostgreSQL binaries not found; skipped")
+                    continue
+                url = server.create_database("bench")  # type: ignore[attr-defined]
+            else:
+                url = f"sqlite:///{directory / 'bench.db'}"
+            yield backend, url, directory
+
+
+def job_row(created: datetime, **fields: object) -> dict[str, object]:
+    """A row of ``jobs`` for a bulk insert: the options a job gets from ``job add`` without
+    flags (no retries, overlap allowed, no catch-up), made by "bench" at ``created``;
+    ``fields`` gives the rest (name, origin, schedule, timezone, command, target_id...)."""
+    return {
+        "notes": "",
+        "selector": {},
+        "timeout_s": 300,
+        "overlap": "allow",
+        "catchup": "none",
+        "jitter_s": 0,
+        "retries": 0,
+        "retry_on": ["connect_error"],
+        "retry_backoff_s": 30,
+        "created_by": "bench",
+        "updated_by": "bench",
+        "created_at": created,
+        "updated_at": created,
+        **fields,
+    }
+
+
+def catch_up_sequences(
+    conn: Any, tables: Sequence[str] = ("targets", "jobs", "assignments")
+) -> None:
+    """On PostgreSQL, move each table's id sequence past the ids a bulk insert gave
+    explicitly (they leave the sequence behind, and the next ordinary insert would collide)."""
+    from sqlalchemy import text
+
+    for name in tables:
+        conn.execute(
+            text(
+                f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                f"(SELECT max(id) FROM {name}))"
+            )
+        )
+
+
 @dataclass(frozen=True)
 class Usage:
     """CPU seconds (user + system) of this process, of the calling thread alone, and the

@@ -32,13 +32,12 @@ from sqlalchemy import event, insert, text
 
 from _common import (
     core_table,
+    databases,
     loadavg,
     make_app,
     median,
     percentile,
-    running_postgres,
     table,
-    work_dir,
 )
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -220,34 +219,17 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     print(f"load average before: {loadavg()}")
-    for backend in args.backends.split(","):
-        with running_postgres() if backend == "postgresql" else _Nothing() as server:
-            directory = work_dir(f"job-page-bench-{backend}-")
-            if backend == "postgresql":
-                if server is None:
-                    print("PostgreSQL binaries not found; skipped")
-                    continue
-                url = server.create_database("bench")  # type: ignore[attr-defined]
-            else:
-                url = f"sqlite:///{directory / 'bench.db'}"
-            app = make_app(url, directory, clock=lambda: START + timedelta(minutes=args.slots))
-            t0 = time.perf_counter()
-            fill(app, args.targets, args.slots)
-            filled = time.perf_counter() - t0
-            print(f"{backend}: filled {args.targets * args.slots:,} runs in {filled:.0f} s")
-            for label, p50, p95, counted in measure(app, args.calls):
-                rows.append((backend, label, f"{p50 * 1000:.0f}", f"{p95 * 1000:.0f}", counted))
-            app.close()
+    for backend, url, directory in databases(args.backends, "job-page-bench"):
+        app = make_app(url, directory, clock=lambda: START + timedelta(minutes=args.slots))
+        t0 = time.perf_counter()
+        fill(app, args.targets, args.slots)
+        filled = time.perf_counter() - t0
+        print(f"{backend}: filled {args.targets * args.slots:,} runs in {filled:.0f} s")
+        for label, p50, p95, counted in measure(app, args.calls):
+            rows.append((backend, label, f"{p50 * 1000:.0f}", f"{p95 * 1000:.0f}", counted))
+        app.close()
     print(table(["backend", "request", "p50 ms", "p95 ms", "SQL statements"], rows, right=2))
     print(f"load average after: {loadavg()}")
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ import fleetcron.executors.local
 from _common import (
     ShiftedClock,
     core_table,
+    job_row,
     loadavg,
     make_app,
     percentile,
@@ -121,27 +122,15 @@ def add_jobs(app: App, n: int, now: datetime, individual: bool) -> None:
         conn.execute(
             insert(core_table(Job)),
             [
-                {
-                    "name": f"job{i:04d}",
-                    "origin": "individual",
-                    "schedule": "* * * * *",
-                    "timezone": "UTC",
-                    "command": "true",
-                    "notes": "",
-                    "selector": {},
-                    "target_id": tid,
-                    "timeout_s": 300,
-                    "overlap": "allow",
-                    "catchup": "none",
-                    "jitter_s": 0,
-                    "retries": 0,
-                    "retry_on": ["connect_error"],
-                    "retry_backoff_s": 30,
-                    "created_by": "bench",
-                    "updated_by": "bench",
-                    "created_at": now,
-                    "updated_at": now,
-                }
+                job_row(
+                    now,
+                    name=f"job{i:04d}",
+                    origin="individual",
+                    schedule="* * * * *",
+                    timezone="UTC",
+                    command="true",
+                    target_id=tid,
+                )
                 for i, tid in enumerate(ids)
             ],
         )

@@ -27,7 +27,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sqlalchemy import delete, insert, text, update
 
-from _common import core_table, loadavg, make_app, median, running_postgres, table, work_dir
+from _common import (
+    catch_up_sequences,
+    core_table,
+    job_row,
+    loadavg,
+    make_app,
+    median,
+    running_postgres,
+    table,
+    work_dir,
+)
 from fleetcron.app import App
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.store.runs import RunStore
@@ -63,31 +73,19 @@ def fill(app: App, n: int) -> None:
         conn.execute(
             insert(T_JOBS),
             [
-                {
-                    "id": 1,
-                    "name": "reload",
-                    "origin": "bulk",
-                    "schedule": "30 9 * * *",
-                    "timezone": "UTC",
-                    "command": "/usr/sbin/fwconsole reload",
-                    "notes": "",
-                    "selector": {},
-                    "timeout_s": 300,
-                    "overlap": "allow",
-                    "catchup": "none",
-                    "jitter_s": 0,
-                    "retries": 0,
-                    "retry_on": ["connect_error"],
-                    "retry_backoff_s": 30,
-                    "batch": "10%",
-                    "batch_pause_s": 0,
-                    "max_failures": "1",
-                    "canary": "",
-                    "created_by": "bench",
-                    "updated_by": "bench",
-                    "created_at": created,
-                    "updated_at": created,
-                }
+                job_row(
+                    created,
+                    id=1,
+                    name="reload",
+                    origin="bulk",
+                    schedule="30 9 * * *",
+                    timezone="UTC",
+                    command="/usr/sbin/fwconsole reload",
+                    batch="10%",
+                    batch_pause_s=0,
+                    max_failures="1",
+                    canary="",
+                )
             ],
         )
         conn.execute(
@@ -106,13 +104,7 @@ def fill(app: App, n: int) -> None:
             ],
         )
         if app.db.dialect == "postgresql":
-            for name in ("targets", "jobs", "assignments"):
-                conn.execute(
-                    text(
-                        f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
-                        f"(SELECT max(id) FROM {name}))"
-                    )
-                )
+            catch_up_sequences(conn)
 
 
 def reset(app: App) -> None:

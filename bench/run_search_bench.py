@@ -25,7 +25,6 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sqlalchemy import insert, text
 
-from _common import core_table, loadavg, make_app, percentile, running_postgres, table, work_dir
+from _common import (
+    core_table,
+    databases,
+    loadavg,
+    make_app,
+    percentile,
+    table,
+)
 from fleetcron.app import SYSTEM, App
 from fleetcron.services.run_search import search_runs
 from fleetcron.services.runs import RunFilter
@@ -229,69 +235,53 @@ def main() -> None:
     print(f"load average at start: {loadavg()}", flush=True)
     rows: list[list[str]] = []
     notes: list[str] = []
-    for backend in args.backends.split(","):
-        with running_postgres() if backend == "postgresql" else _nothing() as server:
-            directory = work_dir(f"run-search-bench-{backend}-")
-            if backend == "postgresql":
-                if server is None:
-                    print("PostgreSQL binaries not found; skipped")
-                    continue
-                url = server.create_database("bench")  # type: ignore[attr-defined]
-            else:
-                url = f"sqlite:///{directory / 'bench.db'}"
-            app = make_app(url, directory, clock=lambda: NOW)
-            trgm = backend == "postgresql" and has_trgm(app)
-            fts = backend == "sqlite" and has_fts(app)
-            if trgm:
-                drop_trgm(app)
-            if fts:
-                drop_fts(app)
-            t0 = time.perf_counter()
-            insert_rows(app, (run_row(i, args.targets, args.jobs, args.runs) for i in range(total)))
-            filled = time.perf_counter() - t0
-            print(f"  {backend}: {total:,} runs in {filled:.0f} s", flush=True)
-            if trgm:
-                plain = write_cost(app, total, args.writes, args)
-                built = create_trgm(app)
-                indexed = write_cost(app, total + args.writes, args.writes, args)
-                notes.append(
-                    f"{backend}: trigram index built in {built:.0f} s over {total:,} runs; "
-                    f"runs recorded (started, then finished with output): {plain:,.0f}/s "
-                    f"without it, {indexed:,.0f}/s with it"
-                )
-                print("  " + notes[-1], flush=True)
-            elif fts:
-                plain = write_cost(app, total, args.writes, args)
-                built = create_fts(app)
-                indexed = write_cost(app, total + args.writes, args.writes, args)
-                notes.append(
-                    f"{backend}: FTS5 trigram table built in {built:.0f} s over {total:,} runs; "
-                    f"runs recorded (started, then finished with output): {plain:,.0f}/s "
-                    f"without it, {indexed:,.0f}/s with it (its triggers)"
-                )
-                print("  " + notes[-1], flush=True)
-            elif backend == "postgresql":
-                notes.append(f"{backend}: pg_trgm not available; text search scans")
-            analyze(app)
-            for name, fn in searches(app, args.runs):
-                p50, p95, found = timed(fn, args.requests)
-                matched = f"{found.matched:,}{'+' if found.more else ''}"
-                rows.append(
-                    [backend, name, f"{p50:.1f}", f"{p95:.1f}", str(len(found.runs)), matched]
-                )
-                print(f"  {rows[-1]}", flush=True)
-            app.close()
+    for backend, url, directory in databases(args.backends, "run-search-bench"):
+        app = make_app(url, directory, clock=lambda: NOW)
+        trgm = backend == "postgresql" and has_trgm(app)
+        fts = backend == "sqlite" and has_fts(app)
+        if trgm:
+            drop_trgm(app)
+        if fts:
+            drop_fts(app)
+        t0 = time.perf_counter()
+        insert_rows(app, (run_row(i, args.targets, args.jobs, args.runs) for i in range(total)))
+        filled = time.perf_counter() - t0
+        print(f"  {backend}: {total:,} runs in {filled:.0f} s", flush=True)
+        if trgm:
+            plain = write_cost(app, total, args.writes, args)
+            built = create_trgm(app)
+            indexed = write_cost(app, total + args.writes, args.writes, args)
+            notes.append(
+                f"{backend}: trigram index built in {built:.0f} s over {total:,} runs; "
+                f"runs recorded (started, then finished with output): {plain:,.0f}/s "
+                f"without it, {indexed:,.0f}/s with it"
+            )
+            print("  " + notes[-1], flush=True)
+        elif fts:
+            plain = write_cost(app, total, args.writes, args)
+            built = create_fts(app)
+            indexed = write_cost(app, total + args.writes, args.writes, args)
+            notes.append(
+                f"{backend}: FTS5 trigram table built in {built:.0f} s over {total:,} runs; "
+                f"runs recorded (started, then finished with output): {plain:,.0f}/s "
+                f"without it, {indexed:,.0f}/s with it (its triggers)"
+            )
+            print("  " + notes[-1], flush=True)
+        elif backend == "postgresql":
+            notes.append(f"{backend}: pg_trgm not available; text search scans")
+        analyze(app)
+        for name, fn in searches(app, args.runs):
+            p50, p95, found = timed(fn, args.requests)
+            matched = f"{found.matched:,}{'+' if found.more else ''}"
+            rows.append([backend, name, f"{p50:.1f}", f"{p95:.1f}", str(len(found.runs)), matched])
+            print(f"  {rows[-1]}", flush=True)
+        app.close()
     print()
     print(table(["backend", "search", "p50 ms", "p95 ms", "rows", "matched"], rows, right=2))
     print()
     for note in notes:
         print(f"- {note}")
     print(f"\nload average at end: {loadavg()}")
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
 
 
 if __name__ == "__main__":

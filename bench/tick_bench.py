@@ -38,7 +38,9 @@ from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from _common import (
+    catch_up_sequences,
     core_table,
+    job_row,
     loadavg,
     make_app,
     median,
@@ -117,28 +119,16 @@ def fill(app: App, n: int) -> list[int]:
                 expr = DUE_SCHEDULES[i % len(DUE_SCHEDULES)] if due else not_due_schedule(i)
                 target_id = i % n_targets + 1
                 jobs.append(
-                    {
-                        "id": i + 1,
-                        "name": f"job{i:06d}",
-                        "origin": "individual",
-                        "schedule": expr,
-                        "timezone": "UTC",
-                        "command": f"/usr/local/bin/task-{i % 97} --quiet",
-                        "notes": "",
-                        "selector": {},
-                        "target_id": target_id,
-                        "timeout_s": 300,
-                        "overlap": "allow",
-                        "catchup": "none",
-                        "jitter_s": 0,
-                        "retries": 0,
-                        "retry_on": ["connect_error"],
-                        "retry_backoff_s": 30,
-                        "created_by": "bench",
-                        "updated_by": "bench",
-                        "created_at": created,
-                        "updated_at": created,
-                    }
+                    job_row(
+                        created,
+                        id=i + 1,
+                        name=f"job{i:06d}",
+                        origin="individual",
+                        schedule=expr,
+                        timezone="UTC",
+                        command=f"/usr/local/bin/task-{i % 97} --quiet",
+                        target_id=target_id,
+                    )
                 )
                 assignments.append(
                     {
@@ -157,13 +147,7 @@ def fill(app: App, n: int) -> list[int]:
             conn.execute(insert(T_ASSIGNMENTS), assignments)
         if app.db.dialect == "postgresql":
             # Explicit ids leave the sequences behind; autovacuum would analyze in time.
-            for name in ("targets", "jobs", "assignments"):
-                conn.execute(
-                    text(
-                        f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
-                        f"(SELECT max(id) FROM {name}))"
-                    )
-                )
+            catch_up_sequences(conn)
     if app.db.dialect == "postgresql":
         with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE"))
