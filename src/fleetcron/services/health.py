@@ -51,13 +51,13 @@ from fleetcron.services.health_failures import (
     GroupedProblem,
     JobTally,
     Problem,
-    failing_counts,
+    failing_overview,
     failing_problem,
     failing_rows,
     group_failures,
+    materialized,
     one_line,
     outages_of,
-    shown_failing,
     unreachable_lines,
 )
 from fleetcron.services.job_health import AssignmentHealth, assignment_health
@@ -205,11 +205,14 @@ def summary(
     result = HealthSummary(checked_at=now, limit=limit)
     with app.db.read() as session:
         is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
+        # The rows first (their index), then the grouping: else the planners walk a whole
+        # index in the grouping's order to save a sort, 45-750 ms for no row at all.
+        late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
         late_by_job: dict[str, int] = dict(
             session.execute(
-                select(Job.name, func.count(Assignment.id))
-                .join(Job, Job.id == Assignment.job_id)
-                .where(is_late)
+                select(Job.name, func.count())
+                .select_from(late_rows)
+                .join(Job, Job.id == late_rows.c.job_id)
                 .group_by(Job.name)
             ).all()
         )
@@ -225,9 +228,10 @@ def summary(
             )
         ]
         is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+        stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
         stuck_by_job: dict[str, int] = dict(
             session.execute(
-                select(Run.job_name, func.count(Run.id)).where(is_stuck).group_by(Run.job_name)
+                select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
             ).all()
         )
         stuck = [
@@ -242,8 +246,7 @@ def summary(
             )
             for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
         ]
-        counts = failing_counts(session)
-        shown_down, shown_others = shown_failing(session, limit)
+        counts, shown_down, shown_others = failing_overview(session, limit)
         failing = failing_rows(
             session, [*shown_down, *shown_others], None if detail else shown_others
         )

@@ -233,68 +233,74 @@ def materialized(cte: CTE) -> CTE:
     )
 
 
-def failing_counts(session: Session) -> FailingCounts:
-    """Per job, the failing assignments and those of them in an outage; and the targets in
-    an outage: one grouped statement."""
+def failing_overview(
+    session: Session, limit: int | None
+) -> tuple[FailingCounts, set[int], set[int]]:
+    """In one statement (the failing assignments found once): their counts per job and the
+    targets in an outage, and the assignments behind the lines listed: those of the first
+    ``limit`` unreachable targets (by name) and the first ``limit`` other failing ones (by
+    job, then target)."""
     c = classified(session)
-    per_job = (
+    named = materialized(
         select(
-            Job.name.label("job"),
+            c.c.assignment_id,
+            c.c.target_id,
             c.c.down,
-            func.count().label("n"),
+            Job.name.label("job"),
+            Target.name.label("target"),
         )
+        .select_from(c)
         .join(Job, Job.id == c.c.job_id)
-        .group_by(Job.name, c.c.down)
+        .join(Target, Target.id == c.c.target_id)
+        .cte("named")
+    )
+    # An unreachable target's assignments share its rank: its line lists them together.
+    rank = case(
+        (
+            named.c.down == 1,
+            func.dense_rank().over(partition_by=named.c.down, order_by=named.c.target),
+        ),
+        else_=func.row_number().over(
+            partition_by=named.c.down, order_by=(named.c.job, named.c.target)
+        ),
+    )
+    ranked = select(named.c.assignment_id, named.c.down, rank.label("rank")).subquery("ranked")
+    shown = select(
+        literal("shown").label("what"),
+        ranked.c.assignment_id.label("assignment_id"),
+        ranked.c.down,
+        null().label("job"),
+        literal(0, Integer).label("n"),
+    )
+    if limit is not None:
+        shown = shown.where(ranked.c.rank <= limit)
+    per_job = select(literal("job"), null(), named.c.down, named.c.job, func.count()).group_by(
+        named.c.job, named.c.down
     )
     targets = select(
-        null().label("job"),
-        literal(1, Integer).label("down"),
-        func.count(distinct(c.c.target_id)).label("n"),
-    ).where(c.c.down == 1)
+        literal("targets"),
+        null(),
+        literal(1, Integer),
+        null(),
+        func.count(distinct(named.c.target_id)),
+    ).where(named.c.down == 1)
     by_job: dict[str, JobTally] = {}
     unreachable_targets = 0
-    for job, is_down, n in session.execute(union_all(per_job, targets)).all():
-        if job is None:
-            unreachable_targets = n
-            continue
-        tally = by_job.setdefault(job, JobTally())
-        tally.failing += n
-        if is_down:
-            tally.unreachable += n
-    return FailingCounts(by_job, unreachable_targets)
-
-
-def shown_failing(session: Session, limit: int | None) -> tuple[set[int], set[int]]:
-    """The assignments behind the lines listed: those of the first ``limit`` unreachable
-    targets (by name), and the first ``limit`` other failing ones (by job, then target)."""
-    c = classified(session)
-    first_down = (
-        select(c.c.target_id)
-        .join(Target, Target.id == c.c.target_id)
-        .where(c.c.down == 1)
-        .group_by(c.c.target_id, Target.name)
-        .order_by(Target.name)
-        .limit(limit)
-        .subquery("first_down")
-    )
-    down = select(c.c.assignment_id, literal(1, Integer).label("down")).where(
-        c.c.down == 1, c.c.target_id.in_(select(first_down.c.target_id))
-    )
-    first_failing = (
-        select(c.c.assignment_id)
-        .join(Job, Job.id == c.c.job_id)
-        .join(Target, Target.id == c.c.target_id)
-        .where(c.c.down == 0)
-        .order_by(Job.name, Target.name)
-        .limit(limit)
-        .subquery("first_failing")
-    )
-    others = select(first_failing.c.assignment_id, literal(0, Integer).label("down"))
     shown_down: set[int] = set()
-    shown_failing: set[int] = set()
-    for assignment_id, is_down in session.execute(union_all(down, others)).all():
-        (shown_down if is_down else shown_failing).add(assignment_id)
-    return shown_down, shown_failing
+    shown_others: set[int] = set()
+    for what, assignment_id, is_down, job, n in session.execute(
+        union_all(shown, per_job, targets)
+    ).all():
+        if what == "shown":
+            (shown_down if is_down else shown_others).add(assignment_id)
+        elif what == "targets":
+            unreachable_targets = n
+        else:
+            tally = by_job.setdefault(job, JobTally())
+            tally.failing += n
+            if is_down:
+                tally.unreachable += n
+    return FailingCounts(by_job, unreachable_targets), shown_down, shown_others
 
 
 def failing_rows(

@@ -30,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    union_all,
 )
 
 from fleetcron.app import Actor, App
@@ -129,6 +130,34 @@ def _filtered(query: Select[Any], f: RunFilter, dialect: str) -> Select[Any]:
     return query
 
 
+def _has_indexed_filter(f: RunFilter) -> bool:
+    """Whether the search names a job, a target, a status, a text or run ids: each has an
+    index (or a list) of its own that yields the page in order."""
+    return bool(f.job or f.target or f.status or f.statuses or f.grep or f.run_ids is not None)
+
+
+def _merged_by_status(page_q: Select[Any], wanted: int) -> Select[Any]:
+    """``page_q`` restricted to the newest ``wanted`` runs of each status, found through
+    ``ix_runs_status_slot`` (``status, scheduled_for, id``: in page order), for a search
+    with no filter of its own but the time range.
+
+    PostgreSQL's ``ix_runs_scheduled`` holds no id, so the newest page with the id as tie-
+    break reads and sorts every run of the newest slot time: 250,000 runs when 50 bulk
+    jobs on 5,000 targets share a minute (about 200 ms). Per status the index is in page
+    order, so the page is among the first ``wanted`` of one status or another: one short
+    index scan per status, then a sort of at most ``wanted`` runs per status. SQLite's
+    index on ``scheduled_for`` ends in the rowid, the id: already in page order."""
+    per_status = [
+        page_q.with_only_columns(Run.id)
+        .where(Run.status == status)
+        .order_by(Run.scheduled_for.desc(), Run.id.desc())
+        .limit(wanted)
+        for status in RUN_STATUSES
+    ]
+    candidates = union_all(*per_status).subquery("newest_per_status")
+    return page_q.where(Run.id.in_(select(candidates.c.id)))
+
+
 def search_runs(
     app: App,
     actor: Actor,
@@ -158,6 +187,8 @@ def search_runs(
             page_q = page_q.where(
                 Run.scheduled_for <= at, or_(Run.scheduled_for < at, Run.id < run_id)
             )
+        if dialect == "postgresql" and not _has_indexed_filter(f):
+            page_q = _merged_by_status(page_q, limit + 1 + (0 if cursor else offset))
         page_q = page_q.order_by(Run.scheduled_for.desc(), Run.id.desc()).limit(limit + 1)
         if offset and not cursor:
             page_q = page_q.offset(offset)
