@@ -33,7 +33,14 @@ Result = subprocess.CompletedProcess[str]
 _ZYGOTE = r"""
 import json, os, runpy, sys, traceback
 
-import fleetcron.cli.main  # the expensive part, done once
+import click
+
+from fleetcron.cli.main import COMMANDS, cli
+
+# The expensive part, done once: the CLI imports a subcommand's modules (SQLAlchemy, Alembic,
+# asyncssh, pydantic, rich) only when it is used, so load every one here, before the forks.
+for name in COMMANDS:
+    cli.get_command(click.Context(cli), name)
 
 
 def run(request):
