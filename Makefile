@@ -18,19 +18,27 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/fleetcron serve
 
-# The suite runs in two parts (tests/conftest.py): everything but the `serial` tests on
-# $(TEST_WORKERS) pytest-xdist workers (tests sharing a module- or package-scoped fixture stay
-# on one worker; --no-loadscope-reorder keeps the browser tests last on theirs), then the
-# `serial` fault scenarios, which wait out real deadlines, alone. Both parts always run; the
-# target fails if either does. `.venv/bin/pytest` alone runs everything in one process.
+# The suite runs in two parts at the same time (tests/conftest.py); the target fails if either
+# does. The `serial` fault scenarios (tests/fault/) wait out real claim deadlines and leases in
+# one pytest process of their own; their report is printed when both parts are done.
+# Everything else runs beside them on $(TEST_WORKERS) pytest-xdist workers (tests sharing a
+# module- or package-scoped fixture stay on one worker; --no-loadscope-reorder keeps the
+# browser tests last on theirs) at a lower CPU priority (nice $(TEST_NICE)), so the scenarios'
+# scheduler processes get the CPU as soon as they wake and their margins hold, while the
+# rest of the suite uses the time they spend waiting. `.venv/bin/pytest` alone runs
+# everything in one process.
 TEST_WORKERS ?= 3
+TEST_NICE ?= 10
 
 test: $(VENV)/.installed
 	bash scripts/system-deps.sh
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial"; \
+	@serial_log=$$(mktemp); \
+	echo "the fault scenarios (marked serial) run beside the rest; their report comes last"; \
+	$(BIN)/pytest -m serial > $$serial_log 2>&1 & serial_pid=$$!; \
+	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial"; \
 	parallel=$$?; \
-	$(BIN)/pytest -m serial; \
-	serial=$$?; \
+	wait $$serial_pid; serial=$$?; \
+	cat $$serial_log; rm -f $$serial_log; \
 	test $$parallel -eq 0 && test $$serial -eq 0
 
 lint: $(VENV)/.installed

@@ -1,12 +1,16 @@
 """Root test configuration: fixtures for real PostgreSQL and OpenSSH live in tests/fixtures.
 
-``make test`` runs the suite in two parts (see the Makefile): everything not marked
-``serial`` on several pytest-xdist workers (``--dist loadgroup``), then the ``serial`` tests
-(the fault scenarios, which wait out real claim deadlines and lease timeouts and must not
-share the CPU with the parallel part) in one process. A plain ``pytest`` still runs it all in
-one process. Every worker has its own session fixtures (PostgreSQL cluster, sshd, zygote,
-Chromium) on free loopback ports and its own temporary directory.
+``make test`` runs the suite in two parts at the same time (see the Makefile): the ``serial``
+tests (the fault scenarios, which wait out real claim deadlines and lease timeouts) in one
+process of their own, and beside them everything else on several pytest-xdist workers
+(``--dist loadgroup``) at a lower CPU priority, so that the scenarios' processes get the CPU
+whenever they wake. A plain ``pytest`` still runs it all in one process. Every worker has
+its own session fixtures (PostgreSQL cluster, sshd, zygote, Chromium) on free loopback ports
+and its own temporary directory.
 """
+
+import signal
+import threading
 
 import pytest
 
@@ -23,6 +27,21 @@ SERIAL_DIRECTORIES = ("/tests/fault/",)
 #: Fixture scopes wider than a test and narrower than the session: the tests sharing such a
 #: fixture go to one worker together, so that it is set up once, not once per worker.
 _SHARED_SCOPES = {"class", "module", "package"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``make test`` starts the fault scenarios in the background, beside the rest of the
+    suite. A non-interactive shell starts a background command with SIGINT ignored, so a
+    Ctrl-C would leave that pytest running, with its scheduler processes and servers. Python's
+    handler is put back (in the controlling process, not in xdist workers, whose interrupts
+    xdist manages): a Ctrl-C stops it as it stops a pytest in the foreground, fixtures torn
+    down."""
+    if (
+        not hasattr(config, "workerinput")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
