@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import MAX_ID, run_cli
@@ -24,11 +25,7 @@ def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> App:
     """The CLI pointed at the test's database, with a job that has a version."""
     targets.add_target(app, ADMIN, "alpha", local=True)
     jobs.add_job(app, ADMIN, "nightly", JobSpec("0 2 * * *", "true"), bulk=True)
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     monkeypatch.setenv("FLEETCRON_ALLOW_LOCAL_TARGETS", "true")
     return app
 

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
@@ -27,11 +28,7 @@ NAMES = [f"job{i}" for i in range(1, 6)]
 
 @pytest.fixture(autouse=True)
 def environment(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     monkeypatch.setenv("COLUMNS", "250")  # one table row per line, whatever rich assumes
 
 

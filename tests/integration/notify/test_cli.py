@@ -11,6 +11,7 @@ import json
 import pytest
 from sqlalchemy import select
 
+from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.cli.notify_cmd import notify
@@ -31,11 +32,7 @@ PLAIN_SMTP = ("--smtp-host", "mail", "--from", "a@x", "--to", "b@x")
 
 @pytest.fixture(autouse=True)
 def environment(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     for name in ("FLEETCRON_NOTIFY_SECRET", "FLEETCRON_SMTP_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
 

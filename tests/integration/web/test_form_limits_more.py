@@ -17,6 +17,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -298,11 +299,7 @@ def test_the_cli_refuses_over_long_notes_and_schedules_with_the_same_message(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     notes, over = "n" * (v.NOTES_MAX_CHARS + 1), schedule_of(v.SCHEDULE_MAX_CHARS + 1)
     job = ["job", "add", "cli-job", "--bulk", "--command", "/bin/true"]
     for args, message in (

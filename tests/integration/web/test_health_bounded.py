@@ -20,6 +20,7 @@ from typing import cast, get_args
 import pytest
 from sqlalchemy import event
 
+from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
@@ -289,11 +290,7 @@ def test_the_cli_lists_up_to_the_limit_and_says_how_many_more(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     monkeypatch.setenv("COLUMNS", "250")
 
     def run(*args: str) -> tuple[int, str, str]:

@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
@@ -427,11 +428,7 @@ def test_api_pause_and_resume_selected(
 
 @pytest.fixture
 def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     monkeypatch.setenv("FLEETCRON_ALLOW_LOCAL_TARGETS", "true")
 
 

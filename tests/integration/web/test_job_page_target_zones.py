@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from fastapi.testclient import TestClient
 
+from cli_env import point_the_cli_at
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -86,11 +87,7 @@ def test_the_targets_api_and_job_status_show_the_local_next_fire(
 
 @pytest.fixture
 def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
 
 
 def test_job_status_prints_each_target_on_its_own_clock(

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
+from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -39,9 +40,7 @@ def test_the_api_refuses_a_job_named_new_and_takes_new_db(
 
 
 def test_the_api_refuses_a_target_named_new(client: TestClient, as_admin: Headers) -> None:
-    refused = client.post(
-        f"{API}/targets", json={"name": "new", "kind": "local"}, headers=as_admin
-    )
+    refused = client.post(f"{API}/targets", json={"name": "new", "kind": "local"}, headers=as_admin)
     assert refused.status_code == 422, refused.text
     error = error_of(refused)
     assert error["field"] == "name"
@@ -61,11 +60,7 @@ def test_the_new_job_form_says_why_beside_the_name(browser: TestClient, app: App
 def test_the_cli_refuses_a_job_named_new_with_exit_2(
     app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
     args = ["job", "add", "new", "--bulk", "--schedule", "@daily", "--command", "true"]
 
     code = run_cli(cli, args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
@@ -25,11 +26,7 @@ def test_a_pending_row_says_it_waits_for_its_turn(
     jobs.add_job(app, ADMIN, "plain", JobSpec("* * * * *", "false"), bulk=True)
     clock.advance(minutes=1)
     RunStore(app.db, node="test", clock=clock).claim_due(clock.now)
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
 
     assert run_cli(cli, ["runs", "list", "--job", "wave"]) == 0
     wave = capsys.readouterr().out

@@ -11,6 +11,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -70,11 +71,7 @@ def test_iter_targets_reads_a_page_at_a_time(app: App, fleet: None) -> None:
 
 
 def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = app.settings
-    assert settings.master_key is not None
-    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
-    monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+    point_the_cli_at(app, monkeypatch)
 
 
 def table_names(out: str) -> list[str]:
