@@ -247,24 +247,15 @@ def main() -> None:
         insert_rows(app, (run_row(i, args.targets, args.jobs, args.runs) for i in range(total)))
         filled = time.perf_counter() - t0
         print(f"  {backend}: {total:,} runs in {filled:.0f} s", flush=True)
-        if trgm:
+        if trgm or fts:
             plain = write_cost(app, total, args.writes, args)
-            built = create_trgm(app)
+            built = create_trgm(app) if trgm else create_fts(app)
             indexed = write_cost(app, total + args.writes, args.writes, args)
+            what = "trigram index" if trgm else "FTS5 trigram table"
             notes.append(
-                f"{backend}: trigram index built in {built:.0f} s over {total:,} runs; "
+                f"{backend}: {what} built in {built:.0f} s over {total:,} runs; "
                 f"runs recorded (started, then finished with output): {plain:,.0f}/s "
-                f"without it, {indexed:,.0f}/s with it"
-            )
-            print("  " + notes[-1], flush=True)
-        elif fts:
-            plain = write_cost(app, total, args.writes, args)
-            built = create_fts(app)
-            indexed = write_cost(app, total + args.writes, args.writes, args)
-            notes.append(
-                f"{backend}: FTS5 trigram table built in {built:.0f} s over {total:,} runs; "
-                f"runs recorded (started, then finished with output): {plain:,.0f}/s "
-                f"without it, {indexed:,.0f}/s with it (its triggers)"
+                f"without it, {indexed:,.0f}/s with it{'' if trgm else ' (its triggers)'}"
             )
             print("  " + notes[-1], flush=True)
         elif backend == "postgresql":
