@@ -99,6 +99,26 @@ def test_a_revert_without_the_csrf_token_is_refused(browser: TestClient, app: Ap
     assert jobs.show_job(app, OPERATOR, "sweep").command == "echo two\necho three"
 
 
+def test_a_revert_to_a_version_beyond_any_is_refused_on_the_versions_page(
+    browser: TestClient, app: App
+) -> None:
+    # 29 digits passed the form's number check and reached the database: the generic
+    # "a number or a date in the request is out of range" page instead of the message.
+    a_job(app)
+
+    refused = browser.post(
+        "/jobs/sweep/revert",
+        data={"csrf_token": csrf_token_of(browser), "to": "9" * 29},
+        follow_redirects=False,
+    )
+
+    assert refused.status_code == 303
+    assert refused.headers["location"] == "/jobs/sweep/versions"
+    page = browser.get("/jobs/sweep/versions")
+    assert "to: name the version to go back to" in page.text
+    assert jobs.show_job(app, OPERATOR, "sweep").command == "echo two\necho three"
+
+
 def test_the_target_page_has_a_strip_of_runs_per_job(
     browser: TestClient, app: App, clock: FakeClock
 ) -> None:

@@ -101,14 +101,18 @@ def versions_page(
     )
 
 
+#: The largest version a page takes, as the API's (a larger one reached the database).
+MAX_VERSION = 2**31 - 1
+
+
 def _to(request: Request, value: str) -> int:
     number = whole_number(value or request.query_params.get("to", ""), field="to")
-    if number is None or number < 1:
+    if number is None or not 1 <= number <= MAX_VERSION:
         raise InvalidInput(
             "to: name the version to go back to",
             field="to",
             value=value,
-            allowed="a version number (1 or more)",
+            allowed=f"a version number (1 to {MAX_VERSION})",
         )
     return number
 

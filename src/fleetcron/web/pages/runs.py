@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core.statuses import ACTIVE
@@ -20,7 +21,7 @@ from fleetcron.services.audit import AuditFilter
 from fleetcron.services.run_search import search_runs
 from fleetcron.services.runs import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import AuditEvent, Run
-from fleetcron.web.api.runs import live_source, local_stop
+from fleetcron.web.api.runs import MAX_ID, live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, local_time, page, redirect
 from fleetcron.web.pages.history import KeysetPager
@@ -146,9 +147,13 @@ def list_runs(
 REFRESH_S = 5
 
 
+#: A run's number in a page's address, bounded as in the API (the database refuses more).
+RunId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def show_run(
-    run_id: int, request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
+    run_id: RunId, request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
 ) -> HTMLResponse:
     app = the_app(request)
     run = svc.get_run(app, caller.actor, run_id)
@@ -180,7 +185,7 @@ def show_run(
 
 @router.post("/runs/{run_id}/stop", response_class=HTMLResponse)
 def stop_run(
-    run_id: int,
+    run_id: RunId,
     request: Request,
     form: Posted,
     caller: Annotated[Caller, Depends(requires("run.stop"))],
