@@ -19,7 +19,6 @@ from typing import cast, get_args
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
 
 from fixtures.app import FakeClock
 from fixtures.sshd import ClientKey, SshServer, running_sshd
@@ -32,6 +31,7 @@ from fleetcron.services.users import create_token
 from fleetcron.store.runs import RunStore
 from fleetcron.web.app import create_app
 from integration.web.conftest import log_in, new_client
+from sql_statements import statements
 
 REFUSED = "connection refused: 127.0.0.1:22413"
 
@@ -298,19 +298,11 @@ def test_health_reads_a_fixed_number_of_statements_however_many_assignments_fail
 ) -> None:
     """No query per assignment or per target: the statement count is the same for a fleet
     with 2 failing assignments and one with 14 (the former code issued 2 per assignment)."""
-    statements: list[str] = []
-
-    def count(*args: object) -> None:
-        statements.append(str(args[2]))
 
     def measured() -> tuple[int, health.HealthSummary]:
-        statements.clear()
-        event.listen(app.db.engine, "before_cursor_execute", count)
-        try:
+        with statements(app) as seen:
             result = health.summary(app, viewer)
-        finally:
-            event.remove(app.db.engine, "before_cursor_execute", count)
-        return len(statements), result
+        return len(seen), result
 
     targets.add_target(app, SYSTEM, "t0", local=True)
     every_minute_on(app, "t0", "j0a", "j0b")
@@ -416,17 +408,11 @@ def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_
                 )
             )
         store.finish(results)
-    statements: list[object] = []
-
-    def count(*args: object) -> None:
-        statements.append(args[2])
-
-    event.listen(app.db.engine, "before_cursor_execute", count)
-    rows = health.assignment_health(app, viewer, "check")
-    many = len(statements)
-    statements.clear()
-    health.assignment_health(app, viewer, "solo")
-    event.remove(app.db.engine, "before_cursor_execute", count)
+    with statements(app) as seen:
+        rows = health.assignment_health(app, viewer, "check")
+        many = len(seen)
+        seen.clear()
+        health.assignment_health(app, viewer, "solo")
 
     assert [(r.target, r.last_status, r.consecutive_failures, r.failing_since) for r in rows] == [
         ("t1", "failed", 2, slots[0]),
@@ -434,7 +420,7 @@ def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_
         ("t3", "succeeded", 0, None),
     ]
     assert rows[1].last_success_at == slots[0] and rows[0].last_success_at is None
-    assert len(statements) == many  # 3 targets cost what 1 does
+    assert len(seen) == many  # 3 targets cost what 1 does
 
 
 def test_a_run_lost_with_its_scheduler_is_a_job_line_that_says_why(

@@ -18,7 +18,6 @@ from datetime import timedelta
 from typing import cast, get_args
 
 import pytest
-from sqlalchemy import event
 
 from cli_env import point_the_cli_at
 from fixtures.app import FakeClock
@@ -32,6 +31,7 @@ from fleetcron.services.jobs import JobSpec
 from fleetcron.store.runs import RunStore
 from fleetcron.web.pages import views
 from integration.web.conftest import bearer, log_in, new_client, token_for
+from sql_statements import statements
 
 REFUSED = "connection refused: 127.0.0.1:22413"
 DOWN = [f"down{i}" for i in range(1, 6)]
@@ -332,19 +332,11 @@ def test_the_statements_of_a_summary_do_not_grow_with_the_failing_targets(
     each cause) or sixty-two: the same statements, and a bounded answer that stays the
     same size while the full one grows with every target (the negative control: the same
     measure does see the failing targets)."""
-    statements: list[str] = []
-
-    def count(*args: object) -> None:
-        statements.append(str(args[2]))
 
     def measured(limit: int | None) -> tuple[int, int]:
-        statements.clear()
-        event.listen(app.db.engine, "before_cursor_execute", count)
-        try:
+        with statements(app) as seen:
             result = health.summary(app, viewer, limit=limit)
-        finally:
-            event.remove(app.db.engine, "before_cursor_execute", count)
-        return len(statements), len(json.dumps(result.as_dict(), default=str))
+        return len(seen), len(json.dumps(result.as_dict(), default=str))
 
     # a00's ping cannot connect while its sync reaches it: a failing line, as is a01's sync.
     outcomes = {("ping", "a00"): "connect_error", ("sync", "a01"): "failed"}
