@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sqlalchemy import event, insert, text
+from sqlalchemy import insert, text
 
 from _common import (
     core_table,
@@ -41,6 +41,7 @@ from _common import (
 )
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
+from sql_statements import statements
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 BATCH = 20_000
@@ -183,21 +184,14 @@ REQUESTS = (
 
 def measure(app: App, calls: int) -> list[tuple[str, float, float, int]]:
     browser, api, close = clients(app)
-    statements: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        statements.append(statement)
-
     results = []
     try:
         for kind, label, url in REQUESTS:
             client = browser if kind == "page" else api
-            statements.clear()
-            event.listen(app.db.engine, "before_cursor_execute", capture)
-            first = client.get(url)
-            event.remove(app.db.engine, "before_cursor_execute", capture)
+            with statements(app) as seen:
+                first = client.get(url)
             assert first.status_code == 200, (url, first.status_code, first.text[:300])
-            counted = len(statements)
+            counted = len(seen)
             times = []
             for _ in range(calls):
                 t0 = time.perf_counter()
