@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -25,41 +24,13 @@ from fleetcron.web.api.runs import MAX_ID, live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, local_time, page, redirect
 from fleetcron.web.pages.history import KeysetPager
+from fleetcron.web.pages.paging import OffsetPager
 
 router = APIRouter(include_in_schema=False)
 
 PAGE_SIZE = 50
 Text = Annotated[str, Query(max_length=200)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
-
-
-@dataclass(frozen=True)
-class Pager:
-    """Where this page of results sits, and the links to its neighbours."""
-
-    offset: int
-    shown: int
-    total: int
-    query: dict[str, str]
-
-    def _link(self, offset: int) -> str:
-        return "?" + urlencode({**self.query, "offset": offset})
-
-    @property
-    def first(self) -> int:
-        return self.offset + 1 if self.shown else 0
-
-    @property
-    def last(self) -> int:
-        return self.offset + self.shown
-
-    @property
-    def previous(self) -> str | None:
-        return self._link(max(0, self.offset - PAGE_SIZE)) if self.offset > 0 else None
-
-    @property
-    def next(self) -> str | None:
-        return self._link(self.offset + PAGE_SIZE) if self.last < self.total else None
 
 
 @dataclass(frozen=True)
@@ -244,7 +215,7 @@ def audit_log(
         status_code=422 if error else 200,
         events=events,
         details={e.id: [(k, readable(val)) for k, val in sorted(e.detail.items())] for e in events},
-        pager=Pager(offset, len(events), total, query),
+        pager=OffsetPager(offset, len(events), total, query, PAGE_SIZE),
         filters={"actor": actor, "action": action, "target": target, "since": since},
         filtered=bool(query),
         error=error,

@@ -5,9 +5,9 @@ jobs here) is :mod:`target_actions`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -38,6 +38,7 @@ from fleetcron.web.pages.forms import (
     text,
 )
 from fleetcron.web.pages.jobs import JobFields, describe, job_form_context
+from fleetcron.web.pages.paging import OffsetPager
 from fleetcron.web.pages.target_form import (
     TargetFields,
     form_errors,
@@ -52,36 +53,6 @@ RECENT_RUNS = 20
 #: Targets on one page of the targets list.
 TARGETS_PAGE = 100
 PENDING = frozenset(statuses.ACTIVE)
-
-
-@dataclass(frozen=True)
-class TargetsPager:
-    """Where a page of the targets list sits, and the links to its neighbours (the name
-    filter kept)."""
-
-    offset: int
-    shown: int
-    total: int
-    query: dict[str, str]
-
-    def _link(self, offset: int) -> str:
-        return "?" + urlencode({**self.query, **({"offset": str(offset)} if offset else {})})
-
-    @property
-    def first(self) -> int:
-        return self.offset + 1 if self.shown else 0
-
-    @property
-    def last(self) -> int:
-        return self.offset + self.shown
-
-    @property
-    def previous(self) -> str | None:
-        return self._link(max(0, self.offset - TARGETS_PAGE)) if self.offset > 0 else None
-
-    @property
-    def next(self) -> str | None:
-        return self._link(self.offset + TARGETS_PAGE) if self.last < self.total else None
 
 
 @router.get("/targets", response_class=HTMLResponse)
@@ -99,7 +70,7 @@ def list_targets(
     # One statement for the newest run of every target shown (not two per target).
     newest = target_runs.last_started_runs(app, caller.actor, [t.id for t in targets])
     last = {t.name: newest[t.id] for t in targets if t.id in newest}
-    pager = TargetsPager(offset, len(targets), total, {"q": q} if q else {})
+    pager = OffsetPager(offset, len(targets), total, {"q": q} if q else {}, TARGETS_PAGE)
     return page(request, "targets.html", targets=targets, last=last, pager=pager, q=q)
 
 
