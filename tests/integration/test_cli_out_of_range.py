@@ -196,3 +196,16 @@ def test_job_show_keeps_a_space_after_every_field_name_and_lists_as_text(
     assert "retry_backoff_s: 30" in out and "allow_duplicate: False" in out
     assert "retry_on:       connect_error\n" in out
     assert "schedule:       0 2 * * *\n" in out  # the short names keep their column
+
+
+def test_job_edit_names_what_changed_not_what_was_given(
+    cli_env: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An empty zone is the default zone (UTC here), which the job already has.
+    assert run_cli(cli, ["job", "edit", "nightly", "--tz", ""]) == 0
+    unchanged = capsys.readouterr().out
+    assert run_cli(cli, ["job", "edit", "nightly", "--tz", "", "--notes", "why"]) == 0
+    changed = capsys.readouterr().out
+
+    assert unchanged.startswith("job nightly: no change"), unchanged  # was "updated (timezone)"
+    assert changed.startswith("job nightly updated (notes): "), changed

@@ -206,8 +206,17 @@ def edit(name: str, as_user: str | None, selector: str | None, **options: Any) -
     if not changes:
         raise click.UsageError("nothing to change; give at least one option (see --help)")
     with opened_app() as app:
-        view = svc.edit_job(app, acting(app, as_user), name, **changes)
-    click.echo(f"job {name} updated ({', '.join(sorted(changes))}): {_describe(view)}")
+        actor = acting(app, as_user)
+        before = svc.show_job(app, actor, name).as_dict()
+        view = svc.edit_job(app, actor, name, **changes)
+    # Name what changed, not what was given: `--tz ""` is the default zone, which the job
+    # may have already.
+    after = view.as_dict()
+    changed = sorted(key for key in changes if before.get(key) != after.get(key))
+    if not changed:
+        click.echo(f"job {name}: no change (it already has these values): {_describe(view)}")
+        return
+    click.echo(f"job {name} updated ({', '.join(changed)}): {_describe(view)}")
 
 
 def _toggle(name: str, target: str | None, as_user: str | None, enabled: bool) -> None:
