@@ -50,9 +50,19 @@ class WebhookSpec(ChannelSpec):
 
 def validate(spec: WebhookSpec) -> tuple[Config, str | None]:
     url = spec.url
-    parts = urlsplit(url)
-    shown = origin(url) if parts.scheme else "(no scheme)"
     allowed = "an http:// or https:// URL with a host, at most 2048 characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        # e.g. "http://[::1" (an unclosed IPv6 address); the text may carry a token.
+        raise InvalidInput(
+            f"url: not a valid webhook URL ({exc}); allowed: {allowed}",
+            field="url",
+            value="(not shown)",
+            allowed=allowed,
+        ) from exc
+    shown = origin(url) if parts.scheme else "(no scheme)"
     if (
         len(url) > MAX_URL_LENGTH
         or parts.scheme not in SCHEMES

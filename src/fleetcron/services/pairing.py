@@ -169,7 +169,7 @@ def take_detected_zone(
     """Record a detected zone unless an operator set one; returns what the pairing result
     says about the zone. A failed detection keeps an earlier detected zone."""
     if target.timezone_source == SOURCE_OPERATOR or detected is None:
-        return f"set by an operator ({target.timezone})" if target.timezone else "not detected"
+        return "set by an operator" if target.timezone else "not detected"
     zone, how = detected
     if zone is None:
         kept = f"; keeping {target.timezone}" if target.timezone else ""

@@ -194,7 +194,7 @@ def add_target(
             False,
             (),
             timezone=zone,
-            timezone_note=f"set by an operator ({zone})" if zone else "not detected (not paired)",
+            timezone_note="set by an operator" if zone else "not detected (not paired)",
         )
     try:
         return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
@@ -347,13 +347,23 @@ def _pause_reason(reason: str | None) -> str | None:
     if reason is None or not reason.strip():
         return None
     cleaned = reason.strip()
-    if len(cleaned) > PAUSE_REASON_MAX or any(ord(ch) < 32 or ord(ch) == 127 for ch in cleaned):
+    allowed = f"one line of text without control characters, at most {PAUSE_REASON_MAX} characters"
+    control = next((ch for ch in cleaned if ord(ch) < 32 or ord(ch) == 127), None)
+    if control is not None:
         raise InvalidInput(
-            f"reason: must be one line of at most {PAUSE_REASON_MAX} characters "
-            f"(got {len(cleaned)} characters)",
+            f"reason: contains the control character {control!r} at position "
+            f"{cleaned.index(control) + 1}; allowed: {allowed}",
+            field="reason",
+            value=repr(cleaned[:40]),
+            allowed=allowed,
+        )
+    if len(cleaned) > PAUSE_REASON_MAX:
+        raise InvalidInput(
+            f"reason: must be at most {PAUSE_REASON_MAX} characters (got {len(cleaned)}); "
+            f"allowed: {allowed}",
             field="reason",
             value=cleaned[:40],
-            allowed=f"one line of text, at most {PAUSE_REASON_MAX} characters",
+            allowed=allowed,
         )
     return cleaned
 

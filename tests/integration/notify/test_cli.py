@@ -114,6 +114,8 @@ def test_an_email_channel_shows_its_server_and_recipients(
     [
         (["--url", "ftp://files.example.com/x"], "url: ftp://files.example.com is not a valid"),
         (["--url", "https://u:p@example.com/x"], "url: credentials in the URL are not supported"),
+        (["--url", "http://[::1"], "url: not a valid webhook URL (Invalid IPv6 URL)"),
+        (["--url", "https://example.com:99999/x"], "url: not a valid webhook URL (Port out of"),
         (["--url", "https://example.com/x", "--secret", "short"], "secret: must be 16 to"),
         (["--smtp-host", "mail", "--to", "ops@example.com"], "from: an email channel needs"),
         (["--smtp-host", "mail", "--from", "a@example.com"], "to: 0 recipients"),

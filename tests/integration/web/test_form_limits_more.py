@@ -513,7 +513,8 @@ def test_a_pause_reason_over_the_limit_comes_back_in_the_open_drawer_as_typed(
     assert response.status_code == 422, response.text
     assert '<details class="drawer" id="pause-drawer" open>' in response.text
     assert field_error(response.text, "reason", "pause-") == (
-        f"reason: must be one line of at most {limit} characters (got {limit + 1} characters)"
+        f"reason: must be at most {limit} characters (got {limit + 1}); allowed: one line "
+        f"of text without control characters, at most {limit} characters"
     )
     assert input_value(response.text, "reason") == reason
     assert counter(response.text, "reason", "pause-")[1] == (
@@ -525,3 +526,19 @@ def test_a_pause_reason_over_the_limit_comes_back_in_the_open_drawer_as_typed(
     assert response.status_code == 303, response.text
     paused = target_reads.show_target(app, ADMIN, "box")[0]
     assert paused.paused and paused.paused_reason == reason[:-1]
+
+
+@sqlite_only
+def test_a_pause_reason_with_a_control_character_is_refused_naming_it(
+    app: App, operator_browser: TestClient
+) -> None:
+    """A short reason holding a terminal escape is refused for the escape, not its length."""
+    targets_svc.add_target(app, ADMIN, "box", local=True)
+    reason = "maint \x1b]52;c;aGk=\x07 window"
+
+    response = post(operator_browser, "/targets/box/pause", reason=reason)
+    assert response.status_code == 422, response.text
+    message = field_error(response.text, "reason", "pause-")
+    assert message.startswith("reason: contains the control character '\\x1b' at position 7;")
+    assert "without control characters" in message
+    assert not target_reads.show_target(app, ADMIN, "box")[0].paused
