@@ -95,6 +95,11 @@ class LiveRuns:
         with self._lock:
             return len(self._runs)
 
+    def ids(self) -> frozenset[int]:
+        """The runs launched here and not yet recorded."""
+        with self._lock:
+            return frozenset(self._runs)
+
     def request_stop(self, run_id: int, by: str) -> bool:
         """Ask to stop ``run_id`` if this process runs it; False when it does not."""
         entry = self.get(run_id)

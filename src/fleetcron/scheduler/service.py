@@ -78,6 +78,9 @@ FENCE_CHECK_S = 0.05
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
 #: ``ExecResult.error`` of a run whose stop was asked for before its command started.
 STOPPED_BEFORE_START = "stopped before it started"
+#: How often (seconds) runs a crash left ``running`` are looked for again after the start
+#: (a restart within a run's deadline finds them still inside it).
+LOST_CHECK_S = 30.0
 
 
 def policy_from(app: App) -> SlotPolicy:
@@ -157,6 +160,7 @@ class Scheduler:
         #: Seconds between the snapshots of live output written to the run rows.
         self.live_snapshot_s = SNAPSHOT_INTERVAL_S
         self._next_snapshot = 0.0
+        self._next_lost_check = 0.0
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -165,13 +169,7 @@ class Scheduler:
 
     async def start(self) -> None:
         """Close runs a crash left behind, then accept completions."""
-        lost = await self._in_db(self.runs.close_lost, self.clock())
-        if lost:
-            log.warning(
-                "cron: %d run(s) left running by a crash closed as lost",
-                lost,
-                extra={"action": "runs.lost", "count": lost},
-            )
+        await self._close_lost(self.clock())
         if self.app.settings.cluster:
             self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
@@ -252,6 +250,8 @@ class Scheduler:
         t0 = time.perf_counter()
         await self._start_active_cleanup()
         now = self.clock()
+        if time.monotonic() >= self._next_lost_check:
+            await self._close_lost(now)  # before the claims: an overlap check reads them
         stats = TickStats()
         batch = self.app.settings.claim_batch
         held: set[int] = set(self.cleanup.held)
@@ -299,6 +299,18 @@ class Scheduler:
             self.metrics.skipped.labels("skipped").inc(stats.skipped)
             self.metrics.in_flight.set(len(self.running))
         return stats
+
+    async def _close_lost(self, now: datetime) -> None:
+        """Record as ``lost`` this node's runs that no process runs any more (a crash left
+        them) once their deadline has passed: at the start, and every ``LOST_CHECK_S``."""
+        self._next_lost_check = time.monotonic() + LOST_CHECK_S
+        lost = await self._in_db(self.runs.close_lost, now, self.live.ids())
+        if lost:
+            log.warning(
+                "cron: %d run(s) left running by a crash closed as lost",
+                lost,
+                extra={"action": "runs.lost", "count": lost},
+            )
 
     # -- active cleanup ---------------------------------------------------------------
 

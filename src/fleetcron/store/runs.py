@@ -406,23 +406,31 @@ class RunStore:
             self.guard.release(session, sorted(live))
         return refused
 
-    def close_lost(self, now: datetime) -> int:
-        """Runs of this node left ``running`` past their deadline (a crash) become ``lost``."""
+    def close_lost(self, now: datetime, held: Collection[int] = ()) -> int:
+        """Runs of this node left ``running`` past their deadline become ``lost``: a crash
+        left them (the process that ran them is gone; the deadline proves their commands
+        are). ``held`` are the runs this process still runs or has yet to record."""
         with self.db.session() as session:
-            result = session.execute(
-                update(Run)
-                .where(
+            past = session.scalars(
+                select(Run.id).where(
                     Run.node == self.node,
                     Run.status == RunStatus.RUNNING,
                     Run.deadline_at < now,
                 )
+            ).all()
+            lost = sorted(set(past) - set(held))
+            if not lost:
+                return 0
+            session.execute(
+                update(Run)
+                .where(Run.id.in_(lost), Run.status == RunStatus.RUNNING)
                 .values(
                     status=moved(RunStatus.RUNNING, RunStatus.LOST),
                     finished_at=now,
                     reason="the scheduler stopped while this run was going; its outcome is unknown",
                 )
             )
-            return int(getattr(result, "rowcount", 0) or 0)
+            return len(lost)
 
     def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
         """Record cancelled runs as ``interrupted``. Their claims stay live until their

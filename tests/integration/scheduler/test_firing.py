@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
+from fleetcron.scheduler import service
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
@@ -327,3 +328,47 @@ async def test_a_target_kind_without_an_executor_is_not_started_naming_the_kind(
     assert run.status == "connect_error"
     assert "of kind 'local', which this scheduler has no executor for (ssh)" in (run.error or "")
     assert fake.calls == [] and fake.closed
+
+
+@pytest.mark.parametrize("check_every_s", [0.0, 3600.0], ids=["checked", "control-start-only"])
+async def test_runs_a_crash_left_inside_their_deadline_are_closed_when_it_passes(
+    app: App,
+    operator: Actor,
+    local: str,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    check_every_s: float,
+) -> None:
+    """A restart within a run's deadline (systemd's Restart=on-failure) finds the crashed
+    run still inside it; once the deadline passes, the running scheduler records it lost,
+    so an ``overlap: forbid`` job fires again. The control checks only at the start, as
+    before: the run stays ``running`` and every later slot is skipped for overlap."""
+    monkeypatch.setattr(service, "LOST_CHECK_S", check_every_s)
+    fake.script = {"sleep 30": FakeOutcome(duration_s=30)}
+    add(app, operator, "slow", "sleep 30", timeout_s=60, overlap="forbid")
+    first = Scheduler(app, clock=clock, executors={"local": fake})
+    await first.start()
+    clock.advance(seconds=31)  # 09:01:01
+    await first.tick()
+    for task in first.running.values():
+        task.cancel()  # the process "dies": nothing records the outcome
+    await asyncio.gather(*first.running.values(), return_exceptions=True)
+
+    second = Scheduler(app, clock=clock, executors={"local": fake})
+    await second.start()  # at once: the run's deadline is still ahead
+    assert [r.status for r in runs_of(app, "slow")] == ["running"]
+    clock.advance(seconds=10 * 60)  # 09:11:01, long past the deadline
+    stats = await second.tick()
+    await second.idle()
+    await second.shutdown()
+
+    statuses = [(r.scheduled_for.minute, r.status) for r in runs_of(app, "slow")]
+    if check_every_s == 0.0:
+        assert stats.dispatched == 1
+        assert statuses[0] == (1, "lost")
+        assert statuses[-1] == (11, "succeeded")
+    else:
+        assert stats.dispatched == 0
+        assert statuses[0] == (1, "running")
+        assert statuses[-1] == (11, "skipped")
