@@ -109,6 +109,11 @@ def _derive(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return base64.urlsafe_b64encode(raw)
 
 
+class WrongPassphrase(SecretError, InvalidInput):
+    """The passphrase given does not unwrap a backup's master key: a secret error that is
+    also bad input (the CLI's exit 2), since the operator gave the wrong passphrase."""
+
+
 def unwrap_key(wrapped: dict[str, Any], passphrase: str) -> bytes:
     try:
         n, r, p = int(wrapped["n"]), int(wrapped["r"]), int(wrapped["p"])
@@ -128,9 +133,12 @@ def unwrap_key(wrapped: dict[str, Any], passphrase: str) -> bytes:
     try:
         return Fernet(_derive(passphrase, salt, n, r, p)).decrypt(token)
     except InvalidToken:
-        raise SecretError(
+        raise WrongPassphrase(
             "the passphrase does not unwrap this backup's master key (wrong passphrase?); "
-            "nothing was restored"
+            "nothing was restored",
+            field="passphrase",
+            value=None,
+            allowed="the passphrase the backup was made with",
         ) from None
 
 
