@@ -161,6 +161,8 @@ class Scheduler:
         self.live_snapshot_s = SNAPSHOT_INTERVAL_S
         self._next_snapshot = 0.0
         self._next_lost_check = 0.0
+        #: Runs waiting for their spread or jitter offset (their commands have not started).
+        self._waiting: set[int] = set()
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -213,6 +215,7 @@ class Scheduler:
             self._fence_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._fence_watch
+        await self._interrupt_waiting()
         grace = self.app.settings.shutdown_grace_s
         pending = [t for t in self.running.values() if not t.done()]
         if pending:
@@ -242,6 +245,23 @@ class Scheduler:
             await executor.close()
         self._db.shutdown(wait=True)
         log.info("cron: scheduler stopped", extra={"action": "scheduler.stop"})
+
+    async def _interrupt_waiting(self) -> None:
+        """Runs still waiting for their spread or jitter offset do not start once the
+        scheduler stops: their commands never ran."""
+        waiting = {rid: self.running[rid] for rid in self._waiting if rid in self.running}
+        if not waiting:
+            return
+        for task in waiting.values():
+            task.cancel()
+        await asyncio.gather(*waiting.values(), return_exceptions=True)
+        await self._in_db(
+            self.runs.interrupt,
+            sorted(waiting),
+            self.clock(),
+            "the scheduler was stopped before this run started (it was waiting for its "
+            "spread or jitter offset); its command did not run",
+        )
 
     # -- ticking ----------------------------------------------------------------------
 
@@ -377,7 +397,11 @@ class Scheduler:
             spread_s=dispatch.spread_s,
         )
         if delay:
-            await asyncio.sleep(delay)
+            self._waiting.add(dispatch.run_id)
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self._waiting.discard(dispatch.run_id)
         log.info(
             "cron: dispatch job=%s target=%s run=%d attempt=%d",
             dispatch.job_name,

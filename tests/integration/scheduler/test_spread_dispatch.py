@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from itertools import pairwise
 
+import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock
@@ -136,3 +137,44 @@ async def test_a_run_now_starts_without_waiting_for_the_spread(
     await fake_scheduler.idle()
 
     assert sorted(target.name for target, _ in fake.calls) == NAMES
+
+
+@pytest.mark.parametrize("interrupt_waiting", [True, False], ids=["fixed", "control-no-interrupt"])
+async def test_runs_waiting_for_their_offset_do_not_start_once_the_scheduler_stops(
+    app: App,
+    operator: Actor,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_waiting: bool,
+) -> None:
+    """SIGTERM means no new runs: a target whose spread offset falls inside the shutdown
+    grace (0.5 s here) would otherwise start its command while the scheduler drains. The
+    control, without interrupting the waiting runs, shows such a start happening."""
+    for i in range(10):
+        targets.add_target(app, Actor("admin", "admin"), f"node{i}", local=True)
+    jobs.add_job(app, operator, "reload", JobSpec(ONCE, "reload", spread_s=1), bulk=True)
+    wait = delays(app, jitter_s=0, spread_s=1)
+    assert min(wait.values()) < 0.4 < max(wait.values()), wait  # some start inside the grace
+    if not interrupt_waiting:
+
+        async def keep_waiting(_self: Scheduler) -> None:
+            return None
+
+        monkeypatch.setattr(Scheduler, "_interrupt_waiting", keep_waiting)
+    scheduler = Scheduler(app, clock=clock, executors={"local": fake})
+    await scheduler.start()
+    clock.advance(seconds=31)
+    await scheduler.tick()
+
+    await scheduler.shutdown()
+
+    with app.db.read() as session:
+        rows = list(session.scalars(select(Run)))
+    assert len(rows) == 10
+    if interrupt_waiting:
+        assert fake.calls == []
+        assert {r.status for r in rows} == {"interrupted"}
+        assert all("before this run started" in (r.reason or "") for r in rows)
+    else:
+        assert fake.calls  # a command started after the stop
