@@ -227,7 +227,7 @@ def job_slots(
     runs: bool = False,
 ) -> SlotsPageOut:
     page = slots_svc.job_slots(
-        app, caller.actor, name, limit=limit, before=as_utc(before), run_ids=runs
+        app, caller.actor, name, limit=limit, before=as_utc(before, "before"), run_ids=runs
     )
     return SlotsPageOut(
         job=page.job,

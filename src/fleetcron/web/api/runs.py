@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from fleetcron.app import App
 from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
+from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
@@ -31,11 +32,25 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
 
 
-def as_utc(value: datetime | None) -> datetime | None:
-    """A time given without a zone is taken as UTC (as the API documents)."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
+def as_utc(value: datetime | None, parameter: str) -> datetime | None:
+    """A time given without a zone is taken as UTC (as the API documents). A time that is
+    no instant between the years 1 and 9999 in UTC (``9999-12-31T23:59:59-11:00``) is
+    refused here, naming the query ``parameter``, before the database is asked."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(
+            f"{parameter}: {value.isoformat()!r} is out of range: in UTC it falls outside "
+            "the years 1-9999",
+            field=parameter,
+            value=value.isoformat(),
+            allowed="a time between the years 1 and 9999 in UTC",
+        ) from None
+    return value
 
 
 @router.get("/runs", response_model=RunPage)
@@ -53,7 +68,12 @@ def list_runs(
     cursor: Text = None,
 ) -> RunPage:
     f = RunFilter(
-        job=job, target=target, status=status, since=as_utc(since), until=as_utc(until), grep=q
+        job=job,
+        target=target,
+        status=status,
+        since=as_utc(since, "since"),
+        until=as_utc(until, "until"),
+        grep=q,
     )
     found = search_runs(app, caller.actor, f, limit=limit, offset=offset, cursor=cursor)
     return RunPage(
@@ -184,7 +204,11 @@ def list_audit(
     offset: Offset = 0,
 ) -> AuditPage:
     f = AuditFilter(
-        actor=actor, action=action, target=target, since=as_utc(since), until=as_utc(until)
+        actor=actor,
+        action=action,
+        target=target,
+        since=as_utc(since, "since"),
+        until=as_utc(until, "until"),
     )
     rows, total = audit_svc.list_events(app, caller.actor, f, limit=limit, offset=offset)
     return AuditPage(total=total, limit=limit, offset=offset, items=[AuditOut.of(e) for e in rows])
