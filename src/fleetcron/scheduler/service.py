@@ -61,6 +61,7 @@ from fleetcron.metrics import Metrics, SshPoolReading
 from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
+from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log_superseded
 from fleetcron.scheduler.run_request import exec_request, not_started, run_target
 from fleetcron.services import cluster
 from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
@@ -402,19 +403,7 @@ class Scheduler:
                 await asyncio.sleep(delay)
             finally:
                 self._waiting.discard(dispatch.run_id)
-        log.info(
-            "cron: dispatch job=%s target=%s run=%d attempt=%d",
-            dispatch.job_name,
-            dispatch.target_name,
-            dispatch.run_id,
-            dispatch.attempt,
-            extra={
-                "action": "run.dispatch",
-                "job": dispatch.job_name,
-                "target": dispatch.target_name,
-                "run_id": dispatch.run_id,
-            },
-        )
+        log_dispatch(dispatch)
         if self.metrics is not None and dispatch.scheduled_for and dispatch.trigger == "schedule":
             lateness = (self.clock() - dispatch.scheduled_for).total_seconds()
             self.metrics.lateness.observe(max(lateness, 0.0))
@@ -423,40 +412,13 @@ class Scheduler:
         stopped_by = None
         if entry is not None and result.error in (STOPPED, STOPPED_BEFORE_START):
             stopped_by = entry.stopped_by or "someone"
-            log.info(
-                "cron: run %d stopped by %s",
-                dispatch.run_id,
-                stopped_by,
-                extra={"action": "run.stopped", "run_id": dispatch.run_id, "by": stopped_by},
-            )
+            log_stopped(dispatch.run_id, stopped_by)
         if result.error is not None and result.error.startswith(SUPERSEDED):
-            log.warning(
-                "cron: run %d %s",
-                dispatch.run_id,
-                result.error,
-                extra={"action": "run.superseded", "run_id": dispatch.run_id},
-            )
+            log_superseded(dispatch.run_id, result.error)
         if self.metrics is not None:
             self.metrics.runs.labels(result.status, dispatch.origin).inc()
             self.metrics.duration.observe(result.duration_ms / 1000)
-        log.info(
-            "cron: done    job=%s target=%s run=%d status=%s exit=%s took=%dms",
-            dispatch.job_name,
-            dispatch.target_name,
-            dispatch.run_id,
-            result.status,
-            "-" if result.exit_code is None else result.exit_code,
-            result.duration_ms,
-            extra={
-                "action": "run.done",
-                "job": dispatch.job_name,
-                "target": dispatch.target_name,
-                "run_id": dispatch.run_id,
-                "status": result.status,
-                "exit_code": result.exit_code,
-                "took_ms": result.duration_ms,
-            },
-        )
+        log_done(dispatch, result)
         await self._finished.put(_Finished(dispatch, result, stopped_by))
         if stopped_by is None and should_retry(
             result.status, dispatch.attempt, dispatch.retries, list(dispatch.retry_on)
