@@ -102,5 +102,5 @@ def test_a_viewer_may_read_the_history_but_not_revert(
     assert the_fleet.json("job history reload --json --as vera", **env)[0]["version"] == 3
     refused = the_fleet.run("job revert reload --to 1 --as vera", **env)
 
-    assert_refused(refused, "vera (viewer) may not job revert", "needs the operator role")
+    assert_refused(refused, "vera (viewer) may not revert jobs", "needs the operator role")
     assert the_fleet.json("job show reload --json", **env)["command"] == "echo two"

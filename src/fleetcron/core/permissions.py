@@ -49,6 +49,29 @@ MATRIX: dict[str, str] = {
 }
 
 
+#: How a refusal names an action where "VERB NOUNs" (``user.add``: "add users") does not
+#: read well.
+PHRASES: dict[str, str] = {
+    "target.repin": "re-pin targets' host keys",
+    "target.local": "add or edit local targets",
+    "audit.read": "read the audit log",
+    "token.manage_own": "manage their own API tokens",
+    "token.manage_any": "manage other users' API tokens",
+    "account.manage_own": "manage their own account",
+    "cluster.read": "read the cluster's state",
+    "cluster.manage": "manage the cluster",
+    "settings.manage": "manage the settings",
+}
+
+
+def action_phrase(action: str) -> str:
+    """``action`` as words for a refusal: ``user.add`` -> "add users"."""
+    if action in PHRASES:
+        return PHRASES[action]
+    noun, _, verb = action.partition(".")
+    return f"{verb} {noun}s"
+
+
 def allowed(role: str, action: str) -> bool:
     least = MATRIX[action]
     return ROLE_RANK.get(role, -1) >= ROLE_RANK[least]
@@ -58,6 +81,6 @@ def authorize(actor_name: str, role: str, action: str) -> None:
     """Raise PermissionDenied unless ``role`` may perform ``action``."""
     if not allowed(role, action):
         raise PermissionDenied(
-            f"{actor_name} ({role}) may not {action.replace('.', ' ')}; "
+            f"{actor_name} ({role}) may not {action_phrase(action)}; "
             f"it needs the {MATRIX[action]} role"
         )

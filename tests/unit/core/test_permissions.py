@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetcron.core.permissions import MATRIX, allowed, authorize
+from fleetcron.core.permissions import MATRIX, action_phrase, allowed, authorize
 from fleetcron.errors import PermissionDenied
 
 READS = ["target.read", "job.read", "run.read", "audit.read", "cluster.read"]
@@ -82,4 +82,26 @@ def test_authorize_lets_an_allowed_action_pass() -> None:
 def test_authorize_names_the_actor_the_action_and_the_role_needed() -> None:
     with pytest.raises(PermissionDenied) as info:
         authorize("victor", "viewer", "job.add")
-    assert str(info.value) == "victor (viewer) may not job add; it needs the operator role"
+    assert str(info.value) == "victor (viewer) may not add jobs; it needs the operator role"
+
+
+@pytest.mark.parametrize(
+    ("action", "phrase"),
+    [
+        ("user.add", "add users"),
+        ("target.pause", "pause targets"),
+        ("cluster.manage", "manage the cluster"),
+        ("token.manage_any", "manage other users' API tokens"),
+    ],
+)
+def test_a_refusal_names_the_action_in_words(action: str, phrase: str) -> None:
+    with pytest.raises(PermissionDenied) as info:
+        authorize("victor", "viewer", action)
+    assert f"victor (viewer) may not {phrase}; it needs the " in str(info.value)
+
+
+def test_every_action_reads_as_words_without_its_dotted_id() -> None:
+    for action in MATRIX:
+        phrase = action_phrase(action)
+        assert "." not in phrase and "_" not in phrase, (action, phrase)
+        assert phrase.split()[0].islower(), (action, phrase)
