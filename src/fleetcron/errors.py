@@ -67,10 +67,12 @@ class CronError(InvalidInput):
 class NotFound(FleetcronError):
     """The object does not exist."""
 
-    def __init__(self, kind: str, name: object) -> None:
+    def __init__(self, kind: str, name: object, *, field: str | None = None) -> None:
         super().__init__(f"{kind} {name!s} does not exist")
         self.kind = kind
         self.name = name
+        #: the input field that named it, when that is not the object's own name
+        self.field = field
 
 
 class Conflict(FleetcronError):

@@ -217,7 +217,10 @@ def add_job(
         session.add(job)
         if bulk:
             for disabled in disabled_on:
-                get_target(session, disabled)
+                try:
+                    get_target(session, disabled)
+                except NotFound:
+                    raise NotFound("target", disabled, field="disabled_on") from None
             sync_bulk_membership(session, app, job, disabled_on=disabled_on)
             covered = {a.target.name for a in job.assignments}
             stray = sorted(set(disabled_on) - covered)

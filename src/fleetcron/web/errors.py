@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Request
@@ -79,6 +80,13 @@ async def validation_error(request: Request, exc: Exception) -> Response:
     if first.get("type") == "string_too_long" and field and isinstance(sent, str) and limit:
         # The services' own wording, with the length sent (core.validation declares the limits).
         message = too_long_message(field, len(sent), int(limit))
+    elif first.get("type") == "int_type" and field:
+        # A strict integer (the job options): true, "10" or 10.0 is not taken as a number.
+        message = f"{field}: must be a whole number (got {json.dumps(sent, default=str)})"
+    elif first.get("type") == "json_invalid":
+        # pydantic's location of a JSON error is the character position, not a field.
+        where = f" (at character {loc[0]})" if loc and loc[0].isdigit() else ""
+        field, message = None, f"the request body is not valid JSON{where}"
     if not wants_json(request):
         from fleetcron.web.pages.render import error_page
 

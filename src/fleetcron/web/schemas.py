@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, create_model
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
@@ -185,7 +185,7 @@ def _option_field(option: JobOption, *, patch: bool) -> tuple[Any, Any]:
     constraints: dict[str, Any] = {"description": option.help}
     kind: Any
     if option.kind == "int":
-        kind = int
+        kind = StrictInt  # a whole number: no true taken as 1, no "10" or 10.0
         constraints.update(ge=option.low, le=option.high)
     elif option.kind == "choice":
         kind = Literal.__getitem__(option.choices)
