@@ -161,6 +161,11 @@ class JobHeader:
     selector: str
     #: The job's spread window (each target starts at its own offset in it); 0: none.
     spread_s: int = 0
+    #: The rollout options as stored ("" when not set; core/rollout.py reads them).
+    canary: str = ""
+    batch: str = ""
+    batch_pause_s: int = 0
+    max_failures: str = ""
 
 
 def job_header(app: App, actor: Actor, name: str) -> JobHeader:
@@ -178,6 +183,10 @@ def job_header(app: App, actor: Actor, name: str) -> JobHeader:
             notes=job.notes,
             selector=format_selector(job.selector or {}),
             spread_s=job.spread_s,
+            canary=job.canary or "",
+            batch=job.batch or "",
+            batch_pause_s=job.batch_pause_s or 0,
+            max_failures=job.max_failures or "",
         )
 
 
