@@ -20,6 +20,7 @@ import uvicorn
 
 from fleetcron.app import App
 from fleetcron.config import hide_secret_environment, load_settings
+from fleetcron.coordination.standalone import only_scheduler
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.metrics import Metrics
@@ -132,11 +133,12 @@ def _main(listen: tuple[str, int] | None) -> None:
     hide_secret_environment()  # re-executes once if a secret is in the environment
     settings = load_settings()
     configure_logging(settings.log_format)
-    app = prepare(settings)
-    try:
-        asyncio.run(_run(app, listen))
-    finally:
-        app.close()
+    with only_scheduler(settings):
+        app = prepare(settings)
+        try:
+            asyncio.run(_run(app, listen))
+        finally:
+            app.close()
 
 
 @click.command()
