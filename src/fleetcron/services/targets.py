@@ -350,9 +350,14 @@ def _pause_reason(reason: str | None) -> str | None:
     allowed = f"one line of text without control characters, at most {PAUSE_REASON_MAX} characters"
     control = next((ch for ch in cleaned if ord(ch) < 32 or ord(ch) == 127), None)
     if control is not None:
+        where = cleaned.index(control) + 1
+        what = (
+            f"must be one line (a line break at position {where})"
+            if control in "\r\n"
+            else f"contains the control character {control!r} at position {where}"
+        )
         raise InvalidInput(
-            f"reason: contains the control character {control!r} at position "
-            f"{cleaned.index(control) + 1}; allowed: {allowed}",
+            f"reason: {what}; allowed: {allowed}",
             field="reason",
             value=repr(cleaned[:40]),
             allowed=allowed,
