@@ -6,18 +6,24 @@ from __future__ import annotations
 
 from live_web import ADMIN, LiveServer, OpenPage
 
-from fleetcron.services.jobs import JobSpec, add_job
+from fleetcron.services.jobs import JobSpec, add_job, remove_job
 
 
 def test_the_grid_prints_names_as_typed(open_page: OpenPage, server: LiveServer) -> None:
-    add_job(server.app, ADMIN, "grid-names", JobSpec("0 3 * * *", "true"), bulk=True)
-    page = open_page("olivia")
-    page.goto(server.at("/"))
+    # Its own command (the server is shared: another test's job may run `true` on a target,
+    # and a second registration of one command on one target is refused), removed after.
+    spec = JobSpec("0 3 * * *", "echo grid-names")
+    add_job(server.app, ADMIN, "grid-names", spec, bulk=True)
+    try:
+        page = open_page("olivia")
+        page.goto(server.at("/"))
 
-    grid = page.locator("#fleet-grid")
-    job_heading = grid.locator("thead th.job a", has_text="grid-names")
-    # innerText is the text as rendered, text-transform applied.
-    assert job_heading.inner_text() == "grid-names"
-    target_names = grid.locator('tbody th[scope="row"] a').all_inner_texts()
-    assert target_names and all(name == name.lower() for name in target_names), target_names
-    assert grid.locator("thead th").first.inner_text() == "TARGET"
+        grid = page.locator("#fleet-grid")
+        job_heading = grid.locator("thead th.job a", has_text="grid-names")
+        # innerText is the text as rendered, text-transform applied.
+        assert job_heading.inner_text() == "grid-names"
+        target_names = grid.locator('tbody th[scope="row"] a').all_inner_texts()
+        assert target_names and all(name == name.lower() for name in target_names), target_names
+        assert grid.locator("thead th").first.inner_text() == "TARGET"
+    finally:
+        remove_job(server.app, ADMIN, "grid-names")
