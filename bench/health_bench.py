@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sqlalchemy import event, insert, text
 
-from _common import core_table, loadavg, make_app, median, running_postgres, table, work_dir
+from _common import core_table, databases, loadavg, make_app, median, table
 from fleetcron.app import Actor, App
 from fleetcron.services import health
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -211,47 +211,38 @@ def main() -> None:
         versions.append(("baseline", load_module(args.baseline)))
     rows = []
     print(f"load average before: {loadavg()}")
-    for backend in args.backends.split(","):
-        with running_postgres() if backend == "postgresql" else _nothing() as server:
-            directory = work_dir(f"health-bench-{backend}-")
-            if backend == "postgresql":
-                if server is None:
-                    print("PostgreSQL binaries not found; skipped")
-                    continue
-                url = server.create_database("bench")  # type: ignore[attr-defined]
-            else:
-                url = f"sqlite:///{directory / 'bench.db'}"
-            app = make_app(url, directory, clock=lambda: START + timedelta(hours=1))
-            t0 = time.perf_counter()
-            fill(app, args.targets, args.jobs, args.runs)
-            filled = time.perf_counter() - t0
-            runs_of = [
+    for backend, url, directory in databases(args.backends, "health-bench"):
+        app = make_app(url, directory, clock=lambda: START + timedelta(hours=1))
+        t0 = time.perf_counter()
+        fill(app, args.targets, args.jobs, args.runs)
+        filled = time.perf_counter() - t0
+        runs_of = [
+            (
+                f"{version}, limit {limit or 'all'}" if module is health else version,
+                module,
+                limit,
+            )
+            for version, module in versions
+            for limit in (limits if module is health else [None])
+        ]
+        for version, module, limit in runs_of:
+            explain = args.explain and module is health and limit == limits[0]
+            found = measure(app, args.calls, explain, module, limit)
+            rows.append(
                 (
-                    f"{version}, limit {limit or 'all'}" if module is health else version,
-                    module,
-                    limit,
+                    f"{backend} ({version})",
+                    f"{args.targets * args.jobs:,}",
+                    f"{args.targets * args.jobs * args.runs:,}",
+                    f"{filled:.0f} s",
+                    f"{found['median_s'] * 1000:.0f} ms",
+                    f"{found['max_s'] * 1000:.0f} ms",
+                    found["statements"],
+                    f"{found['problems']:,}",
+                    ", ".join(f"{k} {v:,}" for k, v in sorted(found["grouped"].items())),
+                    f"{found['listed']:,}",
                 )
-                for version, module in versions
-                for limit in (limits if module is health else [None])
-            ]
-            for version, module, limit in runs_of:
-                explain = args.explain and module is health and limit == limits[0]
-                found = measure(app, args.calls, explain, module, limit)
-                rows.append(
-                    (
-                        f"{backend} ({version})",
-                        f"{args.targets * args.jobs:,}",
-                        f"{args.targets * args.jobs * args.runs:,}",
-                        f"{filled:.0f} s",
-                        f"{found['median_s'] * 1000:.0f} ms",
-                        f"{found['max_s'] * 1000:.0f} ms",
-                        found["statements"],
-                        f"{found['problems']:,}",
-                        ", ".join(f"{k} {v:,}" for k, v in sorted(found["grouped"].items())),
-                        f"{found['listed']:,}",
-                    )
-                )
-            app.close()
+            )
+        app.close()
     print(
         table(
             [
@@ -270,14 +261,6 @@ def main() -> None:
         )
     )
     print(f"load average after: {loadavg()}")
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -42,12 +42,11 @@ from sqlalchemy import event, func, insert, select, text
 
 from _common import (
     core_table,
+    databases,
     loadavg,
     make_app,
     percentile,
-    running_postgres,
     table,
-    work_dir,
 )
 from fleetcron.app import SYSTEM, App
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -361,69 +360,60 @@ def main() -> None:
             parser.error(f"--{what} must be at least 1, got {getattr(args, what)}")
     print(f"load average at start: {loadavg()}")
     rows, retention_rows, baselines, parts_rows = [], [], [], []
-    for backend in args.backends.split(","):
-        with running_postgres() if backend == "postgresql" else _nothing() as server:
-            directory = work_dir(f"pages-bench-{backend}-")
-            if backend == "postgresql":
-                if server is None:
-                    print("PostgreSQL binaries not found; skipped")
-                    continue
-                url = server.create_database("bench")  # type: ignore[attr-defined]
-            else:
-                url = f"sqlite:///{directory / 'bench.db'}"
-            app = make_app(url, directory, clock=lambda: NOW)
-            old_slot = NOW - timedelta(days=app.settings.retention_days, minutes=30)
-            t0 = time.perf_counter()
-            old = fill(app, args.targets, args.jobs, args.runs, old_slot)
-            filled = time.perf_counter() - t0
-            total = args.targets * args.jobs * args.runs
-            print(f"  {backend}: {total:,} runs ({old:,} past retention) in {filled:.0f} s")
-            for r in measure_pages(app, args.requests):
-                rows.append(
-                    [
-                        backend,
-                        r["name"],
-                        f"`{r['path']}`",
-                        str(r["status"]),
-                        f"{r['p50_ms']:.0f}",
-                        f"{r['p95_ms']:.0f}",
-                        str(r["statements"]),
-                        f"{r['bytes'] / 1024:.0f}",
-                        str(r["requests"]),
-                    ]
-                )
-            for part in dashboard_parts(app, args.requests):
-                parts_rows.append(
-                    [
-                        backend,
-                        part["name"],
-                        f"{part['p50_ms']:.0f}",
-                        f"{part['p95_ms']:.0f}",
-                        str(part["statements"]),
-                    ]
-                )
-            each = per_target_reads(app, 10)
-            print(
-                f"  the former per-target reads of the targets list: {each * 1000:.0f} ms per "
-                f"target, about {each * args.targets:.0f} s for {args.targets:,} targets",
-                flush=True,
-            )
-            baselines.append([backend, f"{each * 1000:.0f}", f"{each * args.targets:.0f}"])
-            ret = measure_retention(app)
-            retention_rows.append(
+    for backend, url, directory in databases(args.backends, "pages-bench"):
+        app = make_app(url, directory, clock=lambda: NOW)
+        old_slot = NOW - timedelta(days=app.settings.retention_days, minutes=30)
+        t0 = time.perf_counter()
+        old = fill(app, args.targets, args.jobs, args.runs, old_slot)
+        filled = time.perf_counter() - t0
+        total = args.targets * args.jobs * args.runs
+        print(f"  {backend}: {total:,} runs ({old:,} past retention) in {filled:.0f} s")
+        for r in measure_pages(app, args.requests):
+            rows.append(
                 [
                     backend,
-                    f"{ret['before']:,}",
-                    f"{ret['deleted']:,}",
-                    f"{ret['rounds']:,}",
-                    f"{ret['p95_round_ms']:.0f} / {ret['longest_round_ms']:.0f}",
-                    f"{ret['seconds']:.1f}",
-                    f"{ret['rows_per_s']:,.0f}",
-                    f"{ret['idle_round_s'] * 1000:.0f} ms ({ret['idle_deleted']} rows)",
+                    r["name"],
+                    f"`{r['path']}`",
+                    str(r["status"]),
+                    f"{r['p50_ms']:.0f}",
+                    f"{r['p95_ms']:.0f}",
+                    str(r["statements"]),
+                    f"{r['bytes'] / 1024:.0f}",
+                    str(r["requests"]),
                 ]
             )
-            print(f"  retention: {retention_rows[-1]}", flush=True)
-            app.close()
+        for part in dashboard_parts(app, args.requests):
+            parts_rows.append(
+                [
+                    backend,
+                    part["name"],
+                    f"{part['p50_ms']:.0f}",
+                    f"{part['p95_ms']:.0f}",
+                    str(part["statements"]),
+                ]
+            )
+        each = per_target_reads(app, 10)
+        print(
+            f"  the former per-target reads of the targets list: {each * 1000:.0f} ms per "
+            f"target, about {each * args.targets:.0f} s for {args.targets:,} targets",
+            flush=True,
+        )
+        baselines.append([backend, f"{each * 1000:.0f}", f"{each * args.targets:.0f}"])
+        ret = measure_retention(app)
+        retention_rows.append(
+            [
+                backend,
+                f"{ret['before']:,}",
+                f"{ret['deleted']:,}",
+                f"{ret['rounds']:,}",
+                f"{ret['p95_round_ms']:.0f} / {ret['longest_round_ms']:.0f}",
+                f"{ret['seconds']:.1f}",
+                f"{ret['rows_per_s']:,.0f}",
+                f"{ret['idle_round_s'] * 1000:.0f} ms ({ret['idle_deleted']} rows)",
+            ]
+        )
+        print(f"  retention: {retention_rows[-1]}", flush=True)
+        app.close()
     print()
     print(
         table(
@@ -474,14 +464,6 @@ def main() -> None:
         )
     )
     print(f"\nload average at end: {loadavg()}")
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from sqlalchemy import (
     CTE,
     ColumnElement,
     Integer,
+    ScalarSelect,
     and_,
     case,
     distinct,
@@ -133,13 +134,11 @@ class FailingCounts:
     unreachable_targets: int
 
 
-def classified(session: Session) -> CTE:
-    """The current assignments whose newest finished run failed (``assignment_id``,
-    ``job_id``, ``target_id``), and whether that failure is part of its target's outage
-    (``down``: 1 for a connection error after the newest run that reached the target)."""
-    # Runs of one assignment are ordered by (scheduled_for, attempt): unique per assignment
-    # and exactly the slot index, so "newest" is a short backward index scan.
-    newest = (
+def newest_finished_run() -> ScalarSelect[int]:
+    """The id of the newest finished run of the correlated ``Assignment``. Runs of one
+    assignment are ordered by (scheduled_for, attempt): unique per assignment and exactly
+    the slot index, so "newest" is a short backward index scan."""
+    return (
         select(Run.id)
         .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
         .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
@@ -147,6 +146,31 @@ def classified(session: Session) -> CTE:
         .correlate(Assignment)
         .scalar_subquery()
     )
+
+
+def last_reached_at() -> ScalarSelect[datetime | None]:
+    """When the newest run that reached the correlated ``Target`` started (any job;
+    ``ix_runs_target_started``)."""
+    reached = aliased(Run, name="reached_run")
+    return (
+        select(reached.started_at)
+        .where(
+            reached.target_id == Target.id,
+            reached.status.in_(REACHED),
+            reached.started_at.is_not(None),
+        )
+        .order_by(reached.started_at.desc())
+        .limit(1)
+        .correlate(Target)
+        .scalar_subquery()
+    )
+
+
+def classified(session: Session) -> CTE:
+    """The current assignments whose newest finished run failed (``assignment_id``,
+    ``job_id``, ``target_id``), and whether that failure is part of its target's outage
+    (``down``: 1 for a connection error after the newest run that reached the target)."""
+    newest = newest_finished_run()
     # Only an assignment with a failed run at all can be failing: the candidates come from
     # the status index (failed runs are a small part of the history), so the probe for the
     # newest finished run is made per candidate, not for every assignment of the fleet.
@@ -176,19 +200,7 @@ def classified(session: Session) -> CTE:
         .where(last.status.in_(FAILED))
         .cte("failing")
     )
-    reached = aliased(Run, name="reached_run")
-    reached_at = (
-        select(reached.started_at)
-        .where(
-            reached.target_id == Target.id,
-            reached.status.in_(REACHED),
-            reached.started_at.is_not(None),
-        )
-        .order_by(reached.started_at.desc())
-        .limit(1)
-        .correlate(Target)
-        .scalar_subquery()
-    )
+    reached_at = last_reached_at()
     # Once per target with a connection error, not once per failing assignment there.
     last_reached = materialized(
         select(Target.id.label("target_id"), reached_at.label("reached_at"))
@@ -311,14 +323,7 @@ def failing_rows(
     failures after the newest success; the others have 0 and None)."""
     # Issued even for no assignment (an empty IN), as the outages are: a summary makes the
     # same statements whatever it finds.
-    newest = (
-        select(Run.id)
-        .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
-        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
-        .limit(1)
-        .correlate(Assignment)
-        .scalar_subquery()
-    )
+    newest = newest_finished_run()
     latest = (
         select(Assignment.id.label("assignment_id"), newest.label("run_id"))
         .where(Assignment.id.in_(assignment_ids))
@@ -404,19 +409,7 @@ def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool
 def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]:
     """Per target, the connection errors since the newest run that reached it (by start
     time across all its jobs); targets reached after their last connection error have none."""
-    reached = aliased(Run, name="reached_run")
-    reached_at = (
-        select(reached.started_at)
-        .where(
-            reached.target_id == Target.id,
-            reached.status.in_(REACHED),
-            reached.started_at.is_not(None),
-        )
-        .order_by(reached.started_at.desc())
-        .limit(1)
-        .correlate(Target)
-        .scalar_subquery()
-    )
+    reached_at = last_reached_at()
     # Materialized: else PostgreSQL and SQLite inline it and run the reached_at lookup once
     # per connection error joined, for the join filter and again for the grouping.
     last_reached = (

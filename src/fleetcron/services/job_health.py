@@ -10,8 +10,9 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import aliased
 
 from fleetcron.app import Actor, App
-from fleetcron.core.statuses import FAILED, FINISHED, RunStatus
+from fleetcron.core.statuses import FAILED, RunStatus
 from fleetcron.errors import NotFound
+from fleetcron.services.health_failures import newest_finished_run
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 
@@ -47,14 +48,7 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
             .limit(1)
             .correlate(Assignment)
         )
-        newest = (
-            select(Run.id)
-            .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
-            .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
-            .limit(1)
-            .correlate(Assignment)
-            .scalar_subquery()
-        )
+        newest = newest_finished_run()
         streak_run = aliased(Run, name="streak_run")
         ok_at = success.with_only_columns(ok.scheduled_for).scalar_subquery()
         in_streak = and_(
