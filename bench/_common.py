@@ -193,6 +193,24 @@ def databases(backends: str, prefix: str) -> Iterator[tuple[str, str, Path]]:
             yield backend, url, directory
 
 
+def after_bulk_load(app: App) -> None:
+    """After rows were inserted in bulk (outside the store): every assignment's newest-run
+    columns computed from its runs (the store keeps them with its own writes:
+    ``store/run_newest.py``), then the planner's statistics (``ANALYZE``)."""
+    from sqlalchemy import text
+
+    from fleetcron.store import run_newest
+
+    with app.db.session() as session:
+        run_newest.refresh_all(session)
+    if app.db.dialect == "postgresql":
+        with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE"))
+    else:
+        with app.db.engine.begin() as conn:
+            conn.execute(text("ANALYZE"))
+
+
 def job_row(created: datetime, **fields: object) -> dict[str, object]:
     """A row of ``jobs`` for a bulk insert: the options a job gets from ``job add`` without
     flags (no retries, overlap allowed, no catch-up), made by "bench" at ``created``;

@@ -33,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sqlalchemy import event, insert, text
+from sqlalchemy import event, insert
 
-from _common import core_table, databases, loadavg, make_app, median, table
+from _common import after_bulk_load, core_table, databases, loadavg, make_app, median, table
 from fleetcron.app import Actor, App
 from fleetcron.services import health
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -130,12 +130,7 @@ def fill(app: App, n_targets: int, n_jobs: int, n_runs: int) -> None:
                         }
                     )
             conn.execute(insert(core_table(Run)), runs)
-    if app.db.dialect == "postgresql":
-        with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("VACUUM ANALYZE"))
-    else:
-        with app.db.engine.begin() as conn:
-            conn.execute(text("ANALYZE"))
+    after_bulk_load(app)
 
 
 def load_module(path: str) -> Any:

@@ -28,9 +28,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
 from _common import (
+    after_bulk_load,
     core_table,
     databases,
     loadavg,
@@ -136,12 +137,7 @@ def fill(app: App, n_targets: int, n_slots: int) -> None:
                     rows = []
         if rows:
             conn.execute(insert(core_table(Run)), rows)
-    if app.db.dialect == "postgresql":
-        with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("VACUUM ANALYZE"))
-    else:
-        with app.db.engine.begin() as conn:
-            conn.execute(text("ANALYZE"))
+    after_bulk_load(app)
 
 
 def clients(app: App) -> tuple[Any, Any, Callable[[], None]]:

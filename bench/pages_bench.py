@@ -38,9 +38,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sqlalchemy import event, func, insert, select, text
+from sqlalchemy import event, func, insert, select
 
 from _common import (
+    after_bulk_load,
     core_table,
     databases,
     loadavg,
@@ -183,12 +184,7 @@ def fill(app: App, n_targets: int, n_jobs: int, n_runs: int, old_slot: datetime)
                         }
                     )
             conn.execute(insert(core_table(Run)), runs)
-    if app.db.dialect == "postgresql":
-        with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("VACUUM ANALYZE"))
-    else:
-        with app.db.engine.begin() as conn:
-            conn.execute(text("ANALYZE"))
+    after_bulk_load(app)
     return old
 
 

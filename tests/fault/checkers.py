@@ -10,6 +10,8 @@ Each execution appends ``start`` before its work and ``end`` after it, outside t
 - C5: no command of an older generation is still running on a target when a newer
   generation starts one there (killed commands write no ``end`` line: their stop time is
   when :class:`netfault.ProcessWatch` saw their process group gone from /proc).
+- C6: every assignment's newest-run columns agree with its runs (``store/run_newest.py``),
+  whichever node and which path (claim, completion, fencing, loss) wrote them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sqlalchemy import select
 from fleetcron.app import App
 from fleetcron.core import statuses
 from fleetcron.cron import parse
+from fleetcron.store import run_newest
 from fleetcron.store.schema import Assignment, Job, Run
 
 COMMITTED = statuses.REACHED
@@ -150,12 +153,20 @@ def c5_no_older_generation_running_at_a_newer_start(
     for target, starts in by_target.items():
         for new in starts:
             for old in starts:
-                if old.generation < new.generation and old.at <= new.at < ends[
-                    (old.slot, old.target)
-                ]:
+                if (
+                    old.generation < new.generation
+                    and old.at <= new.at < ends[(old.slot, old.target)]
+                ):
                     raise SafetyViolation(
                         f"C5: generation {new.generation} ({new.node}) started slot {new.slot} "
                         f"on {target} at {new.at:.3f} while generation {old.generation} "
                         f"({old.node}) still ran slot {old.slot} there until "
                         f"{ends[(old.slot, old.target)]:.3f}"
                     )
+
+
+def c6_newest_runs_kept(app: App) -> None:
+    with app.db.read() as session:
+        wrong = run_newest.stale(session)
+    if wrong:
+        raise SafetyViolation(f"C6: assignments whose newest-run columns are wrong: {wrong[:5]}")

@@ -19,6 +19,7 @@ from checkers import (
     c2_generation_never_decreases,
     c3_every_due_slot_accounted_for,
     c4_no_overlap_across_owners,
+    c6_newest_runs_kept,
     read_effects,
 )
 from harness import Lab, wait_until
@@ -52,6 +53,7 @@ def check_all(lab: Lab, since: datetime) -> None:
     c1_one_execution_per_slot(app, effects)
     c2_generation_never_decreases(effects)
     c3_every_due_slot_accounted_for(app, since, lab.sim_now() - 2 * GRACE)
+    c6_newest_runs_kept(app)
     c4_no_overlap_across_owners(effects, until=time.time())
 
 

@@ -23,6 +23,7 @@ from checkers import (
     c2_generation_never_decreases,
     c3_every_due_slot_accounted_for,
     c4_no_overlap_across_owners,
+    c6_newest_runs_kept,
     read_effects,
 )
 from harness import Lab, wait_until
@@ -105,6 +106,7 @@ def check_all(pl: PairLab, since: datetime) -> None:
         app = pl.lab.app(name)
         c1_one_execution_per_slot(app, effects)
         c3_every_due_slot_accounted_for(app, since, pl.lab.sim_now() - 2 * GRACE)
+        c6_newest_runs_kept(app)
 
 
 def settle(pl: PairLab) -> None:
@@ -356,3 +358,4 @@ def test_negative_control_a_takeover_without_fencing_makes_the_checkers_fail(
         session.execute(delete(Run).where(Run.id == first.id))
     with pytest.raises(SafetyViolation, match="C3"):
         c3_every_due_slot_accounted_for(pl.lab.app("beta"), since, pl.lab.sim_now() - 2 * GRACE)
+        c6_newest_runs_kept(pl.lab.app("beta"))

@@ -6,8 +6,9 @@ Shared by the job page (:mod:`~fleetcron.services.job_fleet`), the fleet grid
 (:mod:`~fleetcron.services.job_slots`) and the selections of a targeted run
 (:mod:`~fleetcron.services.fleet_selection`).
 
-The newest run is read backwards through the runs' ``(assignment_id, scheduled_for,
-attempt)`` unique index, so the cost grows with the targets, not with the history.
+Each assignment names its newest run (kept with every run write:
+:mod:`fleetcron.store.run_newest`), so the cost grows with the targets, not with the
+history.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, select, true, type_coerce
+from sqlalchemy import ColumnElement, String, select, type_coerce
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput
+from fleetcron.store.run_newest import unindexed as unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 #: The classes of a target's newest run, in the order "worst first" sorts them. ``waiting``:
@@ -82,30 +84,18 @@ class JobCounts:
         }
 
 
-def newest_run(condition: ColumnElement[bool] | None = None) -> Any:
-    """The newest run of the enclosing assignment (optionally among those matching
-    ``condition``), read backwards through the unique (assignment, slot, attempt) index."""
-    query = select(Run.id if condition is None else Run.scheduled_for).where(
-        Run.assignment_id == Assignment.id
-    )
-    if condition is not None:
-        query = query.where(condition)
+def newest_slot(condition: ColumnElement[bool]) -> Any:
+    """The slot time of the newest run of the enclosing assignment among those matching
+    ``condition``, read backwards through the unique (assignment, slot, attempt) index
+    (the newest run of any status is on the assignment: ``Assignment.newest_run_id``)."""
     return (
-        query.order_by(Run.scheduled_for.desc(), Run.attempt.desc())
+        select(Run.scheduled_for)
+        .where(Run.assignment_id == Assignment.id, condition)
+        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
         .limit(1)
         .correlate(Assignment)
         .scalar_subquery()
     )
-
-
-def unindexed(status: Any) -> Any:
-    """``status`` as an expression no index serves (``status || ''``), on every database.
-
-    The reads below go through one assignment's runs by the (assignment, slot, attempt)
-    index and stop at the first match; given a bare ``status = ...`` term, a planner without
-    statistics may pick an index that starts with the status instead and walk every run of
-    that status in the table (seconds, at a few hundred thousand runs)."""
-    return type_coerce(status, String()).concat("")
 
 
 def check_range(name: str, value: int, low: int, high: int) -> None:
@@ -133,44 +123,21 @@ def with_newest(
     """``columns`` (labelled; of assignments, their targets and, with ``jobs``, their jobs)
     of the assignments matching ``where``, each with its newest run: ``last_id``,
     ``status`` (the plain string: no enum conversion for thousands of rows),
-    ``scheduled_for`` and ``duration_ms``; one statement, one index seek per assignment.
-
-    PostgreSQL reads the newest run in a LATERAL join (joined on a correlated subquery, its
-    planner would hash the whole runs table); SQLite, which has no LATERAL, joins the runs
-    on the newest id found by a correlated subquery, one primary-key lookup each.
+    ``scheduled_for`` and ``duration_ms``; one statement, one primary-key lookup per
+    assignment (the assignment names its newest run: ``store/run_newest.py``).
     ``raw_times``: ``scheduled_for`` as the driver gives it (text on SQLite), unconverted."""
-    newest_order = (Run.scheduled_for.desc(), Run.attempt.desc())
     slot = type_coerce(Run.scheduled_for, String()) if raw_times else Run.scheduled_for
-    if session.get_bind().dialect.name == "postgresql":
-        newest = (
-            select(
-                Run.id.label("last_id"),
-                type_coerce(Run.status, String()).label("status"),
-                slot.label("scheduled_for"),
-                Run.duration_ms,
-            )
-            .where(Run.assignment_id == Assignment.id)
-            .order_by(*newest_order)
-            .limit(1)
-            .lateral("newest")
-        )
-        query = select(*columns, newest).select_from(Assignment)
-        query = query.join(Target, Target.id == Assignment.target_id)
-        if jobs:
-            query = query.join(Job, Job.id == Assignment.job_id)
-        query = query.outerjoin(newest, true()).where(where)
-        return list(session.execute(query))
-    inner_q = select(*columns, newest_run().label("last_id")).select_from(Assignment)
-    inner_q = inner_q.join(Target, Target.id == Assignment.target_id)
-    if jobs:
-        inner_q = inner_q.join(Job, Job.id == Assignment.job_id)
-    inner = inner_q.where(where).subquery()
     query = select(
-        inner,
+        *columns,
+        Assignment.newest_run_id.label("last_id"),
         type_coerce(Run.status, String()).label("status"),
         slot.label("scheduled_for"),
         Run.duration_ms,
-    ).outerjoin(Run, Run.id == inner.c.last_id)
+    ).select_from(Assignment)
+    query = query.join(Target, Target.id == Assignment.target_id)
+    if jobs:
+        query = query.join(Job, Job.id == Assignment.job_id)
+    query = query.outerjoin(Run, Run.id == Assignment.newest_run_id).where(where)
     return list(session.execute(query))
 
 

@@ -20,14 +20,14 @@ problems first, also at most ``limit``) and in total (``ok``, ``line_count``,
 5,000 failing targets an answer is a few dozen lines, not 2,550 (537 KB of JSON before).
 
 Cost: a fixed number of statements per call, none per assignment or per target, and only
-the lines shown are built. The failing assignments come from one chain of CTEs: the
-candidates (the assignments with a failed run at all, found through the status index), the
-newest finished run of each (a short backward scan of the ``runs`` slot index,
-``assignment_id, scheduled_for, attempt``), and for the targets with a connection error the
-newest run that reached them (``ix_runs_target_started``), which says whether the failure is
-part of an outage. The counts are grouped statements over that chain; the shown lines are
-picked from it with a LIMIT, and only they get their streak (the failures since the newest
-success) and their outage read.
+the lines shown are built. The failing assignments come from one chain of CTEs: those whose
+newest finished run failed (each assignment carries that run and its status, kept with
+every run write by ``store/run_newest.py``; an index on the status finds them), and for the
+targets with a connection error the newest run that reached them
+(``ix_runs_target_started``), which says whether the failure is part of an outage. The
+counts are grouped statements over that chain; the shown lines are picked from it with a
+LIMIT, and only they get their streak (the failures since the newest success) and their
+outage read.
 """
 
 from __future__ import annotations

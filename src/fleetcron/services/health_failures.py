@@ -6,10 +6,10 @@ failure streak and the outage, made into lines.
 A target none of whose runs reached it since its connection errors began is
 *unreachable*: its failing assignments make one line. Every other failure is one line per
 job × target. Every statement here reads a fixed number of index entries per failing
-assignment (the candidates come from the status index; the newest finished run from a
-short backward scan of the slot index ``assignment_id, scheduled_for, attempt``; the
-newest run that reached a target from ``ix_runs_target_started``), none per assignment of
-the fleet.
+assignment, none per assignment of the fleet: each assignment carries its newest finished
+run and that run's status (kept with every run write, ``store/run_newest.py``), so the
+failing ones come from the index on that status; the newest run that reached a target
+comes from ``ix_runs_target_started``.
 """
 
 from __future__ import annotations
@@ -134,20 +134,6 @@ class FailingCounts:
     unreachable_targets: int
 
 
-def newest_finished_run() -> ScalarSelect[int]:
-    """The id of the newest finished run of the correlated ``Assignment``. Runs of one
-    assignment are ordered by (scheduled_for, attempt): unique per assignment and exactly
-    the slot index, so "newest" is a short backward index scan."""
-    return (
-        select(Run.id)
-        .where(Run.assignment_id == Assignment.id, Run.status.in_(FINISHED))
-        .order_by(Run.scheduled_for.desc(), Run.attempt.desc())
-        .limit(1)
-        .correlate(Assignment)
-        .scalar_subquery()
-    )
-
-
 def last_reached_at() -> ScalarSelect[datetime | None]:
     """When the newest run that reached the correlated ``Target`` started (any job;
     ``ix_runs_target_started``)."""
@@ -170,34 +156,20 @@ def classified(session: Session) -> CTE:
     """The current assignments whose newest finished run failed (``assignment_id``,
     ``job_id``, ``target_id``), and whether that failure is part of its target's outage
     (``down``: 1 for a connection error after the newest run that reached the target)."""
-    newest = newest_finished_run()
-    # Only an assignment with a failed run at all can be failing: the candidates come from
-    # the status index (failed runs are a small part of the history), so the probe for the
-    # newest finished run is made per candidate, not for every assignment of the fleet.
-    candidates = select(Run.assignment_id).where(
-        rare(session, Run.status.in_(FAILED)), Run.assignment_id.is_not(None)
-    )
-    latest = (
+    # The assignment carries its newest finished run and that run's status
+    # (store/run_newest.py): the failing ones come from the index on that status, the
+    # run's start from one primary-key lookup each.
+    last = aliased(Run, name="last_run")
+    failing = materialized(
         select(
             Assignment.id.label("assignment_id"),
             Assignment.job_id.label("job_id"),
             Assignment.target_id.label("target_id"),
-            newest.label("run_id"),
-        )
-        .where(Assignment.id.in_(candidates))
-        .subquery("latest")
-    )
-    last = aliased(Run, name="last_run")
-    failing = materialized(
-        select(
-            latest.c.assignment_id,
-            latest.c.job_id,
-            latest.c.target_id,
-            last.status.label("status"),
+            Assignment.newest_finished_status.label("status"),
             func.coalesce(last.started_at, last.finished_at).label("started"),
         )
-        .join(last, last.id == latest.c.run_id)
-        .where(last.status.in_(FAILED))
+        .join(last, last.id == Assignment.newest_finished_run_id)
+        .where(rare(session, Assignment.newest_finished_status.in_(FAILED)))
         .cte("failing")
     )
     reached_at = last_reached_at()
@@ -323,17 +295,16 @@ def failing_rows(
     failures after the newest success; the others have 0 and None)."""
     # Issued even for no assignment (an empty IN), as the outages are: a summary makes the
     # same statements whatever it finds.
-    newest = newest_finished_run()
-    latest = (
-        select(Assignment.id.label("assignment_id"), newest.label("run_id"))
-        .where(Assignment.id.in_(assignment_ids))
-        .subquery("latest")
-    )
     last = aliased(Run, name="last_run")
     failed = (
-        select(latest.c.assignment_id, latest.c.run_id)
-        .join(last, last.id == latest.c.run_id)
-        .where(last.status.in_(FAILED))
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.newest_finished_run_id.label("run_id"),
+        )
+        .where(
+            Assignment.id.in_(assignment_ids),
+            Assignment.newest_finished_status.in_(FAILED),
+        )
         .cte("failing")
     )
     ok = aliased(Run, name="ok_run")

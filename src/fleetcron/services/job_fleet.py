@@ -6,15 +6,17 @@ selects (:mod:`~fleetcron.services.fleet_selection`), and the statements they sh
 (:mod:`~fleetcron.services.fleet_states`).
 
 Everything here is read in a few set-based statements, never one per target: the state of
-every assignment comes from one statement whose correlated subqueries seek the runs'
-``(assignment_id, scheduled_for, attempt)`` unique index (the newest run, the newest
-success, the failures since it), so the cost grows with the job's targets, not with its
-history. Filtering and sorting then run over those rows in memory (5,000 small tuples);
-the status strips are read with one window query for the shown page only.
+every assignment comes from one statement: the newest run is named on the assignment
+(``store/run_newest.py``), and correlated subqueries seek the runs' ``(assignment_id,
+scheduled_for, attempt)`` unique index for the newest success and the failures since it, so
+the cost grows with the job's targets, not with its history. Filtering and sorting then run
+over those rows in memory (5,000 small tuples); the status strips are read with one window
+query for the shown page only.
 
 The words: a target's *state* is the class of its newest run of the job (``ok`` — it
-succeeded, ``failed`` — one of :data:`fleetcron.core.statuses.FAILED`, ``running`` —
-queued or running, ``skipped``, ``missed``, or ``never``); *paused* is separate (the job is
+succeeded, ``failed`` — one of :data:`fleetcron.core.statuses.FAILED`, ``running``,
+``waiting`` — pending its turn in a rollout, ``skipped``, ``missed``, or ``never``; a
+queued "run now" counts once the scheduler starts it); *paused* is separate (the job is
 disabled on the target, or the whole target is paused), so a paused target keeps showing
 how its last run went. The *failure streak* counts the failed runs since the newest
 success (skipped and missed slots neither break nor extend it), and *since* is the slot of
@@ -45,7 +47,7 @@ from fleetcron.services.fleet_states import (
     STATES,
     JobCounts,
     check_range,
-    newest_run,
+    newest_slot,
     state_of,
     unindexed,
     with_newest,
@@ -205,8 +207,8 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
             Target.labels,
             Target.paused.label("target_paused"),
             Target.timezone.label("timezone"),
-            newest_run().label("last_id"),
-            newest_run(unindexed(Run.status) == RunStatus.SUCCEEDED.value).label("last_ok"),
+            Assignment.newest_run_id.label("last_id"),
+            newest_slot(unindexed(Run.status) == RunStatus.SUCCEEDED.value).label("last_ok"),
         )
         .join(Target, Target.id == Assignment.target_id)
         .where(Assignment.job_id == job_id, Assignment.id.in_(assignment_ids))

@@ -12,7 +12,6 @@ from sqlalchemy.orm import aliased
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import FAILED, RunStatus
 from fleetcron.errors import NotFound
-from fleetcron.services.health_failures import newest_finished_run
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 
@@ -48,7 +47,6 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
             .limit(1)
             .correlate(Assignment)
         )
-        newest = newest_finished_run()
         streak_run = aliased(Run, name="streak_run")
         ok_at = success.with_only_columns(ok.scheduled_for).scalar_subquery()
         in_streak = and_(
@@ -62,7 +60,7 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
                 Assignment.enabled,
                 Assignment.next_fire_at,
                 Target.name.label("target"),
-                newest.label("run_id"),
+                Assignment.newest_finished_run_id.label("run_id"),
                 success.with_only_columns(ok.finished_at).scalar_subquery().label("success_at"),
                 select(func.count(streak_run.id))
                 .where(in_streak)

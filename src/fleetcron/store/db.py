@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: The newest migration; a test checks it is Alembic's head. Kept as a constant so that
 #: every CLI command can check the schema without loading Alembic and the migrations.
-HEAD_REVISION = "0020"
+HEAD_REVISION = "0021"
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -234,38 +234,32 @@ class Pruned:
 
 
 def delete_in_rounds(
-    db: Database, model: Any, ids: Any, batch: int, more: Callable[[], bool] | None
+    db: Database,
+    model: Any,
+    ids: Any,
+    batch: int,
+    more: Callable[[], bool] | None,
+    *,
+    delete_chunk: Callable[[Session, list[int]], None] | None = None,
 ) -> Pruned:
     """Delete the rows of ``model`` whose ids ``ids`` selects, ``batch`` per transaction
     (each short, so other writers interleave); before each chunk after the first, ``more()``
-    says whether the caller's budget allows another (the first always runs, so every round
-    makes progress). Returns the rows deleted and whether none is left. Retention's one
-    way of deleting runs and audit events in budgeted rounds."""
-    if more is None:
-        return Pruned(delete_selected(db, model, ids, batch))
+    says whether the caller's budget allows another (None: no budget; the first always
+    runs, so every round makes progress). Returns the rows deleted and whether none is
+    left. ``delete_chunk(session, ids)`` deletes one chunk in its transaction (default: a
+    plain ``DELETE``), for rows whose removal changes other rows. Retention's one way of
+    deleting runs and audit events."""
     removed = 0
     while True:
-        if removed and not more():
+        if removed and more is not None and not more():
             return Pruned(removed, complete=False)
         with db.session() as session:
             chunk = list(session.scalars(ids.limit(batch)))
             if chunk:
-                session.execute(delete(model).where(model.id.in_(chunk)))
+                if delete_chunk is None:
+                    session.execute(delete(model).where(model.id.in_(chunk)))
+                else:
+                    delete_chunk(session, chunk)
         removed += len(chunk)
         if len(chunk) < batch:
             return Pruned(removed)
-
-
-def delete_selected(db: Database, model: Any, ids: Any, batch: int) -> int:
-    """Delete the rows of ``model`` whose ids ``ids`` selects, ``batch`` per transaction so
-    that no single delete holds a long lock; returns how many were deleted."""
-    removed = 0
-    while True:
-        with db.session() as session:
-            chunk = list(session.scalars(ids.limit(batch)))
-            if not chunk:
-                return removed
-            session.execute(delete(model).where(model.id.in_(chunk)))
-        removed += len(chunk)
-        if len(chunk) < batch:
-            return removed

@@ -55,6 +55,7 @@ from fleetcron.store.run_dispatch import (
     take_stamp,
     target_hold_of,
 )
+from fleetcron.store.run_newest import refresh_for_runs
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 log = logging.getLogger(__name__)
@@ -124,17 +125,20 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         stamp = take_stamp(store.guard, session, now)
         starting: list[tuple[Row[Any], Run]] = []
         halted: list[HaltedSlot] = []
+        changed: list[int] = []
         waiting = 0
         resume: list[datetime] = []
         for job_id, slot in slots:
             outcome = _advance_slot(store, session, verdict, job_id, slot, now, stamp.at)
             starting += outcome.starting
+            changed += outcome.skipped
             if outcome.halted is not None:
                 halted.append(outcome.halted)
             waiting += outcome.waiting
             if outcome.resume_at is not None:
                 resume.append(outcome.resume_at)
         session.flush()
+        refresh_for_runs(session, [*changed, *(run.id for _, run in starting)])
         store.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
         dispatches = [dispatch_from(row, run, stamp) for row, run in starting]
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
@@ -143,6 +147,8 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
 @dataclass
 class _SlotOutcome:
     starting: list[tuple[Row[Any], Run]] = field(default_factory=list)
+    #: The rows recorded as skipped (their assignments' newest runs are refreshed).
+    skipped: list[int] = field(default_factory=list)
     halted: HaltedSlot | None = None
     waiting: int = 0
     resume_at: datetime | None = None
@@ -169,19 +175,22 @@ def _advance_slot(
         return _SlotOutcome()
     job = session.get(Job, job_id)
     if job is None:
-        _skip(session, list(pending.values()), now, REMOVED_REASON, SkipKind.REMOVED)
-        return _SlotOutcome()
+        return _SlotOutcome(
+            skipped=_skip(session, list(pending.values()), now, REMOVED_REASON, SkipKind.REMOVED)
+        )
     try:
         options = rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
     except InvalidInput as exc:
         reason = f"rollout halted: the job's rollout options are not valid: {exc}"
-        _skip(session, list(pending.values()), now, reason, SkipKind.ROLLOUT_HALTED)
-        return _SlotOutcome(halted=HaltedSlot(job.id, job.name, slot, reason, len(pending)))
+        skipped = _skip(session, list(pending.values()), now, reason, SkipKind.ROLLOUT_HALTED)
+        return _SlotOutcome(
+            skipped=skipped, halted=HaltedSlot(job.id, job.name, slot, reason, len(pending))
+        )
     labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
     plan = plan_rollout(_members(rows, options, labels), options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
-        _skip(
+        outcome.skipped = _skip(
             session,
             [pending[aid] for aid in plan.skip],
             now,
@@ -217,13 +226,13 @@ def _advance_slot(
             continue
         row = dispatch_rows.get(aid)
         if row is None:
-            _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)
+            outcome.skipped += _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)
             continue
         if aid in disabled:
-            _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
+            outcome.skipped += _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := target_hold_of(row, store.policy):
-            _skip(session, [run.id], now, hold, hold_kind(row))
+            outcome.skipped += _skip(session, [run.id], now, hold, hold_kind(row))
             continue
         if live_old_claims(old.get(aid, ())):
             # Waits until the previous owner's claim reaches its deadline.
@@ -287,11 +296,11 @@ def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]
 
 def _skip(
     session: Session, run_ids: Sequence[int], now: datetime, reason: str, kind: SkipKind
-) -> None:
+) -> list[int]:
     """Record pending rows as skipped (one statement per 500 rows; a row no longer pending
-    is left alone)."""
+    is left alone); returns the ids asked for."""
     if not run_ids:
-        return
+        return []
     status = moved(RunStatus.PENDING, RunStatus.SKIPPED)
     ids = sorted(run_ids)
     for start in range(0, len(ids), 500):
@@ -301,6 +310,7 @@ def _skip(
             .values(status=status, finished_at=now, reason=reason, skip_kind=kind)
             .execution_options(synchronize_session=False)
         )
+    return ids
 
 
 def _move(run: Run, new: RunStatus) -> None:

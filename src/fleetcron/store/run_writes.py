@@ -30,6 +30,7 @@ from fleetcron.core import statuses
 from fleetcron.core.statuses import STOPPABLE, RunStatus, may_become
 from fleetcron.errors import Conflict, NotFound
 from fleetcron.store.db import Database, Pruned, count_selected, delete_in_rounds
+from fleetcron.store.run_newest import delete_runs, refresh, refresh_for_runs
 from fleetcron.store.schema import Assignment, Job, Run
 
 __all__ = [
@@ -50,9 +51,7 @@ def moved(old: RunStatus | None, new: RunStatus | str) -> RunStatus:
     Raises ``ValueError`` naming both statuses when the vocabulary does not allow the move:
     the store never writes a transition that ``core.statuses.TRANSITIONS`` leaves out."""
     if not may_become(old, new):
-        allowed = (
-            statuses.BIRTH if old is None else statuses.TRANSITIONS.get(RunStatus(old), ())
-        )
+        allowed = statuses.BIRTH if old is None else statuses.TRANSITIONS.get(RunStatus(old), ())
         raise ValueError(
             f"runs.status: a {'new run' if old is None else f'{old} run'} may not become "
             f"{str(new)!r}; allowed: {', '.join(allowed) or 'nothing (terminal)'}"
@@ -106,6 +105,8 @@ def queue_manual_runs(
     ]
     session.add_all(runs)
     session.flush()
+    # No refresh of the assignments' newest run: a queued run is not counted until the
+    # owner starts it (store/run_newest.py), and this may be the other node of a pair.
     return [r.id for r in runs]
 
 
@@ -139,6 +140,7 @@ def request_stop(session: Session, run_id: int, by: str, now: datetime) -> Run:
         set_status(run, RunStatus.CANCELLED)
         run.finished_at = now
         run.reason = f"stopped by {by} before it started"
+        refresh(session, [run.assignment_id])
     if run.stop_requested_at is None:
         run.stop_requested_by, run.stop_requested_at = by, now
     session.flush()
@@ -156,10 +158,9 @@ def fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: 
     result = session.execute(
         update(Run)
         .where(Run.id.in_(list(run_ids)), running())
-        .values(
-            status=moved(RunStatus.RUNNING, RunStatus.FENCED), finished_at=now, reason=reason
-        )
+        .values(status=moved(RunStatus.RUNNING, RunStatus.FENCED), finished_at=now, reason=reason)
     )
+    refresh_for_runs(session, run_ids)
     return int(getattr(result, "rowcount", 0) or 0)
 
 
@@ -174,11 +175,7 @@ def _crowded_assignments(keep: int) -> Any:
     """The assignments with more than ``keep`` runs of any status: a superset of those
     with decided runs beyond their newest ``keep``. One pass over the covering slot index,
     no sort; the window below is computed for these assignments only."""
-    return (
-        select(Run.assignment_id)
-        .group_by(Run.assignment_id)
-        .having(func.count() > keep)
-    )
+    return select(Run.assignment_id).group_by(Run.assignment_id).having(func.count() > keep)
 
 
 def _excess_runs(keep: int) -> Any:
@@ -214,7 +211,7 @@ def prune_runs_older_than(
     ids = _old_runs(cutoff)
     if dry_run:
         return Pruned(count_selected(db, ids))
-    return delete_in_rounds(db, Run, ids, batch, more)
+    return delete_in_rounds(db, Run, ids, batch, more, delete_chunk=delete_runs)
 
 
 def prune_runs_beyond(
@@ -237,4 +234,4 @@ def prune_runs_beyond(
     ids = _excess_runs(keep)
     if dry_run:
         return Pruned(count_selected(db, ids))
-    return delete_in_rounds(db, Run, ids, batch, more)
+    return delete_in_rounds(db, Run, ids, batch, more, delete_chunk=delete_runs)

@@ -62,6 +62,7 @@ from fleetcron.store.run_dispatch import (
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
 from fleetcron.store.run_guard import RunGuard as RunGuard
 from fleetcron.store.run_guard import Standalone as Standalone
+from fleetcron.store.run_newest import refresh, refresh_for_runs
 from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.run_writes import moved, set_status
@@ -116,9 +117,7 @@ class RunStore:
 
     # -- claiming ---------------------------------------------------------------------
 
-    def claim_due(
-        self, now: datetime, limit: int = 500, exclude: Collection[int] = ()
-    ) -> Claimed:
+    def claim_due(self, now: datetime, limit: int = 500, exclude: Collection[int] = ()) -> Claimed:
         """Decide every due slot of up to ``limit`` due assignments, in one transaction.
 
         Reads only assignments whose indexed ``next_fire_at`` has come. Returns the runs to
@@ -174,9 +173,7 @@ class RunStore:
                 now,
                 self.policy,
             )
-            plan = wait_for_old_claims(
-                planned, old.get(row.assignment_id, ()), now, self.policy
-            )
+            plan = wait_for_old_claims(planned, old.get(row.assignment_id, ()), now, self.policy)
             if plan is None:
                 # An older generation's command may still run here: leave the slot due.
                 held.append(row.assignment_id)
@@ -222,7 +219,7 @@ class RunStore:
                 .values(next_fire_at=bindparam("next"), last_fire_at=bindparam("now")),
                 next_fires,
             )
-        session.flush()
+        refresh(session, [fire["aid"] for fire in next_fires])
         self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
         dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
@@ -317,7 +314,7 @@ class RunStore:
                 run.job_version = row.job_version
                 self._start(run, row, stamp, now)
                 starting.append((row, run))
-            session.flush()
+            refresh(session, {run.assignment_id for run in runs})
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
             return [dispatch_from(row, run, stamp) for row, run in starting]
 
@@ -345,7 +342,7 @@ class RunStore:
             run.attempt = previous.attempt + 1
             self._start(run, row, stamp, now)
             session.add(run)
-            session.flush()
+            refresh(session, [row.assignment_id])
             self.guard.claim(session, verdict, [run], stamp.at)
             return dispatch_from(row, run, stamp)
 
@@ -403,6 +400,7 @@ class RunStore:
                 ),
                 params,
             )
+            refresh_for_runs(session, live)
             self.guard.release(session, sorted(live))
         return refused
 
@@ -430,6 +428,7 @@ class RunStore:
                     reason="the scheduler stopped while this run was going; its outcome is unknown",
                 )
             )
+            refresh_for_runs(session, lost)
             return len(lost)
 
     def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
@@ -453,6 +452,7 @@ class RunStore:
                     reason=reason,
                 )
             )
+            refresh_for_runs(session, live)
 
     # -- live runs and stops ----------------------------------------------------------
 
@@ -497,6 +497,7 @@ class RunStore:
                     .where(Run.id == run_id, Run.status == RunStatus.RUNNING)
                     .values(**values)
                 )
+            refresh_for_runs(session, live)
             self.guard.release(session, sorted(live))
         return refused
 

@@ -200,6 +200,8 @@ class Assignment(Base):
         UniqueConstraint("job_id", "target_id", name="uq_assignments_job_target"),
         # The scheduler reads due work through this index: cost grows with due rows only.
         Index("ix_assignments_due", "enabled", "next_fire_at"),
+        # Health finds the failing assignments through this index (few, among all).
+        Index("ix_assignments_newest_finished_status", "newest_finished_status"),
         NEVER_REUSED_IDS,
     )
 
@@ -211,6 +213,12 @@ class Assignment(Base):
     next_fire_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # The newest run and the newest finished run, with their statuses: written only by
+    # fleetcron.store.run_newest, in the transaction of every run write (migration 0021).
+    newest_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    newest_status: Mapped[RunStatus | None] = mapped_column(RunStatusType())
+    newest_finished_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    newest_finished_status: Mapped[RunStatus | None] = mapped_column(RunStatusType())
 
     job: Mapped[Job] = relationship(back_populates="assignments")
     target: Mapped[Target] = relationship(back_populates="assignments")
@@ -425,9 +433,7 @@ class ExecutionClaim(Base):
 
     __tablename__ = "execution_claims"
     __table_args__ = (
-        CheckConstraint(
-            "state IN ('live', 'done', 'expired', 'revoked', 'cleared')", name="state"
-        ),
+        CheckConstraint("state IN ('live', 'done', 'expired', 'revoked', 'cleared')", name="state"),
         Index("ix_execution_claims_live", "state", "deadline_at"),
     )
 

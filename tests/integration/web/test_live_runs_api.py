@@ -18,6 +18,7 @@ from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
+from fleetcron.store import run_newest
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.app import create_app
 from integration.executors.procs import kill_all, marker_seconds, sleeping
@@ -35,6 +36,7 @@ def set_run(app: App, run_id: int, **values: object) -> None:
     """Put a queued run into a state by hand (as the owner on another node would)."""
     with app.db.session() as session:
         session.execute(update(Run).where(Run.id == run_id).values(**values))
+        run_newest.refresh_for_runs(session, [run_id])  # as the owner's store does
 
 
 def test_another_nodes_run_is_followed_through_its_snapshot(

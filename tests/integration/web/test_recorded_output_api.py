@@ -14,6 +14,7 @@ from sqlalchemy import update
 from fleetcron.app import Actor, App
 from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
+from fleetcron.store import run_newest
 from fleetcron.store.schema import Run
 from integration.web.conftest import API
 
@@ -34,6 +35,7 @@ def record(app: App, run_id: int, **values: Any) -> None:
         session.execute(
             update(Run).where(Run.id == run_id).values(status="succeeded", exit_code=0, **values)
         )
+        run_newest.refresh_for_runs(session, [run_id])  # as the run store does
 
 
 def output(client: TestClient, headers: Headers, run_id: int, since: int) -> dict[str, Any]:
@@ -113,6 +115,7 @@ def test_a_running_run_still_answers_its_snapshot(
                 stdout_bytes=9, live_output="live\n", live_bytes=5, live_at=app.now(),
             )
         )  # fmt: skip
+        run_newest.refresh_for_runs(session, [run_id])
 
     body = output(client, as_viewer, run_id, 0)
 
