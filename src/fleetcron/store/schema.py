@@ -321,6 +321,22 @@ class Run(Base):
     job_version: Mapped[int | None] = mapped_column(Integer)
 
 
+class RunCount(Base):
+    """How many runs of each status were scheduled in each minute: the day's counts of
+    health without reading the day's runs (750,000 index entries at 5,000 targets × 50
+    jobs every minute... per call). Written only by the triggers of migration 0022 on
+    ``runs`` (each insert, status change and delete moves one count; rows at 0 are
+    removed), so every write of a run, by any path, keeps it; read by
+    :mod:`fleetcron.store.run_counts`. Queued runs are not counted (either node of a
+    replicated pair may queue one; the owner counts it when it starts it)."""
+
+    __tablename__ = "run_counts"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
 class JobVersion(Base):
     """One version of a job's definition, written in the transaction that changed it.
 
