@@ -162,11 +162,13 @@ def test_runs_written_in_any_order_give_the_same_columns(
         rng.shuffle(order)
         for slot, attempt, status in order:
             with app.db.session() as session:
-                run_id = session.execute(
-                    insert(RUNS).values(**_run_row(aid, slot, attempt, status, clock))
-                ).inserted_primary_key
+                run_id = session.scalar(
+                    insert(RUNS)
+                    .values(**_run_row(aid, slot, attempt, status, clock))
+                    .returning(RUNS.c.id)
+                )
                 assert run_id is not None
-                run_newest.refresh_for_runs(session, [run_id[0]])
+                run_newest.refresh_for_runs(session, [run_id])
             assert columns(app) == truth(app), (trial, order)
         newest = columns(app)[aid]
         assert newest[1] is RunStatus.RUNNING and newest[3] is RunStatus.TIMED_OUT
