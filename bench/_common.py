@@ -193,16 +193,42 @@ def databases(backends: str, prefix: str) -> Iterator[tuple[str, str, Path]]:
             yield backend, url, directory
 
 
+def counting_off(conn: Any) -> None:
+    """In a bulk load's transaction on PostgreSQL: the run-count triggers off until
+    :func:`after_bulk_load`, which counts anew. A plain executemany insert sends a statement
+    per row, and each statement's trigger then updates the same count row, which in one
+    transaction walks that row's growing chain of versions (the store inserts its runs a
+    few hundred to a statement). SQLite's triggers update their row in place and stay on."""
+    from sqlalchemy import text
+
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE runs DISABLE TRIGGER USER"))
+
+
+def recount_runs(app: App) -> None:
+    """After a load with :func:`counting_off`: the triggers on again, every count anew."""
+    from sqlalchemy import text
+
+    from fleetcron.store import run_counts
+
+    with app.db.session() as session:
+        if app.db.dialect == "postgresql":
+            session.execute(text("ALTER TABLE runs ENABLE TRIGGER USER"))
+        run_counts.recount(session)
+
+
 def after_bulk_load(app: App) -> None:
     """After rows were inserted in bulk (outside the store): every assignment's newest-run
     columns computed from its runs (the store keeps them with its own writes:
-    ``store/run_newest.py``), then the planner's statistics (``ANALYZE``)."""
+    ``store/run_newest.py``), the run counts made anew (their triggers off during the load
+    on PostgreSQL: :func:`counting_off`), then the planner's statistics (``ANALYZE``)."""
     from sqlalchemy import text
 
     from fleetcron.store import run_newest
 
     with app.db.session() as session:
         run_newest.refresh_all(session)
+    recount_runs(app)
     if app.db.dialect == "postgresql":
         with app.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE"))

@@ -33,6 +33,7 @@ from sqlalchemy import insert
 from _common import (
     after_bulk_load,
     core_table,
+    counting_off,
     databases,
     loadavg,
     make_app,
@@ -54,6 +55,7 @@ FAILING_FROM = 80
 def fill(app: App, n_targets: int, n_slots: int) -> None:
     created = START - timedelta(days=1)
     with app.db.engine.begin() as conn:
+        counting_off(conn)  # counted anew after the load
         conn.execute(
             insert(core_table(Target)),
             [

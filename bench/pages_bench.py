@@ -43,6 +43,7 @@ from sqlalchemy import event, func, insert, select
 from _common import (
     after_bulk_load,
     core_table,
+    counting_off,
     databases,
     loadavg,
     make_app,
@@ -85,6 +86,7 @@ def fill(app: App, n_targets: int, n_jobs: int, n_runs: int, old_slot: datetime)
     )
     private = app.master_key.encrypt(b"not a real key: the pages never decrypt it")
     with app.db.engine.begin() as conn:
+        counting_off(conn)  # counted anew after the load
         conn.execute(
             insert(core_table(Target)),
             [

@@ -149,7 +149,7 @@ def test_the_check_finds_a_wrong_count_and_a_write_no_trigger_counted(
         off = (
             "DROP TRIGGER run_counts_insert"
             if app.db.dialect == "sqlite"
-            else "ALTER TABLE runs DISABLE TRIGGER run_counts_track"
+            else "ALTER TABLE runs DISABLE TRIGGER run_counts_insert"
         )
         session.execute(text(off))
         session.execute(insert(RUNS).values(**row(slot, "failed", attempt=2)))
@@ -157,7 +157,7 @@ def test_the_check_finds_a_wrong_count_and_a_write_no_trigger_counted(
     # Migrated down and up: the triggers again, and the counts made anew from the runs.
     if app.db.dialect == "postgresql":
         with app.db.session() as session:
-            session.execute(text("ALTER TABLE runs ENABLE TRIGGER run_counts_track"))
+            session.execute(text("ALTER TABLE runs ENABLE TRIGGER run_counts_insert"))
     command.downgrade(alembic_config(engine=app.db.engine), "0021")
     app.db.upgrade()
     assert stale(app) == {}

@@ -6,7 +6,7 @@ Create Date: 2026-12-01
 
 Health's counts of the day's runs by status read these rows (1,440 minutes) instead of the
 day's runs. Triggers, not the store's code, keep them: every insert, status change and
-delete of a run moves one count, whichever path writes it (the store, a restore, a bulk
+delete of a run moves its count, whichever path writes it (the store, a restore, a bulk
 load), in the writer's transaction; increments commute, so concurrent writers cannot
 lose one. A count that reaches 0 is deleted. ``queued`` runs are not counted: either node
 of a replicated pair may queue a run, and a row written by the node that is not the owner
@@ -62,32 +62,57 @@ SQLITE = [
     f" OR old.scheduled_for IS NOT new.scheduled_for) BEGIN {_sqlite_add('new')} END",
 ]
 
+COUNTED = (
+    "SELECT date_trunc('minute', scheduled_for) AS minute, status, {sign} AS d"
+    " FROM {rows} WHERE status <> 'queued'"
+)
+
+# One snapshot serves every part of a statement, so the counts that reached 0 are deleted
+# by a second statement, which sees the first one's result.
+APPLY = """
+    INSERT INTO run_counts (minute, status, n)
+        SELECT minute, status, sum(d) FROM ({changes}) AS changes
+        GROUP BY minute, status HAVING sum(d) <> 0
+        ON CONFLICT (minute, status) DO UPDATE SET n = run_counts.n + excluded.n;
+    DELETE FROM run_counts USING (SELECT DISTINCT minute, status FROM ({changes}) AS c) AS k
+        WHERE run_counts.minute = k.minute AND run_counts.status = k.status
+        AND run_counts.n <= 0;
+"""
+
+
+def _pg_function(name: str, changes: str) -> str:
+    return (
+        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f"{APPLY.format(changes=changes)} RETURN NULL; END $$"
+    )
+
+
+PG_TRIGGERS = {
+    "insert": ("INSERT", "NEW TABLE AS new_rows", COUNTED.format(sign=1, rows="new_rows")),
+    "delete": ("DELETE", "OLD TABLE AS old_rows", COUNTED.format(sign=-1, rows="old_rows")),
+    "update": (
+        "UPDATE",
+        "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+        COUNTED.format(sign=1, rows="new_rows")
+        + " UNION ALL "
+        + COUNTED.format(sign=-1, rows="old_rows"),
+    ),
+}
+
+# PostgreSQL: statement triggers over the statement's transition tables, one change per
+# count per statement. A row trigger updates the same count row once per run, and in one
+# transaction every update of a row adds a version the next one walks past: 5,000 runs
+# changing status in one statement took 2.9 s so (0.25 s without a trigger). An update's
+# change is its new rows counted minus its old rows counted: rows whose status and minute
+# stayed the same cancel out.
 POSTGRES = [
-    """
-CREATE FUNCTION run_counts_track() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.status = OLD.status
-            AND NEW.scheduled_for = OLD.scheduled_for THEN
-        RETURN NULL;
-    END IF;
-    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status <> 'queued' THEN
-        UPDATE run_counts SET n = n - 1
-            WHERE minute = date_trunc('minute', OLD.scheduled_for) AND status = OLD.status;
-        DELETE FROM run_counts
-            WHERE minute = date_trunc('minute', OLD.scheduled_for) AND status = OLD.status
-            AND n <= 0;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status <> 'queued' THEN
-        INSERT INTO run_counts (minute, status, n)
-            VALUES (date_trunc('minute', NEW.scheduled_for), NEW.status, 1)
-            ON CONFLICT (minute, status) DO UPDATE SET n = run_counts.n + 1;
-    END IF;
-    RETURN NULL;
-END
-$$
-""",
-    "CREATE TRIGGER run_counts_track AFTER INSERT OR DELETE OR UPDATE OF status, scheduled_for"
-    " ON runs FOR EACH ROW EXECUTE FUNCTION run_counts_track()",
+    statement
+    for op_name, (event, referencing, changes) in PG_TRIGGERS.items()
+    for statement in (
+        _pg_function(f"run_counts_{op_name}", changes),
+        f"CREATE TRIGGER run_counts_{op_name} AFTER {event} ON runs REFERENCING {referencing}"
+        f" FOR EACH STATEMENT EXECUTE FUNCTION run_counts_{op_name}()",
+    )
 ]
 
 BACKFILL = {
@@ -115,10 +140,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        for name in ("insert", "delete", "update_old", "update_new"):
-            op.execute(f"DROP TRIGGER IF EXISTS run_counts_{name}")
-    else:
-        op.execute("DROP TRIGGER IF EXISTS run_counts_track ON runs")
-        op.execute("DROP FUNCTION IF EXISTS run_counts_track()")
+    sqlite = op.get_bind().dialect.name == "sqlite"
+    names = ("insert", "delete", "update_old", "update_new") if sqlite else tuple(PG_TRIGGERS)
+    for name in names:
+        op.execute(f"DROP TRIGGER IF EXISTS run_counts_{name}" + ("" if sqlite else " ON runs"))
+        if not sqlite:
+            op.execute(f"DROP FUNCTION IF EXISTS run_counts_{name}()")
     op.drop_table("run_counts")
