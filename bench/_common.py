@@ -221,8 +221,8 @@ def after_bulk_load(app: App) -> None:
     """After rows were inserted in bulk (outside the store): every assignment's newest-run
     columns computed from its runs (the store keeps them with its own writes:
     ``store/run_newest.py``), the run counts made anew (their triggers off during the load
-    on PostgreSQL: :func:`counting_off`), then the planner's statistics (``ANALYZE``), a checkpoint and
-    ``sync``."""
+    on PostgreSQL: :func:`counting_off`), then the planner's statistics (``ANALYZE``), a
+    checkpoint and ``sync``."""
     from sqlalchemy import text
 
     from fleetcron.store import run_newest
