@@ -221,8 +221,8 @@ def after_bulk_load(app: App) -> None:
     """After rows were inserted in bulk (outside the store): every assignment's newest-run
     columns computed from its runs (the store keeps them with its own writes:
     ``store/run_newest.py``), the run counts made anew (their triggers off during the load
-    on PostgreSQL: :func:`counting_off`), then the planner's statistics (``ANALYZE``), a
-    checkpoint and ``sync``."""
+    on PostgreSQL: :func:`counting_off`), then the planner's statistics (``ANALYZE``), checkpoint
+    (PostgreSQL) and ``sync``."""
     from sqlalchemy import text
 
     from fleetcron.store import run_newest
@@ -237,8 +237,6 @@ def after_bulk_load(app: App) -> None:
     else:
         with app.db.engine.begin() as conn:
             conn.execute(text("ANALYZE"))
-        with app.db.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     # The load's writes reach the disk before anything is timed: else the measurements
     # share the machine with the write-back of a gigabyte of fresh pages.
     os.sync()
