@@ -115,12 +115,15 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         if store.db.dialect == "postgresql":
             # One decision per job at a time: a second scheduler on the same database waits
             # here, then reads the rows the first one wrote. Locked in id order, all at
-            # once, so two deciders never wait for each other.
+            # once, so two deciders never wait for each other. NO KEY UPDATE: it excludes
+            # the other decider but not the foreign-key checks of assignment writes (a
+            # row updated twice in a transaction is checked against its job: FOR UPDATE
+            # would make that writer and this decider wait for each other).
             session.execute(
                 select(Job.id)
                 .where(Job.id.in_(sorted({job_id for job_id, _ in slots})))
                 .order_by(Job.id)
-                .with_for_update()
+                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
             ).all()
         stamp = take_stamp(store.guard, session, now)
         starting: list[tuple[Row[Any], Run]] = []

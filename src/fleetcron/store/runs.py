@@ -48,6 +48,7 @@ from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_o
 from fleetcron.core.target_zones import assignment_schedule
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
+from fleetcron.store import run_newest
 from fleetcron.store.db import Database
 from fleetcron.store.run_dispatch import (
     Dispatch,
@@ -400,7 +401,7 @@ class RunStore:
                 ),
                 params,
             )
-            refresh_for_runs(session, live)
+            run_newest.finished(session, live)
             self.guard.release(session, sorted(live))
         return refused
 
