@@ -8,15 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
+from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services import jobs as jobs_svc
 from fleetcron.services.fleet_states import CHUNK, with_newest
-from fleetcron.store.schema import Assignment, Job
+from fleetcron.store.schema import Assignment, Job, Run
 
 #: Statuses that count as "did not succeed" for a re-run of the failed targets.
 RERUN_STATUSES = statuses.FAILED
@@ -81,6 +83,17 @@ def select_assignments(session: Session, job: Job, selection: Selection) -> list
             where = Assignment.id.in_(ids[start : start + CHUNK])
             found = with_newest(session, [Assignment.id.label("assignment_id")], where)
             newest.update((r.assignment_id, r.status) for r in found)
+            # A queued re-run is not the assignment's newest run until the owner starts it
+            # (store/run_newest.py); it still means the target is already being re-run.
+            newest.update(
+                (aid, RunStatus.QUEUED.value)
+                for aid in session.scalars(
+                    select(Run.assignment_id).where(
+                        Run.status == RunStatus.QUEUED,
+                        Run.assignment_id.in_(ids[start : start + CHUNK]),
+                    )
+                )
+            )
         chosen = [a for a in chosen if newest.get(a.id) in RERUN_STATUSES]
         if not chosen:
             raise InvalidInput(
