@@ -65,8 +65,10 @@ _T = TypeVar("_T")
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _CHUNK = 65536
-_MARKER_WAIT_S: Final = 5.0
-"""On cancel, how long to wait for the wrapper to report the command's process group."""
+_ABORT_RETRY_S: Final = 0.05
+"""On cancel, how often the kill is repeated until the command's pipes close."""
+_ABORT_WAIT_S: Final = 5.0
+"""On cancel, how long the kill is repeated before the remaining holders are left alone."""
 
 ROOT_REFUSED: Final = (
     "local commands would run as root: set local_run_as (FLEETCRON_LOCAL_RUN_AS) to an "
@@ -210,7 +212,9 @@ class LocalExecutor:
         except asyncio.CancelledError:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 proc = await _uncancelled(spawn)
-                await _uncancelled(self._abort(proc, splitter, None))
+                assert proc.stdout is not None and proc.stderr is not None
+                readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, splitter))
+                await _uncancelled(self._abort(proc, splitter, readers))
             raise
         except (OSError, subprocess.SubprocessError) as exc:
             return _not_started(
@@ -320,30 +324,43 @@ class LocalExecutor:
         self,
         proc: asyncio.subprocess.Process,
         splitter: MarkerLineSplitter,
-        readers: asyncio.Future[Any] | None,
+        readers: asyncio.Future[Any],
     ) -> None:
-        """Kill a run at once (cancelled): its command group and the wrapper."""
-        if readers is None:
-            assert proc.stderr is not None
-            readers = asyncio.ensure_future(_drain(proc.stderr, splitter))
-        if self._watchdog:
-            # The wrapper ignores SIGTERM and reports the group right after starting it.
-            deadline = time.monotonic() + _MARKER_WAIT_S
-            while (
-                splitter.value is None and proc.returncode is None and time.monotonic() < deadline
-            ):
-                await asyncio.sleep(0.005)
-        pgid = _pgid(splitter)
-        if pgid is not None:
-            _signal_group(pgid, signal.SIGKILL)
-        elif self._watchdog and proc.returncode is None:
-            logger.warning(
-                "cancelled local run: the wrapper did not report its process group; "
-                "the watchdog will end it",
-                extra={"action": "local.abort_unknown_group"},
-            )
-        _signal_group(proc.pid, signal.SIGKILL)
-        await proc.wait()
+        """Kill a run at once (cancelled): the wrapper, its command group and the command.
+
+        The wrapper's report of the group may come late (a loaded machine) or name a
+        group that does not exist yet (``timeout`` makes its own group just after it
+        starts), so the wrapper is stopped first, its children are read from ``/proc``
+        and every group they may lead is killed, again until the wrapper is reaped and
+        the output pipes are closed.
+        """
+        children = _children_file(proc.pid)
+        if self._watchdog and not os.path.exists(children):
+            # Not Linux: the wrapper ignores SIGTERM and reports the group right after
+            # starting it.
+            await _reported(splitter, proc)
+        groups = {proc.pid}
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGSTOP)  # no new child from here on
+            groups.update(_children(children))
+        deadline = time.monotonic() + _ABORT_WAIT_S
+        while True:
+            pgid = _pgid(splitter)
+            for group in groups if pgid is None else groups | {pgid}:
+                _signal_group(group, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(readers), _ABORT_RETRY_S)
+            if readers.done() and proc.returncode is not None:
+                break
+            if time.monotonic() >= deadline:
+                # Only a process that left the command's group can still hold the pipes.
+                logger.warning(
+                    "cancelled local run: a process outside the command's process group "
+                    "still holds its output; not waiting for it",
+                    extra={"action": "local.abort_escaped"},
+                )
+                break
         readers.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await readers
@@ -427,6 +444,20 @@ async def _reported(splitter: MarkerLineSplitter, proc: asyncio.subprocess.Proce
 async def _drain(stream: asyncio.StreamReader, sink: Sink) -> None:
     while chunk := await stream.read(_CHUNK):
         sink.feed(chunk)
+
+
+def _children_file(pid: int) -> str:
+    """Where Linux lists the children of ``pid``'s main thread."""
+    return f"/proc/{pid}/task/{pid}/children"
+
+
+def _children(path: str) -> list[int]:
+    """The pids listed in a ``/proc/.../children`` file (none where it cannot be read)."""
+    try:
+        with open(path) as handle:
+            return [int(child) for child in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -111,6 +111,28 @@ async def test_cancelling_at_spawn_time_never_leaves_the_command_running() -> No
     assert cancelled == 41
 
 
+async def test_a_cancel_does_not_depend_on_the_wrapper_reporting_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loaded machine may deliver the wrapper's report of the command's group late, or
+    the group may not exist yet when it is reported: the cancel finds the command's
+    group by itself and never waits for the command to end."""
+    monkeypatch.setattr("fleetcron.executors.local.PGID_MARKER", b"__no_report_arrives__=")
+    seconds = marker_seconds()
+    task = asyncio.create_task(
+        LocalExecutor(allow_root=True).run(ExecRequest(f"sleep {seconds}", timeout_s=60))
+    )
+    for _ in range(200):
+        if sleeping(seconds):
+            break
+        await asyncio.sleep(0.05)
+    assert sleeping(seconds), "the command never started"
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    assert done and task.cancelled(), "the cancel waited for the command"
+    assert wait_for(lambda: not sleeping(seconds), 2), "the command was left running"
+
+
 async def test_a_request_with_no_budget_left_is_not_started(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     request = ExecRequest(f"touch {marker}", watchdog_s=1e-9)
