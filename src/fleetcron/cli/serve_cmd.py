@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import click
 import uvicorn
 
+from fleetcron import heap
 from fleetcron.app import App
 from fleetcron.config import hide_secret_environment, load_settings
 from fleetcron.coordination.standalone import only_scheduler
@@ -117,6 +118,7 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
         sockets = [listening_socket(*listen)]
         tasks.append(asyncio.create_task(server.serve(sockets=sockets), name="web"))
         log.info("web UI and API on http://%s:%d/", *listen, extra={"action": "web.start"})
+    heap.settle()  # before the tasks first run: all that serves is built
     done, _ = await asyncio.wait(
         [*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
     )
