@@ -37,15 +37,25 @@ from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
+from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 FAILED = statuses.FAILED
 FINISHED = statuses.FINISHED
 REACHED = statuses.REACHED
 """Outcomes that prove the connection to the target worked (the command ran)."""
+FAILED_VALUES: tuple[str, ...] = tuple(s.value for s in FAILED)
 
 JOBS_NAMED = 5
 """How many job names a text line of an unreachable target spells out."""
+
+# The runs each statement reads, under their own names. Aliased once: building an alias
+# and adapting its columns costs more than a call's statements on a warm cache.
+LAST_RUN = aliased(Run, name="last_run")
+REACHED_RUN = aliased(Run, name="reached_run")
+OK_RUN = aliased(Run, name="ok_run")
+STREAK_RUN = aliased(Run, name="streak_run")
+ATTEMPT_RUN = aliased(Run, name="attempt_run")
 
 
 @dataclass(frozen=True)
@@ -137,7 +147,7 @@ class FailingCounts:
 def last_reached_at() -> ScalarSelect[datetime | None]:
     """When the newest run that reached the correlated ``Target`` started (any job;
     ``ix_runs_target_started``)."""
-    reached = aliased(Run, name="reached_run")
+    reached = REACHED_RUN
     return (
         select(reached.started_at)
         .where(
@@ -157,18 +167,24 @@ def classified(session: Session) -> CTE:
     ``job_id``, ``target_id``), and whether that failure is part of its target's outage
     (``down``: 1 for a connection error after the newest run that reached the target)."""
     # The assignment carries its newest finished run and that run's status
-    # (store/run_newest.py): the failing ones come from the index on that status, the
-    # run's start from one primary-key lookup each.
-    last = aliased(Run, name="last_run")
+    # (store/run_newest.py): the failing ones come from the index on that status. Only a
+    # connection error's start is compared with its target's last reach, so only those
+    # runs are looked up (by primary key; a CASE evaluates its subquery for its rows alone).
+    is_connect_error = Assignment.newest_finished_status == RunStatus.CONNECT_ERROR.value
+    started = (
+        select(func.coalesce(LAST_RUN.started_at, LAST_RUN.finished_at))
+        .where(LAST_RUN.id == Assignment.newest_finished_run_id)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
     failing = materialized(
         select(
             Assignment.id.label("assignment_id"),
             Assignment.job_id.label("job_id"),
             Assignment.target_id.label("target_id"),
             Assignment.newest_finished_status.label("status"),
-            func.coalesce(last.started_at, last.finished_at).label("started"),
+            case((is_connect_error, started), else_=null()).label("started"),
         )
-        .join(last, last.id == Assignment.newest_finished_run_id)
         .where(rare(session, Assignment.newest_finished_status.in_(FAILED)))
         .cte("failing")
     )
@@ -294,20 +310,22 @@ def failing_rows(
     in ``streak_of`` (None: all) with the length and the start of the failure streak (the
     failures after the newest success; the others have 0 and None)."""
     # Issued even for no assignment (an empty IN), as the outages are: a summary makes the
-    # same statements whatever it finds.
-    last = aliased(Run, name="last_run")
-    failed = (
+    # same statements whatever it finds. By primary key: the status only filters (read
+    # through its index, the planner walked every failing assignment and compared each
+    # with the whole list).
+    last = LAST_RUN
+    failed = materialized(
         select(
             Assignment.id.label("assignment_id"),
             Assignment.newest_finished_run_id.label("run_id"),
         )
         .where(
             Assignment.id.in_(assignment_ids),
-            Assignment.newest_finished_status.in_(FAILED),
+            unindexed(Assignment.newest_finished_status).in_(FAILED_VALUES),
         )
         .cte("failing")
     )
-    ok = aliased(Run, name="ok_run")
+    ok = OK_RUN
     last_success = (
         select(ok.scheduled_for)
         .where(ok.assignment_id == failed.c.assignment_id, ok.status == RunStatus.SUCCEEDED)
@@ -322,7 +340,7 @@ def failing_rows(
     counted = wanted.subquery("counted")
     # The streak: failed runs after the newest success. A success ends its slot's retry
     # chain, so no failure shares the success's scheduled_for after it.
-    streak_run = aliased(Run, name="streak_run")
+    streak_run = STREAK_RUN
     streaks = (
         select(
             counted.c.assignment_id,
@@ -390,7 +408,7 @@ def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]
         .prefix_with("MATERIALIZED", dialect="postgresql")
         .prefix_with("MATERIALIZED", dialect="sqlite")
     )
-    attempt = aliased(Run, name="attempt_run")
+    attempt = ATTEMPT_RUN
     rows = session.execute(
         select(
             last_reached.c.target_id,
