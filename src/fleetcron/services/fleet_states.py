@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, select, type_coerce
+from sqlalchemy import ColumnElement, String, null, select, type_coerce
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
@@ -118,27 +118,34 @@ def with_newest(
     where: ColumnElement[bool],
     *,
     jobs: bool = False,
+    times: bool = False,
     raw_times: bool = False,
 ) -> list[Any]:
     """``columns`` (labelled; of assignments, their targets and, with ``jobs``, their jobs)
-    of the assignments matching ``where``, each with its newest run: ``last_id``,
-    ``status`` (the plain string: no enum conversion for thousands of rows),
-    ``scheduled_for`` and ``duration_ms``; one statement, one primary-key lookup per
-    assignment (the assignment names its newest run: ``store/run_newest.py``).
-    ``raw_times``: ``scheduled_for`` as the driver gives it (text on SQLite), unconverted."""
-    slot = type_coerce(Run.scheduled_for, String()) if raw_times else Run.scheduled_for
+    of the assignments matching ``where``, each with its newest run: ``last_id`` and
+    ``status`` (the plain string: no enum conversion for thousands of rows), as the
+    assignment carries them (``store/run_newest.py``); with ``times`` also the run's
+    ``scheduled_for`` and ``duration_ms`` (one primary-key lookup per assignment; else
+    None). One statement. ``raw_times``: ``scheduled_for`` as the driver gives it (text on
+    SQLite), unconverted."""
+    if times:
+        slot: Any = type_coerce(Run.scheduled_for, String()) if raw_times else Run.scheduled_for
+        duration: Any = Run.duration_ms
+    else:
+        slot = duration = null()
     query = select(
         *columns,
         Assignment.newest_run_id.label("last_id"),
-        type_coerce(Run.status, String()).label("status"),
+        type_coerce(Assignment.newest_status, String()).label("status"),
         slot.label("scheduled_for"),
-        Run.duration_ms,
+        duration.label("duration_ms"),
     ).select_from(Assignment)
     query = query.join(Target, Target.id == Assignment.target_id)
     if jobs:
         query = query.join(Job, Job.id == Assignment.job_id)
-    query = query.outerjoin(Run, Run.id == Assignment.newest_run_id).where(where)
-    return list(session.execute(query))
+    if times:
+        query = query.outerjoin(Run, Run.id == Assignment.newest_run_id)
+    return list(session.execute(query.where(where)))
 
 
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 parameters; stay well below).

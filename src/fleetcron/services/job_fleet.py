@@ -359,9 +359,9 @@ class _Light(NamedTuple):
         return not self.enabled or self.target_paused
 
 
-def _states(session: Session, job_id: int, *, labels: bool) -> list[_Light]:
+def _states(session: Session, job_id: int, *, labels: bool, times: bool) -> list[_Light]:
     """Every assignment of the job with the status of its newest run (the target's labels
-    only when a filter needs them)."""
+    only when a filter needs them; the run's slot and duration only when the sort does)."""
     columns: list[Any] = [
         Assignment.id.label("id"),
         Assignment.enabled.label("enabled"),
@@ -372,7 +372,9 @@ def _states(session: Session, job_id: int, *, labels: bool) -> list[_Light]:
     ]
     if labels:
         columns.append(Target.labels.label("labels"))
-    found = with_newest(session, columns, Assignment.job_id == job_id, raw_times=True)
+    found = with_newest(
+        session, columns, Assignment.job_id == job_id, times=times, raw_times=True
+    )
     no_labels: Mapping[str, str] = {}
     # positional: the columns above, then last_id, status, scheduled_for, duration_ms
     return [
@@ -454,7 +456,9 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
         job = session.scalar(select(Job).where(Job.name == name))
         if job is None:
             raise NotFound("job", name)
-        rows = _states(session, job.id, labels=bool(labels))
+        rows = _states(
+            session, job.id, labels=bool(labels), times=key in ("last", "duration")
+        )
         counts = _counts(rows)
         shown = [row for row in rows if _matches(row, wanted, labels)]
         details: dict[int, TargetRow] = {}

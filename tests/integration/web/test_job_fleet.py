@@ -170,6 +170,25 @@ def test_sorting_and_paging(app: App, viewer: Actor, history: list[datetime]) ->
     assert (page.matched, len(page.items), len(page.items[0].strip)) == (3, 1, 2)
 
 
+def test_sorting_by_duration_reads_each_targets_newest_run(
+    app: App, viewer: Actor, history: list[datetime]
+) -> None:
+    """The page reads the newest runs' times only for the sorts that need them; those
+    sorts still order by the newest run's own duration."""
+    took = {"alpha": 100, "bravo": 3000, "charlie": 2000}
+    with app.db.session() as session:
+        for run in session.scalars(select(Run).where(Run.scheduled_for == history[-1])):
+            run.duration_ms = took[run.target_name]
+
+    def names(sort: str) -> list[str]:
+        page = job_fleet.job_targets(app, viewer, JOB, TargetQuery(sort=sort))
+        return [row.target for row in page.items]
+
+    assert names("duration") == ["bravo", "charlie", "alpha"]  # longest first
+    assert names("-duration") == ["alpha", "charlie", "bravo"]
+    assert names("target") == ["alpha", "bravo", "charlie"]
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
