@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     CTE,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     distinct,
     func,
     literal,
+    literal_column,
     null,
     or_,
     select,
@@ -38,7 +40,7 @@ from sqlalchemy.orm import Session, aliased
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
 from fleetcron.store.run_newest import unindexed
-from fleetcron.store.schema import Assignment, Job, Run, Target
+from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
 
 FAILED = statuses.FAILED
 FINISHED = statuses.FINISHED
@@ -48,6 +50,13 @@ FAILED_VALUES: tuple[str, ...] = tuple(s.value for s in FAILED)
 
 JOBS_NAMED = 5
 """How many job names a text line of an unreachable target spells out."""
+
+ATTEMPTS_COUNTED = 1000
+"""How many failed connections of one outage are counted; past it a line says "more than
+1,000" (counting a day's 72,000 of a target with 50 minute-jobs took 10-20 ms a target)."""
+
+NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+"""Before any run: the last reach of a target never reached."""
 
 # The runs each statement reads, under their own names. Aliased once: building an alias
 # and adapting its columns costs more than a call's statements on a warm cache.
@@ -121,11 +130,17 @@ class Failing:
 
 @dataclass(frozen=True)
 class Outage:
-    """Connection errors on a target since the last run that reached it."""
+    """Connection errors on a target since the last run that reached it: ``attempts`` of
+    them, counted up to :data:`ATTEMPTS_COUNTED` (``more``: there were more)."""
 
     reached_at: datetime | None
     since: datetime
     attempts: int
+    more: bool = False
+
+    @property
+    def attempts_text(self) -> str:
+        return f"more than {self.attempts:,}" if self.more else str(self.attempts)
 
 
 @dataclass
@@ -144,18 +159,33 @@ class FailingCounts:
     unreachable_targets: int
 
 
+def reached(run: Any) -> ColumnElement[bool]:
+    """``run`` reached its target: the predicate of ``ix_runs_target_reached`` with its
+    values written into the statement, as a planner must see them to use that partial
+    index (a bound parameter could be any status)."""
+    term: ColumnElement[bool] = run.status.in_([literal_column(f"'{s.value}'") for s in REACHED])
+    return term
+
+
+def connect_error(run: Any) -> ColumnElement[bool]:
+    """``run`` could not connect: the predicate of ``ix_runs_target_connect_error``, with
+    its value written into the statement (see :func:`reached`)."""
+    term: ColumnElement[bool] = run.status == literal_column(f"'{RunStatus.CONNECT_ERROR.value}'")
+    return term
+
+
 def last_reached_at() -> ScalarSelect[datetime | None]:
-    """When the newest run that reached the correlated ``Target`` started (any job;
-    ``ix_runs_target_started``)."""
-    reached = REACHED_RUN
+    """When the newest run that reached the correlated ``Target`` started (any job): a
+    seek of ``ix_runs_target_reached``, however many connection errors came after it."""
+    reached_run = REACHED_RUN
     return (
-        select(reached.started_at)
+        select(reached_run.started_at)
         .where(
-            reached.target_id == Target.id,
-            reached.status.in_(REACHED),
-            reached.started_at.is_not(None),
+            reached_run.target_id == Target.id,
+            reached(reached_run),
+            reached_run.started_at.is_not(None),
         )
-        .order_by(reached.started_at.desc())
+        .order_by(reached_run.started_at.desc())
         .limit(1)
         .correlate(Target)
         .scalar_subquery()
@@ -397,40 +427,48 @@ def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool
 
 def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]:
     """Per target, the connection errors since the newest run that reached it (by start
-    time across all its jobs); targets reached after their last connection error have none."""
-    reached_at = last_reached_at()
-    # Materialized: else PostgreSQL and SQLite inline it and run the reached_at lookup once
-    # per connection error joined, for the join filter and again for the grouping.
-    last_reached = (
-        select(Target.id.label("target_id"), reached_at.label("reached_at"))
+    time across all its jobs): the first, and how many, counted up to
+    :data:`ATTEMPTS_COUNTED` (``Outage.more``: there were more). Targets reached after
+    their last connection error have none. A few seeks per target, however long the outage
+    (``ix_runs_target_reached``, ``ix_runs_target_connect_error``)."""
+    # Materialized: else PostgreSQL and SQLite inline it and look up the newest reaching run
+    # again for every place that reads it.
+    last_reached = materialized(
+        select(Target.id.label("target_id"), last_reached_at().label("reached_at"))
         .where(Target.id.in_(target_ids))
         .cte("last_reached")
-        .prefix_with("MATERIALIZED", dialect="postgresql")
-        .prefix_with("MATERIALIZED", dialect="sqlite")
     )
     attempt = ATTEMPT_RUN
+    since_reached = and_(
+        attempt.target_id == last_reached.c.target_id,
+        connect_error(attempt),
+        attempt.started_at
+        > func.coalesce(last_reached.c.reached_at, literal(NEVER, UTCDateTime())),
+    )
+    first = (
+        select(attempt.started_at)
+        .where(since_reached)
+        .order_by(attempt.started_at)
+        .limit(1)
+        .correlate(last_reached)
+        .scalar_subquery()
+    )
+    counted = (
+        select(literal(1).label("one"))
+        .where(since_reached)
+        .limit(ATTEMPTS_COUNTED + 1)
+        .correlate(last_reached)
+        .subquery("counted")
+    )
+    attempts = select(func.count()).select_from(counted).correlate(last_reached).scalar_subquery()
     rows = session.execute(
-        select(
-            last_reached.c.target_id,
-            last_reached.c.reached_at,
-            func.min(attempt.started_at),
-            func.count(attempt.id),
-        )
-        .join(
-            attempt,
-            and_(
-                attempt.target_id == last_reached.c.target_id,
-                attempt.status == "connect_error",
-                attempt.started_at.is_not(None),
-                or_(
-                    last_reached.c.reached_at.is_(None),
-                    attempt.started_at > last_reached.c.reached_at,
-                ),
-            ),
-        )
-        .group_by(last_reached.c.target_id, last_reached.c.reached_at)
+        select(last_reached.c.target_id, last_reached.c.reached_at, first, attempts)
     ).all()
-    return {row[0]: Outage(row[1], row[2], row[3]) for row in rows}
+    return {
+        row[0]: Outage(row[1], row[2], min(row[3], ATTEMPTS_COUNTED), row[3] > ATTEMPTS_COUNTED)
+        for row in rows
+        if row[2] is not None
+    }
 
 
 def in_outage(failing: Failing, outage: Outage | None) -> bool:
@@ -476,7 +514,7 @@ def unreachable_lines(down: Iterable[Failing], outages: dict[int, Outage]) -> li
                 jobs,
                 outage.since,
                 f"{newest.error or 'cannot connect'}; {len(jobs)} job(s) cannot connect "
-                f"({named}); {outage.attempts} failed connection(s)",
+                f"({named}); {outage.attempts_text} failed connection(s)",
                 error=newest.error,
                 failures=outage.attempts,
                 run_id=newest.run_id,

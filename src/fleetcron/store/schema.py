@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
 
 NAMING = {
@@ -242,6 +243,11 @@ SEARCH_TEXT_SQL = (
 )
 
 
+#: The predicates of the partial indexes on a target's runs (migration 0023 writes the same).
+REACHED_SQL = "status IN (" + ", ".join(f"'{s.value}'" for s in statuses.REACHED) + ")"
+CONNECT_ERROR_SQL = f"status = '{RunStatus.CONNECT_ERROR.value}'"
+
+
 class Run(Base):
     """One execution, or one slot that did not execute and why.
 
@@ -254,6 +260,23 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("assignment_id", "scheduled_for", "attempt", name="uq_runs_slot"),
         Index("ix_runs_target_started", "target_id", "started_at"),
+        # A target's newest run that reached it, and its connection errors since, each a
+        # seek however long an outage lasts (health; migration 0023). A query uses them
+        # only when it repeats the predicate as written here (``REACHED_SQL``).
+        Index(
+            "ix_runs_target_reached",
+            "target_id",
+            "started_at",
+            sqlite_where=text(REACHED_SQL),
+            postgresql_where=text(REACHED_SQL),
+        ),
+        Index(
+            "ix_runs_target_connect_error",
+            "target_id",
+            "started_at",
+            sqlite_where=text(CONNECT_ERROR_SQL),
+            postgresql_where=text(CONNECT_ERROR_SQL),
+        ),
         Index("ix_runs_job_started", "job_id", "started_at"),
         Index("ix_runs_status", "status"),
         Index("ix_runs_scheduled", "scheduled_for"),
