@@ -25,7 +25,11 @@ one completes: rows deleted per second, and how long each round holds the schedu
 database thread.
 
     .venv/bin/python bench/pages_bench.py [--targets 5000] [--jobs 50] [--runs 4] \\
-        [--requests 60] [--backends sqlite,postgresql]
+        [--requests 60] [--backends sqlite,postgresql] [--outage 10x24] [--pages health]
+
+``--outage 10x24``: ten of the unreachable targets have been down for a day, a connection
+error a minute for each of their jobs (72,000 per target at 50 jobs); ``--pages``: only
+the pages named.
 """
 
 from __future__ import annotations
@@ -79,9 +83,18 @@ PAGES = [
 ]
 
 
-def fill(app: App, n_targets: int, n_jobs: int, n_runs: int, old_slot: datetime) -> int:
+def fill(
+    app: App,
+    n_targets: int,
+    n_jobs: int,
+    n_runs: int,
+    old_slot: datetime,
+    outage: tuple[int, int] = (0, 0),
+) -> int:
     """The installation described in the module docstring; returns the rows older than the
-    retention age."""
+    retention age. ``outage`` = (targets, hours): that many of the unreachable targets
+    have been down that long, a connection error a minute for each of their jobs before
+    the newest ``n_runs - 1`` slots."""
     import asyncssh
 
     created = NOW - timedelta(days=200)
@@ -156,10 +169,15 @@ def fill(app: App, n_targets: int, n_jobs: int, n_runs: int, old_slot: datetime)
             runs = []
             for i in ids:
                 job, target = i // n_targets, i % n_targets
-                for k in range(n_runs):
-                    slot = old_slot if k == 0 else NOW - timedelta(minutes=n_runs - k)
+                down_long = target % 100 == 0 and target // 100 < outage[0]
+                extra = outage[1] * 60 if down_long else 0
+                for k in range(-extra, n_runs):
+                    if k < 0:  # the long outage, before the newest slots
+                        slot = NOW - timedelta(minutes=n_runs - 1 - k)
+                    else:
+                        slot = old_slot if k == 0 else NOW - timedelta(minutes=n_runs - k)
                     old += k == 0
-                    if target % 100 == 0 and k > 0:
+                    if target % 100 == 0 and k != 0:
                         status, error, code = "connect_error", "connection refused: x:22", None
                     elif target % 100 != 0 and i % 100 == 1 and k > 0:
                         status, error, code = "failed", None, 1
@@ -208,7 +226,7 @@ def counting(app: App) -> Iterator[list[str]]:
         event.remove(app.db.engine, "before_cursor_execute", capture)
 
 
-def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
+def measure_pages(app: App, requests: int, wanted: list[str]) -> list[dict[str, Any]]:
     from starlette.testclient import TestClient
 
     from fleetcron.services import users
@@ -221,6 +239,8 @@ def measure_pages(app: App, requests: int) -> list[dict[str, Any]]:
     headers = {"Authorization": f"Bearer {token}"}
     out = []
     for name, path in PAGES:
+        if wanted and not any(w in name for w in wanted):
+            continue
         with counting(app) as statements:
             t0 = time.perf_counter()
             first = client.get(path, headers=headers)
@@ -262,12 +282,15 @@ def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
     from fleetcron.services import fleet_grid, target_reads
     from fleetcron.services import health as health_svc
     from fleetcron.services import jobs as jobs_svc
-    from fleetcron.web.pages.views import recent_failures
+    from fleetcron.web.pages.views import ATTENTION_LIMIT, recent_failures
 
     parts: list[tuple[str, Any]] = [
         ("target_reads.count_targets", lambda: target_reads.count_targets(app, SYSTEM)),
         ("jobs.count_by_origin", lambda: jobs_svc.count_by_origin(app, SYSTEM)),
-        ("health.summary (Needs attention)", lambda: health_svc.summary(app, SYSTEM)),
+        (
+            "health.summary (Needs attention)",
+            lambda: health_svc.summary(app, SYSTEM, limit=ATTENTION_LIMIT, detail=False),
+        ),
         ("recent failures", lambda: recent_failures(app, SYSTEM)),
         ("cluster.status", lambda: cluster_svc.status(app, SYSTEM, None)),
         ("fleet_grid.job_counts", lambda: fleet_grid.job_counts(app, SYSTEM)),
@@ -359,7 +382,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument(
+        "--outage",
+        default="0x0",
+        help="TARGETSxHOURS: that many unreachable targets down that long (default none)",
+    )
+    parser.add_argument(
+        "--pages",
+        default="",
+        help="only the pages whose name contains one of these (comma separated); then "
+        "no dashboard parts, retention or former reads are measured",
+    )
     args = parser.parse_args()
+    try:
+        down, hours = (int(n) for n in args.outage.split("x"))
+    except ValueError:
+        parser.error(f"--outage must be TARGETSxHOURS, e.g. 10x24, got {args.outage!r}")
     for what in ("targets", "jobs", "runs", "requests"):
         if getattr(args, what) < 1:
             parser.error(f"--{what} must be at least 1, got {getattr(args, what)}")
@@ -369,11 +407,13 @@ def main() -> None:
         app = make_app(url, directory, clock=lambda: NOW)
         old_slot = NOW - timedelta(days=app.settings.retention_days, minutes=30)
         t0 = time.perf_counter()
-        old = fill(app, args.targets, args.jobs, args.runs, old_slot)
+        old = fill(app, args.targets, args.jobs, args.runs, old_slot, (down, hours))
         filled = time.perf_counter() - t0
-        total = args.targets * args.jobs * args.runs
+        long_down = min(down, (args.targets + 99) // 100)
+        total = args.targets * args.jobs * args.runs + long_down * args.jobs * hours * 60
         print(f"  {backend}: {total:,} runs ({old:,} past retention) in {filled:.0f} s")
-        for r in measure_pages(app, args.requests):
+        wanted = [w for w in args.pages.split(",") if w]
+        for r in measure_pages(app, args.requests, wanted):
             rows.append(
                 [
                     backend,
@@ -388,6 +428,9 @@ def main() -> None:
                     str(r["requests"]),
                 ]
             )
+        if wanted:
+            app.close()
+            continue
         for part in dashboard_parts(app, args.requests):
             parts_rows.append(
                 [

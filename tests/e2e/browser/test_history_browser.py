@@ -58,7 +58,13 @@ def test_the_job_page_draws_the_last_slots_as_a_chart_readable_without_javascrip
 ) -> None:
     add_job(server.app, ADMIN, "chart-job", JobSpec("* * * * *", "true"), target="alpha")
     clock = FakeClock(datetime.now(UTC))
-    fire_minutes(server.app, clock, [[("succeeded", 400)], [("failed", 100)], [("succeeded", 200)]])
+    # Other tests' jobs on the shared server fall due at set times of day (0 4 * * *, ...).
+    fire_minutes(
+        server.app,
+        clock,
+        [[("succeeded", 400)], [("failed", 100)], [("succeeded", 200)]],
+        jobs=["chart-job"],
+    )
     try:
         page = open_page("victor", javascript=False)
         page.goto(server.at("/jobs/chart-job"))
