@@ -101,6 +101,11 @@ the job; alerting on every restart would be noise."""
 FINISHED: Final = (RunStatus.SUCCEEDED, *FAILED)
 """Ran to an outcome, good or bad (unlike ``missed``/``skipped``, which never ran)."""
 
+FAILED_VALUES: Final = tuple(s.value for s in FAILED)
+FINISHED_VALUES: Final = tuple(s.value for s in FINISHED)
+"""These as their strings: for a comparison of the column as text (``status || ''``, which
+no index serves), where the column's type does not convert the values."""
+
 LATE: Final = (RunStatus.MISSED,)
 """A slot that passed without running: alerts call the assignment late."""
 
@@ -204,7 +209,9 @@ __all__ = [
     "EXECUTOR_OUTCOMES",
     "FAILED",
     "FAILED_FOR_ALERTS",
+    "FAILED_VALUES",
     "FINISHED",
+    "FINISHED_VALUES",
     "LATE",
     "REACHED",
     "SKIP_REASONS",

@@ -34,8 +34,6 @@ STATES: tuple[str, ...] = ("failed", "running", "waiting", "missed", "skipped", 
 PAGE_MAX = 1000
 
 
-FAILED_VALUES = [s.value for s in statuses.FAILED]
-
 
 def state_of(status: RunStatus | str | None) -> str:
     """The class of a run's status as the job page shows it."""

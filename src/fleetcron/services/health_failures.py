@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
+from fleetcron.services.failure_streak import failure_streak
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
 
@@ -46,7 +47,6 @@ FAILED = statuses.FAILED
 FINISHED = statuses.FINISHED
 REACHED = statuses.REACHED
 """Outcomes that prove the connection to the target worked (the command ran)."""
-FAILED_VALUES: tuple[str, ...] = tuple(s.value for s in FAILED)
 
 JOBS_NAMED = 5
 """How many job names a text line of an unreachable target spells out."""
@@ -62,8 +62,6 @@ NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 # and adapting its columns costs more than a call's statements on a warm cache.
 LAST_RUN = aliased(Run, name="last_run")
 REACHED_RUN = aliased(Run, name="reached_run")
-OK_RUN = aliased(Run, name="ok_run")
-STREAK_RUN = aliased(Run, name="streak_run")
 ATTEMPT_RUN = aliased(Run, name="attempt_run")
 
 
@@ -351,43 +349,19 @@ def failing_rows(
         )
         .where(
             Assignment.id.in_(assignment_ids),
-            unindexed(Assignment.newest_finished_status).in_(FAILED_VALUES),
+            unindexed(Assignment.newest_finished_status).in_(statuses.FAILED_VALUES),
         )
         .cte("failing")
     )
-    ok = OK_RUN
-    last_success = (
-        select(ok.scheduled_for)
-        .where(ok.assignment_id == failed.c.assignment_id, ok.status == RunStatus.SUCCEEDED)
-        .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
-        .limit(1)
-        .correlate(failed)
-        .scalar_subquery()
-    )
-    wanted = select(failed.c.assignment_id, last_success.label("ok_at"))
+    # The streak (services/failure_streak.py), only where asked for: none is counted for
+    # the rows of an unreachable target's line, which shows its outage instead.
+    streak = failure_streak(failed.c.assignment_id, since="start")
+    failures: Any = func.coalesce(streak.failures, 0)
+    since: Any = streak.since
     if streak_of is not None:
-        wanted = wanted.where(failed.c.assignment_id.in_(sorted(streak_of)))
-    counted = wanted.subquery("counted")
-    # The streak: failed runs after the newest success. A success ends its slot's retry
-    # chain, so no failure shares the success's scheduled_for after it.
-    streak_run = STREAK_RUN
-    streaks = (
-        select(
-            counted.c.assignment_id,
-            func.count(streak_run.id).label("failures"),
-            func.min(func.coalesce(streak_run.started_at, streak_run.finished_at)).label("since"),
-        )
-        .join(
-            streak_run,
-            and_(
-                streak_run.assignment_id == counted.c.assignment_id,
-                streak_run.status.in_(FAILED),
-                or_(counted.c.ok_at.is_(None), streak_run.scheduled_for > counted.c.ok_at),
-            ),
-        )
-        .group_by(counted.c.assignment_id)
-        .subquery("streaks")
-    )
+        wanted = failed.c.assignment_id.in_(sorted(streak_of))
+        failures = case((wanted, failures), else_=0)
+        since = case((wanted, since), else_=null())
     rows = session.execute(
         select(
             failed.c.assignment_id,
@@ -400,8 +374,8 @@ def failing_rows(
             last.exit_code,
             last.started_at,
             last.finished_at,
-            func.coalesce(streaks.c.failures, 0),
-            streaks.c.since,
+            failures,
+            since,
             last.reason,
         )
         .select_from(failed)
@@ -409,7 +383,6 @@ def failing_rows(
         .join(Assignment, Assignment.id == failed.c.assignment_id)
         .join(Job, Job.id == Assignment.job_id)
         .join(Target, Target.id == Assignment.target_id)
-        .outerjoin(streaks, streaks.c.assignment_id == failed.c.assignment_id)
         .order_by(Job.name, Target.name)
     ).all()
     return [Failing(*row) for row in rows]

@@ -31,25 +31,23 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import String, and_, case, func, or_, select, type_coerce
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import String, case, func, select, type_coerce
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.labels import format_selector, parse_labels, selector_matches
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.services.failure_streak import failure_streak
 from fleetcron.services.fleet_states import (
     CHUNK,
-    FAILED_VALUES,
     PAGE_MAX,
     STATE_OF,
     STATES,
     JobCounts,
     check_range,
-    newest_slot,
     state_of,
-    unindexed,
     with_newest,
 )
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -208,25 +206,12 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
             Target.paused.label("target_paused"),
             Target.timezone.label("timezone"),
             Assignment.newest_run_id.label("last_id"),
-            newest_slot(unindexed(Run.status) == RunStatus.SUCCEEDED.value).label("last_ok"),
         )
         .join(Target, Target.id == Assignment.target_id)
         .where(Assignment.job_id == job_id, Assignment.id.in_(assignment_ids))
         .cte("summary")
     )
-    failed = aliased(Run)
-    since_last_ok = and_(
-        failed.assignment_id == base.c.assignment_id,
-        unindexed(failed.status).in_(FAILED_VALUES),
-        or_(base.c.last_ok.is_(None), failed.scheduled_for > base.c.last_ok),
-    )
-    streak = select(func.count(failed.id)).where(since_last_ok).correlate(base).scalar_subquery()
-    since = (
-        select(func.min(failed.scheduled_for))
-        .where(since_last_ok)
-        .correlate(base)
-        .scalar_subquery()
-    )
+    streak = failure_streak(base.c.assignment_id, since="slot")
     # Only a target whose newest run failed has a streak: no count for the others.
     is_failing = Run.status.in_(statuses.FAILED)
     query = select(
@@ -238,8 +223,8 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
         Run.started_at,
         Run.finished_at,
         Run.trigger,
-        case((is_failing, streak), else_=0).label("streak"),
-        case((is_failing, since), else_=None).label("streak_since"),
+        case((is_failing, streak.failures), else_=0).label("streak"),
+        case((is_failing, streak.since), else_=None).label("streak_since"),
     ).outerjoin(Run, Run.id == base.c.last_id)
     return list(session.execute(query).all())
 

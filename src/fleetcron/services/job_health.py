@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from fleetcron.app import Actor, App
-from fleetcron.core.statuses import FAILED, RunStatus
 from fleetcron.errors import NotFound
+from fleetcron.services.failure_streak import failure_streak, newest_success
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 
@@ -39,21 +39,8 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
     with app.db.read() as session:
         if session.scalar(select(Job.id).where(Job.name == job)) is None:
             raise NotFound("job", job)
-        ok = aliased(Run, name="ok_run")
-        success = (
-            select(ok.scheduled_for, ok.finished_at)
-            .where(ok.assignment_id == Assignment.id, ok.status == RunStatus.SUCCEEDED)
-            .order_by(ok.scheduled_for.desc(), ok.attempt.desc())
-            .limit(1)
-            .correlate(Assignment)
-        )
-        streak_run = aliased(Run, name="streak_run")
-        ok_at = success.with_only_columns(ok.scheduled_for).scalar_subquery()
-        in_streak = and_(
-            streak_run.assignment_id == Assignment.id,
-            streak_run.status.in_(FAILED),
-            or_(ok_at.is_(None), streak_run.scheduled_for > ok_at),
-        )
+        success_at = newest_success(Assignment.id, "finished_at")
+        streak = failure_streak(Assignment.id, since="start")
         per_assignment = (
             select(
                 Assignment.id.label("assignment_id"),
@@ -61,17 +48,9 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
                 Assignment.next_fire_at,
                 Target.name.label("target"),
                 Assignment.newest_finished_run_id.label("run_id"),
-                success.with_only_columns(ok.finished_at).scalar_subquery().label("success_at"),
-                select(func.count(streak_run.id))
-                .where(in_streak)
-                .correlate(Assignment)
-                .scalar_subquery()
-                .label("failures"),
-                select(func.min(func.coalesce(streak_run.started_at, streak_run.finished_at)))
-                .where(in_streak)
-                .correlate(Assignment)
-                .scalar_subquery()
-                .label("since"),
+                success_at.label("success_at"),
+                streak.failures.label("failures"),
+                streak.since.label("since"),
             )
             .join(Job, Job.id == Assignment.job_id)
             .join(Target, Target.id == Assignment.target_id)

@@ -13,8 +13,9 @@ from sqlalchemy import String, func, literal, select, type_coerce
 from sqlalchemy.orm import Session, aliased
 
 from fleetcron.app import Actor, App
+from fleetcron.core.statuses import FAILED_VALUES
 from fleetcron.errors import NotFound
-from fleetcron.services.fleet_states import FAILED_VALUES, check_range
+from fleetcron.services.fleet_states import check_range
 from fleetcron.store.schema import Job, Run
 
 

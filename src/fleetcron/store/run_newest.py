@@ -47,8 +47,6 @@ from fleetcron.store.schema import Assignment, Run
 
 ASSIGNMENTS = cast(Table, Assignment.__table__)
 
-FINISHED_VALUES: tuple[str, ...] = tuple(s.value for s in statuses.FINISHED)
-
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 parameters; stay well below).
 CHUNK = 5000
 
@@ -69,7 +67,7 @@ def _newest(column: Any, *, finished: bool) -> Any:
     a = ASSIGNMENTS.c
     query = select(column).where(Run.assignment_id == a.id)
     if finished:
-        query = query.where(unindexed(Run.status).in_(FINISHED_VALUES))
+        query = query.where(unindexed(Run.status).in_(statuses.FINISHED_VALUES))
     else:
         query = query.where(unindexed(Run.status) != statuses.RunStatus.QUEUED.value)
     return (
@@ -153,7 +151,7 @@ def finished(session: Session, run_ids: Iterable[int]) -> None:
     direct = [
         {"aid": aid, "rid": rid, "status": status}
         for rid, aid, status, newest in rows
-        if newest == rid and status in FINISHED_VALUES
+        if newest == rid and status in statuses.FINISHED_VALUES
     ]
     others = {row[1] for row in rows} - {d["aid"] for d in direct}
     if direct:

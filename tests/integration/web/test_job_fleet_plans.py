@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from fleetcron.app import Actor, App
-from fleetcron.services import fleet_grid, job_fleet, job_slots
+from fleetcron.services import fleet_grid, health, job_fleet, job_health, job_slots
 from fleetcron.services.job_fleet import TargetQuery
 from integration.web.test_job_fleet import JOB, history
 from sql_statements import statements_with_parameters
@@ -73,6 +73,28 @@ def test_the_targets_view_never_walks_the_runs_by_status(
 
     assert any("sqlite_autoindex_runs_1" in line for line in lines)  # the slot index is used
     assert [line for line in lines if "(status=" in line] == []
+
+
+def test_every_failure_streak_is_read_without_walking_the_runs_by_status(
+    app: App, viewer: Actor, history: list[datetime], status_first_index: None
+) -> None:
+    """The job page, a job's health and the health summary read the failure streak (the
+    failures since the newest success) through one function (its runs are aliased
+    ``ok_run`` and ``streak_run``): none of those statements walks the adversary index."""
+    with statements_with_parameters(app) as seen:
+        job_health.assignment_health(app, viewer, JOB)
+        health.summary(app, viewer, detail=True)
+        job_fleet.job_targets(app, viewer, JOB, TargetQuery(statuses=["failed"]))
+    streak_reads = [(s, p) for s, p in seen if "streak_run" in s and "ok_run" in s]
+    lines = []
+    with app.db.engine.connect() as conn:
+        for statement, parameters in streak_reads:
+            plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
+            lines += [str(row[3]) for row in plan]
+
+    assert len(streak_reads) == 3  # one statement each
+    assert [line for line in lines if ADVERSARY in line] == []
+    assert any("sqlite_autoindex_runs_1" in line for line in lines)
 
 
 def test_negative_control_a_bare_status_term_takes_the_status_index(
