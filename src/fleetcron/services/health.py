@@ -55,13 +55,13 @@ from fleetcron.services.health_failures import (
     failing_problem,
     failing_rows,
     group_failures,
-    materialized,
     one_line,
     outages_of,
     unreachable_lines,
 )
 from fleetcron.services.job_health import AssignmentHealth, assignment_health
 from fleetcron.store import run_counts
+from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 DEFAULT_LIMIT = 20

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -39,7 +39,8 @@ from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
-from fleetcron.services.failure_streak import failure_streak
+from fleetcron.services.failure_streak import NEVER, failure_streak, newest_success
+from fleetcron.store.planner import materialized
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
 
@@ -55,8 +56,6 @@ ATTEMPTS_COUNTED = 1000
 """How many failed connections of one outage are counted; past it a line says "more than
 1,000" (counting a day's 72,000 of a target with 50 minute-jobs took 10-20 ms a target)."""
 
-NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-"""Before any run: the last reach of a target never reached."""
 
 # The runs each statement reads, under their own names. Aliased once: building an alias
 # and adapting its columns costs more than a call's statements on a warm cache.
@@ -253,14 +252,6 @@ def classified(session: Session) -> CTE:
     )
 
 
-def materialized(cte: CTE) -> CTE:
-    """Computed once per statement: else PostgreSQL and SQLite inline a CTE into every
-    place that reads it and probe the runs again for each."""
-    return cte.prefix_with("MATERIALIZED", dialect="postgresql").prefix_with(
-        "MATERIALIZED", dialect="sqlite"
-    )
-
-
 def failing_overview(
     session: Session, limit: int | None
 ) -> tuple[FailingCounts, set[int], set[int]]:
@@ -342,10 +333,16 @@ def failing_rows(
     # through its index, the planner walked every failing assignment and compared each
     # with the whole list).
     last = LAST_RUN
+    # The newest success, read once per assignment (and only where a streak is wanted):
+    # the streak's subqueries compare each run with it.
+    ok_at: Any = newest_success(Assignment.id)
+    if streak_of is not None:
+        ok_at = case((Assignment.id.in_(sorted(streak_of)), ok_at), else_=null())
     failed = materialized(
         select(
             Assignment.id.label("assignment_id"),
             Assignment.newest_finished_run_id.label("run_id"),
+            ok_at.label("ok_at"),
         )
         .where(
             Assignment.id.in_(assignment_ids),
@@ -355,7 +352,7 @@ def failing_rows(
     )
     # The streak (services/failure_streak.py), only where asked for: none is counted for
     # the rows of an unreachable target's line, which shows its outage instead.
-    streak = failure_streak(failed.c.assignment_id, since="start")
+    streak = failure_streak(failed.c.assignment_id, failed.c.ok_at, since="start")
     failures: Any = func.coalesce(streak.failures, 0)
     since: Any = streak.since
     if streak_of is not None:

@@ -39,7 +39,7 @@ from fleetcron.core import statuses
 from fleetcron.core.labels import format_selector, parse_labels, selector_matches
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput, NotFound
-from fleetcron.services.failure_streak import failure_streak
+from fleetcron.services.failure_streak import failure_streak, newest_success
 from fleetcron.services.fleet_states import (
     CHUNK,
     PAGE_MAX,
@@ -50,6 +50,7 @@ from fleetcron.services.fleet_states import (
     state_of,
     with_newest,
 )
+from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 #: What the status filter accepts: a state, or ``paused`` / ``active`` (not paused).
@@ -196,7 +197,7 @@ def job_header(app: App, actor: Actor, name: str) -> JobHeader:
 def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> list[Any]:
     """The named assignments of the job with their target, newest run and failure streak
     (the page's rows, or the failing ones when sorting by streak)."""
-    base = (
+    base = materialized(
         select(
             Assignment.id.label("assignment_id"),
             Assignment.enabled,
@@ -206,12 +207,13 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
             Target.paused.label("target_paused"),
             Target.timezone.label("timezone"),
             Assignment.newest_run_id.label("last_id"),
+            newest_success(Assignment.id).label("last_ok"),
         )
         .join(Target, Target.id == Assignment.target_id)
         .where(Assignment.job_id == job_id, Assignment.id.in_(assignment_ids))
         .cte("summary")
     )
-    streak = failure_streak(base.c.assignment_id, since="slot")
+    streak = failure_streak(base.c.assignment_id, base.c.last_ok, since="slot")
     # Only a target whose newest run failed has a streak: no count for the others.
     is_failing = Run.status.in_(statuses.FAILED)
     query = select(

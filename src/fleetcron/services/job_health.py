@@ -12,6 +12,7 @@ from sqlalchemy.orm import aliased
 from fleetcron.app import Actor, App
 from fleetcron.errors import NotFound
 from fleetcron.services.failure_streak import failure_streak, newest_success
+from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 
@@ -39,29 +40,34 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
     with app.db.read() as session:
         if session.scalar(select(Job.id).where(Job.name == job)) is None:
             raise NotFound("job", job)
-        success_at = newest_success(Assignment.id, "finished_at")
-        streak = failure_streak(Assignment.id, since="start")
-        per_assignment = (
+        # The newest success is read once per assignment, in the CTE (failure_streak.py).
+        assigned = materialized(
             select(
                 Assignment.id.label("assignment_id"),
                 Assignment.enabled,
                 Assignment.next_fire_at,
                 Target.name.label("target"),
                 Assignment.newest_finished_run_id.label("run_id"),
-                success_at.label("success_at"),
-                streak.failures.label("failures"),
-                streak.since.label("since"),
+                newest_success(Assignment.id, "finished_at").label("success_at"),
+                newest_success(Assignment.id).label("ok_at"),
             )
             .join(Job, Job.id == Assignment.job_id)
             .join(Target, Target.id == Assignment.target_id)
             .where(Job.name == job)
-            .subquery("per_assignment")
+            .cte("assigned")
         )
+        streak = failure_streak(assigned.c.assignment_id, assigned.c.ok_at, since="start")
         last = aliased(Run, name="last_run")
         rows = session.execute(
-            select(per_assignment, last.status, last.scheduled_for)
-            .outerjoin(last, last.id == per_assignment.c.run_id)
-            .order_by(per_assignment.c.target)
+            select(
+                assigned,
+                streak.failures.label("failures"),
+                streak.since.label("since"),
+                last.status,
+                last.scheduled_for,
+            )
+            .outerjoin(last, last.id == assigned.c.run_id)
+            .order_by(assigned.c.target)
         ).all()
     out = []
     for row in rows:

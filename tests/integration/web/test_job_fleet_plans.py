@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -75,26 +76,46 @@ def test_the_targets_view_never_walks_the_runs_by_status(
     assert [line for line in lines if "(status=" in line] == []
 
 
-def test_every_failure_streak_is_read_without_walking_the_runs_by_status(
+def plan_tree(app: App, statement: str, parameters: Any) -> list[tuple[str, list[str]]]:
+    """Each line of the statement's plan with the lines it sits under, innermost first."""
+    with app.db.engine.connect() as conn:
+        rows = list(conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+    detail = {row[0]: str(row[3]) for row in rows}
+    parent = {row[0]: row[1] for row in rows}
+    out = []
+    for node, line in detail.items():
+        above, at = [], parent[node]
+        while at in detail:
+            above.append(detail[at])
+            at = parent[at]
+        out.append((line, above))
+    return out
+
+
+def test_every_failure_streak_is_a_seek_from_the_newest_success(
     app: App, viewer: Actor, history: list[datetime], status_first_index: None
 ) -> None:
     """The job page, a job's health and the health summary read the failure streak (the
-    failures since the newest success) through one function (its runs are aliased
-    ``ok_run`` and ``streak_run``): none of those statements walks the adversary index."""
+    failures since the newest success) through one function, whose runs are aliased
+    ``ok_run`` (the newest success) and ``streak_run`` (the failures). In each statement
+    the newest success is looked up once per assignment, in a materialized CTE (not again
+    for every run the streak counts), the failures are a seek of the slot index from it
+    (not the whole history), and nothing walks the adversary index."""
     with statements_with_parameters(app) as seen:
         job_health.assignment_health(app, viewer, JOB)
         health.summary(app, viewer, detail=True)
         job_fleet.job_targets(app, viewer, JOB, TargetQuery(statuses=["failed"]))
     streak_reads = [(s, p) for s, p in seen if "streak_run" in s and "ok_run" in s]
-    lines = []
-    with app.db.engine.connect() as conn:
-        for statement, parameters in streak_reads:
-            plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
-            lines += [str(row[3]) for row in plan]
+    plans = [plan_tree(app, s, p) for s, p in streak_reads]
+    lines = [line for plan in plans for line, _ in plan]
+    success_lookups = [above for plan in plans for line, above in plan if " ok_run " in line]
+    streak_seeks = [line for line in lines if " streak_run " in line]
 
     assert len(streak_reads) == 3  # one statement each
+    assert len(success_lookups) >= 3
+    assert all(any(a.startswith("MATERIALIZE") for a in above) for above in success_lookups)
+    assert streak_seeks and all("scheduled_for>" in line for line in streak_seeks), streak_seeks
     assert [line for line in lines if ADVERSARY in line] == []
-    assert any("sqlite_autoindex_runs_1" in line for line in lines)
 
 
 def test_negative_control_a_bare_status_term_takes_the_status_index(
