@@ -126,7 +126,7 @@ def _job_health(job: str, as_json: bool, as_user: str | None) -> None:
                     r.last_run_at,
                     r.last_status,
                     r.last_success_at,
-                    r.consecutive_failures,
+                    r.failures_text,
                     r.failing_since,
                     "LATE" if r.late else "",
                 )

@@ -142,7 +142,7 @@ def job_status(
                 row.last.run_id if row.last else "",
                 row.last.exit_code if row.last else "",
                 _duration(row.last.duration_ms) if row.last else "",
-                f"{row.streak} since {row.streak_since:%Y-%m-%d %H:%M}"
+                f"{row.streak_text} since {row.streak_since:%Y-%m-%d %H:%M}"
                 if row.streak and row.streak_since
                 else "",
                 _next_fire(row),

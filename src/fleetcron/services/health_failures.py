@@ -38,8 +38,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
+from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import RunStatus
-from fleetcron.services.failure_streak import NEVER, failure_streak, newest_success
+from fleetcron.services.failure_streak import NEVER, counted, failure_streak, newest_success
 from fleetcron.store.planner import materialized
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
@@ -83,6 +84,8 @@ class Problem:
     failures: int = 0
     last_failure_at: datetime | None = None
     run_id: int | None = None
+    failures_more: bool = False
+    """There were more than ``failures`` (counted up to ``STREAK_COUNTED``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class GroupedProblem:
     error: str | None = None
     failures: int = 0
     run_id: int | None = None
+    failures_more: bool = False
+    """There were more than ``failures`` (a streak counts up to ``STREAK_COUNTED``, an
+    outage's connection errors up to ``ATTEMPTS_COUNTED``)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class Failing:
     exit_code: int | None
     started_at: datetime | None
     finished_at: datetime | None
-    failures: int
+    failures: Bounded
     streak_since: datetime | None
     reason: str | None = None
 
@@ -128,16 +134,11 @@ class Failing:
 @dataclass(frozen=True)
 class Outage:
     """Connection errors on a target since the last run that reached it: ``attempts`` of
-    them, counted up to :data:`ATTEMPTS_COUNTED` (``more``: there were more)."""
+    them, counted up to :data:`ATTEMPTS_COUNTED` (``Bounded.more``: there were more)."""
 
     reached_at: datetime | None
     since: datetime
-    attempts: int
-    more: bool = False
-
-    @property
-    def attempts_text(self) -> str:
-        return f"more than {self.attempts:,}" if self.more else str(self.attempts)
+    attempts: Bounded
 
 
 @dataclass
@@ -382,7 +383,24 @@ def failing_rows(
         .join(Target, Target.id == Assignment.target_id)
         .order_by(Job.name, Target.name)
     ).all()
-    return [Failing(*row) for row in rows]
+    return [
+        Failing(
+            assignment_id=row[0],
+            job=row[1],
+            target_id=row[2],
+            target=row[3],
+            run_id=row[4],
+            status=row[5],
+            error=row[6],
+            exit_code=row[7],
+            started_at=row[8],
+            finished_at=row[9],
+            failures=counted(row[10]),
+            streak_since=row[11],
+            reason=row[12],
+        )
+        for row in rows
+    ]
 
 
 def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool]:
@@ -398,7 +416,7 @@ def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool
 def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]:
     """Per target, the connection errors since the newest run that reached it (by start
     time across all its jobs): the first, and how many, counted up to
-    :data:`ATTEMPTS_COUNTED` (``Outage.more``: there were more). Targets reached after
+    :data:`ATTEMPTS_COUNTED` (``attempts.more``: there were more). Targets reached after
     their last connection error have none. A few seeks per target, however long the outage
     (``ix_runs_target_reached``, ``ix_runs_target_connect_error``)."""
     # Materialized: else PostgreSQL and SQLite inline it and look up the newest reaching run
@@ -435,7 +453,7 @@ def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]
         select(last_reached.c.target_id, last_reached.c.reached_at, first, attempts)
     ).all()
     return {
-        row[0]: Outage(row[1], row[2], min(row[3], ATTEMPTS_COUNTED), row[3] > ATTEMPTS_COUNTED)
+        row[0]: Outage(row[1], row[2], Bounded.of(row[3], ATTEMPTS_COUNTED))
         for row in rows
         if row[2] is not None
     }
@@ -484,9 +502,10 @@ def unreachable_lines(down: Iterable[Failing], outages: dict[int, Outage]) -> li
                 jobs,
                 outage.since,
                 f"{newest.error or 'cannot connect'}; {len(jobs)} job(s) cannot connect "
-                f"({named}); {outage.attempts_text} failed connection(s)",
+                f"({named}); {outage.attempts} failed connection(s)",
                 error=newest.error,
-                failures=outage.attempts,
+                failures=outage.attempts.n,
+                failures_more=outage.attempts.more,
                 run_id=newest.run_id,
             )
         )
@@ -498,7 +517,7 @@ def members_outage(members: Sequence[Failing]) -> Outage:
     """The outage as its failures show it, for a target whose connection errors carry no
     start time (the outage statement reads start times only)."""
     times = [t for f in members for t in (f.started_at, f.finished_at) if t is not None]
-    return Outage(None, min(times) if times else datetime.min, len(members))
+    return Outage(None, min(times) if times else datetime.min, Bounded(len(members)))
 
 
 def failing_problem(f: Failing) -> Problem:
@@ -515,7 +534,8 @@ def failing_problem(f: Failing) -> Problem:
         status=f.status,
         error=f.error,
         exit_code=f.exit_code,
-        failures=f.failures,
+        failures=f.failures.n,
+        failures_more=f.failures.more,
         last_failure_at=f.finished_at,
         run_id=f.run_id,
     )
@@ -523,5 +543,14 @@ def failing_problem(f: Failing) -> Problem:
 
 def one_line(p: Problem) -> GroupedProblem:
     return GroupedProblem(
-        p.kind, p.target, p.job, (p.job,), p.since, p.detail, p.error, p.failures, p.run_id
+        p.kind,
+        p.target,
+        p.job,
+        (p.job,),
+        p.since,
+        p.detail,
+        p.error,
+        p.failures,
+        p.run_id,
+        p.failures_more,
     )

@@ -36,10 +36,11 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
+from fleetcron.core.bounded import Bounded
 from fleetcron.core.labels import format_selector, parse_labels, selector_matches
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput, NotFound
-from fleetcron.services.failure_streak import failure_streak, newest_success
+from fleetcron.services.failure_streak import counted, failure_streak, newest_success
 from fleetcron.services.fleet_states import (
     CHUNK,
     PAGE_MAX,
@@ -104,10 +105,18 @@ class TargetRow:
     state: str
     last: LastResult | None
     streak: int
+    """Failed runs since the newest success, counted up to ``STREAK_COUNTED``."""
     streak_since: datetime | None
     strip: tuple[SlotMark, ...] = ()
     timezone: str | None = None
     """The target's own zone (None: not set); its next fire is shown in it."""
+    streak_more: bool = False
+    """The streak is longer than ``streak`` (which is then ``STREAK_COUNTED``)."""
+
+    @property
+    def streak_text(self) -> str:
+        """``12`` or ``100+``; empty without a streak."""
+        return Bounded(self.streak, self.streak_more).short if self.streak else ""
 
     @property
     def next_fire_local(self) -> datetime | None:
@@ -252,8 +261,9 @@ def _row(r: Any) -> TargetRow:
         next_fire_at=r.next_fire_at,
         state=state_of(r.status),
         last=last,
-        streak=int(r.streak or 0),
+        streak=counted(r.streak).n,
         streak_since=r.streak_since,
+        streak_more=counted(r.streak).more,
         timezone=r.timezone,
     )
 
@@ -452,7 +462,8 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
         if key == "streak":
             failing = [row.assignment_id for row in shown if row.state == "failed"]
             details = _details(session, job.id, failing)
-        streaks = {a: row.streak for a, row in details.items()}
+        # A streak counted as "more than 100" sorts after one of exactly 100.
+        streaks = {a: row.streak + row.streak_more for a, row in details.items()}
         _sort(shown, key, descending, streaks)
         window = [row.assignment_id for row in shown[q.offset : q.offset + q.limit]]
         missing = [a for a in window if a not in details]

@@ -10,8 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from fleetcron.app import Actor, App
+from fleetcron.core.bounded import Bounded
 from fleetcron.errors import NotFound
-from fleetcron.services.failure_streak import failure_streak, newest_success
+from fleetcron.services.failure_streak import counted, failure_streak, newest_success
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
@@ -26,9 +27,17 @@ class AssignmentHealth:
     last_status: str | None
     last_success_at: datetime | None
     consecutive_failures: int
+    """Failed runs since the newest success, counted up to ``STREAK_COUNTED``."""
     late: bool
     failing_since: datetime | None = None
     """The first failure of the current streak (None when the newest run succeeded)."""
+    failures_more: bool = False
+    """The streak is longer than ``consecutive_failures`` (which is then the cap)."""
+
+    @property
+    def failures_text(self) -> str:
+        """``12`` or ``100+``."""
+        return Bounded(self.consecutive_failures, self.failures_more).short
 
 
 def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth]:
@@ -71,6 +80,7 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
         ).all()
     out = []
     for row in rows:
+        failures = counted(row.failures)
         late = bool(row.enabled and row.next_fire_at is not None and row.next_fire_at < now - grace)
         out.append(
             AssignmentHealth(
@@ -81,9 +91,10 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
                 row.scheduled_for,
                 row.status,
                 row.success_at,
-                row.failures,
+                failures.n,
                 late,
-                row.since if row.failures else None,
+                row.since if failures.n else None,
+                failures.more,
             )
         )
     return out

@@ -243,9 +243,11 @@ SEARCH_TEXT_SQL = (
 )
 
 
-#: The predicates of the partial indexes on a target's runs (migration 0023 writes the same).
+#: The predicates of the partial indexes on the runs (migrations 0023 and 0024 write the
+#: same).
 REACHED_SQL = "status IN (" + ", ".join(f"'{s.value}'" for s in statuses.REACHED) + ")"
 CONNECT_ERROR_SQL = f"status = '{RunStatus.CONNECT_ERROR.value}'"
+SUCCEEDED_SQL = f"status = '{RunStatus.SUCCEEDED.value}'"
 
 
 class Run(Base):
@@ -276,6 +278,16 @@ class Run(Base):
             "started_at",
             sqlite_where=text(CONNECT_ERROR_SQL),
             postgresql_where=text(CONNECT_ERROR_SQL),
+        ),
+        # An assignment's newest success, where a failure streak starts: a seek however
+        # long the streak (migration 0024; the query repeats ``SUCCEEDED_SQL``).
+        Index(
+            "ix_runs_assignment_succeeded",
+            "assignment_id",
+            "scheduled_for",
+            "attempt",
+            sqlite_where=text(SUCCEEDED_SQL),
+            postgresql_where=text(SUCCEEDED_SQL),
         ),
         Index("ix_runs_job_started", "job_id", "started_at"),
         Index("ix_runs_status", "status"),

@@ -2,10 +2,12 @@
 attempt) index, whatever other indexes the runs table has.
 
 The adversary: an index that starts with the status (as a search index might), on a
-database without statistics (as most are). Given a bare ``status = 'succeeded'`` term,
-SQLite's planner takes that index for "the newest success of this assignment" and walks
-every successful run of the table; the job page compares the status as an expression no
-index serves. The negative control shows the check sees the difference.
+database without statistics (as most are). Given a bare ``status = 'failed'`` term,
+SQLite's planner takes that index for "the newest failure of this assignment" and walks
+every failed run of the table. The job page compares the status of the failures as an
+expression no index serves, and finds the newest success through the partial index of the
+successes (migration 0024), whose predicate it repeats. The negative control shows the
+check sees the difference.
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ def test_every_failure_streak_is_a_seek_from_the_newest_success(
     failures since the newest success) through one function, whose runs are aliased
     ``ok_run`` (the newest success) and ``streak_run`` (the failures). In each statement
     the newest success is looked up once per assignment, in a materialized CTE (not again
-    for every run the streak counts), the failures are a seek of the slot index from it
-    (not the whole history), and nothing walks the adversary index."""
+    for every run the streak counts), as a seek of the partial index of the successes (not
+    a walk back over the streak), the failures are a seek of the slot index from it (not
+    the whole history), and nothing walks the adversary index."""
     with statements_with_parameters(app) as seen:
         job_health.assignment_health(app, viewer, JOB)
         health.summary(app, viewer, detail=True)
@@ -114,6 +117,8 @@ def test_every_failure_streak_is_a_seek_from_the_newest_success(
     assert len(streak_reads) == 3  # one statement each
     assert len(success_lookups) >= 3
     assert all(any(a.startswith("MATERIALIZE") for a in above) for above in success_lookups)
+    ok_lines = [line for line in lines if " ok_run " in line]
+    assert all("ix_runs_assignment_succeeded" in line for line in ok_lines), ok_lines
     assert streak_seeks and all("scheduled_for>" in line for line in streak_seeks), streak_seeks
     assert [line for line in lines if ADVERSARY in line] == []
 
@@ -123,7 +128,7 @@ def test_negative_control_a_bare_status_term_takes_the_status_index(
 ) -> None:
     bare = (
         "SELECT (SELECT runs.scheduled_for FROM runs WHERE runs.assignment_id = assignments.id"
-        " AND runs.status = 'succeeded' ORDER BY runs.scheduled_for DESC, runs.attempt DESC"
+        " AND runs.status = 'failed' ORDER BY runs.scheduled_for DESC, runs.attempt DESC"
         " LIMIT 1) FROM assignments"
     )
 

@@ -101,6 +101,9 @@ class TargetRowOut(BaseModel):
     state: str
     last: LastResultOut | None
     streak: int
+    """Failed runs since the newest success, counted up to 100."""
+    streak_more: bool
+    """The streak is longer than ``streak`` (then 100)."""
     streak_since: datetime | None
     next_fire_at: datetime | None
     timezone: str | None = None
@@ -123,6 +126,7 @@ class TargetRowOut(BaseModel):
             state=row.state,
             last=last,
             streak=row.streak,
+            streak_more=row.streak_more,
             streak_since=row.streak_since,
             next_fire_at=row.next_fire_at,
             timezone=row.timezone,
