@@ -229,11 +229,14 @@ def test_wait_prints_the_outcome_and_exits_by_it(scheduled: Fleet) -> None:
 
 
 def test_wait_stops_at_its_bound_and_the_run_goes_on(scheduled: Fleet) -> None:
-    result = scheduled.run("job run slow --wait --wait-timeout 2", **LOCAL)
+    """The bound leaves the scheduler (ticking every second) several ticks to start the run,
+    also on a loaded machine: at 2 s, a late tick made the wait report that no scheduler
+    had started it."""
+    result = scheduled.run("job run slow --wait --wait-timeout 8", **LOCAL)
     assert result.returncode == 1, describe(result)
     run_id = int(result.stdout.removeprefix("queued 1 run(s): "))
     assert result.stderr.startswith(
-        f"error: run(s) {run_id} not finished after 2 s of waiting; they go on"
+        f"error: run(s) {run_id} not finished after 8 s of waiting; they go on"
     ), describe(result)
     assert scheduled.json(f"runs show {run_id} --json")["status"] == "running"
 

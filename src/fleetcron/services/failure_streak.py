@@ -28,6 +28,7 @@ from sqlalchemy.orm import aliased
 from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import RunStatus
+from fleetcron.store.planner import count_up_to
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Run, UTCDateTime
 
@@ -100,15 +101,8 @@ def failure_streak(
         run.scheduled_for > func.coalesce(ok_at, literal(NEVER, UTCDateTime())),
     )
     first = run.scheduled_for if since == "slot" else func.coalesce(run.started_at, run.finished_at)
-    rows = (
-        select(literal(1).label("one"))
-        .where(in_streak)
-        .limit(STREAK_COUNTED + 1)
-        .correlate_except(run)
-        .subquery("streak_rows")
-    )
     return Streak(
-        select(func.count()).select_from(rows).scalar_subquery(),
+        count_up_to(run, in_streak, STREAK_COUNTED),
         select(first)
         .where(in_streak)
         .order_by(run.scheduled_for, run.attempt)

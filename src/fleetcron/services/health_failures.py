@@ -41,7 +41,7 @@ from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.failure_streak import NEVER, counted, failure_streak, newest_success
-from fleetcron.store.planner import materialized
+from fleetcron.store.planner import count_up_to, materialized
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
 
@@ -441,14 +441,7 @@ def outages_of(session: Session, target_ids: Sequence[int]) -> dict[int, Outage]
         .correlate(last_reached)
         .scalar_subquery()
     )
-    counted = (
-        select(literal(1).label("one"))
-        .where(since_reached)
-        .limit(ATTEMPTS_COUNTED + 1)
-        .correlate(last_reached)
-        .subquery("counted")
-    )
-    attempts = select(func.count()).select_from(counted).correlate(last_reached).scalar_subquery()
+    attempts = count_up_to(attempt, since_reached, ATTEMPTS_COUNTED)
     rows = session.execute(
         select(last_reached.c.target_id, last_reached.c.reached_at, first, attempts)
     ).all()

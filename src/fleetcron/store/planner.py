@@ -3,7 +3,9 @@ readers of every layer above the store."""
 
 from __future__ import annotations
 
-from sqlalchemy import CTE
+from typing import Any
+
+from sqlalchemy import CTE, ColumnElement, ScalarSelect, func, literal, select
 
 
 def materialized(cte: CTE) -> CTE:
@@ -12,3 +14,17 @@ def materialized(cte: CTE) -> CTE:
     return cte.prefix_with("MATERIALIZED", dialect="postgresql").prefix_with(
         "MATERIALIZED", dialect="sqlite"
     )
+
+
+def count_up_to(counted: Any, where: ColumnElement[bool], cap: int) -> ScalarSelect[int]:
+    """How many rows of ``counted`` (a table or alias) match ``where``, reading at most
+    ``cap + 1`` of them (``core.bounded.Bounded.of`` says what the number means): a
+    correlated scalar subquery, correlated to every other table ``where`` names."""
+    rows = (
+        select(literal(1).label("one"))
+        .where(where)
+        .limit(cap + 1)
+        .correlate_except(counted)
+        .subquery("counted")
+    )
+    return select(func.count()).select_from(rows).scalar_subquery()
