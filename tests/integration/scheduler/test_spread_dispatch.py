@@ -50,6 +50,11 @@ def delays(app: App, *, jitter_s: int, spread_s: int) -> dict[str, float]:
     }
 
 
+# How long the event loop may take from a run's claim to its start on a loaded machine
+# (the suite runs at nice 10 beside other processes; 0.5 s was once exceeded).
+LOOP_DELAY_S = 2.0
+
+
 def full_budget() -> float:
     """The watchdog budget of a run that starts the moment it is claimed."""
     window = TIMEOUT_S + DEADLINE_MARGIN.total_seconds()
@@ -93,6 +98,8 @@ async def test_the_claim_deadline_adds_the_wait_so_the_run_keeps_its_whole_budge
     add_spread_job(app, operator, spread_s=SPREAD_S, jitter_s=1)
     wait = delays(app, jitter_s=1, spread_s=SPREAD_S)
     assert min(wait.values()) > 0.3, wait
+    # a wait counted twice (taken off the budget as well) would show on this target
+    assert max(wait.values()) > LOOP_DELAY_S + 2 * CLOCK_RATE_TOLERANCE * SPREAD_S, wait
 
     await fire(fake_scheduler, clock)
 
@@ -105,7 +112,7 @@ async def test_the_claim_deadline_adds_the_wait_so_the_run_keeps_its_whole_budge
         assert budget is not None
         # the deadline's extra time is spent waiting: what is left is the whole budget,
         # less the clock-rate room on the wait itself and the loop's own delay
-        lowest = full_budget() - 2 * CLOCK_RATE_TOLERANCE * wait[name] - 0.5
+        lowest = full_budget() - 2 * CLOCK_RATE_TOLERANCE * wait[name] - LOOP_DELAY_S
         assert lowest < budget <= full_budget(), (name, budget, wait[name])
 
 
@@ -120,7 +127,9 @@ async def test_without_spread_or_jitter_the_deadline_is_timeout_and_margin(
     assert deadlines(app) == dict.fromkeys(NAMES, timedelta(seconds=TIMEOUT_S) + DEADLINE_MARGIN)
     budgets = [request.watchdog_s for _, request in fake.calls]
     assert len(budgets) == len(NAMES)
-    assert all(b is not None and full_budget() - 0.5 < b <= full_budget() for b in budgets)
+    assert all(
+        b is not None and full_budget() - LOOP_DELAY_S < b <= full_budget() for b in budgets
+    ), budgets
 
 
 async def test_a_run_now_starts_without_waiting_for_the_spread(
