@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, ScalarSelect, and_, func, literal, literal_column, select
+from sqlalchemy import ColumnElement, ScalarSelect, and_, func, literal, select
 from sqlalchemy.orm import aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import RunStatus
-from fleetcron.store.planner import count_up_to
+from fleetcron.store.planner import count_up_to, written_in
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Run, UTCDateTime
 
@@ -67,13 +67,13 @@ def newest_success(
     assignment_id: ColumnElement[int] | Any, field: str = "scheduled_for"
 ) -> ScalarSelect[Any]:
     """``field`` of the assignment's newest successful run (None: it never succeeded): a
-    seek of ``ix_runs_assignment_succeeded``, whose predicate the statement repeats with
-    the status written into it (a bound parameter could be any status, and the planners
-    would not use the partial index)."""
-    succeeded: ColumnElement[str] = literal_column(f"'{RunStatus.SUCCEEDED.value}'")
+    seek of ``ix_runs_assignment_succeeded``, whose predicate the statement repeats."""
     return (
         select(getattr(OK_RUN, field))
-        .where(OK_RUN.assignment_id == assignment_id, OK_RUN.status == succeeded)
+        .where(
+            OK_RUN.assignment_id == assignment_id,
+            written_in(OK_RUN.status, [RunStatus.SUCCEEDED.value]),
+        )
         .order_by(OK_RUN.scheduled_for.desc(), OK_RUN.attempt.desc())
         .limit(1)
         .correlate_except(OK_RUN)

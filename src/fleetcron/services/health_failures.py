@@ -29,7 +29,6 @@ from sqlalchemy import (
     distinct,
     func,
     literal,
-    literal_column,
     null,
     or_,
     select,
@@ -41,7 +40,7 @@ from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.failure_streak import NEVER, counted, failure_streak, newest_success
-from fleetcron.store.planner import count_up_to, materialized
+from fleetcron.store.planner import count_up_to, materialized, written_in
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
 
@@ -158,18 +157,13 @@ class FailingCounts:
 
 
 def reached(run: Any) -> ColumnElement[bool]:
-    """``run`` reached its target: the predicate of ``ix_runs_target_reached`` with its
-    values written into the statement, as a planner must see them to use that partial
-    index (a bound parameter could be any status)."""
-    term: ColumnElement[bool] = run.status.in_([literal_column(f"'{s.value}'") for s in REACHED])
-    return term
+    """``run`` reached its target: the predicate of ``ix_runs_target_reached``."""
+    return written_in(run.status, [s.value for s in REACHED])
 
 
 def connect_error(run: Any) -> ColumnElement[bool]:
-    """``run`` could not connect: the predicate of ``ix_runs_target_connect_error``, with
-    its value written into the statement (see :func:`reached`)."""
-    term: ColumnElement[bool] = run.status == literal_column(f"'{RunStatus.CONNECT_ERROR.value}'")
-    return term
+    """``run`` could not connect: the predicate of ``ix_runs_target_connect_error``."""
+    return written_in(run.status, [RunStatus.CONNECT_ERROR.value])
 
 
 def last_reached_at() -> ScalarSelect[datetime | None]:

@@ -241,6 +241,7 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
 
 
 def _row(r: Any) -> TargetRow:
+    streak = counted(r.streak)
     last = None
     if r.last_id is not None and r.status is not None:
         last = LastResult(
@@ -261,9 +262,9 @@ def _row(r: Any) -> TargetRow:
         next_fire_at=r.next_fire_at,
         state=state_of(r.status),
         last=last,
-        streak=counted(r.streak).n,
+        streak=streak.n,
         streak_since=r.streak_since,
-        streak_more=counted(r.streak).more,
+        streak_more=streak.more,
         timezone=r.timezone,
     )
 

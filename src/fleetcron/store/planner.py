@@ -3,9 +3,10 @@ readers of every layer above the store."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, ScalarSelect, func, literal, select
+from sqlalchemy import CTE, ColumnElement, ScalarSelect, func, literal, literal_column, select
 
 
 def materialized(cte: CTE) -> CTE:
@@ -14,6 +15,16 @@ def materialized(cte: CTE) -> CTE:
     return cte.prefix_with("MATERIALIZED", dialect="postgresql").prefix_with(
         "MATERIALIZED", dialect="sqlite"
     )
+
+
+def written_in(column: Any, values: Sequence[str]) -> ColumnElement[bool]:
+    """``column`` is one of ``values``, with the values written into the statement (``=``
+    for one): a planner uses a partial index only when the query repeats its predicate
+    (``store/schema.py``: ``REACHED_SQL`` and the others), and a bound parameter could be
+    any value."""
+    written: list[ColumnElement[str]] = [literal_column(f"'{value}'") for value in values]
+    term: ColumnElement[bool] = column == written[0] if len(written) == 1 else column.in_(written)
+    return term
 
 
 def count_up_to(counted: Any, where: ColumnElement[bool], cap: int) -> ScalarSelect[int]:

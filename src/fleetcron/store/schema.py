@@ -250,6 +250,12 @@ CONNECT_ERROR_SQL = f"status = '{RunStatus.CONNECT_ERROR.value}'"
 SUCCEEDED_SQL = f"status = '{RunStatus.SUCCEEDED.value}'"
 
 
+def partial_index(name: str, columns: list[str], predicate: str) -> Index:
+    """An index of the rows ``predicate`` holds for, on both databases. A query uses it
+    only when it repeats the predicate (``store.planner.written_in``)."""
+    return Index(name, *columns, sqlite_where=text(predicate), postgresql_where=text(predicate))
+
+
 class Run(Base):
     """One execution, or one slot that did not execute and why.
 
@@ -265,29 +271,16 @@ class Run(Base):
         # A target's newest run that reached it, and its connection errors since, each a
         # seek however long an outage lasts (health; migration 0023). A query uses them
         # only when it repeats the predicate as written here (``REACHED_SQL``).
-        Index(
-            "ix_runs_target_reached",
-            "target_id",
-            "started_at",
-            sqlite_where=text(REACHED_SQL),
-            postgresql_where=text(REACHED_SQL),
-        ),
-        Index(
-            "ix_runs_target_connect_error",
-            "target_id",
-            "started_at",
-            sqlite_where=text(CONNECT_ERROR_SQL),
-            postgresql_where=text(CONNECT_ERROR_SQL),
+        partial_index("ix_runs_target_reached", ["target_id", "started_at"], REACHED_SQL),
+        partial_index(
+            "ix_runs_target_connect_error", ["target_id", "started_at"], CONNECT_ERROR_SQL
         ),
         # An assignment's newest success, where a failure streak starts: a seek however
         # long the streak (migration 0024; the query repeats ``SUCCEEDED_SQL``).
-        Index(
+        partial_index(
             "ix_runs_assignment_succeeded",
-            "assignment_id",
-            "scheduled_for",
-            "attempt",
-            sqlite_where=text(SUCCEEDED_SQL),
-            postgresql_where=text(SUCCEEDED_SQL),
+            ["assignment_id", "scheduled_for", "attempt"],
+            SUCCEEDED_SQL,
         ),
         Index("ix_runs_job_started", "job_id", "started_at"),
         Index("ix_runs_status", "status"),

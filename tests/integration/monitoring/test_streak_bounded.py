@@ -15,7 +15,6 @@ import pytest
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
-from fleetcron.core.bounded import Bounded
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.services import failure_streak, health, job_fleet, job_health, jobs, targets
 from fleetcron.services.job_fleet import TargetQuery
@@ -122,8 +121,3 @@ def test_sorting_by_streak_puts_more_than_the_count_before_the_count(
 
     assert order("streak") == [("alpha", "3+"), ("bravo", "3")]
     assert order("-streak") == [("bravo", "3"), ("alpha", "3+")]
-
-
-def test_a_bounded_count_says_what_it_counted() -> None:
-    assert [str(Bounded.of(n, 100)) for n in (0, 100, 101)] == ["0", "100", "more than 100"]
-    assert [Bounded.of(n, 1000).short for n in (999, 1001)] == ["999", "1,000+"]
