@@ -11,6 +11,7 @@ to an exit code or an HTTP status without parsing text::
     ├── Conflict                              a unique name or rule would be broken
     ├── PermissionDenied                      the actor's role does not allow the action
     ├── AuthenticationFailed                  bad credentials or token
+    ├── TooManyAttempts                       a password check refused by the rate limit
     ├── ConfigError                           configuration invalid or inconsistent at start
     ├── StoreError                            the database is unreachable or not usable
     │   └── SchemaOutOfDate                   the database needs `fleetcron db upgrade`
@@ -91,6 +92,15 @@ class AuthenticationFailed(FleetcronError):
     """The credentials were not accepted."""
 
 
+class TooManyAttempts(FleetcronError):
+    """Too many password checks; try again later."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        #: seconds until a new attempt may be admitted (the ``Retry-After`` header)
+        self.retry_after_s = retry_after_s
+
+
 class ConfigError(FleetcronError):
     """The configuration is not valid."""
 
@@ -125,4 +135,3 @@ class HostKeyMismatch(ExecutionError):
 
 class CoordinationError(FleetcronError):
     """This node cannot prove it is the authorized owner; nothing runs."""
-

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -140,6 +140,16 @@ def set_password(
         return changed
 
 
+#: Runs a password check (a callable that raises when the password is wrong) under the
+#: caller's rate limit and bound on concurrent hashing; the web server passes its limiter's.
+PasswordGuard = Callable[[Callable[[], None]], None]
+
+
+def unguarded(check: Callable[[], None]) -> None:
+    """The guard of a caller with no limiter (the CLI, which acts without a password)."""
+    check()
+
+
 def change_own_password(
     app: App,
     actor: Actor,
@@ -148,25 +158,31 @@ def change_own_password(
     *,
     keep_session: str | None = None,
     revoke_tokens: bool = False,
+    guard: PasswordGuard = unguarded,
 ) -> PasswordChanged:
     """A user's own change, proven with the current password (a stolen session alone
-    cannot take the account over)."""
+    cannot take the account over). The check of the current password runs through
+    ``guard``: it is a password oracle like the log-in."""
     note = AuditNote("user.passwd", detail={"user": actor.name, "own": True})
     with app.db.read() as session:
         stored = get_user(session, actor.name).password_hash
-    try:
-        _hasher.verify(stored, current)
-    except (VerificationError, InvalidHashError):
-        error = InvalidInput(
-            "current_password: not the current password",
-            field="current_password",
-            value="(hidden)",
-            allowed="your current password",
-        )
-        from fleetcron.services.audit import record_failure
 
-        record_failure(app, actor, note, error)
-        raise error from None
+    def check() -> None:
+        try:
+            _hasher.verify(stored, current)
+        except (VerificationError, InvalidHashError):
+            error = InvalidInput(
+                "current_password: not the current password",
+                field="current_password",
+                value="(hidden)",
+                allowed="your current password",
+            )
+            from fleetcron.services.audit import record_failure
+
+            record_failure(app, actor, note, error)
+            raise error from None
+
+    guard(check)
     if current == new:
         raise InvalidInput(
             "new_password: the same as the current password",

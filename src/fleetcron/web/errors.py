@@ -23,10 +23,12 @@ from fleetcron.errors import (
     NotFound,
     PermissionDenied,
     StoreError,
+    TooManyAttempts,
 )
 
 STATUS = (
     (AuthenticationFailed, 401, "unauthenticated"),
+    (TooManyAttempts, 429, "too_many_attempts"),
     (PermissionDenied, 403, "forbidden"),
     (NotFound, 404, "not_found"),
     (Conflict, 409, "conflict"),
@@ -65,6 +67,8 @@ async def fleetcron_error(request: Request, exc: Exception) -> Response:
 
         return error_page(request, status, exc.message)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, TooManyAttempts):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return JSONResponse(error_body(code, exc.message, field), status_code=status, headers=headers)
 
 

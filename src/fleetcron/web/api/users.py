@@ -11,6 +11,7 @@ from fleetcron.core import validation as v
 from fleetcron.services import users as svc
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
+from fleetcron.web.password_checks import own_password_guard
 from fleetcron.web.schemas import (
     PasswordChange,
     PasswordChanged,
@@ -140,5 +141,6 @@ def change_own_password(
         body.new_password,
         keep_session=keep,
         revoke_tokens=body.revoke_tokens,
+        guard=own_password_guard(request, caller.actor),
     )
     return PasswordChanged(sessions_ended=done.sessions_ended, tokens_revoked=done.tokens_revoked)

@@ -10,7 +10,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import validation as v
-from fleetcron.errors import FleetcronError
+from fleetcron.errors import FleetcronError, TooManyAttempts
 from fleetcron.services import users as svc
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
@@ -25,6 +25,7 @@ from fleetcron.web.pages.forms import (
     text,
     whole_number,
 )
+from fleetcron.web.password_checks import own_password_guard
 
 router = APIRouter(include_in_schema=False)
 #: What the password fields show (and their minlength): the server's own limits.
@@ -120,12 +121,12 @@ def _ended(done: svc.PasswordChanged) -> str:
 
 
 def _account_page(
-    request: Request, caller: Caller, errors: FieldErrors = NO_ERRORS
+    request: Request, caller: Caller, errors: FieldErrors = NO_ERRORS, status: int = 422
 ) -> HTMLResponse:
     return page(
         request,
         "account.html",
-        status_code=422 if errors else 200,
+        status_code=status if errors else 200,
         errors=errors,
         **PASSWORD_LIMITS,
     )
@@ -159,10 +160,12 @@ def change_own_password(
             new,
             keep_session=session_token(request),
             revoke_tokens=checked(form, "revoke_tokens"),
+            guard=own_password_guard(request, caller.actor),
         )
     except FleetcronError as exc:
         errors = field_errors(exc, {"password": "new_password"})
-        return _account_page(request, caller, errors)
+        status = 429 if isinstance(exc, TooManyAttempts) else 422
+        return _account_page(request, caller, errors, status)
     return redirect("/account", f"Changed your password; {_ended(done)} elsewhere.")
 
 

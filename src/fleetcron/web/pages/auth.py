@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
-from fleetcron.errors import AuthenticationFailed
+from fleetcron.errors import AuthenticationFailed, TooManyAttempts
 from fleetcron.services import sessions
 from fleetcron.web.deps import (
     SESSION_COOKIE,
@@ -22,7 +22,8 @@ from fleetcron.web.deps import (
     the_app,
 )
 from fleetcron.web.pages.render import render
-from fleetcron.web.ratelimit import LoginLimiter, Refusal
+from fleetcron.web.password_checks import checked_password, client_address
+from fleetcron.web.ratelimit import Refusal
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,9 +73,7 @@ def cross_site(request: Request) -> bool:
     return origin == "null" or urlparse(origin).netloc not in hosts - {None}
 
 
-def _refused(
-    request: Request, next: str, status: int, error: str, username: str = ""
-) -> Response:
+def _refused(request: Request, next: str, status: int, error: str, username: str = "") -> Response:
     """The log-in form again, with the message and the user name as typed (never the
     password)."""
     response = render(
@@ -109,33 +108,24 @@ def login(
             message = too_long_message(field, len(value), limit)
             return _refused(request, next, 422, f"{message}.", username)
     app = the_app(request)
-    limiter: LoginLimiter = request.app.state.login_limiter
-    address = request.client.host if request.client else "?"
-    now = app.now()
-    attempt = limiter.reserve(username, address, now)
-    if isinstance(attempt, Refusal):
-        if attempt.audit_now:
-            sessions.record_refused_login(
-                app, username, address, refused=attempt.refused, reason=attempt.reason
-            )
-        wait = max(1, int((attempt.retry_at - now).total_seconds() + 0.999))
-        return _refused(
-            request,
-            next,
-            429,
-            f"Too many failed attempts; try again in {_duration(wait)}.",
-            username,
+
+    def audit_refusal(refusal: Refusal, address: str) -> None:
+        sessions.record_refused_login(
+            app, username, address, refused=refusal.refused, reason=refusal.reason
         )
-    with limiter.hashing() as admitted:
-        if not admitted:
-            return _refused(
-                request, next, 429, "Too many log-ins at once; try again shortly.", username
-            )
-        try:
-            token, _ = sessions.login(app, username, password, address)
-        except AuthenticationFailed:
-            return _refused(request, next, 401, "Unknown user or wrong password.", username)
-    limiter.succeeded(attempt)
+
+    address = client_address(request)
+    try:
+        token, _ = checked_password(
+            request,
+            username,
+            lambda: sessions.login(app, username, password, address),
+            audit_refusal,
+        )
+    except TooManyAttempts as refused:
+        return _refused(request, next, 429, refused.message, username)
+    except AuthenticationFailed:
+        return _refused(request, next, 401, "Unknown user or wrong password.", username)
     response = RedirectResponse(_safe_next(next), status_code=303)
     response.set_cookie(
         session_cookie_name(request),
@@ -146,12 +136,6 @@ def login(
         max_age=int(sessions.SESSION_LIFETIME.total_seconds()),
     )
     return response
-
-
-def _duration(seconds: int) -> str:
-    if seconds < 120:
-        return f"{seconds} seconds"
-    return f"{(seconds + 59) // 60} minutes"
 
 
 @router.post("/logout")
