@@ -91,6 +91,17 @@ def record_failure(app: App, actor: Actor, note: AuditNote, error: FleetcronErro
         record(session, app, actor, note, success=False)
 
 
+def record_refused(
+    app: App, actor: Actor, action: str, *, refused: int, reason: str, error: str
+) -> None:
+    """Audit ``actor``'s refused ``action`` (refused before the action began, e.g. by a
+    route's role check). The caller writes one row for the 1st, 10th, 100th ... refusal of
+    the same actor and action within a window, each with the count so far."""
+    detail = {"refused": refused, "reason": reason, "error": error}
+    with app.db.session() as session:
+        record(session, app, actor, AuditNote(action, detail=detail), success=False)
+
+
 @dataclass(frozen=True)
 class AuditFilter:
     actor: str | None = None

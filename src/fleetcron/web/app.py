@@ -31,7 +31,7 @@ from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES
 from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
 from fleetcron.web.pages import auth, views
-from fleetcron.web.ratelimit import LoginLimiter
+from fleetcron.web.ratelimit import LoginLimiter, RefusalTally
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -58,6 +58,7 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     )
     web.state.fleetcron = app
     web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
+    web.state.refusals = RefusalTally()
     web.state.scheduler = None
     web.state.ownership = ownership_reader(app)
     web.state.metrics = metrics or Metrics()

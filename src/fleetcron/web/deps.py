@@ -19,7 +19,9 @@ from fleetcron.app import Actor, App
 from fleetcron.core.permissions import MATRIX
 from fleetcron.errors import AuthenticationFailed, PermissionDenied
 from fleetcron.services import sessions
+from fleetcron.services.audit import record_refused
 from fleetcron.services.users import actor_for_token
+from fleetcron.web.ratelimit import RefusalTally, audit_at
 
 SESSION_COOKIE = "fleetcron_session"
 #: The name when the cookie is Secure: browsers accept a ``__Host-`` cookie only over https,
@@ -93,6 +95,19 @@ async def check_csrf(request: Request, caller: Caller) -> None:
         raise PermissionDenied("missing or wrong CSRF token; reload the page and try again")
 
 
+def audit_refusal(
+    request: Request, caller: Caller, action: str, reason: str, error: PermissionDenied
+) -> None:
+    """Audit a refusal by the route's own check, aggregated per caller, action and reason
+    (the 1st, 10th, 100th ... within the tally's window), so a flood of refused requests
+    leaves a handful of rows."""
+    tally: RefusalTally = request.app.state.refusals
+    app = the_app(request)
+    count = tally.count((caller.actor.name, action, reason), app.now())
+    if audit_at(count):
+        record_refused(app, caller.actor, action, refused=count, reason=reason, error=error.message)
+
+
 def requires(action: str) -> Callable[[Request], Awaitable[Caller]]:
     """A dependency that admits callers whose role allows ``action``."""
     if action not in MATRIX:
@@ -102,8 +117,14 @@ def requires(action: str) -> Callable[[Request], Awaitable[Caller]]:
         caller = optional_caller(request)
         if caller is None:
             raise AuthenticationFailed("log in or send an API token (Authorization: Bearer ...)")
-        caller.actor.authorize(action)
-        await check_csrf(request, caller)
+        try:
+            reason = "role"
+            caller.actor.authorize(action)
+            reason = "csrf"
+            await check_csrf(request, caller)
+        except PermissionDenied as refused:
+            audit_refusal(request, caller, action, reason, refused)
+            raise
         return caller
 
     dependency.action = action  # type: ignore[attr-defined]

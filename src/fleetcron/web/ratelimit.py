@@ -56,10 +56,43 @@ class Refusal:
     @property
     def audit_now(self) -> bool:
         """Whether this refusal is one that is written to the audit log (1st, 10th, 100th...)."""
-        count = self.refused
-        while count % AUDIT_AT_POWERS_OF == 0:
-            count //= AUDIT_AT_POWERS_OF
-        return count == 1
+        return audit_at(self.refused)
+
+
+def audit_at(count: int) -> bool:
+    """Whether the ``count``-th refusal in a window is written to the audit log: the 1st,
+    10th, 100th ... (a flood of n refusals leaves about log10(n) rows)."""
+    while count % AUDIT_AT_POWERS_OF == 0:
+        count //= AUDIT_AT_POWERS_OF
+    return count == 1
+
+
+@dataclass
+class RefusalTally:
+    """Counts refusals per key (who, what) within ``window``, for aggregated audit rows.
+
+    The keys are authenticated callers and route actions, so they are few; idle ones are
+    dropped when the tally grows past ``PRUNE_ABOVE`` all the same."""
+
+    window: timedelta = timedelta(minutes=5)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _counts: dict[tuple[str, ...], tuple[datetime, int]] = field(default_factory=dict)
+
+    def count(self, key: tuple[str, ...], now: datetime) -> int:
+        """Record one refusal for ``key``; return how many it had in the window, this one
+        included."""
+        with self._lock:
+            if len(self._counts) >= PRUNE_ABOVE:
+                self._counts = {
+                    k: (start, n)
+                    for k, (start, n) in self._counts.items()
+                    if now - start <= self.window
+                }
+            started, count = self._counts.get(key, (now, 0))
+            if now - started > self.window:
+                started, count = now, 0
+            self._counts[key] = (started, count + 1)
+            return count + 1
 
 
 @dataclass
