@@ -45,8 +45,11 @@ def the_app(request: Request) -> App:
 
 
 def session_token(request: Request) -> str | None:
-    """The session cookie's value, under either of its names."""
-    for name in SESSION_COOKIES:
+    """The session cookie's value. Over https (or with ``cookie_secure``) only the
+    ``__Host-`` name counts: a sibling subdomain can set the plain name for our domain, and
+    accepting it would let it log a visitor in to an account of its choosing."""
+    names = (SECURE_SESSION_COOKIE,) if cookie_is_secure(request) else SESSION_COOKIES
+    for name in names:
         if value := request.cookies.get(name):
             return value
     return None
