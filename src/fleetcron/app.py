@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 
 from fleetcron.config import Settings
-from fleetcron.core.permissions import authorize
+from fleetcron.core.permissions import FULL_SCOPE, authorize
 from fleetcron.crypto import MasterKey, load_master_key
 from fleetcron.store.db import Database
 
@@ -27,9 +27,11 @@ class Actor:
 
     name: str
     role: str
+    #: what an API token may do within the role (see core/permissions.py)
+    scope: str = FULL_SCOPE
 
     def authorize(self, action: str) -> None:
-        authorize(self.name, self.role, action)
+        authorize(self.name, self.role, action, self.scope)
 
 
 SYSTEM = Actor("system", "admin")

@@ -7,6 +7,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, parse_time, print_json, print_table
 from fleetcron.cli.passwords import get_password, password_file_option
+from fleetcron.core.permissions import FULL_SCOPE, SCOPES
 from fleetcron.services import audit as audit_svc
 from fleetcron.services import users as svc
 from fleetcron.services.audit import AuditFilter
@@ -217,16 +218,28 @@ def token() -> None:
     default=None,
     help=f"Refuse the token after this many days (1 to {svc.MAX_TOKEN_DAYS}); default: never.",
 )
+@click.option(
+    "--scope",
+    type=click.Choice(SCOPES),
+    default=FULL_SCOPE,
+    show_default=True,
+    help="read: read only; run: read, run and stop jobs; write: all the owner's role allows.",
+)
 @json_option
 @as_user_option
 def token_create(
-    name: str, owner: str | None, expires_in_days: int | None, as_json: bool, as_user: str | None
+    name: str,
+    owner: str | None,
+    expires_in_days: int | None,
+    scope: str,
+    as_json: bool,
+    as_user: str | None,
 ) -> None:
     """Create a token; it is shown only now."""
     with opened_app() as app:
         actor = acting(app, as_user)
         secret, token_id = svc.create_token(
-            app, actor, owner or actor.name, name, expires_in_days=expires_in_days
+            app, actor, owner or actor.name, name, expires_in_days=expires_in_days, scope=scope
         )
     if as_json:
         print_json({"id": token_id, "token": secret})
@@ -252,6 +265,7 @@ def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
             "last_used_at": t.last_used_at,
             "revoked_at": t.revoked_at,
             "expires_at": t.expires_at,
+            "scope": t.scope,
         }
         for t in rows
     ]
@@ -260,11 +274,12 @@ def token_list(owner: str | None, as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "name", "prefix", "created", "last used", "expires", "revoked"],
+        ["id", "name", "scope", "prefix", "created", "last used", "expires", "revoked"],
         [
             (
                 d["id"],
                 d["name"],
+                d["scope"],
                 d["prefix"],
                 d["created_at"],
                 d["last_used_at"],

@@ -2,6 +2,10 @@
 
 Roles are ordered: ``viewer`` < ``operator`` < ``admin``; each action names the least
 role allowed to perform it. The CLI, the API and the web pages all ask :func:`authorize`.
+
+An API token also has a scope, ordered ``read`` < ``run`` < ``write``; each action names
+the least scope it needs (:data:`SCOPE_NEEDED`). A scope only narrows: a token may do what
+its owner's role allows *and* its scope allows. Sessions and the CLI act with ``write``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,24 @@ MATRIX: dict[str, str] = {
 }
 
 
+SCOPE_RANK = {"read": 0, "run": 1, "write": 2}
+SCOPES = tuple(SCOPE_RANK)
+#: the scope of a browser session, of the CLI and of a token made before scopes existed
+FULL_SCOPE = "write"
+
+#: action -> least token scope needed: ``read`` reads, ``run`` also runs and stops jobs,
+#: ``write`` is everything else (minting tokens and changing one's password included).
+SCOPE_NEEDED: dict[str, str] = {
+    action: (
+        "read"
+        if action.endswith(".read")
+        else "run"
+        if action in ("job.run", "run.stop")
+        else "write"
+    )
+    for action in MATRIX
+}
+
 #: How a refusal names an action where "VERB NOUNs" (``user.add``: "add users") does not
 #: read well.
 PHRASES: dict[str, str] = {
@@ -72,15 +94,23 @@ def action_phrase(action: str) -> str:
     return f"{verb} {noun}s"
 
 
-def allowed(role: str, action: str) -> bool:
+def allowed(role: str, action: str, scope: str = FULL_SCOPE) -> bool:
     least = MATRIX[action]
-    return ROLE_RANK.get(role, -1) >= ROLE_RANK[least]
+    if ROLE_RANK.get(role, -1) < ROLE_RANK[least]:
+        return False
+    return SCOPE_RANK.get(scope, -1) >= SCOPE_RANK[SCOPE_NEEDED[action]]
 
 
-def authorize(actor_name: str, role: str, action: str) -> None:
-    """Raise PermissionDenied unless ``role`` may perform ``action``."""
+def authorize(actor_name: str, role: str, action: str, scope: str = FULL_SCOPE) -> None:
+    """Raise PermissionDenied unless ``role`` (and, for a token, ``scope``) may perform
+    ``action``."""
     if not allowed(role, action):
         raise PermissionDenied(
             f"{actor_name} ({role}) may not {action_phrase(action)}; "
             f"it needs the {MATRIX[action]} role"
+        )
+    if not allowed(role, action, scope):
+        raise PermissionDenied(
+            f"this API token of {actor_name} has the {scope} scope and may not "
+            f"{action_phrase(action)}; it needs a token with the {SCOPE_NEEDED[action]} scope"
         )

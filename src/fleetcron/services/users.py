@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
+from fleetcron.core.permissions import FULL_SCOPE, SCOPES, allowed
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.store.schema import ApiToken, User, WebSession
@@ -325,14 +326,28 @@ def hash_token(token: str) -> str:
 
 
 def create_token(
-    app: App, actor: Actor, owner: str, token_name: str, *, expires_in_days: int | None = None
+    app: App,
+    actor: Actor,
+    owner: str,
+    token_name: str,
+    *,
+    expires_in_days: int | None = None,
+    scope: str = FULL_SCOPE,
 ) -> tuple[str, int]:
     """A new API token for ``owner``; returns (token, id). The token is shown only now.
-    With ``expires_in_days`` it is refused from that many days on."""
-    note = AuditNote("token.create", detail={"user": owner, "token": token_name})
+    With ``expires_in_days`` it is refused from that many days on; ``scope`` narrows what
+    it may do within the owner's role (read, run or write)."""
+    note = AuditNote("token.create", detail={"user": owner, "token": token_name, "scope": scope})
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
         v.validate_name(token_name, field="name")
+        if scope not in SCOPES:
+            raise InvalidInput(
+                f"scope: {scope!r} is not a token scope (one of {', '.join(SCOPES)})",
+                field="scope",
+                value=scope,
+                allowed=", ".join(SCOPES),
+            )
         if expires_in_days is not None:
             if not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
                 raise InvalidInput(
@@ -354,6 +369,7 @@ def create_token(
             prefix=token[:10],
             created_at=now,
             expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
+            scope=scope,
         )
         session.add(row)
         session.flush()
@@ -371,9 +387,11 @@ def revoke_token(app: App, actor: Actor, token_id: int) -> None:
     note = AuditNote("token.revoke", detail={"token_id": token_id})
     with audited(app, actor, note) as session:
         row = session.get(ApiToken, token_id)
-        if row is None:
+        own = row is not None and row.user.name == actor.name
+        if row is None or not (own or allowed(actor.role, "token.manage_any", actor.scope)):
+            # Another user's token is answered like a missing one: ids cannot be probed.
             raise NotFound("token", token_id)
-        actor.authorize("token.manage_own" if row.user.name == actor.name else "token.manage_any")
+        actor.authorize("token.manage_own" if own else "token.manage_any")
         if row.revoked_at is None:
             row.revoked_at = app.now()
 
@@ -390,7 +408,7 @@ def actor_for_token(app: App, token: str) -> Actor:
         if row.expires_at is not None and row.expires_at <= now:
             raise AuthenticationFailed("expired API token; create a new one")
         row.last_used_at = now
-        return Actor(row.user.name, row.user.role)
+        return Actor(row.user.name, row.user.role, row.scope)
 
 
 def check_bootstrap_password(password: str | None) -> str:

@@ -639,5 +639,7 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None]
     #: refused from this time on; None: until revoked
     expires_at: Mapped[datetime | None]
+    #: what the token may do within its owner's role: read, run or write
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
 
     user: Mapped[User] = relationship(back_populates="tokens")

@@ -454,6 +454,11 @@ class TokenIn(Body):
         le=MAX_TOKEN_DAYS,
         description="refused after this many days; none: never",
     )
+    scope: Literal["read", "run", "write"] = Field(
+        default="write",
+        description="read: read only; run: read, run and stop jobs; write: all the owner's "
+        "role allows",
+    )
 
 
 class TokenOut(BaseModel):
@@ -464,6 +469,7 @@ class TokenOut(BaseModel):
     last_used_at: datetime | None
     revoked_at: datetime | None
     expires_at: datetime | None = None
+    scope: str = "write"
 
 
 class TokenCreated(BaseModel):

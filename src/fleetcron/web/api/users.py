@@ -95,6 +95,7 @@ def list_tokens(
             last_used_at=t.last_used_at,
             revoked_at=t.revoked_at,
             expires_at=t.expires_at,
+            scope=t.scope,
         )
         for t in svc.list_tokens(app, caller.actor, caller.actor.name)
     ]
@@ -110,6 +111,7 @@ def create_token(
         body.user or caller.actor.name,
         body.name,
         expires_in_days=body.expires_in_days,
+        scope=body.scope,
     )
     return TokenCreated(id=token_id, token=token)
 

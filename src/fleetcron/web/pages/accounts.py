@@ -10,6 +10,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import validation as v
+from fleetcron.core.permissions import FULL_SCOPE, SCOPES
 from fleetcron.errors import FleetcronError, TooManyAttempts
 from fleetcron.services import users as svc
 from fleetcron.web.api.runs import MAX_ID
@@ -213,6 +214,7 @@ def _tokens_page(
     created: str | None = None,
     name: str = "",
     expires_in_days: str = "",
+    scope: str = FULL_SCOPE,
     errors: FieldErrors = NO_ERRORS,
     status_code: int = 200,
 ) -> HTMLResponse:
@@ -226,6 +228,8 @@ def _tokens_page(
         created=created,
         name=name,
         expires_in_days=expires_in_days,
+        scope=scope,
+        scopes=SCOPES,
         max_token_days=svc.MAX_TOKEN_DAYS,
         name_max=v.NAME_MAX_CHARS,
         errors=errors,
@@ -247,10 +251,16 @@ def create_token(
 ) -> Response:
     name = text(form, "name").strip()
     typed_days = text(form, "expires_in_days")
+    scope = text(form, "scope") or FULL_SCOPE
     try:
         days = whole_number(typed_days, field="expires_in_days")
         token, _ = svc.create_token(
-            the_app(request), caller.actor, caller.actor.name, name, expires_in_days=days
+            the_app(request),
+            caller.actor,
+            caller.actor.name,
+            name,
+            expires_in_days=days,
+            scope=scope,
         )
     except FleetcronError as exc:
         return _tokens_page(
@@ -258,6 +268,7 @@ def create_token(
             caller,
             name=name,
             expires_in_days=typed_days,
+            scope=scope if scope in SCOPES else FULL_SCOPE,
             errors=field_errors(exc, {"token name": "name"}),
         )
     # Rendered, not redirected: the token exists in clear only in this one response.

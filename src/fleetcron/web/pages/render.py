@@ -53,13 +53,14 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         caller = None
     zone = viewer_zone(request)
     role = caller.actor.role if caller else ""
+    scope = caller.actor.scope if caller else ""
     return templates.TemplateResponse(
         request,
         template,
         {
             "caller": caller,
             "csrf_token": caller.csrf_token if caller else "",
-            "can": lambda action: bool(caller) and allowed(role, action),
+            "can": lambda action: bool(caller) and allowed(role, action, scope),
             "when": _when(zone),
             "zone": zone.key,
             **context,
