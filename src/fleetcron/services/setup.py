@@ -11,6 +11,7 @@ from pathlib import Path
 from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
 from fleetcron.crypto import create_key_file
+from fleetcron.masking import mask_dsn
 from fleetcron.services.users import add_user, check_bootstrap_password, count_users
 
 log = logging.getLogger(__name__)
@@ -94,14 +95,10 @@ def init(app: App, *, admin_name: str, admin_password: str | None) -> InitResult
         admin = admin_name
     return InitResult(
         settings.data_dir,
-        _redacted(app.db.url),
+        mask_dsn(app.db.url),
         key_file,
         admin,
         warnings=(warning,) if warning else (),
     )
 
 
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

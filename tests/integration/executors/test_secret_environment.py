@@ -79,3 +79,51 @@ def test_a_process_started_with_the_key_shows_it_in_proc_environ() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_scheduler_keeps_the_replication_peer_dsn_out_of_its_environment(
+    tmp_path: Path,
+) -> None:
+    """The peer's connection string (with its password) is a secret setting too."""
+    dsn = "host=10.0.0.6 user=repl password=PEER-DSN-SECRET dbname=fleetcron"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLEETCRON_")},
+        "FLEETCRON_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCRON_REPLICATION_PEER_DSN": dsn,
+        "FLEETCRON_TICK_S": "0.2",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        log = [proc.stderr.readline() for _ in range(1)]
+        deadline = time.monotonic() + 60
+        while "scheduler started" not in log[-1] and log[-1] and time.monotonic() < deadline:
+            log.append(proc.stderr.readline())
+        assert any("scheduler started" in line for line in log), "".join(log)
+        environ = environ_of(proc.pid)
+        assert b"FLEETCRON_SECRETS_FD=" in environ
+        assert b"PEER-DSN-SECRET" not in environ
+        assert b"FLEETCRON_REPLICATION_PEER_DSN" not in environ
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_process_started_with_the_peer_dsn_shows_it_in_proc_environ() -> None:
+    """Negative control for the test above: without the re-exec the DSN is readable there."""
+    proc = subprocess.Popen(
+        ["sleep", "30"], env={"FLEETCRON_REPLICATION_PEER_DSN": "password=PEER-DSN-SECRET"}
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert b"PEER-DSN-SECRET" in environ_of(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
