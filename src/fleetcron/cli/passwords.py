@@ -137,6 +137,7 @@ def get_password(
     required: bool = True,
     option: str = "--password",
     file_option: str = "--password-file",
+    stdin_option: str | None = None,
 ) -> str | None:
     """The password from the first source that has one (see the module docstring)."""
     password = get_secret(
@@ -149,7 +150,8 @@ def get_password(
     if not required:
         return None
     raise InvalidInput(
-        f"{field}: required: use {file_option} FILE (or - for stdin), set {env}, "
+        f"{field}: required: use {stdin_option + ', ' if stdin_option else ''}"
+        f"{file_option} FILE (or - for stdin), set {env}, "
         "or run in a terminal to be asked",
         field=field,
         value=None,
