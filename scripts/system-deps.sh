@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs, only when they are missing:
 # OpenSSH server (real sshd targets), PostgreSQL server binaries (real database
-# tests), Chromium (browser tests), faketime, and Python's venv module with ensurepip
-# (`make run`, and the virtualenv of the wheel install test). Safe to run repeatedly.
+# tests), Chromium (browser tests), faketime, systemd-analyze (the checks of the service
+# units in deploy/), and Python's venv module with ensurepip (`make run`, and the virtualenv
+# of the wheel install test). Safe to run repeatedly.
 set -euo pipefail
 
 need=()
@@ -10,6 +11,7 @@ command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-serve
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if command -v python3 >/dev/null 2>&1 && [ "$(command -v python3)" = /usr/bin/python3 ]; then
   python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 fi

@@ -20,8 +20,10 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
 
 from fleetcron.errors import ConfigError
+from fleetcron.masking import MASK
 
 __all__ = [
+    "CONNECTION_FIELDS",
     "ENV_PREFIX",
     "MASK",
     "SECRETS_FD_VARIABLE",
@@ -36,11 +38,14 @@ __all__ = [
 ]
 
 ENV_PREFIX = "FLEETCRON_"
-SECRET_FIELDS = ("database_url", "master_key")
-"""Settings that are secrets: masked wherever settings are shown, and readable from a file
-named by ``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its
-own, as ``master_key`` has: its key file is read when the key is needed)."""
-MASK = "**********"
+SECRET_FIELDS = ("database_url", "master_key", "replication_peer_dsn")
+"""Settings that are secrets: masked wherever settings are shown, kept out of the process
+environment (:func:`hide_secret_environment`), and readable from a file named by
+``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its own, as
+``master_key`` has: its key file is read when the key is needed)."""
+CONNECTION_FIELDS = ("database_url", "replication_peer_dsn")
+"""The secret settings that are connection strings: shown with only their passwords masked
+(:func:`fleetcron.masking.mask_dsn`)."""
 SECRETS_FD_VARIABLE = ENV_PREFIX + "SECRETS_FD"
 """Set by :func:`hide_secret_environment` on its re-exec: the inherited pipe with the
 secrets that were in the environment."""
@@ -77,7 +82,8 @@ def hide_secret_environment() -> None:
 
     Removing a variable from ``os.environ`` does not remove it from the environment block
     the kernel shows in ``/proc/<pid>/environ``. So when a secret setting
-    (``FLEETCRON_MASTER_KEY``, ``FLEETCRON_DATABASE_URL``) is in the environment, the
+    (``FLEETCRON_MASTER_KEY``, ``FLEETCRON_DATABASE_URL``,
+    ``FLEETCRON_REPLICATION_PEER_DSN``) is in the environment, the
     process re-executes itself once without it and reads it from an inherited pipe
     (:data:`SECRETS_FD_VARIABLE`); the settings take it from there as if it came from
     the environment. Called first by the long-running commands (``serve``,

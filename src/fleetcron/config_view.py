@@ -1,6 +1,6 @@
 """The configuration as a user sees it: ``fleetcron config show`` (every setting with its
-effective value, secrets masked, and where it came from), a database URL with its password
-masked, and how the data dir was chosen, in words."""
+effective value, secrets masked, and where it came from), a connection string with its
+passwords masked (:func:`fleetcron.masking.mask_dsn`), and how the data dir was chosen, in words."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from fleetcron.config import Settings, load_settings, setting_origins
-from fleetcron.config_sources import MASK, SECRET_FIELDS, env_variable
+from fleetcron.config_sources import CONNECTION_FIELDS, MASK, SECRET_FIELDS, env_variable
+from fleetcron.masking import mask_dsn
 
 
 def data_dir_origin() -> str:
@@ -68,10 +69,12 @@ def shown_value(settings: Settings, name: str) -> Any:
     """A setting's value as it may be shown: secrets masked, paths as text, and the
     defaults that depend on the data dir resolved."""
     if name == "database_url":
-        return mask_url(settings.effective_database_url)
+        return mask_dsn(settings.effective_database_url)
     if name == "master_key_file":
         return str(settings.effective_master_key_file)
     value = getattr(settings, name)
+    if name in CONNECTION_FIELDS and isinstance(value, str):
+        return mask_dsn(value)
     if name in SECRET_FIELDS:
         return None if value is None else MASK
     if isinstance(value, Path):
@@ -79,18 +82,5 @@ def shown_value(settings: Settings, name: str) -> Any:
     return value
 
 
-def mask_url(url: str) -> str:
-    """The URL with its password (in the authority or in the query) replaced by the mask."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return MASK
-    placeholder = "FLEETCRON-MASKED-PASSWORD"
-    if parsed.password is not None:
-        parsed = parsed.set(password=placeholder)
-    if "password" in parsed.query:
-        parsed = parsed.update_query_dict({"password": placeholder})
-    return parsed.render_as_string(hide_password=False).replace(placeholder, MASK)
+mask_url = mask_dsn
+"""The one masking function, under the name its first callers use."""

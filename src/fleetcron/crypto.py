@@ -74,12 +74,18 @@ def generate_key() -> bytes:
 
 def create_key_file(path: Path) -> bytes:
     """Write a new master key to ``path`` with mode 0600; refuse to overwrite one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     key = generate_key()
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        raise SecretError(f"{path} already exists; refusing to replace a master key") from None
+        if path.parent.is_dir():
+            raise SecretError(f"{path} already exists; refusing to replace a master key") from None
+        raise SecretError(
+            f"cannot create the master key {path}: {path.parent} is not a directory"
+        ) from None
+    except OSError as exc:
+        raise SecretError(f"cannot create the master key {path}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(key + b"\n")
     return key

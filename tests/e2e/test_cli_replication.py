@@ -41,8 +41,12 @@ def test_setup_and_status_from_the_command_line(
     assert before.returncode == 1, describe(before)
     assert "UNHEALTHY" in before.stdout and "no publication" in before.stdout
 
+    # (from the environment: on the command line, a string that cannot be read to tell
+    # whether it holds a password is warned about first)
     assert_refused(
-        run("setup", "--peer-database-url", "not a url"), "peer_database_url", "not a database URL"
+        run("setup", FLEETCRON_REPLICATION_PEER_DATABASE_URL="not a url"),
+        "peer_database_url",
+        "not a database URL",
     )
     assert_refused(
         run(

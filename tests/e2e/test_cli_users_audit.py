@@ -71,8 +71,10 @@ def test_user_add_refuses_a_name_that_exists(fleet: Fleet) -> None:
 
 
 def test_user_add_refuses_a_short_password(fleet: Fleet) -> None:
-    result = fleet.run("user add shorty --password seven77")
-    assert_refused(result, "password: must be at least 8 characters long")
+    result = fleet.run("user add shorty --password-file -")  # stdin: empty
+    short = fleet.run("user add shorty", FLEETCRON_PASSWORD="seven77")
+    assert_refused(result, "password: - is empty")
+    assert_refused(short, "password: must be at least 8 characters long")
     assert "seven77" not in result.stderr
     assert "shorty" not in roles(fleet)
 

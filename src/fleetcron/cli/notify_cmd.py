@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
+from fleetcron.cli.passwords import get_secret, secret_file_option
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -38,26 +37,34 @@ def channel() -> None:
 @channel.command("add")
 @click.argument("name")
 @click.option("--url", help="Webhook: POST the JSON message to this http(s) URL.")
+@secret_file_option(
+    "--secret-file",
+    f"webhook: the key to sign each request with HMAC-SHA256 (or {SECRET_ENV})",
+)
 @click.option(
-    "--secret",
-    help=f"Webhook: sign each request with HMAC-SHA256 under this key (or {SECRET_ENV}).",
+    "--secret", hidden=True, help="Deprecated: the key shows in `ps`; use --secret-file."
 )
 @click.option("--smtp-host", help="Email: the SMTP server.")
 @click.option("--smtp-port", type=int, default=25, show_default=True, help="Email: its port.")
 @click.option("--starttls", is_flag=True, help="Email: upgrade to TLS before sending.")
 @click.option("--username", help="Email: SMTP login.")
-@click.option("--password", help=f"Email: SMTP password (or {PASSWORD_ENV}).")
+@secret_file_option("--password-file", f"email: the SMTP password (or {PASSWORD_ENV})")
+@click.option(
+    "--password", hidden=True, help="Deprecated: the password shows in `ps`; use --password-file."
+)
 @click.option("--from", "sender", help="Email: the sender address.")
 @click.option("--to", multiple=True, help="Email: a recipient (repeat for more).")
 @as_user_option
 def channel_add(
     name: str,
     url: str | None,
+    secret_file: str | None,
     secret: str | None,
     smtp_host: str | None,
     smtp_port: int,
     starttls: bool,
     username: str | None,
+    password_file: str | None,
     password: str | None,
     sender: str | None,
     to: tuple[str, ...],
@@ -73,7 +80,17 @@ def channel_add(
             allowed="--url URL or --smtp-host HOST",
         )
     if url is not None:
-        spec = WebhookSpec(url=url, secret=secret or os.environ.get(SECRET_ENV) or None)
+        spec = WebhookSpec(
+            url=url,
+            secret=get_secret(
+                given=secret,
+                option="--secret",
+                file=secret_file,
+                file_option="--secret-file",
+                env=SECRET_ENV,
+                field="secret",
+            ),
+        )
     else:
         assert smtp_host is not None
         if not sender:
@@ -88,7 +105,14 @@ def channel_add(
             port=smtp_port,
             starttls=starttls,
             username=username,
-            password=password or (os.environ.get(PASSWORD_ENV) if username else None) or None,
+            password=get_secret(
+                given=password,
+                option="--password",
+                file=password_file,
+                file_option="--password-file",
+                env=PASSWORD_ENV if username else None,
+                field="password",
+            ),
             sender=sender,
             to=list(to),
         )

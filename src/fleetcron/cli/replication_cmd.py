@@ -8,6 +8,9 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
+from fleetcron.cli.passwords import get_secret, secret_file_option
+from fleetcron.errors import InvalidInput
+from fleetcron.masking import holds_secret
 from fleetcron.services import replication as svc
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -18,41 +21,103 @@ def replication() -> None:
     """The replicated pair: each node on its own PostgreSQL, kept in sync both ways."""
 
 
+PEER_URL_ENV = "FLEETCRON_REPLICATION_PEER_DATABASE_URL"
+THIS_CONNINFO_ENV = "FLEETCRON_REPLICATION_THIS_CONNINFO"
+
+
+def _connection(
+    given: str | None, file: str | None, option: str, *, env: str | None, field: str
+) -> str | None:
+    """A connection string from its ``*-file`` option, the command line (warned about when
+    it holds a password) or ``env``."""
+    return get_secret(
+        given=given,
+        option=option,
+        file=file,
+        file_option=f"{option}-file",
+        env=env,
+        field=field,
+        is_secret=holds_secret,
+    )
+
+
 @replication.command("setup")
 @click.option(
     "--peer-database-url",
-    required=True,
     help="The peer's database as this machine reaches it (an admin connection), e.g. "
-    "postgresql+psycopg://fleetcron@10.0.0.6/fleetcron.",
+    "postgresql+psycopg://fleetcron@10.0.0.6/fleetcron (or "
+    f"{PEER_URL_ENV}). With a password in it, prefer --peer-database-url-file.",
 )
+@secret_file_option("--peer-database-url-file", "the peer's database URL")
 @click.option(
     "--peer-conninfo",
     help="libpq string for this node's PostgreSQL server to reach the peer's "
-    "(default: FLEETCRON_REPLICATION_PEER_DSN, else from --peer-database-url).",
+    "(default: FLEETCRON_REPLICATION_PEER_DSN or its _FILE, else from the peer's URL).",
 )
+@secret_file_option("--peer-conninfo-file", "the libpq string to reach the peer")
 @click.option(
     "--this-conninfo",
     help="libpq string for the peer's PostgreSQL server to reach this one "
-    "(default: from this node's FLEETCRON_DATABASE_URL).",
+    f"(or {THIS_CONNINFO_ENV}; default: from this node's FLEETCRON_DATABASE_URL).",
 )
+@secret_file_option("--this-conninfo-file", "the libpq string to reach this node")
 @json_option
 @as_user_option
 def setup(
-    peer_database_url: str,
+    peer_database_url: str | None,
+    peer_database_url_file: str | None,
     peer_conninfo: str | None,
+    peer_conninfo_file: str | None,
     this_conninfo: str | None,
+    this_conninfo_file: str | None,
     as_json: bool,
     as_user: str | None,
 ) -> None:
     """Publish, node-scope the ids and subscribe both ways (run once, on the node whose
-    database holds the data; the peer's database must be migrated and empty)."""
+    database holds the data; the peer's database must be migrated and empty).
+
+    A password in a connection string belongs in a file (the ``-file`` options, ``-`` for
+    stdin), the environment or ~/.pgpass, not on the command line."""
+    files = [f for f in (peer_database_url_file, peer_conninfo_file, this_conninfo_file) if f]
+    if files.count("-") > 1:
+        raise InvalidInput(
+            "stdin: only one of the -file options can read stdin ('-')",
+            field="stdin",
+            value="-",
+            allowed="one '-' and files for the others",
+        )
+    peer_url = _connection(
+        peer_database_url,
+        peer_database_url_file,
+        "--peer-database-url",
+        env=PEER_URL_ENV,
+        field="peer_database_url",
+    )
+    if peer_url is None:
+        raise InvalidInput(
+            f"peer_database_url: required: use --peer-database-url-file FILE (or - for "
+            f"stdin), set {PEER_URL_ENV}, or --peer-database-url without a password",
+            field="peer_database_url",
+            value=None,
+            allowed="postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+        )
+    to_peer = _connection(
+        peer_conninfo, peer_conninfo_file, "--peer-conninfo", env=None, field="peer_conninfo"
+    )
+    to_this = _connection(
+        this_conninfo,
+        this_conninfo_file,
+        "--this-conninfo",
+        env=THIS_CONNINFO_ENV,
+        field="this_conninfo",
+    )
     with opened_app() as app:
         result = svc.setup(
             app,
             acting(app, as_user),
-            peer_database_url,
-            peer_conninfo=peer_conninfo,
-            this_conninfo=this_conninfo,
+            peer_url,
+            peer_conninfo=to_peer,
+            this_conninfo=to_this,
         )
     if as_json:
         print_json({**asdict(result), "changed": result.changed})

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import ConfigError, Conflict, CoordinationError, InvalidInput, StoreError
+from fleetcron.masking import mask_dsn
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.store import replication as sql
 from fleetcron.store.db import HEAD_REVISION, Database
@@ -63,16 +64,16 @@ def conninfo_of(url: str) -> str:
         parsed = make_url(url)
     except Exception as exc:
         raise InvalidInput(
-            f"peer_database_url: {url!r} is not a database URL",
+            f"peer_database_url: {mask_dsn(url)!r} is not a database URL",
             field="peer_database_url",
-            value=url,
+            value=mask_dsn(url),
             allowed="postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
         ) from exc
     if not parsed.drivername.startswith("postgresql") or not parsed.database:
         raise InvalidInput(
-            f"peer_database_url: {url!r} is not a PostgreSQL database URL",
+            f"peer_database_url: {mask_dsn(url)!r} is not a PostgreSQL database URL",
             field="peer_database_url",
-            value=url,
+            value=mask_dsn(url),
             allowed="postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
         )
     parts = {
@@ -173,7 +174,7 @@ def setup(
     connection). ``peer_conninfo``: how this node's PostgreSQL server reaches the peer's
     (default: ``replication_peer_dsn``, else derived from the URL). ``this_conninfo``: how
     the peer's server reaches this one (default: derived from this node's database URL)."""
-    note = AuditNote("cluster.replication.setup", detail={"peer": _redacted(peer_database_url)})
+    note = AuditNote("cluster.replication.setup", detail={"peer": mask_dsn(peer_database_url)})
     actor.authorize("cluster.manage")
     try:
         result = _setup(app, peer_database_url, peer_conninfo, this_conninfo)
@@ -198,11 +199,6 @@ def setup(
     return result
 
 
-def _redacted(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "(not a URL)"
 
 
 def _wait_for_copy(conn: Connection, name: str, *, timeout_s: float) -> None:

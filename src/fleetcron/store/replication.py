@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
 
+from fleetcron.errors import StoreError
+from fleetcron.masking import mask_dsn
 from fleetcron.store.schema import Base
 
 __all__ = [
@@ -135,13 +138,20 @@ def create_subscription(conn: Connection, name: str, conninfo: str, *, copy_data
     if exists:
         return False
     quoted = conninfo.replace("'", "''")
-    conn.execute(
-        text(
-            f'CREATE SUBSCRIPTION "{name}" CONNECTION \'{quoted}\' PUBLICATION "{PUBLICATION}"'
-            f" WITH (origin = none, copy_data = {'true' if copy_data else 'false'},"
-            " disable_on_error = false)"
+    try:
+        conn.execute(
+            text(
+                f'CREATE SUBSCRIPTION "{name}" CONNECTION \'{quoted}\' PUBLICATION "{PUBLICATION}"'
+                f" WITH (origin = none, copy_data = {'true' if copy_data else 'false'},"
+                " disable_on_error = false)"
+            )
         )
-    )
+    except DBAPIError as exc:
+        # The statement holds the connection string: say what failed without it.
+        raise StoreError(
+            f"cannot create the subscription {name} to {mask_dsn(conninfo)}: "
+            f"{str(exc.orig).replace(conninfo, mask_dsn(conninfo))}"
+        ) from None
     return True
 
 

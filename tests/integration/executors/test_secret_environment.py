@@ -79,3 +79,116 @@ def test_a_process_started_with_the_key_shows_it_in_proc_environ() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_scheduler_keeps_the_replication_peer_dsn_out_of_its_environment(
+    tmp_path: Path,
+) -> None:
+    """The peer's connection string (with its password) is a secret setting too."""
+    dsn = "host=10.0.0.6 user=repl password=PEER-DSN-SECRET dbname=fleetcron"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLEETCRON_")},
+        "FLEETCRON_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCRON_REPLICATION_PEER_DSN": dsn,
+        "FLEETCRON_TICK_S": "0.2",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        log = [proc.stderr.readline() for _ in range(1)]
+        deadline = time.monotonic() + 60
+        while "scheduler started" not in log[-1] and log[-1] and time.monotonic() < deadline:
+            log.append(proc.stderr.readline())
+        assert any("scheduler started" in line for line in log), "".join(log)
+        environ = environ_of(proc.pid)
+        assert b"FLEETCRON_SECRETS_FD=" in environ
+        assert b"PEER-DSN-SECRET" not in environ
+        assert b"FLEETCRON_REPLICATION_PEER_DSN" not in environ
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_process_started_with_the_peer_dsn_shows_it_in_proc_environ() -> None:
+    """Negative control for the test above: without the re-exec the DSN is readable there."""
+    proc = subprocess.Popen(
+        ["sleep", "30"], env={"FLEETCRON_REPLICATION_PEER_DSN": "password=PEER-DSN-SECRET"}
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert b"PEER-DSN-SECRET" in environ_of(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _scheduler_with_credentials(tmp_path: Path, *, with_key: bool) -> tuple[int | None, str]:
+    """Start ``fleetcron scheduler`` as the units in deploy/ do: the master key in a
+    read-only credentials directory (systemd's ``LoadCredential=``, ``%d``), named by
+    ``FLEETCRON_MASTER_KEY_FILE``. Without the key, the credentials "directory" is a file,
+    so that no key can be made in its place (this runs as root, whom modes do not stop).
+    Its exit code (None while it runs) and its log."""
+    credentials = tmp_path / "credentials"
+    if with_key:
+        credentials.mkdir()
+        (credentials / "master.key").write_bytes(KEY + b"\n")
+        (credentials / "master.key").chmod(0o400)
+        credentials.chmod(0o500)
+    else:
+        credentials.write_text("")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLEETCRON_")},
+        "CREDENTIALS_DIRECTORY": str(credentials),
+        "FLEETCRON_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCRON_MASTER_KEY_FILE": f"{credentials}/master.key",
+        "FLEETCRON_TICK_S": "0.2",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        log: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            log.append(line)
+            if "scheduler started" in line:
+                break
+        return proc.poll(), "".join(log)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if credentials.is_dir():
+            credentials.chmod(0o700)
+
+
+KEY = generate_key()
+
+
+def test_the_scheduler_reads_its_master_key_from_a_credentials_directory(
+    tmp_path: Path,
+) -> None:
+    code, log = _scheduler_with_credentials(tmp_path, with_key=True)
+    assert code is None and "scheduler started" in log, log
+    assert (tmp_path / "credentials" / "master.key").read_bytes() == KEY + b"\n"
+    assert not (tmp_path / "data" / "master.key").exists()
+
+
+def test_without_the_credential_the_scheduler_stops_naming_the_key_file(
+    tmp_path: Path,
+) -> None:
+    """Negative control: the start of the test above needs the credential."""
+    code, log = _scheduler_with_credentials(tmp_path, with_key=False)
+    assert code not in (None, 0) and "scheduler started" not in log, log
+    assert "master key" in log and "credentials/master.key" in log, log

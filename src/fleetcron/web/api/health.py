@@ -28,9 +28,19 @@ def healthz() -> dict[str, str]:
     return {"status": "alive"}
 
 
+OWNING = ("standalone", "owner")
+"""Ownership states in which this node runs the jobs (a standalone node always does)."""
+
+
 @router.get("/readyz", dependencies=[Depends(public)])
 def readyz(request: Request) -> JSONResponse:
-    """Ready: the database answers, the scheduler loop ticks, ownership is known."""
+    """Ready: the database answers, the scheduler loop ticks, ownership is known.
+
+    ``role`` says what a ready node is: ``owner`` (it holds ownership and runs the jobs; a
+    standalone node always does) or ``standby`` (a healthy node of a cluster that does not
+    hold it, ready to take over). A node that is neither (the database unreachable, the
+    loop stalled, ownership invalid or refused) answers 503 with ``role`` null and the
+    failing check."""
     app = the_app(request)
     checks: dict[str, Any] = {}
     try:
@@ -50,12 +60,19 @@ def readyz(request: Request) -> JSONResponse:
         checks["scheduler"] = (
             "ok" if behind <= limit else f"last tick {behind.total_seconds():.0f}s ago"
         )
-    ownership = request.app.state.ownership()
-    checks["ownership"] = "ok" if ownership in ("standalone", "owner", "standby") else ownership
+    try:
+        ownership = str(request.app.state.ownership())
+    except Exception as exc:  # read from the database in a cluster: unknown when it is down
+        ownership = f"unknown: {exc.__class__.__name__}"
+    checks["ownership"] = "ok" if ownership in (*OWNING, "standby") else ownership
     ready = all(v == "ok" for k, v in checks.items() if k != "scheduler") and checks.get(
         "scheduler"
     ) in ("ok", "not running in this process")
-    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+    role = ("owner" if ownership in OWNING else "standby") if ready else None
+    return JSONResponse(
+        {"ready": ready, "role": role, "ownership": ownership, "checks": checks},
+        status_code=200 if ready else 503,
+    )
 
 
 @router.get("/metrics", dependencies=[Depends(public)])
