@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint bench dist clean
+.PHONY: run test quick lint bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ test: $(VENV)/.installed
 	wait $$serial_pid; serial=$$?; \
 	cat $$serial_log; rm -f $$serial_log; \
 	test $$parallel -eq 0 && test $$serial -eq 0
+
+# The edit loop, under a minute on two cores: unit tests, the contract tests of the
+# executors and the API, and a smoke test of the CLI and of the API, on SQLite. `--quick`
+# (tests/conftest.py) leaves out whatever needs PostgreSQL, sshd, a browser or real deadlines.
+QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py \
+	tests/integration/web/test_schemathesis.py tests/integration/web/test_smoke_api.py \
+	tests/e2e/test_smoke_cli.py
+
+quick: $(VENV)/.installed
+	$(BIN)/pytest --quick -q $(QUICK_TESTS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
