@@ -9,6 +9,7 @@ its own session fixtures (PostgreSQL cluster, sshd, zygote, Chromium) on free lo
 and its own temporary directory.
 """
 
+import os
 import signal
 import threading
 
@@ -38,6 +39,42 @@ HEAVY_FIXTURES = frozenset(
 HEAVY_MARKERS = frozenset({"postgres", "sshd", "serial", "wheel", "slow"})
 #: Parameter values that select a real server: ``database_url[postgres]``, executors' ``ssh``.
 HEAVY_PARAMS = frozenset({"postgres", "ssh"})
+
+
+#: The skips that are honest on a machine set up by scripts/system-deps.sh and run as root
+#: (CI's): a skip for any other reason means a test that should run here did not, and with
+#: ``CI`` or ``STRICT_SKIPS`` set the run fails (``pytest_sessionfinish``). Reason -> why allowed.
+ALLOWED_SKIPS = {
+    "runs_fts is SQLite's": "the full-text index exists on SQLite only: nothing to test on "
+    "PostgreSQL",
+}
+_SKIPPED: list[tuple[str, str]] = []
+
+
+def strict_skips() -> bool:
+    """Whether a skip outside :data:`ALLOWED_SKIPS` fails the run: in CI, or when asked."""
+    return any(
+        os.environ.get(name, "").lower() in {"1", "true", "yes"} for name in ("CI", "STRICT_SKIPS")
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        _SKIPPED.append((report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+def _unexplained_skips() -> list[tuple[str, str]]:
+    return [(nodeid, reason) for nodeid, reason in _SKIPPED if reason not in ALLOWED_SKIPS]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput") or not strict_skips():
+        return
+    if _unexplained_skips() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,6 +120,15 @@ def pytest_fixture_setup(fixturedef: FixtureDef[object], request: SubRequest) ->
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
+    unexplained = _unexplained_skips()
+    if unexplained and strict_skips() and not hasattr(config, "workerinput"):
+        terminalreporter.section("skips that are not allowed here", red=True)
+        for nodeid, reason in unexplained:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line(
+            "a test that should run on this machine was skipped: fix the cause, or add the "
+            "reason to ALLOWED_SKIPS in tests/conftest.py with why it cannot run here"
+        )
     deselected = config.stash.get(_QUICK_DESELECTED, None)
     if deselected is not None:
         terminalreporter.write_line(
