@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint bench dist clean
+.PHONY: run test quick lint bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,9 @@ run: $(VENV)/.installed
 # browser tests last on theirs) at a lower CPU priority (nice $(TEST_NICE)), so the scenarios'
 # scheduler processes get the CPU as soon as they wake and their margins hold, while the
 # rest of the suite uses the time they spend waiting. `.venv/bin/pytest` alone runs
-# everything in one process.
+# everything in one process. Each part prints its 20 slowest tests (--durations=20).
+# Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
+# CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 TEST_WORKERS ?= 3
 TEST_NICE ?= 10
 
@@ -34,12 +36,22 @@ test: $(VENV)/.installed
 	bash scripts/system-deps.sh
 	@serial_log=$$(mktemp); \
 	echo "the fault scenarios (marked serial) run beside the rest; their report comes last"; \
-	$(BIN)/pytest -m serial > $$serial_log 2>&1 & serial_pid=$$!; \
-	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial"; \
+	$(BIN)/pytest -m serial --durations=20 > $$serial_log 2>&1 & serial_pid=$$!; \
+	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" --durations=20; \
 	parallel=$$?; \
 	wait $$serial_pid; serial=$$?; \
 	cat $$serial_log; rm -f $$serial_log; \
 	test $$parallel -eq 0 && test $$serial -eq 0
+
+# The edit loop, under a minute on two cores: unit tests, the contract tests of the
+# executors and the API, and a smoke test of the CLI and of the API, on SQLite. `--quick`
+# (tests/conftest.py) leaves out whatever needs PostgreSQL, sshd, a browser or real deadlines.
+QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py \
+	tests/integration/web/test_schemathesis.py tests/integration/web/test_smoke_api.py \
+	tests/e2e/test_smoke_cli.py
+
+quick: $(VENV)/.installed
+	$(BIN)/pytest --quick -q $(QUICK_TESTS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

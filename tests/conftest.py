@@ -9,10 +9,12 @@ its own session fixtures (PostgreSQL cluster, sshd, zygote, Chromium) on free lo
 and its own temporary directory.
 """
 
+import os
 import signal
 import threading
 
 import pytest
+from _pytest.fixtures import FixtureDef, SubRequest
 
 pytest_plugins = [
     "fixtures.postgres",
@@ -27,6 +29,112 @@ SERIAL_DIRECTORIES = ("/tests/fault/",)
 #: Fixture scopes wider than a test and narrower than the session: the tests sharing such a
 #: fixture go to one worker together, so that it is set up once, not once per worker.
 _SHARED_SCOPES = {"class", "module", "package"}
+
+#: ``--quick`` (``make quick``): the fixtures that start a real server or browser. Tests that
+#: need one are deselected (and counted in the summary); a test that still reaches one (through
+#: ``request.getfixturevalue``) fails, so the quick run never claims more than it ran.
+HEAVY_FIXTURES = frozenset(
+    {"postgres_server", "pg_pair_servers", "sshd", "browser", "playwright_driver", "lab"}
+)
+HEAVY_MARKERS = frozenset({"postgres", "sshd", "serial", "wheel", "slow"})
+#: Parameter values that select a real server: ``database_url[postgres]``, executors' ``ssh``.
+HEAVY_PARAMS = frozenset({"postgres", "ssh"})
+
+
+#: The skips that are honest on a machine set up by scripts/system-deps.sh and run as root
+#: (CI's): a skip for any other reason means a test that should run here did not, and with
+#: ``CI`` or ``STRICT_SKIPS`` set the run fails (``pytest_sessionfinish``). Reason -> why allowed.
+ALLOWED_SKIPS = {
+    "runs_fts is SQLite's": "the full-text index exists on SQLite only: nothing to test on "
+    "PostgreSQL",
+}
+_SKIPPED: list[tuple[str, str]] = []
+
+
+def strict_skips() -> bool:
+    """Whether a skip outside :data:`ALLOWED_SKIPS` fails the run: in CI, or when asked."""
+    return any(
+        os.environ.get(name, "").lower() in {"1", "true", "yes"} for name in ("CI", "STRICT_SKIPS")
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        _SKIPPED.append((report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+def _unexplained_skips() -> list[tuple[str, str]]:
+    return [(nodeid, reason) for nodeid, reason in _SKIPPED if reason not in ALLOWED_SKIPS]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput") or not strict_skips():
+        return
+    if _unexplained_skips() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the edit loop (make quick): leave out every test that needs PostgreSQL, sshd, "
+        "a browser or real deadlines, and fail a test that reaches one anyway",
+    )
+
+
+def _needs_heavy(item: pytest.Item) -> bool:
+    if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if any(item.get_closest_marker(name) for name in HEAVY_MARKERS):
+        return True
+    callspec = getattr(item, "callspec", None)
+    values = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(value, str) and value in HEAVY_PARAMS for value in values)
+
+
+def _deselect_heavy(config: pytest.Config, items: list[pytest.Item]) -> None:
+    heavy = [item for item in items if _needs_heavy(item)]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not _needs_heavy(item)]
+    config.stash[_QUICK_DESELECTED] = len(heavy)
+
+
+_QUICK_DESELECTED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: FixtureDef[object], request: SubRequest) -> None:
+    if request.config.getoption("quick") and fixturedef.argname in HEAVY_FIXTURES:
+        pytest.fail(
+            f"--quick: {request.node.nodeid} needs {fixturedef.argname}; mark it (postgres, "
+            "sshd or slow) so that the quick run leaves it out",
+            pytrace=False,
+        )
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    unexplained = _unexplained_skips()
+    if unexplained and strict_skips() and not hasattr(config, "workerinput"):
+        terminalreporter.section("skips that are not allowed here", red=True)
+        for nodeid, reason in unexplained:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line(
+            "a test that should run on this machine was skipped: fix the cause, or add the "
+            "reason to ALLOWED_SKIPS in tests/conftest.py with why it cannot run here"
+        )
+    deselected = config.stash.get(_QUICK_DESELECTED, None)
+    if deselected is not None:
+        terminalreporter.write_line(
+            f"--quick: {deselected} tests that need PostgreSQL, sshd, a browser or real "
+            "deadlines were left out; `make test` runs everything"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,7 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API leaves an event loop marked as running
     in the main thread, which asyncio tests collected after them would trip over (under
     xdist too: the Makefile passes ``--no-loadscope-reorder``, so each worker gets its work
@@ -62,6 +170,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = _shared_fixture_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    if config.getoption("quick"):
+        _deselect_heavy(config, items)
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:

@@ -326,17 +326,6 @@ class Settings(BaseSettings):
         "owner's claims, kills the older generations' commands there, and starts those "
         "assignments without waiting for the claim deadlines. Off: always wait.",
     )
-    unsafe_disable_guard: bool = Field(
-        default=False,
-        description="TEST ONLY: switch the ownership guard off to show that the fault tests "
-        "catch duplicate runs. Never set this in production.",
-    )
-    unsafe_disable_claim_wait: bool = Field(
-        default=False,
-        description="TEST ONLY: a new owner starts without waiting for the previous owner's "
-        "claims to reach their deadlines, to show that the fault tests catch two owners "
-        "executing at once. Never set this in production.",
-    )
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )

@@ -84,8 +84,8 @@ def test_negative_control_without_the_guard_the_checkers_catch_two_owners(lab: L
     lab.make_owner("alpha")
     lab.add_fleet(60, work="sleep 1")
     since = lab.sim_now()
-    lab.start("alpha", FLEETCRON_UNSAFE_DISABLE_GUARD="true")
-    lab.start("beta", FLEETCRON_UNSAFE_DISABLE_GUARD="true")
+    lab.start("alpha", FAULT_NODE_POLICY="unguarded")
+    lab.start("beta", FAULT_NODE_POLICY="unguarded")
 
     wait_until(
         lambda: started_by(lab, "alpha") > 0 and started_by(lab, "beta") > 0,

@@ -341,7 +341,7 @@ def test_negative_control_without_the_wait_the_checkers_catch_two_generations(
         fault="kill",
         mode="lease",
         ssh=sshd if kind == "ssh" else None,
-        beta_env={"FLEETCRON_UNSAFE_DISABLE_CLAIM_WAIT": "true"},
+        beta_env={"FAULT_NODE_POLICY": "no-claim-wait"},
         settle_checks=False,
     )
     effects = read_effects(lab.effects)

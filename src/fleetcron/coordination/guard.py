@@ -86,8 +86,8 @@ class CoordinatedGuard:
     unguarded: bool = False
     #: With automatic failover: whether this node renewed its lease in time.
     lease_holds: Callable[[], bool] | None = None
-    #: TEST ONLY switch (``unsafe_disable_claim_wait``): start without waiting for the
-    #: previous owners' claims, to show that the fault tests catch overlapping owners.
+    #: Off only in the fault tests' negative controls (:class:`~fleetcron.coordination.node.
+    #: GuardPolicy`): start without waiting for the previous owners' claims.
     wait_for_old_claims: bool = True
     #: Replicated pair: each node writes its own database. Only the owner records slots,
     #: so a broken coordination state ("invalid") records nothing here instead of the

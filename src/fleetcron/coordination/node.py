@@ -19,11 +19,30 @@ from fleetcron.coordination.identity import NodeIdentity, node_identity, read_ma
 from fleetcron.errors import CoordinationError
 
 
+@dataclass(frozen=True)
+class GuardPolicy:
+    """How strictly a node's ownership guard checks its run writes.
+
+    Every node in production runs under :data:`GUARDED`; no setting, environment variable
+    or config key reaches this. The fault tests' negative controls compose a weaker policy
+    into their own scheduler process (``tests/fault/node_process.py``) to show that their
+    checkers catch the duplicate runs the guard and the claim wait prevent."""
+
+    #: Off: every write is allowed, as if this node were always the owner.
+    guarded: bool = True
+    #: Off: a new owner starts without waiting for the previous owners' claims.
+    wait_for_old_claims: bool = True
+
+
+GUARDED = GuardPolicy()
+
+
 @dataclass
 class Node:
     """This process's view of itself in the cluster."""
 
     app: App
+    policy: GuardPolicy = GUARDED
 
     @cached_property
     def identity(self) -> NodeIdentity:
@@ -46,8 +65,8 @@ class Node:
         return CoordinatedGuard(
             self.identity.node_id,
             self.identity.fingerprint,
-            unguarded=self.app.settings.unsafe_disable_guard,
-            wait_for_old_claims=not self.app.settings.unsafe_disable_claim_wait,
+            unguarded=not self.policy.guarded,
+            wait_for_old_claims=self.policy.wait_for_old_claims,
             lease_holds=lease_holds,
             replicated_pair=self.app.settings.topology == "replicated-pair",
         )

@@ -1,12 +1,13 @@
 """An executor that runs nothing: scripted outcomes after a simulated duration.
 
 For tests (and benchmarks) about scheduling rather than execution: no process, no
-connection, only ``asyncio.sleep`` on the event loop, so a scheduler test that needs a run
-to last a while costs that while and nothing else (and a short duration costs almost
-nothing). It honours the parts of the request the scheduler relies on: the timeout (and the
-claim deadline as ``watchdog_s``) end a run as ``timed_out``, output is bounded by
-``output_limit`` like the real executors', and cancelling ``run`` cancels the sleep (the
-run is gone, as a killed process group is).
+connection, only a sleep (``asyncio.sleep`` on the event loop unless ``sleep`` is given: a
+test on a fake clock passes one that moves that clock, so a simulated 30 s run costs no real
+30 s). A scheduler test that needs a run to last a while costs that while and nothing else
+(and a short duration costs almost nothing). It honours the parts of the request the
+scheduler relies on: the timeout (and the claim deadline as ``watchdog_s``) end a run as
+``timed_out``, output is bounded by ``output_limit`` like the real executors', and
+cancelling ``run`` cancels the sleep (the run is gone, as a killed process group is).
 
 Outcomes are chosen per request by ``script``: a mapping from the command to a
 :class:`FakeOutcome`, or a function of the target and request; a command it does not name
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,6 +51,8 @@ class FakeOutcome:
 SUCCEED: FakeOutcome = FakeOutcome()
 
 Script = Mapping[str, FakeOutcome] | Callable[[RunTarget, ExecRequest], FakeOutcome]
+#: How a simulated run waits out its duration: ``asyncio.sleep``, or a fake clock's sleep.
+Sleep = Callable[[float], Awaitable[object]]
 
 
 class FakeExecutor:
@@ -61,9 +64,11 @@ class FakeExecutor:
         *,
         clock: Clock = utc_now,
         concurrency: int | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.script: Script = script if script is not None else {}
         self._clock = clock
+        self._sleep = sleep
         self._slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
         self.calls: list[tuple[RunTarget, ExecRequest]] = []
         self.closed = False
@@ -93,7 +98,7 @@ class FakeExecutor:
         timed_out = outcome.duration_s > limit
         try:
             await unless_stopped(
-                asyncio.sleep(limit if timed_out else outcome.duration_s), request.live
+                self._wait(limit if timed_out else outcome.duration_s), request.live
             )
         except StopRequested:
             return self._result("failed", None, outcome, request, started_at, t0, STOPPED)
@@ -102,6 +107,9 @@ class FakeExecutor:
             return self._result("timed_out", None, outcome, request, started_at, t0, error)
         status: Status = "succeeded" if outcome.exit_code == 0 else "failed"
         return self._result(status, outcome.exit_code, outcome, request, started_at, t0, None)
+
+    async def _wait(self, seconds: float) -> None:
+        await self._sleep(seconds)
 
     async def close(self) -> None:
         self.closed = True

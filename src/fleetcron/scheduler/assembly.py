@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
+from fleetcron.coordination.node import GUARDED, GuardPolicy
 from fleetcron.crypto import create_key_file
 from fleetcron.executors.base import Executor
 from fleetcron.metrics import Metrics
@@ -70,15 +71,18 @@ def build_scheduler(
     metrics: Metrics | None = None,
     *,
     executors: Mapping[str, Executor] | None = None,
+    guard_policy: GuardPolicy = GUARDED,
 ) -> Scheduler:
     """The scheduler of this process: guarded by ownership in cluster mode, with
     housekeeping (cluster maintenance, retention) every ``maintenance_interval_s``.
 
     ``executors`` replaces the standard table (tests and benchmarks that measure the
     scheduler alone pass :class:`fleetcron.executors.fake.FakeExecutor`).
+    ``guard_policy`` is the cluster guard's: only the fault tests' negative controls pass
+    another than :data:`~fleetcron.coordination.node.GUARDED`.
     """
     if app.settings.cluster:
-        return _cluster_scheduler(app, metrics, executors)
+        return _cluster_scheduler(app, metrics, executors, guard_policy)
     return Scheduler(
         app,
         maintenance=Housekeeping(app),
@@ -89,10 +93,13 @@ def build_scheduler(
 
 
 def _cluster_scheduler(
-    app: App, metrics: Metrics | None, executors: Mapping[str, Executor] | None
+    app: App,
+    metrics: Metrics | None,
+    executors: Mapping[str, Executor] | None,
+    guard_policy: GuardPolicy,
 ) -> Scheduler:
     """A scheduler whose every run write is checked by the ownership guard."""
-    node = Node(app)
+    node = Node(app, guard_policy)
     cluster.announce(app, node)
     ensure_secret(app, SYSTEM)
     log.info(

@@ -355,7 +355,9 @@ async def test_runs_a_crash_left_inside_their_deadline_are_closed_when_it_passes
         task.cancel()  # the process "dies": nothing records the outcome
     await asyncio.gather(*first.running.values(), return_exceptions=True)
 
-    second = Scheduler(app, clock=clock, executors={"local": fake})
+    # The slot fired after the restart runs its 30 s on the fake clock, not in real time.
+    on_the_clock = FakeExecutor(fake.script, clock=clock, sleep=clock.sleep)
+    second = Scheduler(app, clock=clock, executors={"local": on_the_clock})
     await second.start()  # at once: the run's deadline is still ahead
     assert [r.status for r in runs_of(app, "slow")] == ["running"]
     clock.advance(seconds=10 * 60)  # 09:11:01, long past the deadline

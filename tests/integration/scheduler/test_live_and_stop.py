@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
-from collections.abc import Callable
 
 import pytest
 from sqlalchemy import select
@@ -25,6 +23,7 @@ from fleetcron.services import jobs, runs, targets
 from fleetcron.services.jobs import JobSpec
 from fleetcron.store.schema import AuditEvent, Run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
+from waiting import eventually_async
 
 
 @pytest.fixture
@@ -49,15 +48,6 @@ def stop_events(app: App) -> list[AuditEvent]:
         return list(session.scalars(select(AuditEvent).where(AuditEvent.action == "run.stop")))
 
 
-async def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
 async def started(app: App, operator: Actor, scheduler: Scheduler, job: str) -> int:
     [run_id] = runs.request_run(app, operator, job)
     await scheduler.tick()
@@ -75,13 +65,18 @@ async def test_a_follower_sees_the_output_while_it_runs_and_a_stop_kills_the_gro
     def seen() -> str:
         return runs.follow_output(app, operator, run_id, 0, live=scheduler.live).text
 
-    assert await eventually(lambda: "one" in seen() and "two" in seen())
+    await eventually_async(
+        lambda: "one" in seen() and "two" in seen(), message="both lines in the live output"
+    )
     view = runs.follow_output(app, operator, run_id, 0, live=scheduler.live)
     assert (view.source, view.running, view.node) == ("live", True, app.node_name)
     assert "__fleetcron_pgid__" not in view.text
     assert runs.follow_output(app, operator, run_id, view.offset, live=scheduler.live).text == ""
     # The checker can fail: both processes are there before the stop.
-    assert await eventually(lambda: bool(sleeping(main)) and bool(sleeping(child)))
+    await eventually_async(
+        lambda: bool(sleeping(main)) and bool(sleeping(child)),
+        message="the command and its child sleeping",
+    )
 
     try:
         outcome = runs.stop_run(app, operator, run_id, local_stop=scheduler.stop)
@@ -109,7 +104,7 @@ async def test_a_stop_asked_for_elsewhere_is_picked_up_on_the_next_tick(
     add(app, operator, "slow", f"echo hello; sleep {main}")
     scheduler.live_snapshot_s = 0.0
     run_id = await started(app, operator, scheduler, "slow")
-    assert await eventually(lambda: bool(sleeping(main)))
+    await eventually_async(lambda: bool(sleeping(main)), message="the command sleeping")
     await scheduler.tick()  # writes the snapshot
 
     # Another process (the CLI, another node's web app) reads the run row.
@@ -177,7 +172,7 @@ async def test_a_run_that_is_not_stopped_runs_on(
     add(app, operator, "slow", f"sleep {main}")
     run_id = await started(app, operator, scheduler, "slow")
     try:
-        assert await eventually(lambda: bool(sleeping(main)))
+        await eventually_async(lambda: bool(sleeping(main)), message="the command sleeping")
         await scheduler.tick()
         await asyncio.sleep(0.3)
         assert sleeping(main)
@@ -207,8 +202,14 @@ async def test_a_run_on_an_ssh_target_is_followed_and_stopped_with_nothing_left_
         return runs.follow_output(app, operator, run_id, 0, live=scheduler.live).text
 
     try:
-        assert await eventually(lambda: "remote one" in seen() and "remote two" in seen())
-        assert await eventually(lambda: bool(sleeping(main)) and bool(sleeping(child)))
+        await eventually_async(
+            lambda: "remote one" in seen() and "remote two" in seen(),
+            message="both remote lines in the live output",
+        )
+        await eventually_async(
+            lambda: bool(sleeping(main)) and bool(sleeping(child)),
+            message="the command and its child sleeping",
+        )
         runs.stop_run(app, operator, run_id, local_stop=scheduler.stop)
         await scheduler.idle()
         left = sleeping(main) + sleeping(child)
