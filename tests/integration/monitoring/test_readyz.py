@@ -64,3 +64,25 @@ def test_in_a_cluster_the_owner_and_the_standby_say_which_they_are(
     assert owner[0] == 200 and owner[1]["role"] == "owner", owner
     assert standby[0] == 200 and standby[1]["role"] == "standby", standby
     assert (owner[1]["ownership"], standby[1]["ownership"]) == ("owner", "standby")
+
+
+def test_a_cluster_node_with_its_database_down_answers_503_not_500(tmp_path: Path) -> None:
+    """In a cluster the ownership state is read from the database: its failure is a
+    failing check, not an error."""
+    machine_id = tmp_path / "machine-id"
+    machine_id.write_text("0123456789abcdef0123456789abcdef\n")
+    settings = make_settings(
+        tmp_path / "data",
+        "postgresql+psycopg://fc@127.0.0.1:1/fc",
+        cluster=True,
+        endpoint="http://alpha.example:8080",
+        machine_id_file=machine_id,
+    )
+    app = App.open(settings)
+    try:
+        code, body = ready(app)
+    finally:
+        app.close()
+    assert code == 503, body
+    assert body["role"] is None
+    assert str(body["ownership"]).startswith("unknown"), body
