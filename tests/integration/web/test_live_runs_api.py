@@ -105,10 +105,12 @@ def test_stop_is_for_operators_and_an_ended_run_answers_409(
         events = session.scalars(
             select(AuditEvent).where(AuditEvent.action == "run.stop").order_by(AuditEvent.id)
         ).all()
-        # The viewer was turned away by the route, before the service (as on every route).
+        # The viewer was turned away by the route, before the service (as on every route);
+        # the route audits the refusal (aggregated, with the count so far).
         assert [(e.actor, e.success) for e in events] == [
-            ("olivia", True), ("olivia", False), ("olivia", False)
+            ("victor", False), ("olivia", True), ("olivia", False), ("olivia", False)
         ]  # fmt: skip
+        assert events[0].detail["refused"] == 1 and events[0].detail["reason"] == "role"
 
 
 def test_the_stop_form_needs_the_csrf_token(
