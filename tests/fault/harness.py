@@ -165,18 +165,20 @@ class Lab:
         )
 
     def start(self, name: str, **extra_env: str) -> None:
-        self.processes[name] = subprocess.Popen(
-            [
-                sys.executable,
-                str(NODE_PROCESS),
-                str(self.real_epoch),
-                self.sim_epoch.isoformat(),
-                str(self.speed),
-            ],
-            env=self.env(name, **extra_env),
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.directory / f"{name}.log", "ab"),  # noqa: SIM115 - closed with the process
-        )
+        # The node writes its log through its own copy of the descriptor: ours is closed.
+        with open(self.directory / f"{name}.log", "ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(NODE_PROCESS),
+                    str(self.real_epoch),
+                    self.sim_epoch.isoformat(),
+                    str(self.speed),
+                ],
+                env=self.env(name, **extra_env),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
 
     def signal(self, name: str, sig: signal.Signals) -> None:
         self.processes[name].send_signal(sig)
