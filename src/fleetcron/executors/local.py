@@ -56,6 +56,7 @@ from fleetcron.executors.watchdog import (
     PGID_MARKER,
     plain_script,
     plan,
+    stop_argv,
     superseded_error,
     watchdog_script,
 )
@@ -68,6 +69,8 @@ _CHUNK = 65536
 _ABORT_RETRY_S: Final = 0.05
 """On cancel, how often the kill is repeated until the command's pipes close."""
 _ABORT_WAIT_S: Final = 5.0
+_STOP_MARGIN_S: Final = 10.0
+"""Beyond twice the grace, how long the script that ends a run's group may take."""
 """On cancel, how long the kill is repeated before the remaining holders are left alone."""
 
 ROOT_REFUSED: Final = (
@@ -245,11 +248,11 @@ class LocalExecutor:
             status, exit_code = "timed_out", None
             error = timeout_error(request.timeout_s, limit, "process group killed")
         except StopRequested:
-            # Stopped by an operator: the whole group at once (the scheduler records it
-            # cancelled).
+            # Stopped by an operator: the whole group, as at a timeout (SIGTERM, SIGKILL
+            # after the grace); the scheduler records it cancelled.
             if self._watchdog:
                 await _reported(splitter, proc)
-            await self._kill_group(proc, splitter, readers, 0.0)
+            await self._kill_group(proc, splitter, readers, self._kill_grace_s)
             status, exit_code, error = "failed", None, STOPPED
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
@@ -306,16 +309,36 @@ class LocalExecutor:
         readers: asyncio.Future[Any],
         grace_s: float,
     ) -> None:
+        """End the run's group as on an SSH target
+        (:func:`~fleetcron.executors.watchdog.stop_argv`: SIGTERM to every member,
+        SIGKILL to what is alive after ``grace_s``), then the wrapper."""
         pgid = _pgid(splitter) or proc.pid
-        _signal_group(pgid, signal.SIGTERM)
-        _signal_group(pgid, signal.SIGCONT)
-        # Closed pipes and a reaped shell mean the group has exited; killpg(pgid, 0) would
-        # not tell, as unreaped zombies still count as members.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(asyncio.shield(readers), proc.wait()), grace_s)
+        try:
+            await _uncancelled(
+                asyncio.to_thread(
+                    subprocess.run,
+                    stop_argv(pgid, grace_s),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=2 * grace_s + _STOP_MARGIN_S,
+                    check=False,
+                )
+            )
+        except (OSError, subprocess.SubprocessError):
+            # The stop script could not run (or hung): signal the group from here.
+            _signal_group(pgid, signal.SIGTERM)
+            _signal_group(pgid, signal.SIGCONT)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(asyncio.shield(readers), proc.wait()), grace_s
+                )
         _signal_group(pgid, signal.SIGKILL)
         _signal_group(proc.pid, signal.SIGKILL)
         await proc.wait()
+        with contextlib.suppress(TimeoutError):
+            # The output the command wrote while it ended (a SIGTERM handler's).
+            await asyncio.wait_for(asyncio.shield(readers), _ABORT_RETRY_S * 20)
         readers.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await readers

@@ -31,10 +31,11 @@ The command runs under the watchdog of :mod:`fleetcron.executors.watchdog` (POSI
 coreutils ``timeout`` on the target, nothing to install): its process group is killed at
 the run's budget by the target's own clock, even when this process is gone, stopped or
 cut off. The wrapper prints ``__fleetcron_pgid__=<pgid>`` on stderr (stripped from the
-captured output). On timeout a second session on the same connection runs
-``kill -s TERM -- -<pgid>``, then ``KILL`` after the grace period if the session is still
-open. Closing the channel would leave the command running, and SSH signal requests
-(where sshd honours them) reach only the shell, not its children. The target's login
+captured output). On timeout and on Stop a second session on the same connection runs
+:data:`~fleetcron.executors.watchdog.STOP_SCRIPT`: SIGTERM to the whole group, SIGKILL to
+what is still alive in it after the grace period (``kill_grace_s``). Closing the channel
+would leave the command running, and SSH signal requests (where sshd honours them) reach
+only the shell, not its children. The target's login
 shell must be POSIX-like (sh, bash, dash, zsh, ksh); the command's stdin is /dev/null.
 
 Active cleanup: :meth:`SshExecutor.mark_and_kill_older_generations` raises the target's
@@ -86,12 +87,16 @@ from fleetcron.executors.watchdog import (
     SCAN_SCRIPT,
     plain_script,
     plan,
+    stop_command,
     superseded_error,
     watchdog_script,
 )
 
 logger = logging.getLogger(__name__)
 
+
+_STOP_MARGIN_S = 10.0
+"""Beyond twice the grace, how long the session that ends a run's group may take."""
 
 FD_HEADROOM = 256
 """Open files kept beside the pool's sockets (database, logs, local runs, the web server)."""
@@ -441,13 +446,14 @@ class SshExecutor:
             async with asyncio.timeout(limit):
                 await unless_stopped(chan.wait_closed(), request.live)
         except StopRequested:
-            # Stopped by an operator: kill the remote group now (recorded cancelled).
+            # Stopped by an operator: end the remote group as a timeout does, SIGTERM and
+            # SIGKILL after the grace (recorded cancelled).
             deadline = time.monotonic() + MARKER_WAIT_S
             while splitter.value is None and not chan.is_closing():
                 if time.monotonic() >= deadline:
                     break
                 await asyncio.sleep(0.01)
-            await self._terminate(conn, chan, _pgid(splitter), grace_s=0)
+            await self._terminate(conn, chan, _pgid(splitter))
             status, error = "failed", STOPPED
         except TimeoutError:
             await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
@@ -486,24 +492,31 @@ class SshExecutor:
         pgid: int | None,
         grace_s: float | None = None,
     ) -> None:
+        """End the run's process group on the target
+        (:data:`~fleetcron.executors.watchdog.STOP_SCRIPT`: SIGTERM to every member,
+        SIGKILL to what is alive after ``grace_s``), then close the channel. The wait is
+        on the group, not the channel: a background process that ignores SIGTERM and
+        closed its output is still killed."""
         grace = self._kill_grace_s if grace_s is None else grace_s
         try:
             if pgid is None:
                 # The wrapper never reported (timed out during login): best effort.
                 chan.send_signal("KILL")
             else:
-                await _remote_kill(conn, "TERM", pgid)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(chan.wait_closed()), grace)
-                if not chan.is_closing():
-                    await _remote_kill(conn, "KILL", pgid)
+                await asyncio.wait_for(
+                    conn.run(stop_command(pgid, grace), check=False),
+                    timeout=2 * grace + _STOP_MARGIN_S,
+                )
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.warning(
-                "could not kill a timed-out remote command: %s",
+                "could not kill a remote command's process group: %s",
                 exc,
                 extra={"action": "ssh.kill_failed"},
             )
         finally:
+            with contextlib.suppress(TimeoutError):
+                # The output the command wrote while it ended (a SIGTERM handler's).
+                await asyncio.wait_for(asyncio.shield(chan.wait_closed()), 1)
             chan.close()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(chan.wait_closed(), 5)
@@ -529,12 +542,6 @@ def ensure_open_file_limit(wanted: int) -> int:
             extra={"action": "ssh.fd_limit", "limit": soft, "wanted": wanted},
         )
     return soft
-
-
-async def _remote_kill(conn: asyncssh.SSHClientConnection, sig: str, pgid: int) -> None:
-    await asyncio.wait_for(
-        conn.run(f"kill -s {sig} -- -{pgid} 2>/dev/null", check=False), timeout=10
-    )
 
 
 def _pgid(splitter: MarkerLineSplitter) -> int | None:

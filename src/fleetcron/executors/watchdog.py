@@ -300,3 +300,47 @@ taken (it is killed), or it came later, and then its read of the mark came after
 mark was written (it refuses to start). A paused old owner that resumes, or an exec
 request still on the network, can therefore not start a command after the cleanup.
 """
+
+
+STOP_POLL_S: Final = 0.1
+"""How often :data:`STOP_SCRIPT` looks whether the group still has live members."""
+
+STOP_SCRIPT: Final = (
+    # $1: the run's pgid, $2: the grace in tenths of a second. TERM (and CONT, so a
+    # stopped process sees it) to the whole group; wait while any member of the group is
+    # alive (a zombie is not: its parent or init reaps it, it runs nothing), up to the
+    # grace; then KILL what is left. "ended" or "killed" tells which.
+    'p=$1; n=$2; case "$p" in ""|0|1|*[!0-9]*) echo "bad pgid" >&2; exit 2;; esac; '
+    'kill -s TERM -- "-$p" 2>/dev/null || { echo ended; exit 0; }; '
+    'kill -s CONT -- "-$p" 2>/dev/null; '
+    "if command -v ps >/dev/null 2>&1 && command -v awk >/dev/null 2>&1; then "
+    "__fc_live() { ps -A -o pgid= -o stat= 2>/dev/null | "
+    "awk -v g=\"$p\" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; }; "
+    'else __fc_live() { kill -s 0 -- "-$p" 2>/dev/null; }; fi; '
+    "i=0; "
+    f'while [ "$i" -lt "$n" ] && __fc_live; do sleep {STOP_POLL_S}; i=$((i + 1)); done; '
+    'if __fc_live; then kill -s KILL -- "-$p" 2>/dev/null; echo killed; else echo ended; fi'
+)
+"""``sh -c STOP_SCRIPT sh <pgid> <tenths>``: how a run is ended by Stop and by its
+timeout, on SSH targets (in a second session on the run's connection) and locally.
+
+Every process of the run's group gets SIGTERM (and SIGCONT) at once: the command may
+clean up and exit, and the processes it started in the background (``cmd &``, which
+outlive a main process that only waits for its foreground child) get it too. Whatever
+is still alive in the group after the grace (:data:`~fleetcron.core.ownership.
+DEFAULT_KILL_GRACE_S`, the ``kill_grace_s`` of the executors) is killed with SIGKILL;
+a group that empties earlier ends the wait. Zombies are not waited for: a process that
+exited is reaped by its parent, or by the machine's init once its parent is gone.
+Prints ``ended`` (the group left on SIGTERM) or ``killed`` (SIGKILL was needed).
+"""
+
+
+def stop_argv(pgid: int, grace_s: float) -> list[str]:
+    """The argv that ends group ``pgid`` (:data:`STOP_SCRIPT`) after a grace of ``grace_s``."""
+    tenths = max(round(grace_s / STOP_POLL_S), 0)
+    return ["/bin/sh", "-c", STOP_SCRIPT, "sh", str(int(pgid)), str(tenths)]
+
+
+def stop_command(pgid: int, grace_s: float) -> str:
+    """:func:`stop_argv` as one command line (for an SSH session)."""
+    return shlex.join(stop_argv(pgid, grace_s))

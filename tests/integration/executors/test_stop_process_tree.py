@@ -1,0 +1,169 @@
+"""Stop and timeout end a run's whole process tree, locally and on a real SSH target.
+
+Each test runs a command that starts processes in the background, reads the run's tree
+from /proc while it runs (every process carrying the run's tag), ends the run, and then
+lists which of those processes still exist on the target, zombies (``<defunct>``)
+included. The target of the SSH tests is this machine's loopback sshd, so the listing
+is the target's. The negative controls show that the listing sees a leftover: a process
+started outside the run's group and session, and a zombie nobody reaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+from process_tree import Proc, leftovers, read, tagged
+from procs import marker_seconds, sleeping, wait_for
+
+from fleetcron.executors import ExecRequest, ExecResult, LocalExecutor, SshExecutor, SshTarget
+from fleetcron.executors.output import STOPPED, LiveOutput
+
+GRACE_S = 1.5
+#: Time for the machine's init to reap an orphan's zombie, on a loaded machine.
+REAPED_WITHIN_S = 10.0
+
+Run = Callable[[ExecRequest], Awaitable[ExecResult]]
+
+
+@dataclass
+class Subject:
+    kind: str
+    run: Run
+
+
+@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.sshd)])
+async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    if request.param == "local":
+        local = LocalExecutor(kill_grace_s=GRACE_S, allow_root=True)
+        yield Subject("local", local.run)
+        return
+    target: SshTarget = request.getfixturevalue("target")
+    ssh = SshExecutor(kill_grace_s=GRACE_S)
+    try:
+        yield Subject("ssh", lambda req: ssh.run(target, req))
+    finally:
+        await ssh.close()
+
+
+def run_id() -> int:
+    return random.randint(10**9, 10**10)
+
+
+async def started(rid: int, *markers: str) -> set[int]:
+    """The run's tree once every ``sleep <marker>`` is running in it."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        tree = tagged(rid)
+        if all(
+            any(p.pid in {q.pid for q in tree} for p in map(read, sleeping(m)) if p)
+            for m in markers
+        ):
+            return {p.pid for p in tree}
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the run's processes did not all start: {tagged(rid)}")
+
+
+async def stop_after_start(
+    subject: Subject, command: str, *markers: str
+) -> tuple[ExecResult, set[int], float]:
+    """Run ``command``, stop it once its sleeps run: the result, the tree, the stop's time."""
+    rid, live = run_id(), LiveOutput()
+    task = asyncio.ensure_future(
+        subject.run(ExecRequest(command, timeout_s=120, run_id=rid, live=live))
+    )
+    tree = await started(rid, *markers)
+    t0 = time.monotonic()
+    live.request_stop()
+    result = await task
+    return result, tree, time.monotonic() - t0
+
+
+def describe(left: list[Proc]) -> str:
+    return ", ".join(f"{p.pid} {p.comm} state {p.state} ppid {p.ppid}" for p in left)
+
+
+async def test_stop_ends_the_command_and_its_background_children(subject: Subject) -> None:
+    first, second = marker_seconds(), marker_seconds()
+    result, tree, _ = await stop_after_start(
+        subject, f"sh -c 'sleep {first} & sleep {second}'", first, second
+    )
+    assert (result.status, result.error) == ("failed", STOPPED)
+    assert len(tree) >= 4  # timeout, the shells, the two sleeps
+    left = leftovers(tree, REAPED_WITHIN_S)
+    assert not left, f"left on the {subject.kind} target after Stop: {describe(left)}"
+
+
+async def test_stop_sends_sigterm_first_so_the_command_can_clean_up(subject: Subject) -> None:
+    child = marker_seconds()
+    result, tree, took = await stop_after_start(
+        subject, f"trap 'echo cleaned up; exit 3' TERM; sleep {child} & wait", child
+    )
+    assert result.status == "failed" and "cleaned up" in result.stdout.text
+    assert took < GRACE_S, "a command that ends on SIGTERM is not kept for the grace"
+    assert not leftovers(tree, REAPED_WITHIN_S)
+
+
+async def test_stop_escalates_to_sigkill_after_the_grace(subject: Subject) -> None:
+    first, second = marker_seconds(), marker_seconds()
+    # Both sleeps inherit the ignored SIGTERM.
+    result, tree, took = await stop_after_start(
+        subject, f"trap '' TERM; sleep {first} & sleep {second}", first, second
+    )
+    assert (result.status, result.error) == ("failed", STOPPED)
+    # SIGKILL comes within the grace: from the stop, or from the watchdog's timeout(1),
+    # whose own kill delay (at least half the grace) starts at the same SIGTERM.
+    assert GRACE_S / 2 * 0.9 <= took < GRACE_S + 8, took
+    left = leftovers(tree, REAPED_WITHIN_S)
+    assert not left, f"left on the {subject.kind} target after Stop: {describe(left)}"
+
+
+async def test_a_timeout_ends_the_tree_even_when_the_main_process_ended_first(
+    subject: Subject,
+) -> None:
+    first, second = marker_seconds(), marker_seconds()
+    rid = run_id()
+    # The main process exits at once; the background children ignore SIGTERM and close
+    # their output, so only the group tells they are there.
+    command = f"trap '' TERM; (sleep {first} & sleep {second}) </dev/null >/dev/null 2>&1 & sleep 2"
+    task = asyncio.ensure_future(subject.run(ExecRequest(command, timeout_s=1, run_id=rid)))
+    tree = await started(rid, first, second)
+    result = await task
+    assert result.status == "timed_out"
+    left = leftovers(tree, REAPED_WITHIN_S)
+    assert not left, f"left on the {subject.kind} target after the timeout: {describe(left)}"
+
+
+async def test_negative_control_a_process_outside_the_group_is_seen_as_left_over(
+    subject: Subject,
+) -> None:
+    inside, outside = marker_seconds(), marker_seconds()
+    # setsid leaves the run's process group and session: no group kill reaches it.
+    command = f"setsid sleep {outside} & sleep {inside}"
+    try:
+        result, tree, _ = await stop_after_start(subject, command, inside, outside)
+        assert result.error == STOPPED
+        left = leftovers(tree, 2.0)
+        assert [p.comm for p in left] == ["sleep"] and sleeping(outside) == [left[0].pid]
+        assert sleeping(inside) == []
+    finally:
+        for pid in sleeping(outside):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_negative_control_a_zombie_is_seen_as_left_over() -> None:
+    child = subprocess.Popen(["true"])
+    try:
+        assert wait_for(lambda: (read(child.pid) or Proc(0, "", "", 0, 0)).state == "Z", 10)
+        left = leftovers({child.pid}, 0.5)
+        assert [(p.pid, p.state) for p in left] == [(child.pid, "Z")]
+    finally:
+        child.wait()
+    assert leftovers({child.pid}, 0.5) == []
