@@ -15,6 +15,7 @@ from fleetcron.core.labels import format_selector, selector_matches
 from fleetcron.core.target_zones import TARGET_LOCAL, assignment_schedule, effective_zone
 from fleetcron.errors import NotFound
 from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.local_gate import LocalRefused, admit, record_refusal
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -66,19 +67,22 @@ def refire_target_local(target: Target, now: datetime, default_zone: str) -> int
 
 def new_assignment(
     session: Session,
+    app: App,
     job: Job,
     target: Target,
     *,
     enabled: bool,
     now: datetime,
-    default_zone: str,
 ) -> Assignment:
-    """A new assignment, in the session and linked into ``job`` and ``target``."""
+    """A new assignment, in the session and linked into ``job`` and ``target``: the one
+    constructor of assignments, so every path passes the local gate here (raises
+    :class:`~fleetcron.services.local_gate.LocalRefused`)."""
+    admit(app, job, target)
     assignment = Assignment(
         job=job,
         target=target,
         enabled=enabled,
-        next_fire_at=next_fire(job, now, target=target, default_zone=default_zone),
+        next_fire_at=next_fire(job, now, target=target, default_zone=app.settings.timezone),
         created_at=now,
         updated_at=now,
     )
@@ -134,29 +138,53 @@ def matching_targets(session: Session, selector: dict[str, str]) -> list[Target]
     return [t for t in paired if selector_matches(selector, t.labels)]
 
 
-def extend_jobs_to(session: Session, app: App, actor: Actor, target: Target) -> list[str]:
+@dataclass(frozen=True)
+class Extension:
+    """What :func:`extend_jobs_to` did: the jobs extended to the target, and those the
+    local gate kept off it (each audited and logged)."""
+
+    extended: list[str]
+    refused: list[str]
+
+
+def extend_jobs_to(
+    session: Session, app: App, actor: Actor, target: Target, *, recheck: bool = False
+) -> Extension:
     """Give a paired target an enabled assignment for every bulk job that selects it and
     every individual job of its own that lacks one (after an unpair); drop assignments of
-    bulk jobs whose selector no longer matches. Each change is audited.
-    Returns the names of the jobs extended."""
+    bulk jobs whose selector no longer matches. Each change is audited. A job the local
+    gate refuses is left off the target (audited as refused) and the rest goes on; with
+    ``recheck`` (the target has just become local) the gate is asked again of the
+    assignments it has, and a refused one is dropped."""
     now = app.now()
     have = {a.job_id: a for a in target.assignments}
     extended: list[str] = []
+    refused: list[str] = []
     jobs = session.scalars(
         select(Job).where((Job.origin == "bulk") | (Job.target_id == target.id)).order_by(Job.id)
     )
     for job in jobs:
         matches = job.target_id == target.id or selector_matches(job.selector, target.labels)
         if matches and job.id not in have:
-            new_assignment(
-                session, job, target, enabled=True, now=now, default_zone=app.settings.timezone
-            )
+            try:
+                new_assignment(session, app, job, target, enabled=True, now=now)
+            except LocalRefused as exc:
+                record_refusal(session, app, actor, job, target, exc.message)
+                refused.append(job.name)
+                continue
             extended.append(job.name)
             _audit_membership(session, app, actor, "job.extend", job, target)
+        elif matches and recheck:
+            try:
+                admit(app, job, target)
+            except LocalRefused as exc:
+                session.delete(have[job.id])
+                record_refusal(session, app, actor, job, target, exc.message)
+                refused.append(job.name)
         elif not matches and job.id in have:
             session.delete(have[job.id])
             _audit_membership(session, app, actor, "job.retract", job, target)
-    return extended
+    return Extension(extended, refused)
 
 
 def sync_bulk_membership(
@@ -173,14 +201,7 @@ def sync_bulk_membership(
     added = removed = 0
     for target_id, target in wanted.items():
         if target_id not in have:
-            new_assignment(
-                session,
-                job,
-                target,
-                enabled=target.name not in disabled,
-                now=now,
-                default_zone=app.settings.timezone,
-            )
+            new_assignment(session, app, job, target, enabled=target.name not in disabled, now=now)
             added += 1
     for target_id, assignment in have.items():
         if target_id not in wanted:

@@ -30,7 +30,17 @@ SOURCES = ("cli", "api", "web", "apply", "migration")
 
 #: Job columns that are not part of its definition (identity and bookkeeping).
 NOT_DEFINITION = frozenset(
-    {"id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"}
+    {
+        "id",
+        "target_id",
+        "version",
+        "created_by",
+        "updated_by",
+        "created_at",
+        "updated_at",
+        "command_by",
+        "command_role",
+    }
 )
 
 _SOURCE: ContextVar[str] = ContextVar("fleetcron_change_source", default="cli")

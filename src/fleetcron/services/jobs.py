@@ -7,8 +7,6 @@ An individual job has exactly one assignment.
 
 from __future__ import annotations
 
-import os
-import pwd
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -23,11 +21,10 @@ from fleetcron.core import job_options
 from fleetcron.core import validation as v
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
-from fleetcron.core.permissions import ROLE_RANK
 from fleetcron.core.planning import spread_offset
 from fleetcron.core.target_zones import effective_zone, validate_job_timezone
 from fleetcron.cron import parse
-from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from fleetcron.errors import Conflict, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, command_excerpt
 from fleetcron.services.fleet import (
     get_target,
@@ -37,6 +34,7 @@ from fleetcron.services.fleet import (
     sync_bulk_membership,
 )
 from fleetcron.services.job_version_writes import record_version
+from fleetcron.services.local_gate import local_commands_privileged, require_cleared, stamp_author
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -215,6 +213,7 @@ def add_job(
             **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
         )
         session.add(job)
+        stamp_author(job, actor)
         if bulk:
             for disabled in disabled_on:
                 try:
@@ -239,12 +238,12 @@ def add_job(
             the_target = get_target(session, target)
             note.target_id, note.target_name = the_target.id, the_target.name
             job.target_id = the_target.id
+            stamp_author(job, actor)  # setting the target cleared it
             # On an unpaired target the job waits; pairing gives it its assignment.
             if the_target.paired:
-                zone = app.settings.timezone
-                new_assignment(session, job, the_target, enabled=True, now=now, default_zone=zone)
+                new_assignment(session, app, job, the_target, enabled=True, now=now)
         session.flush()
-        require_local_clearance(app, actor, job)
+        require_cleared(app, job)
         refuse_duplicates(session, job)
         note.job_id = job.id
         record_version(session, app, actor, job, note)
@@ -296,6 +295,8 @@ def edit_job(
         )
         for key, value in values.items():
             setattr(job, key, value)
+        if {"command", "selector"} & set(values):
+            stamp_author(job, actor)
         job_options.check_job(
             {o.name: getattr(job, o.name) for o in job_options.OPTIONS} | {"origin": job.origin}
         )
@@ -311,7 +312,7 @@ def edit_job(
             _toggle(session, app, job, enabled, target)
         if {"command", "selector"} & set(values):
             session.flush()
-            require_local_clearance(app, actor, job)
+            require_cleared(app, job)
         if {"command", "selector", "allow_duplicate"} & set(values):
             session.flush()
             refuse_duplicates(session, job)
@@ -440,10 +441,7 @@ def _view(job: Job, *, with_assignments: bool = False, default_zone: str = "UTC"
         enabled=sum(1 for a in assignments if a.enabled),
         total=len(assignments),
         target=job.target.name if job.target is not None else None,
-        assignments=[
-            _assignment_view(a, job, default_zone)
-            for a in assignments
-        ]
+        assignments=[_assignment_view(a, job, default_zone) for a in assignments]
         if with_assignments
         else [],
     )
@@ -458,47 +456,18 @@ __all__ = [
     "edit_job",
     "get_job",
     "list_jobs",
+    "local_commands_privileged",
     "remove_job",
     "set_enabled",
     "show_job",
 ]
 
 
-def local_commands_privileged(app: App) -> bool:
-    """Whether a command on a local target runs with the scheduler's own privileges.
-
-    Without ``local_run_as`` a local command runs as the scheduler's user, who owns the data
-    dir, the database and the master key: whoever writes such a command can make themselves
-    admin. With ``local_run_as`` naming another (unprivileged) user it cannot."""
-    run_as = app.settings.local_run_as
-    if run_as is None:
-        return True
-    try:
-        return pwd.getpwnam(run_as).pw_uid == os.geteuid()
-    except KeyError:
-        return False  # the executor refuses such runs with its own error
-
-
 def require_local_clearance(app: App, actor: Actor, job: Job) -> None:
-    """Only admins put commands on local targets that run with the scheduler's privileges.
-
-    Called after a job's command, selector or target is set: the job's local targets (an
-    individual job's target, or the local targets a bulk job covers) then need the role the
-    ``local_job_role`` setting names (admin by default)."""
-    if not local_commands_privileged(app):
-        return
-    targets = [a.target for a in job.assignments]
-    if job.target is not None:
-        targets.append(job.target)
-    local = sorted({t.name for t in targets if t.kind == "local"})
-    least = app.settings.local_job_role
-    if local and ROLE_RANK.get(actor.role, -1) < ROLE_RANK[least]:
-        raise PermissionDenied(
-            f"{actor.name} ({actor.role}) may not put a command on the local target(s) "
-            f"{', '.join(local)} (job {job.name}): local commands run as the scheduler's own "
-            f"user, which needs the {least} role (settings local_run_as, local_job_role); "
-            "narrow the job's selector, or ask an admin"
-        )
+    """``actor`` writes the job's command or selector now: record them as its author and
+    ask the local gate of every local target it covers (raises LocalRefused, a 403)."""
+    stamp_author(job, actor)
+    require_cleared(app, job)
 
 
 def covered_targets(job: Job) -> frozenset[str]:

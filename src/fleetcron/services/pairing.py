@@ -147,9 +147,12 @@ def pair_target(
         current.paired_at = now
         current.unpaired_at = None
         current.updated_at = now
-        extended = extend_jobs_to(session, app, actor, current)
+        extension = extend_jobs_to(session, app, actor, current)
+        extended = extension.extended
         kept_disabled = _restore_disabled(current)
         note.detail["extended_jobs"] = len(extended)
+        if extension.refused:
+            note.detail["refused_jobs"] = extension.refused
         if kept_disabled:
             note.detail["kept_disabled"] = kept_disabled
     return PairResult(

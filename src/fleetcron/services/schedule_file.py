@@ -51,8 +51,9 @@ from fleetcron.services.fleet import (
     sync_bulk_membership,
 )
 from fleetcron.services.job_version_writes import record_version
-from fleetcron.services.jobs import JobSpec, require_local_clearance
+from fleetcron.services.jobs import JobSpec
 from fleetcron.services.jobs import validated_job_fields as validated_fields
+from fleetcron.services.local_gate import require_cleared, stamp_author
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -331,7 +332,7 @@ def _carry_out(
         added, removed = _write(session, app, actor, job, change, targets, now)
         session.flush()
         if change.kind == "create" or change.changed("command", "selector", "target", "bulk"):
-            require_local_clearance(app, actor, job)
+            require_cleared(app, job)
         record_version(session, app, actor, job, source="apply", summary=f"apply {source}")
         _audit(
             session,
@@ -367,14 +368,15 @@ def _write(
     if change.changed("schedule", "timezone"):
         refire_assignments(job.assignments, job, now, app.settings.timezone)
     session.add(job)
+    job.target = None if state.bulk else targets[state.target or ""]
+    if change.kind == "create" or change.changed("command", "selector", "target", "bulk"):
+        stamp_author(job, actor)  # before any assignment: the local gate reads it
     if state.bulk:
-        job.target = None
         added, removed = sync_bulk_membership(session, app, job, disabled_on=state.disabled_on)
         enabled = {a.target.name: a.target.name not in state.disabled_on for a in job.assignments}
     else:
         assert state.target is not None
         target = targets[state.target]
-        job.target = target
         added = removed = 0
         for assignment in list(job.assignments):
             if assignment.target is not target:
@@ -382,14 +384,7 @@ def _write(
                 removed += 1
         # On an unpaired target the job waits; pairing gives it its assignment.
         if target.paired and not job.assignments:
-            new_assignment(
-                session,
-                job,
-                target,
-                enabled=state.enabled is not False,
-                now=now,
-                default_zone=app.settings.timezone,
-            )
+            new_assignment(session, app, job, target, enabled=state.enabled is not False, now=now)
             added += 1
         enabled = {target.name: state.enabled is not False}
     for assignment in job.assignments:

@@ -308,8 +308,11 @@ def edit_target(
             removed = _unpair(target, now)
             note.detail.update({"unpaired": True, "assignments_removed": removed})
         elif target.paired:
-            extended = extend_jobs_to(session, app, actor, target)
+            extension = extend_jobs_to(session, app, actor, target, recheck="kind" in changed)
+            extended = extension.extended
             note.detail["extended_jobs"] = len(extended)
+            if extension.refused:
+                note.detail["refused_jobs"] = extension.refused
         note.detail["verified"] = check and verify
     return EditResult(
         target,
@@ -440,8 +443,11 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
         merged = _merge_labels(target.labels, labels)
         target.labels = merged
         target.updated_at = app.now()
-        extended = extend_jobs_to(session, app, actor, target) if target.paired else []
+        extension = extend_jobs_to(session, app, actor, target) if target.paired else None
+        extended = extension.extended if extension else []
         note.detail.update({"labels": merged, "extended_jobs": len(extended)})
+        if extension and extension.refused:
+            note.detail["refused_jobs"] = extension.refused
     return target
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     false,
     text,
 )
@@ -183,6 +184,12 @@ class Job(Base):
     updated_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    #: Who wrote the command and selector (and an individual job's target) the job has
+    #: now, and the role they held then (``services/local_gate.py``). Changing any of
+    #: those clears both (:func:`_command_changed`) until the writer is stamped again, so
+    #: a change that does not say who made it leaves the job cleared for no local target.
+    command_by: Mapped[str | None] = mapped_column(String(64))
+    command_role: Mapped[str | None] = mapped_column(String(16))
 
     assignments: Mapped[list[Assignment]] = relationship(
         back_populates="job", cascade="all, delete-orphan", passive_deletes=True
@@ -191,6 +198,17 @@ class Job(Base):
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, origin={self.origin!r})"
+
+
+def _command_changed(job: Job, value: Any, oldvalue: Any, initiator: Any) -> None:
+    """What runs on the job's assignments changed: its author is no longer known."""
+    if value != oldvalue:
+        job.command_by = None
+        job.command_role = None
+
+
+for _attribute in (Job.command, Job.selector, Job.origin, Job.target_id, Job.target):
+    event.listen(_attribute, "set", _command_changed)
 
 
 class Assignment(Base):
