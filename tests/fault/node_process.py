@@ -23,22 +23,24 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 import fleetcron.app
-from fleetcron.coordination import guard
-from fleetcron.services import cluster_lease
-
 from fleetcron.app import App
 from fleetcron.config import load_settings
+from fleetcron.coordination import guard, ownership_change
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
+from fleetcron.services import cluster_lease
+
+#: The hooks replace functions for the life of the process (never undone).
+PATCH = pytest.MonkeyPatch()
 
 
 def _hold(directory: Path) -> None:
@@ -54,7 +56,7 @@ def _hold(directory: Path) -> None:
 
 
 def _install_hold(point: str, directory: Path) -> None:
-    original_renew = cluster_lease.renew_lease
+    original_renew = ownership_change.renew_lease
     original_verdict = guard.CoordinatedGuard.verdict
 
     def renew(session: Session, ownership: Any, lease_s: float) -> None:
@@ -73,15 +75,20 @@ def _install_hold(point: str, directory: Path) -> None:
         if point == "commit" and session.info.pop("holds_ownership_lock", False):
             _hold(directory)
 
-    cluster_lease.renew_lease = renew  # type: ignore[assignment]
-    guard.CoordinatedGuard.verdict = verdict  # type: ignore[method-assign]
+    PATCH.setattr(cluster_lease, "renew_lease", renew)
+    PATCH.setattr(guard.CoordinatedGuard, "verdict", verdict)
     event.listen(Session, "before_commit", before_commit)
 
 
 def _remove_bounds() -> None:
-    unbounded: Callable[[float | None], None] = lambda _lease: None  # noqa: E731
-    fleetcron.app.session_bounds = unbounded  # type: ignore[assignment]
-    cluster_lease.Lease._end_expired_owner_sessions = lambda _self: None  # type: ignore[method-assign]
+    def unbounded(_lease: float | None) -> None:
+        return None
+
+    def end_nothing(_self: cluster_lease.Lease) -> None:
+        return None
+
+    PATCH.setattr(fleetcron.app, "session_bounds", unbounded)
+    PATCH.setattr(cluster_lease.Lease, "_end_expired_owner_sessions", end_nothing)
 
 
 def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
