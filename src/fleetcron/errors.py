@@ -125,4 +125,3 @@ class HostKeyMismatch(ExecutionError):
 
 class CoordinationError(FleetcronError):
     """This node cannot prove it is the authorized owner; nothing runs."""
-

@@ -41,6 +41,7 @@ from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfe
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "LockHolder",
     "OwnerChange",
     "change_owner",
     "clear_claims",
@@ -56,6 +57,7 @@ __all__ = [
     "lock_ownership",
     "locked_ownership",
     "may_own",
+    "ownership_lock_holders",
     "renew_lease",
     "supersede_pending",
     "unfinished_claims",
@@ -89,6 +91,44 @@ def lock_ownership(session: Session) -> ClusterOwnership:
             f"coordination state has {len(rows)} ownership rows, expected 1; repair it first"
         )
     return rows[0]
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """A PostgreSQL session holding the ownership row's lock (``pg_locks``,
+    ``pg_stat_activity``): what a standby waits for during a takeover."""
+
+    pid: int
+    application_name: str
+    state: str
+    since: datetime | None
+    """When its transaction began."""
+    blocking: int
+    """How many sessions wait for it."""
+
+
+def ownership_lock_holders(session: Session) -> list[LockHolder]:
+    """Other sessions that lock ``cluster_ownership`` for update (PostgreSQL; none on
+    SQLite), oldest transaction first."""
+    if session.get_bind().dialect.name != "postgresql":
+        return []
+    rows = session.execute(
+        text(
+            "SELECT a.pid, a.application_name, a.state, a.xact_start, "
+            "(SELECT count(*) FROM pg_stat_activity w "
+            " WHERE a.pid = ANY(pg_blocking_pids(w.pid))) AS blocking "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'relation' AND l.granted "
+            "AND l.relation = 'cluster_ownership'::regclass AND l.mode = 'RowShareLock' "
+            "AND a.pid <> pg_backend_pid() ORDER BY a.xact_start"
+        )
+    ).all()
+    return [
+        LockHolder(
+            int(r.pid), str(r.application_name or ""), str(r.state), r.xact_start, int(r.blocking)
+        )
+        for r in rows
+    ]
 
 
 def get_node(session: Session, node_id: str) -> ClusterNode:

@@ -440,10 +440,7 @@ def _view(job: Job, *, with_assignments: bool = False, default_zone: str = "UTC"
         enabled=sum(1 for a in assignments if a.enabled),
         total=len(assignments),
         target=job.target.name if job.target is not None else None,
-        assignments=[
-            _assignment_view(a, job, default_zone)
-            for a in assignments
-        ]
+        assignments=[_assignment_view(a, job, default_zone) for a in assignments]
         if with_assignments
         else [],
     )

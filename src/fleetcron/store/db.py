@@ -133,16 +133,16 @@ def session_bounds(lease_s: float | None) -> SessionBounds:
       instead of the kernel's two hours (the server side needs ``tcp_keepalives_*`` too:
       docs/high-availability.md).
 
-    Each value is at least one second (keepalive parameters are whole seconds). So the
-    takeover waits for the lease (``L``) plus one lease step (``FLEETCRON_LEASE_RENEW_S``)
-    plus a lock wait and its retry (``L/4`` + one step) at the worst.
+    Keepalive parameters are whole seconds, at least one. So a standby takes over at most
+    ``L`` plus one lease step (``FLEETCRON_LEASE_RENEW_S``, how often it looks) after the
+    cut; ``L/4`` and one more step if a look waits on a lock not yet released.
     """
     lease = lease_s if lease_s is not None else UNLEASED_BOUND_S
-    half_ms = max(int(lease * 500), 1000)
+    half_ms = max(int(lease * 500), 100)
     return SessionBounds(
         statement_timeout_ms=half_ms,
         idle_in_transaction_ms=half_ms,
-        lock_timeout_ms=max(int(lease * 250), 500),
+        lock_timeout_ms=max(int(lease * 250), 50),
         keepalives_idle_s=max(int(lease / 4), 1),
         keepalives_interval_s=max(int(lease / 8), 1),
         keepalives_count=3,

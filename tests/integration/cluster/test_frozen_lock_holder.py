@@ -17,7 +17,7 @@ from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.coordination.ownership_change import lock_ownership
 from fleetcron.services import cluster
-from fleetcron.store.db import Database, session_bounds
+from fleetcron.store.db import Database, application_name, session_bounds
 from fleetcron.store.schema import ClusterOwnership
 
 MakeNode = Callable[[str], ClusterNode]
@@ -74,3 +74,58 @@ def test_control_a_lock_held_by_a_session_without_bounds_keeps_the_taker_waiting
         holder.rollback()
         holder.close()
         unbounded.dispose()
+
+
+def test_status_on_the_standby_names_the_session_holding_the_ownership_lock(
+    owner_and_standby: tuple[ClusterNode, ClusterNode],
+) -> None:
+    a, b = owner_and_standby
+    a.app.db.rename(application_name(a.node_id, "scheduler"))
+    holder = Session(a.app.db.engine)
+    holder.begin()
+    lock_ownership(holder)
+    try:
+        status = cluster.status(b.app, SYSTEM, b.node)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert [h.application_name for h in status.lock_holders] == [f"fleetcron:{a.node_id}:scheduler"]
+    assert status.lock_holders[0].state == "idle in transaction"
+    assert status.lock_holders[0].since is not None
+    assert f"ownership lock held by fleetcron:{a.node_id}:scheduler" in status.one_line()
+    assert cluster.status(b.app, SYSTEM, b.node).lock_holders == []  # released
+
+
+def test_every_session_of_a_node_carries_the_bounds_derived_from_its_lease(
+    owner_and_standby: tuple[ClusterNode, ClusterNode],
+) -> None:
+    a, _b = owner_and_standby
+    bounds = session_bounds(3.0)
+    db = Database(a.app.db.url, bounds=bounds, name="fleetcron:probe:test")
+    try:
+        with db.read() as session:
+            shown = {
+                name: session.scalar(text(f"SHOW {name}"))
+                for name in (
+                    "statement_timeout",
+                    "idle_in_transaction_session_timeout",
+                    "lock_timeout",
+                    "application_name",
+                )
+            }
+    finally:
+        db.dispose()
+    assert shown == {
+        "statement_timeout": "1500ms",
+        "idle_in_transaction_session_timeout": "1500ms",
+        "lock_timeout": "750ms",
+        "application_name": "fleetcron:probe:test",
+    }
+    assert bounds.connect_args("x")["keepalives"] == 1
+    assert bounds.connect_args("x")["tcp_user_timeout"] == 1500
+    # Below the lease however long it is: a lock never outlives the lease.
+    for lease in (0.5, 2.0, 3.0, 30.0, 600.0):
+        b = session_bounds(lease)
+        assert b.idle_in_transaction_ms < lease * 1000
+        assert b.statement_timeout_ms < lease * 1000
+        assert b.lock_timeout_ms < b.idle_in_transaction_ms

@@ -72,9 +72,7 @@ def cross_site(request: Request) -> bool:
     return origin == "null" or urlparse(origin).netloc not in hosts - {None}
 
 
-def _refused(
-    request: Request, next: str, status: int, error: str, username: str = ""
-) -> Response:
+def _refused(request: Request, next: str, status: int, error: str, username: str = "") -> Response:
     """The log-in form again, with the message and the user name as typed (never the
     password)."""
     response = render(
