@@ -14,7 +14,7 @@ from functools import cached_property
 from fleetcron.config import Settings
 from fleetcron.core.permissions import FULL_SCOPE, authorize
 from fleetcron.crypto import MasterKey, load_master_key
-from fleetcron.store.db import Database
+from fleetcron.store.db import Database, application_name, session_bounds
 
 
 def utc_now() -> datetime:
@@ -47,7 +47,11 @@ class App:
 
     @classmethod
     def open(cls, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> App:
-        return cls(settings=settings, db=Database(settings.effective_database_url), clock=clock)
+        name = application_name(settings.node_name or socket.gethostname(), "process")
+        db = Database(
+            settings.effective_database_url, bounds=session_bounds(settings.lease_s), name=name
+        )
+        return cls(settings=settings, db=db, clock=clock)
 
     @cached_property
     def master_key(self) -> MasterKey:

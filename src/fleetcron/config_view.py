@@ -23,8 +23,10 @@ def data_dir_origin() -> str:
         return f"from {where}"
     if kind == "toml":
         return f"from data_dir in {where}"
-    base = "$XDG_DATA_HOME/fleetcron" if os.environ.get("XDG_DATA_HOME") else (
-        "~/.local/share/fleetcron"
+    base = (
+        "$XDG_DATA_HOME/fleetcron"
+        if os.environ.get("XDG_DATA_HOME")
+        else ("~/.local/share/fleetcron")
     )
     return f"the default {base}, as {env_variable('data_dir')} is not set"
 

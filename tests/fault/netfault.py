@@ -21,7 +21,10 @@ class CuttableLink:
     ``cut()`` stops forwarding in both directions while every socket stays open: the node
     sees a database that no longer answers (no reset, no FIN), as behind a partitioned
     network, not a paused process. ``cut(close=True)`` closes every socket instead;
-    ``restore()`` forwards again (bytes held meanwhile are delivered then).
+    ``cut(direction="to_client")`` (or ``"to_server"``) stops one direction only: the
+    server still receives what the node sends (a commit happens) but its answers are held,
+    or the other way round. ``restore()`` forwards again (bytes held meanwhile are
+    delivered then).
     """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
@@ -33,6 +36,9 @@ class CuttableLink:
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._pairs: dict[socket.socket, socket.socket] = {}
         self._held: list[socket.socket] = []
+        self._upstreams: set[socket.socket] = set()
+        #: The sockets whose bytes are not forwarded: all, or one side's (a one-way cut).
+        self._stopped: Callable[[socket.socket], bool] = lambda _sock: False
         self._forwarding = True
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -46,12 +52,21 @@ class CuttableLink:
             raise ValueError(f"{database_url!r} does not name {host_port}")
         return database_url.replace(host_port, f"127.0.0.1:{self.port}")
 
-    def cut(self, *, close: bool = False) -> None:
+    def cut(self, *, close: bool = False, direction: str = "both") -> None:
+        if direction not in ("both", "to_client", "to_server"):
+            raise ValueError(f"direction {direction!r}: allowed both, to_client, to_server")
         with self._lock:
             self._forwarding = False
+            if direction == "to_client":
+                self._stopped = lambda sock: sock in self._upstreams
+            elif direction == "to_server":
+                self._stopped = lambda sock: sock not in self._upstreams
+            else:
+                self._stopped = lambda _sock: True
             for sock in list(self._pairs):
-                with contextlib.suppress(KeyError, ValueError):
-                    self._selector.unregister(sock)
+                if self._stopped(sock):
+                    with contextlib.suppress(KeyError, ValueError):
+                        self._selector.unregister(sock)
             if close:
                 for sock in list(self._pairs):
                     sock.close()
@@ -60,6 +75,7 @@ class CuttableLink:
     def restore(self) -> None:
         with self._lock:
             self._forwarding = True
+            self._stopped = lambda _sock: False
             for sock in self._pairs:
                 with contextlib.suppress(KeyError, ValueError):
                     self._selector.register(sock, selectors.EVENT_READ, None)
@@ -84,6 +100,7 @@ class CuttableLink:
             sock.setblocking(False)
         with self._lock:
             self._pairs[client], self._pairs[upstream] = upstream, client
+            self._upstreams.add(upstream)
             if self._forwarding:
                 self._selector.register(client, selectors.EVENT_READ, None)
                 self._selector.register(upstream, selectors.EVENT_READ, None)
@@ -106,7 +123,7 @@ class CuttableLink:
     def _forward(self, sock: socket.socket) -> None:
         with self._lock:
             peer = self._pairs.get(sock)
-            if peer is None or not self._forwarding:
+            if peer is None or self._stopped(sock):
                 return
         try:
             data = sock.recv(65536)
@@ -122,6 +139,7 @@ class CuttableLink:
                 with contextlib.suppress(KeyError, ValueError):
                     self._selector.unregister(s)
                 self._pairs.pop(s, None)
+                self._upstreams.discard(s)
                 s.close()
 
 

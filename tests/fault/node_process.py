@@ -8,6 +8,16 @@ timeouts and claim deadlines stay in real seconds on the database clock. SIGTERM
 The negative controls weaken the ownership guard of their node by composition, never through
 a setting: ``FAULT_NODE_POLICY`` (read here only, by the test harness) is ``unguarded`` (no
 guard) or ``no-claim-wait`` (a new owner does not wait for the previous owners' claims).
+
+Test-only hooks (environment variables read here, never by fleetcron itself):
+- ``FAULT_HOLD_AT`` = ``renew`` | ``guard`` | ``commit`` with ``FAULT_HOLD_DIR``: once the
+  file ``armed`` exists in that directory, the node stops at that point of its cycle
+  (inside the lease renewal's transaction after it locked the ownership row; inside a run
+  write after the guard locked it; just before a transaction holding that lock commits),
+  writes ``inside`` and waits for ``go`` before it goes on, so the test cuts the link
+  exactly there;
+- ``FAULT_NO_BOUNDS=1``: the node's sessions get no PostgreSQL bounds and it ends no
+  expired owner's sessions (the negative control).
 """
 
 from __future__ import annotations
@@ -18,12 +28,72 @@ import signal
 import sys
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
+import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+import fleetcron.app
 from fleetcron.app import App
 from fleetcron.config import load_settings
+from fleetcron.coordination import guard, ownership_change
 from fleetcron.coordination.node import GUARDED, GuardPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
+from fleetcron.services import cluster_lease
+
+#: The hooks replace functions for the life of the process (never undone).
+PATCH = pytest.MonkeyPatch()
+
+
+def _hold(directory: Path) -> None:
+    """Once armed, stop here once: say so and wait for the test's ``go``."""
+    armed = directory / "armed"
+    if not armed.exists():
+        return
+    armed.unlink()
+    (directory / "inside").write_text(str(time.time()))
+    deadline = time.monotonic() + 60
+    while not (directory / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _install_hold(point: str, directory: Path) -> None:
+    original_renew = ownership_change.renew_lease
+    original_verdict = guard.CoordinatedGuard.verdict
+
+    def renew(session: Session, ownership: Any, lease_s: float) -> None:
+        if point == "renew":
+            _hold(directory)
+        original_renew(session, ownership, lease_s)
+        session.info["holds_ownership_lock"] = True
+
+    def verdict(self: guard.CoordinatedGuard, session: Session) -> Any:
+        result = original_verdict(self, session)
+        if point == "guard":
+            _hold(directory)
+        return result
+
+    def before_commit(session: Session) -> None:
+        if point == "commit" and session.info.pop("holds_ownership_lock", False):
+            _hold(directory)
+
+    PATCH.setattr(cluster_lease, "renew_lease", renew)
+    PATCH.setattr(guard.CoordinatedGuard, "verdict", verdict)
+    event.listen(Session, "before_commit", before_commit)
+
+
+def _remove_bounds() -> None:
+    def unbounded(_lease: float | None) -> None:
+        return None
+
+    def end_nothing(_self: cluster_lease.Lease) -> None:
+        return None
+
+    PATCH.setattr(fleetcron.app, "session_bounds", unbounded)
+    PATCH.setattr(cluster_lease.Lease, "_end_expired_owner_sessions", end_nothing)
 
 #: FAULT_NODE_POLICY's values: the guard policies of the negative controls.
 POLICIES = {
@@ -35,6 +105,10 @@ POLICIES = {
 
 def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     configure_logging()
+    if os.environ.get("FAULT_HOLD_AT"):
+        _install_hold(os.environ["FAULT_HOLD_AT"], Path(os.environ["FAULT_HOLD_DIR"]))
+    if os.environ.get("FAULT_NO_BOUNDS") == "1":
+        _remove_bounds()
 
     def clock() -> datetime:
         return sim_epoch + timedelta(seconds=(time.time() - real_epoch) * speed)

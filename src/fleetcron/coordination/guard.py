@@ -7,11 +7,12 @@ current generation. New runs get an execution claim whose deadline is measured b
 database clock (``clock_timestamp()``), so a node with a wrong or paused clock cannot extend
 it; a completion is written only while its claim is live, for this node and generation.
 Handoff and takeover take the same lock, so they can never interleave with a run write.
-A node that stops inside such a transaction (paused, frozen, its host suspended) would hold
-the lock for as long as it is stopped, and a forced takeover would wait for it without end:
-the guard's transaction therefore lets PostgreSQL end the session once it has been idle for
-:data:`LOCK_HOLDER_IDLE_S` (``idle_in_transaction_session_timeout``, for this transaction
-only). Its write is rolled back, which is the safe outcome: the stopped node wrote nothing.
+A node that stops inside such a transaction (paused, frozen, its host suspended, its link
+cut) would hold the lock for as long as it is stopped, and a takeover would wait for it
+without end: every PostgreSQL session of a node is therefore ended by the server once it
+has been idle in a transaction for half the lease (``idle_in_transaction_session_timeout``,
+set for all sessions by :func:`fleetcron.store.db.session_bounds`). Its write is rolled
+back, which is the safe outcome: the stopped node wrote nothing.
 
 A new owner also waits for its predecessors: :meth:`CoordinatedGuard.old_claims` lists, per
 assignment, the claims of older generations whose deadline has not come (revoked or not:
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
@@ -37,10 +38,6 @@ from fleetcron.store.schema import ClusterNode, ClusterOwnership, ExecutionClaim
 UNFINISHED_CLAIM_STATES = ("live", "revoked")
 
 UNGUARDED = Verdict("owner", "UNSAFE: the ownership guard is switched off (test-only setting)")
-
-#: Seconds a run-writing transaction may sit idle, holding the ownership lock, before the
-#: database ends its session (a live node issues its statements back to back).
-LOCK_HOLDER_IDLE_S = 15
 
 
 def db_now(session: Session) -> datetime:
@@ -100,10 +97,6 @@ class CoordinatedGuard:
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        if session.get_bind().dialect.name == "postgresql":
-            session.execute(
-                text(f"SET LOCAL idle_in_transaction_session_timeout = '{LOCK_HOLDER_IDLE_S}s'")
-            )
         verdict = current_verdict(session, self.node_id, self.fingerprint, lock=True)
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
@@ -122,9 +115,7 @@ class CoordinatedGuard:
         """Claims are measured by the database clock."""
         return db_now(session)
 
-    def claim(
-        self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime
-    ) -> None:
+    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
         if not runs:
             return
         claims = []

@@ -12,7 +12,8 @@ module is the only code that writes it, always under the same lock
   fenced, the old owner is fenced, and the new owner waits for the older claims still
   before their deadline (unless they are cleared);
 - maintenance (:func:`expire_claims`, :func:`complete_drained_handoff`);
-- the lease (:func:`renew_lease`, :func:`lease_expired`).
+- the lease (:func:`renew_lease`, :func:`lease_expired`) and the sessions of an owner whose
+  lease has expired (:func:`end_expired_owner_sessions`).
 
 Authorization, audit and logging are the callers' (:mod:`fleetcron.services.cluster`);
 every function here works in the caller's transaction.
@@ -20,27 +21,34 @@ every function here works in the caller's transaction.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, db_now
 from fleetcron.coordination.identity import NodeIdentity
 from fleetcron.errors import CoordinationError, NotFound
+from fleetcron.store.db import application_name
 from fleetcron.store.run_writes import fence_runs
 from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "LockHolder",
     "OwnerChange",
     "change_owner",
     "clear_claims",
     "complete_drained_handoff",
     "complete_transfer",
     "eligible",
+    "end_expired_owner_sessions",
     "ensure_ownership_row",
     "expire_claims",
     "get_node",
@@ -49,6 +57,7 @@ __all__ = [
     "lock_ownership",
     "locked_ownership",
     "may_own",
+    "ownership_lock_holders",
     "renew_lease",
     "supersede_pending",
     "unfinished_claims",
@@ -82,6 +91,44 @@ def lock_ownership(session: Session) -> ClusterOwnership:
             f"coordination state has {len(rows)} ownership rows, expected 1; repair it first"
         )
     return rows[0]
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """A PostgreSQL session holding the ownership row's lock (``pg_locks``,
+    ``pg_stat_activity``): what a standby waits for during a takeover."""
+
+    pid: int
+    application_name: str
+    state: str
+    since: datetime | None
+    """When its transaction began."""
+    blocking: int
+    """How many sessions wait for it."""
+
+
+def ownership_lock_holders(session: Session) -> list[LockHolder]:
+    """Other sessions that lock ``cluster_ownership`` for update (PostgreSQL; none on
+    SQLite), oldest transaction first."""
+    if session.get_bind().dialect.name != "postgresql":
+        return []
+    rows = session.execute(
+        text(
+            "SELECT a.pid, a.application_name, a.state, a.xact_start, "
+            "(SELECT count(*) FROM pg_stat_activity w "
+            " WHERE a.pid = ANY(pg_blocking_pids(w.pid))) AS blocking "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'relation' AND l.granted "
+            "AND l.relation = 'cluster_ownership'::regclass AND l.mode = 'RowShareLock' "
+            "AND a.pid <> pg_backend_pid() ORDER BY a.xact_start"
+        )
+    ).all()
+    return [
+        LockHolder(
+            int(r.pid), str(r.application_name or ""), str(r.state), r.xact_start, int(r.blocking)
+        )
+        for r in rows
+    ]
 
 
 def get_node(session: Session, node_id: str) -> ClusterNode:
@@ -258,9 +305,7 @@ def change_owner(
     session.flush()
     supersede_pending(session, transfer.id, now, keep=transfer.id)
     label = "forced takeover" if kind == "takeover" else kind
-    revoked = _revoke_claims(
-        session, old.node_id, now, reason=f"revoked by {label} {transfer.id}"
-    )
+    revoked = _revoke_claims(session, old.node_id, now, reason=f"revoked by {label} {transfer.id}")
     waiting = unfinished_claims(session, ownership.generation + 1)
     cleared = 0
     if clear_waiting:
@@ -337,6 +382,57 @@ def renew_lease(session: Session, ownership: ClusterOwnership, lease_s: float) -
 
 def lease_expired(session: Session, ownership: ClusterOwnership) -> bool:
     """Whether the owner's lease has expired by the database clock (no lease: never)."""
-    return ownership.lease_expires_at is not None and ownership.lease_expires_at <= db_now(
-        session
-    )
+    return ownership.lease_expires_at is not None and ownership.lease_expires_at <= db_now(session)
+
+
+@dataclass(frozen=True)
+class EndedSessions:
+    """The sessions of an expired owner that a standby ended."""
+
+    node_id: str
+    lease_expired_at: datetime
+    pids: list[int]
+
+
+def end_expired_owner_sessions(session: Session, me: str) -> EndedSessions | None:
+    """End (``pg_terminate_backend``) the PostgreSQL sessions of the owner when its lease
+    has expired by the database clock and it is not ``me``; None when it has not.
+
+    Safe: the owner stopped claiming and killed its runs before its lease could expire
+    (self-fencing), so what its sessions still hold is an open transaction whose rollback
+    is the safe outcome (it wrote nothing), or a commit that either happened or did not.
+    Its sessions are recognized by their ``application_name`` (``fleetcron:<node id>:``).
+    PostgreSQL lets a role end the sessions of the same role, or any non-superuser's with
+    ``pg_signal_backend``; without the privilege nothing is ended (the server's idle and
+    statement timeouts still release the locks within half the lease)."""
+    row = session.execute(
+        select(ClusterOwnership.owner_node_id, ClusterOwnership.lease_expires_at)
+    ).one_or_none()
+    if row is None or row.owner_node_id in (None, me) or row.lease_expires_at is None:
+        return None
+    if row.lease_expires_at > db_now(session):
+        return None
+    prefix = application_name(str(row.owner_node_id), "")
+    try:
+        with session.begin_nested():
+            pids = [
+                int(pid)
+                for pid, ended in session.execute(
+                    text(
+                        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE starts_with(application_name, :prefix) "
+                        "AND pid <> pg_backend_pid() AND datname = current_database()"
+                    ),
+                    {"prefix": prefix},
+                )
+                if ended
+            ]
+    except DBAPIError as exc:  # e.g. permission denied: the server's timeouts still apply
+        log.warning(
+            "cluster: cannot end the sessions of %s: %s",
+            row.owner_node_id,
+            exc.orig,
+            extra={"action": "cluster.end_sessions_refused"},
+        )
+        pids = []
+    return EndedSessions(str(row.owner_node_id), row.lease_expires_at, pids)

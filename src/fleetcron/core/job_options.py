@@ -348,6 +348,7 @@ def check_option(option: JobOption, value: Any) -> Any:
 #: and raises :class:`InvalidInput` naming the field to change.
 JobRule = Callable[[Mapping[str, Any]], None]
 
+
 #: The rules over several options, checked by :func:`check_job` when a job is added, edited
 #: or applied from a schedule file (after each option passed its own checks).
 def _start_delay_bounded(values: Mapping[str, Any]) -> None:

@@ -194,8 +194,7 @@ def wait_for_old_claims(
     skipped = replace(
         fire,
         outcome="skipped",
-        reason=f"waiting for the previous owner: {last.describe()}, past this slot's "
-        "misfire grace",
+        reason=f"waiting for the previous owner: {last.describe()}, past this slot's misfire grace",
     )
     return replace(plan, outcomes=tuple(skipped if o is fire else o for o in plan.outcomes))
 

@@ -313,9 +313,7 @@ def names_phrase(names: Sequence[str], limit: int = REASON_NAMES) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def plan_rollout(
-    members: Sequence[Member], options: RolloutOptions, now: datetime
-) -> RolloutPlan:
+def plan_rollout(members: Sequence[Member], options: RolloutOptions, now: datetime) -> RolloutPlan:
     """Decide the slot's next step from its rows (see the module docstring)."""
     waves = waves_of(members, options)
     pending = [m for wave in waves for m in wave if m.not_started]

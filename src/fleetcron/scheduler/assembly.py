@@ -33,6 +33,7 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.services import cluster, setup
 from fleetcron.services.cluster import Node
 from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.store.db import application_name
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ def _cluster_scheduler(
 ) -> Scheduler:
     """A scheduler whose every run write is checked by the ownership guard."""
     node = Node(app, guard_policy)
+    # The node id names its sessions: a new owner can end them once its lease expired.
+    app.db.rename(application_name(node.identity.node_id, "scheduler"))
     cluster.announce(app, node)
     ensure_secret(app, SYSTEM)
     log.info(

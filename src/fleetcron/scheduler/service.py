@@ -581,9 +581,7 @@ class Scheduler:
                     await self._in_db(self.runs.write_live, snapshots, now)
         except Exception:
             # Followers only: never keep the tick from claiming.
-            log.exception(
-                "cron: could not follow the live runs", extra={"action": "live.error"}
-            )
+            log.exception("cron: could not follow the live runs", extra={"action": "live.error"})
 
     async def _drain_writer(self) -> None:
         await self._finished.join()

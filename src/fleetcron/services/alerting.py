@@ -154,9 +154,7 @@ def _evaluation_lock(session: Session) -> bool:
 
 
 def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime) -> int:
-    return _rollout_halts(session, now, since) + _evaluate_assignments(
-        session, now, grace, since
-    )
+    return _rollout_halts(session, now, since) + _evaluate_assignments(session, now, grace, since)
 
 
 def _evaluate_assignments(

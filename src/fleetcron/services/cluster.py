@@ -38,10 +38,11 @@ from datetime import datetime
 from sqlalchemy import func, select
 
 from fleetcron.app import SYSTEM, Actor, App
-from fleetcron.coordination.guard import current_verdict
+from fleetcron.coordination.guard import current_verdict, db_now
 from fleetcron.coordination.identity import normalize_endpoint
 from fleetcron.coordination.node import Node as Node
 from fleetcron.coordination.ownership_change import (
+    LockHolder,
     change_owner,
     complete_drained_handoff,
     complete_transfer,
@@ -50,6 +51,7 @@ from fleetcron.coordination.ownership_change import (
     get_node,
     lock_ownership,
     may_own,
+    ownership_lock_holders,
     supersede_pending,
     unfinished_claims,
     waiting_detail,
@@ -305,6 +307,11 @@ class ClusterStatus:
     #: not start their assignments until then (``waiting_until``, database clock).
     waiting_claims: int = 0
     waiting_until: datetime | None = None
+    #: With automatic failover: seconds until the owner's lease expires by the database
+    #: clock (negative: expired that long ago; None: no lease).
+    lease_expires_in_s: float | None = None
+    #: Sessions holding the ownership row's lock (a standby's takeover waits for them).
+    lock_holders: list[LockHolder] = field(default_factory=list)
 
     def one_line(self) -> str:
         if self.mode == "standalone":
@@ -320,6 +327,19 @@ class ClusterStatus:
             line += (
                 f"; waiting for {self.waiting_claims} claim(s) of the previous owner until "
                 f"{self.waiting_until.isoformat(timespec='seconds')}"
+            )
+        if self.lease_expires_in_s is not None:
+            left = self.lease_expires_in_s
+            line += (
+                f"; lease expires in {left:.1f} s"
+                if left > 0
+                else f"; lease expired {-left:.1f} s ago"
+            )
+        for h in self.lock_holders:
+            since = h.since.isoformat(timespec="seconds") if h.since else "?"
+            line += (
+                f"; ownership lock held by {h.application_name or '(unnamed)'} "
+                f"(pid {h.pid}, {h.state}) since {since}, {h.blocking} waiting"
             )
         return line
 
@@ -359,6 +379,12 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         ]
         verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
         waiting = unfinished_claims(session, ownership.generation) if ownership else []
+        lease_left = (
+            (ownership.lease_expires_at - db_now(session)).total_seconds()
+            if ownership is not None and ownership.lease_expires_at is not None
+            else None
+        )
+        holders = ownership_lock_holders(session)
     return ClusterStatus(
         "cluster",
         me.node_id,
@@ -371,4 +397,6 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         running,
         len(waiting),
         max((c.deadline_at for c in waiting), default=None),
+        lease_left,
+        holders,
     )

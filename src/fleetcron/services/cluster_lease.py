@@ -19,6 +19,7 @@ from fleetcron.coordination.node import Node
 from fleetcron.coordination.ownership_change import (
     change_owner,
     eligible,
+    end_expired_owner_sessions,
     get_node,
     lease_expired,
     locked_ownership,
@@ -43,6 +44,9 @@ class Lease:
 
     app: App
     node: Node
+    #: End the sessions of an owner whose lease has expired before taking its lock
+    #: (:func:`~fleetcron.coordination.ownership_change.end_sessions_of`).
+    terminate_expired_owner: bool = True
     _renewed_at: float | None = None
 
     @property
@@ -64,6 +68,8 @@ class Lease:
         """Renew (as owner) or take over an expired lease (as standby); returns what happened."""
         me = self.node.identity
         started = time.monotonic()
+        if self.terminate_expired_owner:
+            self._end_expired_owner_sessions()
         with self.app.db.session() as session:
             ownership = locked_ownership(session)
             if ownership is None or ownership.owner_node_id is None:
@@ -80,6 +86,41 @@ class Lease:
             if not eligible(get_node(session, me.node_id), me):
                 return "not eligible"
             return self._fail_over(session, ownership)
+
+    def _end_expired_owner_sessions(self) -> None:
+        """As a standby, before waiting for the ownership lock: if the owner's lease has
+        expired by the database clock, end that owner's sessions (they would otherwise
+        hold their locks until the server's idle timeout) and audit it."""
+        if self.app.db.dialect != "postgresql":
+            return
+        me = self.node.identity
+        with self.app.db.session() as session:
+            if not eligible(get_node(session, me.node_id), me):
+                return
+            ended = end_expired_owner_sessions(session, me.node_id)
+            if ended is None or not ended.pids:
+                return
+            record(
+                session,
+                self.app,
+                SYSTEM,
+                AuditNote(
+                    "cluster.end_sessions",
+                    detail={
+                        "node": ended.node_id,
+                        "sessions": len(ended.pids),
+                        "pids": ended.pids,
+                        "lease_expired_at": ended.lease_expired_at.isoformat(),
+                    },
+                ),
+                success=True,
+            )
+        log.warning(
+            "cluster: lease of %s expired; ended %d of its database sessions",
+            ended.node_id,
+            len(ended.pids),
+            extra={"action": "cluster.end_sessions", "node": ended.node_id},
+        )
 
     def _fail_over(self, session: Session, ownership: ClusterOwnership) -> str:
         me = self.node.identity

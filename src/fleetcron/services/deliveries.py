@@ -232,6 +232,7 @@ def _record(
                 },
             )
 
+
 def _bounded(text: str) -> str:
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
 

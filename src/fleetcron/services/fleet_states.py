@@ -34,7 +34,6 @@ STATES: tuple[str, ...] = ("failed", "running", "waiting", "missed", "skipped", 
 PAGE_MAX = 1000
 
 
-
 def state_of(status: RunStatus | str | None) -> str:
     """The class of a run's status as the job page shows it."""
     if status is None:

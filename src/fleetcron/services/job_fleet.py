@@ -370,9 +370,7 @@ def _states(session: Session, job_id: int, *, labels: bool, times: bool) -> list
     ]
     if labels:
         columns.append(Target.labels.label("labels"))
-    found = with_newest(
-        session, columns, Assignment.job_id == job_id, times=times, raw_times=True
-    )
+    found = with_newest(session, columns, Assignment.job_id == job_id, times=times, raw_times=True)
     no_labels: Mapping[str, str] = {}
     # positional: the columns above, then last_id, status, scheduled_for, duration_ms
     return [
@@ -454,9 +452,7 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
         job = session.scalar(select(Job).where(Job.name == name))
         if job is None:
             raise NotFound("job", name)
-        rows = _states(
-            session, job.id, labels=bool(labels), times=key in ("last", "duration")
-        )
+        rows = _states(session, job.id, labels=bool(labels), times=key in ("last", "duration"))
         counts = _counts(rows)
         shown = [row for row in rows if _matches(row, wanted, labels)]
         details: dict[int, TargetRow] = {}

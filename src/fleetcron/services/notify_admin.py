@@ -312,7 +312,6 @@ def list_deliveries(
         ]
 
 
-
 def _channel_view(channel: NotificationChannel) -> ChannelView:
     return ChannelView(
         id=channel.id,
@@ -323,7 +322,6 @@ def _channel_view(channel: NotificationChannel) -> ChannelView:
         has_secret=channel.secret_enc is not None,
         created_at=channel.created_at,
     )
-
 
 
 def _shown(kind: str, config: dict[str, Any]) -> dict[str, Any]:

@@ -75,9 +75,7 @@ def paired_target_labels(app: App, actor: Actor) -> list[tuple[str, dict[str, st
     actor.authorize("target.read")
     with app.db.read() as session:
         rows = session.execute(
-            select(Target.name, Target.labels)
-            .where(Target.paired.is_(True))
-            .order_by(Target.name)
+            select(Target.name, Target.labels).where(Target.paired.is_(True)).order_by(Target.name)
         )
         return [(name, dict(labels or {})) for name, labels in rows]
 
@@ -95,9 +93,7 @@ def labels_of(app: App, actor: Actor, names: Iterable[str]) -> dict[str, dict[st
     with app.db.read() as session:
         for start in range(0, len(wanted), NAMES_CHUNK):
             chunk = wanted[start : start + NAMES_CHUNK]
-            rows = session.execute(
-                select(Target.name, Target.labels).where(Target.name.in_(chunk))
-            )
+            rows = session.execute(select(Target.name, Target.labels).where(Target.name.in_(chunk)))
             found.update((name, dict(labels or {})) for name, labels in rows)
     return found
 

@@ -73,8 +73,89 @@ def create_private_file(path: Path) -> None:
         os.umask(previous)
 
 
-def create_db_engine(url: str) -> Engine:
-    """Create an engine for the URL with fleetcron's connection settings."""
+#: The lease the PostgreSQL session bounds are derived from when automatic failover is off
+#: (a forced takeover still needs the old owner's locks released): 15 s idle, as before.
+UNLEASED_BOUND_S = 30.0
+
+
+@dataclass(frozen=True)
+class SessionBounds:
+    """How long any one PostgreSQL session of a node may hold or wait for a lock, and how
+    fast a dead link is noticed (see :func:`session_bounds`)."""
+
+    statement_timeout_ms: int
+    idle_in_transaction_ms: int
+    lock_timeout_ms: int
+    keepalives_idle_s: int
+    keepalives_interval_s: int
+    keepalives_count: int
+    tcp_user_timeout_ms: int
+
+    def connect_args(self, application_name: str) -> dict[str, Any]:
+        """libpq connection parameters: the server-side timeouts as ``options``, the
+        client's TCP keepalives and user timeout, and the session's name."""
+        options = " ".join(
+            [
+                "-c timezone=UTC",
+                f"-c statement_timeout={self.statement_timeout_ms}",
+                f"-c idle_in_transaction_session_timeout={self.idle_in_transaction_ms}",
+                f"-c lock_timeout={self.lock_timeout_ms}",
+            ]
+        )
+        return {
+            "options": options,
+            "application_name": application_name,
+            "keepalives": 1,
+            "keepalives_idle": self.keepalives_idle_s,
+            "keepalives_interval": self.keepalives_interval_s,
+            "keepalives_count": self.keepalives_count,
+            "tcp_user_timeout": self.tcp_user_timeout_ms,
+        }
+
+
+def session_bounds(lease_s: float | None) -> SessionBounds:
+    """The bounds of every PostgreSQL session of a node, derived from its lease ``L``
+    (:data:`UNLEASED_BOUND_S` without automatic failover). The one place they are set.
+
+    The arithmetic: a standby takes over once the owner's lease has expired, which is at
+    most ``L`` after the owner's last renewal, itself before the owner was cut off. To get
+    the ownership lock then, no lock of the cut-off owner may outlive that moment by much:
+
+    - ``idle_in_transaction_session_timeout`` = ``statement_timeout`` = ``L/2``: a session
+      cut off inside a transaction (idle, waiting for a statement that never arrives) or
+      inside a statement is ended by the server, its locks released and its write rolled
+      back, at most ``L/2`` after the cut, before the lease can expire (a live node issues
+      its statements back to back, and no coordination statement takes ``L/2``);
+    - ``lock_timeout`` = ``L/4``: a lock wait gives up and the caller's next round (the
+      lease step every ``FLEETCRON_LEASE_RENEW_S``, the next tick) tries again, so no
+      node waits on a lock without end and a retry comes well within the lease;
+    - TCP keepalives after ``L/4`` idle, every ``L/8``, 3 probes, and ``tcp_user_timeout``
+      ``L/2``: the node notices a silently dead link (no RST, no FIN) within about ``L/2``
+      instead of the kernel's two hours (the server side needs ``tcp_keepalives_*`` too:
+      docs/high-availability.md).
+
+    Keepalive parameters are whole seconds, at least one. So a standby takes over at most
+    ``L`` plus one lease step (``FLEETCRON_LEASE_RENEW_S``, how often it looks) after the
+    cut; ``L/4`` and one more step if a look waits on a lock not yet released.
+    """
+    lease = lease_s if lease_s is not None else UNLEASED_BOUND_S
+    half_ms = max(int(lease * 500), 100)
+    return SessionBounds(
+        statement_timeout_ms=half_ms,
+        idle_in_transaction_ms=half_ms,
+        lock_timeout_ms=max(int(lease * 250), 50),
+        keepalives_idle_s=max(int(lease / 4), 1),
+        keepalives_interval_s=max(int(lease / 8), 1),
+        keepalives_count=3,
+        tcp_user_timeout_ms=half_ms,
+    )
+
+
+def create_db_engine(
+    url: str, bounds: SessionBounds | None = None, application_name: str = "fleetcron"
+) -> Engine:
+    """Create an engine for the URL with fleetcron's connection settings; on PostgreSQL
+    every session gets ``bounds`` (none: unbounded, for migrations) and its name."""
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             # The database holds password hashes and encrypted keys: owner only.
@@ -102,13 +183,25 @@ def create_db_engine(url: str) -> Engine:
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     # Timestamps are stored as UTC; comparing them with clock_timestamp() needs a UTC session.
-    return create_engine(
-        url,
-        pool_pre_ping=True,
-        pool_size=10,
-        max_overflow=20,
-        connect_args={"options": "-c timezone=UTC"},
+    connect_args: dict[str, Any] = (
+        bounds.connect_args(application_name)
+        if bounds is not None
+        else {"options": "-c timezone=UTC", "application_name": application_name}
     )
+    engine = create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args
+    )
+    return engine
+
+
+#: Where a pooled connection records the ``application_name`` it was given.
+APPLICATION_NAME_KEY = "fleetcron_application_name"
+
+
+def application_name(node: str, role: str) -> str:
+    """How a node's PostgreSQL sessions are named (``pg_stat_activity.application_name``,
+    at most 63 characters): ``fleetcron:<node>:<role>``."""
+    return f"fleetcron:{node}:{role}"[:63]
 
 
 def alembic_config(engine: Engine | None = None, url: str | None = None) -> Config:
@@ -127,9 +220,15 @@ def alembic_config(engine: Engine | None = None, url: str | None = None) -> Conf
 class Database:
     """An engine and a session factory; the one way the rest of fleetcron reaches the data."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, bounds: SessionBounds | None = None, name: str = "fleetcron"
+    ) -> None:
         self.url = url
-        self.engine = create_db_engine(url)
+        self.bounds = bounds
+        self.engine = create_db_engine(url, bounds, name)
+        self._name = self._connected_as = name
+        if self.dialect == "postgresql":
+            event.listen(self.engine, "checkout", self._named)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # The same pool; on SQLite its transactions begin without the writer lock.
         self._read_sessions = sessionmaker(
@@ -139,6 +238,21 @@ class Database:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    def rename(self, name: str) -> None:
+        """Name every session of this database ``name`` from now on (PostgreSQL's
+        ``application_name``): a node learns its node id after it has connected, and a
+        session made before is renamed when it is next used."""
+        self._name = name
+
+    def _named(self, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.info.get(APPLICATION_NAME_KEY, self._connected_as) == self._name:
+            return
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SELECT set_config('application_name', %s, false)", (self._name,))
+        cursor.close()
+        dbapi_connection.commit()
+        record.info[APPLICATION_NAME_KEY] = self._name
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -195,7 +309,13 @@ class Database:
         log.info("migrating database to head", extra={"action": "db.upgrade"})
         from alembic import command
 
-        command.upgrade(alembic_config(engine=self.engine), "head")
+        # A migration may hold its locks for long: its engine has no session bounds.
+        engine = self.engine if self.dialect != "postgresql" else create_db_engine(self.url)
+        try:
+            command.upgrade(alembic_config(engine=engine), "head")
+        finally:
+            if engine is not self.engine:
+                engine.dispose()
 
     def ensure_current(self, *, auto_upgrade: bool = False) -> None:
         """Stop with a clear message when the schema is not the one this code expects."""

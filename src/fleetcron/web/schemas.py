@@ -48,9 +48,7 @@ class TargetIn(Body):
     allow_same_host: bool = Field(
         default=False, description="accept a second target on the same user@host:port"
     )
-    timezone: str | None = Field(
-        default=None, max_length=64, description=TARGET_ZONE_HELP
-    )
+    timezone: str | None = Field(default=None, max_length=64, description=TARGET_ZONE_HELP)
 
 
 class TargetPatch(Body):

@@ -24,7 +24,13 @@ depends_on = None
 
 #: Job columns that are not part of its definition (identity, bookkeeping).
 NOT_DEFINITION = {
-    "id", "target_id", "version", "created_by", "updated_by", "created_at", "updated_at"
+    "id",
+    "target_id",
+    "version",
+    "created_by",
+    "updated_by",
+    "created_at",
+    "updated_at",
 }
 
 
@@ -47,9 +53,7 @@ def upgrade() -> None:
     with op.batch_alter_table("job_versions", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_job_versions_job_name"), ["job_name"], unique=False)
     with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("version", sa.Integer(), server_default="0", nullable=False)
-        )
+        batch_op.add_column(sa.Column("version", sa.Integer(), server_default="0", nullable=False))
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("job_version", sa.Integer(), nullable=True))
     _first_versions()
