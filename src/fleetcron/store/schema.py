@@ -30,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm.base import NEVER_SET, NO_VALUE
 from sqlalchemy.types import TypeDecorator
 
 from fleetcron.core import statuses
@@ -201,10 +202,19 @@ class Job(Base):
 
 
 def _command_changed(job: Job, value: Any, oldvalue: Any, initiator: Any) -> None:
-    """What runs on the job's assignments changed: its author is no longer known."""
-    if value != oldvalue:
-        job.command_by = None
-        job.command_role = None
+    """What runs on the job's assignments changed: its author is no longer known.
+
+    Not a change: a first value of a new job (no author yet either), and the flush copying
+    the id of the target already set through ``Job.target`` into ``target_id`` (that set
+    cleared the author already; clearing again would undo the author stamped after it)."""
+    if oldvalue in (NO_VALUE, NEVER_SET) or value == oldvalue:
+        return
+    if initiator.key == "target_id":
+        current = job.__dict__.get("target")
+        if current is not None and current.__dict__.get("id") == value:
+            return
+    job.command_by = None
+    job.command_role = None
 
 
 for _attribute in (Job.command, Job.selector, Job.origin, Job.target_id, Job.target):
