@@ -161,6 +161,8 @@ def _scheduler_with_credentials(tmp_path: Path, *, with_key: bool) -> tuple[int 
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
             if not line:
+                # Its stderr closed: it is exiting; the exit code follows once it is reaped.
+                proc.wait(timeout=30)
                 break
             log.append(line)
             if "scheduler started" in line:
@@ -169,6 +171,8 @@ def _scheduler_with_credentials(tmp_path: Path, *, with_key: bool) -> tuple[int 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
         if credentials.is_dir():
             credentials.chmod(0o700)
 
