@@ -64,7 +64,8 @@ quick: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy src/fleetcron
-	$(BIN)/mypy tests bench --exclude '^tests/(integration/executors|e2e/browser)/'
+	$(BIN)/mypy tests bench --exclude '^tests/(integration/executors|e2e/browser|fault)/'
+	$(BIN)/mypy tests/fault
 	MYPYPATH=tests/integration/executors $(BIN)/mypy tests/integration/executors
 	MYPYPATH=tests/e2e/browser $(BIN)/mypy tests/e2e/browser
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,20 +26,12 @@ from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM
-from fleetcron.crypto import generate_key
 from fleetcron.services import cluster
 from fleetcron.store.schema import ExecutionClaim, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 GRACE = timedelta(seconds=60)
-
-
-@pytest.fixture
-def lab(migrated: str, tmp_path: Path) -> Iterator[Lab]:
-    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode())
-    yield the_lab
-    the_lab.stop_all()
 
 
 def started_by(lab: Lab, node: str) -> int:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -40,11 +39,9 @@ from harness import Lab, namespace_resolver, namespaced_sshd, wait_until
 from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select
 
-from fixtures.postgres import PostgresServer
 from fixtures.sshd import ClientKey, SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.core.planning import jitter_offset
-from fleetcron.crypto import generate_key
 from fleetcron.services import cluster, runs
 from fleetcron.store.schema import (
     AuditEvent,
@@ -65,20 +62,6 @@ MEASURED: list[str] = []
 
 Fault = Literal["kill", "stop", "cut"]
 Mode = Literal["lease", "takeover"]
-
-
-@pytest.fixture
-def lab(migrated: str, tmp_path: Path) -> Iterator[Lab]:
-    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode())
-    yield the_lab
-    the_lab.stop_all()
-
-
-@pytest.fixture
-def link(postgres_server: PostgresServer) -> Iterator[CuttableLink]:
-    proxy = CuttableLink(postgres_server.host, postgres_server.port)
-    yield proxy
-    proxy.close()
 
 
 def starts(lab: Lab, *, generation: int | None = None, node: str | None = None) -> list[float]:

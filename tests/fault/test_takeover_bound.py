@@ -18,7 +18,6 @@ import statistics
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 from checkers import (
@@ -32,9 +31,7 @@ from harness import Lab, wait_until
 from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select, text
 
-from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM
-from fleetcron.crypto import generate_key
 from fleetcron.services import cluster, runs
 from fleetcron.store.schema import AuditEvent
 
@@ -56,20 +53,6 @@ TAKEOVER_S: dict[str, float] = {}
 
 class TakeoverTooLate(AssertionError):
     pass
-
-
-@pytest.fixture
-def lab(migrated: str, tmp_path: Path) -> Iterator[Lab]:
-    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode())
-    yield the_lab
-    the_lab.stop_all()
-
-
-@pytest.fixture
-def link(postgres_server: PostgresServer) -> Iterator[CuttableLink]:
-    proxy = CuttableLink(postgres_server.host, postgres_server.port)
-    yield proxy
-    proxy.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
