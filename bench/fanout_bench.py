@@ -106,8 +106,8 @@ def run_fleetcron(spec: dict[str, Any], command: str, followed: bool = False) ->
     )
     from fleetcron.app import SYSTEM
     from fleetcron.scheduler.service import Scheduler
-    from fleetcron.services import jobs
-    from fleetcron.services import runs as runs_svc
+    from fleetcron.services.jobs import edit as jobs
+    from fleetcron.services.runs import reads as runs_svc
     from fleetcron.store.schema import Run, Target
 
     quiet_production_logging()

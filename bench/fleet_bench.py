@@ -128,7 +128,7 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     from fleetcron.app import SYSTEM
     from fleetcron.executors import SshExecutor
     from fleetcron.scheduler.service import Scheduler
-    from fleetcron.services import jobs
+    from fleetcron.services.jobs import edit as jobs
     from fleetcron.store.schema import Run, Target
 
     targets = targets_of(spec)

@@ -12,8 +12,8 @@ the median and worst of ``--calls`` summary calls, the number of SQL statements 
 issues, what it counted and listed, and (PostgreSQL, ``--explain``) ``EXPLAIN ANALYZE`` of
 each statement.
 
-``--baseline FILE`` also times another version of ``services/health.py`` on the same data
-(e.g. ``git show fefc935:src/fleetcron/services/health.py > /tmp/old_health.py``: the
+``--baseline FILE`` also times another version of ``services/health/report.py`` on the same data
+(e.g. ``git show fefc935:src/fleetcron/services/health/report.py > /tmp/old_health.py``: the
 version with a window over every finished run and two queries per failing assignment).
 
 Run by hand: ``.venv/bin/python bench/health_bench.py [--targets 5000] [--jobs 50]
@@ -46,7 +46,7 @@ from _common import (
     table,
 )
 from fleetcron.app import Actor, App
-from fleetcron.services import health
+from fleetcron.services.health import report as health
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -203,7 +203,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--explain", action="store_true")
-    parser.add_argument("--baseline", help="another services/health.py to time on the same data")
+    parser.add_argument(
+        "--baseline", help="another services/health/report.py to time on the same data"
+    )
     parser.add_argument(
         "--limit",
         default=",".join(str(n) for n in (health.DEFAULT_LIMIT, health.LIMIT_MAX, 0)),

@@ -146,7 +146,7 @@ def clients(app: App) -> tuple[Any, Any, Callable[[], None]]:
     """A logged-in browser session and an API client with a viewer's token."""
     from fastapi.testclient import TestClient
 
-    from fleetcron.services.users import add_user, create_token
+    from fleetcron.services.accounts.users import add_user, create_token
     from fleetcron.web.app import create_app
 
     add_user(app, SYSTEM, "viewer", PASSWORD, "viewer")

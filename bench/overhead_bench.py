@@ -66,8 +66,8 @@ from _common import (
 )
 from fleetcron.app import SYSTEM, App
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 

@@ -229,7 +229,7 @@ def counting(app: App) -> Iterator[list[str]]:
 def measure_pages(app: App, requests: int, wanted: list[str]) -> list[dict[str, Any]]:
     from starlette.testclient import TestClient
 
-    from fleetcron.services import users
+    from fleetcron.services.accounts import users
     from fleetcron.web.app import create_app
 
     users.add_user(app, SYSTEM, "bench", "bench-password-long-enough", "admin")
@@ -278,10 +278,11 @@ def measure_pages(app: App, requests: int, wanted: list[str]) -> list[dict[str, 
 def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
     """Where the dashboard's time goes: each service call it makes, timed alone (p50, p95
     of ``requests`` calls after one warm-up), with the statements it issues."""
-    from fleetcron.services import cluster as cluster_svc
-    from fleetcron.services import fleet_grid, target_reads
-    from fleetcron.services import health as health_svc
-    from fleetcron.services import jobs as jobs_svc
+    from fleetcron.services.cluster import status as cluster_svc
+    from fleetcron.services.fleet import grid as fleet_grid
+    from fleetcron.services.health import report as health_svc
+    from fleetcron.services.jobs import edit as jobs_svc
+    from fleetcron.services.targets import reads as target_reads
     from fleetcron.web.pages.views import ATTENTION_LIMIT, recent_failures
 
     parts: list[tuple[str, Any]] = [
@@ -326,8 +327,8 @@ def per_target_reads(app: App, sample: int) -> float:
     last run in one statement: a count and a select of that target's runs by name
     (``runs.list_runs(RunFilter(target=name), limit=1)``), timed over ``sample``
     targets."""
-    from fleetcron.services import runs as runs_svc
-    from fleetcron.services.runs import RunFilter
+    from fleetcron.services.runs import reads as runs_svc
+    from fleetcron.services.runs.reads import RunFilter
 
     with app.db.read() as session:
         names = list(session.scalars(select(Target.name).order_by(Target.id).limit(sample)))
@@ -341,7 +342,7 @@ def measure_retention(app: App) -> dict[str, Any]:
     """Budgeted rounds, as the scheduler's housekeeping runs them (``PRUNE_BUDGET_S`` each,
     one per tick), until one completes; then one more round with nothing left to delete."""
     from fleetcron.scheduler.housekeeping import PRUNE_BUDGET_S
-    from fleetcron.services import retention
+    from fleetcron.services.runs import retention
 
     with app.db.read() as session:
         before = session.scalar(select(func.count()).select_from(Run))

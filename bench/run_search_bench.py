@@ -44,8 +44,8 @@ from _common import (
     table,
 )
 from fleetcron.app import SYSTEM, App
-from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.search import search_runs
 from fleetcron.store.schema import SEARCH_TEXT_SQL, Run
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

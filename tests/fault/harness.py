@@ -23,9 +23,11 @@ import fixtures.sshd as sshd_fixture
 from fixtures.app import make_settings
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import SYSTEM, App
-from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.cluster import Node
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.status import Node
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import FencedWrite, Run
 
 NODE_PROCESS = Path(__file__).with_name("node_process.py")

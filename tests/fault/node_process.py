@@ -42,7 +42,7 @@ from fleetcron.coordination import guard, ownership_change
 from fleetcron.coordination.node import GUARDED, GuardPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
-from fleetcron.services import cluster_lease
+from fleetcron.services.cluster import lease as cluster_lease
 
 #: The hooks replace functions for the life of the process (never undone).
 PATCH = pytest.MonkeyPatch()

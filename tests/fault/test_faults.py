@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM
-from fleetcron.services import cluster
+from fleetcron.services.cluster import status as cluster
 from fleetcron.store.schema import ExecutionClaim, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

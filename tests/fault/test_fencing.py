@@ -42,7 +42,8 @@ from sqlalchemy import select
 from fixtures.sshd import ClientKey, SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.core.planning import jitter_offset
-from fleetcron.services import cluster, runs
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.runs import reads as runs
 from fleetcron.store.schema import (
     AuditEvent,
     ClusterTransfer,

@@ -34,8 +34,9 @@ from fixtures.pg_pair import PgPair, loopback_socket, served
 from fleetcron.app import SYSTEM
 from fleetcron.crypto import generate_key
 from fleetcron.errors import CoordinationError
-from fleetcron.services import cluster, replication
-from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.secrets import ensure_secret
+from fleetcron.services.pair import replication
 from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, ClusterSecret, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

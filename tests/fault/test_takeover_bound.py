@@ -32,7 +32,8 @@ from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select, text
 
 from fleetcron.app import SYSTEM
-from fleetcron.services import cluster, runs
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.runs import reads as runs
 from fleetcron.store.schema import AuditEvent
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -35,9 +35,8 @@ from fleetcron.config import Settings
 from fleetcron.crypto import create_key_file, generate_key
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import backup as backup_module
-from fleetcron.services import jobs, runs, target_reads, targets
-from fleetcron.services.backup import (
+from fleetcron.services.backup import create as backup_module
+from fleetcron.services.backup.create import (
     MANIFEST,
     BackupResult,
     create_backup,
@@ -45,7 +44,11 @@ from fleetcron.services.backup import (
     read_manifest,
     restore_backup,
 )
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.db import Database, alembic_config
 from fleetcron.store.schema import AuditEvent, Base, Run, Target
 

@@ -10,8 +10,8 @@ import click
 from fleetcron.app import App
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
-from fleetcron.services import cluster as svc
-from fleetcron.services.cluster import ClusterStatus, Node, TransferResult
+from fleetcron.services.cluster import status as svc
+from fleetcron.services.cluster.status import ClusterStatus, Node, TransferResult
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -108,7 +108,7 @@ def nodes(as_json: bool, as_user: str | None) -> None:
 @as_user_option
 def approve(endpoint: str, as_json: bool, as_user: str | None) -> None:
     """Approve the candidate answering a signed identity challenge at ENDPOINT."""
-    from fleetcron.services.cluster_peers import approve_endpoint
+    from fleetcron.services.cluster.peers import approve_endpoint
 
     with opened_app() as app:
         _require_node(app)
@@ -152,7 +152,7 @@ def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: 
         _require_node(app)
         if app.settings.topology == "replicated-pair":
             # Made by the owner: from the other node, a signed request to it.
-            from fleetcron.services import pair_transfer
+            from fleetcron.services.pair import transfer as pair_transfer
 
             result = pair_transfer.request_transfer(
                 app, acting(app, as_user), to_node, idempotency_key=idempotency_key
@@ -218,7 +218,7 @@ def verify_rejoin(as_json: bool, as_user: str | None) -> None:
 @as_user_option
 def rotate_secret(as_json: bool, as_user: str | None) -> None:
     """New coordination secret; the previous one is accepted for 24 hours."""
-    from fleetcron.services.cluster_secrets import rotate_secret as rotate
+    from fleetcron.services.cluster.secrets import rotate_secret as rotate
 
     with opened_app() as app:
         _require_node(app)

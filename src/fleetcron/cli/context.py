@@ -12,7 +12,7 @@ from fleetcron.app import Actor, App
 from fleetcron.config import Settings, env_variable, load_settings
 from fleetcron.config_view import data_dir_origin
 from fleetcron.errors import SchemaOutOfDate, StoreError
-from fleetcron.services.users import actor_for, first_admin
+from fleetcron.services.accounts.users import actor_for, first_admin
 
 as_user_option = click.option(
     "--as",

@@ -9,8 +9,8 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
 from fleetcron.core.validation import validate_int
-from fleetcron.services import health as svc
-from fleetcron.services import retention
+from fleetcron.services.health import report as svc
+from fleetcron.services.runs import retention
 
 #: The command line's way to every line of a cause (the web UI's is ``Group.see_all``).
 SEE_ALL_CLI = {

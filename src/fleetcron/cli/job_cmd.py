@@ -12,8 +12,8 @@ from fleetcron.cli.output import echo, print_json, print_table, to_terminal
 from fleetcron.core.job_options import OPTIONS, JobOption
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
-from fleetcron.services import jobs as svc
-from fleetcron.services.jobs import JobSpec, JobView
+from fleetcron.services.jobs import edit as svc
+from fleetcron.services.jobs.edit import JobSpec, JobView
 
 F = TypeVar("F", bound=Callable[..., Any])
 

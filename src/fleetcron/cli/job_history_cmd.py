@@ -7,7 +7,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID_OR_LESS, echo, print_json, print_table
 from fleetcron.core.versions import FieldChange
-from fleetcron.services import job_versions as svc
+from fleetcron.services.jobs import versions as svc
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 

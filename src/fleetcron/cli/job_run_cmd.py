@@ -13,10 +13,10 @@ from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_fil
 from fleetcron.cli.output import FiniteFloatRange, echo
 from fleetcron.config_view import mask_url
 from fleetcron.errors import InvalidInput
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as svc
-from fleetcron.services.fleet_selection import Selection
-from fleetcron.services.runs import FINISHED_STATUSES, RunFilter
+from fleetcron.services.fleet.selection import Selection
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs.reads import FINISHED_STATUSES, RunFilter
 from fleetcron.store.schema import Run
 
 #: Grace for a scheduler to start a queued run: it does on its next tick (every tick_s).

@@ -9,11 +9,11 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
-from fleetcron.services import job_fleet as svc
-from fleetcron.services import job_slots as slots_svc
-from fleetcron.services.history import duration_percentiles
-from fleetcron.services.job_fleet import TargetQuery, TargetRow
-from fleetcron.services.job_slots import SlotGroup
+from fleetcron.services.fleet import job_page as svc
+from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
+from fleetcron.services.jobs import slots as slots_svc
+from fleetcron.services.jobs.slots import SlotGroup
+from fleetcron.services.runs.history import duration_percentiles
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 #: One character per run in the status strip (oldest first).

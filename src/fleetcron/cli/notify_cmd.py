@@ -11,7 +11,7 @@ from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
 from fleetcron.notify.webhook import WebhookSpec
-from fleetcron.services import notify_admin as svc
+from fleetcron.services.alerts import channels as svc
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 

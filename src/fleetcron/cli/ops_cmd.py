@@ -17,7 +17,7 @@ from fleetcron.cli.output import print_json, print_table, read_bounded
 from fleetcron.config import config_file, load_settings
 from fleetcron.config_view import effective_configuration
 from fleetcron.errors import InvalidInput
-from fleetcron.services import backup as svc
+from fleetcron.services.backup import create as svc
 
 PASSPHRASE_VARIABLE = "FLEETCRON_BACKUP_PASSPHRASE"
 #: A passphrase file holds one line; a larger file is not read (see read_bounded).

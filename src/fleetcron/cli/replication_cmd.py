@@ -11,7 +11,7 @@ from fleetcron.cli.output import print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
 from fleetcron.errors import InvalidInput
 from fleetcron.masking import holds_secret
-from fleetcron.services import replication as svc
+from fleetcron.services.pair import replication as svc
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 

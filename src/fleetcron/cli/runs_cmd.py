@@ -9,8 +9,8 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, FiniteFloatRange, echo, parse_time, print_json, print_table
-from fleetcron.services import runs as svc
-from fleetcron.services.runs import RUN_STATUSES, RunFilter
+from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import Run
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

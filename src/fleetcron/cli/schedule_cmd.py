@@ -8,7 +8,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table
 from fleetcron.core.upcoming import MAX_HOURS
-from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
 
 
 @click.command("upcoming")

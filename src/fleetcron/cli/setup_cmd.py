@@ -11,7 +11,7 @@ from fleetcron.cli.passwords import get_password, password_file_option
 from fleetcron.config import Settings, load_settings
 from fleetcron.errors import InvalidInput
 from fleetcron.services import setup
-from fleetcron.services.users import check_bootstrap_password
+from fleetcron.services.accounts.users import check_bootstrap_password
 
 ADMIN_PASSWORD_ENV = "FLEETCRON_ADMIN_PASSWORD"
 

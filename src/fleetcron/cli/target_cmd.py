@@ -15,11 +15,11 @@ from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services import target_reads
-from fleetcron.services import targets as svc
-from fleetcron.services.fleet import zone_of
-from fleetcron.services.pairing import PairResult
-from fleetcron.services.targets import TargetChanges
+from fleetcron.services.fleet.assignments import zone_of
+from fleetcron.services.targets import edit as svc
+from fleetcron.services.targets import reads as target_reads
+from fleetcron.services.targets.edit import TargetChanges
+from fleetcron.services.targets.pairing import PairResult
 from fleetcron.store.schema import Target
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -9,7 +9,7 @@ from fleetcron.cli.output import ID, parse_time, print_json, print_table
 from fleetcron.cli.passwords import get_password, password_file_option
 from fleetcron.core.permissions import FULL_SCOPE, SCOPES
 from fleetcron.services import audit as audit_svc
-from fleetcron.services import users as svc
+from fleetcron.services.accounts import users as svc
 from fleetcron.services.audit import AuditFilter
 from fleetcron.store.schema import AuditEvent
 

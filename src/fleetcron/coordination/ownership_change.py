@@ -15,7 +15,7 @@ module is the only code that writes it, always under the same lock
 - the lease (:func:`renew_lease`, :func:`lease_expired`) and the sessions of an owner whose
   lease has expired (:func:`end_expired_owner_sessions`).
 
-Authorization, audit and logging are the callers' (:mod:`fleetcron.services.cluster`);
+Authorization, audit and logging are the callers' (:mod:`fleetcron.services.cluster.status`);
 every function here works in the caller's transaction.
 """
 

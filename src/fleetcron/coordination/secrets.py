@@ -12,7 +12,7 @@ name a secret by its key id (the first 8 hex characters of its SHA-256), which i
 every envelope anyway.
 
 This module holds the mechanics only; creating and rotating a secret are authorized,
-audited operator actions in :mod:`fleetcron.services.cluster_secrets`.
+audited operator actions in :mod:`fleetcron.services.cluster.secrets`.
 """
 
 from __future__ import annotations

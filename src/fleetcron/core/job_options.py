@@ -8,7 +8,7 @@ options. From :data:`OPTIONS` come the ``job add``/``job edit`` flags
 (:mod:`fleetcron.cli.job_cmd`), the API models' fields (:mod:`fleetcron.web.schemas`), the
 form's parsing and its fields (:mod:`fleetcron.web.pages.jobs`, ``macros.html``), the
 schedule-file keys and their types (:mod:`fleetcron.core.schedule_file`) and the fields a
-job edit accepts (:data:`fleetcron.services.jobs.EDITABLE`).
+job edit accepts (:data:`fleetcron.services.jobs.edit.EDITABLE`).
 
 Adding an option: one entry here, the column (``store/schema.py`` plus a migration) and the
 typed fields of ``JobSpec``, ``JobView`` and ``JobState``, which a test checks against this

@@ -54,7 +54,7 @@ PLACEMENT_KEYS = ("name", "bulk", "target", "selector", "disabled_on", "enabled"
 #: Keys of one job, in the order export writes them.
 JOB_KEYS = PLACEMENT_KEYS + tuple(o.key for o in OPTIONS)
 
-#: File key -> field of :class:`fleetcron.services.jobs.JobSpec`.
+#: File key -> field of :class:`fleetcron.services.jobs.edit.JobSpec`.
 SPEC_FIELDS = {o.key: o.name for o in OPTIONS}
 
 #: The YAML type of each option kind.

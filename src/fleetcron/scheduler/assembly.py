@@ -11,7 +11,7 @@ production runs:
   (lease renewal, cluster maintenance, retention), and in cluster mode the node's
   announcement, the coordination secret, the ownership guard and, with ``lease_s``, the
   lease that fences the node itself. The scheduler runs the notification rounds beside its
-  ticks (:mod:`fleetcron.services.notify_runner`).
+  ticks (:mod:`fleetcron.services.alerts.runner`).
 
 The web server is not built here: the CLI attaches it to the scheduler this returns.
 """
@@ -30,9 +30,10 @@ from fleetcron.executors.base import Executor
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import cluster, setup
-from fleetcron.services.cluster import Node
-from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.services import setup
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.secrets import ensure_secret
+from fleetcron.services.cluster.status import Node
 from fleetcron.store.db import application_name
 
 log = logging.getLogger(__name__)

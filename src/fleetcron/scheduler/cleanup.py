@@ -25,7 +25,7 @@ from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.planning import TargetCleanup, assignments_held_for_cleanup
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.kinds import SshKind
-from fleetcron.services import cluster
+from fleetcron.services.cluster import status as cluster
 from fleetcron.store.run_guard import RunGuard
 
 log = logging.getLogger("fleetcron.cron")

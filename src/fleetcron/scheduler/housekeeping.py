@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleetcron.app import SYSTEM, App
-from fleetcron.services import cluster, retention, sessions
+from fleetcron.services.accounts import sessions
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.runs import retention
 
 log = logging.getLogger(__name__)
 

@@ -63,8 +63,8 @@ from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log_superseded
 from fleetcron.scheduler.run_request import exec_request, not_started, run_target
-from fleetcron.services import cluster
-from fleetcron.services.notify_runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
+from fleetcron.services.alerts.runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
+from fleetcron.services.cluster import status as cluster
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunGuard, RunStore
 

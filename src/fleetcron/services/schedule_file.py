@@ -44,16 +44,16 @@ from fleetcron.core.schedule_file import (
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
-from fleetcron.services.fleet import (
+from fleetcron.services.fleet.assignments import (
     new_assignment,
     next_fire,
     refire_assignments,
     sync_bulk_membership,
 )
-from fleetcron.services.job_version_writes import record_version
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.jobs import validated_job_fields as validated_fields
-from fleetcron.services.local_gate import require_cleared, stamp_author
+from fleetcron.services.fleet.local_gate import require_cleared, stamp_author
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.jobs.edit import validated_job_fields as validated_fields
+from fleetcron.services.jobs.version_writes import record_version
 from fleetcron.store.schema import Assignment, Job, Target
 
 

@@ -14,7 +14,7 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
 from fleetcron.crypto import create_key_file
 from fleetcron.masking import mask_dsn
-from fleetcron.services.users import add_user, check_bootstrap_password, count_users
+from fleetcron.services.accounts.users import add_user, check_bootstrap_password, count_users
 
 log = logging.getLogger(__name__)
 

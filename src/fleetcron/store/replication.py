@@ -12,7 +12,7 @@ only meaningful where they were written (the replay cache of signed requests) ar
 (:data:`LOCAL_TABLES`).
 
 Everything here is the SQL; checks, order and messages are
-:mod:`fleetcron.services.replication`'s.
+:mod:`fleetcron.services.pair.replication`'s.
 """
 
 from __future__ import annotations

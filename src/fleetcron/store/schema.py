@@ -186,7 +186,7 @@ class Job(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     #: Who wrote the command and selector (and an individual job's target) the job has
-    #: now, and the role they held then (``services/local_gate.py``). Changing any of
+    #: now, and the role they held then (``services/fleet/local_gate.py``). Changing any of
     #: those clears both (:func:`_command_changed`) until the writer is stamped again, so
     #: a change that does not say who made it leaves the job cleared for no local target.
     command_by: Mapped[str | None] = mapped_column(String(64))
@@ -264,7 +264,7 @@ def is_modeled(name: str | None) -> bool:
 
 
 #: The output text a runs search looks in, as one expression: the trigram index of
-#: migration 0017 is on exactly this, and :func:`fleetcron.services.run_search` filters by it.
+#: migration 0017 is on exactly this, and :func:`fleetcron.services.runs.search` filters by it.
 SEARCH_TEXT_SQL = (
     "(stdout_head || ' ' || stdout_tail || ' ' || stderr_head || ' ' || stderr_tail"
     " || ' ' || coalesce(error, ''))"

@@ -21,8 +21,8 @@ from fleetcron.app import App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics, StateReading
-from fleetcron.services.cluster import Node
-from fleetcron.services.health import late_count
+from fleetcron.services.cluster.status import Node
+from fleetcron.services.health.report import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors
 from fleetcron.web.api import cluster_peer, health, history, job_fleet, jobs, runs, targets, users

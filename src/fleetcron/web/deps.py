@@ -18,9 +18,9 @@ from fastapi import Request
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import MATRIX
 from fleetcron.errors import AuthenticationFailed, PermissionDenied
-from fleetcron.services import sessions
+from fleetcron.services.accounts import sessions
+from fleetcron.services.accounts.users import actor_for_token
 from fleetcron.services.audit import record_refused
-from fleetcron.services.users import actor_for_token
 from fleetcron.web.ratelimit import RefusalTally, audit_at
 
 SESSION_COOKIE = "fleetcron_session"

@@ -16,8 +16,8 @@ from fastapi import Request
 
 from fleetcron.app import Actor
 from fleetcron.errors import TooManyAttempts
+from fleetcron.services.accounts.users import PasswordGuard
 from fleetcron.services.audit import AuditNote, record
-from fleetcron.services.users import PasswordGuard
 from fleetcron.web.ratelimit import LoginLimiter, Refusal
 
 T = TypeVar("T")

@@ -10,9 +10,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, c
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services.jobs import JobView
-from fleetcron.services.targets import PAUSE_REASON_MAX
-from fleetcron.services.users import MAX_TOKEN_DAYS
+from fleetcron.services.accounts.users import MAX_TOKEN_DAYS
+from fleetcron.services.jobs.edit import JobView
+from fleetcron.services.targets.edit import PAUSE_REASON_MAX
 from fleetcron.store.schema import AuditEvent, Run, Target
 
 Name = Field(min_length=1, max_length=v.NAME_MAX_CHARS)

@@ -30,7 +30,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from fixtures.app import make_settings
 from fleetcron.app import App
-from fleetcron.services.targets import add_target
+from fleetcron.services.targets.edit import add_target
 
 
 @pytest.fixture(scope="package")

@@ -10,7 +10,7 @@ from live_web import ADMIN, BROWSER_ZONE, NODE, LiveServer, OpenPage, log_in
 from playwright.sync_api import BrowserContext, expect
 
 from fleetcron.services.audit import AuditFilter, list_events
-from fleetcron.services.jobs import JobSpec, add_job, list_jobs
+from fleetcron.services.jobs.edit import JobSpec, add_job, list_jobs
 
 EDIT_LINKS = 'main a[href$="/new"], main a[href$="/edit"], main a[href$="/delete"]'
 

@@ -10,7 +10,7 @@ from playwright.sync_api import BrowserContext, expect
 
 from fleetcron.core import validation as v
 from fleetcron.errors import NotFound
-from fleetcron.services.target_reads import show_target
+from fleetcron.services.targets.reads import show_target
 
 REFUSED = (
     "Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)"

@@ -14,9 +14,9 @@ from playwright.sync_api import expect
 from fixtures.app import make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import App
-from fleetcron.services.jobs import JobSpec, add_job, set_enabled, show_job
-from fleetcron.services.target_reads import show_target
-from fleetcron.services.targets import add_target
+from fleetcron.services.jobs.edit import JobSpec, add_job, set_enabled, show_job
+from fleetcron.services.targets.edit import add_target
+from fleetcron.services.targets.reads import show_target
 
 
 @pytest.fixture(scope="module")

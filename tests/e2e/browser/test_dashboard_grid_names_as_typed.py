@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from live_web import ADMIN, LiveServer, OpenPage
 
-from fleetcron.services.jobs import JobSpec, add_job, remove_job
+from fleetcron.services.jobs.edit import JobSpec, add_job, remove_job
 
 
 def test_the_grid_prints_names_as_typed(open_page: OpenPage, server: LiveServer) -> None:

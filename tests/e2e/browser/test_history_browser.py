@@ -9,9 +9,9 @@ from live_web import ADMIN, LiveServer, OpenPage, problems_of
 from playwright.sync_api import expect
 
 from fixtures.app import FakeClock
-from fleetcron.services import job_versions as versions
-from fleetcron.services import targets
-from fleetcron.services.jobs import JobSpec, add_job, edit_job, remove_job, show_job
+from fleetcron.services.jobs import versions
+from fleetcron.services.jobs.edit import JobSpec, add_job, edit_job, remove_job, show_job
+from fleetcron.services.targets import edit as targets
 from integration.history.runs_helper import fire_minutes
 
 

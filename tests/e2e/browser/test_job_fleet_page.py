@@ -10,8 +10,8 @@ from live_web import ADMIN, LiveServer, OpenPage, problems_of, screenshot
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from fleetcron.services.jobs import JobSpec, add_job, show_job
-from fleetcron.services.runs import request_run
+from fleetcron.services.jobs.edit import JobSpec, add_job, show_job
+from fleetcron.services.runs.reads import request_run
 from fleetcron.store.schema import Run
 
 WAIT_S = 20

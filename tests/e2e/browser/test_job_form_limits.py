@@ -9,7 +9,7 @@ import pytest
 from live_web import ADMIN, LiveServer, OpenPage, problems_of
 from playwright.sync_api import Page, expect
 
-from fleetcron.services.jobs import list_jobs, show_job
+from fleetcron.services.jobs.edit import list_jobs, show_job
 
 
 @pytest.fixture

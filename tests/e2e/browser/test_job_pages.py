@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from fleetcron.cron import parse
 from fleetcron.errors import CronError
-from fleetcron.services.jobs import JobSpec, add_job, list_jobs, show_job
+from fleetcron.services.jobs.edit import JobSpec, add_job, list_jobs, show_job
 
 FIRE_TIME = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d{2}-\d{2} \d{2}:\d{2}$")
 

@@ -13,9 +13,9 @@ from live_web import ADMIN, LiveServer, OpenPage, problems_of
 from playwright.sync_api import expect
 
 from fixtures.sshd import SshServer
-from fleetcron.services import runs
-from fleetcron.services.jobs import JobSpec, add_job
-from fleetcron.services.targets import add_target, remove_target
+from fleetcron.services.jobs.edit import JobSpec, add_job
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets.edit import add_target, remove_target
 from fleetcron.store.schema import Run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 

@@ -11,9 +11,9 @@ import pytest
 from live_web import ADMIN, LiveServer, OpenPage, problems_of, screenshot
 from playwright.sync_api import expect
 
-from fleetcron.services.jobs import JobSpec, add_job
-from fleetcron.services.runs import FINISHED_STATUSES, get_run, request_run
-from fleetcron.services.users import create_token
+from fleetcron.services.accounts.users import create_token
+from fleetcron.services.jobs.edit import JobSpec, add_job
+from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
 
 #: Form controls a person cannot name: no <label>, no aria-label, or a button without text.
 UNLABELLED = """() => Array.from(

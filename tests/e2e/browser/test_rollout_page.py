@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select, update
 
 from fleetcron.core.statuses import RunStatus
-from fleetcron.services.jobs import show_job
+from fleetcron.services.jobs.edit import show_job
 from fleetcron.store.schema import Assignment, Run
 
 JOB = "risky-change"

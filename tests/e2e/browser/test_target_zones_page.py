@@ -18,7 +18,8 @@ from playwright.sync_api import expect
 from sqlalchemy import select, update
 
 from fleetcron.errors import NotFound
-from fleetcron.services import jobs, targets
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, Job, Run
 
 JOB = "local-two-am"

@@ -20,8 +20,10 @@ from fleetcron.app import SYSTEM
 from fleetcron.core.planning import TargetCleanup
 from fleetcron.scheduler import cleanup
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run, Target
 

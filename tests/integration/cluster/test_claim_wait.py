@@ -25,8 +25,11 @@ from fleetcron.app import SYSTEM
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
-from fleetcron.services import cluster, jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.coordination.ownership_change import lock_ownership
-from fleetcron.services import cluster
+from fleetcron.services.cluster import status as cluster
 from fleetcron.store.db import Database, application_name, session_bounds
 from fleetcron.store.schema import ClusterOwnership
 

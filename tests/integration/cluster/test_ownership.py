@@ -15,8 +15,10 @@ from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import (
     ClusterNode as NodeRow,

@@ -14,8 +14,9 @@ from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM, App
 from fleetcron.crypto import generate_key
 from fleetcron.errors import ConfigError, Conflict
-from fleetcron.services import replication, targets
-from fleetcron.services.users import create_token
+from fleetcron.services.accounts.users import create_token
+from fleetcron.services.pair import replication
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import ApiToken, Target, User
 
 pytestmark = pytest.mark.postgres

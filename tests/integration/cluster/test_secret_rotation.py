@@ -27,7 +27,7 @@ from fleetcron.coordination.peer import CHALLENGE_PATH, CHALLENGE_PURPOSE
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import key_id, sign
 from fleetcron.errors import CoordinationError, PermissionDenied, SecretError
-from fleetcron.services.cluster_secrets import ensure_secret, rotate_secret
+from fleetcron.services.cluster.secrets import ensure_secret, rotate_secret
 from fleetcron.store.schema import AuditEvent, ClusterSecret
 from fleetcron.web.app import create_app
 

@@ -37,10 +37,10 @@ from fleetcron.coordination.peer import CHALLENGE_PATH, CHALLENGE_PURPOSE, chall
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import MemoryNonceStore, sign
 from fleetcron.errors import Conflict, CoordinationError, PermissionDenied
-from fleetcron.services import cluster
-from fleetcron.services.cluster import Node
-from fleetcron.services.cluster_peers import approve_endpoint, node_reachability
-from fleetcron.services.cluster_secrets import ensure_secret
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.peers import approve_endpoint, node_reachability
+from fleetcron.services.cluster.secrets import ensure_secret
+from fleetcron.services.cluster.status import Node
 from fleetcron.store.schema import AuditEvent, SeenNonce
 from fleetcron.store.schema import ClusterNode as NodeRow
 from fleetcron.web.api import cluster_peer

@@ -8,8 +8,10 @@ import pytest
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.errors import NotFound, PermissionDenied
-from fleetcron.services import history, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import history
+from fleetcron.services.targets import edit as targets
 from integration.history.runs_helper import fire_minutes
 
 EVERY_MINUTE = JobSpec(schedule="* * * * *", command="true")

@@ -12,10 +12,11 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from fleetcron.services import job_versions as versions
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs import versions
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.schedule_file import apply_schedule
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, Job, JobVersion, Run
 

@@ -11,10 +11,11 @@ from sqlalchemy import text
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.errors import InvalidInput
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import RunFilter, list_runs
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs.reads import RunFilter, list_runs
+from fleetcron.services.runs.search import search_runs
+from fleetcron.services.targets import edit as targets
 from integration.history.runs_helper import fire_minutes
 
 ADMIN = Actor("admin", "admin")

@@ -12,7 +12,7 @@ from datetime import timedelta
 from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import retention
+from fleetcron.services.runs import retention
 from fleetcron.store.schema import AuditEvent
 from integration.monitoring.test_retention_rounds import Ticks, settings
 

@@ -13,8 +13,11 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import health, jobs, retention, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.health import report as health
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import retention
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.app import create_app
 
@@ -169,7 +172,7 @@ async def test_probes_and_metrics_answer_without_credentials(
 def test_the_health_api_needs_credentials_and_reports_late_slots(
     app: App, box: str, clock: FakeClock
 ) -> None:
-    from fleetcron.services.users import create_token
+    from fleetcron.services.accounts.users import create_token
 
     jobs.add_job(app, SYSTEM, "nightly", JobSpec("0 2 * * *", "true"), target=box)
     clock.advance(days=1)
@@ -206,7 +209,7 @@ async def test_per_target_health_shows_last_run_last_success_and_the_failure_str
 
 def test_housekeeping_removes_expired_web_sessions(app: App, clock: FakeClock) -> None:
     from fleetcron.scheduler.housekeeping import Housekeeping
-    from fleetcron.services import sessions
+    from fleetcron.services.accounts import sessions
     from fleetcron.store.schema import WebSession
 
     token, _ = sessions.login(app, "victor", "viewer-password", "127.0.0.1")

@@ -25,9 +25,11 @@ from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import health, jobs, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.users import create_token
+from fleetcron.services.accounts.users import create_token
+from fleetcron.services.health import report as health
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.web.app import create_app
 from integration.web.conftest import log_in, new_client

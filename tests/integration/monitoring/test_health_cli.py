@@ -17,8 +17,9 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from integration.monitoring.test_health_by_cause import REFUSED, every_minute_on, record_slot
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -19,7 +19,9 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
-from fleetcron.services import health, health_failures, targets
+from fleetcron.services.health import failures as health_failures
+from fleetcron.services.health import report as health
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run, Target
 from integration.monitoring.test_health_by_cause import REFUSED, every_minute_on, record_slot
 from sql_statements import statements_with_parameters

@@ -21,7 +21,7 @@ from typing import Any, cast
 from sqlalchemy import Table, insert
 
 from fleetcron.app import Actor, App
-from fleetcron.services import health
+from fleetcron.services.health import report as health
 from fleetcron.store import run_newest
 from fleetcron.store.schema import Assignment, Job, Run, Target
 from sql_statements import statements_with_parameters

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from fixtures.app import make_settings
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM, App
-from fleetcron.services import cluster
+from fleetcron.services.cluster import status as cluster
 from fleetcron.web.app import create_app
 
 MakeNode = Callable[[str], ClusterNode]

@@ -13,7 +13,7 @@ from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
 from fleetcron.scheduler.housekeeping import PRUNE_BUDGET_S, Housekeeping
-from fleetcron.services import retention
+from fleetcron.services.runs import retention
 from fleetcron.store.schema import Run
 from sql_statements import statements
 

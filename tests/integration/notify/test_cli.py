@@ -17,9 +17,9 @@ from fleetcron.app import Actor, App
 from fleetcron.cli.notify_cmd import notify
 from fleetcron.cli.output import run_cli
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.deliveries import deliver_due
-from fleetcron.services.notify_admin import list_channels, list_rules
+from fleetcron.services.alerts.channels import list_channels, list_rules
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.store.schema import AuditEvent, NotificationChannel
 from integration.notify.conftest import FAILING, WebhookReceiver, add_job, next_minute
 

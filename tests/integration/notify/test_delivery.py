@@ -20,10 +20,10 @@ from fleetcron.app import Actor, App
 from fleetcron.notify.email import EmailSpec
 from fleetcron.notify.webhook import SIGNATURE_HEADER, WebhookSpec, verify
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.deliveries import deliver_due
-from fleetcron.services.notify_admin import add_channel, add_rule, send_test_message
-from fleetcron.services.notify_runner import run_notifications
+from fleetcron.services.alerts.channels import add_channel, add_rule, send_test_message
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.alerts.runner import run_notifications
 from fleetcron.store.schema import NotificationChannel, NotificationDelivery
 from integration.notify.conftest import (
     FAILING,

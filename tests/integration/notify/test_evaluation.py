@@ -14,9 +14,9 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.notify_admin import add_channel, add_rule, list_rules
+from fleetcron.services.alerts.channels import add_channel, add_rule, list_rules
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AlertState, Assignment, NotificationDelivery
 from integration.notify.conftest import FAILING, add_job, next_minute

@@ -31,9 +31,9 @@ from fleetcron.notify.email import EmailSpec
 from fleetcron.notify.registry import KINDS, kind_named, kind_of
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.deliveries import deliver_due
-from fleetcron.services.notify_admin import add_channel, add_rule, list_channels
+from fleetcron.services.alerts.channels import add_channel, add_rule, list_channels
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.store.schema import AuditEvent, NotificationChannel, NotificationDelivery
 from integration.notify.conftest import FAILING, add_job, next_minute
 

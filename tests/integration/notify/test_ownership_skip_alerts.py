@@ -11,8 +11,8 @@ from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.notify_admin import add_channel, add_rule
+from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.store.runs import RunStore, Standalone
 from fleetcron.store.schema import NotificationDelivery, Run
 from integration.notify.conftest import add_job

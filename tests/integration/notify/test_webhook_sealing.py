@@ -13,8 +13,8 @@ from fleetcron.app import Actor, App
 from fleetcron.config import Settings
 from fleetcron.notify import DeliveryFailed
 from fleetcron.notify.webhook import WebhookSpec
-from fleetcron.services.deliveries import _SEALED, seal_stored_urls
-from fleetcron.services.notify_admin import add_channel, list_channels, send_test_message
+from fleetcron.services.alerts.channels import add_channel, list_channels, send_test_message
+from fleetcron.services.alerts.deliveries import _SEALED, seal_stored_urls
 from fleetcron.store.schema import AuditEvent, NotificationChannel
 from integration.notify.conftest import WebhookReceiver
 

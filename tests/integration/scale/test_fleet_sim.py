@@ -30,7 +30,7 @@ from fleetcron.executors.ssh import wrap_command
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.housekeeping import Housekeeping
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs
+from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.schema import Run, Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

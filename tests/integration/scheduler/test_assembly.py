@@ -17,8 +17,9 @@ from fleetcron.executors.fake import FakeExecutor
 from fleetcron.executors.kinds import LocalKind, SshKind
 from fleetcron.scheduler.assembly import build_scheduler, prepare
 from fleetcron.scheduler.housekeeping import Housekeeping
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run, User
 
 

@@ -15,8 +15,9 @@ from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
 from fleetcron.crypto import generate_key
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

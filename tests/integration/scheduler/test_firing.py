@@ -16,8 +16,10 @@ from fleetcron.app import Actor, App
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler import service
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
 
 EVERY_MINUTE = "* * * * *"

@@ -19,8 +19,10 @@ from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, PermissionDenied
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 from waiting import eventually_async

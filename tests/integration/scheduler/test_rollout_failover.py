@@ -21,8 +21,10 @@ from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.core.statuses import RunStatus
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services import cluster, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Run

@@ -26,10 +26,12 @@ from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.alerting import evaluate_alerts
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.notify_admin import add_channel, add_rule
+from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import NotificationDelivery, Run
 
 SLOT = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)

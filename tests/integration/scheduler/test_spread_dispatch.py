@@ -22,8 +22,10 @@ from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.planning import spread_offset, start_delay
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import DEADLINE_MARGIN
 from fleetcron.store.schema import Job, Run, Target
 

@@ -14,9 +14,10 @@ from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run, Target
 
 ADMIN = Actor("admin", "admin")

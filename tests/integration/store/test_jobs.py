@@ -9,8 +9,10 @@ from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, CronError, InvalidInput, NotFound, PermissionDenied
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Assignment, AuditEvent, Job
 
 NIGHTLY = JobSpec(

@@ -16,9 +16,10 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.errors import PermissionDenied
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.schedule_file import apply_schedule
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Job
 
 

@@ -16,10 +16,12 @@ from sqlalchemy import Engine, create_engine, func, select, text
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets, users
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.accounts import users
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.search import search_runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.db import alembic_config, create_db_engine
 from fleetcron.store.schema import Assignment, Job, Run
 from integration.history.runs_helper import fire_minutes

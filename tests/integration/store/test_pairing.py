@@ -8,8 +8,10 @@ from sqlalchemy import select
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import ConnectError, HostKeyMismatch, InvalidInput
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import AuditEvent, Target
 
 pytestmark = pytest.mark.sshd

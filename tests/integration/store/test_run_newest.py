@@ -17,9 +17,11 @@ from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.statuses import ExecutorStatus, RunStatus
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services import jobs, retention, targets
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs import retention
+from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_newest
 from fleetcron.store.db import alembic_config
 from fleetcron.store.runs import RunStore

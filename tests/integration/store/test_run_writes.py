@@ -15,9 +15,11 @@ from fleetcron.app import Actor, App
 from fleetcron.core.statuses import ExecutorStatus, RunStatus
 from fleetcron.executors.base import ExecResult, OutputExcerpt
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, retention, targets
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs import retention
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_writes import fence_runs, moved
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Run

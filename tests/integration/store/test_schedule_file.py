@@ -17,9 +17,10 @@ from fleetcron.cli.apply_cmd import apply, export, schedule
 from fleetcron.cli.output import run_cli
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.errors import PermissionDenied
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.schedule_file import apply_schedule, export_schedule, list_schedule
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, AuditEvent, Job
 
 FLEET = dedent(

@@ -13,9 +13,10 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, targets
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.db import alembic_config
 from fleetcron.store.runs import RunStore, Standalone
 from fleetcron.store.schema import Run

@@ -16,9 +16,11 @@ from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, HostKeyMismatch, InvalidInput, PermissionDenied
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.targets import TargetChanges
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
+from fleetcron.services.targets.edit import TargetChanges
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, Job, Run, Target
 
@@ -325,7 +327,7 @@ def test_the_pause_skip_can_fail_the_check(
 def test_a_queued_manual_run_on_a_paused_target_is_skipped_with_the_reason(
     app: App, admin: Actor, store: RunStore, clock: FakeClock
 ) -> None:
-    from fleetcron.services import runs as runs_svc
+    from fleetcron.services.runs import reads as runs_svc
 
     targets.add_target(app, admin, "box", local=True)
     jobs.add_job(app, admin, "reload", JobSpec("0 3 * * *", "true"), target="box")

@@ -22,10 +22,12 @@ from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.target_zones import DETECT_COMMAND, parse_detected_zone
 from fleetcron.errors import InvalidInput
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.schedule_file import apply_schedule, export_schedule, list_schedule
-from fleetcron.services.targets import TargetChanges
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
+from fleetcron.services.targets.edit import TargetChanges
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Assignment, AuditEvent, Run, Target
 

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from fleetcron.app import Actor, App
-from fleetcron.services import users
-from fleetcron.services.users import create_token
+from fleetcron.services.accounts import users
+from fleetcron.services.accounts.users import create_token
 from fleetcron.store.schema import User
 from fleetcron.web.app import create_app
 

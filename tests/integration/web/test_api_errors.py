@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, bearer, error_of, sqlite_only
 
 Headers = dict[str, str]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, csrf_token_of, error_of, log_in
 
 Headers = dict[str, str]

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, sqlite_only
 
 Headers = dict[str, str]

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from integration.web.conftest import API, error_of, sqlite_only
 
 Headers = dict[str, str]

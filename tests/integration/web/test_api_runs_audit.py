@@ -16,8 +16,10 @@ from fastapi.testclient import TestClient
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, sqlite_only
 
 Headers = dict[str, str]

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from integration.web.conftest import API, bearer, error_of, new_client, sqlite_only, token_for
 
 Headers = dict[str, str]

@@ -8,7 +8,7 @@ import html
 import re
 
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from fleetcron.web.pages.runs import PAGE_SIZE
 from integration.web.conftest import log_in, new_client
 

@@ -15,8 +15,9 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, WebSession
 from fleetcron.web.deps import SESSION_COOKIE
 from integration.web.conftest import (

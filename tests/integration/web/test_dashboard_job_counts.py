@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.store.schema import Assignment, Target
 from sql_statements import statements
 

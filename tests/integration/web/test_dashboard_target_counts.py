@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
 from fleetcron.app import Actor, App
-from fleetcron.services import target_reads
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Target
 from sql_statements import statements
 

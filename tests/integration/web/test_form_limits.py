@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import users as users_svc
+from fleetcron.services.accounts import users as users_svc
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 
 pytestmark = sqlite_only

@@ -24,11 +24,11 @@ from fleetcron.cli.output import run_cli
 from fleetcron.core import validation as v
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput, NotFound
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import target_reads
-from fleetcron.services import targets as targets_svc
-from fleetcron.services import users as users_svc
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.accounts import users as users_svc
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets_svc
+from fleetcron.services.targets import reads as target_reads
 from integration.web.conftest import (
     API,
     bearer,

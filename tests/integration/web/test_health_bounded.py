@@ -26,8 +26,10 @@ from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
-from fleetcron.services import health, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.health import report as health
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.web.pages import views
 from integration.web.conftest import bearer, log_in, new_client, token_for

@@ -12,8 +12,10 @@ from sqlalchemy import delete, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
-from fleetcron.services import job_versions, jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs import versions as job_versions
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, Job, Run, Target
 from integration.history.runs_helper import fire_minutes
 

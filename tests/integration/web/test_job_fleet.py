@@ -24,18 +24,16 @@ from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.errors import InvalidInput, NotFound, PermissionDenied
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import (
-    fleet_grid,
-    fleet_selection,
-    job_fleet,
-    job_slots,
-    jobs,
-    runs,
-    targets,
-)
-from fleetcron.services.fleet_selection import Selection
-from fleetcron.services.job_fleet import TargetQuery
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.fleet import grid as fleet_grid
+from fleetcron.services.fleet import job_page as job_fleet
+from fleetcron.services.fleet import selection as fleet_selection
+from fleetcron.services.fleet.job_page import TargetQuery
+from fleetcron.services.fleet.selection import Selection
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs import slots as job_slots
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Run
 from integration.web.conftest import API, error_of
 

@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import NotFound
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import targets as targets_svc
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets_svc
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 
 #: the default of FLEETCRON_COMMAND_MAX_LENGTH, and a larger configured one

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fleetcron.app import SYSTEM, App
-from fleetcron.services import jobs
+from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.schema import AuditEvent
 from integration.web.conftest import csrf_token_of, log_in, new_client
 from integration.web.test_job_fleet import JOB, history, queued_targets, run_count

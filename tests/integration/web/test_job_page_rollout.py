@@ -9,8 +9,9 @@ import re
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 
 ADMIN = Actor("admin", "admin")
 ROLLOUT = re.compile(r"<dt>Rollout</dt><dd[^>]*>(.*?)</dd>", re.S)

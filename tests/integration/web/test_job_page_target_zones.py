@@ -20,9 +20,11 @@ from cli_env import point_the_cli_at
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
-from fleetcron.services import job_fleet, jobs, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.target_fields import TargetChanges
+from fleetcron.services.fleet import job_page as job_fleet
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets.fields import TargetChanges
 from integration.web.conftest import API
 
 Headers = dict[str, str]

@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent
 from integration.web.conftest import ACCOUNTS, csrf_token_of, log_in, new_client
 

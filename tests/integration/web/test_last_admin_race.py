@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.errors import Conflict
-from fleetcron.services import users
+from fleetcron.services.accounts import users
 from fleetcron.store.schema import User
 
 postgres_only = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

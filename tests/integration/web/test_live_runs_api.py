@@ -16,8 +16,10 @@ from sqlalchemy import select, update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_newest
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.app import create_app

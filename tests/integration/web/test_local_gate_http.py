@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, AuditEvent, Run
 from integration.web.conftest import API, bearer, new_client, token_for
 

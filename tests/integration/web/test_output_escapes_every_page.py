@@ -14,8 +14,9 @@ from sqlalchemy import update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.executors.base import ExecResult, OutputExcerpt
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Run
 from fleetcron.web.pages import render

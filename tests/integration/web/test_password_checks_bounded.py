@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fleetcron.app import App
-from fleetcron.services import users
+from fleetcron.services.accounts import users
 from fleetcron.store.schema import AuditEvent
 from fleetcron.web.ratelimit import LoginLimiter
 from integration.web.conftest import (

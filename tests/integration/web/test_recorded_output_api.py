@@ -12,8 +12,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_newest
 from fleetcron.store.schema import Run
 from integration.web.conftest import API

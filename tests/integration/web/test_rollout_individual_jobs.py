@@ -16,8 +16,10 @@ from fleetcron.app import Actor, App
 from fleetcron.core.job_options import ROLLOUT_KEYS
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.errors import InvalidInput
-from fleetcron.services import jobs, schedule_file, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services import schedule_file
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Job
 from integration.web.conftest import API, csrf_token_of, error_of, log_in
 

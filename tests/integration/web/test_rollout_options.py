@@ -19,7 +19,8 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core.schedule_file import ScheduleFileError
-from fleetcron.services import schedule_file, targets
+from fleetcron.services import schedule_file
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Job
 from integration.web.conftest import API, error_of
 

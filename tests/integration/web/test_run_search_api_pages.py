@@ -10,8 +10,9 @@ from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from integration.history.runs_helper import fire_minutes
 from integration.web.conftest import API, error_of
 

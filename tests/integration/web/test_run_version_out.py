@@ -14,8 +14,9 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import Run
 from integration.web.conftest import API

@@ -11,8 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, target_reads
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Assignment, Target
 from sql_statements import statements
 

@@ -34,8 +34,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.web.app import create_app
 from integration.web.conftest import API, bearer, token_for
 

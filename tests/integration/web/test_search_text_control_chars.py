@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from fleetcron.app import Actor, App
 from fleetcron.core.validation import validate_search_text
 from fleetcron.errors import InvalidInput
-from fleetcron.services import targets
+from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, log_in
 
 Headers = dict[str, str]

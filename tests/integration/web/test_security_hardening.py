@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import App
-from fleetcron.services import users
+from fleetcron.services.accounts import users
 from fleetcron.store.schema import AuditEvent, WebSession
 from fleetcron.web.deps import SECURE_SESSION_COOKIE, SESSION_COOKIE
 from fleetcron.web.middleware import real_client

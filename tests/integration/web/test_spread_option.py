@@ -22,8 +22,10 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.planning import spread_offset
 from fleetcron.core.schedule_file import ScheduleFileError
-from fleetcron.services import jobs, schedule_file, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services import schedule_file
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Job, Target
 from integration.web.conftest import API, csrf_token_of, error_of, log_in, new_client
 

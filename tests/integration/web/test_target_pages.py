@@ -16,8 +16,10 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Target
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 

@@ -15,8 +15,10 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from sql_statements import statements
 
 ADMIN = Actor("admin", "admin")

@@ -11,8 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
-from fleetcron.services import jobs, target_reads, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
 from integration.web.conftest import API, csrf_token_of, error_of, log_in, new_client
 
 Headers = dict[str, str]

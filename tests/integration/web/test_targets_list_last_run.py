@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs.reads import RunFilter
 from fleetcron.store.schema import Run, Target
 from sql_statements import statements
 

@@ -16,7 +16,7 @@ from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.core.permissions import MATRIX, SCOPE_NEEDED, SCOPES
-from fleetcron.services.users import create_token
+from fleetcron.services.accounts.users import create_token
 from fleetcron.store.db import alembic_config
 from integration.web.conftest import ACCOUNTS, API, bearer, error_of, sqlite_only
 

@@ -11,9 +11,10 @@ from sqlalchemy import update
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import InvalidInput, NotFound
-from fleetcron.services import jobs, targets
-from fleetcron.services.jobs import JobSpec
-from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Job, Target
 from integration.web.conftest import API, error_of
 

@@ -30,7 +30,7 @@ from fleetcron.core.job_options import (
 )
 from fleetcron.core.schedule_file import JOB_KEYS, SPEC_FIELDS, JobState
 from fleetcron.errors import InvalidInput
-from fleetcron.services.jobs import EDITABLE, JobSpec, JobView
+from fleetcron.services.jobs.edit import EDITABLE, JobSpec, JobView
 from fleetcron.store.schema import Job
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch
 

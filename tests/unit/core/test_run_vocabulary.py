@@ -9,7 +9,8 @@ import pytest
 from fleetcron.core import alerts, planning, statuses
 from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
 from fleetcron.executors import base
-from fleetcron.services import health, runs
+from fleetcron.services.health import report as health
+from fleetcron.services.runs import reads as runs
 
 S = RunStatus
 

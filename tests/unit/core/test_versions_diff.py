@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetcron.core.versions import changed_fields, diff_definitions, summarize
-from fleetcron.services.history import percentile
+from fleetcron.services.runs.history import percentile
 
 BEFORE = {"schedule": "0 2 * * *", "command": "a\nb\nc", "selector": {"env": "prod"}, "retries": 0}
 

@@ -27,7 +27,7 @@ from fleetcron.coordination.peer import CHALLENGE_PURPOSE, RESPONSE_PURPOSE
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import DEFAULT_WINDOW, response_for, verify
 from fleetcron.errors import AuthenticationFailed, CoordinationError, InvalidInput
-from fleetcron.services.cluster import Node
+from fleetcron.services.cluster.status import Node
 from fleetcron.web.deps import the_app
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
-from fleetcron.services import health as svc
+from fleetcron.services.health import report as svc
 from fleetcron.web.deps import Caller, requires, the_app
 
 router = APIRouter(tags=["health"])

@@ -16,9 +16,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleetcron.app import App
 from fleetcron.core.upcoming import MAX_HOURS
-from fleetcron.services import job_versions as svc
-from fleetcron.services.job_version_writes import change_source
-from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs import versions as svc
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs.version_writes import change_source
 from fleetcron.web.deps import Caller, requires, the_app
 
 router = APIRouter(tags=["jobs"])

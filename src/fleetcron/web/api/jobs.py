@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query, Response
 from fleetcron.app import App
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
-from fleetcron.services import jobs as svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.jobs import JobSpec, JobView
+from fleetcron.services.jobs import edit as svc
+from fleetcron.services.jobs.edit import JobSpec, JobView
+from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.api.job_fleet import RunRequestIn
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef

@@ -15,10 +15,10 @@ from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
-from fleetcron.services import runs as svc
 from fleetcron.services.audit import AuditFilter
-from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import LiveSource, LiveView, RunFilter, RunStatus
+from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs.reads import LiveSource, LiveView, RunFilter, RunStatus
+from fleetcron.services.runs.search import search_runs
 from fleetcron.web.api.targets import target_local_preview
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage

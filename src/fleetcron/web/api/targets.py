@@ -11,9 +11,9 @@ from fleetcron.app import Actor, App
 from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
 from fleetcron.errors import Conflict
-from fleetcron.services import target_reads
-from fleetcron.services import targets as svc
-from fleetcron.services.fleet import zone_spread
+from fleetcron.services.fleet.assignments import zone_spread
+from fleetcron.services.targets import edit as svc
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import (
     CronPreview,

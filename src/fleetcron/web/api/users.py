@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 
 from fleetcron.app import App
 from fleetcron.core import validation as v
-from fleetcron.services import users as svc
+from fleetcron.services.accounts import users as svc
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
 from fleetcron.web.password_checks import own_password_guard

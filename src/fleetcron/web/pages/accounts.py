@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 from fleetcron.core import validation as v
 from fleetcron.core.permissions import FULL_SCOPE, SCOPES
 from fleetcron.errors import FleetcronError, TooManyAttempts
-from fleetcron.services import users as svc
+from fleetcron.services.accounts import users as svc
 from fleetcron.web.api.runs import MAX_ID
 from fleetcron.web.deps import Caller, requires, session_token, the_app
 from fleetcron.web.pages.forms import (

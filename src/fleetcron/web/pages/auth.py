@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
 from fleetcron.errors import AuthenticationFailed, TooManyAttempts
-from fleetcron.services import sessions
+from fleetcron.services.accounts import sessions
 from fleetcron.web.deps import (
     SESSION_COOKIE,
     SESSION_COOKIES,

@@ -11,9 +11,9 @@ from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.app import App
 from fleetcron.errors import FleetcronError
-from fleetcron.services import cluster as svc
-from fleetcron.services import cluster_peers
-from fleetcron.services.cluster import Node
+from fleetcron.services.cluster import peers as cluster_peers
+from fleetcron.services.cluster import status as svc
+from fleetcron.services.cluster.status import Node
 from fleetcron.store.schema import ClusterNode
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, checked, page, redirect, text

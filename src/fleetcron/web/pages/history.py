@@ -14,10 +14,10 @@ from fastapi.responses import HTMLResponse, Response
 from fleetcron.core.upcoming import MAX_HOURS
 from fleetcron.core.versions import FieldChange
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
-from fleetcron.services import history as history_svc
-from fleetcron.services import job_versions as versions_svc
-from fleetcron.services.run_search import SearchPage
-from fleetcron.services.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.jobs import versions as versions_svc
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
+from fleetcron.services.runs import history as history_svc
+from fleetcron.services.runs.search import SearchPage
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, redirect, text, whole_number
 from fleetcron.web.pages.render import templates

@@ -21,11 +21,11 @@ from fleetcron.core.labels import parse_selector
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
-from fleetcron.services import job_fleet as fleet_svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.fleet_selection import Selection, set_enabled_on
-from fleetcron.services.job_fleet import TargetQuery, TargetsPage
-from fleetcron.services.job_slots import SlotsPage, job_slots
+from fleetcron.services.fleet import job_page as fleet_svc
+from fleetcron.services.fleet.job_page import TargetQuery, TargetsPage
+from fleetcron.services.fleet.selection import Selection, set_enabled_on
+from fleetcron.services.jobs.slots import SlotsPage, job_slots
+from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, plural, redirect, text, texts
 

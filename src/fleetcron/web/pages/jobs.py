@@ -27,12 +27,13 @@ from fleetcron.core.labels import format_selector, parse_selector, selector_matc
 from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
-from fleetcron.services import fleet as fleet_svc
-from fleetcron.services import fleet_grid, target_reads
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.jobs import JobSpec, JobView
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.fleet import assignments as fleet_svc
+from fleetcron.services.fleet import grid as fleet_grid
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.jobs.edit import JobSpec, JobView
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (

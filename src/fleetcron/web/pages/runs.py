@@ -13,12 +13,12 @@ from fastapi.responses import HTMLResponse, Response
 from fleetcron.core.statuses import ACTIVE
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import audit as audit_svc
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as svc
-from fleetcron.services import target_reads
 from fleetcron.services.audit import AuditFilter
-from fleetcron.services.run_search import search_runs
-from fleetcron.services.runs import RUN_STATUSES, RunFilter
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
+from fleetcron.services.runs.search import search_runs
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.api.runs import MAX_ID, live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app

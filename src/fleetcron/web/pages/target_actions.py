@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services import target_reads
-from fleetcron.services import targets as svc
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.targets import edit as svc
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import FieldErrors, Posted, checked, page, plural, redirect, text
 from fleetcron.web.pages.jobs import new_individual_job

@@ -14,7 +14,7 @@ from fleetcron.core import validation as v
 from fleetcron.core.permissions import allowed
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services import targets as svc
+from fleetcron.services.targets import edit as svc
 from fleetcron.store.schema import Target
 from fleetcron.web.deps import Caller, the_app
 from fleetcron.web.pages.forms import (

@@ -17,13 +17,14 @@ from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services import target_reads, target_runs
-from fleetcron.services import targets as svc
-from fleetcron.services.fleet import zone_of
-from fleetcron.services.pairing import PairResult
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.fleet.assignments import zone_of
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.targets import edit as svc
+from fleetcron.services.targets import reads as target_reads
+from fleetcron.services.targets import runs as target_runs
+from fleetcron.services.targets.pairing import PairResult
 from fleetcron.store.schema import Assignment, Target
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (

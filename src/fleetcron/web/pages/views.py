@@ -13,12 +13,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from fleetcron.app import Actor, App
-from fleetcron.services import cluster as cluster_svc
-from fleetcron.services import fleet_grid, target_reads
-from fleetcron.services import health as health_svc
-from fleetcron.services import jobs as jobs_svc
-from fleetcron.services import runs as runs_svc
-from fleetcron.services.runs import RunFilter
+from fleetcron.services.cluster import status as cluster_svc
+from fleetcron.services.fleet import grid as fleet_grid
+from fleetcron.services.health import report as health_svc
+from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.runs import reads as runs_svc
+from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.targets import reads as target_reads
 from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages import (

@@ -6,7 +6,7 @@ Create Date: 2026-12-04
 
 A job may be assigned to a local target whose commands run with the scheduler's privileges
 only when the author of its command and selector held the role ``local_job_role`` names
-(``services/local_gate.py``). Jobs written before this release have no author recorded:
+(``services/fleet/local_gate.py``). Jobs written before this release have no author recorded:
 they keep their assignments, and extend to no further such target until an admin saves
 them again.
 """

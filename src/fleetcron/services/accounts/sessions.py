@@ -1,0 +1,99 @@
+"""Browser sessions: log in, resolve the cookie, log out. Logins are audited."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import delete, select
+
+from fleetcron.app import Actor, App
+from fleetcron.errors import AuthenticationFailed
+from fleetcron.services.accounts.users import authenticate
+from fleetcron.services.audit import ANONYMOUS_ACTOR, AuditNote, record
+from fleetcron.store.schema import User, WebSession
+
+SESSION_LIFETIME = timedelta(hours=12)
+#: The actor of failed and refused logins: the name typed is the attacker's text, so it is
+#: kept in the detail (shown to admins only), never as the actor.
+ANONYMOUS = Actor(ANONYMOUS_ACTOR, "viewer")
+
+
+@dataclass(frozen=True)
+class LoggedIn:
+    """A resolved session: who, and the CSRF token their forms must carry."""
+
+    actor: Actor
+    csrf_token: str
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def login(app: App, name: str, password: str, address: str) -> tuple[str, LoggedIn]:
+    """Check the password and open a session; returns (cookie value, session)."""
+    try:
+        actor = authenticate(app, name, password)
+    except AuthenticationFailed:
+        _audit_login(app, name, address, success=False)
+        raise
+    token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    now = app.now()
+    with app.db.session() as session:
+        user = session.scalars(select(User).where(User.name == actor.name)).one()
+        session.add(
+            WebSession(
+                user_id=user.id,
+                token_hash=_hash(token),
+                csrf_token=csrf,
+                created_at=now,
+                expires_at=now + SESSION_LIFETIME,
+                address=address[:64],
+            )
+        )
+        record(session, app, actor, AuditNote("login", detail={"address": address}), success=True)
+    return token, LoggedIn(actor, csrf)
+
+
+def _audit_login(app: App, name: str, address: str, *, success: bool) -> None:
+    with app.db.session() as session:
+        note = AuditNote("login", detail={"address": address, "user": name[:64]})
+        record(session, app, ANONYMOUS, note, success=success)
+
+
+def record_refused_login(app: App, name: str, address: str, *, refused: int, reason: str) -> None:
+    """Audit logins refused before any password check (rate limit). The caller writes one
+    row for the 1st, 10th, 100th ... refusal of an address in a window, each with the
+    count so far, so a flood leaves a handful of rows rather than one per request."""
+    with app.db.session() as session:
+        detail = {"address": address, "user": name[:64], "refused": refused, "reason": reason}
+        record(session, app, ANONYMOUS, AuditNote("login.refused", detail=detail), success=False)
+
+
+def resolve(app: App, token: str) -> LoggedIn | None:
+    """The session of a cookie value, or None when unknown or expired."""
+    now = app.now()
+    with app.db.read() as session:
+        row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
+        if row is None or row.expires_at <= now:
+            return None
+        return LoggedIn(Actor(row.user.name, row.user.role), row.csrf_token)
+
+
+def logout(app: App, token: str) -> None:
+    with app.db.session() as session:
+        row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
+        if row is None:
+            return
+        actor = Actor(row.user.name, row.user.role)
+        session.delete(row)
+        record(session, app, actor, AuditNote("logout"), success=True)
+
+
+def prune_expired(app: App) -> int:
+    with app.db.session() as session:
+        result = session.execute(delete(WebSession).where(WebSession.expires_at <= app.now()))
+        return int(getattr(result, "rowcount", 0) or 0)

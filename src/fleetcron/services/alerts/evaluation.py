@@ -1,0 +1,581 @@
+"""Alert evaluation: what changed, what each assignment's alert state becomes, and which
+deliveries to queue.
+
+:func:`evaluate_alerts` reads what changed — runs that finished recently with a verdict,
+slots still undecided past the misfire grace (through the indexed ``next_fire_at``), runs
+still ``running`` past their deadline — asks :func:`fleetcron.core.alerts.decide` about each
+assignment concerned, stores its new alert state and queues one delivery per matching
+channel, all in one transaction. Safe on every node at once: on PostgreSQL an advisory lock
+lets one node evaluate per round. Sending is :mod:`fleetcron.services.alerts.deliveries`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from fleetcron.app import App
+from fleetcron.core.alerts import (
+    ALERT_STATES,
+    FAILURE_STATUSES,
+    LATE_STATUSES,
+    Alert,
+    AlertEvent,
+    AlertStateName,
+    Change,
+    Outcome,
+    RunFacts,
+    classify_run,
+    late_slot_reason,
+    payload,
+    replay,
+    run_reason,
+    stderr_excerpt,
+    stuck_run_reason,
+)
+from fleetcron.core.rollout import ROLLOUT_FAILURES
+from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.store.schema import (
+    AlertState,
+    Assignment,
+    Job,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationRule,
+    Run,
+    Target,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Runs that finished longer ago than this before an evaluation are not read by it. It is
+#: many intervals long, so a slow or skipped round loses nothing; a node that was down
+#: longer finished no runs meanwhile (the ones it left running are closed at its restart).
+EVALUATION_WINDOW = timedelta(minutes=15)
+_IN_CHUNK = 500
+# Key of the PostgreSQL advisory lock that lets one node at a time evaluate ("fcnt").
+_EVALUATION_LOCK = 0x66636E74
+_VERDICT_STATUSES = sorted({*FAILURE_STATUSES, *LATE_STATUSES})
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """An assignment whose alert state may change, with the names its message shows."""
+
+    id: int
+    job_id: int
+    job_name: str
+    target_id: int
+    target_name: str
+    retries: int
+    retry_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _RunRow:
+    id: int
+    assignment_id: int
+    status: str
+    reason: str | None
+    skip_kind: str | None
+    attempt: int
+    exit_code: int | None
+    error: str | None
+    scheduled_for: datetime
+    finished_at: datetime | None
+    deadline_at: datetime | None
+    stderr_head: str = ""
+
+    def facts(self) -> RunFacts:
+        return RunFacts(
+            id=self.id,
+            status=self.status,
+            attempt=self.attempt,
+            scheduled_for=self.scheduled_for,
+            exit_code=self.exit_code,
+            finished_at=self.finished_at,
+            deadline_at=self.deadline_at,
+            error=self.error,
+            reason=self.reason,
+            stderr=stderr_excerpt(self.stderr_head),
+        )
+
+
+_RUN_COLUMNS = (
+    Run.id,
+    Run.assignment_id,
+    Run.status,
+    Run.reason,
+    Run.skip_kind,
+    Run.attempt,
+    Run.exit_code,
+    Run.error,
+    Run.scheduled_for,
+    Run.finished_at,
+    Run.deadline_at,
+)
+
+
+def evaluate_alerts(app: App, now: datetime, *, window: timedelta = EVALUATION_WINDOW) -> int:
+    """Decide the alert state of every assignment something happened to, and queue a
+    delivery per matching channel for each state that changed; returns how many were
+    queued. One transaction; when another node is evaluating (PostgreSQL) it returns 0."""
+    grace = timedelta(seconds=app.settings.misfire_grace_s)
+    with app.db.session() as session:
+        if not _evaluation_lock(session):
+            return 0
+        queued = _evaluate(session, now, grace, now - window)
+    if queued:
+        log.info(
+            "notify: %d message(s) queued",
+            queued,
+            extra={"action": "notify.queued", "count": queued},
+        )
+    return queued
+
+
+def _evaluation_lock(session: Session) -> bool:
+    # Evaluation reads alert states and then writes them: two nodes doing it at once would
+    # both see "ok" and both queue the same failure. SQLite's BEGIN IMMEDIATE already holds
+    # the single writer lock; PostgreSQL takes a transaction-scoped advisory lock, and a
+    # node that does not get it leaves this round to the one that did.
+    if session.get_bind().dialect.name != "postgresql":
+        return True
+    return bool(session.scalar(select(func.pg_try_advisory_xact_lock(_EVALUATION_LOCK))))
+
+
+def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime) -> int:
+    return _rollout_halts(session, now, since) + _evaluate_assignments(session, now, grace, since)
+
+
+def _evaluate_assignments(
+    session: Session, now: datetime, grace: timedelta, since: datetime
+) -> int:
+    # Runs with a verdict other than success, finished in the window (ix_runs_status):
+    # only these can turn an "ok" assignment into something else.
+    flagged = [
+        _run_row(row, stderr=row.stderr_head)
+        for row in session.execute(
+            select(*_RUN_COLUMNS, Run.stderr_head).where(
+                Run.finished_at > since,
+                or_(
+                    Run.status.in_(_VERDICT_STATUSES),
+                    (Run.status == RunStatus.SKIPPED)
+                    & (Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN),
+                ),
+            )
+        )
+    ]
+    # Slots the scheduler has not decided within the grace (ix_assignments_due).
+    overdue: dict[int, datetime] = {
+        aid: next_fire
+        for aid, next_fire in session.execute(
+            select(Assignment.id, Assignment.next_fire_at).where(
+                Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace
+            )
+        )
+        if next_fire is not None
+    }
+    stuck: dict[int, _RunRow] = {}
+    for row in session.execute(
+        select(*_RUN_COLUMNS).where(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+    ):
+        run = _run_row(row)
+        stuck.setdefault(run.assignment_id, run)
+    unsettled = set(
+        session.scalars(select(AlertState.assignment_id).where(AlertState.state != "ok"))
+    )
+    concerned = {r.assignment_id for r in flagged} | set(overdue) | set(stuck) | unsettled
+    if not concerned:
+        return 0
+
+    subjects = _subjects(session, concerned)
+    gone = concerned - set(subjects)
+    for chunk in _chunks(sorted(gone)):
+        # The job or target was removed: nothing left to alert about.
+        session.execute(delete(AlertState).where(AlertState.assignment_id.in_(chunk)))
+    states = _states(session, subjects)
+    runs: dict[int, list[_RunRow]] = defaultdict(list)
+    for run in [*flagged, *_successes(session, subjects, since)]:
+        runs[run.assignment_id].append(run)
+
+    routes = _routes(session)
+    queued = 0
+    for aid in sorted(subjects):
+        subject = subjects[aid]
+        previous: AlertStateName = "ok"
+        changed_at: datetime | None = None
+        if aid in states:
+            previous, changed_at = states[aid]
+        # Runs finished before the last change were judged by an earlier evaluation.
+        cutoff = max(since, changed_at) if changed_at is not None else since
+        verdicts = _verdicts(runs.get(aid, ()), subject, cutoff)
+        _, changes = replay(
+            previous, [outcome for _, outcome in verdicts], overdue=aid in overdue or aid in stuck
+        )
+        for change in changes:
+            if change.cause is None:
+                changed = now
+                alert = _overdue_alert(
+                    change, subject, now, overdue.get(aid), stuck.get(aid), grace
+                )
+            else:
+                run = verdicts[change.cause][0]
+                assert run.finished_at is not None
+                changed = run.finished_at
+                alert = _run_alert(change, subject, now, run)
+            queued += _queue(session, routes, alert)
+        if changes:
+            _save_state(session, aid, changes[-1].decision.state, changed, exists=aid in states)
+    return queued
+
+
+def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
+    """One ``failure`` message per rolled-out slot halted in the window (a canary failed,
+    or ``max_failures`` was reached; ``core/rollout.py``), about the failure that halted it,
+    with the halt's reason and how many targets were skipped. The payload's ``rollout``
+    object marks it; a slot already announced in the window is not announced again."""
+    halts = session.execute(
+        select(
+            Run.job_id,
+            Run.scheduled_for,
+            func.min(Run.reason),
+            func.count(),
+            func.min(Run.finished_at),
+            func.min(Run.id),
+        )
+        .where(
+            Run.status == RunStatus.SKIPPED,
+            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+            Run.finished_at > since,
+        )
+        .group_by(Run.job_id, Run.scheduled_for)
+    ).all()
+    if not halts:
+        return 0
+    announced = {
+        (rollout.get("job_id"), rollout.get("slot"))
+        for payload_ in session.scalars(
+            select(NotificationDelivery.payload).where(
+                NotificationDelivery.event == "failure",
+                NotificationDelivery.created_at > since - EVALUATION_WINDOW,
+            )
+        )
+        if isinstance(rollout := (payload_ or {}).get("rollout"), dict)
+    }
+    routes = _routes(session)
+    queued = 0
+    for job_id, slot, reason, skipped, halted_at, first_skipped in halts:
+        if (job_id, slot.isoformat()) in announced:
+            continue
+        cause = session.execute(
+            select(*_RUN_COLUMNS, Run.stderr_head, Run.target_id, Run.target_name, Run.job_name)
+            .where(
+                Run.job_id == job_id,
+                Run.scheduled_for == slot,
+                or_(Run.status.in_(ROLLOUT_FAILURES), Run.id == first_skipped),
+            )
+            .order_by(Run.status == RunStatus.SKIPPED, Run.finished_at.desc(), Run.id.desc())
+            .limit(1)
+        ).first()
+        if cause is None:
+            continue
+        run = _run_row(cause, stderr=cause.stderr_head)
+        text = f"{reason}; {skipped} target(s) of the slot were skipped"
+        alert = Alert(
+            event="failure",
+            state="failing",
+            previous_state="ok",
+            at=now,
+            assignment_id=run.assignment_id,
+            job_id=job_id,
+            job_name=cause.job_name,
+            target_id=cause.target_id,
+            target_name=cause.target_name,
+            slot=slot,
+            reason=text,
+            run=run.facts(),
+        )
+        body = payload(alert)
+        body["subject"] = (
+            f"[fleetcron] ROLLOUT HALTED {cause.job_name}: {skipped} target(s) skipped"
+        )
+        body["text"] = f"{text}\n\n{body['text']}"
+        body["rollout"] = {
+            "job_id": job_id,
+            "slot": slot.isoformat(),
+            "halted_at": halted_at.isoformat() if halted_at else None,
+            "skipped": skipped,
+            "reason": reason,
+        }
+        channels = _channels_for(routes, job_id, "failure")
+        for channel_id in channels:
+            session.add(
+                NotificationDelivery(
+                    channel_id=channel_id,
+                    event="failure",
+                    payload=body,
+                    status="pending",
+                    attempts=0,
+                    created_at=now,
+                    next_attempt_at=now,
+                )
+            )
+        if channels:
+            log.info(
+                "notify: rollout of %s at %s halted, %d message(s)",
+                cause.job_name,
+                slot.isoformat(),
+                len(channels),
+                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": run.id},
+            )
+        queued += len(channels)
+    return queued
+
+
+def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateName, datetime]]:
+    states: dict[int, tuple[AlertStateName, datetime]] = {}
+    for chunk in _chunks(sorted(ids)):
+        for row in session.scalars(select(AlertState).where(AlertState.assignment_id.in_(chunk))):
+            known = row.state if row.state in ALERT_STATES else "ok"
+            states[row.assignment_id] = (cast(AlertStateName, known), row.changed_at)
+    return states
+
+
+def _successes(session: Session, ids: Iterable[int], since: datetime) -> list[_RunRow]:
+    """Successes matter only where something is or was just wrong: they are read for those
+    assignments alone (the unique index on runs starts with ``assignment_id``)."""
+    found: list[_RunRow] = []
+    for chunk in _chunks(sorted(ids)):
+        query = select(*_RUN_COLUMNS).where(
+            Run.assignment_id.in_(chunk), Run.status == RunStatus.SUCCEEDED, Run.finished_at > since
+        )
+        found.extend(_run_row(row) for row in session.execute(query))
+    return found
+
+
+def _run_alert(change: Change, subject: _Subject, now: datetime, run: _RunRow) -> Alert:
+    assert change.decision.event is not None
+    facts = run.facts()
+    return _alert(
+        change,
+        subject,
+        now,
+        slot=run.scheduled_for,
+        reason=run_reason(change.decision.event, facts, change.previous),
+        run=facts,
+    )
+
+
+def _overdue_alert(
+    change: Change,
+    subject: _Subject,
+    now: datetime,
+    slot: datetime | None,
+    stuck: _RunRow | None,
+    grace: timedelta,
+) -> Alert:
+    if stuck is not None and stuck.deadline_at is not None:
+        reason = stuck_run_reason(stuck.id, stuck.deadline_at)
+        return _alert(
+            change, subject, now, slot=stuck.scheduled_for, reason=reason, run=stuck.facts()
+        )
+    assert slot is not None
+    return _alert(change, subject, now, slot=slot, reason=late_slot_reason(slot, grace), run=None)
+
+
+def _alert(
+    change: Change,
+    subject: _Subject,
+    now: datetime,
+    *,
+    slot: datetime,
+    reason: str,
+    run: RunFacts | None,
+) -> Alert:
+    assert change.decision.event is not None
+    return Alert(
+        event=change.decision.event,
+        state=change.decision.state,
+        previous_state=change.previous,
+        at=now,
+        assignment_id=subject.id,
+        job_id=subject.job_id,
+        job_name=subject.job_name,
+        target_id=subject.target_id,
+        target_name=subject.target_name,
+        slot=slot,
+        reason=reason,
+        run=run,
+    )
+
+
+def _queue(session: Session, routes: Iterable[_Route], alert: Alert) -> int:
+    """Queue the alert for every channel that wants it; returns how many."""
+    body = payload(alert)
+    channels = _channels_for(routes, alert.job_id, alert.event)
+    for channel_id in channels:
+        session.add(
+            NotificationDelivery(
+                channel_id=channel_id,
+                event=alert.event,
+                payload=body,
+                status="pending",
+                attempts=0,
+                created_at=alert.at,
+                next_attempt_at=alert.at,
+            )
+        )
+    log.info(
+        "notify: %s %s on %s (%s -> %s), %d message(s)",
+        alert.event,
+        alert.job_name,
+        alert.target_name,
+        alert.previous_state,
+        alert.state,
+        len(channels),
+        extra={
+            "action": f"alert.{alert.event}",
+            "job": alert.job_name,
+            "target": alert.target_name,
+            "run_id": alert.run.id if alert.run else None,
+        },
+    )
+    return len(channels)
+
+
+def _run_row(row: Any, *, stderr: str | None = None) -> _RunRow:
+    return _RunRow(
+        id=row.id,
+        assignment_id=row.assignment_id,
+        status=row.status,
+        reason=row.reason,
+        skip_kind=row.skip_kind,
+        attempt=row.attempt,
+        exit_code=row.exit_code,
+        error=row.error,
+        scheduled_for=row.scheduled_for,
+        finished_at=row.finished_at,
+        deadline_at=row.deadline_at,
+        stderr_head=stderr or "",
+    )
+
+
+def _subjects(session: Session, ids: Iterable[int]) -> dict[int, _Subject]:
+    found: dict[int, _Subject] = {}
+    for chunk in _chunks(sorted(ids)):
+        for row in session.execute(
+            select(
+                Assignment.id,
+                Job.id,
+                Job.name,
+                Target.id,
+                Target.name,
+                Job.retries,
+                Job.retry_on,
+            )
+            .join(Job, Job.id == Assignment.job_id)
+            .join(Target, Target.id == Assignment.target_id)
+            .where(Assignment.id.in_(chunk))
+        ):
+            aid, job_id, job_name, target_id, target_name, retries, retry_on = row
+            found[aid] = _Subject(
+                aid, job_id, job_name, target_id, target_name, retries, tuple(retry_on or ())
+            )
+    return found
+
+
+def _verdicts(
+    runs: Iterable[_RunRow], subject: _Subject, cutoff: datetime
+) -> list[tuple[_RunRow, Outcome]]:
+    """Runs finished after ``cutoff`` that say something, oldest first."""
+    found: list[tuple[_RunRow, Outcome]] = []
+    for run in runs:
+        if run.finished_at is None or run.finished_at <= cutoff:
+            continue
+        verdict = classify_run(
+            run.status,
+            run.reason,
+            attempt=run.attempt,
+            retries=subject.retries,
+            retry_on=subject.retry_on,
+            skip_kind=run.skip_kind or "",  # the column, never the reason
+        )
+        if verdict is not None:
+            found.append((run, verdict))
+    return sorted(found, key=lambda pair: (pair[0].finished_at, pair[0].id))
+
+
+def _save_state(
+    session: Session, aid: int, state: AlertStateName, changed_at: datetime, *, exists: bool
+) -> None:
+    if exists:
+        session.execute(
+            update(AlertState)
+            .where(AlertState.assignment_id == aid)
+            .values(state=state, changed_at=changed_at)
+        )
+    else:
+        session.add(AlertState(assignment_id=aid, state=state, changed_at=changed_at))
+
+
+@dataclass(frozen=True)
+class _Route:
+    channel_id: int
+    job_id: int | None
+    events: frozenset[str]
+
+
+def _routes(session: Session) -> list[_Route]:
+    rows = session.execute(
+        select(
+            NotificationRule.channel_id,
+            NotificationRule.job_id,
+            NotificationRule.on_failure,
+            NotificationRule.on_late,
+            NotificationRule.on_recovery,
+        )
+        .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
+        .where(NotificationChannel.enabled.is_(True))
+    )
+    return [
+        _Route(
+            channel_id,
+            job_id,
+            frozenset(
+                name
+                for name, on in (("failure", fail), ("late", late), ("recovery", recover))
+                if on
+            ),
+        )
+        for channel_id, job_id, fail, late, recover in rows
+    ]
+
+
+def _channels_for(routes: Iterable[_Route], job_id: int, event: AlertEvent) -> list[int]:
+    """Channels of every rule for this job or for every job that wants this event; a
+    channel named by several rules gets the message once."""
+    return sorted(
+        {
+            r.channel_id
+            for r in routes
+            if event in r.events and (r.job_id is None or r.job_id == job_id)
+        }
+    )
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), _IN_CHUNK):
+        yield items[start : start + _IN_CHUNK]
+
+
+__all__ = ["EVALUATION_WINDOW", "evaluate_alerts"]

@@ -1,0 +1,10 @@
+"""The cluster: nodes, ownership, handoff and takeover as operators drive them.
+
+Owns ``status`` (nodes, ownership, handoff, forced takeover, maintenance), ``registry`` (the
+nodes known), ``lease`` (the owner's lease as shown), ``peers`` (approving a node through
+its endpoint), ``cleanup`` (ending an expired owner's work) and ``secrets`` (the cluster
+secret and its rotation).
+
+It may import core, cron, store, coordination, executors' plain types and the other
+service packages below it in the list of docs/architecture.md; never web or cli.
+"""

@@ -1,0 +1,402 @@
+"""High availability: nodes, ownership, handoff, forced takeover, maintenance.
+
+Several nodes share one PostgreSQL. At most one approved node — the owner — runs jobs; the
+owner and a generation that increases on every change of owner live in the
+``cluster_ownership`` row, and every run write is rechecked against them under that row's
+lock (:mod:`fleetcron.coordination.guard`). Changing the owner takes the same lock:
+
+- **handoff**: the owner is marked draining (no new claims) and, once its live claims have
+  finished or expired, the owner and generation change in one transaction;
+- **forced takeover**: for an unreachable owner that the operator has fenced; generation
+  goes up at once, the old owner's live claims are revoked (its late writes are refused)
+  and it must pass ``verify-rejoin`` before it may work again;
+- after a takeover or a lease failover the new owner does not start an assignment while a
+  claim of the old owner on it has not reached its deadline (its command may still run
+  until then; the watchdog on the executing machine ends it by the deadline), unless the
+  operator confirmed ``--targets-verified`` or active cleanup killed the old generation's
+  processes on that target;
+- the first owner is chosen with a transfer too (generation 0 -> 1).
+
+The database row is the source of truth: a node learns it is draining or fenced from the
+row, under the lock, on its next write. Status reads never write; maintenance writes only
+when a claim expires or a transfer completes.
+
+This module authorizes, audits and orchestrates; the changes of the ownership row are
+:mod:`fleetcron.coordination.ownership_change`. The node registry is
+:mod:`~fleetcron.services.cluster.registry`, the lease :mod:`~fleetcron.services.cluster.lease`
+and active cleanup :mod:`~fleetcron.services.cluster.cleanup`; their names are re-exported
+here, where the adapters find them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from fleetcron.app import SYSTEM, Actor, App
+from fleetcron.coordination.guard import current_verdict, db_now
+from fleetcron.coordination.identity import normalize_endpoint
+from fleetcron.coordination.node import Node as Node
+from fleetcron.coordination.ownership_change import (
+    LockHolder,
+    change_owner,
+    complete_drained_handoff,
+    complete_transfer,
+    eligible,
+    expire_claims,
+    get_node,
+    lock_ownership,
+    may_own,
+    ownership_lock_holders,
+    supersede_pending,
+    unfinished_claims,
+    waiting_detail,
+)
+from fleetcron.core.ownership import Verdict
+from fleetcron.errors import Conflict, InvalidInput, NotFound
+from fleetcron.services.audit import AuditNote, audited, record
+from fleetcron.services.cluster.cleanup import CleanupPlan as CleanupPlan
+from fleetcron.services.cluster.cleanup import CleanupResult as CleanupResult
+from fleetcron.services.cluster.cleanup import CleanupTarget as CleanupTarget
+from fleetcron.services.cluster.cleanup import active_cleanup_plan as active_cleanup_plan
+from fleetcron.services.cluster.cleanup import clear_cleaned_claims as clear_cleaned_claims
+from fleetcron.services.cluster.cleanup import finish_active_cleanup as finish_active_cleanup
+from fleetcron.services.cluster.cleanup import mark_scope as mark_scope
+from fleetcron.services.cluster.lease import Lease as Lease
+from fleetcron.services.cluster.registry import announce as announce
+from fleetcron.services.cluster.registry import approve as approve
+from fleetcron.services.cluster.registry import retire as retire
+from fleetcron.services.cluster.registry import verify_rejoin as verify_rejoin
+from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    id: int
+    kind: str
+    state: str
+    from_node: str | None
+    to_node: str
+    generation_after: int | None
+
+
+def _transfer_result(t: ClusterTransfer) -> TransferResult:
+    return TransferResult(t.id, t.kind, t.state, t.from_node_id, t.to_node_id, t.generation_after)
+
+
+def request_transfer(
+    app: App, actor: Actor, to_node: str, *, idempotency_key: str | None = None
+) -> TransferResult:
+    """Hand the jobs to ``to_node``. Idempotent: the same key returns the same transfer."""
+    key = idempotency_key or uuid.uuid4().hex
+    note = AuditNote("cluster.transfer", detail={"to": to_node, "idempotency_key": key})
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        ownership = lock_ownership(session)
+        _require_writer_here(app, session, ownership.owner_node_id, "transfer")
+        existing = session.scalar(
+            select(ClusterTransfer).where(ClusterTransfer.idempotency_key == key)
+        )
+        if existing is not None:
+            if existing.to_node_id != to_node:
+                raise Conflict(
+                    f"idempotency key {key} was used for a transfer to {existing.to_node_id}"
+                )
+            return _transfer_result(existing)
+        target = get_node(session, to_node)
+        if not may_own(target):
+            raise InvalidInput(
+                f"node {to_node} is {target.state}{' and fenced' if target.fenced_at else ''}; "
+                "only an approved, unfenced node can own the jobs",
+                field="to",
+                value=to_node,
+                allowed="an approved node",
+            )
+        now = app.now()
+        transfer = ClusterTransfer(
+            idempotency_key=key,
+            from_node_id=ownership.owner_node_id,
+            to_node_id=to_node,
+            requested_by=actor.name,
+            requested_at=now,
+            state="pending",
+            note="",
+            kind="initial" if ownership.owner_node_id is None else "handoff",
+        )
+        session.add(transfer)
+        session.flush()
+        if ownership.owner_node_id is None or ownership.owner_node_id == to_node:
+            complete_transfer(session, ownership, transfer, now)
+        else:
+            supersede_pending(session, transfer.id, now, keep=transfer.id)
+            ownership.draining, ownership.transfer_id, ownership.updated_at = True, transfer.id, now
+        note.detail.update({"transfer": transfer.id, "state": transfer.state})
+        return _transfer_result(transfer)
+
+
+def _require_writer_here(app: App, session: object, owner: str | None, action: str) -> None:
+    from fleetcron.services.pair.writer import require_writer_here
+
+    require_writer_here(app, session, owner, action)
+
+
+def transfer_status(app: App, actor: Actor, idempotency_key: str) -> TransferResult:
+    actor.authorize("cluster.read")
+    with app.db.read() as session:
+        t = session.scalar(
+            select(ClusterTransfer).where(ClusterTransfer.idempotency_key == idempotency_key)
+        )
+        if t is None:
+            raise NotFound("transfer", idempotency_key)
+        return _transfer_result(t)
+
+
+def takeover(
+    app: App,
+    actor: Actor,
+    node: Node,
+    fenced_endpoint: str,
+    *,
+    confirm_fenced: bool,
+    targets_verified: bool = False,
+) -> TransferResult:
+    """Forced takeover by this node of an unreachable owner the operator has fenced.
+
+    The new owner then waits, per assignment, for the old owner's claims to reach their
+    deadlines, unless ``targets_verified``: the operator confirms no command of the old
+    owner is still running on any target, and the old claims are cleared (audited)."""
+    me = node.identity
+    note = AuditNote(
+        "cluster.takeover",
+        detail={
+            "to": me.node_id,
+            "fenced_endpoint": fenced_endpoint,
+            "targets_verified": targets_verified,
+        },
+    )
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        if not confirm_fenced:
+            raise InvalidInput(
+                "confirm with --confirm-fenced that the old owner is powered off or cut off",
+                field="confirm_fenced",
+                value=False,
+                allowed="--confirm-fenced",
+            )
+        if app.settings.topology == "replicated-pair" and not targets_verified:
+            from fleetcron.services.pair.replication import TAKEOVER_NEEDS_VERIFIED_TARGETS
+
+            raise InvalidInput(
+                TAKEOVER_NEEDS_VERIFIED_TARGETS,
+                field="targets_verified",
+                value=False,
+                allowed="--targets-verified",
+            )
+        ownership = lock_ownership(session)
+        if ownership.owner_node_id is None:
+            raise Conflict("there is no owner to take over from; use `fleetcron cluster transfer`")
+        old = get_node(session, ownership.owner_node_id)
+        typed = normalize_endpoint(fenced_endpoint)
+        if typed != old.endpoint:
+            raise InvalidInput(
+                f"fenced endpoint {typed!r} is not the owner's endpoint; type it exactly",
+                field="fenced_endpoint",
+                value=fenced_endpoint,
+                allowed="the owner's exact endpoint",
+            )
+        if not eligible(get_node(session, me.node_id), me):
+            raise Conflict(f"this node ({me.node_id}) is not an approved, unfenced node")
+        if old.node_id == me.node_id:
+            raise Conflict("this node already owns the jobs")
+        change = change_owner(
+            session,
+            ownership,
+            old,
+            me.node_id,
+            kind="takeover",
+            requested_by=actor.name,
+            note=f"forced; {old.endpoint} confirmed fenced by {actor.name}",
+            now=app.now(),
+            clear_waiting=targets_verified,
+        )
+        note.detail.update(
+            {
+                "from": old.node_id,
+                "generation": ownership.generation,
+                "revoked_claims": change.revoked,
+                "cleared_claims": change.cleared,
+                **waiting_detail(change.waiting),
+            }
+        )
+        return _transfer_result(change.transfer)
+
+
+@dataclass
+class MaintenanceResult:
+    expired_claims: int = 0
+    completed_transfers: list[int] = field(default_factory=list)
+
+
+def maintain(app: App) -> MaintenanceResult:
+    """Expire claims past their deadline (their runs become ``fenced``) and complete a
+    handoff whose old owner has no live claims left. Writes only on such a transition."""
+    result = MaintenanceResult()
+    from fleetcron.services.pair.writer import pair_standby
+
+    if pair_standby(app):
+        # In a replicated pair the owner alone writes claims and the ownership row.
+        return result
+    with app.db.session() as session:
+        result.expired_claims = expire_claims(session, app.now())
+    with app.db.session() as session:
+        transfer = complete_drained_handoff(session, app.now())
+        if transfer is not None:
+            record(
+                session,
+                app,
+                SYSTEM,
+                AuditNote(
+                    "cluster.transfer.complete",
+                    detail={
+                        "transfer": transfer.id,
+                        "to": transfer.to_node_id,
+                        "generation": transfer.generation_after,
+                    },
+                ),
+                success=True,
+            )
+            result.completed_transfers.append(transfer.id)
+    if result.expired_claims or result.completed_transfers:
+        log.info(
+            "cluster: maintenance expired %d claim(s), completed transfer(s) %s",
+            result.expired_claims,
+            result.completed_transfers,
+            extra={"action": "cluster.maintain"},
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: str
+    hostname: str
+    endpoint: str
+    state: str
+    fenced: bool
+    running: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    mode: str
+    this_node: str | None
+    owner: str | None
+    generation: int
+    draining: bool
+    pending_transfer: TransferResult | None
+    verdict: Verdict | None
+    nodes: list[NodeStatus]
+    running_on: dict[str, int]
+    #: Unfinished claims of older generations whose deadline has not come: the owner does
+    #: not start their assignments until then (``waiting_until``, database clock).
+    waiting_claims: int = 0
+    waiting_until: datetime | None = None
+    #: With automatic failover: seconds until the owner's lease expires by the database
+    #: clock (negative: expired that long ago; None: no lease).
+    lease_expires_in_s: float | None = None
+    #: Sessions holding the ownership row's lock (a standby's takeover waits for them).
+    lock_holders: list[LockHolder] = field(default_factory=list)
+
+    def one_line(self) -> str:
+        if self.mode == "standalone":
+            return "Standalone: this node runs every job"
+        state = {
+            "owner": "Draining" if self.draining else "Active on this node",
+            "standby": "Standby",
+        }.get(self.verdict.kind if self.verdict else "", "Not allowed to run jobs")
+        running = ", ".join(f"{n}: {c}" for n, c in self.running_on.items()) or "nothing"
+        owner = self.owner or "(none)"
+        line = f"{state}; owner {owner}, generation {self.generation}; running: {running}"
+        if self.waiting_claims and self.waiting_until is not None:
+            line += (
+                f"; waiting for {self.waiting_claims} claim(s) of the previous owner until "
+                f"{self.waiting_until.isoformat(timespec='seconds')}"
+            )
+        if self.lease_expires_in_s is not None:
+            left = self.lease_expires_in_s
+            line += (
+                f"; lease expires in {left:.1f} s"
+                if left > 0
+                else f"; lease expired {-left:.1f} s ago"
+            )
+        for h in self.lock_holders:
+            since = h.since.isoformat(timespec="seconds") if h.since else "?"
+            line += (
+                f"; ownership lock held by {h.application_name or '(unnamed)'} "
+                f"(pid {h.pid}, {h.state}) since {since}, {h.blocking} waiting"
+            )
+        return line
+
+
+def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
+    """Read-only: status reads never write."""
+    actor.authorize("cluster.read")
+    if node is None:
+        return ClusterStatus("standalone", None, None, 0, False, None, None, [], {})
+    me = node.identity
+    with app.db.read() as session:
+        rows = session.scalars(select(ClusterOwnership)).all()
+        ownership = rows[0] if len(rows) == 1 else None
+        running: dict[str, int] = {
+            node_id: count
+            for node_id, count in session.execute(
+                select(ExecutionClaim.node_id, func.count(ExecutionClaim.id))
+                .where(ExecutionClaim.state == "live")
+                .group_by(ExecutionClaim.node_id)
+            )
+        }
+
+        pending = None
+        if ownership is not None and ownership.transfer_id is not None:
+            t = session.get(ClusterTransfer, ownership.transfer_id)
+            pending = _transfer_result(t) if t else None
+        nodes = [
+            NodeStatus(
+                n.node_id,
+                n.hostname,
+                n.endpoint,
+                n.state,
+                n.fenced_at is not None,
+                running.get(n.node_id, 0),
+            )
+            for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
+        ]
+        verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
+        waiting = unfinished_claims(session, ownership.generation) if ownership else []
+        lease_left = (
+            (ownership.lease_expires_at - db_now(session)).total_seconds()
+            if ownership is not None and ownership.lease_expires_at is not None
+            else None
+        )
+        holders = ownership_lock_holders(session)
+    return ClusterStatus(
+        "cluster",
+        me.node_id,
+        ownership.owner_node_id if ownership else None,
+        ownership.generation if ownership else 0,
+        bool(ownership and ownership.draining),
+        pending,
+        verdict,
+        nodes,
+        running,
+        len(waiting),
+        max((c.deadline_at for c in waiting), default=None),
+        lease_left,
+        holders,
+    )

@@ -1,0 +1,131 @@
+"""The fleet at a glance: per job, how its targets stand (:func:`job_counts`), and the
+grid of paired targets by bulk jobs, each cell the state of the newest run there
+(:func:`fleet_grid`); one statement for every job, one for a grid page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, String, and_, case, func, or_, select, true, type_coerce
+from sqlalchemy.orm import Session
+
+from fleetcron.app import Actor, App
+from fleetcron.services.fleet.states import (
+    PAGE_MAX,
+    STATE_OF,
+    STATES,
+    JobCounts,
+    check_range,
+    state_of,
+    with_newest,
+)
+from fleetcron.store.schema import Assignment, Job, Target
+
+
+@dataclass(frozen=True)
+class GridCell:
+    state: str
+    enabled: bool
+    run_id: int | None
+
+
+@dataclass(frozen=True)
+class FleetGrid:
+    """Targets (rows) by bulk jobs (columns), capped on both sides."""
+
+    jobs: list[str]
+    targets: list[str]
+    cells: dict[tuple[str, str], GridCell]
+    total_targets: int
+    total_jobs: int
+    offset: int
+
+    @property
+    def more_targets(self) -> int:
+        return max(0, self.total_targets - self.offset - len(self.targets))
+
+    @property
+    def more_jobs(self) -> int:
+        return self.total_jobs - len(self.jobs)
+
+
+def _newest_of_every(session: Session, where: ColumnElement[bool]) -> list[Any]:
+    """(job_id, job name, target name, enabled, target paused, newest run id, its status)
+    of every assignment matching ``where``."""
+    columns = [
+        Assignment.job_id.label("job_id"),
+        Job.name.label("job"),
+        Target.name.label("target"),
+        Assignment.enabled.label("enabled"),
+        Target.paused.label("target_paused"),
+    ]
+    return with_newest(session, columns, where, jobs=True)
+
+
+def job_counts(app: App, actor: Actor, *, origin: str | None = "bulk") -> dict[str, JobCounts]:
+    """Per job (by name), how its targets stand; one grouped statement for every job, over
+    the newest-run status each assignment carries (no run is read)."""
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        where = Job.origin == origin if origin else true()
+        paused = or_(Assignment.enabled.is_(False), Target.paused.is_(True))
+        status = type_coerce(Assignment.newest_status, String())
+        rows = session.execute(
+            select(Job.name, status, func.count(), func.sum(case((paused, 1), else_=0)))
+            .select_from(Assignment)
+            .join(Job, Job.id == Assignment.job_id)
+            .join(Target, Target.id == Assignment.target_id)
+            .where(where)
+            .group_by(Job.name, status)
+        ).all()
+    tallies: dict[str, dict[str, int]] = {}
+    for job, newest, n, n_paused in rows:
+        tally = tallies.setdefault(job, dict.fromkeys(("total", "paused", *STATES), 0))
+        tally["total"] += n
+        tally[STATE_OF[newest]] += n
+        tally["paused"] += n_paused or 0
+    return {job: JobCounts(**tally) for job, tally in tallies.items()}
+
+
+GRID_TARGETS = 40
+
+
+GRID_JOBS = 12
+
+
+def fleet_grid(
+    app: App, actor: Actor, *, offset: int = 0, limit: int = GRID_TARGETS, jobs: int = GRID_JOBS
+) -> FleetGrid:
+    """Paired targets by bulk jobs, ``limit`` targets from ``offset`` and the first
+    ``jobs`` bulk jobs by name; each cell the class of the newest run there."""
+    actor.authorize("run.read")
+    check_range("offset", offset, 0, 10_000_000)
+    check_range("limit", limit, 1, PAGE_MAX)
+    with app.db.read() as session:
+        total_targets = session.scalar(select(func.count(Target.id))) or 0
+        total_jobs = session.scalar(select(func.count(Job.id)).where(Job.origin == "bulk")) or 0
+        target_rows = session.execute(
+            select(Target.id, Target.name).order_by(Target.name).offset(offset).limit(limit)
+        ).all()
+        job_rows = session.execute(
+            select(Job.id, Job.name).where(Job.origin == "bulk").order_by(Job.name).limit(jobs)
+        ).all()
+        cells: dict[tuple[str, str], GridCell] = {}
+        if target_rows and job_rows:
+            where = and_(
+                Assignment.target_id.in_([t.id for t in target_rows]),
+                Assignment.job_id.in_([j.id for j in job_rows]),
+            )
+            for r in _newest_of_every(session, where):
+                cells[(r.target, r.job)] = GridCell(
+                    state_of(r.status), bool(r.enabled) and not r.target_paused, r.last_id
+                )
+        return FleetGrid(
+            jobs=[j.name for j in job_rows],
+            targets=[t.name for t in target_rows],
+            cells=cells,
+            total_targets=total_targets,
+            total_jobs=total_jobs,
+            offset=offset,
+        )

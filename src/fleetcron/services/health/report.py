@@ -1,0 +1,346 @@
+"""Health of the schedules: what failed, what is late or missing, what is stuck.
+
+*Late or missing* needs no scan of the history: the scheduler advances an assignment's
+indexed ``next_fire_at`` whenever it decides a slot (ran, missed, skipped). An enabled
+assignment whose ``next_fire_at`` is older than the misfire grace therefore has a slot
+nobody decided — the scheduler was down, or no node could prove ownership.
+
+*Failing* is grouped by cause. A target none of whose runs reached it since its connection
+errors began is **unreachable**: one line for the target, with the connection error and the
+start of the outage, however many of its jobs fail. Every other failure (the command exited
+non-zero or timed out, or the outcome is unknown: lost, interrupted, fenced) is one line per
+job × target. ``HealthSummary.problems`` keeps the job × target detail of the lines shown.
+
+**Bounded.** A summary lists at most ``limit`` lines of each cause (``DEFAULT_LIMIT``, at
+most ``LIMIT_MAX``; ``None``: all), and keeps the full counts: per cause
+(``HealthSummary.groups``: lines, job × target problems, how many more than shown, and
+where the web UI lists them all), per job (``HealthSummary.jobs``, the jobs with the most
+problems first, also at most ``limit``) and in total (``ok``, ``line_count``,
+``problem_count``: what monitors and the exit status of ``fleetcron health`` read). With
+5,000 failing targets an answer is a few dozen lines, not 2,550 (537 KB of JSON before).
+
+Cost: a fixed number of statements per call, none per assignment or per target, and only
+the lines shown are built. The failing assignments come from one chain of CTEs: those whose
+newest finished run failed (each assignment carries that run and its status, kept with
+every run write by ``store/run_newest.py``; an index on the status finds them), and for the
+targets with a connection error the newest run that reached them
+(``ix_runs_target_started``), which says whether the failure is part of an outage. The
+counts are grouped statements over that chain; the shown lines are picked from it with a
+LIMIT, and only they get their streak (the failures since the newest success) and their
+outage read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from fleetcron.app import Actor, App
+from fleetcron.core.statuses import RunStatus
+from fleetcron.core.validation import validate_int
+from fleetcron.services.health.failures import (
+    FAILED,
+    FINISHED,
+    JOBS_NAMED,
+    REACHED,
+    GroupedProblem,
+    JobTally,
+    Problem,
+    failing_overview,
+    failing_problem,
+    failing_rows,
+    group_failures,
+    one_line,
+    outages_of,
+    unreachable_lines,
+)
+from fleetcron.services.jobs.health import AssignmentHealth, assignment_health
+from fleetcron.store import run_counts
+from fleetcron.store.planner import materialized
+from fleetcron.store.schema import Assignment, Job, Run, Target
+
+DEFAULT_LIMIT = 20
+"""Lines of each cause (and jobs) a summary lists unless asked for another number."""
+LIMIT_MAX = 1000
+"""The most lines of one cause a caller may ask for (the CLI's ``--limit 0`` lists all)."""
+
+KINDS: tuple[str, ...] = ("unreachable", "failing", "stuck", "late")
+"""The causes, in the order their lines are listed."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """One cause, counted in full, however few of its lines are listed.
+
+    ``total``: its lines (targets for ``unreachable``, job × target for ``failing`` and
+    ``late``, runs for ``stuck``); ``problems``: the job × target problems behind them;
+    ``shown``: the lines listed; ``more``: the lines not listed; ``see_all``: the web UI's
+    list that holds every one of them (paged), or None where that list is per job (see
+    :attr:`HealthSummary.jobs`).
+    """
+
+    kind: str
+    total: int
+    problems: int
+    shown: int
+    more: int
+    see_all: str | None
+
+
+@dataclass(frozen=True)
+class JobProblems:
+    """One job's problems, counted in full: job × target failing (``unreachable`` of them
+    because their target cannot be reached), late, and stuck runs; ``see_all``: the job
+    page filtered to them."""
+
+    job: str
+    total: int
+    failing: int
+    unreachable: int
+    late: int
+    stuck: int
+    see_all: str
+
+
+@dataclass
+class HealthSummary:
+    checked_at: datetime
+    limit: int | None = DEFAULT_LIMIT
+    problems: list[Problem] = field(default_factory=list)
+    """The job × target detail of the lines listed in ``grouped`` (of an unreachable
+    target's line: one per job there; asked for without detail: none of those)."""
+    grouped: list[GroupedProblem] = field(default_factory=list)
+    """At most ``limit`` lines of each cause, in the order of :data:`KINDS`."""
+    groups: list[Group] = field(default_factory=list)
+    jobs: list[JobProblems] = field(default_factory=list)
+    """At most ``limit`` jobs with problems, the most first."""
+    jobs_total: int = 0
+    """Every job with a problem."""
+    failures_24h: int = 0
+    runs_24h: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def line_count(self) -> int:
+        """Every line of the grouped view, listed or not."""
+        return sum(g.total for g in self.groups)
+
+    @property
+    def problem_count(self) -> int:
+        """Every job × target problem (and stuck run), listed or not."""
+        return sum(g.problems for g in self.groups)
+
+    @property
+    def ok(self) -> bool:
+        return self.line_count == 0
+
+    def group(self, kind: str) -> Group:
+        return next(g for g in self.groups if g.kind == kind)
+
+    def as_dict(self, *, detail: bool = True) -> dict[str, Any]:
+        """The summary for JSON; ``detail=False`` leaves out the job × target problems."""
+        out = {
+            **asdict(self),
+            "ok": self.ok,
+            "line_count": self.line_count,
+            "problem_count": self.problem_count,
+        }
+        if not detail:
+            del out["problems"]
+        return out
+
+
+def late_count(session: Session, now: datetime, grace: timedelta) -> int:
+    return (
+        session.scalar(
+            select(func.count(Assignment.id)).where(
+                Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace
+            )
+        )
+        or 0
+    )
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``limit`` lines of each cause: 1 to :data:`LIMIT_MAX`, or None for all."""
+    if limit is not None:
+        validate_int(limit, field="limit", low=1, high=LIMIT_MAX)
+    return limit
+
+
+def runs_url(**query: str) -> str:
+    return "/runs?" + urlencode(query)
+
+
+def job_url(job: str, **query: str) -> str:
+    return f"/jobs/{quote(job, safe='')}?" + urlencode(query)
+
+
+#: Where the web UI lists every line of a cause: the runs list filtered (every unreachable
+#: target has its connection errors there, every stuck run is running). Failing and late
+#: lines are listed per job, on the job page (:attr:`JobProblems.see_all`).
+SEE_ALL: dict[str, str | None] = {
+    "unreachable": runs_url(status=RunStatus.CONNECT_ERROR.value),
+    "failing": None,
+    "stuck": runs_url(status=RunStatus.RUNNING.value),
+    "late": None,
+}
+
+
+def summary(
+    app: App, actor: Actor, *, limit: int | None = DEFAULT_LIMIT, detail: bool = True
+) -> HealthSummary:
+    """Failing assignments, late or missing slots, runs running past their deadline,
+    grouped by cause (``grouped``, at most ``limit`` lines of each cause; None: all) with
+    their job × target detail (``problems``; with ``detail=False`` only that of the lines
+    that are one job × target, so that the streaks of an unreachable target's jobs are not
+    read), and counted in full (``groups``, ``jobs``)."""
+    actor.authorize("run.read")
+    check_limit(limit)
+    now = app.now()
+    grace = timedelta(seconds=app.settings.misfire_grace_s)
+    result = HealthSummary(checked_at=now, limit=limit)
+    with app.db.read() as session:
+        is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
+        # The rows first (their index), then the grouping: else the planners walk a whole
+        # index in the grouping's order to save a sort, 45-750 ms for no row at all.
+        late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
+        late_by_job: dict[str, int] = dict(
+            session.execute(
+                select(Job.name, func.count())
+                .select_from(late_rows)
+                .join(Job, Job.id == late_rows.c.job_id)
+                .group_by(Job.name)
+            ).all()
+        )
+        late = [
+            Problem("late", row[0], row[1], row[2], f"slot {row[2]:%Y-%m-%d %H:%M} not decided")
+            for row in session.execute(
+                select(Job.name, Target.name, Assignment.next_fire_at)
+                .join(Job, Job.id == Assignment.job_id)
+                .join(Target, Target.id == Assignment.target_id)
+                .where(is_late)
+                .order_by(Assignment.next_fire_at, Assignment.id)
+                .limit(limit)
+            )
+        ]
+        is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+        stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
+        stuck_by_job: dict[str, int] = dict(
+            session.execute(
+                select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
+            ).all()
+        )
+        stuck = [
+            Problem(
+                "stuck",
+                run.job_name,
+                run.target_name,
+                run.started_at,
+                f"run {run.id} still running past its deadline",
+                status=run.status,
+                run_id=run.id,
+            )
+            for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
+        ]
+        counts, shown_down, shown_others = failing_overview(session, limit)
+        failing = failing_rows(
+            session, [*shown_down, *shown_others], None if detail else shown_others
+        )
+        outages = outages_of(
+            session, sorted({f.target_id for f in failing if f.assignment_id in shown_down})
+        )
+        down_lines = unreachable_lines(
+            [f for f in failing if f.assignment_id in shown_down], outages
+        )
+        failing_lines = [
+            one_line(failing_problem(f)) for f in failing if f.assignment_id in shown_others
+        ]
+        detailed = [f for f in failing if detail or f.assignment_id in shown_others]
+        result.problems = [*late, *stuck, *(failing_problem(f) for f in detailed)]
+        result.grouped = [
+            *down_lines,
+            *failing_lines,
+            *(one_line(p) for p in stuck),
+            *(one_line(p) for p in late),
+        ]
+        unreachable_problems = sum(c.unreachable for c in counts.by_job.values())
+        failing_problems = sum(c.failing for c in counts.by_job.values())
+        totals = {
+            "unreachable": (counts.unreachable_targets, unreachable_problems, len(down_lines)),
+            "failing": (
+                failing_problems - unreachable_problems,
+                failing_problems - unreachable_problems,
+                len(failing_lines),
+            ),
+            "stuck": (sum(stuck_by_job.values()), sum(stuck_by_job.values()), len(stuck)),
+            "late": (sum(late_by_job.values()), sum(late_by_job.values()), len(late)),
+        }
+        result.groups = [
+            Group(kind, total, problems, shown, total - shown, SEE_ALL[kind])
+            for kind, (total, problems, shown) in totals.items()
+        ]
+        per_job = _per_job(counts.by_job, late_by_job, stuck_by_job)
+        result.jobs_total = len(per_job)
+        result.jobs = per_job[:limit] if limit is not None else per_job
+        day_ago = now - timedelta(hours=24)
+        # Kept per minute and status by triggers on the runs (store/run_counts.py): the
+        # day's runs are not read.
+        result.runs_24h = run_counts.counts_since(session, day_ago)
+        result.failures_24h = sum(result.runs_24h.get(s, 0) for s in FAILED)
+    return result
+
+
+def _per_job(
+    failing: dict[str, JobTally], late: dict[str, int], stuck: dict[str, int]
+) -> list[JobProblems]:
+    out = []
+    for job in {*failing, *late, *stuck}:
+        tally = failing.get(job, JobTally())
+        n_late, n_stuck = late.get(job, 0), stuck.get(job, 0)
+        if tally.failing:
+            see_all = job_url(job, status="failed")
+        elif n_late:
+            see_all = job_url(job, sort="next")  # the undecided slots first
+        else:
+            see_all = runs_url(job=job, status=RunStatus.RUNNING.value)
+        out.append(
+            JobProblems(
+                job,
+                tally.failing + n_late + n_stuck,
+                tally.failing,
+                tally.unreachable,
+                n_late,
+                n_stuck,
+                see_all,
+            )
+        )
+    out.sort(key=lambda j: (-j.total, j.job))
+    return out
+
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "FAILED",
+    "FINISHED",
+    "JOBS_NAMED",
+    "KINDS",
+    "LIMIT_MAX",
+    "REACHED",
+    "SEE_ALL",
+    "AssignmentHealth",
+    "Group",
+    "GroupedProblem",
+    "HealthSummary",
+    "JobProblems",
+    "Problem",
+    "assignment_health",
+    "check_limit",
+    "group_failures",
+    "late_count",
+    "summary",
+]

@@ -1,0 +1,361 @@
+"""Runs: ask for a run now, list and show what ran.
+
+"Run now" records a ``queued`` run (trigger ``manual``); the scheduler that may run jobs
+picks it up on its next tick, so a request made on any node never runs outside the
+scheduler and its guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlalchemy import Select, func, or_, select
+
+from fleetcron.app import Actor, App
+from fleetcron.core import statuses
+from fleetcron.core import validation as v
+from fleetcron.core.statuses import RunStatusName
+from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.executors.output import LiveOutput
+from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.fleet.assignments import get_target
+from fleetcron.services.fleet.selection import Selection, select_assignments
+from fleetcron.services.jobs.edit import get_job
+from fleetcron.store.run_writes import queue_manual_runs, request_stop
+from fleetcron.store.schema import Run
+
+RunStatus = RunStatusName
+"""The status strings an API filter accepts (the vocabulary lives in ``core/statuses.py``)."""
+RUN_STATUSES: tuple[str, ...] = tuple(s.value for s in statuses.ALL)
+"""Plain strings (not enum members), so the CLI choices and the page list show the values."""
+FINISHED_STATUSES = frozenset(statuses.TERMINAL)
+
+
+def request_run(
+    app: App,
+    actor: Actor,
+    job: str,
+    *,
+    target: str | None = None,
+    selection: Selection | None = None,
+) -> list[int]:
+    """Queue a manual run of ``job`` on one target, or on every enabled target of it, or
+    on the targets a :class:`~fleetcron.services.fleet.selection.Selection` names (audited with
+    it; a selection that matches nothing queues nothing and raises InvalidInput).
+
+    Naming a target runs it there even when the job is paused on that target."""
+    note = AuditNote("job.run", job_name=job, target_name=target)
+    with audited(app, actor, note) as session:
+        actor.authorize("job.run")
+        the_job = get_job(session, job)
+        note.job_id = the_job.id
+        assignments = [a for a in the_job.assignments if a.enabled]
+        if target is not None:
+            the_target = get_target(session, target)
+            note.target_id = the_target.id
+            assignments = [a for a in the_job.assignments if a.target_id == the_target.id]
+            if not assignments:
+                raise NotFound(f"assignment of job {job} on target", target)
+        if selection is not None and selection.given:
+            note.detail["selection"] = selection.audit_detail()
+            assignments = select_assignments(session, the_job, selection)
+        if not assignments:
+            raise InvalidInput(
+                f"job {job} is not enabled on any target",
+                field="job",
+                value=job,
+                allowed="a job with at least one enabled target, or --target",
+            )
+        run_ids = queue_manual_runs(
+            session, the_job, assignments, now=app.now(), node=app.node_name, actor=actor.name
+        )
+        note.detail.update({"runs": len(run_ids)})
+        return run_ids
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    job: str | None = None
+    target: str | None = None
+    status: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    grep: str | None = None
+    run_ids: Sequence[int] | None = None
+    statuses: Sequence[str] | None = None
+
+
+def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
+    if f.job:
+        query = query.where(Run.job_name == f.job)
+    if f.target:
+        query = query.where(Run.target_name == f.target)
+    if f.status:
+        query = query.where(Run.status == v.validate_choice(f.status, RUN_STATUSES, field="status"))
+    if f.statuses:
+        for status in f.statuses:
+            v.validate_choice(status, RUN_STATUSES, field="status")
+        query = query.where(Run.status.in_(f.statuses))
+    if f.since:
+        query = query.where(Run.scheduled_for >= f.since)
+    if f.until:
+        query = query.where(Run.scheduled_for < f.until)
+    if f.grep:
+        v.validate_search_text(f.grep, field="grep")
+        pattern = f"%{f.grep}%"
+        query = query.where(
+            or_(
+                Run.stdout_head.contains(f.grep, autoescape=True),
+                Run.stdout_tail.contains(f.grep, autoescape=True),
+                Run.stderr_head.contains(f.grep, autoescape=True),
+                Run.stderr_tail.contains(f.grep, autoescape=True),
+                Run.error.like(pattern),
+            )
+        )
+    if f.run_ids is not None:
+        query = query.where(Run.id.in_(f.run_ids))
+    return query
+
+
+def list_runs(
+    app: App, actor: Actor, f: RunFilter, *, limit: int = 50, offset: int = 0
+) -> tuple[Sequence[Run], int]:
+    """Runs matching the filter, newest first, and how many match in all."""
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        total: int = session.scalar(_filtered(select(func.count(Run.id)), f)) or 0
+        rows: Sequence[Run] = session.scalars(
+            _filtered(select(Run), f)
+            .order_by(Run.scheduled_for.desc(), Run.id.desc())
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        return rows, total
+
+
+def get_run(app: App, actor: Actor, run_id: int) -> Run:
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise NotFound("run", run_id)
+        return run
+
+
+# -- stopping and following a run -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What a stop request did."""
+
+    run_id: int
+    #: ``cancelled``: the run had not started and never will; ``running``: the node
+    #: running it kills it (at once when ``immediate``, else on its next tick).
+    status: str
+    node: str
+    immediate: bool
+
+
+def stop_run(
+    app: App,
+    actor: Actor,
+    run_id: int,
+    *,
+    local_stop: Callable[[int, str], bool] | None = None,
+) -> StopOutcome:
+    """Stop a queued or running run (operator), audited as ``run.stop``.
+
+    The request is written to the run row in any case, so the node that runs it acts on it
+    whichever node (or CLI) it was made on; ``local_stop`` is this process's scheduler
+    (``Scheduler.stop``), which kills the run at once when it is the one running it.
+    Raises ``NotFound``, or ``Conflict`` (exit 2, HTTP 409) for a run that has ended."""
+    note = AuditNote("run.stop", detail={"run_id": run_id})
+    with audited(app, actor, note) as session:
+        actor.authorize("run.stop")
+        before = session.scalar(select(Run.status).where(Run.id == run_id))
+        run = request_stop(session, run_id, actor.name, app.now())
+        note.job_id, note.job_name = run.job_id, run.job_name
+        note.target_id, note.target_name = run.target_id, run.target_name
+        note.detail.update({"was": str(before), "node": run.node})
+        status, node = str(run.status), run.node
+    immediate = False
+    if status == statuses.RunStatus.RUNNING and local_stop is not None:
+        immediate = local_stop(run_id, actor.name)
+    return StopOutcome(run_id=run_id, status=status, node=node, immediate=immediate)
+
+
+class LiveEntry(Protocol):
+    """A run this process runs now (``scheduler.live.LiveRun``), as followers see it."""
+
+    @property
+    def output(self) -> LiveOutput: ...
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def started_at(self) -> datetime: ...
+
+    @property
+    def stopped_by(self) -> str | None: ...
+
+
+class LiveSource(Protocol):
+    """The live runs of this process (``scheduler.live.LiveRuns``)."""
+
+    def get(self, run_id: int) -> LiveEntry | None: ...
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The output of a run from byte ``since`` on.
+
+    ``source``: ``live`` (this process runs it: the output as it comes), ``snapshot``
+    (another process runs it: the tail it last wrote to the database, ``as_of``),
+    ``recorded`` (it has ended: its recorded output, :func:`recorded_output`), or ``none``
+    (not started yet, or nothing printed yet on another node). ``gap`` bytes that are no
+    longer kept were skipped at ``gap_at`` (characters into ``text``)."""
+
+    run_id: int
+    status: str
+    node: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    running: bool
+    source: str
+    text: str
+    offset: int
+    gap: int
+    gap_at: int
+    total: int
+    as_of: datetime | None
+    stop_requested_by: str | None
+
+
+@dataclass(frozen=True)
+class RecordedChunk:
+    """A piece of a run's recorded output for a follower (see :func:`recorded_output`)."""
+
+    text: str
+    offset: int
+    gap: int
+    gap_at: int
+    total: int
+
+
+def _stream(run: Run, name: str) -> tuple[bytes, int, bytes]:
+    """A recorded stream as (head, bytes not kept in the middle, tail)."""
+    total: int = getattr(run, f"{name}_bytes")
+    head: bytes = getattr(run, f"{name}_head").encode()
+    tail: bytes = getattr(run, f"{name}_tail").encode()
+    if not getattr(run, f"{name}_truncated"):
+        return head + tail, 0, b""
+    return head, max(total - len(head) - len(tail), 0), tail
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def recorded_output(run: Run, since: int) -> RecordedChunk:
+    """The recorded output of an ended run from byte ``since`` of its live stream on: what
+    a follower who saw ``since`` bytes while it ran has not seen yet.
+
+    The live stream is stdout and stderr interleaved; what is recorded keeps each stream's
+    head and tail apart. A run that wrote to one stream (the common case): that stream is
+    the live stream, so the answer continues exactly where the follower was, the omitted
+    middle (if any) as the ``gap``. A run that wrote to both: from byte 0, stdout then
+    stderr, each omitted middle marked in the text as ``runs show`` shows it; from further
+    on, which bytes the follower missed cannot be told, so the answer has no text and the
+    rest as its ``gap`` (read ``GET /runs/{id}`` or ``runs show``)."""
+    streams = [s for s in ("stdout", "stderr") if getattr(run, f"{s}_bytes")]
+    total = sum(getattr(run, f"{s}_bytes") for s in streams)
+    since = min(max(since, 0), total)
+    if len(streams) == 2:
+        if since:
+            return RecordedChunk("", total, total - since, 0, total)
+        parts = []
+        for name in streams:
+            head, omitted, tail = _stream(run, name)
+            middle = f"\n[... {omitted} bytes omitted ...]\n" if omitted else ""
+            parts.append(_decode(head) + middle + _decode(tail))
+        return RecordedChunk("".join(parts), total, 0, 0, total)
+    if not streams:
+        return RecordedChunk("", since, 0, 0, total)
+    head, omitted, tail = _stream(run, streams[0])
+    tail_at = len(head) + omitted
+    if since < len(head):
+        first = _decode(head[since:])
+        return RecordedChunk(
+            first + _decode(tail), total, omitted, len(first) if omitted else 0, total
+        )
+    if since < tail_at:
+        return RecordedChunk(_decode(tail), total, tail_at - since, 0, total)
+    return RecordedChunk(_decode(tail[since - tail_at :]), total, 0, 0, total)
+
+
+def follow_output(
+    app: App, actor: Actor, run_id: int, since: int, *, live: LiveSource | None = None
+) -> LiveView:
+    """What a follower of ``run_id`` sees next (the run page's poll, ``runs tail``).
+
+    A run this process runs is answered from its live entry alone, without reading the
+    database (a page open on each of a thousand runs costs no transaction); any other from
+    its row."""
+    actor.authorize("run.read")
+    entry = live.get(run_id) if live is not None else None
+    if entry is not None:
+        chunk = entry.output.read(since)
+        return LiveView(
+            run_id=run_id,
+            status=str(statuses.RunStatus.RUNNING),
+            node=entry.node,
+            started_at=entry.started_at,
+            finished_at=None,
+            running=True,
+            source="live",
+            text=chunk.text,
+            offset=chunk.offset,
+            gap=chunk.gap,
+            gap_at=chunk.gap_at,
+            total=chunk.total,
+            as_of=app.now(),
+            stop_requested_by=entry.stopped_by,
+        )
+    run = get_run(app, actor, run_id)
+    running = run.status in statuses.ACTIVE
+    source, text, offset, gap, gap_at, total = "none", "", since, 0, 0, since
+    as_of = None
+    if run.status in statuses.TERMINAL:
+        recorded = recorded_output(run, since)
+        source, text, offset, total = "recorded", recorded.text, recorded.offset, recorded.total
+        gap, gap_at = recorded.gap, recorded.gap_at
+    elif run.status == "running" and run.live_output is not None and run.live_bytes is not None:
+        source, as_of, total = "snapshot", run.live_at, run.live_bytes
+        data = run.live_output.encode()
+        start = run.live_bytes - len(data)
+        since = min(max(since, 0), run.live_bytes)
+        if since >= start:
+            text, offset = data[since - start :].decode("utf-8", errors="replace"), run.live_bytes
+        else:
+            text, offset, gap = run.live_output, run.live_bytes, start - since
+    return LiveView(
+        run_id=run.id,
+        status=str(run.status),
+        node=run.node,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        running=running,
+        source=source,
+        text=text,
+        offset=offset,
+        gap=gap,
+        gap_at=gap_at,
+        total=total,
+        as_of=as_of,
+        stop_requested_by=run.stop_requested_by,
+    )

@@ -1,0 +1,512 @@
+"""Targets: add, edit, pause, label, unpair and remove the servers jobs run on; their
+time zone. Pairing and host keys are in :mod:`fleetcron.services.targets.pairing`; the reads (lists,
+counts, one target) in :mod:`fleetcron.services.targets.reads`.
+
+Decisions worth knowing (docs/web.md and the CLI help say the same):
+
+- **Editing** a paired SSH target's connection (kind, host, port, user, key, host key)
+  checks the new connection before anything is saved; when the check fails nothing
+  changes. With ``verify=False`` the change is saved and the target is unpaired (as
+  :func:`unpair_target` does) until it is paired again. An unpaired target is saved as
+  given; pairing checks it.
+- **Pausing** a target keeps every assignment and its enabled flag; the scheduler records
+  each due slot as ``skipped`` ("target paused"); resuming moves every assignment to its
+  next slot after now, so nothing fires in a burst.
+- **Unpairing** removes the assignments but remembers which jobs were disabled there;
+  pairing again restores those per-job pauses.
+- **Local targets** run commands on the scheduler host itself, next to the database and
+  the master key: they need the ``allow_local_targets`` setting and the admin role.
+- Two SSH targets on the same ``user@host:port`` would run every bulk job twice on one
+  server: refused unless ``allow_same_host``.
+- **A time zone** given by an operator (``timezone``) is kept over any detection at
+  pairing; changing it moves the target's assignments of jobs in the ``target`` zone to
+  their next fire in the new zone, in the same transaction. An empty zone clears it.
+
+Messages name the problem and the field; the CLI and the web pages add how to act on it
+in their own words (a command, or a button).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetcron.app import Actor, App
+from fleetcron.core import validation as v
+from fleetcron.core.labels import parse_labels
+from fleetcron.core.target_zones import (
+    DETECT_COMMAND,
+    SOURCE_OPERATOR,
+    parse_detected_zone,
+    validate_target_timezone,
+)
+from fleetcron.errors import (
+    Conflict,
+    FleetcronError,
+    InvalidInput,
+)
+from fleetcron.executors import ssh_connect
+from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
+from fleetcron.services.fleet.assignments import (
+    extend_jobs_to,
+    get_target,
+    next_fire,
+    refire_target_local,
+)
+from fleetcron.services.targets.fields import (
+    CONNECTION_FIELDS,
+    DEFAULT_SSH_PORT,
+    TargetChanges,
+    check_local_allowed,
+    check_same_host,
+    current_value,
+    edited,
+    fill_ssh_fields,
+    probe_target,
+)
+from fleetcron.services.targets.pairing import (
+    REPIN_ADVICE,
+    PairResult,
+    RepinPlan,
+    fingerprint_or_none,
+    missing_host_key,
+    pair_target,
+    plan_repin,
+    repin_target,
+    repin_wording,
+    run_ssh,
+    take_detected_zone,
+    verify_connection,
+)
+from fleetcron.store.schema import Job, Target
+
+#: Re-exported: the adapters reach pairing through this module too.
+__all__ = [
+    "DEFAULT_SSH_PORT",
+    "REPIN_ADVICE",
+    "PairResult",
+    "RepinPlan",
+    "TargetChanges",
+    "check_local_allowed",
+    "get_target",
+    "pair_target",
+    "plan_repin",
+    "repin_target",
+]
+
+PAUSE_REASON_MAX = 500
+
+
+@dataclass(frozen=True)
+class EditResult:
+    target: Target
+    changed: tuple[str, ...]
+    #: The new connection was checked over SSH (host key, login, command channel).
+    verified: bool
+    #: The target was paired and is not any more (saved without the check).
+    unpaired: bool
+    host_key_fingerprint: str | None = None
+    extended_jobs: tuple[str, ...] = ()
+    #: After a checked change of the connection: what the new server said about its zone
+    #: (as at pairing; empty when the connection was not checked).
+    timezone_note: str = ""
+
+
+@dataclass(frozen=True)
+class PauseResult:
+    target: Target
+    #: False when the call found the target already in the asked state (nothing changed
+    #: but, for a pause, its reason).
+    changed: bool
+
+
+@dataclass(frozen=True)
+class RemoveResult:
+    removed_jobs: tuple[str, ...] = field(default_factory=tuple)
+
+
+def add_target(
+    app: App,
+    actor: Actor,
+    name: str,
+    *,
+    local: bool = False,
+    host: str | None = None,
+    port: int = DEFAULT_SSH_PORT,
+    user: str | None = None,
+    private_key: bytes | None = None,
+    host_key: str | None = None,
+    trust_on_first_use: bool = False,
+    labels: Sequence[str] = (),
+    notes: str = "",
+    verify: bool = True,
+    allow_same_host: bool = False,
+    timezone: str | None = None,
+) -> PairResult:
+    """Add a target; pair it right away unless ``verify`` is false (it then stays unpaired).
+
+    Everything that can be checked without the network is checked before the target is
+    written, including that pairing will know which host key to pin."""
+    note = AuditNote("target.add", target_name=name, detail={"kind": "local" if local else "ssh"})
+    with audited(app, actor, note) as session:
+        actor.authorize("target.add")
+        v.validate_target_name(name, field="name")
+        v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
+        parsed_labels = parse_labels(labels, field="labels")
+        zone = validate_target_timezone(timezone) if timezone else None
+        now = app.now()
+        target = Target(
+            name=name,
+            labels=parsed_labels,
+            notes=notes,
+            timezone=zone,
+            timezone_source=SOURCE_OPERATOR if zone else None,
+            paired=False,
+            paused=False,
+            created_at=now,
+            updated_at=now,
+        )
+        if local:
+            if host or user or private_key:
+                raise InvalidInput(
+                    "kind: a local target takes no host, user or key",
+                    field="kind",
+                    value="local",
+                    allowed="local alone, or host, user and key for ssh",
+                )
+            check_local_allowed(app, actor)
+            target.kind = "local"
+        else:
+            fill_ssh_fields(app, target, host, port, user, private_key, host_key)
+            if verify and not target.host_key and not trust_on_first_use:
+                raise missing_host_key(name)
+            check_same_host(session, target, allow_same_host)
+        if session.scalar(select(Target.id).where(Target.name == name)) is not None:
+            raise Conflict(f"target {name} already exists", field="name")
+        session.add(target)
+        session.flush()
+        note.target_id = target.id
+        note.detail.update({"host": target.host, "labels": parsed_labels})
+        if zone:
+            note.detail["timezone"] = zone
+    if not verify:
+        return PairResult(
+            target,
+            fingerprint_or_none(target.host_key),
+            False,
+            (),
+            timezone=zone,
+            timezone_note="set by an operator" if zone else "not detected (not paired)",
+        )
+    try:
+        return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
+    except FleetcronError as exc:
+        exc.args = (f"target {name} was added but not paired: {exc.message}",)
+        raise
+
+
+def edit_target(
+    app: App,
+    actor: Actor,
+    name: str,
+    changes: TargetChanges,
+    *,
+    verify: bool = True,
+    allow_same_host: bool = False,
+) -> EditResult:
+    """Change a target's connection, labels or notes (see the module docstring for when
+    the connection is checked and what ``verify=False`` does)."""
+    note = AuditNote("target.edit", target_name=name)
+    try:
+        actor.authorize("target.edit")
+        with app.db.read() as session:
+            current = get_target(session, name)
+            _ = current.private_key_enc
+        note.target_id = current.id
+        updated = edited(app, actor, current, changes)
+        tofu = False
+        if changes.trust_on_first_use and updated["kind"] == "ssh" and not changes.host_key:
+            updated["host_key"] = run_ssh(
+                ssh_connect.fetch_host_key(
+                    updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
+                )
+            )
+            tofu = True
+        changed = tuple(k for k, val in updated.items() if val != current_value(current, k))
+        given_zone = changes.timezone is not None and updated["timezone"]
+        if given_zone and current.timezone_source != SOURCE_OPERATOR:
+            # Confirming a detected zone makes it the operator's (kept over detection).
+            changed += ("timezone",) if "timezone" not in changed else ()
+        if not changed:
+            raise InvalidInput(
+                f"name: nothing to change on target {name}: every given value is its current one",
+                field="name",
+                value=name,
+                allowed="at least one new value (host, port, user, key, host key, labels, notes, "
+                "time zone)",
+            )
+        note.detail["changed"] = list(changed)
+        if "host_key" in changed:
+            note.detail["host_key"] = {
+                "old": fingerprint_or_none(current.host_key),
+                "new": fingerprint_or_none(updated["host_key"]),
+                "trust_on_first_use": tofu,
+            }
+        moved = bool({"kind", "host", "port", "user"} & set(changed))
+        if moved and not allow_same_host:
+            with app.db.read() as session:
+                check_same_host(session, probe_target(current, updated), allow_same_host)
+        check = (
+            any(k in CONNECTION_FIELDS for k in changed)
+            and current.paired
+            and updated["kind"] == "ssh"
+        )
+        detected: tuple[str | None, str] | None = None
+        if check and verify:
+            if not updated["host_key"]:
+                raise missing_host_key(name)
+            # A moved target may be another server: its zone is read again, as at pairing,
+            # unless an operator set it (or sets it now).
+            detect = current.timezone_source != SOURCE_OPERATOR and "timezone" not in changed
+            try:
+                output = verify_connection(
+                    app,
+                    probe_target(current, updated),
+                    updated["host_key"],
+                    probe=DETECT_COMMAND if detect else None,
+                )
+            except FleetcronError as exc:
+                exc.args = (f"target {name} was not changed: {repin_wording(exc)}",)
+                raise
+            detected = parse_detected_zone(output or "") if detect else None
+    except FleetcronError as exc:
+        record_failure(app, actor, note, exc)
+        raise
+    unpair = check and not verify
+    with audited(app, actor, note) as session:
+        target = get_target(session, name)
+        if target.updated_at != current.updated_at:
+            raise Conflict(f"target {name} changed while it was being edited; try again")
+        for key in changed:
+            if key == "private_key":
+                target.private_key_enc = updated["private_key"]
+            else:
+                setattr(target, key, updated[key])
+        if moved:
+            check_same_host(session, target, allow_same_host)
+        now = app.now()
+        target.updated_at = now
+        if "timezone" in changed:
+            note.detail["timezone"] = {"old": current.timezone, "new": target.timezone}
+            target.timezone_source = SOURCE_OPERATOR if target.timezone else None
+            moved_fires = refire_target_local(target, now, app.settings.timezone)
+            note.detail["timezone"]["assignments_moved"] = moved_fires
+        zone_note = ""
+        if detected is not None:
+            zone_note = take_detected_zone(app, target, detected, now)
+            note.detail["timezone"] = {"zone": target.timezone, "note": zone_note}
+        extended: list[str] = []
+        if unpair:
+            removed = _unpair(target, now)
+            note.detail.update({"unpaired": True, "assignments_removed": removed})
+        elif target.paired:
+            extension = extend_jobs_to(session, app, actor, target, recheck="kind" in changed)
+            extended = extension.extended
+            note.detail["extended_jobs"] = len(extended)
+            if extension.refused:
+                note.detail["refused_jobs"] = extension.refused
+        note.detail["verified"] = check and verify
+    return EditResult(
+        target,
+        changed,
+        verified=check and verify,
+        unpaired=unpair,
+        host_key_fingerprint=fingerprint_or_none(target.host_key),
+        extended_jobs=tuple(extended),
+        timezone_note=zone_note,
+    )
+
+
+def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -> PauseResult:
+    """Maintenance pause: the target keeps its assignments and their flags, and the
+    scheduler records each due slot as skipped ("target paused: REASON")."""
+    note = AuditNote("target.pause", target_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("target.pause")
+        target = get_target(session, name)
+        note.target_id = target.id
+        cleaned = _pause_reason(reason)
+        was_paused = target.paused
+        now = app.now()
+        target.paused = True
+        target.paused_reason = cleaned
+        if not was_paused:
+            target.paused_at = now
+            target.paused_by = actor.name
+        target.updated_at = now
+        note.detail.update({"reason": cleaned, "already_paused": was_paused})
+    return PauseResult(target, not was_paused)
+
+
+def _pause_reason(reason: str | None) -> str | None:
+    if reason is None or not reason.strip():
+        return None
+    cleaned = reason.strip()
+    allowed = f"one line of text without control characters, at most {PAUSE_REASON_MAX} characters"
+    control = next((ch for ch in cleaned if ord(ch) < 32 or ord(ch) == 127), None)
+    if control is not None:
+        where = cleaned.index(control) + 1
+        what = (
+            f"must be one line (a line break at position {where})"
+            if control in "\r\n"
+            else f"contains the control character {control!r} at position {where}"
+        )
+        raise InvalidInput(
+            f"reason: {what}; allowed: {allowed}",
+            field="reason",
+            value=repr(cleaned[:40]),
+            allowed=allowed,
+        )
+    if len(cleaned) > PAUSE_REASON_MAX:
+        raise InvalidInput(
+            f"reason: must be at most {PAUSE_REASON_MAX} characters (got {len(cleaned)}); "
+            f"allowed: {allowed}",
+            field="reason",
+            value=cleaned[:40],
+            allowed=allowed,
+        )
+    return cleaned
+
+
+def resume_target(app: App, actor: Actor, name: str) -> PauseResult:
+    """End a pause. Every assignment continues from its next slot after now: slots that
+    fell inside the pause stay skipped and nothing catches up in a burst."""
+    note = AuditNote("target.resume", target_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("target.pause")
+        target = get_target(session, name)
+        note.target_id = target.id
+        was_paused = target.paused
+        now = app.now()
+        if was_paused:
+            note.detail.update(
+                {
+                    "reason": target.paused_reason,
+                    "paused_at": target.paused_at.isoformat() if target.paused_at else None,
+                    "paused_by": target.paused_by,
+                }
+            )
+            for assignment in target.assignments:
+                assignment.next_fire_at = next_fire(
+                    assignment.job, now, target=target, default_zone=app.settings.timezone
+                )
+                assignment.updated_at = now
+            target.paused = False
+            target.paused_reason = target.paused_at = target.paused_by = None
+            target.updated_at = now
+        note.detail["was_paused"] = was_paused
+    return PauseResult(target, was_paused)
+
+
+def unpair_target(app: App, actor: Actor, name: str) -> int:
+    """Remove the target's assignments so nothing more fires there; history stays, and
+    which jobs were disabled here is remembered for the next pairing."""
+    note = AuditNote("target.unpair", target_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("target.unpair")
+        target = get_target(session, name)
+        note.target_id = target.id
+        removed = _unpair(target, app.now())
+        note.detail["assignments_removed"] = removed
+        if target.unpaired_disabled_jobs:
+            note.detail["remembered_disabled"] = len(target.unpaired_disabled_jobs)
+    return removed
+
+
+def _unpair(target: Target, now: Any) -> int:
+    removed = len(target.assignments)
+    disabled = sorted(a.job_id for a in target.assignments if not a.enabled)
+    if target.paired or disabled:
+        target.unpaired_disabled_jobs = disabled or None
+    target.assignments.clear()
+    target.paired = False
+    target.unpaired_at = now
+    target.updated_at = now
+    return removed
+
+
+def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Target:
+    """Set labels (``k=v``; ``k=`` removes ``k``); a paired target gains matching bulk jobs."""
+    note = AuditNote("target.label", target_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("target.label")
+        target = get_target(session, name)
+        note.target_id = target.id
+        merged = _merge_labels(target.labels, labels)
+        target.labels = merged
+        target.updated_at = app.now()
+        extension = extend_jobs_to(session, app, actor, target) if target.paired else None
+        extended = extension.extended if extension else []
+        note.detail.update({"labels": merged, "extended_jobs": len(extended)})
+        if extension and extension.refused:
+            note.detail["refused_jobs"] = extension.refused
+    return target
+
+
+def _merge_labels(current: Mapping[str, Any], changes: Sequence[str]) -> dict[str, str]:
+    merged = {str(k): str(val) for k, val in current.items()}
+    removals = [item[:-1] for item in changes if item.endswith("=")]
+    merged.update(parse_labels((i for i in changes if not i.endswith("=")), field="labels"))
+    for key in removals:
+        merged.pop(key, None)
+    return merged
+
+
+def remove_target(app: App, actor: Actor, name: str, *, with_jobs: bool = False) -> RemoveResult:
+    """Remove a target (its run history stays). Its individual jobs go with it only when
+    ``with_jobs`` is given; each of them is audited as ``job.remove``."""
+    note = AuditNote("target.remove", target_name=name)
+    with audited(app, actor, note) as session:
+        actor.authorize("target.remove")
+        target = get_target(session, name)
+        note.target_id = target.id
+        jobs = list(
+            session.scalars(select(Job).where(Job.target_id == target.id).order_by(Job.name))
+        )
+        if jobs and not with_jobs:
+            listed = ", ".join(job.name for job in jobs)
+            raise Conflict(
+                f"target {name} still has {len(jobs)} individual job(s): {listed}; remove "
+                "them together with the target, or remove them first",
+                field="with_jobs",
+            )
+        if jobs:
+            actor.authorize("job.remove")
+        for job in jobs:
+            record(
+                session,
+                app,
+                actor,
+                AuditNote(
+                    "job.remove",
+                    job_id=job.id,
+                    job_name=job.name,
+                    target_id=target.id,
+                    target_name=name,
+                    detail={
+                        "origin": job.origin,
+                        "with_target": True,
+                        "schedule": job.schedule,
+                        "command": command_excerpt(job.command),
+                    },
+                ),
+                success=True,
+            )
+            session.delete(job)
+        session.flush()
+        note.detail["removed_jobs"] = [job.name for job in jobs]
+        session.delete(target)
+    return RemoveResult(tuple(job.name for job in jobs))

@@ -1,0 +1,217 @@
+"""A target's fields: checking and normalizing what ``target add`` and ``target edit``
+are given (connection, labels, notes, time zone) before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from fleetcron.app import Actor, App
+from fleetcron.core import validation as v
+from fleetcron.core.labels import parse_labels
+from fleetcron.core.target_zones import validate_target_timezone
+from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
+from fleetcron.executors.hostkeys import normalize_key_line
+from fleetcron.services.targets.pairing import check_local_enabled
+from fleetcron.store.schema import Target
+
+DEFAULT_SSH_PORT = 22
+#: Fields whose change means the connection must be checked again.
+CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key")
+
+
+@dataclass(frozen=True)
+class TargetChanges:
+    """What ``target edit`` changes; ``None`` (or empty) keeps the current value.
+
+    ``labels`` replaces the whole label set when given. ``host_key`` replaces the pinned
+    key (the connection is checked with it); ``trust_on_first_use`` pins the key the
+    (new) address offers.
+    """
+
+    kind: str | None = None
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    private_key: bytes | None = None
+    host_key: str | None = None
+    trust_on_first_use: bool = False
+    labels: Sequence[str] | None = None
+    notes: str | None = None
+    #: A new zone set by the operator (kept over detection); ``""`` clears the zone.
+    timezone: str | None = None
+
+
+def check_local_allowed(app: App, actor: Actor) -> None:
+    """A local target runs commands as the scheduler's own user: admins only, and only
+    when the host's administrator enabled local targets."""
+    try:
+        actor.authorize("target.local")
+    except PermissionDenied:
+        raise PermissionDenied(
+            f"{actor.name} ({actor.role}) may not add a local target: its commands run on the "
+            "scheduler host itself, next to the database and the master key, so only an "
+            "admin may add one"
+        ) from None
+    check_local_enabled(app)
+
+
+def fill_ssh_fields(
+    app: App,
+    target: Target,
+    host: str | None,
+    port: int,
+    user: str | None,
+    private_key: bytes | None,
+    host_key: str | None,
+) -> None:
+    missing = [
+        name for name, value in (("host", host), ("user", user), ("key", private_key)) if not value
+    ]
+    if missing:
+        raise InvalidInput(
+            f"{missing[0]}: an ssh target needs a host, a user and a private key "
+            f"(missing: {', '.join(missing)})",
+            field=missing[0],
+            value=None,
+            allowed="host, user and key for ssh, or a local target",
+        )
+    assert host and user and private_key
+    target.kind = "ssh"
+    target.host = v.validate_host(host)
+    target.port = v.validate_port(port)
+    target.user = v.validate_user(user)
+    check_private_key(private_key)
+    target.private_key_enc = app.master_key.encrypt(private_key)
+    if host_key:
+        target.host_key = normalize_key_line(host_key)
+
+
+def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
+    """Refuse a second target on the same ``user@host:port`` unless it is declared on
+    purpose: every bulk job would run twice on that server."""
+    if allow_same_host or target.kind != "ssh" or not target.host:
+        return
+    query = select(Target).where(
+        Target.kind == "ssh",
+        func.lower(Target.host) == target.host.lower(),
+        Target.port == target.port,
+        Target.user == target.user,
+    )
+    if target.id is not None:
+        query = query.where(Target.id != target.id)
+    other = session.scalars(query.order_by(Target.name).limit(1)).first()
+    if other is not None:
+        raise Conflict(
+            f"host: target {other.name} already uses {target.user}@{target.host}:{target.port}; "
+            "two targets on one server run every bulk job twice there",
+            field="host",
+        )
+
+
+def current_value(target: Target, key: str) -> Any:
+    if key == "private_key":
+        return target.private_key_enc
+    return getattr(target, key)
+
+
+def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> dict[str, Any]:
+    """The target's fields after ``changes``, validated (the private key encrypted, or the
+    stored ciphertext when unchanged)."""
+    kind = current.kind if changes.kind is None else changes.kind
+    v.validate_choice(kind, ("ssh", "local"), field="kind")
+    values: dict[str, Any] = {
+        "kind": kind,
+        "labels": dict(current.labels),
+        "notes": current.notes,
+        "timezone": current.timezone,
+    }
+    if changes.timezone is not None:
+        values["timezone"] = (
+            validate_target_timezone(changes.timezone) if changes.timezone.strip() else None
+        )
+    if changes.labels is not None:
+        values["labels"] = parse_labels(changes.labels, field="labels")
+    if changes.notes is not None:
+        values["notes"] = v.validate_length(changes.notes, field="notes", limit=v.NOTES_MAX_CHARS)
+    if kind == "local":
+        if changes.host or changes.user or changes.private_key or changes.host_key:
+            raise InvalidInput(
+                "kind: a local target takes no host, user or key",
+                field="kind",
+                value="local",
+                allowed="local alone, or host, user and key for ssh",
+            )
+        if current.kind != "local":
+            check_local_allowed(app, actor)
+        values.update(
+            {"host": None, "port": None, "user": None, "private_key": None, "host_key": None}
+        )
+        return values
+    host = changes.host if changes.host is not None else current.host
+    user = changes.user if changes.user is not None else current.user
+    port = changes.port if changes.port is not None else (current.port or DEFAULT_SSH_PORT)
+    if not host or not user or (changes.private_key is None and current.private_key_enc is None):
+        missing = [
+            n
+            for n, val in (
+                ("host", host),
+                ("user", user),
+                ("key", changes.private_key or current.private_key_enc),
+            )
+            if not val
+        ]
+        raise InvalidInput(
+            f"{missing[0]}: an ssh target needs a host, a user and a private key "
+            f"(missing: {', '.join(missing)})",
+            field=missing[0],
+            value=None,
+            allowed="host, user and key for ssh",
+        )
+    values.update(
+        {
+            "host": v.validate_host(host),
+            "port": v.validate_port(port),
+            "user": v.validate_user(user),
+            "host_key": normalize_key_line(changes.host_key)
+            if changes.host_key
+            else current.host_key,
+        }
+    )
+    if changes.private_key is not None:
+        check_private_key(changes.private_key)
+        values["private_key"] = app.master_key.encrypt(changes.private_key)
+    else:
+        values["private_key"] = current.private_key_enc
+    return values
+
+
+def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
+    """A detached copy of the target with the new connection values, to check them."""
+    return Target(
+        id=current.id,
+        name=current.name,
+        kind=updated["kind"],
+        host=updated["host"],
+        port=updated["port"],
+        user=updated["user"],
+        private_key_enc=updated["private_key"],
+    )
+
+
+def check_private_key(private_key: bytes) -> None:
+    """Refuse a key that cannot be used (encrypted with a passphrase, or not a key at all)."""
+    try:
+        asyncssh.import_private_key(private_key)
+    except (asyncssh.KeyImportError, ValueError) as exc:
+        raise InvalidInput(
+            f"private key: not a usable private key ({exc})",
+            field="private_key",
+            value="(file contents not shown)",
+            allowed="an unencrypted OpenSSH or PEM private key",
+        ) from None

@@ -1,0 +1,376 @@
+"""Pairing and host keys: prove a target is reachable with its pinned host key, mark it
+paired, re-pin a changed key; and, at pairing, read the target's time zone.
+
+Pairing proves the target is reachable with its pinned host key and that the command
+channel works, then, in one transaction, marks it paired and extends every matching bulk
+job to it (the pair audit event is written last, after the extensions).
+
+- **Pairing never replaces a pinned host key**; :func:`plan_repin` and :func:`repin_target`
+  do, showing the old and the new fingerprint first and auditing both.
+- **The time zone** is read in the same SSH connection, after the pinned key was
+  accepted, with one command (``timedatectl``, else ``/etc/timezone``, else the
+  ``/etc/localtime`` link; :mod:`fleetcron.core.target_zones`); a local target gets the
+  scheduler host's zone the same way. Not finding one is no pairing failure: the zone stays
+  empty and the result says why. A zone an operator set is never overwritten.
+- Unpairing removes the assignments but remembers which jobs were disabled there;
+  pairing again restores those per-job pauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fleetcron.app import Actor, App
+from fleetcron.core.target_zones import (
+    DETECT_COMMAND,
+    SOURCE_DETECTED,
+    SOURCE_OPERATOR,
+    parse_detected_zone,
+)
+from fleetcron.errors import (
+    Conflict,
+    FleetcronError,
+    HostKeyMismatch,
+    InvalidInput,
+)
+from fleetcron.executors import ssh_connect
+from fleetcron.executors.base import SshTarget
+from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
+from fleetcron.services.audit import AuditNote, audited, record_failure
+from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
+from fleetcron.store.schema import Target
+
+#: How long detecting the scheduler host's own zone (for a local target) may take.
+LOCAL_DETECT_TIMEOUT_S = 5.0
+
+
+#: Words every message about a changed host key ends with; the CLI and the web pages add
+#: how to re-pin (a command, or a button) when they see them.
+REPIN_ADVICE = "re-pin its host key"
+
+
+@dataclass(frozen=True)
+class PairResult:
+    target: Target
+    host_key_fingerprint: str | None
+    trusted_on_first_use: bool
+    extended_jobs: tuple[str, ...]
+    #: Jobs left disabled on the target because they were disabled when it was unpaired.
+    kept_disabled: tuple[str, ...] = ()
+    #: The target's zone after pairing (``None``: unknown) and how it came about: which
+    #: source reported it, that an operator set it, or why none was found.
+    timezone: str | None = None
+    timezone_note: str = ""
+
+
+@dataclass(frozen=True)
+class RepinPlan:
+    """What a re-pin would change: shown to a human before :func:`repin_target`."""
+
+    target_name: str
+    old_fingerprint: str | None
+    new_key: str
+    new_fingerprint: str
+    trusted_on_first_use: bool
+
+
+def missing_host_key(name: str) -> InvalidInput:
+    return InvalidInput(
+        f"host key: target {name} has no pinned host key; give the server's host key, or "
+        "trust the key it offers now (trust on first use)",
+        field="host_key",
+        value=None,
+        allowed="an OpenSSH public key line, or trust on first use",
+    )
+
+
+def pair_target(
+    app: App,
+    actor: Actor,
+    name: str,
+    *,
+    host_key: str | None = None,
+    trust_on_first_use: bool = False,
+) -> PairResult:
+    """Verify the target and mark it paired; matching bulk jobs extend to it.
+
+    The SSH check runs before the write transaction so no database lock is held while
+    waiting on the network; the transaction then rechecks that the pinned key is unchanged.
+    Jobs that were disabled on the target when it was unpaired stay disabled. The zone
+    is detected in the same connection (see the module docstring).
+    """
+    note = AuditNote("target.pair", target_name=name)
+    key_fingerprint: str | None = None
+    pinned: str | None = None
+    tofu = False
+    try:
+        actor.authorize("target.pair")
+        with app.db.read() as session:
+            target = get_target(session, name)
+            _ = target.private_key_enc
+        note.target_id = target.id
+        detect = target.timezone_source != SOURCE_OPERATOR
+        detected: tuple[str | None, str] | None = None
+        if target.kind == "local":
+            check_local_enabled(app)
+            detected = local_zone() if detect else None
+        if target.kind == "ssh":
+            pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
+            key_fingerprint = fingerprint(pinned)
+            note.detail.update({"host_key": key_fingerprint, "trust_on_first_use": tofu})
+            try:
+                output = verify_connection(
+                    app, target, pinned, probe=DETECT_COMMAND if detect else None
+                )
+            except HostKeyMismatch as exc:
+                exc.args = (repin_wording(exc),)
+                raise
+            detected = parse_detected_zone(output or "") if detect else None
+    except FleetcronError as exc:
+        record_failure(app, actor, note, exc)
+        raise
+    with audited(app, actor, note) as session:
+        current = get_target(session, name)
+        if current.kind == "ssh":
+            if current.host_key not in (None, pinned) or current.id != target.id:
+                raise Conflict(f"target {name} changed while it was being paired; try again")
+            current.host_key = pinned
+        now = app.now()
+        note.detail["repair"] = current.paired
+        zone_note = take_detected_zone(app, current, detected, now)
+        note.detail["timezone"] = {"zone": current.timezone, "note": zone_note}
+        current.paired = True
+        current.paired_at = now
+        current.unpaired_at = None
+        current.updated_at = now
+        extension = extend_jobs_to(session, app, actor, current)
+        extended = extension.extended
+        kept_disabled = _restore_disabled(current)
+        note.detail["extended_jobs"] = len(extended)
+        if extension.refused:
+            note.detail["refused_jobs"] = extension.refused
+        if kept_disabled:
+            note.detail["kept_disabled"] = kept_disabled
+    return PairResult(
+        current,
+        key_fingerprint,
+        tofu,
+        tuple(extended),
+        tuple(kept_disabled),
+        current.timezone,
+        zone_note,
+    )
+
+
+def take_detected_zone(
+    app: App, target: Target, detected: tuple[str | None, str] | None, now: datetime
+) -> str:
+    """Record a detected zone unless an operator set one; returns what the pairing result
+    says about the zone. A failed detection keeps an earlier detected zone."""
+    if target.timezone_source == SOURCE_OPERATOR or detected is None:
+        return "set by an operator" if target.timezone else "not detected"
+    zone, how = detected
+    if zone is None:
+        kept = f"; keeping {target.timezone}" if target.timezone else ""
+        return f"not detected: {how}{kept}"
+    changed = zone != target.timezone
+    target.timezone, target.timezone_source = zone, SOURCE_DETECTED
+    if changed:
+        refire_target_local(target, now, app.settings.timezone)
+    return f"detected by {how}"
+
+
+def local_zone() -> tuple[str | None, str]:
+    """The scheduler host's own zone (for a local target), read like a server's."""
+    try:
+        done = subprocess.run(
+            ["sh", "-c", DETECT_COMMAND],
+            capture_output=True,
+            text=True,
+            timeout=LOCAL_DETECT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"could not run the detection on this host ({exc})"
+    return parse_detected_zone(done.stdout)
+
+
+def check_local_enabled(app: App) -> None:
+    """Local targets are off unless the host's administrator enabled them."""
+    if not app.settings.allow_local_targets:
+        raise InvalidInput(
+            "kind: local targets are disabled on this server; the administrator of the "
+            "scheduler host can enable them with the allow_local_targets setting "
+            "(FLEETCRON_ALLOW_LOCAL_TARGETS=true)",
+            field="kind",
+            value="local",
+            allowed="ssh (local targets are disabled)",
+        )
+
+
+def _restore_disabled(target: Target) -> list[str]:
+    """After a re-pair: disable again the jobs that were disabled here at the unpair."""
+    remembered = set(target.unpaired_disabled_jobs or ())
+    target.unpaired_disabled_jobs = None
+    kept: list[str] = []
+    for assignment in target.assignments:
+        # New assignments are not flushed yet: their job_id is still unset.
+        if assignment.job.id in remembered and assignment.enabled:
+            assignment.enabled = False
+            kept.append(assignment.job.name)
+    return sorted(kept)
+
+
+def repin_wording(exc: FleetcronError) -> str:
+    """A host-key mismatch names re-pinning, the one way to accept a changed key."""
+    message = exc.message
+    if isinstance(exc, HostKeyMismatch):
+        message = message.split(" If the server's key was changed on purpose", 1)[0]
+        message += f" If the server was reinstalled on purpose, {REPIN_ADVICE}."
+    return message
+
+
+def _resolve_host_key(
+    app: App, target: Target, given: str | None, trust_on_first_use: bool
+) -> tuple[str, bool]:
+    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered.
+
+    A pinned key is never replaced here (neither by a given key nor by trust on first use):
+    that is :func:`repin_target`'s job, which shows both fingerprints first."""
+    if given:
+        given = normalize_key_line(given)
+        if target.host_key and target.host_key != given:
+            raise Conflict(
+                f"host key: target {target.name} has host key {fingerprint(target.host_key)} "
+                f"pinned; the given one is {fingerprint(given)}. Pairing never replaces a "
+                f"pinned key: to change it, {REPIN_ADVICE}",
+                field="host_key",
+            )
+        return given, False
+    if target.host_key:
+        return target.host_key, False
+    if not trust_on_first_use:
+        raise missing_host_key(target.name)
+    assert target.host and target.port
+    timeout = app.settings.ssh_connect_timeout_s
+    offered = run_ssh(ssh_connect.fetch_host_key(target.host, target.port, timeout))
+    return offered, True
+
+
+def verify_connection(
+    app: App, target: Target, host_key: str, *, probe: str | None = None
+) -> str | None:
+    """Log in with ``host_key`` pinned and check the command channel; with ``probe``, run
+    that command too and return what it printed (``None`` without)."""
+    assert target.host and target.port and target.user and target.private_key_enc
+    endpoint = SshTarget(
+        name=target.name,
+        host=target.host,
+        port=target.port,
+        user=target.user,
+        private_key=app.master_key.decrypt(target.private_key_enc).reveal(),
+        host_key=host_key,
+    )
+    output: str | None = run_ssh(
+        ssh_connect.verify_target(endpoint, app.settings.ssh_connect_timeout_s, probe=probe)
+    )
+    return output
+
+
+def plan_repin(
+    app: App,
+    actor: Actor,
+    name: str,
+    *,
+    host_key: str | None = None,
+    trust_on_first_use: bool = False,
+) -> RepinPlan:
+    """The host key a re-pin would pin: the one given, or the one the server offers now.
+
+    Writes nothing; :func:`repin_target` checks and pins it once a human has compared the
+    fingerprints."""
+    actor.authorize("target.repin")
+    with app.db.read() as session:
+        target = get_target(session, name)
+    if target.kind != "ssh":
+        raise InvalidInput(
+            f"name: target {name} is local; only ssh targets have a host key",
+            field="name",
+            value=name,
+            allowed="an ssh target",
+        )
+    if bool(host_key) == bool(trust_on_first_use):
+        raise InvalidInput(
+            "host key: give the server's new host key, or trust the key it offers now "
+            "(trust on first use), not both",
+            field="host_key",
+            value=None,
+            allowed="an OpenSSH public key line, or trust on first use",
+        )
+    if host_key:
+        new_key = normalize_key_line(host_key)
+    else:
+        assert target.host and target.port
+        new_key = run_ssh(
+            ssh_connect.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s)
+        )
+    if new_key == target.host_key:
+        raise Conflict(
+            f"host key: target {name} already has host key {fingerprint(new_key)} pinned; "
+            "nothing to re-pin",
+            field="host_key",
+        )
+    return RepinPlan(
+        name, fingerprint_or_none(target.host_key), new_key, fingerprint(new_key), not host_key
+    )
+
+
+def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
+    """Pin ``plan.new_key`` after checking that the server presents it and that the login
+    and the command channel work; audited with both fingerprints.
+
+    Refused when the pinned key is no longer the one the plan showed (someone else
+    re-pinned meanwhile). Pairing state and assignments do not change."""
+    note = AuditNote(
+        "target.repin",
+        target_name=plan.target_name,
+        detail={
+            "old_host_key": plan.old_fingerprint,
+            "new_host_key": plan.new_fingerprint,
+            "trust_on_first_use": plan.trusted_on_first_use,
+        },
+    )
+    try:
+        actor.authorize("target.repin")
+        with app.db.read() as session:
+            target = get_target(session, plan.target_name)
+            _ = target.private_key_enc
+        note.target_id = target.id
+        verify_connection(app, target, plan.new_key)
+    except FleetcronError as exc:
+        record_failure(app, actor, note, exc)
+        raise
+    with audited(app, actor, note) as session:
+        current = get_target(session, plan.target_name)
+        if fingerprint_or_none(current.host_key) != plan.old_fingerprint:
+            raise Conflict(
+                f"host key: the pinned key of target {plan.target_name} changed to "
+                f"{fingerprint_or_none(current.host_key)} meanwhile; start the re-pin again",
+                field="host_key",
+            )
+        current.host_key = plan.new_key
+        current.updated_at = app.now()
+    return current
+
+
+def fingerprint_or_none(host_key: str | None) -> str | None:
+    return fingerprint(host_key) if host_key else None
+
+
+def run_ssh(coro: Any) -> Any:
+    """Run one SSH step to completion from synchronous service code."""
+    return asyncio.run(coro)

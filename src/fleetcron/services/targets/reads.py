@@ -1,0 +1,147 @@
+"""Targets read: the list (whole, paged by name, or read a page at a time), the counts
+the dashboard shows, names and labels for pickers and filters, one target with its
+assignments, and a target's individual jobs. Each read authorizes ``target.read`` and
+reads only the columns its caller shows. The writes are in
+:mod:`fleetcron.services.targets.edit`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from sqlalchemy import func, select
+
+from fleetcron.app import Actor, App
+from fleetcron.core import validation as v
+from fleetcron.errors import InvalidInput
+from fleetcron.services.fleet.assignments import get_target
+from fleetcron.store.schema import Assignment, Job, Target
+
+
+def list_targets(app: App, actor: Actor) -> Sequence[Target]:
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        return session.scalars(select(Target).order_by(Target.name)).all()
+
+
+def list_targets_page(
+    app: App, actor: Actor, *, limit: int | None, offset: int = 0, name: str | None = None
+) -> tuple[Sequence[Target], int]:
+    """One page of the targets by name (all of them from ``offset`` when ``limit`` is
+    None), with how many match: ``name`` keeps the targets whose name contains it,
+    ignoring case. Two statements, whatever the size of the fleet."""
+    actor.authorize("target.read")
+    if limit is not None and limit < 1:
+        raise InvalidInput(
+            f"limit: must be at least 1, got {limit}", field="limit", value=limit, allowed=">= 1"
+        )
+    if offset < 0:
+        raise InvalidInput(
+            f"offset: must be 0 or more, got {offset}", field="offset", value=offset, allowed=">= 0"
+        )
+    if name:
+        v.validate_search_text(name, field="q")
+    query = select(Target)
+    counted = select(func.count(Target.id))
+    if name:
+        matches = func.lower(Target.name).contains(name.lower(), autoescape=True)
+        query, counted = query.where(matches), counted.where(matches)
+    with app.db.read() as session:
+        total = session.scalar(counted) or 0
+        rows = session.scalars(query.order_by(Target.name).offset(offset).limit(limit)).all()
+    return rows, int(total)
+
+
+def count_targets(app: App, actor: Actor) -> tuple[int, int]:
+    """How many targets there are, and how many of them are paired: one statement (what
+    the dashboard shows, without loading every target)."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        total, paired = session.execute(
+            select(func.count(Target.id), func.count(Target.id).filter(Target.paired.is_(True)))
+        ).one()
+    return int(total), int(paired or 0)
+
+
+def target_names(app: App, actor: Actor) -> list[str]:
+    """Every target's name, sorted, in one statement that reads only the names."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        return list(session.scalars(select(Target.name).order_by(Target.name)))
+
+
+def paired_target_labels(app: App, actor: Actor) -> list[tuple[str, dict[str, str]]]:
+    """The name and labels of every paired target, by name (a bulk job form's target
+    picker): one statement that reads those two columns, not the whole rows."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        rows = session.execute(
+            select(Target.name, Target.labels).where(Target.paired.is_(True)).order_by(Target.name)
+        )
+        return [(name, dict(labels or {})) for name, labels in rows]
+
+
+#: Names per ``IN (...)`` list (SQLite allows 32,766 parameters; stay well below).
+NAMES_CHUNK = 900
+
+
+def labels_of(app: App, actor: Actor, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The labels of the named targets (missing names are left out): the names and labels
+    columns only, :data:`NAMES_CHUNK` names a statement."""
+    actor.authorize("target.read")
+    wanted = sorted(set(names))
+    found: dict[str, dict[str, str]] = {}
+    with app.db.read() as session:
+        for start in range(0, len(wanted), NAMES_CHUNK):
+            chunk = wanted[start : start + NAMES_CHUNK]
+            rows = session.execute(select(Target.name, Target.labels).where(Target.name.in_(chunk)))
+            found.update((name, dict(labels or {})) for name, labels in rows)
+    return found
+
+
+#: Targets per read of :func:`iter_targets`.
+TARGETS_READ_PAGE = 500
+
+
+def iter_targets(
+    app: App, actor: Actor, *, page: int = TARGETS_READ_PAGE
+) -> Iterator[Sequence[Target]]:
+    """Every target by name, ``page`` at a time, each page its own short read (keyset by
+    name, so a target added or removed meanwhile neither repeats nor hides another): what
+    lists the whole fleet without holding it in one transaction."""
+    actor.authorize("target.read")
+    after: str | None = None
+    while True:
+        query = select(Target).order_by(Target.name).limit(page)
+        if after is not None:
+            query = query.where(Target.name > after)
+        with app.db.read() as session:
+            rows = session.scalars(query).all()
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        after = rows[-1].name
+
+
+def show_target(app: App, actor: Actor, name: str) -> tuple[Target, list[Assignment]]:
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        target = get_target(session, name)
+        assignments = list(
+            session.scalars(
+                select(Assignment).where(Assignment.target_id == target.id).order_by(Assignment.id)
+            )
+        )
+        for assignment in assignments:
+            _ = assignment.job.name
+        return target, assignments
+
+
+def individual_jobs(app: App, actor: Actor, name: str) -> list[str]:
+    """Names of the target's individual jobs (what ``rm --with-jobs`` would remove)."""
+    actor.authorize("target.read")
+    with app.db.read() as session:
+        target = get_target(session, name)
+        return list(
+            session.scalars(select(Job.name).where(Job.target_id == target.id).order_by(Job.name))
+        )
