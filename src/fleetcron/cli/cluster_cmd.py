@@ -152,7 +152,7 @@ def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: 
         _require_node(app)
         if app.settings.topology == "replicated-pair":
             # Made by the owner: from the other node, a signed request to it.
-            from fleetcron.services.pair import transfer as pair_transfer
+            from fleetcron.services.cluster import pair_transfer
 
             result = pair_transfer.request_transfer(
                 app, acting(app, as_user), to_node, idempotency_key=idempotency_key

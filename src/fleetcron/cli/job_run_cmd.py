@@ -13,8 +13,8 @@ from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_fil
 from fleetcron.cli.output import FiniteFloatRange, echo
 from fleetcron.config_view import mask_url
 from fleetcron.errors import InvalidInput
-from fleetcron.services.fleet.selection import Selection
 from fleetcron.services.jobs import edit as jobs_svc
+from fleetcron.services.jobs.selection import Selection
 from fleetcron.services.runs import reads as svc
 from fleetcron.services.runs.reads import FINISHED_STATUSES, RunFilter
 from fleetcron.store.schema import Run

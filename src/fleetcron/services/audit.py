@@ -65,7 +65,7 @@ def audited(app: App, actor: Actor, note: AuditNote) -> Iterator[Session]:
     try:
         with app.db.session() as session:
             if app.settings.topology == "replicated-pair":
-                from fleetcron.services.pair.writer import require_config_writer
+                from fleetcron.services.writer import require_config_writer
 
                 require_config_writer(app, session, note.action)
             yield session

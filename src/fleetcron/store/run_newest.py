@@ -22,7 +22,7 @@ A deleted newest run (retention) is recomputed too: the assignment then points a
 newest run left, or at nothing.
 
 **Queued runs do not count.** A "run now" request inserts a ``queued`` run, on any node of
-a replicated pair (``services/pair/writer.py``: ``job.run`` only inserts rows, so either
+a replicated pair (``services/writer.py``: ``job.run`` only inserts rows, so either
 node may write it). Refreshing the assignment there would update the assignment row on a
 node that is not the owner, and logical replication applies whole rows: the owner's
 ``next_fire_at`` could be overwritten. So the newest run is the newest one the scheduler

@@ -27,6 +27,7 @@ from fleetcron.coordination.peer_calls import TRANSFER_PATH
 from fleetcron.crypto import generate_key
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
+from fleetcron.services.cluster import pair_transfer
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.peers import approve_endpoint
 from fleetcron.services.cluster.secrets import ensure_secret, rotate_secret
@@ -35,7 +36,6 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.pair import peer as pair_peer
 from fleetcron.services.pair import replication
-from fleetcron.services.pair import transfer as pair_transfer
 from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets import edit as targets
 from fleetcron.store import replication as repl_sql

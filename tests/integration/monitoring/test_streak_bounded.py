@@ -18,10 +18,10 @@ from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.fleet.job_page import TargetQuery
+from fleetcron.services.health import assignments as job_health
 from fleetcron.services.health import failure_streak
 from fleetcron.services.health import report as health
 from fleetcron.services.jobs import edit as jobs
-from fleetcron.services.jobs import health as job_health
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore

@@ -26,12 +26,12 @@ from fleetcron.errors import InvalidInput, NotFound, PermissionDenied
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.fleet import job_page as job_fleet
-from fleetcron.services.fleet import selection as fleet_selection
 from fleetcron.services.fleet.job_page import TargetQuery
-from fleetcron.services.fleet.selection import Selection
 from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs import selection as fleet_selection
 from fleetcron.services.jobs import slots as job_slots
 from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.jobs.selection import Selection
 from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Run

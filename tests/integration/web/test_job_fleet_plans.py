@@ -23,8 +23,8 @@ from fleetcron.app import Actor, App
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.fleet.job_page import TargetQuery
+from fleetcron.services.health import assignments as job_health
 from fleetcron.services.health import report as health
-from fleetcron.services.jobs import health as job_health
 from fleetcron.services.jobs import slots as job_slots
 from integration.web.test_job_fleet import JOB, history
 from sql_statements import statements_with_parameters

@@ -36,7 +36,7 @@ async def run_notifications(app: App, now: datetime) -> NotifyStats:
     """Evaluate alerts, then send what is due, each on a worker thread; never raises
     (except on cancellation). Errors are logged and the next round tries again."""
     queued = attempted = errors = 0
-    from fleetcron.services.pair.writer import pair_standby
+    from fleetcron.services.writer import pair_standby
 
     if app.settings.topology == "replicated-pair":
         try:

@@ -84,7 +84,7 @@ def approve(app: App, actor: Actor, identity: NodeIdentity) -> ClusterNode:
         actor.authorize("cluster.manage")
         if app.settings.topology == "replicated-pair":
             from fleetcron.coordination.ownership_change import locked_ownership
-            from fleetcron.services.pair.writer import require_writer_here
+            from fleetcron.services.writer import require_writer_here
 
             ownership = locked_ownership(session)
             owner = ownership.owner_node_id if ownership else None
@@ -113,7 +113,7 @@ def retire(app: App, actor: Actor, node_id: str) -> None:
         actor.authorize("cluster.manage")
         ownership = lock_ownership(session)
         if app.settings.topology == "replicated-pair":
-            from fleetcron.services.pair.writer import require_writer_here
+            from fleetcron.services.writer import require_writer_here
 
             require_writer_here(app, session, ownership.owner_node_id, "retire")
         row = get_node(session, node_id)

@@ -141,7 +141,7 @@ def request_transfer(
 
 
 def _require_writer_here(app: App, session: object, owner: str | None, action: str) -> None:
-    from fleetcron.services.pair.writer import require_writer_here
+    from fleetcron.services.writer import require_writer_here
 
     require_writer_here(app, session, owner, action)
 
@@ -247,7 +247,7 @@ def maintain(app: App) -> MaintenanceResult:
     """Expire claims past their deadline (their runs become ``fenced``) and complete a
     handoff whose old owner has no live claims left. Writes only on such a transition."""
     result = MaintenanceResult()
-    from fleetcron.services.pair.writer import pair_standby
+    from fleetcron.services.writer import pair_standby
 
     if pair_standby(app):
         # In a replicated pair the owner alone writes claims and the ownership row.

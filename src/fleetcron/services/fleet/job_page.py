@@ -2,7 +2,7 @@
 page, each with its status strip). Beside it: the per-job counts and the fleet grid
 (:mod:`~fleetcron.services.fleet.grid`), the slots of a job
 (:mod:`~fleetcron.services.jobs.slots`), which targets a targeted run or a bulk pause
-selects (:mod:`~fleetcron.services.fleet.selection`), and the statements they share
+selects (:mod:`~fleetcron.services.jobs.selection`), and the statements they share
 (:mod:`~fleetcron.services.fleet.states`).
 
 Everything here is read in a few set-based statements, never one per target: the state of

@@ -4,7 +4,7 @@ puts a target in (:func:`state_of`), every assignment with its newest run in one
 Shared by the job page (:mod:`~fleetcron.services.fleet.job_page`), the fleet grid
 (:mod:`~fleetcron.services.fleet.grid`), the slots of a job
 (:mod:`~fleetcron.services.jobs.slots`) and the selections of a targeted run
-(:mod:`~fleetcron.services.fleet.selection`).
+(:mod:`~fleetcron.services.jobs.selection`).
 
 Each assignment names its newest run (kept with every run write:
 :mod:`fleetcron.store.run_newest`), so the cost grows with the targets, not with the

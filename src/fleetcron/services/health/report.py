@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.validation import validate_int
+from fleetcron.services.health.assignments import AssignmentHealth, assignment_health
 from fleetcron.services.health.failures import (
     FAILED,
     FINISHED,
@@ -59,7 +60,6 @@ from fleetcron.services.health.failures import (
     outages_of,
     unreachable_lines,
 )
-from fleetcron.services.jobs.health import AssignmentHealth, assignment_health
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target

@@ -22,8 +22,8 @@ from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
-from fleetcron.services.fleet.selection import Selection, select_assignments
 from fleetcron.services.jobs.edit import get_job
+from fleetcron.services.jobs.selection import Selection, select_assignments
 from fleetcron.store.run_writes import queue_manual_runs, request_stop
 from fleetcron.store.schema import Run
 
@@ -43,7 +43,7 @@ def request_run(
     selection: Selection | None = None,
 ) -> list[int]:
     """Queue a manual run of ``job`` on one target, or on every enabled target of it, or
-    on the targets a :class:`~fleetcron.services.fleet.selection.Selection` names (audited with
+    on the targets a :class:`~fleetcron.services.jobs.selection.Selection` names (audited with
     it; a selection that matches nothing queues nothing and raises InvalidInput).
 
     Naming a target runs it there even when the job is paused on that target."""

@@ -20,8 +20,8 @@ from fleetcron.coordination.peer_calls import (
     TRANSFER_STATUS_RESPONSE,
 )
 from fleetcron.coordination.signing import response_for
+from fleetcron.services.cluster import pair_transfer
 from fleetcron.services.pair import peer as pair_peer
-from fleetcron.services.pair import transfer as pair_transfer
 from fleetcron.web.api.cluster_peer import PeerRequest, signed_peer
 from fleetcron.web.deps import the_app
 

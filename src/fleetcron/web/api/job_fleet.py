@@ -17,9 +17,9 @@ from fleetcron.app import App
 from fleetcron.errors import InvalidInput
 from fleetcron.services.fleet import job_page as svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
-from fleetcron.services.fleet.selection import Selection, set_enabled_on
 from fleetcron.services.fleet.states import PAGE_MAX
 from fleetcron.services.jobs import slots as slots_svc
+from fleetcron.services.jobs.selection import Selection, set_enabled_on
 from fleetcron.services.jobs.slots import SLOTS_DEFAULT, SLOTS_MAX, SlotGroup
 from fleetcron.web.api.runs import as_utc
 from fleetcron.web.deps import Caller, requires, the_app

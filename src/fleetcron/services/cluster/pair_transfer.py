@@ -1,7 +1,7 @@
 """A handoff requested on either node of a replicated pair, made by the owner.
 
 In a replicated pair the ownership row has one writer, the owner (see
-:func:`fleetcron.services.pair.writer.require_writer_here`). A transfer asked for on the
+:func:`fleetcron.services.writer.require_writer_here`). A transfer asked for on the
 other node is sent to the owner as a signed, idempotent prepare request
 (:data:`~fleetcron.coordination.peer_calls.TRANSFER_PATH`): the owner records it and drains
 at once (no new claims); when its running claims have finished it commits the new owner and
