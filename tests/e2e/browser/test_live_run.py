@@ -17,6 +17,7 @@ from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets.edit import add_target, remove_target
 from fleetcron.store.schema import Run
+from fleetcron.web.pages.runs import REFRESH_S
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 
 
@@ -82,7 +83,11 @@ def test_without_javascript_the_page_of_a_running_run_reloads_until_it_ends(
     run_id = start(server, "short-lived", "echo begun; sleep 3; echo over")
     page = open_page("olivia", javascript=False)
     page.goto(server.at(f"/runs/{run_id}"))
-    expect(page.locator("[data-live-output]")).to_contain_text("begun")
+    # The run may be loaded before its first line is recorded: then the line arrives with
+    # the next reload, so wait for two reload periods rather than the default 5 s.
+    expect(page.locator("[data-live-output]")).to_contain_text(
+        "begun", timeout=2 * REFRESH_S * 1000 + 2_000
+    )
     assert page.locator('noscript meta[http-equiv="refresh"]').count() == 1
 
     expect(page.locator("h1 .badge")).to_have_text("succeeded", timeout=15_000)
