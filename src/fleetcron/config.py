@@ -256,6 +256,12 @@ class Settings(BaseSettings):
         le=256,
         description="Password checks (argon2, 64 MiB each) running at once; more logins wait.",
     )
+    ssh_refuse_private_hosts: bool = Field(
+        default=False,
+        description="Refuse SSH targets whose host is, or resolves to, a loopback, "
+        "link-local (cloud metadata), private or other non-public address (checked when "
+        "the target is paired).",
+    )
     webhook_refuse_private: bool = Field(
         default=False,
         description="Refuse webhook deliveries to loopback, link-local, private and other "

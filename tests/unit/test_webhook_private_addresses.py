@@ -8,8 +8,9 @@ import ipaddress
 
 import pytest
 
+from fleetcron.core.addresses import embedded_ipv4, private_reason
 from fleetcron.notify import DeliveryFailed
-from fleetcron.notify.webhook import embedded_ipv4, private_reason, refuse_private_destination
+from fleetcron.notify.webhook import refuse_private_destination
 
 REFUSED = [
     # the forms of the audit, and their metadata-service twins

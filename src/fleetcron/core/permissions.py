@@ -28,6 +28,9 @@ MATRIX: dict[str, str] = {
     # A local target runs commands as the scheduler's own user, next to the database and
     # the master key: creating one (or turning a target into one) is for admins only.
     "target.local": "admin",
+    # Why pairing failed (connection refused, timed out, key refused): for others a coarse
+    # answer, so pairing is no port scanner of the scheduler's network.
+    "target.diagnose": "admin",
     "job.read": "viewer",
     "job.add": "operator",
     "job.edit": "operator",
@@ -76,6 +79,7 @@ SCOPE_NEEDED: dict[str, str] = {
 PHRASES: dict[str, str] = {
     "target.repin": "re-pin targets' host keys",
     "target.local": "add or edit local targets",
+    "target.diagnose": "see why pairing a target failed",
     "audit.read": "read the audit log",
     "token.manage_own": "manage their own API tokens",
     "token.manage_any": "manage other users' API tokens",

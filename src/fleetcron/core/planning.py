@@ -46,6 +46,11 @@ class SlotPolicy:
     #: The default zone of new jobs (the ``timezone`` setting): where a job in the
     #: ``target`` zone fires on a target whose zone is unknown.
     default_timezone: str = "UTC"
+    #: Whether local commands run with the scheduler's privileges (no ``local_run_as``), and
+    #: the least role that may write one (``local_job_role``): the local gate at dispatch
+    #: (``core/local_clearance.py``). Tools and tests that build a store by hand leave it off.
+    local_privileged: bool = False
+    local_job_role: str = "operator"
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,9 @@ class SkipKind(StrEnum):
     TARGET_PAUSED = "target_paused"
     LOCAL_DISABLED = "local_disabled"
     """A ``local`` target while this node does not allow local targets."""
+    LOCAL_GATE = "local_gate"
+    """A local run whose command's author may not run it with the scheduler's privileges
+    (``local_run_as`` changed since it was assigned; ``core/local_clearance.py``)."""
     REMOVED = "removed"
     """A queued run whose job or target was removed before it started."""
     DISABLED = "disabled"
@@ -182,6 +185,7 @@ SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
     ("waiting for the previous owner:", SkipKind.OLD_CLAIM),
     ("target paused", SkipKind.TARGET_PAUSED),
     ("local targets are disabled", SkipKind.LOCAL_DISABLED),
+    ("local gate:", SkipKind.LOCAL_GATE),
     ("the job or its target was removed", SkipKind.REMOVED),
     ("rollout halted:", SkipKind.ROLLOUT_HALTED),
     ("the job was disabled on this target", SkipKind.DISABLED),

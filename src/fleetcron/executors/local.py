@@ -80,6 +80,18 @@ ROOT_REFUSED: Final = (
 )
 
 
+def runs_privileged(local_run_as: str | None) -> bool:
+    """Whether a command on a local target runs with the scheduler's own privileges: no
+    ``local_run_as``, or one naming the scheduler's own user (a user that does not exist
+    is refused by the executor with its own error)."""
+    if local_run_as is None:
+        return True
+    try:
+        return pwd.getpwnam(local_run_as).pw_uid == os.geteuid()
+    except KeyError:
+        return False
+
+
 @dataclass(frozen=True)
 class RunAs:
     """The account local commands run as."""

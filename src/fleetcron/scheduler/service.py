@@ -55,6 +55,7 @@ from fleetcron.executors.base import (
     utc_now,
 )
 from fleetcron.executors.kinds import SshKind, standard_executors
+from fleetcron.executors.local import runs_privileged
 from fleetcron.executors.output import STOPPED
 from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
@@ -92,6 +93,8 @@ def policy_from(app: App) -> SlotPolicy:
         max_missed_records=s.max_missed_records,
         allow_local_targets=s.allow_local_targets,
         default_timezone=s.timezone,
+        local_privileged=runs_privileged(s.local_run_as),
+        local_job_role=s.local_job_role,
     )
 
 

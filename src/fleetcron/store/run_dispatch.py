@@ -18,8 +18,9 @@ from typing import Any, Protocol
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from fleetcron.core.local_clearance import GATE_PREFIX, local_refusal
 from fleetcron.core.planning import SlotPolicy, start_delay
-from fleetcron.core.statuses import SkipKind
+from fleetcron.core.statuses import SkipKind, skip_kind_of
 from fleetcron.store.db import Database
 from fleetcron.store.run_guard import RunGuard
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -90,6 +91,8 @@ DISPATCH_COLUMNS = (
     Job.max_failures,
     Job.canary,
     Job.version.label("job_version"),
+    Job.command_by,
+    Job.command_role,
     Target.id.label("target_id"),
     Target.name.label("target_name"),
     Target.kind.label("target_kind"),
@@ -183,15 +186,29 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
     )
 
 
-def hold_kind(row: Row[Any]) -> SkipKind:
-    """The skip kind of a slot held by ``target_hold_of``."""
-    return SkipKind.TARGET_PAUSED if row.target_paused else SkipKind.LOCAL_DISABLED
+def hold_kind(hold: str) -> SkipKind:
+    """The skip kind of a slot held by ``target_hold_of`` (its reason says which)."""
+    return skip_kind_of(hold) or SkipKind.TARGET_PAUSED
 
 
 def target_hold_of(row: Row[Any], policy: SlotPolicy) -> str | None:
-    """Why the row's target must not run anything now (paused, or local targets off)."""
+    """Why the row's run must not start now: its target paused, local targets off, or the
+    local gate (an author who may not run a command with the scheduler's privileges:
+    ``local_run_as`` may have been unset since the assignment was admitted)."""
     from fleetcron.core.planning import target_hold
 
-    return target_hold(
+    hold = target_hold(
         row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
     )
+    if hold is not None:
+        return hold
+    refused = local_refusal(
+        target_kind=row.target_kind,
+        privileged=policy.local_privileged,
+        least_role=policy.local_job_role,
+        command_by=row.command_by,
+        command_role=row.command_role,
+        job_name=row.job_name,
+        target_name=row.target_name,
+    )
+    return None if refused is None else GATE_PREFIX + refused

@@ -235,7 +235,7 @@ def _advance_slot(
             outcome.skipped += _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := target_hold_of(row, store.policy):
-            outcome.skipped += _skip(session, [run.id], now, hold, hold_kind(row))
+            outcome.skipped += _skip(session, [run.id], now, hold, hold_kind(hold))
             continue
         if live_old_claims(old.get(aid, ())):
             # Waits until the previous owner's claim reaches its deadline.

@@ -190,10 +190,10 @@ class RunStore:
                     run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
                     skipped += 1
                 elif outcome.outcome == "fire" and (hold := target_hold_of(row, self.policy)):
-                    # The target is paused, or local targets are off: recorded, not run.
+                    # Target paused, local targets off, or the local gate: recorded, not run.
                     set_status(run, RunStatus.SKIPPED)
                     run.finished_at, run.reason = now, hold
-                    run.skip_kind = hold_kind(row)
+                    run.skip_kind = hold_kind(hold)
                     skipped += 1
                 elif outcome.outcome == "fire" and rolled_out(row):
                     # A rollout: every target's row is recorded now, held until the plan
@@ -306,7 +306,7 @@ class RunStore:
                 if hold := target_hold_of(row, self.policy):
                     set_status(run, RunStatus.SKIPPED)
                     run.finished_at, run.reason = now, hold
-                    run.skip_kind = hold_kind(row)
+                    run.skip_kind = hold_kind(hold)
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.

@@ -13,21 +13,21 @@ add, edit, revert, schedule files, and the bulk extension on label, edit and pai
 :func:`require_cleared` when what runs on existing assignments changes (a job's command or
 selector). A direct path (writing a job) fails with :class:`LocalRefused` (403); an
 extension a target change brings (label, edit, pair) leaves that job out, audited and
-logged, and the target change goes on.
+logged, and the target change goes on. The scheduler asks the same rule before it starts
+a local run (``local_run_as`` may have changed since the assignment was made).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import pwd
 
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector
-from fleetcron.core.permissions import ROLE_RANK
+from fleetcron.core.local_clearance import local_refusal
 from fleetcron.errors import PermissionDenied
+from fleetcron.executors.local import runs_privileged
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.store.schema import Job, Target
 
@@ -42,18 +42,9 @@ class LocalRefused(PermissionDenied):
 
 
 def local_commands_privileged(app: App) -> bool:
-    """Whether a command on a local target runs with the scheduler's own privileges.
-
-    Without ``local_run_as`` a local command runs as the scheduler's user, who owns the data
-    dir, the database and the master key: whoever writes such a command can make themselves
-    admin. With ``local_run_as`` naming another (unprivileged) user it cannot."""
-    run_as = app.settings.local_run_as
-    if run_as is None:
-        return True
-    try:
-        return pwd.getpwnam(run_as).pw_uid == os.geteuid()
-    except KeyError:
-        return False  # the executor refuses such runs with its own error
+    """Whether a command on a local target runs with the scheduler's own privileges
+    (:func:`fleetcron.executors.local.runs_privileged` of ``local_run_as``)."""
+    return runs_privileged(app.settings.local_run_as)
 
 
 def stamp_author(job: Job, actor: Actor) -> None:
@@ -63,22 +54,16 @@ def stamp_author(job: Job, actor: Actor) -> None:
 
 
 def refusal(app: App, job: Job, target: Target) -> str | None:
-    """Why ``job`` may not be assigned to ``target``; None when it may."""
-    if target.kind != "local" or not local_commands_privileged(app):
-        return None
-    least = app.settings.local_job_role
-    if ROLE_RANK.get(job.command_role or "", -1) >= ROLE_RANK[least]:
-        return None
-    author = (
-        f"{job.command_by} ({job.command_role})"
-        if job.command_by and job.command_role
-        else "a writer not recorded (a job saved before authors were recorded)"
-    )
-    return (
-        f"{author} may not put a command on the local target {target.name} (job "
-        f"{job.name}): local commands run as the scheduler's own user, which needs the "
-        f"{least} role (settings local_run_as, local_job_role); narrow the job's selector, "
-        "or ask an admin to save the job"
+    """Why ``job`` may not be assigned to ``target``; None when it may (the rule is
+    :func:`fleetcron.core.local_clearance.local_refusal`, which dispatch asks too)."""
+    return local_refusal(
+        target_kind=target.kind,
+        privileged=local_commands_privileged(app),
+        least_role=app.settings.local_job_role,
+        command_by=job.command_by,
+        command_role=job.command_role,
+        job_name=job.name,
+        target_name=target.name,
     )
 
 

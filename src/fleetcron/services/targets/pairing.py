@@ -19,12 +19,17 @@ job to it (the pair audit event is written last, after the extensions).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
+import socket
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fleetcron.app import Actor, App
+from fleetcron.core.addresses import private_reason
+from fleetcron.core.permissions import allowed
 from fleetcron.core.target_zones import (
     DETECT_COMMAND,
     SOURCE_DETECTED,
@@ -32,7 +37,9 @@ from fleetcron.core.target_zones import (
     parse_detected_zone,
 )
 from fleetcron.errors import (
+    AuthError,
     Conflict,
+    ConnectError,
     FleetcronError,
     HostKeyMismatch,
     InvalidInput,
@@ -43,6 +50,8 @@ from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
 from fleetcron.store.schema import Target
+
+log = logging.getLogger(__name__)
 
 #: How long detecting the scheduler host's own zone (for a local target) may take.
 LOCAL_DETECT_TIMEOUT_S = 5.0
@@ -119,6 +128,8 @@ def pair_target(
             check_local_enabled(app)
             detected = local_zone() if detect else None
         if target.kind == "ssh":
+            if app.settings.ssh_refuse_private_hosts:
+                refuse_private_host(target.host or "")
             pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
             key_fingerprint = fingerprint(pinned)
             note.detail.update({"host_key": key_fingerprint, "trust_on_first_use": tofu})
@@ -131,8 +142,11 @@ def pair_target(
                 raise
             detected = parse_detected_zone(output or "") if detect else None
     except FleetcronError as exc:
-        record_failure(app, actor, note, exc)
-        raise
+        shown = coarse_for(actor, name, exc)
+        record_failure(app, actor, note, shown)
+        if shown is exc:
+            raise
+        raise shown from None
     with audited(app, actor, note) as session:
         current = get_target(session, name)
         if current.kind == "ssh":
@@ -164,6 +178,50 @@ def pair_target(
         current.timezone,
         zone_note,
     )
+
+
+#: What a user who may not see why pairing failed is told (``target.diagnose``).
+COARSE_PAIRING_ERROR = (
+    "could not reach or authenticate the target {name}; an admin can see the cause in the "
+    "scheduler's log"
+)
+
+
+def coarse_for(actor: Actor, name: str, exc: FleetcronError) -> FleetcronError:
+    """``exc`` as ``actor`` may see it: a connection or authentication failure becomes one
+    coarse answer (with the cause logged) unless the actor may ``target.diagnose``, so
+    pairing answers do not tell an operator which hosts and ports of the scheduler's
+    network answer."""
+    if not isinstance(exc, ConnectError | AuthError) or allowed(actor.role, "target.diagnose"):
+        return exc
+    log.warning(
+        "pairing target %s failed for %s: %s",
+        name,
+        actor.name,
+        exc.message,
+        extra={"action": "target.pair_failed", "actor": actor.name, "target": name},
+    )
+    return type(exc)(COARSE_PAIRING_ERROR.format(name=name))
+
+
+def refuse_private_host(host: str) -> None:
+    """Raise InvalidInput (field ``host``) when ``host`` is, or resolves to, a non-public
+    address (:func:`fleetcron.core.addresses.private_reason`): the
+    ``ssh_refuse_private_hosts`` setting."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return  # the connection fails with its own (coarse) error
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
+        reason = private_reason(address)
+        if reason is not None:
+            raise InvalidInput(
+                f"host: {host} is {reason}, and ssh_refuse_private_hosts is on",
+                field="host",
+                value=host,
+                allowed="a host with a public address",
+            )
 
 
 def take_detected_zone(
