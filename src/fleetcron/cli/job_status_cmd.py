@@ -9,6 +9,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
+from fleetcron.core.status_display import STRIP_CHARS
 from fleetcron.services.fleet import job_page as svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
 from fleetcron.services.jobs import slots as slots_svc
@@ -16,19 +17,10 @@ from fleetcron.services.jobs.slots import SlotGroup
 from fleetcron.services.runs.history import duration_percentiles
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-#: One character per run in the status strip (oldest first).
-STRIP_CHARS = {
-    "ok": "+",
-    "failed": "X",
-    "running": ">",
-    "waiting": ".",
-    "missed": "m",
-    "skipped": "s",
-}
 
 
 def strip_text(row: TargetRow) -> str:
-    return "".join(STRIP_CHARS.get(mark.state, "?") for mark in row.strip)
+    return "".join(STRIP_CHARS[mark.state] for mark in row.strip)
 
 
 def _next_fire(row: TargetRow) -> str:

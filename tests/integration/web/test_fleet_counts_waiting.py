@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
+from fleetcron.core.status_display import state_of
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.fleet.job_page import TargetQuery
-from fleetcron.services.fleet.states import state_of
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets

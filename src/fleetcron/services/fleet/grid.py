@@ -11,13 +11,11 @@ from sqlalchemy import ColumnElement, String, and_, case, func, or_, select, tru
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
+from fleetcron.core.status_display import STATE_OF, STATES, State, state_of
 from fleetcron.services.fleet.states import (
     PAGE_MAX,
-    STATE_OF,
-    STATES,
     JobCounts,
     check_range,
-    state_of,
     with_newest,
 )
 from fleetcron.store.schema import Assignment, Job, Target
@@ -25,7 +23,7 @@ from fleetcron.store.schema import Assignment, Job, Target
 
 @dataclass(frozen=True)
 class GridCell:
-    state: str
+    state: State
     enabled: bool
     run_id: int | None
 

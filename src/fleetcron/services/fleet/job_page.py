@@ -38,16 +38,14 @@ from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.labels import format_selector, parse_labels, selector_matches
+from fleetcron.core.status_display import STATE_OF, STATES, State, state_of
 from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.fleet.states import (
     CHUNK,
     PAGE_MAX,
-    STATE_OF,
-    STATES,
     JobCounts,
     check_range,
-    state_of,
     with_newest,
 )
 from fleetcron.services.health.failure_streak import counted, failure_streak, newest_success
@@ -75,7 +73,7 @@ class SlotMark:
     scheduled_for: datetime
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return state_of(self.status)
 
 
@@ -102,7 +100,7 @@ class TargetRow:
     enabled: bool
     target_paused: bool
     next_fire_at: datetime | None
-    state: str
+    state: State
     last: LastResult | None
     streak: int
     """Failed runs since the newest success, counted up to ``STREAK_COUNTED``."""
@@ -347,7 +345,7 @@ class _Light(NamedTuple):
     target_paused: bool
     #: the times as the driver gives them (text on SQLite): compared, never shown
     next_fire_at: Any
-    state: str
+    state: State
     last_at: Any
     duration_ms: int | None
     labels: Mapping[str, str]

@@ -1,6 +1,7 @@
-"""How the targets of jobs stand, read in set-based statements: the *state* a run's status
-puts a target in (:func:`state_of`), every assignment with its newest run in one statement
-(:func:`with_newest`), the per-job counts, and the checks of the ranges a page asks for.
+"""How the targets of jobs stand, read in set-based statements: every assignment with its
+newest run in one statement (:func:`with_newest`), the per-job counts, and the checks of the
+ranges a page asks for (the *state* a run's status puts a target in is
+:func:`fleetcron.core.status_display.state_of`).
 Shared by the job page (:mod:`~fleetcron.services.fleet.job_page`), the fleet grid
 (:mod:`~fleetcron.services.fleet.grid`), the slots of a job
 (:mod:`~fleetcron.services.jobs.slots`) and the selections of a targeted run
@@ -20,36 +21,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, String, null, select, type_coerce
 from sqlalchemy.orm import Session
 
-from fleetcron.core import statuses
-from fleetcron.core.statuses import RunStatus
 from fleetcron.errors import InvalidInput
 from fleetcron.store.run_newest import unindexed as unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
-#: The classes of a target's newest run, in the order "worst first" sorts them. ``waiting``:
-#: not started yet (``statuses.WAITING``: queued, or pending its turn in a rollout).
-STATES: tuple[str, ...] = ("failed", "running", "waiting", "missed", "skipped", "never", "ok")
-
-
 PAGE_MAX = 1000
-
-
-def state_of(status: RunStatus | str | None) -> str:
-    """The class of a run's status as the job page shows it."""
-    if status is None:
-        return "never"
-    status = RunStatus(status)
-    if status is RunStatus.SUCCEEDED:
-        return "ok"
-    if status in statuses.FAILED:
-        return "failed"
-    if status in statuses.WAITING:
-        return "waiting"
-    if status is RunStatus.RUNNING:
-        return "running"
-    if status is RunStatus.CANCELLED:
-        return "skipped"  # stopped by an operator: did not run to an outcome, not a failure
-    return status.value  # missed, skipped
 
 
 @dataclass(frozen=True)
@@ -106,9 +82,6 @@ def check_range(name: str, value: int, low: int, high: int) -> None:
 
 
 #: A run status (its string) -> the state it puts a target in.
-STATE_OF: dict[str | None, str] = {None: "never", **{s.value: state_of(s) for s in RunStatus}}
-
-
 def with_newest(
     session: Session,
     columns: Sequence[Any],

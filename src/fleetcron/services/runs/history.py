@@ -19,24 +19,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.statuses import ACTIVE, FAILED, RunStatus
+from fleetcron.core.status_display import CHART_COLOURS, OUTCOMES, Outcome, outcome_of
+from fleetcron.core.statuses import FAILED, RunStatus
 from fleetcron.errors import NotFound
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
-#: Outcome classes, worst first; a slot takes the worst of its runs.
-OUTCOMES = ("failed", "running", "skipped", "ok")
-COLOURS = {"failed": "#c62828", "running": "#1565c0", "skipped": "#9e9e9e", "ok": "#2e7d32"}
 SLOTS = 60
-
-
-def outcome_of(status: str) -> str:
-    if status == RunStatus.SUCCEEDED:
-        return "ok"
-    if status in FAILED:
-        return "failed"
-    if status in ACTIVE:
-        return "running"
-    return "skipped"  # missed, skipped, fenced, cancelled: did not run to an outcome
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,7 @@ class Slot:
     run_id: int  # a run of the slot (the worst one), for the link
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
         return next(o for o in OUTCOMES if self.counts.get(o))
 
     @property
@@ -112,7 +100,7 @@ def bars_of(
                 width=bar,
                 height=h,
                 outcome=slot.outcome,
-                colour=COLOURS[slot.outcome],
+                colour=CHART_COLOURS[slot.outcome],
                 title=(
                     f"{slot.scheduled_for.isoformat(sep=' ', timespec='minutes')}: "
                     f"{counts}; longest {_duration(slot.duration_ms)}"
