@@ -108,7 +108,13 @@ def test_stop_kills_the_whole_group_and_records_who_stopped_it(fleet: Fleet) -> 
     finally:
         kill_all(main, child)
 
-    assert succeeded(stopped) == f"run {run_id} cancelled: stopped by admin\n"
+    said = succeeded(stopped).splitlines()
+    assert said[-1] == f"run {run_id} cancelled: stopped by admin"
+    assert "job:           stuck" in said and "target:        here" in said
+    assert any(line.startswith("running since: 20") for line in said)
+    assert any(line.startswith("stopped by:    admin at 20") for line in said)
+    effect = next(line for line in said if line.startswith("what stop does: "))
+    assert "SIGTERM" in effect and "SIGKILL to what is still alive 5 s later" in effect
     assert sleeping(main) == [] and sleeping(child) == []
     shown = fleet.json(f"runs show {run_id} --json")
     assert (shown["status"], shown["stop_requested_by"]) == ("cancelled", "admin")
@@ -130,7 +136,12 @@ def test_stop_of_a_queued_run_cancels_it_before_it_starts(
 
     result = idle.run(f"runs stop {run_id}")
 
-    assert succeeded(result) == f"run {run_id} cancelled before it started\n"
+    said = succeeded(result).splitlines()
+    assert said[-1] == f"run {run_id} cancelled before it started"
+    assert "running since: not started" in said
+    assert "what stop does: The run has not started: it is cancelled and never starts." in " ".join(
+        said
+    )
     shown = idle.json(f"runs show {run_id} --json")
     assert (shown["status"], shown["started_at"]) == ("cancelled", None)
     assert shown["reason"] == "stopped by admin before it started"

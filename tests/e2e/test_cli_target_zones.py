@@ -127,3 +127,33 @@ def test_the_help_of_job_add_names_the_target_zone(fleet: tuple[Fleet, dict[str,
 
     helped = " ".join(the_fleet.ok("job add --help", **env).split())  # unwrapped
     assert 'IANA time zone, or "target": each target\'s own' in helped
+
+
+def test_detect_zone_shows_what_would_change_and_refuses_bad_input(
+    fleet: tuple[Fleet, dict[str, str]],
+) -> None:
+    """Local targets read the zone of this machine; an operator's zone is kept by --all."""
+    the_fleet, env = fleet
+
+    swept = the_fleet.ok("target detect-zone --all", **env)
+    assert "kept: set by an operator" in swept or "unchanged" in swept
+    assert dict(ZONES) == {
+        t["name"]: t["timezone"] for t in the_fleet.json("target list --json", **env)
+    }  # nothing written without --apply
+    assert_refused(the_fleet.run("target detect-zone", **env), "name one or more targets")
+    assert_refused(the_fleet.run("target detect-zone nope", **env), "target nope does not exist")
+
+
+def test_an_unknown_zone_gets_a_suggestion_on_every_option_spelling(
+    fleet: tuple[Fleet, dict[str, str]],
+) -> None:
+    the_fleet, env = fleet
+    assert_refused(
+        the_fleet.run("target edit tokyo --timezone europe/warsaw", **env),
+        "did you mean Europe/Warsaw?",
+    )
+    for flag in ("--timezone", "--tz"):
+        assert_refused(
+            the_fleet.run(f"job edit nightly {flag} Europe/Warsow", **env),
+            "did you mean Europe/Warsaw?",
+        )

@@ -67,7 +67,7 @@ def test_next_without_from_starts_now() -> None:
 @pytest.mark.parametrize(
     ("args", "option"),
     [
-        (("--tz", "Mars/Olympus"), "--tz"),
+        (("--tz", "Mars/Olympus"), "--timezone"),
         (("--from", "yesterday"), "--from"),
         (("-n", "0"), "-n"),
         (("-n", "many"), "-n"),

@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from fleetcron.cron import parse, validate_timezone
+from fleetcron.core.target_zones import validate_zone
+from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput
 
 TIMEZONE_ENV = "FLEETCRON_TIMEZONE"
@@ -23,16 +24,7 @@ def configured_timezone() -> str:
 
 
 def _zone_option(value: str) -> ZoneInfo:
-    try:
-        return validate_timezone(value)
-    except InvalidInput as exc:
-        raise InvalidInput(
-            f"--tz: {value!r} is not a known time zone; expected an IANA name such as "
-            '"UTC" or "Europe/Berlin"',
-            field="--tz",
-            value=value,
-            allowed=exc.allowed,
-        ) from exc
+    return ZoneInfo(validate_zone(value, field="--timezone"))
 
 
 def _from_option(value: str | None, tz: ZoneInfo) -> datetime:
@@ -48,7 +40,7 @@ def _from_option(value: str | None, tz: ZoneInfo) -> datetime:
             value=value,
             allowed="an ISO-8601 date-time",
         ) from exc
-    # a naive --from is a wall-clock time in --tz
+    # a naive --from is a wall-clock time in --timezone
     return moment.replace(tzinfo=tz) if moment.tzinfo is None else moment
 
 
@@ -71,7 +63,13 @@ def check(expression: str) -> None:
 @cron.command("next")
 @click.argument("expression")
 @click.option("--from", "from_", metavar="ISO-8601", help="Start after this time (default: now).")
-@click.option("--tz", metavar="ZONE", help=f"IANA time zone (default: ${TIMEZONE_ENV} or UTC).")
+@click.option(
+    "--timezone",
+    "--tz",
+    "tz",
+    metavar="ZONE",
+    help=f"IANA time zone (default: ${TIMEZONE_ENV} or UTC); --tz is an alias.",
+)
 @click.option("-n", "count", default="5", metavar="N", help="How many fire times (default 5).")
 def next_(expression: str, from_: str | None, tz: str | None, count: str) -> None:
     """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset."""

@@ -70,7 +70,7 @@ def _flag(option: JobOption, *, edit: bool) -> Callable[[F], F]:
         if option.default is not None:
             kwargs["default"] = option.default
             kwargs["show_default"] = option.kind != "text"
-    return click.option(option.flag, option.name, **kwargs)
+    return click.option(option.flag, *option.cli_aliases, option.name, **kwargs)
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def edit(name: str, as_user: str | None, selector: str | None, **options: Any) -
         actor = acting(app, as_user)
         before = svc.show_job(app, actor, name).as_dict()
         view = svc.edit_job(app, actor, name, **changes)
-    # Name what changed, not what was given: `--tz ""` is the default zone, which the job
+    # Name what changed, not what was given: `--timezone ""` is the default zone, which the job
     # may have already.
     after = view.as_dict()
     changed = sorted(key for key in changes if before.get(key) != after.get(key))

@@ -9,6 +9,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, FiniteFloatRange, echo, parse_time, print_json, print_table
+from fleetcron.core.stopping import StopFacts
 from fleetcron.services.runs import reads as svc
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
 from fleetcron.store.schema import Run
@@ -226,6 +227,22 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
     echo(f"--- run {run_id} {run.status}" + (f": {end}" if end else ""), err=True)
 
 
+def stop_fact_lines(facts: StopFacts) -> list[str]:
+    """The facts the web's confirmation shows, one per line, for ``runs stop``."""
+    since = facts.started_at.isoformat(timespec="seconds") if facts.started_at else "not started"
+    lines = [
+        f"job:           {facts.job}",
+        f"target:        {facts.target}",
+        f"node:          {facts.node}",
+        f"running since: {since}",
+    ]
+    if facts.requested_by and facts.requested_at:
+        at = facts.requested_at.isoformat(timespec="seconds")
+        lines.append(f"stopped by:    {facts.requested_by} at {at}")
+    lines.append(f"what stop does: {facts.effect}")
+    return lines
+
+
 @runs.command("stop")
 @click.argument("run_id", type=ID)
 @click.option("--wait", is_flag=True, help="Wait until the run is recorded as ended.")
@@ -256,9 +273,17 @@ def stop(run_id: int, wait: bool, wait_timeout: float, as_json: bool, as_user: s
                 run = svc.get_run(app, actor, run_id)
     if as_json:
         print_json(
-            {"run": run_id, "requested": outcome.status, "node": outcome.node, **run_dict(run)}
+            {
+                "run": run_id,
+                "requested": outcome.status,
+                "node": outcome.node,
+                "effect": outcome.facts.effect,
+                **run_dict(run),
+            }
         )
         return
+    for line in stop_fact_lines(outcome.facts):
+        echo(line)
     if outcome.status == "cancelled":
         echo(f"run {run_id} cancelled before it started")
     elif run.status == "running":

@@ -78,7 +78,7 @@ timezone_option = click.option(
     "timezone",
     metavar="ZONE",
     help="The server's IANA time zone, e.g. Europe/Berlin (kept over the zone detected at "
-    "pairing); jobs with --tz target fire at its local time.",
+    "pairing); jobs with --timezone target fire at its local time.",
 )
 
 

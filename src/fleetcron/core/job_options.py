@@ -54,6 +54,9 @@ class JobOption:
     label: str = ""
     #: The CLI flag of ``job add`` and ``job edit`` (default: ``--`` and the key with dashes).
     cli_flag: str = ""
+    #: Other spellings the CLI accepts for the same flag (kept for scripts written before
+    #: the flag got its name).
+    cli_aliases: tuple[str, ...] = ()
     low: int | None = None
     high: int | None = None
     choices: tuple[str, ...] = ()
@@ -119,7 +122,8 @@ OPTIONS: tuple[JobOption, ...] = (
         None,
         'IANA time zone, or "target": each target\'s own (default: the configured one).',
         label="Time zone",
-        cli_flag="--tz",
+        cli_flag="--timezone",
+        cli_aliases=("--tz",),
         max_chars=v.TIMEZONE_MAX_CHARS,
         form=False,
         setting="timezone",

@@ -13,6 +13,10 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import difflib
+from functools import lru_cache
+from zoneinfo import available_timezones
+
 from fleetcron.cron import CronSchedule, parse_cached, validate_timezone
 from fleetcron.errors import InvalidInput
 
@@ -40,26 +44,59 @@ DETECT_COMMAND = (
 _ZONEINFO_MARKERS = ("/zoneinfo/", "zoneinfo/")
 
 
-def validate_job_timezone(name: str) -> str:
-    """A job's zone: :data:`TARGET_LOCAL` or an IANA name (normalized); anything else is
-    refused naming the field, the value and what is allowed."""
-    if name == TARGET_LOCAL:
-        return TARGET_LOCAL
+@lru_cache(maxsize=1)
+def _known_zones() -> dict[str, str]:
+    """Every IANA zone this machine knows, by its lower-case name."""
+    return {zone.lower(): zone for zone in available_timezones()}
+
+
+def suggest_zone(name: str) -> str | None:
+    """The known zone an unknown ``name`` most likely means (``europe/warsaw``,
+    ``Europe/Warsow`` → ``Europe/Warsaw``), or ``None`` when nothing is close.
+
+    The one source of "did you mean" for every adapter: the CLI, the API and the forms
+    all reach it through :func:`validate_zone`."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    known = _known_zones()
+    wanted = name.strip().lower().replace(" ", "_")
+    if wanted in known:
+        return known[wanted]
+    # A bare city ("warsaw") is matched against the last part of each zone's name.
+    by_city = {zone.rsplit("/", 1)[-1]: zone for zone in known if "/" in zone}
+    if wanted in by_city:
+        return known[by_city[wanted]]
+    close = difflib.get_close_matches(wanted, list(known), n=1, cutoff=0.8)
+    return known[close[0]] if close else None
+
+
+def validate_zone(name: str, *, field: str = "timezone", extra: str = "") -> str:
+    """An IANA zone name (normalized), or :class:`InvalidInput` naming ``field``, the value,
+    what is allowed (``extra`` appended to it) and the closest known zone, if any
+    ("did you mean Europe/Warsaw?")."""
     try:
         return str(validate_timezone(name).key)
     except InvalidInput as exc:
-        allowed = f'{exc.allowed}, or "{TARGET_LOCAL}" (each target\'s own zone)'
+        allowed = f"{exc.allowed}{extra}"
+        head = exc.message.rsplit("; expected", 1)[0].removeprefix("timezone: ")
+        hint = suggest_zone(name)
+        message = f"{field}: {head}; " + (f"did you mean {hint}? " if hint else "")
         raise InvalidInput(
-            f"{exc.message.rsplit('; expected', 1)[0]}; expected {allowed}",
-            field="timezone",
-            value=name,
-            allowed=allowed,
+            message + f"expected {allowed}", field=field, value=name, allowed=allowed
         ) from None
+
+
+def validate_job_timezone(name: str) -> str:
+    """A job's zone: :data:`TARGET_LOCAL` or an IANA name (normalized); anything else is
+    refused naming the field, the value, what is allowed and the closest zone."""
+    if name == TARGET_LOCAL:
+        return TARGET_LOCAL
+    return validate_zone(name, extra=f', or "{TARGET_LOCAL}" (each target\'s own zone)')
 
 
 def validate_target_timezone(name: str) -> str:
     """A target's zone: an IANA name (``target`` is a job's word, not a zone)."""
-    return str(validate_timezone(name).key)
+    return validate_zone(name)
 
 
 def effective_zone(job_zone: str, target_zone: str | None, default_zone: str) -> str:

@@ -61,7 +61,8 @@ def test_live_output_appears_line_by_line_and_stop_leaves_the_run_cancelled(
         assert re.fullmatch(r"\d+s|\d+m \d\ds", clock.inner_text())
         assert sleeping(marker), "the job's background child runs before the stop"
 
-        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("button", name="Stop…").click()
+        page.get_by_role("button", name=f"Stop run #{run_id}").click()
 
         expect(page.get_by_role("status")).to_contain_text(f"Stopping run #{run_id}")
         expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=10_000)
@@ -162,7 +163,8 @@ def test_stop_on_an_ssh_target_leaves_no_process_behind_there(
         expect(out).to_contain_text("remote tick 2", timeout=10_000)
         assert sleeping(child), "the checker finds the target's processes before the stop"
 
-        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("button", name="Stop…").click()
+        page.get_by_role("button", name=f"Stop run #{run_id}").click()
 
         expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=15_000)
         left = sleeping(main) + sleeping(child)

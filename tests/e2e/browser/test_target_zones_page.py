@@ -85,6 +85,13 @@ def test_a_target_local_job_shows_and_fires_at_each_targets_own_time(
             "next: " + local.strftime("%a %Y-%m-%d %H:%M %Z")
         )
 
+    # The job page names each target's zone and who set it.
+    page.goto(server.at(f"/jobs/{JOB}"))
+    for name, zone in ZONES.items():
+        expect(page.locator(f'tr[data-target="{name}"] [data-zone]')).to_have_text(
+            f"{zone} (operator)"
+        )
+
     # Fire all three now: the live scheduler runs them and moves each to its own next 02:00.
     slot = server.app.now().replace(second=0, microsecond=0)
     with server.app.db.session() as session:

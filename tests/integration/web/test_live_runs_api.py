@@ -97,9 +97,14 @@ def test_stop_is_for_operators_and_an_ended_run_answers_409(
 
     assert refused.status_code == 403
     assert cancelled.status_code == 202
-    assert cancelled.json() == {
+    body = cancelled.json()
+    assert {k: body[k] for k in ("run_id", "status", "node", "immediate")} == {
         "run_id": queued, "status": "cancelled", "node": app.node_name, "immediate": False
     }  # fmt: skip
+    assert (body["run"]["job"], body["run"]["target"], body["run"]["stop_requested_by"]) == (
+        job, "box", "olivia"
+    )  # fmt: skip
+    assert "never starts" in body["run"]["effect"]
     assert again.status_code == 409
     assert "has already ended (cancelled)" in str(error_of(again))
     assert finished.status_code == 409 and error_of(finished)["field"] == "run"
@@ -125,12 +130,46 @@ def test_the_stop_form_needs_the_csrf_token(
     assert runs.get_run(app, operator, run_id).status == "queued"
 
     page = browser.get(f"/runs/{run_id}")
-    token = page.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
-    assert 'action="/runs/' in page.text and ">Cancel</button>" in page.text
+    assert 'method="get" action="/runs/' in page.text and ">Cancel…</button>" in page.text
+    confirm = browser.get(f"/runs/{run_id}/stop")
+    assert runs.get_run(app, operator, run_id).status == "queued"  # asking changes nothing
+    token = confirm.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+    assert f">Cancel run #{run_id}</button>" in confirm.text
     done = browser.post(f"/runs/{run_id}/stop", data={"csrf_token": token})
     assert done.status_code == 303
     assert runs.get_run(app, operator, run_id).status == "cancelled"
     assert "Stopped by" in browser.get(f"/runs/{run_id}").text
+
+
+def test_the_facts_of_a_stop_are_shown_before_it_and_an_ended_run_answers_409(
+    app: App, client: TestClient, job: str, operator: Actor,
+    as_operator: dict[str, str], as_viewer: dict[str, str], clock: FakeClock,
+) -> None:  # fmt: skip
+    [run_id] = runs.request_run(app, operator, job)
+    set_run(app, run_id, status="running", node="node-b", started_at=clock.now)
+
+    asked = client.get(f"{API}/runs/{run_id}/stop", headers=as_operator)
+    refused = client.get(f"{API}/runs/{run_id}/stop", headers=as_viewer)
+
+    assert asked.status_code == 200
+    facts = asked.json()
+    assert (facts["job"], facts["target"], facts["node"], facts["status"]) == (
+        job, "box", "node-b", "running"
+    )  # fmt: skip
+    assert facts["started_at"] is not None and facts["stop_requested_by"] is None
+    assert "SIGTERM" in facts["effect"] and "SIGKILL" in facts["effect"]
+    assert "5 s later" in facts["effect"]
+    assert refused.status_code == 403
+    # Asking wrote nothing: the run still runs, with no stop requested.
+    assert runs.get_run(app, operator, run_id).stop_requested_by is None
+    # Control: the same check sees a stop once one is made.
+    assert client.post(f"{API}/runs/{run_id}/stop", headers=as_operator).status_code == 202
+    assert runs.get_run(app, operator, run_id).stop_requested_by == "olivia"
+    again = client.get(f"{API}/runs/{run_id}/stop", headers=as_operator)
+    assert again.json()["stop_requested_by"] == "olivia"
+    set_run(app, run_id, status="cancelled")
+    ended = client.get(f"{API}/runs/{run_id}/stop", headers=as_operator)
+    assert ended.status_code == 409 and error_of(ended)["field"] == "run"
 
 
 async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once(

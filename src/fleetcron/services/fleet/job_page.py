@@ -108,6 +108,8 @@ class TargetRow:
     strip: tuple[SlotMark, ...] = ()
     timezone: str | None = None
     """The target's own zone (None: not set); its next fire is shown in it."""
+    timezone_source: str | None = None
+    """Who set the zone: ``detected``, ``operator``, or ``None`` (no zone: the default)."""
     streak_more: bool = False
     """The streak is longer than ``streak`` (which is then ``STREAK_COUNTED``)."""
 
@@ -213,6 +215,7 @@ def _summary(session: Session, job_id: int, assignment_ids: Sequence[int]) -> li
             Target.labels,
             Target.paused.label("target_paused"),
             Target.timezone.label("timezone"),
+            Target.timezone_source.label("timezone_source"),
             Assignment.newest_run_id.label("last_id"),
             newest_success(Assignment.id).label("last_ok"),
         )
@@ -264,6 +267,7 @@ def _row(r: Any) -> TargetRow:
         streak_since=r.streak_since,
         streak_more=streak.more,
         timezone=r.timezone,
+        timezone_source=r.timezone_source if r.timezone else None,
     )
 
 

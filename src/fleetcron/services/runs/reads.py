@@ -18,7 +18,8 @@ from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
-from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.core.stopping import StopFacts
+from fleetcron.errors import Conflict, InvalidInput, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
@@ -158,6 +159,38 @@ class StopOutcome:
     status: str
     node: str
     immediate: bool
+    #: The run as the stop found it (job, target, start, who asked first and when).
+    facts: StopFacts
+
+
+def stop_facts(app: App, actor: Actor, run_id: int) -> StopFacts:
+    """What stopping ``run_id`` would touch and do, for the confirmation an operator sees
+    first (the page's "Stop…", ``GET /api/v1/runs/{id}/stop``). Raises ``NotFound``, or
+    ``Conflict`` for a run that has ended, as the stop itself would."""
+    actor.authorize("run.stop")
+    run = get_run(app, actor, run_id)
+    if run.status not in statuses.STOPPABLE:
+        raise Conflict(
+            f"run {run_id} has already ended ({run.status}); only a queued or running run "
+            "can be stopped",
+            field="run",
+        )
+    return facts_of(run)
+
+
+def facts_of(run: Run) -> StopFacts:
+    """A run's stop facts as its row holds them."""
+    return StopFacts(
+        run_id=run.id,
+        job=run.job_name,
+        target=run.target_name,
+        status=str(run.status),
+        node=run.node,
+        started_at=run.started_at,
+        command=run.command,
+        requested_by=run.stop_requested_by,
+        requested_at=run.stop_requested_at,
+    )
 
 
 def stop_run(
@@ -182,10 +215,11 @@ def stop_run(
         note.target_id, note.target_name = run.target_id, run.target_name
         note.detail.update({"was": str(before), "node": run.node})
         status, node = str(run.status), run.node
+        facts = facts_of(run)
     immediate = False
     if status == statuses.RunStatus.RUNNING and local_stop is not None:
         immediate = local_stop(run_id, actor.name)
-    return StopOutcome(run_id=run_id, status=status, node=node, immediate=immediate)
+    return StopOutcome(run_id=run_id, status=status, node=node, immediate=immediate, facts=facts)
 
 
 class LiveEntry(Protocol):

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel
 
 from fleetcron.app import App
+from fleetcron.core.stopping import StopFacts
 from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput
@@ -151,15 +152,47 @@ class LiveOutputOut(BaseModel):
         return cls(**fields, here=view.node == node, elapsed_s=elapsed)
 
 
+class StopFactsOut(BaseModel):
+    """What a stop touches and does (``GET /runs/{id}/stop``, asked before stopping):
+    the run's job, target, node and start, what ``effect`` a stop has on it, and who
+    already asked for a stop, and when."""
+
+    run_id: int
+    job: str
+    target: str
+    status: str
+    node: str
+    started_at: datetime | None
+    effect: str
+    stop_requested_by: str | None
+    stop_requested_at: datetime | None
+
+    @classmethod
+    def of(cls, facts: StopFacts) -> StopFactsOut:
+        return cls(
+            run_id=facts.run_id,
+            job=facts.job,
+            target=facts.target,
+            status=facts.status,
+            node=facts.node,
+            started_at=facts.started_at,
+            effect=facts.effect,
+            stop_requested_by=facts.requested_by,
+            stop_requested_at=facts.requested_at,
+        )
+
+
 class StopOut(BaseModel):
     """What ``POST /runs/{id}/stop`` did: ``cancelled`` (it had not started), or
     ``running`` with the stop requested; ``immediate`` when this node runs it and killed
-    it at once (otherwise its node does on its next tick)."""
+    it at once (otherwise its node does on its next tick). ``run``: the facts of the run
+    as the stop found it (``stop_requested_by``: the first to ask)."""
 
     run_id: int
     status: str
     node: str
     immediate: bool
+    run: StopFactsOut
 
 
 @router.get("/runs/{run_id}/output", response_model=LiveOutputOut)
@@ -172,6 +205,16 @@ def run_output(
 ) -> LiveOutputOut:
     view = svc.follow_output(app, caller.actor, run_id, since, live=live_source(request))
     return LiveOutputOut.of(view, app.now(), app.node_name)
+
+
+@router.get("/runs/{run_id}/stop", response_model=StopFactsOut)
+def stop_facts(
+    run_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("run.stop"))],
+) -> StopFactsOut:
+    """What stopping a run would touch and do, without stopping it; 409 when it has ended."""
+    return StopFactsOut.of(svc.stop_facts(app, caller.actor, run_id))
 
 
 @router.post("/runs/{run_id}/stop", response_model=StopOut, status_code=202)
@@ -188,6 +231,7 @@ def stop_run(
         status=outcome.status,
         node=outcome.node,
         immediate=outcome.immediate,
+        run=StopFactsOut.of(outcome.facts),
     )
 
 

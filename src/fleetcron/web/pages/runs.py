@@ -154,6 +154,25 @@ def show_run(
     )
 
 
+@router.get("/runs/{run_id}/stop", response_class=HTMLResponse)
+def confirm_stop(
+    run_id: RunId, request: Request, caller: Annotated[Caller, Depends(requires("run.stop"))]
+) -> Response:
+    """The confirmation before a stop: which run of which job on which target, running
+    since when and on which node, and what a stop does to it."""
+    app = the_app(request)
+    try:
+        facts = svc.stop_facts(app, caller.actor, run_id)
+    except FleetcronError as exc:
+        return redirect(f"/runs/{run_id}", exc.message, error=True)
+    elapsed = (
+        max(0, int((app.now() - facts.started_at).total_seconds()))
+        if facts.started_at is not None
+        else None
+    )
+    return page(request, "run_stop.html", facts=facts, elapsed=elapsed)
+
+
 @router.post("/runs/{run_id}/stop", response_class=HTMLResponse)
 def stop_run(
     run_id: RunId,
