@@ -41,7 +41,7 @@ from sqlalchemy import select
 
 from fixtures.sshd import ClientKey, SshServer
 from fleetcron.app import SYSTEM
-from fleetcron.core.planning import jitter_offset
+from fleetcron.core.start_window import jitter_offset
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.runs import reads as runs
 from fleetcron.store.schema import (

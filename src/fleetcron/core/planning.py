@@ -21,7 +21,6 @@ while a claim of an older generation on the same assignment has not reached its 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -271,34 +270,6 @@ def claims_cleared_by(
         for c in claims
         if c.target_kind == "ssh" and c.generation < generation and c.target_id in clean
     )
-
-
-def jitter_offset(job_id: int, target_id: int, jitter_s: int) -> float:
-    """Deterministic delay in [0, jitter_s] seconds for one target of a bulk fire, so a fleet
-    is not hit in the same second and each target keeps its own place in the spread."""
-    if jitter_s <= 0:
-        return 0.0
-    digest = hashlib.blake2b(f"{job_id}:{target_id}".encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") % (jitter_s * 1000 + 1)) / 1000
-
-
-def spread_offset(job_id: int, target_id: int, spread_s: int) -> float:
-    """The stable offset of one target inside a job's spread window: in [0, spread_s)
-    seconds, in millisecond steps, from a hash of the job and target ids (not ``random``),
-    so a target keeps its place in the window from slot to slot and across restarts and
-    owners, and a fleet's targets fall evenly over the window. Another hash than
-    :func:`jitter_offset`'s, so the two offsets do not line up."""
-    if spread_s <= 0:
-        return 0.0
-    digest = hashlib.blake2b(f"spread:{job_id}:{target_id}".encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") % (spread_s * 1000)) / 1000
-
-
-def start_delay(job_id: int, target_id: int, *, jitter_s: int, spread_s: int) -> float:
-    """Seconds a scheduled start waits after its slot: the target's spread offset plus its
-    jitter, at most ``spread_s + jitter_s`` (which the job options bound together). The
-    run's claim deadline adds the wait to its timeout (``store.runs.start_wait``)."""
-    return spread_offset(job_id, target_id, spread_s) + jitter_offset(job_id, target_id, jitter_s)
 
 
 def retry_delay(attempt: int, backoff_s: int) -> float:

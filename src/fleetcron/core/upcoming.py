@@ -18,6 +18,7 @@ from typing import Any
 
 from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.rollout import RolloutOptions
+from fleetcron.core.start_window import start_window
 from fleetcron.core.statuses import RunStatus
 from fleetcron.cron import parse_cached
 
@@ -44,6 +45,8 @@ class Member:
     enabled: bool
     target_paused: bool
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: The target's id: its place in the job's start window (``core/start_window.py``).
+    target_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,20 @@ class JobFacts:
     members: Sequence[Member]
     spread_s: int = 0
     rollout: RolloutOptions = field(default_factory=RolloutOptions)
+    jitter_s: int = 0
+    #: The job's id: with each member's target id, its start window.
+    job_id: int = 0
+
+    def start_bounds(self, members: Sequence[Member]) -> tuple[float, float]:
+        """Seconds after a fire at which the first of ``members`` starts and by which the
+        last one has: the scheduler's own windows, for bulk and individual jobs alike."""
+        windows = [
+            start_window(self.job_id, m.target_id, spread_s=self.spread_s, jitter_s=self.jitter_s)
+            for m in members
+        ]
+        if not windows:
+            return 0.0, 0.0
+        return min(w.delay_s for w in windows), max(w.delay_s for w in windows)
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,9 @@ class Fire:
     disabled: int
     spread_s: int
     rollout: Rollout | None
+    #: Seconds after ``at`` when the first active target starts and the last one has.
+    first_start_s: float = 0.0
+    last_start_s: float = 0.0
 
     @property
     def state(self) -> str:
@@ -114,9 +134,14 @@ class Fire:
         return "paused" if self.paused else "disabled"
 
     @property
+    def first_start(self) -> datetime:
+        """When the first active target starts."""
+        return self.at + timedelta(seconds=self.first_start_s)
+
+    @property
     def last_start(self) -> datetime:
-        """When the last target starts at the latest (the spread window's end)."""
-        return self.at + timedelta(seconds=self.spread_s)
+        """When the last active target starts."""
+        return self.at + timedelta(seconds=self.last_start_s)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +152,10 @@ class Fire:
             "state": self.state,
             "targets": {"active": self.active, "paused": self.paused, "disabled": self.disabled},
             "spread_s": self.spread_s,
+            "starts": {
+                "first": self.first_start.isoformat(),
+                "last": self.last_start.isoformat(),
+            },
             "rollout": None
             if self.rollout is None
             else {
@@ -257,6 +286,9 @@ def upcoming(
             active = sum(1 for m in members if m.enabled and not m.target_paused)
             paused = sum(1 for m in members if m.enabled and m.target_paused)
             disabled = sum(1 for m in members if not m.enabled)
+            first_s, last_s = job.start_bounds(
+                [m for m in members if m.enabled and not m.target_paused]
+            )
             for at in times[zone]:
                 shared = tuple(sorted(at_instant[at.astimezone(UTC)]))
                 fires.append(
@@ -268,8 +300,10 @@ def upcoming(
                         active,
                         paused,
                         disabled,
-                        job.spread_s if job.origin == "bulk" else 0,
+                        job.spread_s + job.jitter_s,
                         _slot_plan(job, zones, shared, plans) if active else None,
+                        first_s,
+                        last_s,
                     )
                 )
     # By the instant: two fires of one zone in a DST fold have the same wall time.

@@ -45,7 +45,6 @@ from fleetcron.core.planning import (
     SlotPolicy,
     retry_delay,
     should_retry,
-    start_delay,
 )
 from fleetcron.executors.base import (
     SUPERSEDED,
@@ -394,12 +393,7 @@ class Scheduler:
         task.add_done_callback(forget)
 
     async def _execute(self, dispatch: Dispatch) -> None:
-        delay = start_delay(
-            dispatch.job_id,
-            dispatch.target_id,
-            jitter_s=dispatch.jitter_s,
-            spread_s=dispatch.spread_s,
-        )
+        delay = dispatch.window.delay_s
         if delay:
             self._waiting.add(dispatch.run_id)
             try:

@@ -19,7 +19,8 @@ from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.local_clearance import GATE_PREFIX, local_refusal
-from fleetcron.core.planning import SlotPolicy, start_delay
+from fleetcron.core.planning import SlotPolicy
+from fleetcron.core.start_window import NO_WAIT, StartWindow, start_window
 from fleetcron.core.statuses import SkipKind, skip_kind_of
 from fleetcron.store.db import Database
 from fleetcron.store.run_guard import RunGuard
@@ -47,9 +48,8 @@ class Dispatch:
     scheduled_for: datetime | None = None
     trigger: str = "schedule"
     attempt: int = 1
-    jitter_s: int = 0
-    #: The job's spread window (0 unless a scheduled start, like ``jitter_s``).
-    spread_s: int = 0
+    #: When the command starts after its slot (empty unless a scheduled start).
+    window: StartWindow = NO_WAIT
     retries: int = 0
     retry_on: tuple[str, ...] = ()
     retry_backoff_s: int = 30
@@ -141,14 +141,19 @@ class RunWriter(Protocol):
     margin: timedelta
 
 
+def window_of(row: Row[Any], trigger: str) -> StartWindow:
+    """The start window of a started run (:func:`~fleetcron.core.start_window.start_window`):
+    a scheduled start's spread offset and jitter, nothing for any other trigger."""
+    return start_window(
+        row.job_id, row.target_id, spread_s=row.spread_s, jitter_s=row.jitter_s, trigger=trigger
+    )
+
+
 def start_wait(row: Row[Any], trigger: str) -> float:
-    """Seconds a started run waits before its executor is called: a scheduled start's spread
-    offset plus its jitter (:func:`~fleetcron.core.planning.start_delay`), 0 for any other
-    trigger. Its claim deadline adds the wait to the timeout, so the wait never eats into the
-    run's own time and the claim lives as long as the command may."""
-    if trigger != "schedule":
-        return 0.0
-    return start_delay(row.job_id, row.target_id, jitter_s=row.jitter_s, spread_s=row.spread_s)
+    """Seconds a started run waits before its executor is called (its window's delay). Its
+    claim deadline adds the wait to the timeout, so the wait never eats into the run's own
+    time and the claim lives as long as the command may."""
+    return window_of(row, trigger).delay_s
 
 
 def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
@@ -160,8 +165,7 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
         job_name=row.job_name,
         command=row.command,
         timeout_s=row.timeout_s,
-        jitter_s=row.jitter_s if run.trigger == "schedule" else 0,
-        spread_s=row.spread_s if run.trigger == "schedule" else 0,
+        window=window_of(row, run.trigger),
         retries=row.retries,
         retry_on=tuple(row.retry_on or ()),
         retry_backoff_s=row.retry_backoff_s,

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
-from fleetcron.core.planning import spread_offset, start_delay
+from fleetcron.core.start_window import spread_offset, start_window
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
@@ -47,7 +47,7 @@ def delays(app: App, *, jitter_s: int, spread_s: int) -> dict[str, float]:
         job_id = session.scalars(select(Job.id)).one()
         ids = {name: tid for name, tid in session.execute(select(Target.name, Target.id))}
     return {
-        name: start_delay(job_id, tid, jitter_s=jitter_s, spread_s=spread_s)
+        name: start_window(job_id, tid, jitter_s=jitter_s, spread_s=spread_s).delay_s
         for name, tid in ids.items()
     }
 

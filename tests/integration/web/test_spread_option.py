@@ -20,8 +20,8 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
-from fleetcron.core.planning import spread_offset
 from fleetcron.core.schedule_file import ScheduleFileError
+from fleetcron.core.start_window import spread_offset
 from fleetcron.services import schedule_file
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -230,9 +230,7 @@ def test_the_job_form_sets_and_edits_the_spread_and_the_list_and_job_page_show_i
         assert input_value(page, "spread") == "0"
         assert re.search(r'id="spread-help">0-3600<', page)
 
-        created = browser.post(
-            "/jobs/new", data={**form(), "csrf_token": csrf_token_of(browser)}
-        )
+        created = browser.post("/jobs/new", data={**form(), "csrf_token": csrf_token_of(browser)})
         assert created.status_code == 303, created.text
         assert stored(app) == (120, 0)
         assert input_value(browser.get("/jobs/reload/edit").text, "spread") == "120"

@@ -11,11 +11,11 @@ from fleetcron.core.planning import (
     AssignmentState,
     SlotOutcome,
     SlotPolicy,
-    jitter_offset,
     plan_assignment,
     retry_delay,
     should_retry,
 )
+from fleetcron.core.start_window import jitter_offset
 from fleetcron.cron import parse
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -76,9 +76,7 @@ def test_catch_up_latest_fires_the_newest_missed_slot_within_the_window() -> Non
     assert plan.outcomes[-1] == SlotOutcome(T0 + timedelta(hours=2), "fire", "catch-up")
     assert [o.outcome for o in plan.outcomes] == ["missed", "missed", "fire"]
     # Negative control: without catch-up the same slots are all missed.
-    assert {o.outcome for o in plan_assignment(HOURLY, state(), now, POLICY).outcomes} == {
-        "missed"
-    }
+    assert {o.outcome for o in plan_assignment(HOURLY, state(), now, POLICY).outcomes} == {"missed"}
 
 
 def test_catch_up_does_not_reach_past_its_window() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_KEY, check_job
-from fleetcron.core.planning import jitter_offset, spread_offset, start_delay
+from fleetcron.core.start_window import jitter_offset, spread_offset, start_window
 from fleetcron.errors import InvalidInput
 
 FLEET = range(1, 5001)
@@ -68,14 +68,16 @@ def test_the_spread_offset_is_not_the_jitter_offset() -> None:
 
 def test_a_start_waits_its_spread_offset_plus_its_jitter() -> None:
     for target in range(100):
-        delay = start_delay(11, target, jitter_s=30, spread_s=120)
+        delay = start_window(11, target, jitter_s=30, spread_s=120).delay_s
         assert delay == spread_offset(11, target, 120) + jitter_offset(11, target, 30)
         assert 0 <= delay < 150
 
 
 def test_without_spread_a_start_waits_what_jitter_alone_gave() -> None:
     for target in range(50):
-        assert start_delay(11, target, jitter_s=30, spread_s=0) == jitter_offset(11, target, 30)
+        assert start_window(11, target, jitter_s=30, spread_s=0).delay_s == jitter_offset(
+            11, target, 30
+        )
 
 
 # --- the option ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.rollout import RolloutOptions, rollout_options
+from fleetcron.core.start_window import start_window
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.upcoming import JobFacts, Member, Rollout, rollout_plan, upcoming
 
@@ -124,12 +125,29 @@ def test_fires_of_several_jobs_come_soonest_first_and_stop_at_the_limit() -> Non
     assert not upcoming([hourly], NOON, 2, "UTC").truncated
 
 
-def test_a_bulk_job_shows_its_spread_window() -> None:
-    job = JobFacts("sweep", "bulk", "0 13 * * *", "UTC", members("a", "b"), spread_s=300)
+def test_a_bulk_job_shows_its_spread_window_and_its_targets_first_and_last_start() -> None:
+    fleet = [Member(f"t{i}", None, True, False, target_id=i) for i in range(1, 6)]
+    job = JobFacts("sweep", "bulk", "0 13 * * *", "UTC", fleet, spread_s=300, job_id=7)
 
     [fire] = upcoming([job], NOON, 2, "UTC").fires
 
-    assert (fire.spread_s, fire.last_start) == (300, datetime(2026, 3, 2, 13, 5, tzinfo=UTC))
+    delays = [start_window(7, i, spread_s=300, jitter_s=0).delay_s for i in range(1, 6)]
+    assert fire.spread_s == 300
+    assert fire.first_start == fire.at + timedelta(seconds=min(delays))
+    assert fire.last_start == fire.at + timedelta(seconds=max(delays))
+    assert fire.at <= fire.first_start < fire.last_start < fire.at + timedelta(seconds=300)
+
+
+def test_an_individual_job_shows_its_spread_as_the_scheduler_applies_it() -> None:
+    solo = [Member("solo", None, True, False, target_id=3)]
+    job = JobFacts("backup", "individual", "0 13 * * *", "UTC", solo, spread_s=60, job_id=9)
+
+    [fire] = upcoming([job], NOON, 2, "UTC").fires
+
+    wait = start_window(9, 3, spread_s=60, jitter_s=0).delay_s
+    assert wait > 0  # the control: a view without the spread would show the slot itself
+    assert fire.spread_s == 60
+    assert fire.first_start == fire.last_start == fire.at + timedelta(seconds=wait)
 
 
 def test_a_rollout_starts_canaries_first_then_batches_of_the_rest() -> None:

@@ -21,7 +21,7 @@ from fleetcron.core import job_options
 from fleetcron.core import validation as v
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
-from fleetcron.core.planning import spread_offset
+from fleetcron.core.start_window import start_window
 from fleetcron.core.target_zones import effective_zone, validate_job_timezone
 from fleetcron.cron import parse
 from fleetcron.errors import Conflict, InvalidInput, NotFound
@@ -54,7 +54,7 @@ class AssignmentView:
     timezone: str = ""
     next_fire_local: str | None = None
     #: Seconds after each slot at which this target starts: its place in the job's spread
-    #: window (``core.planning.spread_offset``; 0 without a spread), before any jitter.
+    #: window (``core.start_window``; 0 without a spread), before any jitter.
     spread_offset_s: float = 0.0
 
 
@@ -424,7 +424,9 @@ def show_job(app: App, actor: Actor, name: str) -> JobView:
 def _assignment_view(a: Assignment, job: Job, default_zone: str) -> AssignmentView:
     zone = effective_zone(job.timezone, a.target.timezone, default_zone)
     local = a.next_fire_at.astimezone(ZoneInfo(zone)).isoformat() if a.next_fire_at else None
-    offset = spread_offset(job.id, a.target_id, job.spread_s)
+    offset = start_window(
+        job.id, a.target_id, spread_s=job.spread_s, jitter_s=job.jitter_s
+    ).offset_s
     return AssignmentView(
         a.target.name, a.enabled, a.next_fire_at, a.last_fire_at, zone, local, offset
     )

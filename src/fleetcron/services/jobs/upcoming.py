@@ -85,7 +85,9 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
             if target is None:
                 continue  # an unpaired target runs nothing
             name, zone, paused, labels = target
-            members.setdefault(job_id, []).append(Member(name, zone, bool(enabled), paused, labels))
+            members.setdefault(job_id, []).append(
+                Member(name, zone, bool(enabled), paused, labels, target_id)
+            )
         facts = [
             JobFacts(
                 job.name,
@@ -93,10 +95,10 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
                 job.schedule,
                 job.timezone,
                 members.get(job.id, []),
-                # A target starts its spread offset, then its jitter, after the fire
-                # (core.planning.start_delay): the window is the two together.
-                spread_s=int(job.spread_s or 0) + int(job.jitter_s or 0),
+                spread_s=int(job.spread_s or 0),
                 rollout=_rollout(job),
+                jitter_s=int(job.jitter_s or 0),
+                job_id=job.id,
             )
             for job in session.scalars(jobs_q)
         ]
