@@ -3,7 +3,7 @@ among them), private, reserved, multicast, and any of these carried inside an IP
 
 The one classification for every setting that keeps the scheduler from reaching its own
 host's services or its network's: ``webhook_refuse_private`` (``notify/webhook.py``) and
-``ssh_refuse_private_hosts`` (``services/pairing.py``). Pure: callers resolve names.
+``ssh_refuse_private_hosts`` (``services/targets/pairing.py``). Pure: callers resolve names.
 """
 
 from __future__ import annotations

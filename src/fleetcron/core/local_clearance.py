@@ -6,7 +6,7 @@ wrote it can make themselves admin. Such a command may be assigned to, and dispa
 local target only when its author (``jobs.command_by``/``command_role``) held the role
 ``local_job_role`` names; whether commands there run privileged is asked of the system by
 :func:`fleetcron.executors.local.runs_privileged`. One plain function holds the rule, so the
-check where assignments are made (:mod:`fleetcron.services.local_gate`) and the check
+check where assignments are made (:mod:`fleetcron.services.fleet.local_gate`) and the check
 before each local run is dispatched (:func:`fleetcron.store.run_dispatch.target_hold_of`)
 cannot drift apart.
 """

@@ -21,8 +21,10 @@ from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import SkipKind
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services import jobs, runs, targets
-from fleetcron.services.jobs import JobSpec
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs import reads as runs
+from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_dispatch
 from fleetcron.store.schema import Run
 

@@ -41,8 +41,9 @@ from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import MATRIX, allowed
 from fleetcron.errors import FleetcronError, PermissionDenied
-from fleetcron.services import fleet, targets
+from fleetcron.services.fleet import assignments as fleet
 from fleetcron.services.schedule_file import apply_schedule
+from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, Job, Run, Target
 from integration.web.conftest import API, bearer, new_client, token_for
 

@@ -56,7 +56,7 @@ def test_an_operator_gets_a_coarse_answer_and_the_cause_is_logged(
 ) -> None:
     assert client.post(f"{API}/targets", json=unreachable(sshd), headers=as_operator).is_success
 
-    with caplog.at_level(logging.WARNING, logger="fleetcron.services.pairing"):
+    with caplog.at_level(logging.WARNING, logger="fleetcron.services.targets.pairing"):
         status, error = pair(client, as_operator)
     admin_status, admin_error = pair(client, as_admin)
 
