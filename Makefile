@@ -26,7 +26,7 @@ run: $(VENV)/.installed
 # browser tests last on theirs) at a lower CPU priority (nice $(TEST_NICE)), so the scenarios'
 # scheduler processes get the CPU as soon as they wake and their margins hold, while the
 # rest of the suite uses the time they spend waiting. `.venv/bin/pytest` alone runs
-# everything in one process. Each part prints its 20 slowest tests (--durations=20).
+# everything in one process. Each part prints its 20 slowest tests (`make test DURATIONS=0`: all).
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
@@ -38,14 +38,16 @@ run: $(VENV)/.installed
 # subscriptions). In the parallel part the scheduler tests once spent 60 s on a fake
 # executor sleeping a real 30 s (now on the fake clock). `make quick` skips both parts.
 TEST_WORKERS ?= 3
+# How many of the slowest tests each part reports (0: all of them).
+DURATIONS ?= 20
 TEST_NICE ?= 10
 
 test: $(VENV)/.installed
 	bash scripts/system-deps.sh
 	@serial_log=$$(mktemp); \
 	echo "the fault scenarios (marked serial) run beside the rest; their report comes last"; \
-	$(BIN)/pytest -m serial --durations=20 > $$serial_log 2>&1 & serial_pid=$$!; \
-	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" --durations=20; \
+	$(BIN)/pytest -m serial --durations=$(DURATIONS) > $$serial_log 2>&1 & serial_pid=$$!; \
+	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" --durations=$(DURATIONS); \
 	parallel=$$?; \
 	wait $$serial_pid; serial=$$?; \
 	cat $$serial_log; rm -f $$serial_log; \

@@ -35,6 +35,9 @@ async def main(url: str, node: str, now: datetime, go: Path) -> None:
             claim_batch=10,
             allow_local_targets=True,
             local_allow_root=True,
+            # As in the app fixture that added the jobs: an operator's command may run
+            # on these local targets (the dispatch gate asks the same setting).
+            local_job_role="operator",
         )
     )
     scheduler = Scheduler(app, clock=lambda: now)

@@ -39,6 +39,9 @@ async def main(url: str, node: str, start: datetime, minutes: int, go: Path) -> 
             claim_batch=10,
             allow_local_targets=True,
             local_allow_root=True,
+            # As in the app fixture that added the jobs: an operator's command may run
+            # on these local targets (the dispatch gate asks the same setting).
+            local_job_role="operator",
         )
     )
     clock = SteppedClock(start)
