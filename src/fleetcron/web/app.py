@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from importlib.resources import files
@@ -72,21 +73,14 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     # not fit once converted to UTC, an id beyond 64 bits)
     web.add_exception_handler(StatementError, errors.out_of_range)
 
-    for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
-        web.include_router(router, prefix="/api/v1")
-    web.include_router(job_fleet.router, prefix="/api/v1")
-    web.include_router(cluster_pair_router, prefix="/api/v1")
-    web.include_router(history.router, prefix="/api/v1")
-    web.include_router(health.router)
-    web.include_router(auth.router)
-    web.include_router(views.router)
+    include_routes(web)
     web.mount(
         "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
     )
 
     # Innermost first: authenticate before reading a body, bound the body, then headers
     # on every answer (these refusals included), then the real client behind a proxy.
-    web.add_middleware(AuthenticateFirst, open_paths=open_paths(web))
+    web.add_middleware(AuthenticateFirst, open_paths=declared_open_paths())
     web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
     web.add_middleware(ChangeSource)
 
@@ -127,6 +121,29 @@ def relative_location(location: str, request: Request) -> str:
     if parsed.scheme and parsed.netloc and parsed.netloc == request.headers.get("host"):
         return urlunsplit(("", "", parsed.path or "/", parsed.query, parsed.fragment))
     return location
+
+
+def include_routes(web: FastAPI) -> None:
+    """Every router of the API and the pages, at its prefix."""
+    for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
+        web.include_router(router, prefix="/api/v1")
+    web.include_router(job_fleet.router, prefix="/api/v1")
+    web.include_router(cluster_pair_router, prefix="/api/v1")
+    web.include_router(history.router, prefix="/api/v1")
+    web.include_router(health.router)
+    web.include_router(auth.router)
+    web.include_router(views.router)
+
+
+@functools.cache
+def declared_open_paths() -> frozenset[str]:
+    """:func:`open_paths` of the routes :func:`include_routes` declares, found once per
+    process: the routes are module-level declarations, the same for every application
+    built, and finding them resolves every route's dependencies (a large part of the cost
+    of building an application)."""
+    web = FastAPI()
+    include_routes(web)
+    return frozenset(open_paths(web))
 
 
 def open_paths(web: FastAPI) -> set[str]:
