@@ -138,13 +138,22 @@ class CoordinatedGuard:
             run.claim_id, run.generation = claim.id, verdict.generation
 
     def old_claims(
-        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+        self,
+        session: Session,
+        verdict: Verdict,
+        assignment_ids: Sequence[int],
+        *,
+        claimed_at: datetime | None = None,
     ) -> dict[int, list[OldClaim]]:
         if self.unguarded or not self.wait_for_old_claims or not assignment_ids:
             return {}
         if self._no_old_claims_since == verdict.generation:
             return {}
+        # Measured from the new claims' own time when it is earlier than this reading:
+        # an old claim whose deadline falls between the two still blocks.
         now = db_now(session)
+        if claimed_at is not None:
+            now = min(now, claimed_at)
         rows = session.execute(
             select(
                 Run.assignment_id,

@@ -39,10 +39,19 @@ class RunGuard(Protocol):
         set on it, created ``at``; sets the run's ``claim_id`` and ``generation``."""
 
     def old_claims(
-        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+        self,
+        session: Session,
+        verdict: Verdict,
+        assignment_ids: Sequence[int],
+        *,
+        claimed_at: datetime | None = None,
     ) -> dict[int, list[OldClaim]]:
         """Per assignment, the claims of older generations whose deadline has not come:
-        their commands may still run, so the assignment must not start yet."""
+        their commands may still run, so the assignment must not start yet.
+
+        ``claimed_at``: the time the new claims of this transaction carry, read before
+        this call. A claim whose deadline is after it still blocks, so no claim is ever
+        recorded as made before the deadline of an older one it waited for."""
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         """The runs among ``run_ids`` whose claims are still live for this node and
@@ -68,7 +77,12 @@ class Standalone:
         return None
 
     def old_claims(
-        self, session: Session, verdict: Verdict, assignment_ids: Sequence[int]
+        self,
+        session: Session,
+        verdict: Verdict,
+        assignment_ids: Sequence[int],
+        *,
+        claimed_at: datetime | None = None,
     ) -> dict[int, list[OldClaim]]:
         return {}
 

@@ -216,7 +216,7 @@ def _advance_slot(
             )
         )
     )
-    old = store.guard.old_claims(session, verdict, list(dispatch_rows))
+    old = store.guard.old_claims(session, verdict, list(dispatch_rows), claimed_at=claimed_at)
     # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
     query = select(Run).where(
         Run.id.in_([pending[aid] for aid in plan.start]), Run.status == RunStatus.PENDING

@@ -158,7 +158,9 @@ class RunStore:
             session, [r.assignment_id for r in rows if r.overlap == "forbid"]
         )
         stamp = self._stamp(session, now)
-        old = self.guard.old_claims(session, verdict, [r.assignment_id for r in rows])
+        old = self.guard.old_claims(
+            session, verdict, [r.assignment_id for r in rows], claimed_at=stamp.at
+        )
         firing: list[tuple[Row[Any], Run]] = []
         missed = skipped = 0
         held: list[int] = []
@@ -293,7 +295,7 @@ class RunStore:
                 )
             }
             stamp = self._stamp(session, now)
-            old = self.guard.old_claims(session, verdict, list(rows))
+            old = self.guard.old_claims(session, verdict, list(rows), claimed_at=stamp.at)
             starting: list[tuple[Row[Any], Run]] = []
             for run in runs:
                 row = rows.get(run.assignment_id)

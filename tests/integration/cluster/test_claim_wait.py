@@ -12,17 +12,18 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypedDict, Unpack
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
+from fleetcron.core.planning import OldClaim
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
 from fleetcron.services.cluster import status as cluster
@@ -37,6 +38,7 @@ from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim,
 pytestmark = pytest.mark.postgres
 
 MakeNode = Callable[[str], ClusterNode]
+_MS = timedelta(milliseconds=1)
 
 
 @pytest.fixture
@@ -113,6 +115,41 @@ def test_after_a_takeover_the_busy_assignment_waits_and_the_idle_one_starts_at_o
         f"{a.node_id}, generation 1) is live until {old.deadline_at.isoformat()}, past this "
         "slot's misfire grace"
     )
+
+
+def test_an_old_claim_blocks_until_its_deadline_by_the_new_claims_own_time(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    """A transaction reads its claim time, then looks for old claims: an old deadline that
+    falls between the two readings still blocks, or the new claim would be recorded as made
+    before the deadline it waited for."""
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    with b.app.db.session() as session:
+        deadline = session.scalar(select(func.clock_timestamp() - text("interval '1 second'")))
+        assert isinstance(deadline, datetime)
+        session.execute(
+            update(ExecutionClaim)
+            .where(ExecutionClaim.generation == 1, ExecutionClaim.state != "done")
+            .values(deadline_at=deadline)
+        )
+    [busy] = [r.assignment_id for r in slot_runs(b, "busy")]
+
+    def old_claims(claimed_at: datetime | None) -> dict[int, list[OldClaim]]:
+        guard = b.node.guard()  # a fresh one: a guard remembers finding no old claim
+        with b.app.db.session() as session:
+            return guard.old_claims(session, guard.verdict(session), [busy], claimed_at=claimed_at)
+
+    earlier = old_claims(deadline - _MS)
+    at_deadline = old_claims(deadline)
+    without = old_claims(None)
+    assert busy in earlier, "an old deadline after the new claims' time did not block"
+    [blocking] = earlier[busy]
+    assert blocking.deadline_at == deadline and blocking.remaining_s > 0
+    # Controls: a claim time at the deadline, or none (the database clock now, a second
+    # past it), finds nothing to wait for.
+    assert at_deadline == {} and without == {}
 
 
 def test_a_slot_waits_for_an_old_claim_ending_within_its_grace_then_fires_late(
