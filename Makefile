@@ -38,6 +38,8 @@ run: $(VENV)/.installed
 # subscriptions). In the parallel part the scheduler tests once spent 60 s on a fake
 # executor sleeping a real 30 s (now on the fake clock). `make quick` skips both parts.
 TEST_WORKERS ?= 3
+# The fault scenarios mostly wait out real leases and deadlines: two at a time.
+SERIAL_WORKERS ?= 2
 # How many of the slowest tests each part reports (0: all of them).
 DURATIONS ?= 20
 TEST_NICE ?= 10
@@ -46,7 +48,7 @@ test: $(VENV)/.installed
 	bash scripts/system-deps.sh
 	@serial_log=$$(mktemp); \
 	echo "the fault scenarios (marked serial) run beside the rest; their report comes last"; \
-	$(BIN)/pytest -m serial --durations=$(DURATIONS) > $$serial_log 2>&1 & serial_pid=$$!; \
+	$(BIN)/pytest -m serial -n $(SERIAL_WORKERS) --dist loadgroup --durations=$(DURATIONS) > $$serial_log 2>&1 & serial_pid=$$!; \
 	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" --durations=$(DURATIONS); \
 	parallel=$$?; \
 	wait $$serial_pid; serial=$$?; \

@@ -1,6 +1,13 @@
 """fleetcron: cron for fleets of servers that never runs a job twice."""
 
+import warnings
 from importlib.metadata import PackageNotFoundError, version
+
+# cryptography 51 deprecates DSA, and asyncssh names its DSA classes when it is imported, so
+# every command printed five "DSA is deprecated" warnings before its own output. fleetcron
+# never uses DSA keys (ssh-dss is refused by OpenSSH since 7.0); the filter matches only that
+# message raised from asyncssh's modules, so any other deprecation still shows.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
 
 try:
     __version__ = version("fleetcron")
