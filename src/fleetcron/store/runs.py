@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, and_, bindparam, func, select, update
+from sqlalchemy import Row, Table, Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict, claim_deadline
@@ -407,33 +407,7 @@ class RunStore:
             params = [_finish_params(rid, result) for rid, result in results if rid in live]
             if not params:
                 return refused
-            runs = RUNS
-            session.connection().execute(
-                update(runs)
-                .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
-                # The statuses were checked as moves from running by _finish_params.
-                .values(
-                    status=bindparam("status"),
-                    exit_code=bindparam("exit_code"),
-                    stdout_head=bindparam("stdout_head"),
-                    stdout_tail=bindparam("stdout_tail"),
-                    stdout_bytes=bindparam("stdout_bytes"),
-                    stdout_truncated=bindparam("stdout_truncated"),
-                    stderr_head=bindparam("stderr_head"),
-                    stderr_tail=bindparam("stderr_tail"),
-                    stderr_bytes=bindparam("stderr_bytes"),
-                    stderr_truncated=bindparam("stderr_truncated"),
-                    error=bindparam("error"),
-                    started_at=bindparam("started_at"),
-                    finished_at=bindparam("finished_at"),
-                    duration_ms=bindparam("duration_ms"),
-                    # The live snapshot was for followers while it ran; the record replaces it.
-                    live_output=None,
-                    live_bytes=None,
-                    live_at=None,
-                ),
-                params,
-            )
+            session.connection().execute(_finish_statement(), params)
             run_newest.finished(session, live)
             self.guard.release(session, sorted(live))
         return refused
@@ -574,6 +548,37 @@ class RunStore:
                 ),
                 params,
             )
+
+
+def _finish_statement() -> Update:
+    """The completion of one run still ``running`` (an executemany over the
+    :func:`_finish_params` of each); its live snapshot is cleared."""
+    runs = RUNS
+    return (
+        update(runs)
+        .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
+        # The statuses were checked as moves from running by _finish_params.
+        .values(
+            status=bindparam("status"),
+            exit_code=bindparam("exit_code"),
+            stdout_head=bindparam("stdout_head"),
+            stdout_tail=bindparam("stdout_tail"),
+            stdout_bytes=bindparam("stdout_bytes"),
+            stdout_truncated=bindparam("stdout_truncated"),
+            stderr_head=bindparam("stderr_head"),
+            stderr_tail=bindparam("stderr_tail"),
+            stderr_bytes=bindparam("stderr_bytes"),
+            stderr_truncated=bindparam("stderr_truncated"),
+            error=bindparam("error"),
+            started_at=bindparam("started_at"),
+            finished_at=bindparam("finished_at"),
+            duration_ms=bindparam("duration_ms"),
+            # The live snapshot was for followers while it ran; the record replaces it.
+            live_output=None,
+            live_bytes=None,
+            live_at=None,
+        )
+    )
 
 
 def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
