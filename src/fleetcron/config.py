@@ -402,6 +402,13 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         """Invariants between settings, each broken one named with what to change."""
+        self._check_cluster()
+        self._check_lease()
+        self._check_limits()
+        return self
+
+    def _check_cluster(self) -> None:
+        """Cluster mode and the replicated pair: a shared database, an endpoint, no lease."""
         if self.cluster:
             if self.is_sqlite:
                 raise ValueError(
@@ -421,6 +428,9 @@ class Settings(BaseSettings):
                 "replicated pair a cut link between the nodes would let both take the jobs. "
                 "Unset it; after fencing the old owner use `fleetcron cluster takeover`"
             )
+
+    def _check_lease(self) -> None:
+        """The lease is renewed well before it expires and before the owner fences itself."""
         if self.lease_s is not None and self.lease_renew_s >= self.lease_s:
             raise ValueError(
                 f"FLEETCRON_LEASE_RENEW_S ({self.lease_renew_s:g}) must be shorter than "
@@ -434,6 +444,9 @@ class Settings(BaseSettings):
                     f"{fence:g} s: an owner that has not renewed its lease by then kills its "
                     f"runs (FLEETCRON_LEASE_S {self.lease_s:g} minus the self-fencing margin)"
                 )
+
+    def _check_limits(self) -> None:
+        """SSH pool and backoff bounds, and the claim margin beyond the kill grace."""
         if self.ssh_max_connections < self.ssh_max_concurrency:
             raise ValueError(
                 f"FLEETCRON_SSH_MAX_CONNECTIONS ({self.ssh_max_connections}) must be at least "
@@ -450,7 +463,6 @@ class Settings(BaseSettings):
                 f"FLEETCRON_CLAIM_MARGIN_S ({self.claim_margin_s:g}) must be longer than the "
                 f"{DEFAULT_KILL_GRACE_S:g} s between SIGTERM and SIGKILL at a run's timeout"
             )
-        return self
 
     @cached_property
     def effective_database_url(self) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
@@ -154,43 +154,13 @@ class CoordinatedGuard:
         now = db_now(session)
         if claimed_at is not None:
             now = min(now, claimed_at)
-        rows = session.execute(
-            select(
-                Run.assignment_id,
-                ExecutionClaim.id,
-                ExecutionClaim.run_id,
-                ExecutionClaim.node_id,
-                ExecutionClaim.generation,
-                ExecutionClaim.deadline_at,
-            )
-            .join(Run, Run.id == ExecutionClaim.run_id)
-            .where(
-                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
-                ExecutionClaim.deadline_at > now,
-                ExecutionClaim.generation < verdict.generation,
-            )
-        ).all()
+        rows = _unfinished_older_claims(session, verdict.generation, now)
         if not rows:
             # No older generation can claim anything once the generation has moved on (claims
             # are created under the ownership lock), so none will ever block again.
             self._no_old_claims_since = verdict.generation
             return {}
-        wanted = set(assignment_ids)
-        found: dict[int, list[OldClaim]] = {}
-        for r in rows:
-            if r.assignment_id not in wanted:
-                continue
-            found.setdefault(r.assignment_id, []).append(
-                OldClaim(
-                    r.id,
-                    r.run_id,
-                    r.node_id,
-                    r.generation,
-                    r.deadline_at,
-                    (r.deadline_at - now).total_seconds(),
-                )
-            )
-        return found
+        return _by_assignment(rows, set(assignment_ids), now)
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         if self.unguarded:
@@ -217,3 +187,48 @@ class CoordinatedGuard:
             .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
             .values(state="done", released_at=func.clock_timestamp())
         )
+
+
+def _unfinished_older_claims(
+    session: Session, generation: int, now: datetime
+) -> Sequence[Row[int, int, int, str, int, datetime]]:
+    """Every claim of a generation before ``generation`` not yet finished whose deadline
+    is after ``now``, with its run's assignment."""
+    return session.execute(
+        select(
+            Run.assignment_id,
+            ExecutionClaim.id,
+            ExecutionClaim.run_id,
+            ExecutionClaim.node_id,
+            ExecutionClaim.generation,
+            ExecutionClaim.deadline_at,
+        )
+        .join(Run, Run.id == ExecutionClaim.run_id)
+        .where(
+            ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+            ExecutionClaim.deadline_at > now,
+            ExecutionClaim.generation < generation,
+        )
+    ).all()
+
+
+def _by_assignment(
+    rows: Sequence[Row[int, int, int, str, int, datetime]], wanted: set[int], now: datetime
+) -> dict[int, list[OldClaim]]:
+    """The claims of ``rows`` on the ``wanted`` assignments, by assignment, each with the
+    seconds left until its deadline."""
+    found: dict[int, list[OldClaim]] = {}
+    for r in rows:
+        if r.assignment_id not in wanted:
+            continue
+        found.setdefault(r.assignment_id, []).append(
+            OldClaim(
+                r.id,
+                r.run_id,
+                r.node_id,
+                r.generation,
+                r.deadline_at,
+                (r.deadline_at - now).total_seconds(),
+            )
+        )
+    return found

@@ -148,35 +148,12 @@ def sign(
     purpose or nonce, a naive ``now`` or a payload that is not JSON.
     """
     _check_secret(secret)
-    if not isinstance(purpose, str) or not _PURPOSE.fullmatch(purpose):
-        raise InvalidInput(
-            f"purpose: {purpose!r} is not a valid purpose; allowed: {PURPOSE_RULE}",
-            field="purpose",
-            value=purpose,
-            allowed=PURPOSE_RULE,
-        )
+    _check_purpose(purpose)
     if nonce is None:
         nonce = token_urlsafe(18)
-    elif not _NONCE.fullmatch(nonce):
-        raise InvalidInput(
-            f"nonce: {nonce!r} is not a valid nonce; allowed: {NONCE_RULE}",
-            field="nonce",
-            value=nonce,
-            allowed=NONCE_RULE,
-        )
-    if not isinstance(payload, Mapping):
-        raise InvalidInput(
-            "payload: must be a mapping", field="payload", value=payload, allowed="a JSON object"
-        )
-    try:
-        plain = json.loads(_canonical(dict(payload)))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInput(
-            f"payload: cannot be signed as JSON: {exc}",
-            field="payload",
-            value=payload,
-            allowed="a JSON object with text keys, no NaN or infinity",
-        ) from exc
+    else:
+        _check_nonce(nonce)
+    plain = _plain_payload(payload)
     body: dict[str, Any] = {
         "purpose": purpose,
         "payload": plain,
@@ -228,17 +205,7 @@ def verify(
         _refuse("bad signature")
     if envelope["purpose"] != purpose:
         _refuse(f"wrong purpose: expected {purpose!r}, got {envelope['purpose']!r}")
-    skew = ts - now
-    if skew > window:
-        _refuse(
-            f"timestamp is {_seconds(skew)} s in the future, outside the ±{_seconds(window)} s "
-            "window; check that both nodes keep their clocks synchronized (NTP)"
-        )
-    if -skew > window:
-        _refuse(
-            f"timestamp is {_seconds(-skew)} s old, outside the ±{_seconds(window)} s "
-            "window; check that both nodes keep their clocks synchronized (NTP)"
-        )
+    _check_window(ts, now, window)
     if not seen.remember(envelope["nonce"], ts, now):
         _refuse("nonce already seen: the message is a replay")
     payload: dict[str, Any] = json.loads(message)["payload"]
@@ -329,6 +296,58 @@ def accepted_secrets(
     if now < _aware(rotated_at, "rotated_at") + grace:
         return [current, previous]
     return [current]
+
+
+def _check_purpose(purpose: str) -> None:
+    if not isinstance(purpose, str) or not _PURPOSE.fullmatch(purpose):
+        raise InvalidInput(
+            f"purpose: {purpose!r} is not a valid purpose; allowed: {PURPOSE_RULE}",
+            field="purpose",
+            value=purpose,
+            allowed=PURPOSE_RULE,
+        )
+
+
+def _check_nonce(nonce: str) -> None:
+    if not _NONCE.fullmatch(nonce):
+        raise InvalidInput(
+            f"nonce: {nonce!r} is not a valid nonce; allowed: {NONCE_RULE}",
+            field="nonce",
+            value=nonce,
+            allowed=NONCE_RULE,
+        )
+
+
+def _plain_payload(payload: Mapping[str, Any]) -> Any:
+    """``payload`` in its JSON form (tuples become lists), as the receiver will see it."""
+    if not isinstance(payload, Mapping):
+        raise InvalidInput(
+            "payload: must be a mapping", field="payload", value=payload, allowed="a JSON object"
+        )
+    try:
+        return json.loads(_canonical(dict(payload)))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(
+            f"payload: cannot be signed as JSON: {exc}",
+            field="payload",
+            value=payload,
+            allowed="a JSON object with text keys, no NaN or infinity",
+        ) from exc
+
+
+def _check_window(ts: datetime, now: datetime, window: timedelta) -> None:
+    """Refuse a timestamp more than ``window`` away from ``now`` either way."""
+    skew = ts - now
+    if skew > window:
+        _refuse(
+            f"timestamp is {_seconds(skew)} s in the future, outside the ±{_seconds(window)} s "
+            "window; check that both nodes keep their clocks synchronized (NTP)"
+        )
+    if -skew > window:
+        _refuse(
+            f"timestamp is {_seconds(-skew)} s old, outside the ±{_seconds(window)} s "
+            "window; check that both nodes keep their clocks synchronized (NTP)"
+        )
 
 
 def _check_shape(envelope: object) -> datetime:

@@ -51,45 +51,14 @@ def evaluate(
     db_now: datetime | None = None,
 ) -> Verdict:
     """The verdict for node ``me`` given the raw ownership rows and the node registry."""
-    mine = nodes.get(me)
-    if mine is None:
-        return Verdict(
-            "refused", f"node {me} is not registered; it must announce itself and be approved"
-        )
-    if mine.state == "retired":
-        return Verdict("refused", f"node {me} is retired and may never run jobs again")
-    if mine.state != "approved":
-        return Verdict("refused", f"node {me} is a candidate; an admin must approve it first")
-    if mine.fingerprint != my_fingerprint:
-        return Verdict(
-            "refused",
-            f"node {me} does not match its approved fingerprint (a cloned disk or another "
-            "database?); it may not claim or commit work",
-        )
-    if mine.fenced:
-        return Verdict(
-            "refused",
-            f"node {me} was fenced by a forced takeover; run `fleetcron cluster verify-rejoin`",
-        )
-    if len(ownership_rows) != 1:
-        return Verdict(
-            "invalid", f"coordination state has {len(ownership_rows)} ownership rows, expected 1"
-        )
+    refused = _refusal(nodes.get(me), me, my_fingerprint)
+    if refused is not None:
+        return refused
+    invalid = _invalid_state(ownership_rows, nodes)
+    if invalid is not None:
+        return invalid
     row = ownership_rows[0]
-    owner, generation = row.get("owner_node_id"), row.get("generation")
-    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
-        return Verdict("invalid", f"the ownership generation {generation!r} is not a whole number")
-    if not owner:
-        return Verdict(
-            "invalid", "no owner has been chosen (`fleetcron cluster transfer --to NODE`)"
-        )
-    if generation == 0:
-        return Verdict("invalid", f"owner {owner} is set at generation 0, which no transfer writes")
-    owner_record = nodes.get(str(owner))
-    if owner_record is None:
-        return Verdict("invalid", f"the owner {owner} is not a known node")
-    if owner_record.state != "approved":
-        return Verdict("invalid", f"the owner {owner} is {owner_record.state}, not approved")
+    owner, generation = row.get("owner_node_id"), int(row["generation"])
     draining = bool(row.get("draining"))
     if owner != me:
         return Verdict(
@@ -110,6 +79,57 @@ def evaluate(
 
     reason = "draining for a handoff: no new claims" if draining else "this node owns the jobs"
     return Verdict("owner", reason, generation, me, draining)
+
+
+def _refusal(mine: NodeRecord | None, me: str, my_fingerprint: str) -> Verdict | None:
+    """Why node ``me`` may not act at all, from its own record; ``None`` when it may."""
+    if mine is None:
+        return Verdict(
+            "refused", f"node {me} is not registered; it must announce itself and be approved"
+        )
+    if mine.state == "retired":
+        return Verdict("refused", f"node {me} is retired and may never run jobs again")
+    if mine.state != "approved":
+        return Verdict("refused", f"node {me} is a candidate; an admin must approve it first")
+    if mine.fingerprint != my_fingerprint:
+        return Verdict(
+            "refused",
+            f"node {me} does not match its approved fingerprint (a cloned disk or another "
+            "database?); it may not claim or commit work",
+        )
+    if mine.fenced:
+        return Verdict(
+            "refused",
+            f"node {me} was fenced by a forced takeover; run `fleetcron cluster verify-rejoin`",
+        )
+    return None
+
+
+def _invalid_state(
+    ownership_rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, NodeRecord]
+) -> Verdict | None:
+    """Why the coordination state names no valid owner (one row, a positive whole
+    generation, an approved owner); ``None`` when it does."""
+    if len(ownership_rows) != 1:
+        return Verdict(
+            "invalid", f"coordination state has {len(ownership_rows)} ownership rows, expected 1"
+        )
+    row = ownership_rows[0]
+    owner, generation = row.get("owner_node_id"), row.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        return Verdict("invalid", f"the ownership generation {generation!r} is not a whole number")
+    if not owner:
+        return Verdict(
+            "invalid", "no owner has been chosen (`fleetcron cluster transfer --to NODE`)"
+        )
+    if generation == 0:
+        return Verdict("invalid", f"owner {owner} is set at generation 0, which no transfer writes")
+    owner_record = nodes.get(str(owner))
+    if owner_record is None:
+        return Verdict("invalid", f"the owner {owner} is not a known node")
+    if owner_record.state != "approved":
+        return Verdict("invalid", f"the owner {owner} is {owner_record.state}, not approved")
+    return None
 
 
 # -- claim deadlines, watchdog budgets and self-fencing --------------------------------------

@@ -172,6 +172,25 @@ def plan_run(
         skipped = tuple(t for t in in_order if t.paused)
         batch = Batch(1, False, starts, skipped)
         return RunPlan(job, False, (batch,) if targets else (), tuple(excluded), options)
+    batches, halt = _played_forward(targets, options)
+    members = len({t.assignment_id for t in targets})
+    return RunPlan(
+        job,
+        True,
+        tuple(batches),
+        tuple(excluded),
+        options,
+        threshold(options, members),
+        members,
+        halt,
+    )
+
+
+def _played_forward(
+    targets: Sequence[PlanTarget], options: RolloutOptions
+) -> tuple[list[Batch], Halt | None]:
+    """The batches :func:`plan_rollout` starts when every started run succeeds at once,
+    and the halt that stops the rollout before its first batch, if any."""
     by_id = {t.assignment_id: t for t in targets}
     members = {
         t.assignment_id: Member(
@@ -202,16 +221,7 @@ def plan_run(
                 tuple(t for t in chosen if t.paused),
             )
         )
-    return RunPlan(
-        job,
-        True,
-        tuple(batches),
-        tuple(excluded),
-        options,
-        threshold(options, len(members)),
-        len(members),
-        halt,
-    )
+    return batches, halt
 
 
 __all__ = ["EXCLUDED_WHY", "Batch", "Excluded", "PlanTarget", "RunPlan", "plan_run"]

@@ -25,7 +25,7 @@ all problems of a file are reported together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -153,6 +153,21 @@ def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> Schedule
     Values (cron, zone, ranges, targets) are checked by the service against the product's
     rules and the store.
     """
+    root = _compose(text, source)
+    reader = Reader()
+    top = reader.mapping(root, "", TOP_KEYS, "a mapping with version and jobs")
+    if top is None:
+        raise ScheduleFileError(source, reader.problems)
+    version = _read_version(reader, root, top)
+    jobs = _read_jobs(reader, top["jobs"][1]) if "jobs" in top else []
+    if reader.problems:
+        raise ScheduleFileError(source, reader.problems)
+    assert version is not None
+    return ScheduleFile(source=source, version=version, jobs=tuple(jobs))
+
+
+def _compose(text: str, source: str) -> Node:
+    """The file's YAML node tree; an empty file or invalid YAML is the file's one problem."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -172,37 +187,33 @@ def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> Schedule
                 )
             ],
         )
-    reader = Reader()
-    top = reader.mapping(root, "", TOP_KEYS, "a mapping with version and jobs")
-    if top is None:
-        raise ScheduleFileError(source, reader.problems)
-    version = _read_version(reader, root, top)
+    return root
+
+
+def _read_jobs(reader: Reader, jobs_node: Node) -> list[JobDecl]:
+    """The jobs that read without a problem, each name once (a second declaration of a
+    name is a problem naming the first one's line); an empty ``jobs:`` is no jobs."""
     jobs: list[JobDecl] = []
-    if "jobs" in top:
-        jobs_node = top["jobs"][1]
-        if isinstance(jobs_node, SequenceNode):
-            first_line: dict[str, int] = {}
-            for index, item in enumerate(jobs_node.value):
-                decl = _read_job(reader, item, index)
-                if decl is None:
-                    continue
-                if decl.name in first_line:
-                    reader.problems.append(
-                        decl.problem(
-                            "name",
-                            f"job {decl.name} is declared twice "
-                            f"(first on line {first_line[decl.name]})",
-                        )
+    if isinstance(jobs_node, SequenceNode):
+        first_line: dict[str, int] = {}
+        for index, item in enumerate(jobs_node.value):
+            decl = _read_job(reader, item, index)
+            if decl is None:
+                continue
+            if decl.name in first_line:
+                reader.problems.append(
+                    decl.problem(
+                        "name",
+                        f"job {decl.name} is declared twice "
+                        f"(first on line {first_line[decl.name]})",
                     )
-                    continue
-                first_line[decl.name] = decl.lines["name"]
-                jobs.append(decl)
-        elif not (isinstance(jobs_node, ScalarNode) and jobs_node.tag.endswith(":null")):
-            reader.fail(jobs_node, "jobs", f"expected a list of jobs, got {kind_of(jobs_node)}")
-    if reader.problems:
-        raise ScheduleFileError(source, reader.problems)
-    assert version is not None
-    return ScheduleFile(source=source, version=version, jobs=tuple(jobs))
+                )
+                continue
+            first_line[decl.name] = decl.lines["name"]
+            jobs.append(decl)
+    elif not (isinstance(jobs_node, ScalarNode) and jobs_node.tag.endswith(":null")):
+        reader.fail(jobs_node, "jobs", f"expected a list of jobs, got {kind_of(jobs_node)}")
+    return jobs
 
 
 def _read_version(reader: Reader, root: Node, top: dict[str, tuple[Node, Node]]) -> int | None:
@@ -227,6 +238,43 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
     keys = reader.mapping(node, path, JOB_KEYS, "a job (a mapping with name, schedule, ...)")
     if keys is None:
         return None
+    values, lines = _job_values(reader, keys, path)
+
+    def fail(key: str | None, message: str) -> None:
+        line = lines.get(key, line_of(node)) if key else line_of(node)
+        reader.problems.append(Problem(line, f"{path}.{key}" if key else path, message))
+
+    _check_required_and_name(keys, values, fail)
+    _check_kind(keys, values, fail)
+    if len(reader.problems) > before:
+        return None
+    spec = {
+        SPEC_FIELDS[key]: BY_KEY[key].plain(values[key]) for key in SPEC_FIELDS if key in values
+    }
+    return JobDecl(
+        index=index,
+        line=line_of(node),
+        name=str(values.get("name")),
+        bulk=values.get("bulk") is True,
+        target=values.get("target"),
+        selector=values.get("selector") or "",
+        disabled_on=tuple(values.get("disabled_on") or ()),
+        enabled=values.get("enabled", True),
+        allow_duplicate=values.get("allow_duplicate", False),
+        spec=spec,
+        lines=lines,
+    )
+
+
+_Fail = Callable[[str | None, str], None]
+"""Records a problem of one job: the key it is about (``None``: the job) and the message."""
+
+
+def _job_values(
+    reader: Reader, keys: dict[str, tuple[Node, Node]], path: str
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Each key's value read as its type says (a problem recorded where it is not one),
+    and each key's line."""
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     for key, (_key_node, value_node) in keys.items():
@@ -239,11 +287,10 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
             values[key] = str(value_node.value)  # a count: `batch: 10` is "10"
         else:
             values[key] = reader.scalar(value_node, key_path, kind)
+    return values, lines
 
-    def fail(key: str | None, message: str) -> None:
-        line = lines.get(key, line_of(node)) if key else line_of(node)
-        reader.problems.append(Problem(line, f"{path}.{key}" if key else path, message))
 
+def _check_required_and_name(keys: Container[str], values: dict[str, Any], fail: _Fail) -> None:
     for required in ("name", "schedule", "command"):
         if required not in keys:
             fail(None, f"missing required key {required}")
@@ -253,8 +300,12 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
             v.validate_job_name(name)
         except InvalidInput as exc:
             fail("name", exc.message.removeprefix("name: "))
+
+
+def _check_kind(keys: Container[str], values: dict[str, Any], fail: _Fail) -> None:
+    """A bulk job (``bulk: true``, a selector) or an individual one (``target``), and only
+    the keys its kind takes."""
     bulk = values.get("bulk") is True
-    target = values.get("target")
     if bulk and "target" in keys:
         fail("target", "a bulk job runs on the targets its selector matches; remove target")
     if not bulk and "target" not in keys and "bulk" in keys:
@@ -267,24 +318,6 @@ def _read_job(reader: Reader, node: Node, index: int) -> JobDecl | None:
                 fail(key, "applies to bulk jobs only (bulk: true)")
     if bulk and "enabled" in keys:
         fail("enabled", "a bulk job is paused per target with disabled_on: [TARGET, ...]")
-    if len(reader.problems) > before:
-        return None
-    spec = {
-        SPEC_FIELDS[key]: BY_KEY[key].plain(values[key]) for key in SPEC_FIELDS if key in values
-    }
-    return JobDecl(
-        index=index,
-        line=line_of(node),
-        name=str(name),
-        bulk=bulk,
-        target=target,
-        selector=values.get("selector") or "",
-        disabled_on=tuple(values.get("disabled_on") or ()),
-        enabled=values.get("enabled", True),
-        allow_duplicate=values.get("allow_duplicate", False),
-        spec=spec,
-        lines=lines,
-    )
 
 
 # --- states and the plan ----------------------------------------------------------------

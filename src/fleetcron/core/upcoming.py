@@ -261,51 +261,74 @@ def upcoming(
     end = now + timedelta(hours=hours)
     fires: list[Fire] = []
     for job in jobs:
-        zones: dict[str, list[Member]] = {}
-        for member in job.members:
-            zone = effective_zone(job.timezone, member.target_zone, default_zone)
-            zones.setdefault(zone, []).append(member)
-        # (instant, zone) of each fire, and the zones firing at each instant.
-        times: dict[str, list[datetime]] = {}
-        at_instant: dict[datetime, list[str]] = {}
-        for zone in zones:
-            found = []
-            for count, at in enumerate(parse_cached(job.schedule, zone).between(now, end)):
-                if count >= limit:
-                    break  # this job alone fills the list: later fires cannot be shown
-                found.append(at)
-                at_instant.setdefault(at.astimezone(UTC), []).append(zone)
-            times[zone] = found
-        plans: dict[tuple[str, ...], Rollout | None] = {}
-
-        for zone, members in zones.items():
-            if target is not None:
-                members = [m for m in members if m.target == target]
-                if not members:
-                    continue
-            active = sum(1 for m in members if m.enabled and not m.target_paused)
-            paused = sum(1 for m in members if m.enabled and m.target_paused)
-            disabled = sum(1 for m in members if not m.enabled)
-            first_s, last_s = job.start_bounds(
-                [m for m in members if m.enabled and not m.target_paused]
-            )
-            for at in times[zone]:
-                shared = tuple(sorted(at_instant[at.astimezone(UTC)]))
-                fires.append(
-                    Fire(
-                        at,
-                        job.name,
-                        job.origin,
-                        zone,
-                        active,
-                        paused,
-                        disabled,
-                        job.spread_s + job.jitter_s,
-                        _slot_plan(job, zones, shared, plans) if active else None,
-                        first_s,
-                        last_s,
-                    )
-                )
+        fires += _job_fires(job, now, end, default_zone, limit=limit, target=target)
     # By the instant: two fires of one zone in a DST fold have the same wall time.
     fires.sort(key=lambda f: (f.at.astimezone(UTC), f.job, f.zone))
     return Upcoming(fires[:limit], now, end, len(fires) > limit)
+
+
+def _job_fires(
+    job: JobFacts,
+    now: datetime,
+    end: datetime,
+    default_zone: str,
+    *,
+    limit: int,
+    target: str | None,
+) -> list[Fire]:
+    """One job's fires in (now, end], a line per zone its members run in (with
+    ``target``, only that target's zone)."""
+    zones: dict[str, list[Member]] = {}
+    for member in job.members:
+        zone = effective_zone(job.timezone, member.target_zone, default_zone)
+        zones.setdefault(zone, []).append(member)
+    times, at_instant = _fire_times(job.schedule, zones, now, end, limit)
+    plans: dict[tuple[str, ...], Rollout | None] = {}
+    fires: list[Fire] = []
+    for zone, members in zones.items():
+        if target is not None:
+            members = [m for m in members if m.target == target]
+            if not members:
+                continue
+        active = sum(1 for m in members if m.enabled and not m.target_paused)
+        paused = sum(1 for m in members if m.enabled and m.target_paused)
+        disabled = sum(1 for m in members if not m.enabled)
+        first_s, last_s = job.start_bounds(
+            [m for m in members if m.enabled and not m.target_paused]
+        )
+        for at in times[zone]:
+            shared = tuple(sorted(at_instant[at.astimezone(UTC)]))
+            fires.append(
+                Fire(
+                    at,
+                    job.name,
+                    job.origin,
+                    zone,
+                    active,
+                    paused,
+                    disabled,
+                    job.spread_s + job.jitter_s,
+                    _slot_plan(job, zones, shared, plans) if active else None,
+                    first_s,
+                    last_s,
+                )
+            )
+    return fires
+
+
+def _fire_times(
+    schedule: str, zones: Iterable[str], now: datetime, end: datetime, limit: int
+) -> tuple[dict[str, list[datetime]], dict[datetime, list[str]]]:
+    """The instants ``schedule`` fires in (now, end] in each zone (at most ``limit`` per
+    zone), and the zones firing at each instant (by UTC)."""
+    times: dict[str, list[datetime]] = {}
+    at_instant: dict[datetime, list[str]] = {}
+    for zone in zones:
+        found = []
+        for count, at in enumerate(parse_cached(schedule, zone).between(now, end)):
+            if count >= limit:
+                break  # this job alone fills the list: later fires cannot be shown
+            found.append(at)
+            at_instant.setdefault(at.astimezone(UTC), []).append(zone)
+        times[zone] = found
+    return times, at_instant

@@ -41,47 +41,18 @@ def _error(message: str, text: str, allowed: str) -> CronError:
     return CronError(message, field="expression", value=text, allowed=allowed)
 
 
+_FIVE = "5 fields (minute hour day-of-month month day-of-week) or a macro such as @daily"
+
+
 def _split(text: str) -> list[str]:
-    five = "5 fields (minute hour day-of-month month day-of-week) or a macro such as @daily"
-    if not isinstance(text, str):
-        raise _error(f"expression: expected text, got {type(text).__name__}", str(text), five)
-    if len(text) > _MAX_LENGTH:
-        raise _error(f"expression: longer than {_MAX_LENGTH} characters", text[:40], five)
-    if not text.isascii():
-        bad = next(ch for ch in text if not ch.isascii())
-        raise _error(f"expression: {text!r} contains the non-ASCII character {bad!r}", text, five)
-    control = next((ch for ch in text if (ch < " " and ch != "\t") or ch == "\x7f"), None)
-    if control is not None:
-        name = _CONTROL_NAMES.get(control, "control character")
-        raise _error(
-            f"expression: {text!r} contains the {name} {control!r} at position "
-            f"{text.index(control) + 1}; fields are separated by spaces or tabs only",
-            text,
-            five,
-        )
+    """The five fields of an expression or of the macro it names; raises
+    :class:`CronError` for text that cannot be one."""
+    _check_characters(text)
     stripped = text.strip()
     if not stripped:
-        raise _error("expression: is empty", text, five)
+        raise _error("expression: is empty", text, _FIVE)
     if stripped.startswith("@"):
-        macro, *rest = stripped.split()
-        if rest:
-            raise _error(
-                f'expression: unexpected text after {macro}: "{" ".join(rest)}"', text, five
-            )
-        if macro.lower() == "@reboot":
-            raise _error(
-                "expression: @reboot is not a schedule; fleetcron runs jobs at times only",
-                text,
-                ", ".join(MACROS),
-            )
-        expanded = MACROS.get(macro.lower())
-        if expanded is None:
-            raise _error(
-                f"expression: unknown macro {macro}; allowed: {', '.join(MACROS)}",
-                text,
-                ", ".join(MACROS),
-            )
-        return expanded.split()
+        return _expand_macro(stripped, text)
     fields = stripped.split()
     if len(fields) != 5:
         hint = ""
@@ -91,9 +62,50 @@ def _split(text: str) -> list[str]:
             f"expression: {text!r} has {len(fields)} field{'s' if len(fields) != 1 else ''}, "
             f"expected 5{hint}",
             text,
-            five,
+            _FIVE,
         )
     return fields
+
+
+def _check_characters(text: str) -> None:
+    """Text, not too long, in ASCII, without control characters but tabs."""
+    if not isinstance(text, str):
+        raise _error(f"expression: expected text, got {type(text).__name__}", str(text), _FIVE)
+    if len(text) > _MAX_LENGTH:
+        raise _error(f"expression: longer than {_MAX_LENGTH} characters", text[:40], _FIVE)
+    if not text.isascii():
+        bad = next(ch for ch in text if not ch.isascii())
+        raise _error(f"expression: {text!r} contains the non-ASCII character {bad!r}", text, _FIVE)
+    control = next((ch for ch in text if (ch < " " and ch != "\t") or ch == "\x7f"), None)
+    if control is not None:
+        name = _CONTROL_NAMES.get(control, "control character")
+        raise _error(
+            f"expression: {text!r} contains the {name} {control!r} at position "
+            f"{text.index(control) + 1}; fields are separated by spaces or tabs only",
+            text,
+            _FIVE,
+        )
+
+
+def _expand_macro(stripped: str, text: str) -> list[str]:
+    """The five fields of the macro ``stripped`` (``@daily``: ``0 0 * * *``)."""
+    macro, *rest = stripped.split()
+    if rest:
+        raise _error(f'expression: unexpected text after {macro}: "{" ".join(rest)}"', text, _FIVE)
+    if macro.lower() == "@reboot":
+        raise _error(
+            "expression: @reboot is not a schedule; fleetcron runs jobs at times only",
+            text,
+            ", ".join(MACROS),
+        )
+    expanded = MACROS.get(macro.lower())
+    if expanded is None:
+        raise _error(
+            f"expression: unknown macro {macro}; allowed: {', '.join(MACROS)}",
+            text,
+            ", ".join(MACROS),
+        )
+    return expanded.split()
 
 
 def _check_can_fire(text: str, dom: ParsedField, month: ParsedField, dow: ParsedField) -> None:

@@ -388,37 +388,52 @@ class Finder:
             local, moment, wall, first, second = self._locate(t)
             start = wall.replace(second=0, microsecond=0) + _MINUTE
             if first > second:  # t is inside a repeated interval
-                window_start, window_end = self._fold_window(wall, first, second)
-                if local.fold == 1:
-                    if self._fixed_time:
-                        # a fixed-time job already fired on the first pass of this interval
-                        start = max(start, _ceil_minute(window_end))
-                elif not self._fixed_time:
-                    candidate = self._next_wall(start)
-                    if candidate < window_end:
-                        return self._at(candidate)
-                    repeat = self._next_wall(_ceil_minute(window_start))
-                    if repeat < window_end:
-                        return self._at(repeat, fold=1)
-                    start = candidate
-            for _ in range(_MAX_CANDIDATES):
-                candidate = self._next_wall(start)
-                first, second = self._offsets(candidate)
-                if first == second:
-                    return self._at(candidate)
-                if first > second:  # repeated: first pass, or the second pass for wildcards
-                    if candidate - first > moment:
-                        return self._at(candidate)
-                    if not self._fixed_time and candidate - second > moment:
-                        return self._at(candidate, fold=1)
-                elif self._fixed_time:  # skipped: fixed-time jobs run right after the jump
-                    fire = self._gap_end(candidate, first, second)
-                    if utc_naive(fire) > moment:
-                        return fire
-                start = candidate + _MINUTE
-            raise exhausted(t, "after")
+                fire, start = self._next_in_repeat(local, wall, first, second, start)
+                if fire is not None:
+                    return fire
+            return self._next_from(start, moment, t)
         except OverflowError as exc:  # a conversion or a step past year 1 or 9999
             raise exhausted(t, "after", overflow=True) from exc
+
+    def _next_in_repeat(
+        self, local: datetime, wall: datetime, first: timedelta, second: timedelta, start: datetime
+    ) -> tuple[datetime | None, datetime]:
+        """For a ``t`` inside a repeated interval (at ``local``, on its ``wall`` clock): the
+        next fire within the interval, if any, and the wall time the search continues from."""
+        window_start, window_end = self._fold_window(wall, first, second)
+        if local.fold == 1:
+            if self._fixed_time:
+                # a fixed-time job already fired on the first pass of this interval
+                start = max(start, _ceil_minute(window_end))
+            return None, start
+        if self._fixed_time:
+            return None, start
+        candidate = self._next_wall(start)
+        if candidate < window_end:
+            return self._at(candidate), start
+        repeat = self._next_wall(_ceil_minute(window_start))
+        if repeat < window_end:
+            return self._at(repeat, fold=1), start
+        return None, candidate
+
+    def _next_from(self, start: datetime, moment: datetime, t: datetime) -> datetime:
+        """The first fire after ``moment`` (UTC, naive) from the wall time ``start`` on."""
+        for _ in range(_MAX_CANDIDATES):
+            candidate = self._next_wall(start)
+            first, second = self._offsets(candidate)
+            if first == second:
+                return self._at(candidate)
+            if first > second:  # repeated: first pass, or the second pass for wildcards
+                if candidate - first > moment:
+                    return self._at(candidate)
+                if not self._fixed_time and candidate - second > moment:
+                    return self._at(candidate, fold=1)
+            elif self._fixed_time:  # skipped: fixed-time jobs run right after the jump
+                fire = self._gap_end(candidate, first, second)
+                if utc_naive(fire) > moment:
+                    return fire
+            start = candidate + _MINUTE
+        raise exhausted(t, "after")
 
     def previous_before(self, t: datetime) -> datetime:
         try:
@@ -429,36 +444,49 @@ class Finder:
             if start == wall:
                 start -= _MINUTE
             if first > second and local.fold == 1:  # t is in the second pass of a repeat
-                window_start, window_end = self._fold_window(wall, first, second)
-                last_in_window = _ceil_minute(window_end) - _MINUTE
-                if self._fixed_time:
-                    start = max(start, last_in_window)
-                else:
-                    candidate = self._prev_wall(start)
-                    if candidate >= window_start:
-                        return self._at(candidate, fold=1)
-                    repeat = self._prev_wall(last_in_window)
-                    if repeat >= window_start:
-                        return self._at(repeat)
-                    start = candidate
-            for _ in range(_MAX_CANDIDATES):
-                candidate = self._prev_wall(start)
-                first, second = self._offsets(candidate)
-                if first == second:
-                    return self._at(candidate)
-                if first > second:
-                    if not self._fixed_time and candidate - second < moment:
-                        return self._at(candidate, fold=1)
-                    if candidate - first < moment:
-                        return self._at(candidate)
-                elif self._fixed_time:
-                    fire = self._gap_end(candidate, first, second)
-                    if utc_naive(fire) < moment:
-                        return fire
-                start = candidate - _MINUTE
-            raise exhausted(t, "before")
+                fire, start = self._previous_in_repeat(wall, first, second, start)
+                if fire is not None:
+                    return fire
+            return self._previous_from(start, moment, t)
         except OverflowError as exc:
             raise exhausted(t, "before", overflow=True) from exc
+
+    def _previous_in_repeat(
+        self, wall: datetime, first: timedelta, second: timedelta, start: datetime
+    ) -> tuple[datetime | None, datetime]:
+        """For a ``t`` in the second pass of a repeated interval (on its ``wall`` clock): the
+        previous fire within the interval, if any, and the wall time the search continues
+        from."""
+        window_start, window_end = self._fold_window(wall, first, second)
+        last_in_window = _ceil_minute(window_end) - _MINUTE
+        if self._fixed_time:
+            return None, max(start, last_in_window)
+        candidate = self._prev_wall(start)
+        if candidate >= window_start:
+            return self._at(candidate, fold=1), start
+        repeat = self._prev_wall(last_in_window)
+        if repeat >= window_start:
+            return self._at(repeat), start
+        return None, candidate
+
+    def _previous_from(self, start: datetime, moment: datetime, t: datetime) -> datetime:
+        """The last fire before ``moment`` (UTC, naive) from the wall time ``start`` back."""
+        for _ in range(_MAX_CANDIDATES):
+            candidate = self._prev_wall(start)
+            first, second = self._offsets(candidate)
+            if first == second:
+                return self._at(candidate)
+            if first > second:
+                if not self._fixed_time and candidate - second < moment:
+                    return self._at(candidate, fold=1)
+                if candidate - first < moment:
+                    return self._at(candidate)
+            elif self._fixed_time:
+                fire = self._gap_end(candidate, first, second)
+                if utc_naive(fire) < moment:
+                    return fire
+            start = candidate - _MINUTE
+        raise exhausted(t, "before")
 
     def iter_after(self, t: datetime) -> Iterator[datetime]:
         try:

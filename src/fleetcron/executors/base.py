@@ -106,6 +106,11 @@ class ExecRequest:
     live: LiveOutput | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._check_command()
+        self._check_limits()
+        self._check_env()
+
+    def _check_command(self) -> None:
         if self.mark_scope is not None and not _MARK_SCOPE.fullmatch(self.mark_scope):
             raise InvalidInput(
                 f"invalid mark scope {self.mark_scope!r}",
@@ -120,6 +125,8 @@ class ExecRequest:
                 value=self.command,
                 allowed="a non-empty shell command",
             )
+
+    def _check_limits(self) -> None:
         if not self.timeout_s > 0:
             raise InvalidInput(
                 f"timeout must be positive, got {self.timeout_s}",
@@ -152,6 +159,8 @@ class ExecRequest:
                 value=self.output_limit,
                 allowed="a number of bytes >= 0",
             )
+
+    def _check_env(self) -> None:
         for name, value in self.env.items():
             if not _ENV_NAME.fullmatch(name):
                 raise InvalidInput(

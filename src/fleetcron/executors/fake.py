@@ -88,7 +88,13 @@ class FakeExecutor:
         t0 = time.monotonic()
         if outcome.error is not None:
             return self._result(
-                "connect_error", None, FakeOutcome(), request, started_at, t0, outcome.error
+                "connect_error",
+                None,
+                FakeOutcome(),
+                request,
+                started_at=started_at,
+                t0=t0,
+                error=outcome.error,
             )
         limit = request.timeout_s
         if request.watchdog_s is not None:
@@ -101,12 +107,18 @@ class FakeExecutor:
                 self._wait(limit if timed_out else outcome.duration_s), request.live
             )
         except StopRequested:
-            return self._result("failed", None, outcome, request, started_at, t0, STOPPED)
+            return self._result(
+                "failed", None, outcome, request, started_at=started_at, t0=t0, error=STOPPED
+            )
         if timed_out:
             error = timeout_error(request.timeout_s, limit, "simulated run stopped")
-            return self._result("timed_out", None, outcome, request, started_at, t0, error)
+            return self._result(
+                "timed_out", None, outcome, request, started_at=started_at, t0=t0, error=error
+            )
         status: Status = "succeeded" if outcome.exit_code == 0 else "failed"
-        return self._result(status, outcome.exit_code, outcome, request, started_at, t0, None)
+        return self._result(
+            status, outcome.exit_code, outcome, request, started_at=started_at, t0=t0, error=None
+        )
 
     async def _wait(self, seconds: float) -> None:
         await self._sleep(seconds)
@@ -120,6 +132,7 @@ class FakeExecutor:
         exit_code: int | None,
         outcome: FakeOutcome,
         request: ExecRequest,
+        *,
         started_at: datetime,
         t0: float,
         error: str | None,

@@ -54,6 +54,7 @@ from fleetcron.executors.output import (
 from fleetcron.executors.watchdog import (
     GENERATION_VARIABLE,
     PGID_MARKER,
+    Plan,
     plain_script,
     plan,
     stop_argv,
@@ -183,54 +184,22 @@ class LocalExecutor:
         :class:`~fleetcron.executors.base.Executor` seam."""
         called = time.monotonic()
         started_at = self._clock()
-        try:
-            account = self.account()
-        except LookupError as exc:
-            return _not_started(started_at, self._clock(), called, str(exc))
-        if account.uid == 0 and self._run_as_name is None and not self._allow_root:
-            return _not_started(started_at, self._clock(), called, ROOT_REFUSED)
-        if account.uid != os.geteuid() and os.geteuid() != 0:
-            me = RunAs.current().name
-            return _not_started(
-                started_at,
-                self._clock(),
-                called,
-                f"local_run_as is {account.name!r}, but the scheduler runs as {me!r}, not "
-                "root: only root can run commands as another user",
-            )
+        account = self._permitted_account()
+        if isinstance(account, str):
+            return _not_started(started_at, self._clock(), called, account)
         steps = plan(
             request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
         )
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
         env = self.environment(request, account)
-        if self._watchdog:
-            script = watchdog_script(
-                request.command,
-                env,
-                term_after_s=steps.term_after,
-                kill_grace_s=steps.kill_grace,
-                generation=request.generation,
-                mark_scope=request.mark_scope,
-            )
-        else:
-            script = plain_script(request.command, env)
+        script = self._script(request, env, steps)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
         t0 = time.monotonic()
-        # The spawn is never cancelled halfway (asyncio would kill only the shell and then
-        # wait for the orphaned command): on cancel, let it finish and kill the groups.
-        spawn = asyncio.ensure_future(self._spawn(script, account, env))
         try:
-            proc = await asyncio.shield(spawn)
-        except asyncio.CancelledError:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                proc = await _uncancelled(spawn)
-                assert proc.stdout is not None and proc.stderr is not None
-                readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, splitter))
-                await _uncancelled(self._abort(proc, splitter, readers))
-            raise
+            proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
             return _not_started(
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
@@ -239,6 +208,91 @@ class LocalExecutor:
         readers = asyncio.gather(
             _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
         )
+        status, exit_code, error = await self._outcome(
+            request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
+        )
+        splitter.flush()
+        refused = superseded_error(exit_code, stderr.excerpt().head)
+        if refused is not None:
+            status, exit_code, error = "connect_error", None, refused
+        return ExecResult(
+            status=status,
+            exit_code=exit_code,
+            stdout=stdout.excerpt(),
+            stderr=stderr.excerpt(),
+            started_at=started_at,
+            finished_at=self._clock(),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            error=error,
+        )
+
+    def _permitted_account(self) -> RunAs | str:
+        """The account this run may run as, or why it may not start (the trust boundary)."""
+        try:
+            account = self.account()
+        except LookupError as exc:
+            return str(exc)
+        if account.uid == 0 and self._run_as_name is None and not self._allow_root:
+            return ROOT_REFUSED
+        if account.uid != os.geteuid() and os.geteuid() != 0:
+            me = RunAs.current().name
+            return (
+                f"local_run_as is {account.name!r}, but the scheduler runs as {me!r}, not "
+                "root: only root can run commands as another user"
+            )
+        return account
+
+    def _script(self, request: ExecRequest, env: dict[str, str], steps: Plan) -> str:
+        if not self._watchdog:
+            return plain_script(request.command, env)
+        return watchdog_script(
+            request.command,
+            env,
+            term_after_s=steps.term_after,
+            kill_grace_s=steps.kill_grace,
+            generation=request.generation,
+            mark_scope=request.mark_scope,
+        )
+
+    async def _spawn_whole(
+        self,
+        script: str,
+        account: RunAs,
+        env: dict[str, str],
+        stdout: BoundedOutput,
+        splitter: MarkerLineSplitter,
+    ) -> asyncio.subprocess.Process:
+        """Start the wrapper; raise ``OSError`` or ``SubprocessError`` when it cannot start.
+
+        The spawn is never cancelled halfway (asyncio would kill only the shell and then
+        wait for the orphaned command): on cancel, let it finish and kill the groups.
+        """
+        spawn = asyncio.ensure_future(self._spawn(script, account, env))
+        try:
+            return await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                proc = await _uncancelled(spawn)
+                assert proc.stdout is not None and proc.stderr is not None
+                readers = asyncio.gather(_drain(proc.stdout, stdout), _drain(proc.stderr, splitter))
+                await _uncancelled(self._abort(proc, splitter, readers))
+            raise
+
+    async def _outcome(
+        self,
+        request: ExecRequest,
+        proc: asyncio.subprocess.Process,
+        *,
+        splitter: MarkerLineSplitter,
+        readers: asyncio.Future[Any],
+        steps: Plan,
+        t0: float,
+    ) -> tuple[Status, int | None, str | None]:
+        """Wait for the started command within its limit: status, exit code and error.
+
+        A timeout or an operator's stop kills the whole process group; a cancel by the
+        caller kills it too and is raised again.
+        """
         limit = steps.limit
         status: Status
         error: str | None = None
@@ -270,20 +324,7 @@ class LocalExecutor:
             # Cancelled by the caller: never leave the job running behind our back.
             await _uncancelled(self._abort(proc, splitter, readers))
             raise
-        splitter.flush()
-        refused = superseded_error(exit_code, stderr.excerpt().head)
-        if refused is not None:
-            status, exit_code, error = "connect_error", None, refused
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
-            stdout=stdout.excerpt(),
-            stderr=stderr.excerpt(),
-            started_at=started_at,
-            finished_at=self._clock(),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            error=error,
-        )
+        return status, exit_code, error
 
     async def kill_older_generations(self, generation: int) -> int:
         """Kill every process group on this machine started by fleetcron for a run tagged

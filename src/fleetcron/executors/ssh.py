@@ -85,6 +85,7 @@ from fleetcron.executors.watchdog import (
     MARK_SCOPE,
     PGID_MARKER,
     SCAN_SCRIPT,
+    Plan,
     plain_script,
     plan,
     stop_command,
@@ -398,78 +399,16 @@ class SshExecutor:
         out = tee(stdout, request.live)
         started_at = self._clock()
         t0 = time.monotonic()
-        conn = entry.conn
         steps = plan(
             request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
         )
         if steps is None:
             raise ConnectError(NOT_STARTED_DEADLINE)
-        env = dict(request.env)
-        if request.run_id is not None:
-            env["FLEETCRON_RUN_ID"] = str(request.run_id)
-        if self._watchdog:
-            remote = wrap_command(
-                request.command,
-                env,
-                term_after_s=steps.term_after,
-                kill_grace_s=steps.kill_grace,
-                generation=request.generation,
-                mark_scope=request.mark_scope,
-            )
-            limit, grace = steps.limit, steps.grace
-        else:
-            remote = wrap_command(request.command, env)
-            limit, grace = request.timeout_s, self._kill_grace_s
-        # Never retried: once the exec request may have reached the server, a second
-        # attempt could run the command twice.
-        try:
-            async with asyncio.timeout(self._connect_timeout_s):
-                chan, _ = await conn.create_session(
-                    lambda: _RunSession(out, splitter),
-                    remote,
-                    encoding=None,
-                )
-        except asyncssh.ChannelOpenError as exc:
-            raise ConnectError(
-                f"{target.host}:{target.port} refused a new session ({exc.reason}); "
-                "is sshd's MaxSessions below the per-target concurrency?"
-            ) from exc
-        except (asyncssh.Error, OSError, TimeoutError) as exc:
-            entry.client.lost = True
-            raise ConnectError(
-                f"connection to {target.host}:{target.port} lost before the command started"
-            ) from exc
-        status: Status
-        exit_code: int | None = None
-        error: str | None = None
-        try:
-            async with asyncio.timeout(limit):
-                await unless_stopped(chan.wait_closed(), request.live)
-        except StopRequested:
-            # Stopped by an operator: end the remote group as a timeout does, SIGTERM and
-            # SIGKILL after the grace (recorded cancelled).
-            deadline = time.monotonic() + MARKER_WAIT_S
-            while splitter.value is None and not chan.is_closing():
-                if time.monotonic() >= deadline:
-                    break
-                await asyncio.sleep(0.01)
-            await self._terminate(conn, chan, _pgid(splitter))
-            status, error = "failed", STOPPED
-        except TimeoutError:
-            await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
-            status = "timed_out"
-            error = timeout_error(request.timeout_s, limit, "remote process group killed")
-        except asyncio.CancelledError:
-            task = asyncio.create_task(self._terminate(conn, chan, _pgid(splitter), grace_s=0))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            raise
-        else:
-            status, exit_code, error = _exit_outcome(chan)
-            if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
-                # The remote timeout(1) fired a hair before our own timer: the same outcome.
-                status, exit_code = "timed_out", None
-                error = timeout_error(request.timeout_s, limit, "remote process group killed")
+        remote, limit, grace = self._remote_command(request, steps)
+        chan = await self._open_session(entry, target, remote, _RunSession(out, splitter))
+        status, exit_code, error = await self._outcome(
+            entry.conn, chan, request, splitter=splitter, limit=limit, grace=grace, t0=t0
+        )
         splitter.flush()
         refused = superseded_error(exit_code, stderr.excerpt().head)
         if refused is not None:
@@ -484,6 +423,89 @@ class SshExecutor:
             duration_ms=int((time.monotonic() - t0) * 1000),
             error=error,
         )
+
+    def _remote_command(self, request: ExecRequest, steps: Plan) -> tuple[str, float, float]:
+        """The command line sent to the target, with our own time limit and kill grace."""
+        env = dict(request.env)
+        if request.run_id is not None:
+            env["FLEETCRON_RUN_ID"] = str(request.run_id)
+        if not self._watchdog:
+            return wrap_command(request.command, env), request.timeout_s, self._kill_grace_s
+        remote = wrap_command(
+            request.command,
+            env,
+            term_after_s=steps.term_after,
+            kill_grace_s=steps.kill_grace,
+            generation=request.generation,
+            mark_scope=request.mark_scope,
+        )
+        return remote, steps.limit, steps.grace
+
+    async def _open_session(
+        self, entry: Pooled, target: SshTarget, remote: str, session: _RunSession
+    ) -> asyncssh.SSHClientChannel[bytes]:
+        """Open the session that runs ``remote``; raise ``ConnectError`` when it cannot."""
+        # Never retried: once the exec request may have reached the server, a second
+        # attempt could run the command twice.
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                chan, _ = await entry.conn.create_session(
+                    lambda: session,
+                    remote,
+                    encoding=None,
+                )
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectError(
+                f"{target.host}:{target.port} refused a new session ({exc.reason}); "
+                "is sshd's MaxSessions below the per-target concurrency?"
+            ) from exc
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            entry.client.lost = True
+            raise ConnectError(
+                f"connection to {target.host}:{target.port} lost before the command started"
+            ) from exc
+        return chan
+
+    async def _outcome(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        chan: asyncssh.SSHClientChannel[bytes],
+        request: ExecRequest,
+        *,
+        splitter: MarkerLineSplitter,
+        limit: float,
+        grace: float,
+        t0: float,
+    ) -> tuple[Status, int | None, str | None]:
+        """Wait for the session within ``limit``: status, exit code and error.
+
+        A timeout or an operator's stop ends the remote process group; a cancel by the
+        caller ends it in the background and is raised again.
+        """
+        try:
+            async with asyncio.timeout(limit):
+                await unless_stopped(chan.wait_closed(), request.live)
+        except StopRequested:
+            # Stopped by an operator: end the remote group as a timeout does, SIGTERM and
+            # SIGKILL after the grace (recorded cancelled).
+            await _reported(splitter, chan)
+            await self._terminate(conn, chan, _pgid(splitter))
+            return "failed", None, STOPPED
+        except TimeoutError:
+            await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
+            killed = timeout_error(request.timeout_s, limit, "remote process group killed")
+            return "timed_out", None, killed
+        except asyncio.CancelledError:
+            task = asyncio.create_task(self._terminate(conn, chan, _pgid(splitter), grace_s=0))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            raise
+        status, exit_code, error = _exit_outcome(chan)
+        if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
+            # The remote timeout(1) fired a hair before our own timer: the same outcome.
+            error = timeout_error(request.timeout_s, limit, "remote process group killed")
+            return "timed_out", None, error
+        return status, exit_code, error
 
     async def _terminate(
         self,
@@ -542,6 +564,15 @@ def ensure_open_file_limit(wanted: int) -> int:
             extra={"action": "ssh.fd_limit", "limit": soft, "wanted": wanted},
         )
     return soft
+
+
+async def _reported(splitter: MarkerLineSplitter, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+    """Wait (up to ``MARKER_WAIT_S``) for the wrapper to report the run's process group."""
+    deadline = time.monotonic() + MARKER_WAIT_S
+    while splitter.value is None and not chan.is_closing():
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.01)
 
 
 def _pgid(splitter: MarkerLineSplitter) -> int | None:

@@ -206,6 +206,18 @@ def watchdog_script(
         f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
         'wait "$__fc_t" 2>/dev/null; __fc_rc=$?\n'
         'if kill -s 0 -- "-$__fc_t" 2>/dev/null; then (\n'
+        f"{_reaper(term_cs, grace_cs, grace)}"
+        ") & fi\n"
+        'exit "$__fc_rc"\n'
+    )
+
+
+def _reaper(term_cs: int, grace_cs: int, grace: str) -> str:
+    """The body of the subshell left behind when the command's group outlives the shell it
+    started: SIGTERM to the group ``term_cs`` centiseconds after the wrapper started,
+    SIGKILL ``grace_cs`` later, by the uptime clock (``grace`` seconds of sleep when
+    /proc/uptime cannot be read); it exits as soon as the group is gone."""
+    return (
         "  exec </dev/null >/dev/null 2>&1\n"
         # Sleep (in steps of at most 1 s, so a group that empties is noticed and its
         # pgid never signalled after it could have been reused) until $1 centiseconds
@@ -228,8 +240,6 @@ def watchdog_script(
         f'  [ -n "$__fc_u0" ] || sleep {grace}\n'
         f"  __fc_until {term_cs + grace_cs} || exit 0\n"
         '  kill -s KILL -- "-$__fc_t"\n'
-        ") & fi\n"
-        'exit "$__fc_rc"\n'
     )
 
 

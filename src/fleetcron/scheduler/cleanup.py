@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,48 +117,12 @@ class ActiveCleanup:
         targets that were cleaned (audited). The others keep waiting for the deadlines."""
         ssh = ssh_kind()
         slots = asyncio.Semaphore(CLEANUP_CONCURRENCY)
-
-        async def one(target: cluster.CleanupTarget) -> TargetCleanup:
-            async with slots:
-                try:
-                    ssh_target = _cleanup_target(ssh, target)
-                    mark, killed = await ssh.executor.mark_and_kill_older_generations(
-                        ssh_target, plan.generation, scope, timeout_s=CLEANUP_TIMEOUT_S
-                    )
-                except Exception as exc:  # whatever went wrong, this target keeps waiting
-                    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-                    log.warning(
-                        "cron: active cleanup of %s failed: %s; its assignments wait for the "
-                        "previous owner's claim deadlines",
-                        target.name,
-                        message,
-                        extra={"action": "cleanup.target_failed", "target": target.name},
-                    )
-                    return TargetCleanup(target.target_id, None, error=message)
-                return TargetCleanup(target.target_id, mark, killed)
-
         t0 = time.monotonic()
-        outcomes: list[TargetCleanup] = []
-        cleared, refused = 0, None
-        pending = {t.target_id for t in plan.targets}
         try:
-            # Each target's claims are cleared as soon as it is clean: an unreachable one
-            # (which takes the whole timeout) never holds back the others.
-            for finished in asyncio.as_completed([one(t) for t in plan.targets]):
-                outcome = await finished
-                outcomes.append(outcome)
-                if outcome.error is None and refused is None:
-                    count, refused = await self.in_db(
-                        cluster.clear_cleaned_claims,
-                        self.app,
-                        guard.node_id,
-                        guard.fingerprint,
-                        plan,
-                        [outcome],
-                    )
-                    cleared += count
-                pending.discard(outcome.target_id)
-                self.held = assignments_held_for_cleanup(plan.claims, plan.generation, pending)
+            cleanings = [
+                _clean_target(ssh, target, plan.generation, scope, slots) for target in plan.targets
+            ]
+            outcomes, cleared, refused = await self._clear_as_cleaned(guard, plan, cleanings)
             result = await self.in_db(
                 functools.partial(
                     cluster.finish_active_cleanup,
@@ -182,6 +146,65 @@ class ActiveCleanup:
             time.monotonic() - t0,
             extra={"action": "cleanup.done", "cleared_claims": result.cleared_claims},
         )
+
+    async def _clear_as_cleaned(
+        self,
+        guard: CoordinatedGuard,
+        plan: cluster.CleanupPlan,
+        cleanings: list[Coroutine[Any, Any, TargetCleanup]],
+    ) -> tuple[list[TargetCleanup], int, str | None]:
+        """Await the targets' cleanups; clear each cleaned target's claims as soon as it is
+        clean, until the database refuses (ownership changed). Returns every target's
+        outcome, how many claims were cleared, and the refusal if there was one."""
+        outcomes: list[TargetCleanup] = []
+        cleared, refused = 0, None
+        pending = {t.target_id for t in plan.targets}
+        # Each target's claims are cleared as soon as it is clean: an unreachable one
+        # (which takes the whole timeout) never holds back the others.
+        for finished in asyncio.as_completed(cleanings):
+            outcome = await finished
+            outcomes.append(outcome)
+            if outcome.error is None and refused is None:
+                count, refused = await self.in_db(
+                    cluster.clear_cleaned_claims,
+                    self.app,
+                    guard.node_id,
+                    guard.fingerprint,
+                    plan,
+                    [outcome],
+                )
+                cleared += count
+            pending.discard(outcome.target_id)
+            self.held = assignments_held_for_cleanup(plan.claims, plan.generation, pending)
+        return outcomes, cleared, refused
+
+
+async def _clean_target(
+    ssh: SshKind,
+    target: cluster.CleanupTarget,
+    generation: int,
+    scope: str,
+    slots: asyncio.Semaphore,
+) -> TargetCleanup:
+    """Raise the mark and kill the older generations on one target; a failure is logged
+    and returned, and that target keeps waiting for the claim deadlines."""
+    async with slots:
+        try:
+            ssh_target = _cleanup_target(ssh, target)
+            mark, killed = await ssh.executor.mark_and_kill_older_generations(
+                ssh_target, generation, scope, timeout_s=CLEANUP_TIMEOUT_S
+            )
+        except Exception as exc:  # whatever went wrong, this target keeps waiting
+            message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            log.warning(
+                "cron: active cleanup of %s failed: %s; its assignments wait for the "
+                "previous owner's claim deadlines",
+                target.name,
+                message,
+                extra={"action": "cleanup.target_failed", "target": target.name},
+            )
+            return TargetCleanup(target.target_id, None, error=message)
+        return TargetCleanup(target.target_id, mark, killed)
 
 
 def _cleanup_target(ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:

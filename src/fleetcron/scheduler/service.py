@@ -276,18 +276,7 @@ class Scheduler:
         if time.monotonic() >= self._next_lost_check:
             await self._close_lost(now)  # before the claims: an overlap check reads them
         stats = TickStats()
-        batch = self.app.settings.claim_batch
-        held: set[int] = set(self.cleanup.held)
-        while True:
-            claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
-            held.update(claimed.held)
-            for dispatch in claimed.dispatches:
-                self._launch(dispatch)
-            stats.dispatched += len(claimed.dispatches)
-            stats.missed += claimed.missed
-            stats.skipped += claimed.skipped
-            if claimed.assignments < batch:
-                break
+        await self._claim_due(now, stats)
         # Rolled-out slots: the next wave, or the halt of the rest (scheduler/rollout.py).
         step = await self._in_db(self.runs.advance_rollouts, now)
         for dispatch in step.dispatches:
@@ -300,19 +289,7 @@ class Scheduler:
             stats.dispatched += 1
         await self._follow_live(now)
         if stats.dispatched or stats.missed or stats.skipped:
-            log.info(
-                "cron: %d due at %s (%d missed, %d skipped)",
-                stats.dispatched,
-                now.strftime("%Y-%m-%d %H:%M"),
-                stats.missed,
-                stats.skipped,
-                extra={
-                    "action": "tick",
-                    "due": stats.dispatched,
-                    "missed": stats.missed,
-                    "skipped": stats.skipped,
-                },
-            )
+            _log_tick(now, stats)
         self.last_tick = now
         stats.seconds = time.perf_counter() - t0
         if self.metrics is not None:
@@ -322,6 +299,22 @@ class Scheduler:
             self.metrics.skipped.labels("skipped").inc(stats.skipped)
             self.metrics.in_flight.set(len(self.running))
         return stats
+
+    async def _claim_due(self, now: datetime, stats: TickStats) -> None:
+        """Claim due slots in batches of ``claim_batch`` until a batch comes back short, and
+        launch what they start; the assignments held back stay excluded from later batches."""
+        batch = self.app.settings.claim_batch
+        held: set[int] = set(self.cleanup.held)
+        while True:
+            claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
+            held.update(claimed.held)
+            for dispatch in claimed.dispatches:
+                self._launch(dispatch)
+            stats.dispatched += len(claimed.dispatches)
+            stats.missed += claimed.missed
+            stats.skipped += claimed.skipped
+            if claimed.assignments < batch:
+                break
 
     async def _close_lost(self, now: datetime) -> None:
         """Record as ``lost`` this node's runs that no process runs any more (a crash left
@@ -592,3 +585,19 @@ class Scheduler:
         while self.running or self._retries:
             await asyncio.gather(*self.running.values(), *self._retries, return_exceptions=True)
         await self._finished.join()
+
+
+def _log_tick(now: datetime, stats: TickStats) -> None:
+    log.info(
+        "cron: %d due at %s (%d missed, %d skipped)",
+        stats.dispatched,
+        now.strftime("%Y-%m-%d %H:%M"),
+        stats.missed,
+        stats.skipped,
+        extra={
+            "action": "tick",
+            "due": stats.dispatched,
+            "missed": stats.missed,
+            "skipped": stats.skipped,
+        },
+    )

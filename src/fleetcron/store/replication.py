@@ -273,15 +273,7 @@ _CONFLICT_COLUMNS = (
 def subscription_state(conn: Connection) -> list[SubscriptionState]:
     """This database's subscriptions: enabled, worker, errors, conflicts (PostgreSQL 18
     counts conflicts per kind; older versions have none of those columns)."""
-    columns = set(
-        conn.execute(
-            text(
-                "SELECT attname FROM pg_attribute"
-                " WHERE attrelid = 'pg_catalog.pg_stat_subscription_stats'::regclass"
-            )
-        ).scalars()
-    )
-    conflict_columns = [c for c in _CONFLICT_COLUMNS if c in columns]
+    conflict_columns = _conflict_columns(conn)
     extra = "".join(f", st.{c}" for c in conflict_columns)
     rows = conn.execute(
         text(
@@ -302,26 +294,39 @@ def subscription_state(conn: Connection) -> list[SubscriptionState]:
             " ORDER BY s.subname"
         )
     ).all()
-    states = []
-    for r in rows:
-        conflicts = {
-            c.removeprefix("confl_"): int(v or 0)
-            for c, v in zip(conflict_columns, r[8:], strict=True)
-        }
-        states.append(
-            SubscriptionState(
-                name=r[0],
-                enabled=bool(r[1]),
-                worker_running=bool(r[2]),
-                received_lsn=r[3],
-                last_message_age_s=None if r[4] is None else float(r[4]),
-                apply_errors=int(r[5]),
-                sync_errors=int(r[6]),
-                conflicts=conflicts,
-                tables_not_ready=int(r[7]),
+    return [_subscription(r, conflict_columns) for r in rows]
+
+
+def _conflict_columns(conn: Connection) -> list[str]:
+    """The conflict counters this server's ``pg_stat_subscription_stats`` has (none
+    before PostgreSQL 18)."""
+    columns = set(
+        conn.execute(
+            text(
+                "SELECT attname FROM pg_attribute"
+                " WHERE attrelid = 'pg_catalog.pg_stat_subscription_stats'::regclass"
             )
-        )
-    return states
+        ).scalars()
+    )
+    return [c for c in _CONFLICT_COLUMNS if c in columns]
+
+
+def _subscription(r: Sequence[Any], conflict_columns: list[str]) -> SubscriptionState:
+    """One row of :func:`subscription_state`'s query, its conflict counters last."""
+    conflicts = {
+        c.removeprefix("confl_"): int(v or 0) for c, v in zip(conflict_columns, r[8:], strict=True)
+    }
+    return SubscriptionState(
+        name=r[0],
+        enabled=bool(r[1]),
+        worker_running=bool(r[2]),
+        received_lsn=r[3],
+        last_message_age_s=None if r[4] is None else float(r[4]),
+        apply_errors=int(r[5]),
+        sync_errors=int(r[6]),
+        conflicts=conflicts,
+        tables_not_ready=int(r[7]),
+    )
 
 
 def slot_state(conn: Connection, names: Sequence[str] | None = None) -> list[SlotState]:

@@ -113,18 +113,7 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
             # Only the owner advances a rollout; the rows wait for it.
             return RolloutStep()
         if store.db.dialect == "postgresql":
-            # One decision per job at a time: a second scheduler on the same database waits
-            # here, then reads the rows the first one wrote. Locked in id order, all at
-            # once, so two deciders never wait for each other. NO KEY UPDATE: it excludes
-            # the other decider but not the foreign-key checks of assignment writes (a
-            # row updated twice in a transaction is checked against its job: FOR UPDATE
-            # would make that writer and this decider wait for each other).
-            session.execute(
-                select(Job.id)
-                .where(Job.id.in_(sorted({job_id for job_id, _ in slots})))
-                .order_by(Job.id)
-                .with_for_update(key_share=True)  # FOR NO KEY UPDATE
-            ).all()
+            _lock_jobs(session, {job_id for job_id, _ in slots})
         stamp = take_stamp(store.guard, session, now)
         starting: list[tuple[Row[Any], Run]] = []
         halted: list[HaltedSlot] = []
@@ -132,7 +121,9 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         waiting = 0
         resume: list[datetime] = []
         for job_id, slot in slots:
-            outcome = _advance_slot(store, session, verdict, job_id, slot, now, stamp.at)
+            outcome = _advance_slot(
+                store, session, verdict, job_id, slot, now=now, claimed_at=stamp.at
+            )
             starting += outcome.starting
             changed += outcome.skipped
             if outcome.halted is not None:
@@ -157,15 +148,32 @@ class _SlotOutcome:
     resume_at: datetime | None = None
 
 
+def _lock_jobs(session: Session, job_ids: set[int]) -> None:
+    """One decision per job at a time (PostgreSQL): a second scheduler on the same database
+    waits here, then reads the rows the first one wrote."""
+    # Locked in id order, all at once, so two deciders never wait for each other. NO KEY
+    # UPDATE: it excludes the other decider but not the foreign-key checks of assignment
+    # writes (a row updated twice in a transaction is checked against its job: FOR UPDATE
+    # would make that writer and this decider wait for each other).
+    session.execute(
+        select(Job.id)
+        .where(Job.id.in_(sorted(job_ids)))
+        .order_by(Job.id)
+        .with_for_update(key_share=True)  # FOR NO KEY UPDATE
+    ).all()
+
+
 def _advance_slot(
     store: RunWriter,
     session: Session,
     verdict: Verdict,
     job_id: int,
     slot: datetime,
+    *,
     now: datetime,
     claimed_at: datetime,
 ) -> _SlotOutcome:
+    """One rolled-out slot: what its plan starts now, skips, halts or leaves waiting."""
     # The slot's rows as plain tuples (a rollout of thousands of targets is read every
     # tick); only the rows that change are loaded as objects.
     rows = session.execute(
@@ -185,46 +193,53 @@ def _advance_slot(
         options = rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
     except InvalidInput as exc:
         reason = f"rollout halted: the job's rollout options are not valid: {exc}"
-        skipped = _skip(session, list(pending.values()), now, reason, SkipKind.ROLLOUT_HALTED)
-        return _SlotOutcome(
-            skipped=skipped, halted=HaltedSlot(job.id, job.name, slot, reason, len(pending))
-        )
+        return _halted(session, job, slot, list(pending.values()), reason, now=now)
     labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
     plan = plan_rollout(_members(rows, options, labels), options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
-        outcome.skipped = _skip(
-            session,
-            [pending[aid] for aid in plan.skip],
-            now,
-            plan.halt.reason,
-            SkipKind.ROLLOUT_HALTED,
+        halted = _halted(
+            session, job, slot, [pending[aid] for aid in plan.skip], plan.halt.reason, now=now
         )
-        if plan.skip:
-            outcome.halted = HaltedSlot(job.id, job.name, slot, plan.halt.reason, len(plan.skip))
+        outcome.skipped, outcome.halted = halted.skipped, halted.halted
         return outcome
-    if not plan.start:
-        return outcome
-    dispatch_rows = {
-        row.assignment_id: row
-        for row in session.execute(dispatch_query().where(Assignment.id.in_(list(plan.start))))
-    }
-    disabled = set(
-        session.scalars(
-            select(Assignment.id).where(
-                Assignment.id.in_(list(plan.start)), Assignment.enabled.is_(False)
-            )
-        )
-    )
+    if plan.start:
+        wave = {aid: pending[aid] for aid in plan.start}
+        started = _start_wave(store, session, verdict, job, wave, now=now, claimed_at=claimed_at)
+        outcome.starting, outcome.skipped = started.starting, started.skipped
+        outcome.waiting += started.waiting
+    return outcome
+
+
+def _halted(
+    session: Session, job: Job, slot: datetime, run_ids: list[int], reason: str, *, now: datetime
+) -> _SlotOutcome:
+    """The slot's rows ``run_ids`` skipped as halted, and the slot reported halted when
+    there were any."""
+    skipped = _skip(session, run_ids, now, reason, SkipKind.ROLLOUT_HALTED)
+    halted = HaltedSlot(job.id, job.name, slot, reason, len(run_ids)) if run_ids else None
+    return _SlotOutcome(skipped=skipped, halted=halted)
+
+
+def _start_wave(
+    store: RunWriter,
+    session: Session,
+    verdict: Verdict,
+    job: Job,
+    wave: dict[int, int],
+    *,
+    now: datetime,
+    claimed_at: datetime,
+) -> _SlotOutcome:
+    """Start the rows the plan starts now (``wave``: assignment id to its pending run, in
+    the plan's order). A row whose assignment was removed or disabled, or whose target is
+    held, is skipped; one whose assignment still has an older generation's live claim
+    waits; a row no longer pending (stopped meanwhile) is left as it is."""
+    dispatch_rows, disabled = _wave_assignments(session, list(wave))
     old = store.guard.old_claims(session, verdict, list(dispatch_rows), claimed_at=claimed_at)
-    # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
-    query = select(Run).where(
-        Run.id.in_([pending[aid] for aid in plan.start]), Run.status == RunStatus.PENDING
-    )
-    if store.db.dialect == "postgresql":
-        query = query.with_for_update()
-    runs = {run.assignment_id: run for run in session.scalars(query)}
-    for aid in plan.start:
+    runs = _locked_pending(store, session, list(wave.values()))
+    outcome = _SlotOutcome()
+    for aid in wave:
         if (run := runs.get(aid)) is None:
             continue
         row = dispatch_rows.get(aid)
@@ -241,14 +256,48 @@ def _advance_slot(
             # Waits until the previous owner's claim reaches its deadline.
             outcome.waiting += 1
             continue
-        set_status(run, RunStatus.RUNNING)
-        run.started_at, run.node, run.command = now, store.node, row.command
-        run.job_version = job.version
-        run.deadline_at = claim_deadline(
-            claimed_at, row.timeout_s + start_wait(row, run.trigger), store.margin
-        )
+        _start(store, run, row, job, now=now, claimed_at=claimed_at)
         outcome.starting.append((row, run))
     return outcome
+
+
+def _wave_assignments(
+    session: Session, assignment_ids: list[int]
+) -> tuple[dict[int, Row[Any]], set[int]]:
+    """What dispatch needs of each assignment still there, and which ones are disabled."""
+    dispatch_rows = {
+        row.assignment_id: row
+        for row in session.execute(dispatch_query().where(Assignment.id.in_(assignment_ids)))
+    }
+    disabled = set(
+        session.scalars(
+            select(Assignment.id).where(
+                Assignment.id.in_(assignment_ids), Assignment.enabled.is_(False)
+            )
+        )
+    )
+    return dispatch_rows, disabled
+
+
+def _start(
+    store: RunWriter, run: Run, row: Row[Any], job: Job, *, now: datetime, claimed_at: datetime
+) -> None:
+    """Record the pending ``run`` as running from ``now``, with its claim deadline."""
+    set_status(run, RunStatus.RUNNING)
+    run.started_at, run.node, run.command = now, store.node, row.command
+    run.job_version = job.version
+    run.deadline_at = claim_deadline(
+        claimed_at, row.timeout_s + start_wait(row, run.trigger), store.margin
+    )
+
+
+def _locked_pending(store: RunWriter, session: Session, run_ids: list[int]) -> dict[int, Run]:
+    """The runs of ``run_ids`` still pending, by assignment, locked on PostgreSQL."""
+    # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
+    query = select(Run).where(Run.id.in_(run_ids), Run.status == RunStatus.PENDING)
+    if store.db.dialect == "postgresql":
+        query = query.with_for_update()
+    return {run.assignment_id: run for run in session.scalars(query)}
 
 
 _SLOT_COLUMNS = (

@@ -28,17 +28,20 @@ of owner, a slot whose assignment still has a claim of an older generation waits
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, and_, bindparam, func, select, update
+from sqlalchemy import Row, Table, Update, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from fleetcron.core.ownership import claim_deadline
+from fleetcron.core.ownership import Verdict, claim_deadline
 from fleetcron.core.planning import (
     AssignmentState,
+    OldClaim,
+    Plan,
+    SlotOutcome,
     SlotPolicy,
     live_old_claims,
     plan_assignment,
@@ -136,17 +139,7 @@ class RunStore:
     def _claim_due(
         self, session: Session, now: datetime, limit: int, exclude: Collection[int]
     ) -> Claimed:
-        query = (
-            dispatch_query()
-            .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
-            .order_by(Assignment.next_fire_at)
-            .limit(limit)
-        )
-        if exclude:
-            query = query.where(Assignment.id.not_in(list(exclude)))
-        if self.db.dialect == "postgresql":
-            query = query.with_for_update(skip_locked=True, of=Assignment)
-        rows = session.execute(query).all()
+        rows = self._due_rows(session, now, limit, exclude)
         if not rows:
             return Claimed([], 0, 0, 0)
         verdict = self.guard.verdict(session)
@@ -165,51 +158,92 @@ class RunStore:
         held: list[int] = []
         next_fires: list[dict[str, Any]] = []
         for row in rows:
-            planned = plan_assignment(
-                assignment_schedule(
-                    row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
-                ),
-                AssignmentState(
-                    row.next_fire_at, row.overlap, row.catchup, row.assignment_id in running
-                ),
-                now,
-                self.policy,
-            )
-            plan = wait_for_old_claims(planned, old.get(row.assignment_id, ()), now, self.policy)
+            plan = self._plan(row, now, row.assignment_id in running, old)
             if plan is None:
                 # An older generation's command may still run here: leave the slot due.
                 held.append(row.assignment_id)
                 continue
             next_fires.append({"aid": row.assignment_id, "next": plan.next_fire_at, "now": now})
             for outcome in plan.outcomes:
-                run = self._new_run(row, outcome.slot, outcome.trigger, now)
-                if outcome.outcome == "fire" and verdict.kind == "invalid":
-                    # Fail closed: nobody can prove ownership, so the slot does not run.
-                    set_status(run, RunStatus.SKIPPED)
-                    run.finished_at = now
-                    run.reason = f"ownership uncertain: {verdict.reason}"
-                    run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
-                    skipped += 1
-                elif outcome.outcome == "fire" and (hold := target_hold_of(row, self.policy)):
-                    # Target paused, local targets off, or the local gate: recorded, not run.
-                    set_status(run, RunStatus.SKIPPED)
-                    run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
-                    skipped += 1
-                elif outcome.outcome == "fire" and rolled_out(row):
-                    # A rollout: every target's row is recorded now, held until the plan
-                    # starts it (advance_rollouts, store/run_rollouts.py).
-                    set_status(run, RunStatus.PENDING)
-                elif outcome.outcome == "fire":
-                    self._start(run, row, stamp, now)
+                run = self._slot_run(row, outcome, verdict, stamp, now)
+                if run.status is RunStatus.RUNNING:
                     firing.append((row, run))
-                else:
-                    set_status(run, RunStatus(outcome.outcome))
-                    run.reason = outcome.reason
-                    run.skip_kind = outcome.skip_kind
-                    run.finished_at = now
-                    missed += outcome.outcome == "missed"
-                    skipped += outcome.outcome == "skipped"
+                missed += run.status is RunStatus.MISSED
+                skipped += run.status is RunStatus.SKIPPED
                 session.add(run)
+        self._advance(session, next_fires)
+        self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
+        dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
+        return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
+
+    def _due_rows(
+        self, session: Session, now: datetime, limit: int, exclude: Collection[int]
+    ) -> Sequence[Row[Any]]:
+        """Up to ``limit`` enabled assignments whose slot has come, oldest first (through
+        the ``next_fire_at`` index), with what dispatch needs; on PostgreSQL locked, skipping
+        the rows another transaction holds."""
+        query = (
+            dispatch_query()
+            .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
+            .order_by(Assignment.next_fire_at)
+            .limit(limit)
+        )
+        if exclude:
+            query = query.where(Assignment.id.not_in(list(exclude)))
+        if self.db.dialect == "postgresql":
+            query = query.with_for_update(skip_locked=True, of=Assignment)
+        return session.execute(query).all()
+
+    def _plan(
+        self,
+        row: Row[Any],
+        now: datetime,
+        running: bool,
+        old: Mapping[int, Sequence[OldClaim]],
+    ) -> Plan | None:
+        """The core's plan for one due assignment, after the older generations' claims on
+        it (``None``: leave it due)."""
+        planned = plan_assignment(
+            assignment_schedule(
+                row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
+            ),
+            AssignmentState(row.next_fire_at, row.overlap, row.catchup, running),
+            now,
+            self.policy,
+        )
+        return wait_for_old_claims(planned, old.get(row.assignment_id, ()), now, self.policy)
+
+    def _slot_run(
+        self, row: Row[Any], outcome: SlotOutcome, verdict: Verdict, stamp: Stamp, now: datetime
+    ) -> Run:
+        """The run row of one slot's planned outcome (not yet added to the session)."""
+        run = self._new_run(row, outcome.slot, outcome.trigger, now)
+        if outcome.outcome != "fire":
+            set_status(run, RunStatus(outcome.outcome))
+            run.reason = outcome.reason
+            run.skip_kind = outcome.skip_kind
+            run.finished_at = now
+        elif verdict.kind == "invalid":
+            # Fail closed: nobody can prove ownership, so the slot does not run.
+            set_status(run, RunStatus.SKIPPED)
+            run.finished_at = now
+            run.reason = f"ownership uncertain: {verdict.reason}"
+            run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
+        elif hold := target_hold_of(row, self.policy):
+            # Target paused, local targets off, or the local gate: recorded, not run.
+            set_status(run, RunStatus.SKIPPED)
+            run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
+        elif rolled_out(row):
+            # A rollout: every target's row is recorded now, held until the plan
+            # starts it (advance_rollouts, store/run_rollouts.py).
+            set_status(run, RunStatus.PENDING)
+        else:
+            self._start(run, row, stamp, now)
+        return run
+
+    @staticmethod
+    def _advance(session: Session, next_fires: list[dict[str, Any]]) -> None:
+        """Move each planned assignment's ``next_fire_at`` on, and refresh its newest runs."""
         assignments = ASSIGNMENTS
         # Core executemany: one statement for every advanced assignment.
         if next_fires:
@@ -220,9 +254,6 @@ class RunStore:
                 next_fires,
             )
         refresh(session, [fire["aid"] for fire in next_fires])
-        self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
-        dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
-        return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
     def _start(self, run: Run, row: Row[Any], stamp: Stamp, now: datetime) -> None:
         """Record ``run`` as running from ``now``, with its claim deadline: the one rule
@@ -372,33 +403,7 @@ class RunStore:
             params = [_finish_params(rid, result) for rid, result in results if rid in live]
             if not params:
                 return refused
-            runs = RUNS
-            session.connection().execute(
-                update(runs)
-                .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
-                # The statuses were checked as moves from running by _finish_params.
-                .values(
-                    status=bindparam("status"),
-                    exit_code=bindparam("exit_code"),
-                    stdout_head=bindparam("stdout_head"),
-                    stdout_tail=bindparam("stdout_tail"),
-                    stdout_bytes=bindparam("stdout_bytes"),
-                    stdout_truncated=bindparam("stdout_truncated"),
-                    stderr_head=bindparam("stderr_head"),
-                    stderr_tail=bindparam("stderr_tail"),
-                    stderr_bytes=bindparam("stderr_bytes"),
-                    stderr_truncated=bindparam("stderr_truncated"),
-                    error=bindparam("error"),
-                    started_at=bindparam("started_at"),
-                    finished_at=bindparam("finished_at"),
-                    duration_ms=bindparam("duration_ms"),
-                    # The live snapshot was for followers while it ran; the record replaces it.
-                    live_output=None,
-                    live_bytes=None,
-                    live_at=None,
-                ),
-                params,
-            )
+            session.connection().execute(_finish_statement(), params)
             run_newest.finished(session, live)
             self.guard.release(session, sorted(live))
         return refused
@@ -538,6 +543,37 @@ class RunStore:
                 ),
                 params,
             )
+
+
+def _finish_statement() -> Update:
+    """The completion of one run still ``running`` (an executemany over the
+    :func:`_finish_params` of each); its live snapshot is cleared."""
+    runs = RUNS
+    return (
+        update(runs)
+        .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
+        # The statuses were checked as moves from running by _finish_params.
+        .values(
+            status=bindparam("status"),
+            exit_code=bindparam("exit_code"),
+            stdout_head=bindparam("stdout_head"),
+            stdout_tail=bindparam("stdout_tail"),
+            stdout_bytes=bindparam("stdout_bytes"),
+            stdout_truncated=bindparam("stdout_truncated"),
+            stderr_head=bindparam("stderr_head"),
+            stderr_tail=bindparam("stderr_tail"),
+            stderr_bytes=bindparam("stderr_bytes"),
+            stderr_truncated=bindparam("stderr_truncated"),
+            error=bindparam("error"),
+            started_at=bindparam("started_at"),
+            finished_at=bindparam("finished_at"),
+            duration_ms=bindparam("duration_ms"),
+            # The live snapshot was for followers while it ran; the record replaces it.
+            live_output=None,
+            live_bytes=None,
+            live_at=None,
+        )
+    )
 
 
 def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:
