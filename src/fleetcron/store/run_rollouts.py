@@ -62,8 +62,10 @@ log = logging.getLogger(__name__)
 
 #: Slots with pending rows decided in one transaction at most.
 SLOT_BATCH = 50
-#: The triggers of rows that belong to a slot's rollout (a manual run is never rolled out).
-SLOT_TRIGGERS = ("schedule", "catch-up", "retry")
+#: The triggers of rows that belong to a slot's rollout: a scheduled slot's, and a manual
+#: run's that follows the job's rollout (its rows are ``pending`` from the request on; a
+#: manual run asked all at once is ``queued`` and never here). A retry joins its slot.
+SLOT_TRIGGERS = ("schedule", "catch-up", "retry", "manual")
 REMOVED_REASON = "the job or its target was removed before the run started"
 DISABLED_REASON = "the job was disabled on this target before its turn in the rollout"
 
@@ -231,7 +233,8 @@ def _advance_slot(
         if row is None:
             outcome.skipped += _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)
             continue
-        if aid in disabled:
+        if aid in disabled and run.trigger != "manual":
+            # A manual run named the target, which runs it even where the job is paused.
             outcome.skipped += _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := target_hold_of(row, store.policy):
