@@ -19,7 +19,7 @@ from fleetcron.services.fleet import job_page as svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
 from fleetcron.services.fleet.states import PAGE_MAX
 from fleetcron.services.jobs import slots as slots_svc
-from fleetcron.services.jobs.selection import Selection, set_enabled_on
+from fleetcron.services.jobs.selection import Selection, check_only, set_enabled_on
 from fleetcron.services.jobs.slots import SLOTS_DEFAULT, SLOTS_MAX, SlotGroup
 from fleetcron.web.api.runs import as_utc
 from fleetcron.web.deps import Caller, requires, the_app
@@ -36,8 +36,13 @@ class RunRequestIn(TargetRef):
     target where the job is enabled."""
 
     failed: bool = False
+    #: With ``failed`` (implied): only targets that did not succeed this way (failed,
+    #: timed_out, halted, missed).
+    only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Field(max_length=4)] = None
     selector: Annotated[str | None, Field(max_length=500)] = None
     targets: Annotated[list[TargetName] | None, Field(max_length=10_000)] = None
+    #: Start every target at once, without the job's rollout (audited as such).
+    all_at_once: bool = False
 
     def selection(self) -> Selection | None:
         # An empty selection given explicitly selects nothing; it never means "every
@@ -58,10 +63,11 @@ class RunRequestIn(TargetRef):
                 value=self.selector,
                 allowed="labels such as env=prod",
             )
-        if not (self.failed or self.selector or self.targets):
+        only = check_only(self.only or ())
+        if not (self.failed or only or self.selector or self.targets):
             return None
         targets = (*(self.targets or ()), *([self.target] if self.target else []))
-        return Selection(failed=self.failed, selector=self.selector, targets=targets)
+        return Selection(failed=self.failed, selector=self.selector, targets=targets, only=only)
 
 
 class TargetsIn(Body):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
+from pydantic import Field
 
 from fleetcron.app import App
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.services.jobs import edit as svc
+from fleetcron.services.jobs import plan as plan_svc
 from fleetcron.services.jobs.edit import JobSpec, JobView
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.api.job_fleet import RunRequestIn
@@ -99,14 +101,42 @@ def run_job(
     caller: Annotated[Caller, Depends(requires("job.run"))],
 ) -> RunRequestOut:
     selection = body.selection()
-    if selection is not None:
-        run_ids = runs_svc.request_run(app, caller.actor, name, selection=selection)
-    else:
-        run_ids = runs_svc.request_run(app, caller.actor, name, target=body.target)
+    run_ids = runs_svc.request_run(
+        app,
+        caller.actor,
+        name,
+        target=None if selection is not None else body.target,
+        selection=selection,
+        all_at_once=body.all_at_once,
+    )
     return RunRequestOut(
         run_ids=run_ids,
         message=f"queued {len(run_ids)} run(s); the scheduler starts them on its next tick",
     )
+
+
+@router.get("/{name}/plan")
+def plan_job_run(
+    name: str,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    target: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Query()] = None,
+    failed: bool = False,
+    only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Query()] = None,
+    selector: Annotated[str | None, Query(max_length=500)] = None,
+    all_at_once: bool = False,
+) -> dict[str, Any]:
+    """What ``POST /jobs/{name}/run`` with the same choices would do, run nothing: the
+    batches in order, each target's zone and start window, the stop threshold and what it
+    halts, the targets left out and why (``fleetcron job plan --json``)."""
+    body = RunRequestIn(
+        targets=target, failed=failed, only=only, selector=selector, all_at_once=all_at_once
+    )
+    selection = body.selection()
+    view = plan_svc.plan_job_run(
+        app, caller.actor, name, selection=selection, all_at_once=all_at_once
+    )
+    return view.as_dict()
 
 
 @router.delete("/{name}", status_code=204)
