@@ -29,7 +29,12 @@ from fleetcron.core.target_zones import effective_zone
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
-from fleetcron.services.jobs.selection import Selection, select_assignments
+from fleetcron.services.jobs.selection import (
+    ONLY_CHOICES,
+    Selection,
+    not_succeeded_of,
+    select_assignments,
+)
 from fleetcron.store.schema import Assignment, Job
 
 #: Why a target is flagged "unreachable" (health's word: its newest finished run of the
@@ -186,12 +191,26 @@ def plan_job_run(
         return JobRunPlan(plan, detail, all_at_once, max(not_selected, 0))
 
 
+def not_succeeded_counts(app: App, actor: Actor, name: str) -> dict[str, int]:
+    """How many of the job's targets a re-run of what did not succeed would take, by word
+    (``failed``, ``timed_out``, ``halted``, ``missed``; a word with none is left out)."""
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        job = get_job(session, name)
+        words = not_succeeded_of(session, [a.id for a in job.assignments])
+    counts: dict[str, int] = {}
+    for word in words.values():
+        counts[word] = counts.get(word, 0) + 1
+    return {word: counts[word] for word in ONLY_CHOICES if word in counts}
+
+
 __all__ = [
     "UNREACHABLE_WHY",
     "JobRunPlan",
     "chosen_assignments",
     "excluded_of",
     "job_rollout",
+    "not_succeeded_counts",
     "plan_job_run",
     "plan_targets",
     "rolled_out_run",
