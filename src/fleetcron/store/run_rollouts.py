@@ -40,6 +40,7 @@ from fleetcron.core.rollout import (
     Attempt,
     Member,
     RolloutOptions,
+    manual_run_options,
     plan_rollout,
     rollout_options,
 )
@@ -192,7 +193,10 @@ def _advance_slot(
             skipped=skipped, halted=HaltedSlot(job.id, job.name, slot, reason, len(pending))
         )
     labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
-    plan = plan_rollout(_members(rows, options, labels), options, now)
+    members = _members(rows, options, labels)
+    if any(r.trigger == "manual" for r in rows):
+        options = manual_run_options(options, any(m.canary for m in members))
+    plan = plan_rollout(members, options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
         outcome.skipped = _skip(
@@ -262,6 +266,7 @@ _SLOT_COLUMNS = (
     Run.attempt,
     Run.status,
     Run.finished_at,
+    Run.trigger,
 )
 
 

@@ -39,7 +39,7 @@ async def waves_run(scheduler: Scheduler, fake: FakeExecutor, steps: int = 8) ->
     """The targets the scheduler started, tick by tick (a tick that starts nothing is left
     out): the waves as they really happened."""
     waves: list[list[str]] = []
-    seen = 0
+    seen = len(fake.calls)
     for _ in range(steps):
         await step(scheduler)
         started = [t.name for t, _ in fake.calls[seen:]]
@@ -181,3 +181,37 @@ def test_a_preview_writes_nothing(app: App, operator: Actor, clock: FakeClock) -
     plan_job_run(app, operator, "reload")
     assert slot_rows(app) == []
     assert len(audit_details(app, "job.run")) == before
+
+
+async def test_a_rerun_of_what_a_threshold_halted_goes_in_batches_without_a_canary(
+    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+) -> None:
+    add_fleet(app, NAMES, labels={"box0": {"role": "canary"}})
+    add_rollout_job(app, operator, batch="2", max_failures="1", canary="role=canary")
+    fake.script = failing_on("box1")
+    runs.request_run(app, operator, "reload")
+    assert await waves_run(fake_scheduler, fake) == [["box0"], ["box1", "box2"]]
+    fake.script = failing_on()
+    clock.advance(seconds=1)
+
+    plan = plan_job_run(app, operator, "reload", selection=Selection(failed=True))
+    runs.request_run(app, operator, "reload", selection=Selection(failed=True))
+    waves = await waves_run(fake_scheduler, fake)
+
+    # The canary proved itself in the first run; none of the re-run's targets is one, so
+    # the re-run is not halted for want of a canary: it goes in batches of 2.
+    assert plan.plan.halt is None
+    assert planned(plan) == [["box1", "box3"], ["box4", "box5"]]
+    assert waves == planned(plan)
+
+
+def test_a_preview_of_targets_without_a_canary_of_a_canary_job_is_not_halted(
+    app: App, operator: Actor
+) -> None:
+    add_fleet(app, NAMES, labels={"box0": {"role": "canary"}})
+    add_rollout_job(app, operator, batch="2", canary="role=canary")
+    chosen = plan_job_run(app, operator, "reload", selection=Selection(targets=("box1", "box2")))
+    everything = plan_job_run(app, operator, "reload")
+    assert chosen.plan.halt is None and planned(chosen) == [["box1", "box2"]]
+    # Control: with the canary among the targets, it goes first and gates the rest.
+    assert planned(everything) == [["box0"], ["box1", "box2"], ["box3", "box4"], ["box5"]]

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.rollout import RolloutOptions, rollout_options
+from fleetcron.core.rollout import RolloutOptions, manual_run_options, rollout_options
 from fleetcron.core.run_plan import EXCLUDED_WHY, Excluded, PlanTarget, RunPlan, plan_run
 from fleetcron.core.start_window import start_window
 from fleetcron.core.statuses import RunStatus
@@ -177,10 +177,11 @@ def plan_job_run(
         chosen = chosen_assignments(session, job, target=target, selection=selection)
         targets = plan_targets(job, chosen, app.settings.timezone)
         excluded = excluded_of(job, chosen)
+        options = manual_run_options(job_rollout(job), any(t.canary for t in targets))
         plan = plan_run(
             job.name,
             targets,
-            job_rollout(job),
+            options,
             all_at_once=not rolled_out_run(job, all_at_once=all_at_once),
             excluded=excluded,
         )
