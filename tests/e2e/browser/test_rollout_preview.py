@@ -11,10 +11,9 @@ from live_web import ADMIN, LiveServer, OpenPage
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from fleetcron.store.schema import Run
-
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.store.schema import Run
 
 
 def add_job(server: LiveServer, name: str, failing_on: str) -> None:
@@ -59,9 +58,7 @@ def test_the_preview_shows_the_batches_and_the_run_from_it_halts_where_it_said(
     charlie = page.locator('tr[data-target="charlie"]')
     expect(charlie.locator("[data-halted]")).to_be_visible(timeout=30_000)
     expect(page.locator('tr[data-target="bravo"] [data-halted]')).to_have_count(0)
-    expect(page.locator("[data-halted-slot]")).to_contain_text(
-        "halted: 1 of 3 failed, threshold 1"
-    )
+    expect(page.locator("[data-halted-slot]")).to_contain_text("halted: 1 of 3 failed, threshold 1")
 
     page.get_by_role("link", name="Preview re-run…").click()
     expect(page.locator("table.plan tbody tr")).to_have_count(2)
@@ -81,8 +78,6 @@ def test_a_rollout_that_ran_through_shows_no_halted_label(
     wait_for(server, "preview-through", "charlie", "succeeded")
     page.reload()
 
-    expect(page.locator('tr[data-target="charlie"]')).to_have_attribute(
-        "data-status", "succeeded"
-    )
+    expect(page.locator('tr[data-target="charlie"]')).to_have_attribute("data-status", "succeeded")
     expect(page.locator("[data-halted]")).to_have_count(0)
     expect(page.locator("[data-halted-slot]")).to_have_count(0)

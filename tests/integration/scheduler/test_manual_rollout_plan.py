@@ -103,7 +103,9 @@ async def test_a_manual_run_halts_at_the_threshold_the_preview_names(
     rows = {r.target_name: r for r in slot_rows(app)}
     assert [rows[n].status for n in NAMES[4:]] == ["skipped", "skipped"]
     assert rows["box4"].skip_kind == SkipKind.ROLLOUT_HALTED
-    assert rows["box4"].reason == "rollout halted: max_failures 2 reached after failures on box1, box2"
+    assert (
+        rows["box4"].reason == "rollout halted: max_failures 2 reached after failures on box1, box2"
+    )
 
 
 async def test_all_at_once_skips_the_rollout_and_is_audited_as_such(

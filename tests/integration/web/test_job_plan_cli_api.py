@@ -87,9 +87,7 @@ def test_job_plan_json_gives_each_target_its_zone_and_start_window(
     assert first["zone"] == "UTC"
     assert 0 <= first["window"]["offset_s"] < 120 and first["window"]["jitter_s"] == 10
     assert first["next_start_local"].startswith(("20", "19"))
-    assert plan["excluded"] == [
-        {"target": "charlie", "why": "the job is paused on this target"}
-    ]
+    assert plan["excluded"] == [{"target": "charlie", "why": "the job is paused on this target"}]
 
 
 def test_all_at_once_shows_one_batch_and_no_threshold(
@@ -173,9 +171,7 @@ def test_the_api_plan_refuses_an_unknown_only_word_naming_it(
     app: App, client: TestClient, as_viewer: dict[str, str]
 ) -> None:
     a_rolled_out_job(app)
-    response = client.get(
-        "/api/v1/jobs/reload/plan", params={"only": "broken"}, headers=as_viewer
-    )
+    response = client.get("/api/v1/jobs/reload/plan", params={"only": "broken"}, headers=as_viewer)
     assert response.status_code == 422
     error = error_of(response)
     assert error["field"] == "only" and "broken" in str(error["message"])

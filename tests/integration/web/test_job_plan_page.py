@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
-from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.executors.base import ExecRequest, RunTarget
+from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -79,9 +79,7 @@ def test_the_preview_shows_batches_threshold_and_what_is_left_out(
     assert count_runs(app) == 0
 
 
-def test_the_preview_refuses_an_unknown_only_word_naming_it(
-    app: App, browser: TestClient
-) -> None:
+def test_the_preview_refuses_an_unknown_only_word_naming_it(app: App, browser: TestClient) -> None:
     a_fleet(app)
     page = browser.get("/jobs/deploy/plan", params={"only": "later"})
     assert page.status_code == 422
@@ -138,7 +136,9 @@ def test_a_halted_rollout_labels_its_targets_and_its_slot(
     page = browser.get("/jobs/deploy")
 
     assert page.status_code == 200, page.text
-    halted = re.findall(r'<tr data-target="(\w+)"[^>]*>(?:(?!</tr>).)*data-halted\b', page.text, re.S)
+    halted = re.findall(
+        r'<tr data-target="(\w+)"[^>]*>(?:(?!</tr>).)*data-halted\b', page.text, re.S
+    )
     assert halted == ["n2", "n3", "n4"]
     assert "halted: 2 of 5 failed, threshold 2" in page.text
     assert "3 not started" in page.text

@@ -1,6 +1,6 @@
 """Which targets of a job an operation is for: a targeted run or a re-run of the targets
-that did not succeed (:class:`Selection`, :func:`select_assignments`), and pausing or resuming a job on chosen
-targets (:func:`set_enabled_on`)."""
+that did not succeed (:class:`Selection`, :func:`select_assignments`), and pausing or
+resuming a job on chosen targets (:func:`set_enabled_on`)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ class Selection:
     ``failed``: targets whose newest run of the job (their newest slot) did not succeed:
     failed, timed out, halted by the rollout or missed (``core.statuses.NOT_SUCCEEDED``; a
     target whose re-run is already queued, pending or running is not selected again);
-    ``only`` narrows that to some of those words, and implies ``failed``. ``selector``: targets whose labels match. ``targets``: these targets,
-    even where the job is paused (as naming one target always did)."""
+    ``only`` narrows that to some of those words, and implies ``failed``. ``selector``:
+    targets whose labels match. ``targets``: these targets, even where the job is paused
+    (as naming one target always did)."""
 
     failed: bool = False
     selector: str | None = None

@@ -184,13 +184,12 @@ def halted(
         job_id = session.scalar(select(Job.id).where(Job.name == name))
         if job_id is None:
             raise NotFound("job", name)
-        runs = frozenset(
-            session.scalars(
-                select(Run.id).where(
-                    Run.id.in_(list(run_ids)), Run.skip_kind == SkipKind.ROLLOUT_HALTED
-                )
+        runs: frozenset[int] = frozenset()
+        if run_ids:
+            query = select(Run.id).where(
+                Run.id.in_(list(run_ids)), Run.skip_kind == SkipKind.ROLLOUT_HALTED
             )
-        ) if run_ids else frozenset()
+            runs = frozenset(session.scalars(query))
         slots: dict[datetime, tuple[str, int]] = {}
         if not times:
             return Halted(slots, runs)

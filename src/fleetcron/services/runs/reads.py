@@ -19,7 +19,7 @@ from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
 from fleetcron.core.stopping import StopFacts
-from fleetcron.errors import Conflict, InvalidInput, NotFound
+from fleetcron.errors import Conflict, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target

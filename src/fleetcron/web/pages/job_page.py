@@ -23,8 +23,8 @@ from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.fleet import job_page as fleet_svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetsPage
-from fleetcron.services.jobs.selection import Selection, set_enabled_on
 from fleetcron.services.jobs.plan import not_succeeded_counts
+from fleetcron.services.jobs.selection import Selection, set_enabled_on
 from fleetcron.services.jobs.slots import SlotsPage, halted, job_slots
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.deps import Caller, requires, the_app

@@ -95,5 +95,15 @@ def dashboard(
 
 
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".
-for _module in (jobs, history, job_plan, job_page, targets, target_actions, runs, accounts, cluster):
+for _module in (
+    jobs,
+    history,
+    job_plan,
+    job_page,
+    targets,
+    target_actions,
+    runs,
+    accounts,
+    cluster,
+):
     router.include_router(_module.router)
