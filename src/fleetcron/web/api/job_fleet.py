@@ -45,29 +45,42 @@ class RunRequestIn(TargetRef):
     all_at_once: bool = False
 
     def selection(self) -> Selection | None:
-        # An empty selection given explicitly selects nothing; it never means "every
-        # target" (a script whose list came out empty must not run the whole fleet).
-        if self.targets is not None and not self.targets:
-            raise InvalidInput(
-                "targets: an empty list selects no target; nothing queued "
-                "(leave targets out to run on every target)",
-                field="targets",
-                value=[],
-                allowed="one or more target names",
-            )
-        if self.selector is not None and not self.selector.strip():
-            raise InvalidInput(
-                "selector: an empty selector selects no target; nothing queued "
-                "(leave selector out to run on every target)",
-                field="selector",
-                value=self.selector,
-                allowed="labels such as env=prod",
-            )
-        only = check_only(self.only or ())
-        if not (self.failed or only or self.selector or self.targets):
-            return None
-        targets = (*(self.targets or ()), *([self.target] if self.target else []))
-        return Selection(failed=self.failed, selector=self.selector, targets=targets, only=only)
+        return selection_of(self.failed, self.only, self.selector, self.targets, self.target)
+
+
+def selection_of(
+    failed: bool,
+    only: list[str] | None,
+    selector: str | None,
+    targets: list[str] | None,
+    target: str | None = None,
+) -> Selection | None:
+    """The selection a run request (or a plan's query) names; None for every target.
+    Raises InvalidInput (naming the field) for an empty list or selector, or an unknown
+    ``only`` word."""
+    # An empty selection given explicitly selects nothing; it never means "every
+    # target" (a script whose list came out empty must not run the whole fleet).
+    if targets is not None and not targets:
+        raise InvalidInput(
+            "targets: an empty list selects no target; nothing queued "
+            "(leave targets out to run on every target)",
+            field="targets",
+            value=[],
+            allowed="one or more target names",
+        )
+    if selector is not None and not selector.strip():
+        raise InvalidInput(
+            "selector: an empty selector selects no target; nothing queued "
+            "(leave selector out to run on every target)",
+            field="selector",
+            value=selector,
+            allowed="labels such as env=prod",
+        )
+    words = check_only(only or ())
+    if not (failed or words or selector or targets):
+        return None
+    chosen = (*(targets or ()), *([target] if target else []))
+    return Selection(failed=failed, selector=selector, targets=chosen, only=words)
 
 
 class TargetsIn(Body):

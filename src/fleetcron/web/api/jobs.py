@@ -14,7 +14,7 @@ from fleetcron.services.jobs import edit as svc
 from fleetcron.services.jobs import plan as plan_svc
 from fleetcron.services.jobs.edit import JobSpec, JobView
 from fleetcron.services.runs import reads as runs_svc
-from fleetcron.web.api.job_fleet import RunRequestIn
+from fleetcron.web.api.job_fleet import RunRequestIn, selection_of
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef
 
@@ -120,19 +120,20 @@ def plan_job_run(
     name: str,
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("job.read"))],
-    target: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Query()] = None,
+    target: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=64)]] | None, Query(max_length=10_000)
+    ] = None,
     failed: bool = False,
-    only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Query()] = None,
+    only: Annotated[
+        list[Annotated[str, Field(max_length=20)]] | None, Query(max_length=4)
+    ] = None,
     selector: Annotated[str | None, Query(max_length=500)] = None,
     all_at_once: bool = False,
 ) -> dict[str, Any]:
     """What ``POST /jobs/{name}/run`` with the same choices would do, run nothing: the
     batches in order, each target's zone and start window, the stop threshold and what it
     halts, the targets left out and why (``fleetcron job plan --json``)."""
-    body = RunRequestIn(
-        targets=target, failed=failed, only=only, selector=selector, all_at_once=all_at_once
-    )
-    selection = body.selection()
+    selection = selection_of(failed, only, selector, target)
     view = plan_svc.plan_job_run(
         app, caller.actor, name, selection=selection, all_at_once=all_at_once
     )
