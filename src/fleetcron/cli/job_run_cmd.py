@@ -140,6 +140,8 @@ def run_job(
         rows = _wait(app, actor, run_ids, wait_timeout)
     for r in sorted(rows, key=lambda r: r.id):
         echo(f"run {r.id} on {r.target_name}: {r.status} exit={r.exit_code}")
+        if r.reason:
+            echo(f"reason: {r.reason}")  # a target the rollout halted says why
         if r.error:
             echo(f"error: {r.error}")
         if r.stdout_head:
