@@ -5,7 +5,10 @@ changes nothing. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,6 +18,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -199,3 +203,66 @@ def test_the_api_run_all_at_once_is_audited_and_a_viewer_may_not_run(
         statuses = set(session.scalars(select(Run.status)))
     assert detail["rollout"] == "all_at_once"
     assert statuses == {"queued"}
+
+
+class RunningScheduler:
+    """A real scheduler (real clock, real local processes) on the test's database, in a
+    thread of its own, for the CLI's --wait to watch."""
+
+    def __init__(self, app: App) -> None:
+        settings = app.settings.model_copy(update={"tick_s": 0.1})
+        self.app = App.open(settings)
+        self.loop = asyncio.new_event_loop()
+        self.stop = asyncio.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(Scheduler(self.app).serve(self.stop))
+
+    def __enter__(self) -> RunningScheduler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=30)
+        self.loop.close()
+        self.app.close()
+
+
+def test_job_run_wait_follows_the_rollout_and_says_why_the_rest_was_skipped(
+    app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("alpha", "bravo", "charlie"):
+        targets.add_target(app, ADMIN, name, local=True)
+    spec = JobSpec("0 3 1 1 *", 'test "$FLEETCRON_TARGET" != bravo', batch="1", max_failures="1")
+    jobs.add_job(app, ADMIN, "deploy", spec, bulk=True)
+    point_the_cli_at(app, monkeypatch)
+
+    with RunningScheduler(app), pytest.raises(SystemExit) as ended:
+        run_cli(cli, ["job", "run", "deploy", "--wait", "--wait-timeout", "60"])
+    out = capsys.readouterr().out
+
+    assert ended.value.code == 1, out  # not every run succeeded
+    assert re.search(r"on alpha: succeeded", out) and re.search(r"on bravo: failed", out)
+    assert re.search(r"on charlie: skipped", out)
+    assert "reason: rollout halted: max_failures 1 reached after failures on bravo" in out
+
+
+def test_job_run_wait_through_a_rollout_that_ran_through_exits_0(
+    app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Negative control of the test above: nothing fails, nothing is skipped.
+    for name in ("alpha", "bravo"):
+        targets.add_target(app, ADMIN, name, local=True)
+    spec = JobSpec("0 3 1 1 *", "true", batch="1", max_failures="1")
+    jobs.add_job(app, ADMIN, "deploy", spec, bulk=True)
+    point_the_cli_at(app, monkeypatch)
+
+    with RunningScheduler(app):
+        code = run_cli(cli, ["job", "run", "deploy", "--wait", "--wait-timeout", "60"])
+    out = capsys.readouterr().out
+
+    assert code == 0, out
+    assert out.count(": succeeded") == 2 and "reason:" not in out
