@@ -95,15 +95,6 @@ def dashboard(
 
 
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".
-for _module in (
-    jobs,
-    history,
-    job_plan,
-    job_page,
-    targets,
-    target_actions,
-    runs,
-    accounts,
-    cluster,
-):
+for _module in (jobs, history, job_page, targets, target_actions, runs, accounts, cluster):
     router.include_router(_module.router)
+router.include_router(job_plan.router)
