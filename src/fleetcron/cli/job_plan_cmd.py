@@ -23,6 +23,7 @@ def plan_job(
     targets: tuple[str, ...],
     failed: bool,
     only: tuple[str, ...],
+    slot: str | None,
     selector: str | None,
     all_at_once: bool,
     as_json: bool,
@@ -33,7 +34,7 @@ def plan_job(
     threshold and what it halts, and the targets left out and why."""
     with opened_app() as app:
         actor = acting(app, as_user)
-        target, selection = selection_of(targets, failed, only, selector)
+        target, selection = selection_of(targets, failed, only, slot, selector)
         view = plan_job_run(
             app, actor, name, target=target, selection=selection, all_at_once=all_at_once
         )

@@ -10,7 +10,7 @@ import click
 
 from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
-from fleetcron.cli.output import FiniteFloatRange, echo
+from fleetcron.cli.output import FiniteFloatRange, echo, parse_time
 from fleetcron.config_view import mask_url
 from fleetcron.core.statuses import ACTIVE, WAITING
 from fleetcron.errors import InvalidInput
@@ -51,6 +51,12 @@ def selection_options(command: Callable[..., None]) -> Callable[..., None]:
                 f"(repeat for several): {', '.join(ONLY_CHOICES)}. Implies --failed.",
             ),
             click.option(
+                "--slot",
+                default=None,
+                help="With --failed, look at the targets' runs of this slot (its time, as "
+                "`job slots` lists it) instead of their newest. Implies --failed.",
+            ),
+            click.option(
                 "--selector",
                 default=None,
                 help="Only on the enabled targets whose labels match (k=v[,k=v]).",
@@ -68,7 +74,11 @@ def selection_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def selection_of(
-    targets: tuple[str, ...], failed: bool, only: tuple[str, ...], selector: str | None
+    targets: tuple[str, ...],
+    failed: bool,
+    only: tuple[str, ...],
+    slot: str | None,
+    selector: str | None,
 ) -> tuple[str | None, Selection | None]:
     """The one target, or the selection, the options name (checked: an empty selector or
     an unknown --only word is InvalidInput, exit 2, before anything is read)."""
@@ -82,9 +92,10 @@ def selection_of(
             allowed="labels such as env=prod",
         )
     only = check_only(only)
-    if len(targets) <= 1 and not failed and not only and not selector:
+    at = parse_time(slot, "slot")
+    if len(targets) <= 1 and not failed and not only and at is None and not selector:
         return (targets[0] if targets else None), None
-    return None, Selection(failed=failed, selector=selector, targets=targets, only=only)
+    return None, Selection(failed=failed, selector=selector, targets=targets, only=only, slot=at)
 
 
 @click.command("run")
@@ -107,6 +118,7 @@ def run_job(
     targets: tuple[str, ...],
     failed: bool,
     only: tuple[str, ...],
+    slot: str | None,
     selector: str | None,
     all_at_once: bool,
     wait: bool,
@@ -128,7 +140,7 @@ def run_job(
     """
     with opened_app() as app:
         actor = acting(app, as_user)
-        target, selection = selection_of(targets, failed, only, selector)
+        target, selection = selection_of(targets, failed, only, slot, selector)
         run_ids = svc.request_run(
             app, actor, name, target=target, selection=selection, all_at_once=all_at_once
         )

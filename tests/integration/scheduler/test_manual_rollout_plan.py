@@ -217,3 +217,32 @@ def test_a_preview_of_targets_without_a_canary_of_a_canary_job_is_not_halted(
     assert chosen.plan.halt is None and planned(chosen) == [["box1", "box2"]]
     # Control: with the canary among the targets, it goes first and gates the rest.
     assert planned(everything) == [["box0"], ["box1", "box2"], ["box3", "box4"], ["box5"]]
+
+
+async def test_slot_takes_what_did_not_succeed_in_that_slot_not_the_newest_runs(
+    app: App, operator: Actor, fake_scheduler: Scheduler, fake: FakeExecutor, clock: FakeClock
+) -> None:
+    add_fleet(app, NAMES)
+    add_rollout_job(app, operator, batch="2", max_failures="2")
+    fake.script = failing_on("box1", "box2")
+    runs.request_run(app, operator, "reload")
+    first = clock.now
+    await waves_run(fake_scheduler, fake)
+    fake.script = failing_on()
+    clock.advance(seconds=1)
+    runs.request_run(app, operator, "reload", selection=Selection(failed=True))
+    await waves_run(fake_scheduler, fake)
+
+    def names(selection: Selection) -> list[str]:
+        found = plan_job_run(app, operator, "reload", selection=selection)
+        return sorted(t.name for b in found.plan.batches for t in b.starts)
+
+    # The re-run succeeded everywhere: nothing is left by the newest runs, ...
+    with pytest.raises(InvalidInput):
+        names(Selection(failed=True))
+    # ... but the first slot still says which targets did not succeed in it.
+    assert names(Selection(slot=first)) == ["box1", "box2", "box4", "box5"]
+    assert names(Selection(slot=first, only=("halted",))) == ["box4", "box5"]
+    with pytest.raises(InvalidInput) as unknown:
+        names(Selection(slot=first.replace(year=2025)))
+    assert unknown.value.field == "slot"

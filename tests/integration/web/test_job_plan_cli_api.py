@@ -117,6 +117,8 @@ def test_all_at_once_shows_one_batch_and_no_threshold(
         (["--selector", " "], "selector"),
         (["--failed"], "failed"),
         (["--target", "nowhere"], "target"),
+        (["--slot", "yesterday"], "slot"),
+        (["--slot", "2020-01-01T00:00:00+00:00"], "slot"),
     ],
 )
 def test_job_plan_and_job_run_refuse_bad_input_with_exit_2_naming_the_field(

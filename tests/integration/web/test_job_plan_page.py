@@ -143,6 +143,13 @@ def test_a_halted_rollout_labels_its_targets_and_its_slot(
     assert "halted: 2 of 5 failed, threshold 2" in page.text
     assert "3 not started" in page.text
     assert "Re-run not succeeded (5)" in page.text
+    link = re.search(r'href="([^"]+)" data-rerun-slot', page.text)
+    assert link is not None
+    preview = browser.get(link.group(1).replace("&amp;", "&"))
+    assert preview.status_code == 200, preview.text
+    assert "data-plan-slot" in preview.text and 'name="slot"' in preview.text
+    shown = re.findall(r'<tr data-batch="\d" data-target="(\w+)"', preview.text)
+    assert sorted(shown) == NAMES
 
 
 def test_a_rollout_that_finished_has_no_halted_label(
@@ -156,4 +163,5 @@ def test_a_rollout_that_finished_has_no_halted_label(
 
     assert page.status_code == 200, page.text
     assert "data-halted" not in page.text
+    assert "data-rerun-slot" not in page.text
     assert "Re-run not succeeded (1)" in page.text

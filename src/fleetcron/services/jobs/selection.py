@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -47,7 +48,9 @@ class Selection:
     ``failed``: targets whose newest run of the job (their newest slot) did not succeed:
     failed, timed out, halted by the rollout or missed (``core.statuses.NOT_SUCCEEDED``; a
     target whose re-run is already queued, pending or running is not selected again);
-    ``only`` narrows that to some of those words, and implies ``failed``. ``selector``:
+    ``only`` narrows that to some of those words, and implies ``failed``; ``slot`` (one
+    scheduled time of the job, as its slots list them) looks at the targets' runs of that
+    slot instead of their newest, and implies ``failed`` too. ``selector``:
     targets whose labels match. ``targets``: these targets, even where the job is paused
     (as naming one target always did)."""
 
@@ -55,6 +58,7 @@ class Selection:
     selector: str | None = None
     targets: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
+    slot: datetime | None = None
 
     @property
     def given(self) -> bool:
@@ -62,7 +66,7 @@ class Selection:
 
     @property
     def not_succeeded(self) -> bool:
-        return self.failed or bool(self.only)
+        return self.failed or bool(self.only) or self.slot is not None
 
     def audit_detail(self) -> dict[str, Any]:
         detail: dict[str, Any] = {}
@@ -70,6 +74,8 @@ class Selection:
             detail["failed"] = True
         if self.only:
             detail["only"] = list(self.only)
+        if self.slot is not None:
+            detail["slot"] = self.slot.isoformat()
         if self.selector:
             detail["selector"] = format_selector(parse_selector(self.selector))
         if self.targets:
@@ -102,7 +108,11 @@ def select_assignments(session: Session, job: Job, selection: Selection) -> list
                 allowed="a selector matching at least one of the job's targets",
             )
     if selection.not_succeeded and chosen:
-        words = not_succeeded_of(session, [a.id for a in chosen])
+        ids = [a.id for a in chosen]
+        if selection.slot is not None:
+            words = not_succeeded_in_slot(session, job, ids, selection.slot)
+        else:
+            words = not_succeeded_of(session, ids)
         chosen = [a for a in chosen if words.get(a.id) in only]
         if not chosen:
             which = "" if only == ONLY_CHOICES else f" ({' or '.join(only)})"
@@ -145,6 +155,43 @@ def not_succeeded_of(session: Session, ids: Sequence[int]) -> dict[int, str]:
             )
         ):
             words.pop(aid, None)
+    return words
+
+
+def not_succeeded_in_slot(
+    session: Session, job: Job, ids: Sequence[int], slot: datetime
+) -> dict[int, str]:
+    """Of these assignments, those whose run of the job's ``slot`` (its newest attempt
+    there) did not succeed, each with its word; one with a manual run waiting or running
+    is left out. Raises InvalidInput naming ``slot`` when the job has no run then."""
+    words: dict[int, str] = {}
+    found = False
+    for start in range(0, len(ids), CHUNK):
+        part = ids[start : start + CHUNK]
+        newest: dict[int, tuple[RunStatus, str | None]] = {}
+        for aid, status, kind in session.execute(
+            select(Run.assignment_id, Run.status, Run.skip_kind)
+            .where(Run.job_id == job.id, Run.scheduled_for == slot, Run.assignment_id.in_(part))
+            .order_by(Run.assignment_id, Run.attempt)
+        ):
+            newest[aid] = (status, kind)  # the last attempt wins
+        found = found or bool(newest)
+        for aid, (status, kind) in newest.items():
+            if (word := statuses.not_succeeded(status, kind)) is not None:
+                words[aid] = word
+        for aid in session.scalars(
+            select(Run.assignment_id).where(
+                Run.status.in_(statuses.ACTIVE), Run.assignment_id.in_(part)
+            )
+        ):
+            words.pop(aid, None)
+    if not found:
+        raise InvalidInput(
+            f"slot: job {job.name} has no run of the selected targets at {slot.isoformat()}",
+            field="slot",
+            value=slot.isoformat(),
+            allowed="a slot time of the job, as `job slots` or the job page lists it",
+        )
     return words
 
 

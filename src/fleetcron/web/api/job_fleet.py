@@ -39,13 +39,17 @@ class RunRequestIn(TargetRef):
     #: With ``failed`` (implied): only targets that did not succeed this way (failed,
     #: timed_out, halted, missed).
     only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Field(max_length=4)] = None
+    #: With ``failed`` (implied): the targets' runs of this slot, not their newest.
+    slot: datetime | None = None
     selector: Annotated[str | None, Field(max_length=500)] = None
     targets: Annotated[list[TargetName] | None, Field(max_length=10_000)] = None
     #: Start every target at once, without the job's rollout (audited as such).
     all_at_once: bool = False
 
     def selection(self) -> Selection | None:
-        return selection_of(self.failed, self.only, self.selector, self.targets, self.target)
+        return selection_of(
+            self.failed, self.only, self.selector, self.targets, self.target, slot=self.slot
+        )
 
 
 def selection_of(
@@ -54,6 +58,8 @@ def selection_of(
     selector: str | None,
     targets: list[str] | None,
     target: str | None = None,
+    *,
+    slot: datetime | None = None,
 ) -> Selection | None:
     """The selection a run request (or a plan's query) names; None for every target.
     Raises InvalidInput (naming the field) for an empty list or selector, or an unknown
@@ -77,10 +83,11 @@ def selection_of(
             allowed="labels such as env=prod",
         )
     words = check_only(only or ())
-    if not (failed or words or selector or targets):
+    at = as_utc(slot, "slot")
+    if not (failed or words or at or selector or targets):
         return None
     chosen = (*(targets or ()), *([target] if target else []))
-    return Selection(failed=failed, selector=selector, targets=chosen, only=words)
+    return Selection(failed=failed, selector=selector, targets=chosen, only=words, slot=at)
 
 
 class TargetsIn(Body):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -128,12 +129,13 @@ def plan_job_run(
         list[Annotated[str, Field(max_length=20)]] | None, Query(max_length=4)
     ] = None,
     selector: Annotated[str | None, Query(max_length=500)] = None,
+    slot: datetime | None = None,
     all_at_once: bool = False,
 ) -> dict[str, Any]:
     """What ``POST /jobs/{name}/run`` with the same choices would do, run nothing: the
     batches in order, each target's zone and start window, the stop threshold and what it
     halts, the targets left out and why (``fleetcron job plan --json``)."""
-    selection = selection_of(failed, only, selector, target)
+    selection = selection_of(failed, only, selector, target, slot=slot)
     view = plan_svc.plan_job_run(
         app, caller.actor, name, selection=selection, all_at_once=all_at_once
     )

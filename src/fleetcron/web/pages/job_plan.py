@@ -10,6 +10,7 @@ runs that choice, with the session's CSRF token and the ``rollout`` field saying
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
@@ -42,19 +43,42 @@ def plan_url(name: str, selection: Selection | None, **extra: str) -> str:
             query["selector"] = selection.selector
         if selection.targets:
             query["target"] = list(selection.targets)
+        if selection.slot is not None:
+            query["slot"] = selection.slot.isoformat()
     query.update(extra)
     base = f"/jobs/{quote(name, safe='')}/plan"
     return base + ("?" + urlencode(query, doseq=True) if query else "")
 
 
+def _slot(value: str) -> datetime | None:
+    if not value.strip():
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise InvalidInput(
+            f"slot: {value!r} is not a slot time; allowed: an ISO-8601 time with its offset, "
+            "as the job page's slots link it",
+            field="slot",
+            value=value,
+            allowed="an ISO-8601 time with its offset",
+        )
+    return at.astimezone(UTC)
+
+
 def _selection(
-    failed: bool, only: list[str], selector: str, targets: list[str]
+    failed: bool, only: list[str], selector: str, targets: list[str], slot: str = ""
 ) -> Selection | None:
     words = check_only([w for w in only if w])
     chosen = tuple(t for t in targets if t)
-    if not (failed or words or selector.strip() or chosen):
+    at = _slot(slot)
+    if not (failed or words or at or selector.strip() or chosen):
         return None
-    return Selection(failed=failed, only=words, selector=selector.strip() or None, targets=chosen)
+    return Selection(
+        failed=failed, only=words, selector=selector.strip() or None, targets=chosen, slot=at
+    )
 
 
 @router.get("/jobs/{name}/plan", response_class=HTMLResponse)
@@ -66,6 +90,7 @@ def preview(
     only: Words = None,
     selector: Annotated[str, Query(max_length=500)] = "",
     target: Words = None,
+    slot: Annotated[str, Query(max_length=64)] = "",
     all_at_once: bool = False,
 ) -> HTMLResponse:
     app = the_app(request)
@@ -73,7 +98,7 @@ def preview(
     view = None
     selection = None
     try:
-        selection = _selection(failed, only or [], selector, target or [])
+        selection = _selection(failed, only or [], selector, target or [], slot)
         view = plan_job_run(app, caller.actor, name, selection=selection, all_at_once=all_at_once)
     except InvalidInput as exc:
         error = exc.message
@@ -98,6 +123,7 @@ def _posted_selection(form: FormData) -> Selection | None:
         texts(form, "only"),
         text(form, "selector"),
         texts(form, "target"),
+        text(form, "slot"),
     )
 
 
