@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 import click
 
 from fleetcron.app import Actor, App
 from fleetcron.cli.context import acting, as_user_option, opened_app, sqlite_file
-from fleetcron.cli.output import FiniteFloatRange, echo
+from fleetcron.cli.output import FiniteFloatRange, echo, parse_time
 from fleetcron.config_view import mask_url
+from fleetcron.core.statuses import ACTIVE, WAITING
 from fleetcron.errors import InvalidInput
 from fleetcron.services.jobs import edit as jobs_svc
-from fleetcron.services.jobs.selection import Selection
+from fleetcron.services.jobs.selection import ONLY_CHOICES, Selection, check_only
 from fleetcron.services.runs import reads as svc
 from fleetcron.services.runs.reads import FINISHED_STATUSES, RunFilter
 from fleetcron.store.schema import Run
@@ -25,24 +28,108 @@ START_GRACE_S = 5.0
 WAIT_MARGIN_S = 60.0
 
 
+@dataclass(frozen=True)
+class RunChoice:
+    """What the options of `job run` and `job plan` chose: one target, or a selection (None
+    for both: every target where the job is enabled), and whether to skip the rollout."""
+
+    target: str | None
+    selection: Selection | None
+    all_at_once: bool
+
+
+def selection_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--target, --failed, --only, --slot, --selector and --all-at-once: shared by `job run`
+    and `job plan`, which must choose the same targets the same way. The command gets them
+    as one checked ``choice`` (:class:`RunChoice`)."""
+
+    @functools.wraps(command)
+    def chosen(
+        *args: object,
+        targets: tuple[str, ...],
+        failed: bool,
+        only: tuple[str, ...],
+        slot: str | None,
+        selector: str | None,
+        all_at_once: bool,
+        **kwargs: object,
+    ) -> None:
+        target, selection = selection_of(targets, failed, only, slot, selector)
+        command(*args, choice=RunChoice(target, selection, all_at_once), **kwargs)
+
+    decorated: Callable[..., None] = chosen
+    for option in reversed(
+        [
+            click.option(
+                "--target",
+                "targets",
+                multiple=True,
+                help="Only on this target (even if the job is paused there); repeat for several.",
+            ),
+            click.option(
+                "--failed",
+                is_flag=True,
+                help="Only on the targets whose newest run of this job did not succeed: "
+                "failed, timed out, halted by the rollout, or missed.",
+            ),
+            click.option(
+                "--only",
+                "only",
+                multiple=True,
+                help=f"With --failed, only the targets that did not succeed this way "
+                f"(repeat for several): {', '.join(ONLY_CHOICES)}. Implies --failed.",
+            ),
+            click.option(
+                "--slot",
+                default=None,
+                help="With --failed, look at the targets' runs of this slot (its time, as "
+                "`job slots` lists it) instead of their newest. Implies --failed.",
+            ),
+            click.option(
+                "--selector",
+                default=None,
+                help="Only on the enabled targets whose labels match (k=v[,k=v]).",
+            ),
+            click.option(
+                "--all-at-once",
+                is_flag=True,
+                help="Start every selected target at once, without the job's rollout "
+                "(canaries, batches, max_failures); recorded as such in the audit log.",
+            ),
+        ]
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
+def selection_of(
+    targets: tuple[str, ...],
+    failed: bool,
+    only: tuple[str, ...],
+    slot: str | None,
+    selector: str | None,
+) -> tuple[str | None, Selection | None]:
+    """The one target, or the selection, the options name (checked: an empty selector or
+    an unknown --only word is InvalidInput, exit 2, before anything is read)."""
+    if selector is not None and not selector.strip():
+        # "--selector $SEL" with SEL empty must not become a run on every target.
+        raise InvalidInput(
+            "selector: an empty selector selects no target; nothing queued "
+            "(leave --selector out to run on every target)",
+            field="selector",
+            value=selector,
+            allowed="labels such as env=prod",
+        )
+    only = check_only(only)
+    at = parse_time(slot, "slot")
+    if len(targets) <= 1 and not failed and not only and at is None and not selector:
+        return (targets[0] if targets else None), None
+    return None, Selection(failed=failed, selector=selector, targets=targets, only=only, slot=at)
+
+
 @click.command("run")
 @click.argument("name")
-@click.option(
-    "--target",
-    "targets",
-    multiple=True,
-    help="Only on this target (even if the job is paused there); repeat for several.",
-)
-@click.option(
-    "--failed",
-    is_flag=True,
-    help="Only on the targets whose newest run of this job did not succeed.",
-)
-@click.option(
-    "--selector",
-    default=None,
-    help="Only on the enabled targets whose labels match (k=v[,k=v]).",
-)
+@selection_options
 @click.option(
     "--wait",
     is_flag=True,
@@ -57,17 +144,19 @@ WAIT_MARGIN_S = 60.0
 @as_user_option
 def run_job(
     name: str,
-    targets: tuple[str, ...],
-    failed: bool,
-    selector: str | None,
+    choice: RunChoice,
     wait: bool,
     wait_timeout: float | None,
     as_user: str | None,
 ) -> None:
     """Run a job now; the running scheduler starts it on its next tick.
 
-    --failed, --selector and --target narrow the targets (together: those matching all);
-    a selection that matches no target queues nothing and exits 2.
+    --failed (narrowed by --only), --selector and --target narrow the targets (together:
+    those matching all); a selection that matches no target queues nothing and exits 2.
+
+    A job with rollout options (canary, batch, max_failures) runs through them, as a
+    scheduled slot does; --all-at-once starts every target at once. `fleetcron job plan`
+    with the same options shows what would happen, without running anything.
 
     With --wait, when no scheduler starts the run within a few seconds (one that runs
     starts queued runs on its next tick), say so and exit 1; the run stays queued and
@@ -75,20 +164,14 @@ def run_job(
     """
     with opened_app() as app:
         actor = acting(app, as_user)
-        if selector is not None and not selector.strip():
-            # "--selector $SEL" with SEL empty must not become a run on every target.
-            raise InvalidInput(
-                "selector: an empty selector selects no target; nothing queued "
-                "(leave --selector out to run on every target)",
-                field="selector",
-                value=selector,
-                allowed="labels such as env=prod",
-            )
-        if len(targets) <= 1 and not failed and not selector:
-            run_ids = svc.request_run(app, actor, name, target=targets[0] if targets else None)
-        else:
-            selection = Selection(failed=failed, selector=selector, targets=targets)
-            run_ids = svc.request_run(app, actor, name, selection=selection)
+        run_ids = svc.request_run(
+            app,
+            actor,
+            name,
+            target=choice.target,
+            selection=choice.selection,
+            all_at_once=choice.all_at_once,
+        )
         click.echo(f"queued {len(run_ids)} run(s): {', '.join(map(str, run_ids))}")
         if not wait:
             return
@@ -97,6 +180,8 @@ def run_job(
         rows = _wait(app, actor, run_ids, wait_timeout)
     for r in sorted(rows, key=lambda r: r.id):
         echo(f"run {r.id} on {r.target_name}: {r.status} exit={r.exit_code}")
+        if r.reason:
+            echo(f"reason: {r.reason}")  # a target the rollout halted says why
         if r.error:
             echo(f"error: {r.error}")
         if r.stdout_head:
@@ -118,9 +203,11 @@ def _wait(app: App, actor: Actor, run_ids: list[int], wait_timeout: float) -> Se
         rows, _ = svc.list_runs(app, actor, f, limit=len(run_ids))
         if all(r.status in FINISHED_STATUSES for r in rows):
             return rows
-        picked_up = picked_up or any(r.status != "queued" for r in rows)
+        # Pending rows wait for their turn in the rollout: the first wave starting is the
+        # sign that a scheduler took the request up.
+        picked_up = picked_up or any(r.status not in WAITING for r in rows)
         waited = time.monotonic() - started
-        ids = ", ".join(str(r.id) for r in rows if r.status in ("queued", "running"))
+        ids = ", ".join(str(r.id) for r in rows if r.status in ACTIVE)
         if not picked_up and waited >= grace:
             _stop(_no_scheduler(app, ids, grace))
         if waited >= wait_timeout:

@@ -61,11 +61,13 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError:
             return None
         if cmd_name == "job":
+            from fleetcron.cli.job_plan_cmd import plan_job
             from fleetcron.cli.job_run_cmd import run_job
             from fleetcron.cli.job_status_cmd import job_slots, job_status
 
             assert isinstance(command, click.Group)
             command.add_command(run_job)
+            command.add_command(plan_job)
             command.add_command(job_status)
             command.add_command(job_slots)
             from fleetcron.cli.job_history_cmd import COMMANDS as HISTORY_COMMANDS

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final, NamedTuple
 
@@ -206,6 +206,17 @@ def rollout_options(
         max_failures=parse_amount(max_failures, field="max_failures"),
         canary=parse_canary(canary),
     )
+
+
+def manual_run_options(options: RolloutOptions, any_canary: bool) -> RolloutOptions:
+    """A manual run's rollout: the job's, except that a run none of whose targets is a
+    canary (a re-run of the targets a threshold halted after the canaries succeeded, a run
+    on chosen targets) is not gated by canaries; it still goes in batches under the
+    threshold. A scheduled slot without a canary never runs (it fails closed): there no
+    operator chose the targets."""
+    if options.canary and not any_canary:
+        return replace(options, canary=Canary())
+    return options
 
 
 class Attempt(NamedTuple):
@@ -402,6 +413,7 @@ __all__ = [
     "Member",
     "RolloutOptions",
     "RolloutPlan",
+    "manual_run_options",
     "normal_amount",
     "normal_canary",
     "ordered",

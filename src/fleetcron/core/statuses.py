@@ -190,6 +190,29 @@ class Skip:
     reason: str
 
 
+NOT_SUCCEEDED: Final[dict[str, tuple[RunStatus, ...]]] = {
+    "failed": tuple(s for s in FAILED if s is not RunStatus.TIMED_OUT),
+    "timed_out": (RunStatus.TIMED_OUT,),
+    "halted": (RunStatus.SKIPPED,),
+    "missed": LATE,
+}
+"""What a re-run of the targets that did not succeed takes (``job run --failed``, the job
+page's "re-run not succeeded"), by the word an operator narrows it with (``--only``):
+``failed`` (every failure but a timeout, ``interrupted`` included: the command did not
+complete), ``timed_out``, ``halted`` (``skipped`` with :attr:`SkipKind.ROLLOUT_HALTED`
+only: a target the rollout never started; a target skipped because it was paused is
+not taken) and ``missed``. ``cancelled`` is not taken: a person stopped it."""
+
+
+def not_succeeded(status: RunStatus | str | None, skip_kind: str | None) -> str | None:
+    """The :data:`NOT_SUCCEEDED` word of a run that ended so, or None (it succeeded, is
+    still active, was cancelled, or was skipped for another reason than a halt)."""
+    for word, members in NOT_SUCCEEDED.items():
+        if status in members and (word != "halted" or skip_kind == SkipKind.ROLLOUT_HALTED):
+            return word
+    return None
+
+
 if tuple(RunStatus) != tuple(RunStatus(s) for s in get_args(RunStatusName)):  # pragma: no cover
     raise ImportError("RunStatusName must list every RunStatus, in the same order")
 
@@ -204,6 +227,7 @@ __all__ = [
     "FINISHED",
     "FINISHED_VALUES",
     "LATE",
+    "NOT_SUCCEEDED",
     "REACHED",
     "STOPPABLE",
     "TERMINAL",
@@ -215,4 +239,5 @@ __all__ = [
     "Skip",
     "SkipKind",
     "may_become",
+    "not_succeeded",
 ]

@@ -26,8 +26,9 @@ a replicated pair (``services/writer.py``: ``job.run`` only inserts rows, so eit
 node may write it). Refreshing the assignment there would update the assignment row on a
 node that is not the owner, and logical replication applies whole rows: the owner's
 ``next_fire_at`` could be overwritten. So the newest run is the newest one the scheduler
-has taken up (any status but ``queued``); the owner refreshes the assignment when it
-starts the run (within a tick).
+has taken up (any status but ``queued``, nor ``pending`` for a manual run that follows
+the job's rollout); the owner refreshes the assignment when it starts the run (within a
+tick) or the rollout skips it.
 
 **Lock order.** On PostgreSQL a refresh locks its assignments in id order before it
 updates them, as the ORM's flush of an operator's edit does, so a completion and an edit
@@ -69,7 +70,12 @@ def _newest(column: Any, *, finished: bool) -> Any:
     if finished:
         query = query.where(unindexed(Run.status).in_(statuses.FINISHED_VALUES))
     else:
-        query = query.where(unindexed(Run.status) != statuses.RunStatus.QUEUED.value)
+        query = query.where(
+            unindexed(Run.status) != statuses.RunStatus.QUEUED.value,
+            # A manual run that follows the rollout waits ``pending`` from the request on:
+            # not counted until the owner starts or skips it, like a queued one.
+            or_(unindexed(Run.status) != statuses.RunStatus.PENDING.value, Run.trigger != "manual"),
+        )
     return (
         query.order_by(Run.scheduled_for.desc(), Run.attempt.desc())
         .limit(1)

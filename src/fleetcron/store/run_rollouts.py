@@ -40,6 +40,7 @@ from fleetcron.core.rollout import (
     Attempt,
     Member,
     RolloutOptions,
+    manual_run_options,
     plan_rollout,
     rollout_options,
 )
@@ -62,8 +63,10 @@ log = logging.getLogger(__name__)
 
 #: Slots with pending rows decided in one transaction at most.
 SLOT_BATCH = 50
-#: The triggers of rows that belong to a slot's rollout (a manual run is never rolled out).
-SLOT_TRIGGERS = ("schedule", "catch-up", "retry")
+#: The triggers of rows that belong to a slot's rollout: a scheduled slot's, and a manual
+#: run's that follows the job's rollout (its rows are ``pending`` from the request on; a
+#: manual run asked all at once is ``queued`` and never here). A retry joins its slot.
+SLOT_TRIGGERS = ("schedule", "catch-up", "retry", "manual")
 REMOVED_REASON = "the job or its target was removed before the run started"
 DISABLED_REASON = "the job was disabled on this target before its turn in the rollout"
 
@@ -195,7 +198,10 @@ def _advance_slot(
         reason = f"rollout halted: the job's rollout options are not valid: {exc}"
         return _halted(session, job, slot, list(pending.values()), reason, now=now)
     labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
-    plan = plan_rollout(_members(rows, options, labels), options, now)
+    members = _members(rows, options, labels)
+    if any(r.trigger == "manual" for r in rows):
+        options = manual_run_options(options, any(m.canary for m in members))
+    plan = plan_rollout(members, options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
         halted = _halted(
@@ -246,7 +252,8 @@ def _start_wave(
         if row is None:
             outcome.skipped += _skip(session, [run.id], now, REMOVED_REASON, SkipKind.REMOVED)
             continue
-        if aid in disabled:
+        if aid in disabled and run.trigger != "manual":
+            # A manual run named the target, which runs it even where the job is paused.
             outcome.skipped += _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := target_hold_of(row, store.policy):
@@ -308,6 +315,7 @@ _SLOT_COLUMNS = (
     Run.attempt,
     Run.status,
     Run.finished_at,
+    Run.trigger,
 )
 
 

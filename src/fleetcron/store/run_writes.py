@@ -2,9 +2,11 @@
 
 Together the two modules are the only code that writes the runs table:
 
-- :func:`queue_manual_runs` inserts the ``queued`` runs of a "run now" request, in the
-  caller's (audited) transaction; the owner's scheduler starts them
-  (:meth:`~fleetcron.store.runs.RunStore.claim_queued`);
+- :func:`queue_manual_runs` inserts the runs of a "run now" request, in the caller's
+  (audited) transaction: ``queued`` (the owner's scheduler starts them,
+  :meth:`~fleetcron.store.runs.RunStore.claim_queued`), or ``pending`` for a run that
+  follows the job's rollout (the owner's rollout step starts them wave by wave,
+  ``store/run_rollouts.py``);
 - :func:`request_stop` stops a run on an operator's request, from any node: a run that has
   not started is ``cancelled`` at once, a running one is marked for its node to kill;
 - :func:`fence_runs` ends the ``running`` runs of an owner that lost its claims (revoked by
@@ -80,10 +82,13 @@ def queue_manual_runs(
     now: datetime,
     node: str,
     actor: str,
+    rolled_out: bool = False,
 ) -> list[int]:
-    """Insert one ``queued`` manual run of ``job`` per assignment, scheduled for ``now``;
-    returns their ids (flushed, in the caller's transaction)."""
-    status = moved(None, RunStatus.QUEUED)
+    """Insert one manual run of ``job`` per assignment, scheduled for ``now``: ``queued``,
+    or ``pending`` when ``rolled_out`` (the request is then one slot of a rollout, keyed
+    like a scheduled slot by the job and ``now``); returns their ids (flushed, in the
+    caller's transaction)."""
+    status = moved(None, RunStatus.PENDING if rolled_out else RunStatus.QUEUED)
     runs = [
         Run(
             assignment_id=a.id,
@@ -105,8 +110,8 @@ def queue_manual_runs(
     ]
     session.add_all(runs)
     session.flush()
-    # No refresh of the assignments' newest run: a queued run is not counted until the
-    # owner starts it (store/run_newest.py), and this may be the other node of a pair.
+    # No refresh of the assignments' newest run: a waiting manual run is not counted until
+    # the owner starts it (store/run_newest.py), and this may be the other node of a pair.
     return [r.id for r in runs]
 
 

@@ -1,5 +1,5 @@
 """The job page in a real Chromium against the live server and its real scheduler: a bulk
-job on the three local targets fails on bravo only; "Re-run failed" queues and runs it
+job on the three local targets fails on bravo only; "Re-run not succeeded" queues and runs it
 again on bravo alone; selected targets are paused with the checkboxes."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_rerun_failed_on_the_job_page_runs_the_job_again_on_the_failed_target_on
     expect(page.locator('tr[data-target="bravo"]')).to_have_attribute("data-state", "failed")
     expect(page.locator('tr[data-target="alpha"]')).to_have_attribute("data-state", "ok")
     expect(page.locator("#job-counts")).to_contain_text("1failed")
-    page.get_by_role("button", name="Re-run failed (1)").click()
+    page.get_by_role("button", name="Re-run not succeeded (1)").click()
 
     expect(page.get_by_role("status")).to_contain_text("Queued 1 run of fleet-reload")
     found = wait_finished(server, "fleet-reload", 4)

@@ -37,7 +37,7 @@ def test_the_job_page_lists_every_target_with_its_state_strip_and_slots(
     assert rows_of(response.text) == [("alpha", "ok"), ("bravo", "failed"), ("charlie", "ok")]
     assert response.text.count('class="cell cell-failed"') == 3
     assert response.text.count('class="cell cell-ok"') == 6
-    assert "Re-run failed (1)" in response.text
+    assert "Re-run not succeeded (1)" in response.text
     assert response.text.count("<tr data-slot=") == 3
     assert "/runs?job=reload&amp;since=" in response.text
 
@@ -75,7 +75,7 @@ def test_rerun_failed_queues_only_bravo_and_says_so(
     assert response.headers["location"] == f"/jobs/{JOB}?status=failed"
     assert queued_targets(app) == ["bravo"]
     page = browser.get(response.headers["location"])
-    assert "Queued 1 run of reload on the targets whose last run failed" in page.text
+    assert "Queued 1 run of reload on the targets whose last run did not succeed" in page.text
 
 
 def test_rerun_failed_without_the_csrf_token_is_refused_and_queues_nothing(
@@ -98,7 +98,7 @@ def test_a_viewer_sees_the_page_without_actions_and_may_not_post(
         token = csrf_token_of(viewer)
         refused = viewer.post(f"/jobs/{JOB}/rerun-failed", data={"csrf_token": token})
 
-    assert page.status_code == 200 and "Re-run failed" not in page.text
+    assert page.status_code == 200 and "Re-run not succeeded" not in page.text
     assert "Run on selected" not in page.text
     assert refused.status_code == 403
     assert queued_targets(app) == []

@@ -13,7 +13,8 @@ from sqlalchemy import String, func, literal, select, type_coerce
 from sqlalchemy.orm import Session, aliased
 
 from fleetcron.app import Actor, App
-from fleetcron.core.statuses import FAILED_VALUES
+from fleetcron.core.rollout import ROLLOUT_FAILURES
+from fleetcron.core.statuses import FAILED_VALUES, SkipKind
 from fleetcron.errors import NotFound
 from fleetcron.services.fleet.states import check_range
 from fleetcron.store.schema import Job, Run
@@ -147,3 +148,72 @@ def _fold_slots(
         )
         for at, trigger in found
     ]
+
+
+# -- halted slots and targets -----------------------------------------------------------------
+
+
+def halt_label(reason: str, failed: int, members: int) -> str:
+    """How the job page labels a slot whose rollout halted: ``halted: 3 of 10 failed,
+    threshold 20%`` for a threshold, ``halted: canary web1 ended failed`` for a canary;
+    ``reason`` is the one the rollout step wrote (``core/rollout.py``)."""
+    rest = reason.removeprefix("rollout halted: ")
+    if rest.startswith("max_failures "):
+        spec = rest.removeprefix("max_failures ").split(" ", 1)[0]
+        return f"halted: {failed} of {members} failed, threshold {spec}"
+    return "halted: " + rest.split(";", 1)[0]
+
+
+@dataclass(frozen=True)
+class Halted:
+    """The halted part of a job's slots and targets, for the job page's labels."""
+
+    #: Slot time -> its label (:func:`halt_label`) and how many targets were skipped.
+    slots: dict[datetime, tuple[str, int]]
+    #: The runs (of those asked about) that the rollout halted: never started.
+    runs: frozenset[int]
+
+
+def halted(
+    app: App, actor: Actor, name: str, times: Sequence[datetime], run_ids: Sequence[int]
+) -> Halted:
+    """Which of the job's slots ``times`` a rollout halted (with their labels), and which of
+    ``run_ids`` are rows it halted (``skipped``, kind ``rollout_halted``)."""
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        job_id = session.scalar(select(Job.id).where(Job.name == name))
+        if job_id is None:
+            raise NotFound("job", name)
+        runs: frozenset[int] = frozenset()
+        if run_ids:
+            query = select(Run.id).where(
+                Run.id.in_(list(run_ids)), Run.skip_kind == SkipKind.ROLLOUT_HALTED
+            )
+            runs = frozenset(session.scalars(query))
+        slots: dict[datetime, tuple[str, int]] = {}
+        if not times:
+            return Halted(slots, runs)
+        stopped = session.execute(
+            select(Run.scheduled_for, func.min(Run.reason), func.count())
+            .where(
+                Run.job_id == job_id,
+                Run.scheduled_for.in_(list(times)),
+                Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+            )
+            .group_by(Run.scheduled_for)
+        ).all()
+        for at, reason, skipped in stopped:
+            members = session.scalar(
+                select(func.count(func.distinct(Run.assignment_id))).where(
+                    Run.job_id == job_id, Run.scheduled_for == at
+                )
+            )
+            failed = session.scalar(
+                select(func.count(func.distinct(Run.assignment_id))).where(
+                    Run.job_id == job_id,
+                    Run.scheduled_for == at,
+                    Run.status.in_(ROLLOUT_FAILURES),
+                )
+            )
+            slots[at] = (halt_label(reason or "", failed or 0, members or 0), skipped)
+        return Halted(slots, runs)

@@ -19,12 +19,13 @@ from fleetcron.core import statuses
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
 from fleetcron.core.stopping import StopFacts
-from fleetcron.errors import Conflict, InvalidInput, NotFound
+from fleetcron.errors import Conflict, NotFound
 from fleetcron.executors.output import LiveOutput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
-from fleetcron.services.jobs.selection import Selection, select_assignments
+from fleetcron.services.jobs.plan import chosen_assignments, rolled_out_run
+from fleetcron.services.jobs.selection import Selection
 from fleetcron.store.run_writes import queue_manual_runs, request_stop
 from fleetcron.store.schema import Run
 
@@ -42,10 +43,17 @@ def request_run(
     *,
     target: str | None = None,
     selection: Selection | None = None,
+    all_at_once: bool = False,
 ) -> list[int]:
-    """Queue a manual run of ``job`` on one target, or on every enabled target of it, or
+    """Ask for a manual run of ``job`` on one target, or on every enabled target of it, or
     on the targets a :class:`~fleetcron.services.jobs.selection.Selection` names (audited with
     it; a selection that matches nothing queues nothing and raises InvalidInput).
+
+    A job with rollout options runs through them as a scheduled slot does (canaries first,
+    batches, the stop threshold): its rows are recorded ``pending`` and the owner's
+    rollout step starts them (``store/run_rollouts.py``); ``all_at_once`` skips the
+    rollout (audited as ``rollout: all_at_once``) and queues every run at once. The
+    targets and the policy are chosen by ``services/jobs/plan.py``, as ``job plan`` shows.
 
     Naming a target runs it there even when the job is paused on that target."""
     note = AuditNote("job.run", job_name=job, target_name=target)
@@ -53,26 +61,25 @@ def request_run(
         actor.authorize("job.run")
         the_job = get_job(session, job)
         note.job_id = the_job.id
-        assignments = [a for a in the_job.assignments if a.enabled]
         if target is not None:
-            the_target = get_target(session, target)
-            note.target_id = the_target.id
-            assignments = [a for a in the_job.assignments if a.target_id == the_target.id]
-            if not assignments:
-                raise NotFound(f"assignment of job {job} on target", target)
+            note.target_id = get_target(session, target).id
         if selection is not None and selection.given:
             note.detail["selection"] = selection.audit_detail()
-            assignments = select_assignments(session, the_job, selection)
-        if not assignments:
-            raise InvalidInput(
-                f"job {job} is not enabled on any target",
-                field="job",
-                value=job,
-                allowed="a job with at least one enabled target, or --target",
-            )
+        assignments = chosen_assignments(session, the_job, target=target, selection=selection)
+        rolled_out = rolled_out_run(the_job, all_at_once=all_at_once)
         run_ids = queue_manual_runs(
-            session, the_job, assignments, now=app.now(), node=app.node_name, actor=actor.name
+            session,
+            the_job,
+            assignments,
+            now=app.now(),
+            node=app.node_name,
+            actor=actor.name,
+            rolled_out=rolled_out,
         )
+        if rolled_out:
+            note.detail["rollout"] = "job"
+        elif all_at_once:
+            note.detail["rollout"] = "all_at_once"
         note.detail.update({"runs": len(run_ids)})
         return run_ids
 

@@ -19,7 +19,7 @@ from fleetcron.services.fleet import job_page as svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
 from fleetcron.services.fleet.states import PAGE_MAX
 from fleetcron.services.jobs import slots as slots_svc
-from fleetcron.services.jobs.selection import Selection, set_enabled_on
+from fleetcron.services.jobs.selection import Selection, check_only, set_enabled_on
 from fleetcron.services.jobs.slots import SLOTS_DEFAULT, SLOTS_MAX, SlotGroup
 from fleetcron.web.api.runs import as_utc
 from fleetcron.web.deps import Caller, requires, the_app
@@ -36,32 +36,73 @@ class RunRequestIn(TargetRef):
     target where the job is enabled."""
 
     failed: bool = False
+    #: With ``failed`` (implied): only targets that did not succeed this way (failed,
+    #: timed_out, halted, missed).
+    only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Field(max_length=4)] = None
+    #: With ``failed`` (implied): the targets' runs of this slot, not their newest.
+    slot: datetime | None = None
     selector: Annotated[str | None, Field(max_length=500)] = None
     targets: Annotated[list[TargetName] | None, Field(max_length=10_000)] = None
+    #: Start every target at once, without the job's rollout (audited as such).
+    all_at_once: bool = False
 
     def selection(self) -> Selection | None:
-        # An empty selection given explicitly selects nothing; it never means "every
-        # target" (a script whose list came out empty must not run the whole fleet).
-        if self.targets is not None and not self.targets:
-            raise InvalidInput(
-                "targets: an empty list selects no target; nothing queued "
-                "(leave targets out to run on every target)",
-                field="targets",
-                value=[],
-                allowed="one or more target names",
-            )
-        if self.selector is not None and not self.selector.strip():
-            raise InvalidInput(
-                "selector: an empty selector selects no target; nothing queued "
-                "(leave selector out to run on every target)",
-                field="selector",
-                value=self.selector,
-                allowed="labels such as env=prod",
-            )
-        if not (self.failed or self.selector or self.targets):
-            return None
-        targets = (*(self.targets or ()), *([self.target] if self.target else []))
-        return Selection(failed=self.failed, selector=self.selector, targets=targets)
+        return selection_of(
+            self.failed, self.only, self.selector, self.targets, self.target, slot=self.slot
+        )
+
+
+class PlanQuery(BaseModel):
+    """The query of ``GET /api/v1/jobs/{name}/plan``: the choices of a run request, as query
+    parameters (``target`` repeated for several targets)."""
+
+    target: Annotated[list[TargetName] | None, Field(max_length=10_000)] = None
+    failed: bool = False
+    only: Annotated[list[Annotated[str, Field(max_length=20)]] | None, Field(max_length=4)] = None
+    selector: Annotated[str | None, Field(max_length=500)] = None
+    slot: datetime | None = None
+    all_at_once: bool = False
+
+    def selection(self) -> Selection | None:
+        return selection_of(self.failed, self.only, self.selector, self.target, slot=self.slot)
+
+
+def selection_of(
+    failed: bool,
+    only: list[str] | None,
+    selector: str | None,
+    targets: list[str] | None,
+    target: str | None = None,
+    *,
+    slot: datetime | None = None,
+) -> Selection | None:
+    """The selection a run request (or a plan's query) names; None for every target.
+    Raises InvalidInput (naming the field) for an empty list or selector, or an unknown
+    ``only`` word."""
+    # An empty selection given explicitly selects nothing; it never means "every
+    # target" (a script whose list came out empty must not run the whole fleet).
+    if targets is not None and not targets:
+        raise InvalidInput(
+            "targets: an empty list selects no target; nothing queued "
+            "(leave targets out to run on every target)",
+            field="targets",
+            value=[],
+            allowed="one or more target names",
+        )
+    if selector is not None and not selector.strip():
+        raise InvalidInput(
+            "selector: an empty selector selects no target; nothing queued "
+            "(leave selector out to run on every target)",
+            field="selector",
+            value=selector,
+            allowed="labels such as env=prod",
+        )
+    words = check_only(only or ())
+    at = as_utc(slot, "slot")
+    if not (failed or words or at or selector or targets):
+        return None
+    chosen = (*(targets or ()), *([target] if target else []))
+    return Selection(failed=failed, selector=selector, targets=chosen, only=words, slot=at)
 
 
 class TargetsIn(Body):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -10,9 +10,10 @@ from fleetcron.app import App
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.services.jobs import edit as svc
+from fleetcron.services.jobs import plan as plan_svc
 from fleetcron.services.jobs.edit import JobSpec, JobView
 from fleetcron.services.runs import reads as runs_svc
-from fleetcron.web.api.job_fleet import RunRequestIn
+from fleetcron.web.api.job_fleet import PlanQuery, RunRequestIn
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef
 
@@ -99,14 +100,34 @@ def run_job(
     caller: Annotated[Caller, Depends(requires("job.run"))],
 ) -> RunRequestOut:
     selection = body.selection()
-    if selection is not None:
-        run_ids = runs_svc.request_run(app, caller.actor, name, selection=selection)
-    else:
-        run_ids = runs_svc.request_run(app, caller.actor, name, target=body.target)
+    run_ids = runs_svc.request_run(
+        app,
+        caller.actor,
+        name,
+        target=None if selection is not None else body.target,
+        selection=selection,
+        all_at_once=body.all_at_once,
+    )
     return RunRequestOut(
         run_ids=run_ids,
         message=f"queued {len(run_ids)} run(s); the scheduler starts them on its next tick",
     )
+
+
+@router.get("/{name}/plan")
+def plan_job_run(
+    name: str,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("job.read"))],
+    choice: Annotated[PlanQuery, Query()],
+) -> dict[str, Any]:
+    """What ``POST /jobs/{name}/run`` with the same choices would do, run nothing: the
+    batches in order, each target's zone and start window, the stop threshold and what it
+    halts, the targets left out and why (``fleetcron job plan --json``)."""
+    view = plan_svc.plan_job_run(
+        app, caller.actor, name, selection=choice.selection(), all_at_once=choice.all_at_once
+    )
+    return view.as_dict()
 
 
 @router.delete("/{name}", status_code=204)

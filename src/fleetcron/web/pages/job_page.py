@@ -23,8 +23,9 @@ from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.fleet import job_page as fleet_svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetsPage
+from fleetcron.services.jobs.plan import not_succeeded_counts
 from fleetcron.services.jobs.selection import Selection, set_enabled_on
-from fleetcron.services.jobs.slots import SlotsPage, job_slots
+from fleetcron.services.jobs.slots import SlotsPage, halted, job_slots
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, plural, redirect, text, texts
@@ -108,6 +109,13 @@ def job_page(
         filters = Filters((), "", "target", 0)
         targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
     slots = job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
+    stopped = halted(
+        app,
+        caller.actor,
+        name,
+        [slot.scheduled_for for slot in slots.items],
+        [row.last.run_id for row in targets.items if row.last is not None],
+    )
     try:
         description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except (InvalidInput, ValueError):
@@ -120,6 +128,8 @@ def job_page(
         description=description,
         targets=targets,
         slots=slots,
+        halted=stopped,
+        not_succeeded=not_succeeded_counts(app, caller.actor, name),
         filters=filters,
         filter_error=error,
         pager=_pager(view.name, filters, targets),
@@ -185,7 +195,7 @@ def rerun_failed(
         )
     except FleetcronError as exc:
         return redirect(back, exc.message, error=True)
-    return redirect(back, _queued(name, run_ids, "on the targets whose last run failed"))
+    return redirect(back, _queued(name, run_ids, "on the targets whose last run did not succeed"))
 
 
 @router.post("/jobs/{name}/run-selected", response_class=HTMLResponse)
