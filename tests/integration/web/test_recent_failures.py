@@ -5,8 +5,6 @@ fleet of ``test_health_bounded`` (runs recorded through the store's write path).
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.services.runs.failures import recent_failures
