@@ -254,6 +254,7 @@ def test_the_dashboard_grid_keeps_its_shape_at_1_10_and_500_jobs(
         }"""
     )
     unbounded = page.evaluate(GRID_SHAPE)
+    print(f"grid at 500 jobs without its bounds: {unbounded}")
     assert unbounded["header"] > shapes[500]["header"] + 50, unbounded
     assert unbounded["countsHeight"] > 26 * 15 * 4, unbounded
 
