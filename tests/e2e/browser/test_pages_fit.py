@@ -40,7 +40,9 @@ OVERFLOW = """() => {
     const style = getComputedStyle(el);
     if (!['auto', 'scroll'].includes(style.overflowX)) continue;
     const over = el.scrollWidth - el.clientWidth;
-    if (over > 1) boxes.push({box: (el.id || el.className || el.tagName), over});
+    const inner = el.querySelector('table');
+    const name = el.id || (inner && (inner.id || inner.className)) || el.className || el.tagName;
+    if (over > 1) boxes.push({box: name, over});
   }
   return {
     page: document.documentElement.scrollWidth - window.innerWidth,
@@ -161,6 +163,14 @@ def test_the_runs_list_fits_a_laptop_screen_with_long_names_commands_and_output(
     opened = overflow(page)
     assert fits(opened), opened
     screenshot(page, f"runs-list-{viewport['width']}-opened")
+
+    # The other pages that show these names, commands and output fit too.
+    for path in (f"/targets/{LONG_TARGET}", "/jobs", f"/jobs/{LONG_JOB}", "/", "/targets"):
+        page.goto(laptop_server.at(path))
+        for summary in page.locator("main details > summary").all():
+            summary.click()
+        assert fits(overflow(page)), (path, overflow(page))
+    page.goto(laptop_server.at("/runs"))
 
     # Negative controls: the same list without its fitting rules (the table laid out by its
     # content, as before) overflows its box; and a wide element makes the page itself
