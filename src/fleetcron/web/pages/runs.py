@@ -93,6 +93,15 @@ class Excerpt:
         return ""
 
 
+def output_hint(run: Run) -> str:
+    """The one line of output the runs list shows before it is opened: the last line of
+    stderr for a run that did not succeed (where the reason usually is), else of stdout,
+    else of whichever stream has text."""
+    out, err = Excerpt.of(run, "stdout"), Excerpt.of(run, "stderr")
+    first, second = (err, out) if run.status != "succeeded" else (out, err)
+    return first.last_line or second.last_line
+
+
 def _filter_query(**values: str) -> dict[str, str]:
     return {key: value for key, value in values.items() if value}
 
@@ -144,6 +153,7 @@ def list_runs(
         target_names=target_reads.target_names(app, caller.actor),
         job_names=jobs_svc.job_names(app, caller.actor),
         excerpt=Excerpt.of,
+        output_hint=output_hint,
     )
 
 
