@@ -77,7 +77,7 @@ def classify_run(
     retry may succeed), so it is not a failure yet; the last attempt's outcome is.
     Runs still ``queued`` or ``running``, ``interrupted`` by a stop, and overlap skips say
     nothing. A skip says "late" when its ``skip_kind`` (the ``runs.skip_kind`` column) is
-    ``ownership_uncertain``; without a kind, the kind is taken from the reason.
+    ``ownership_uncertain`` (the reason's text is never parsed).
     """
     if status == RunStatus.SUCCEEDED:
         return "success"
@@ -88,8 +88,7 @@ def classify_run(
     if status in LATE_STATUSES:
         return "late"
     if status == RunStatus.SKIPPED:
-        kind = skip_kind if skip_kind is not None else statuses.skip_kind_of(reason)
-        return "late" if kind == SkipKind.OWNERSHIP_UNCERTAIN else None
+        return "late" if skip_kind == SkipKind.OWNERSHIP_UNCERTAIN else None
     return None
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
+from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.cron import CronSchedule
 
 Outcome = Literal["fire", "missed", "skipped"]
@@ -68,6 +69,8 @@ class SlotOutcome:
     outcome: Outcome
     trigger: Trigger = "schedule"
     reason: str | None = None
+    skip_kind: SkipKind | None = None
+    """Why a ``skipped`` outcome is skipped (the ``runs.skip_kind`` column); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,9 @@ def _missed_records(
 
 def _fire_or_skip(slot: datetime, trigger: Trigger, state: AssignmentState) -> SlotOutcome:
     if state.overlap == "forbid" and state.running:
-        return SlotOutcome(slot, "skipped", trigger, "overlap: the previous run is still going")
+        return SlotOutcome(
+            slot, "skipped", trigger, "overlap: the previous run is still going", SkipKind.OVERLAP
+        )
     return SlotOutcome(slot, "fire", trigger)
 
 
@@ -199,6 +204,7 @@ def wait_for_old_claims(
         fire,
         outcome="skipped",
         reason=f"waiting for the previous owner: {last.describe()}, past this slot's misfire grace",
+        skip_kind=SkipKind.OLD_CLAIM,
     )
     return replace(plan, outcomes=tuple(skipped if o is fire else o for o in plan.outcomes))
 
@@ -283,14 +289,15 @@ def should_retry(status: str, attempt: int, retries: int, retry_on: list[str]) -
 
 def target_hold(
     kind: str, paused: bool, paused_reason: str | None, allow_local_targets: bool
-) -> str | None:
+) -> Skip | None:
     """Why a target's due slots (and queued runs and retries) must not run now, recorded
-    as the reason of a ``skipped`` run; ``None`` when they may.
+    as a ``skipped`` run; ``None`` when they may.
 
     A paused target keeps every assignment and its flag: pausing is maintenance, so each
     slot is recorded (unlike a disabled assignment, which records nothing)."""
     if paused:
-        return f"target paused: {paused_reason}" if paused_reason else "target paused"
+        reason = f"target paused: {paused_reason}" if paused_reason else "target paused"
+        return Skip(SkipKind.TARGET_PAUSED, reason)
     if kind == "local" and not allow_local_targets:
-        return "local targets are disabled"
+        return Skip(SkipKind.LOCAL_DISABLED, "local targets are disabled")
     return None

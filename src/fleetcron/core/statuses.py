@@ -18,6 +18,7 @@ in the same order in every process.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal, get_args
 
@@ -179,28 +180,14 @@ class SkipKind(StrEnum):
     reached (``core/rollout.py``); the reason names the threshold and the failures."""
 
 
-SKIP_REASONS: Final[tuple[tuple[str, SkipKind], ...]] = (
-    ("ownership uncertain", SkipKind.OWNERSHIP_UNCERTAIN),
-    ("overlap:", SkipKind.OVERLAP),
-    ("waiting for the previous owner:", SkipKind.OLD_CLAIM),
-    ("target paused", SkipKind.TARGET_PAUSED),
-    ("local targets are disabled", SkipKind.LOCAL_DISABLED),
-    ("local gate:", SkipKind.LOCAL_GATE),
-    ("the job or its target was removed", SkipKind.REMOVED),
-    ("rollout halted:", SkipKind.ROLLOUT_HALTED),
-    ("the job was disabled on this target", SkipKind.DISABLED),
-)
-"""How each skip reason starts, for the pure planners that phrase the reason
-(``core/planning.py``); migration 0010 filled the column of older rows from the same
-prefixes."""
+@dataclass(frozen=True)
+class Skip:
+    """Why a run is recorded ``skipped``: its kind (the ``runs.skip_kind`` column, what
+    readers go by) and the reason an operator reads. The planners that decide a skip return
+    both, so no reader parses the kind back out of the text."""
 
-
-def skip_kind_of(reason: str | None) -> SkipKind | None:
-    """The kind of a skip whose reason a planner phrased; None for a reason of no kind."""
-    for prefix, kind in SKIP_REASONS:
-        if (reason or "").startswith(prefix):
-            return kind
-    return None
+    kind: SkipKind
+    reason: str
 
 
 if tuple(RunStatus) != tuple(RunStatus(s) for s in get_args(RunStatusName)):  # pragma: no cover
@@ -218,7 +205,6 @@ __all__ = [
     "FINISHED_VALUES",
     "LATE",
     "REACHED",
-    "SKIP_REASONS",
     "STOPPABLE",
     "TERMINAL",
     "TRANSITIONS",
@@ -226,7 +212,7 @@ __all__ = [
     "ExecutorStatus",
     "RunStatus",
     "RunStatusName",
+    "Skip",
     "SkipKind",
     "may_become",
-    "skip_kind_of",
 ]

@@ -19,9 +19,9 @@ from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.local_clearance import GATE_PREFIX, local_refusal
-from fleetcron.core.planning import SlotPolicy
+from fleetcron.core.planning import SlotPolicy, target_hold
 from fleetcron.core.start_window import NO_WAIT, StartWindow, start_window
-from fleetcron.core.statuses import SkipKind, skip_kind_of
+from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.store.db import Database
 from fleetcron.store.run_guard import RunGuard
 from fleetcron.store.schema import Assignment, Job, Run, Target
@@ -190,17 +190,10 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
     )
 
 
-def hold_kind(hold: str) -> SkipKind:
-    """The skip kind of a slot held by ``target_hold_of`` (its reason says which)."""
-    return skip_kind_of(hold) or SkipKind.TARGET_PAUSED
-
-
-def target_hold_of(row: Row[Any], policy: SlotPolicy) -> str | None:
+def target_hold_of(row: Row[Any], policy: SlotPolicy) -> Skip | None:
     """Why the row's run must not start now: its target paused, local targets off, or the
     local gate (an author who may not run a command with the scheduler's privileges:
     ``local_run_as`` may have been unset since the assignment was admitted)."""
-    from fleetcron.core.planning import target_hold
-
     hold = target_hold(
         row.target_kind, row.target_paused, row.target_paused_reason, policy.allow_local_targets
     )
@@ -215,4 +208,4 @@ def target_hold_of(row: Row[Any], policy: SlotPolicy) -> str | None:
         job_name=row.job_name,
         target_name=row.target_name,
     )
-    return None if refused is None else GATE_PREFIX + refused
+    return None if refused is None else Skip(SkipKind.LOCAL_GATE, GATE_PREFIX + refused)

@@ -43,19 +43,19 @@ from fleetcron.core.rollout import (
     plan_rollout,
     rollout_options,
 )
-from fleetcron.core.statuses import RunStatus, SkipKind, may_become
+from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.errors import InvalidInput
 from fleetcron.store.run_dispatch import (
     Dispatch,
     RunWriter,
     dispatch_from,
     dispatch_query,
-    hold_kind,
     start_wait,
     take_stamp,
     target_hold_of,
 )
 from fleetcron.store.run_newest import refresh_for_runs
+from fleetcron.store.run_writes import moved, set_status
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 log = logging.getLogger(__name__)
@@ -235,13 +235,13 @@ def _advance_slot(
             outcome.skipped += _skip(session, [run.id], now, DISABLED_REASON, SkipKind.DISABLED)
             continue
         if hold := target_hold_of(row, store.policy):
-            outcome.skipped += _skip(session, [run.id], now, hold, hold_kind(hold))
+            outcome.skipped += _skip(session, [run.id], now, hold.reason, hold.kind)
             continue
         if live_old_claims(old.get(aid, ())):
             # Waits until the previous owner's claim reaches its deadline.
             outcome.waiting += 1
             continue
-        _move(run, RunStatus.RUNNING)
+        set_status(run, RunStatus.RUNNING)
         run.started_at, run.node, run.command = now, store.node, row.command
         run.job_version = job.version
         run.deadline_at = claim_deadline(
@@ -314,17 +314,6 @@ def _skip(
             .execution_options(synchronize_session=False)
         )
     return ids
-
-
-def _move(run: Run, new: RunStatus) -> None:
-    run.status = moved(run.status, new)
-
-
-def moved(old: RunStatus | None, new: RunStatus) -> RunStatus:
-    """``new``, after checking that a run in ``old`` may become it (the vocabulary's moves)."""
-    if not may_become(old, new):
-        raise ValueError(f"runs.status: a {old} run may not become {new}")
-    return new
 
 
 __all__ = ["SLOT_BATCH", "HaltedSlot", "RolloutStep", "advance", "rolled_out"]

@@ -44,7 +44,7 @@ from fleetcron.core.planning import (
     plan_assignment,
     wait_for_old_claims,
 )
-from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
+from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.core.target_zones import assignment_schedule
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
@@ -55,7 +55,6 @@ from fleetcron.store.run_dispatch import (
     Stamp,
     dispatch_from,
     dispatch_query,
-    hold_kind,
     start_wait,
     take_stamp,
     target_hold_of,
@@ -194,8 +193,7 @@ class RunStore:
                 elif outcome.outcome == "fire" and (hold := target_hold_of(row, self.policy)):
                     # Target paused, local targets off, or the local gate: recorded, not run.
                     set_status(run, RunStatus.SKIPPED)
-                    run.finished_at, run.reason = now, hold
-                    run.skip_kind = hold_kind(hold)
+                    run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
                     skipped += 1
                 elif outcome.outcome == "fire" and rolled_out(row):
                     # A rollout: every target's row is recorded now, held until the plan
@@ -207,8 +205,7 @@ class RunStore:
                 else:
                     set_status(run, RunStatus(outcome.outcome))
                     run.reason = outcome.reason
-                    if run.status is RunStatus.SKIPPED:
-                        run.skip_kind = skip_kind_of(outcome.reason)
+                    run.skip_kind = outcome.skip_kind
                     run.finished_at = now
                     missed += outcome.outcome == "missed"
                     skipped += outcome.outcome == "skipped"
@@ -307,8 +304,7 @@ class RunStore:
                     continue
                 if hold := target_hold_of(row, self.policy):
                     set_status(run, RunStatus.SKIPPED)
-                    run.finished_at, run.reason = now, hold
-                    run.skip_kind = hold_kind(hold)
+                    run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
                     continue
                 if live_old_claims(old.get(run.assignment_id, ())):
                     # Stays queued until the previous owner's claim reaches its deadline.
@@ -478,15 +474,14 @@ class RunStore:
                         reason=f"cancel refused: {verdict.reason}; the claim is not live",
                     )
                 )
-            if not may_become(RunStatus.RUNNING, RunStatus.CANCELLED):  # pragma: no cover
-                raise ValueError("runs.status: a running run may not become cancelled")
+            cancelled = moved(RunStatus.RUNNING, RunStatus.CANCELLED)
             for run_id, result, by in stopped:
                 if run_id not in live:
                     continue
                 values = _finish_params(run_id, result)
                 del values["rid"]
                 values.update(
-                    status=RunStatus.CANCELLED,
+                    status=cancelled,
                     exit_code=None,
                     reason=f"stopped by {by}",
                     stop_requested_by=func.coalesce(Run.stop_requested_by, by),

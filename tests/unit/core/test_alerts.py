@@ -135,7 +135,7 @@ def test_a_missed_slot_is_late() -> None:
 
 
 def test_a_slot_skipped_for_uncertain_ownership_is_late() -> None:
-    assert classify_run("skipped", "ownership uncertain: no owner row") == "late"
+    assert classify_run("skipped", "no owner row", skip_kind="ownership_uncertain") == "late"
 
 
 @pytest.mark.parametrize(

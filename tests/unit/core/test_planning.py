@@ -16,6 +16,7 @@ from fleetcron.core.planning import (
     should_retry,
 )
 from fleetcron.core.start_window import jitter_offset
+from fleetcron.core.statuses import SkipKind
 from fleetcron.cron import parse
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -89,7 +90,9 @@ def test_overlap_forbid_skips_a_slot_while_the_previous_run_goes() -> None:
     now = T0 + timedelta(seconds=5)
     plan = plan_assignment(EVERY_MINUTE, state(overlap="forbid", running=True), now, POLICY)
     assert plan.outcomes == (
-        SlotOutcome(T0, "skipped", "schedule", "overlap: the previous run is still going"),
+        SlotOutcome(
+            T0, "skipped", "schedule", "overlap: the previous run is still going", SkipKind.OVERLAP
+        ),
     )
     # Negative controls: allowed overlap, or nothing running, fires.
     for other in (state(overlap="allow", running=True), state(overlap="forbid")):

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import get_args
 
 import pytest
 
 from fleetcron.core import alerts, planning, statuses
-from fleetcron.core.statuses import RunStatus, SkipKind, may_become, skip_kind_of
+from fleetcron.core.statuses import RunStatus, Skip, SkipKind, may_become
+from fleetcron.cron import parse
 from fleetcron.executors import base
 from fleetcron.services.health import report as health
 from fleetcron.services.runs import reads as runs
 
 S = RunStatus
+_AT = datetime(2026, 3, 2, 4, 0, tzinfo=UTC)
 
 
 def test_every_status_string_once_in_declared_order() -> None:
@@ -152,24 +155,33 @@ def test_terminal_statuses_have_no_moves() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reason", "kind"),
+    ("outcome", "kind"),
     [
-        ("ownership uncertain: no owner row", SkipKind.OWNERSHIP_UNCERTAIN),
         (planning.target_hold("ssh", True, "disk swap", True), SkipKind.TARGET_PAUSED),
         (planning.target_hold("ssh", True, None, True), SkipKind.TARGET_PAUSED),
         (planning.target_hold("local", False, None, False), SkipKind.LOCAL_DISABLED),
-        ("overlap: the previous run is still going", SkipKind.OVERLAP),
-        ("waiting for the previous owner: claim 3, past this slot's", SkipKind.OLD_CLAIM),
-        ("the job or its target was removed before the run started", SkipKind.REMOVED),
-        ("rollout halted: max_failures 2 reached after failures on a, b", SkipKind.ROLLOUT_HALTED),
-        ("Ownership uncertain: capitalised is not ours", None),
-        ("a reason that says ownership uncertain later", None),
-        (None, None),
-        ("", None),
+        (
+            planning.plan_assignment(
+                parse("* * * * *"),
+                planning.AssignmentState(
+                    next_fire_at=_AT, overlap="forbid", catchup="none", running=True
+                ),
+                _AT,
+                planning.SlotPolicy(),
+            ).outcomes[0],
+            SkipKind.OVERLAP,
+        ),
     ],
 )
-def test_skip_kind_of_a_planned_reason(reason: str | None, kind: SkipKind | None) -> None:
-    assert skip_kind_of(reason) is kind
+def test_a_planner_that_skips_says_the_kind_beside_the_reason(
+    outcome: Skip | planning.SlotOutcome | None, kind: SkipKind
+) -> None:
+    """The kind is carried from the planner that decided the skip; nothing parses it back
+    out of the reason's text (the reason says the same thing for an operator)."""
+    assert outcome is not None
+    carried = outcome.kind if isinstance(outcome, Skip) else outcome.skip_kind
+    assert carried is kind
+    assert outcome.reason
 
 
 def test_an_ownership_skip_is_late_by_its_kind_not_its_reason() -> None:
