@@ -282,8 +282,9 @@ def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
     from fleetcron.services.fleet import grid as fleet_grid
     from fleetcron.services.health import report as health_svc
     from fleetcron.services.jobs import edit as jobs_svc
+    from fleetcron.services.runs.failures import recent_failures
     from fleetcron.services.targets import reads as target_reads
-    from fleetcron.web.pages.views import ATTENTION_LIMIT, recent_failures
+    from fleetcron.web.pages.views import ATTENTION_LIMIT
 
     parts: list[tuple[str, Any]] = [
         ("target_reads.count_targets", lambda: target_reads.count_targets(app, SYSTEM)),
@@ -292,7 +293,7 @@ def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
             "health.summary (Needs attention)",
             lambda: health_svc.summary(app, SYSTEM, limit=ATTENTION_LIMIT, detail=False),
         ),
-        ("recent failures", lambda: recent_failures(app, SYSTEM)),
+        ("recent failures (by job)", lambda: recent_failures(app, SYSTEM)),
         ("cluster.status", lambda: cluster_svc.status(app, SYSTEM, None)),
         ("fleet_grid.job_counts", lambda: fleet_grid.job_counts(app, SYSTEM)),
         ("fleet_grid.fleet_grid", lambda: fleet_grid.fleet_grid(app, SYSTEM)),

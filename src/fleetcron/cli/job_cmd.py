@@ -184,10 +184,11 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     print_table(
         f"targets ({view.enabled}/{view.total} enabled)",
         ["target", "enabled", "next fire", "zone", "last fire"]
-        + (["starts after (s)"] if view.spread_s else []),
+        + (["starts after (s)"] if view.spread_s or view.jitter_s else []),
         [
             (a.target, "yes" if a.enabled else "no", a.next_fire_local, a.timezone, a.last_fire_at)
-            + ((f"{a.spread_offset_s:.3f}",) if view.spread_s else ())
+            # the target's place in the job's start window: spread offset plus jitter
+            + ((f"{a.start_delay_s:.3f}",) if view.spread_s or view.jitter_s else ())
             for a in view.assignments
         ],
     )

@@ -7,8 +7,16 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table
-from fleetcron.core.upcoming import MAX_HOURS
+from fleetcron.core.upcoming import MAX_HOURS, Fire
 from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
+
+
+def _starts_between(fire: Fire) -> str:
+    """When the fire's first and last targets start, in the fire's zone: its start window
+    (spread and jitter, ``core/start_window.py``); empty when all start at the fire."""
+    if not fire.active or not fire.window:
+        return ""
+    return f"{fire.first_start:%H:%M:%S}-{fire.last_start:%H:%M:%S}"
 
 
 @click.command("upcoming")
@@ -60,7 +68,10 @@ def upcoming(
         return
     print_table(
         f"fires in the next {hours:g} hours",
-        ["at", "zone", "job", "state", "targets", "paused", "disabled", "spread", "rollout"],
+        [
+            *("at", "zone", "job", "state", "targets", "paused", "disabled"),
+            *("starts between", "rollout"),
+        ],
         [
             [
                 f.at.isoformat(sep=" ", timespec="minutes"),
@@ -70,7 +81,7 @@ def upcoming(
                 f.active,
                 f.paused or "",
                 f.disabled or "",
-                f"{f.spread_s} s" if f.spread_s else "",
+                _starts_between(f),
                 f.rollout.describe() if f.rollout else "",
             ]
             for f in result.fires

@@ -184,8 +184,9 @@ OPTIONS: tuple[JobOption, ...] = (
         "jitter",
         "int",
         0,
-        "Bulk jobs: spread starts over N seconds.",
-        label="Jitter (s)",
+        "Start window: up to N seconds more after each target's spread offset, each "
+        "target's own amount (fixed from slot to slot, like the offset); 0: none.",
+        label="Plus jitter (s)",
         low=0,
         high=v.MAX_JITTER_S,
     ),
@@ -194,8 +195,8 @@ OPTIONS: tuple[JobOption, ...] = (
         "spread",
         "int",
         0,
-        "Spread a slot's starts over N seconds: each target keeps its own stable offset "
-        "(from the job and target ids); 0: off.",
+        "Start window: a slot's targets start over N seconds after it, each at its own "
+        "offset, fixed from slot to slot (from the job and target ids); 0: all at once.",
         label="Spread (s)",
         low=0,
         high=v.MAX_JITTER_S,
@@ -369,6 +370,11 @@ def _start_delay_bounded(values: Mapping[str, Any]) -> None:
         )
 
 
+#: The options that make a slot's start window (``core/start_window.py``), in the order the
+#: job form shows them together, under one explanation (``start_window_help.html``).
+START_WINDOW_KEYS = ("spread", "jitter")
+
+
 #: The options that roll a slot out over its targets: a bulk job's only.
 ROLLOUT_KEYS = ("canary", "batch", "max_failures")
 
@@ -416,6 +422,7 @@ __all__ = [
     "FORM_OPTIONS",
     "JOB_RULES",
     "OPTIONS",
+    "START_WINDOW_KEYS",
     "JobOption",
     "JobRule",
     "OptionKind",

@@ -7,6 +7,11 @@ the job and target ids, in ``[0, spread_s)``) and then its **jitter** (another h
 slot to slot, across restarts and owners, and a preview shows the very second the
 scheduler will use. A run not started by the schedule (run now, catch-up, retry) does not
 wait: its window is empty.
+
+For an operator the two options are one thing, the **start window** of a slot: its targets
+start between the slot and ``spread_s + jitter_s`` seconds after it, each at a place of its
+own. :func:`window_words` says so in one line (the job page, the jobs list, the upcoming
+view); the job form explains it once (``templates/start_window_help.html``).
 """
 
 from __future__ import annotations
@@ -79,6 +84,22 @@ class StartWindow:
 NO_WAIT = StartWindow(0, 0, 0.0, 0.0)
 
 
+def window_words(spread_s: int, jitter_s: int) -> str:
+    """A job's start window in one line, as every page says it ("" when its targets start at
+    the slot's second): how long it is, and what each target's place in it is made of."""
+    spread_s, jitter_s = max(0, spread_s), max(0, jitter_s)
+    if not spread_s and not jitter_s:
+        return ""
+    if not jitter_s:
+        return f"starts within {spread_s} s, each target at its own fixed offset"
+    if not spread_s:
+        return f"starts within {jitter_s} s, each target at its own jitter (fixed too)"
+    return (
+        f"starts within {spread_s + jitter_s} s, each target at its own fixed offset in "
+        f"{spread_s} s plus up to {jitter_s} s of jitter (fixed too)"
+    )
+
+
 def start_window(
     job_id: int,
     target_id: int,
@@ -105,4 +126,5 @@ __all__ = [
     "jitter_offset",
     "spread_offset",
     "start_window",
+    "window_words",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.rollout import RolloutOptions
-from fleetcron.core.start_window import start_window
+from fleetcron.core.start_window import start_window, window_words
 from fleetcron.core.statuses import RunStatus
 from fleetcron.cron import parse_cached
 
@@ -123,6 +123,8 @@ class Fire:
     #: Seconds after ``at`` when the first active target starts and the last one has.
     first_start_s: float = 0.0
     last_start_s: float = 0.0
+    #: The job's start window in words (``core.start_window.window_words``); "": none.
+    window: str = ""
 
     @property
     def state(self) -> str:
@@ -155,6 +157,7 @@ class Fire:
             "starts": {
                 "first": self.first_start.isoformat(),
                 "last": self.last_start.isoformat(),
+                "window": self.window,
             },
             "rollout": None
             if self.rollout is None
@@ -311,6 +314,7 @@ def _job_fires(
                     _slot_plan(job, zones, shared, plans) if active else None,
                     first_s,
                     last_s,
+                    window_words(job.spread_s, job.jitter_s),
                 )
             )
     return fires

@@ -258,6 +258,11 @@ class AssignmentOut(BaseModel):
     spread_offset_s: float = Field(
         default=0.0, description="seconds after each slot this target starts (the job's spread)"
     )
+    start_delay_s: float = Field(
+        default=0.0,
+        description="seconds after each scheduled slot this target starts: its place in the "
+        "job's start window, spread offset plus jitter",
+    )
 
 
 def _shown_field(option: JobOption) -> tuple[Any, Any]:

@@ -62,7 +62,7 @@ def test_a_rollout_that_reaches_its_threshold_shows_the_rest_skipped_with_the_re
         )
     expect(page.locator('tr[data-status="skipped"]')).to_have_count(1, timeout=30_000)
     assert statuses(server) == {"alpha": "succeeded", "bravo": "failed", "charlie": "skipped"}
-    rows = page.locator("table.runs tbody tr")
+    rows = page.locator("table.runs tbody tr[data-run]")
     expect(rows).to_have_count(3)
     skipped = page.locator('tr[data-status="skipped"]')
     expect(skipped).to_have_count(1)

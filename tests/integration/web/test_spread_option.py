@@ -235,9 +235,15 @@ def test_the_job_form_sets_and_edits_the_spread_and_the_list_and_job_page_show_i
         assert stored(app) == (120, 0)
         assert input_value(browser.get("/jobs/reload/edit").text, "spread") == "120"
         listed = browser.get("/jobs").text
-        assert 'data-spread="120"' in listed and "starts spread over 120 s" in listed
+        # One wording of the start window everywhere (core.start_window.window_words).
+        words = "starts within 120 s, each target at its own fixed offset"
+        assert 'data-spread="120"' in listed and words in listed
         job_page = browser.get("/jobs/reload").text
-        assert 'data-spread="120"' in job_page and "starts over 120 s" in job_page
+        assert 'data-spread="120"' in job_page and words in job_page
+        # The form explains the window once, beside its two fields.
+        form_page = browser.get("/jobs/reload/edit").text
+        assert form_page.count('id="start-window-help"') == 1
+        assert 'aria-describedby="spread-help start-window-help"' in form_page
 
         refused = browser.post(
             "/jobs/reload/edit",

@@ -9,7 +9,7 @@ import pytest
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_KEY, check_job
-from fleetcron.core.start_window import jitter_offset, spread_offset, start_window
+from fleetcron.core.start_window import jitter_offset, spread_offset, start_window, window_words
 from fleetcron.errors import InvalidInput
 
 FLEET = range(1, 5001)
@@ -105,3 +105,25 @@ def test_spread_and_jitter_together_stay_within_the_bound_of_one() -> None:
         v.MAX_JITTER_S - 599,
         f"0-{v.MAX_JITTER_S - 600} with jitter 600",
     )
+
+
+@pytest.mark.parametrize(
+    ("spread", "jitter", "words"),
+    [
+        (0, 0, ""),
+        (120, 0, "starts within 120 s, each target at its own fixed offset"),
+        (0, 30, "starts within 30 s, each target at its own jitter (fixed too)"),
+        (
+            120,
+            30,
+            "starts within 150 s, each target at its own fixed offset in 120 s plus up to 30 s "
+            "of jitter (fixed too)",
+        ),
+    ],
+)
+def test_the_start_window_is_one_window_in_words(spread: int, jitter: int, words: str) -> None:
+    assert window_words(spread, jitter) == words
+    # The length it names is the rule's bound: no target of the job starts later.
+    if words:
+        latest = max(start_window(3, t, spread_s=spread, jitter_s=jitter).delay_s for t in FLEET)
+        assert latest <= spread + jitter and f"within {spread + jitter} s" in words

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.rollout import RolloutOptions, rollout_options
-from fleetcron.core.start_window import start_window
+from fleetcron.core.start_window import start_window, window_words
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.upcoming import JobFacts, Member, Rollout, rollout_plan, upcoming
 
@@ -370,3 +370,17 @@ def test_a_fire_asked_for_one_target_counts_it_alone_but_plans_the_whole_slot() 
     assert fire.rollout is not None
     assert fire.rollout.describe() == "1 canary first, 3 batches of up to 1, halt after 2 failed"
     assert upcoming([job], NOON, 2, "UTC", target="nobody").fires == []
+
+
+def test_a_fire_says_its_start_window_in_the_words_every_page_uses() -> None:
+    fleet = [Member(f"t{i}", None, True, False, target_id=i) for i in range(1, 6)]
+    both = JobFacts("sweep", "bulk", "0 13 * * *", "UTC", fleet, spread_s=120, jitter_s=30)
+    none = JobFacts("plain", "bulk", "0 13 * * *", "UTC", fleet)
+
+    fires = {f.job: f for f in upcoming([both, none], NOON, 2, "UTC").fires}
+
+    assert fires["sweep"].window == window_words(120, 30)
+    assert fires["sweep"].as_dict()["starts"]["window"] == window_words(120, 30)
+    # The control: a job without a window starts every target at the fire, and says nothing.
+    assert fires["plain"].window == ""
+    assert fires["plain"].first_start == fires["plain"].last_start == fires["plain"].at

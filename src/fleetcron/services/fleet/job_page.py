@@ -169,8 +169,10 @@ class JobHeader:
     command: str
     notes: str
     selector: str
-    #: The job's spread window (each target starts at its own offset in it); 0: none.
+    #: The job's start window: its spread (each target at its own offset in it) and its
+    #: jitter (added to that offset); 0 and 0: none (``core.start_window.window_words``).
     spread_s: int = 0
+    jitter_s: int = 0
     #: The rollout options as stored ("" when not set; core/rollout.py reads them).
     canary: str = ""
     batch: str = ""
@@ -193,6 +195,7 @@ def job_header(app: App, actor: Actor, name: str) -> JobHeader:
             notes=job.notes,
             selector=format_selector(job.selector or {}),
             spread_s=job.spread_s,
+            jitter_s=job.jitter_s,
             canary=job.canary or "",
             batch=job.batch or "",
             batch_pause_s=job.batch_pause_s or 0,

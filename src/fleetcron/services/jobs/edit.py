@@ -56,6 +56,9 @@ class AssignmentView:
     #: Seconds after each slot at which this target starts: its place in the job's spread
     #: window (``core.start_window``; 0 without a spread), before any jitter.
     spread_offset_s: float = 0.0
+    #: Seconds after each scheduled slot at which this target's command starts: its place
+    #: in the job's whole start window, spread offset plus jitter (``StartWindow.delay_s``).
+    start_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -424,11 +427,16 @@ def show_job(app: App, actor: Actor, name: str) -> JobView:
 def _assignment_view(a: Assignment, job: Job, default_zone: str) -> AssignmentView:
     zone = effective_zone(job.timezone, a.target.timezone, default_zone)
     local = a.next_fire_at.astimezone(ZoneInfo(zone)).isoformat() if a.next_fire_at else None
-    offset = start_window(
-        job.id, a.target_id, spread_s=job.spread_s, jitter_s=job.jitter_s
-    ).offset_s
+    window = start_window(job.id, a.target_id, spread_s=job.spread_s, jitter_s=job.jitter_s)
     return AssignmentView(
-        a.target.name, a.enabled, a.next_fire_at, a.last_fire_at, zone, local, offset
+        a.target.name,
+        a.enabled,
+        a.next_fire_at,
+        a.last_fire_at,
+        zone,
+        local,
+        window.offset_s,
+        round(window.delay_s, 3),
     )
 
 

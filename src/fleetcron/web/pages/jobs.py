@@ -22,7 +22,7 @@ from starlette.datastructures import FormData
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
-from fleetcron.core.job_options import FORM_OPTIONS, JobOption
+from fleetcron.core.job_options import BY_KEY, FORM_OPTIONS, START_WINDOW_KEYS, JobOption
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
 from fleetcron.cron import parse
@@ -262,6 +262,9 @@ def job_form_context(app: App) -> dict[str, Any]:
     return {
         "zones": zone_names(),
         "form_options": FORM_OPTIONS,
+        # shown together, under one explanation of the start window
+        "start_window_options": [BY_KEY[key] for key in START_WINDOW_KEYS],
+        "start_window_max": v.MAX_JITTER_S,
         # what an empty field means, for the options whose default is a setting
         "setting_defaults": {
             o.key: getattr(app.settings, o.setting) for o in FORM_OPTIONS if o.setting

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from fleetcron.core.permissions import allowed
+from fleetcron.core.start_window import window_words
 from fleetcron.core.status_display import TONE_OF, display_of
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.logs import escape_output_controls
@@ -21,6 +22,7 @@ templates = Jinja2Templates(directory=str(files("fleetcron.web") / "templates"))
 templates.env.filters["shown_output"] = escape_output_controls
 templates.env.globals["status_display"] = display_of
 templates.env.globals["state_tone"] = TONE_OF.__getitem__
+templates.env.globals["window_words"] = window_words
 TZ_COOKIE = "fleetcron_tz"
 
 

@@ -33,6 +33,10 @@ Text = Annotated[str, Query(max_length=200)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
 
 
+#: Characters of each stream the runs list shows when its output is opened (the end of it).
+LIST_EXCERPT = 2000
+
+
 @dataclass(frozen=True)
 class Excerpt:
     """One output stream of a run as stored: all of it, or its head and tail."""
@@ -59,6 +63,43 @@ class Excerpt:
     @property
     def omitted(self) -> int:
         return max(0, self.size - len(self.head.encode()) - len(self.tail.encode()))
+
+    @property
+    def kept(self) -> str:
+        """What the runs list shows the end of: everything when nothing was dropped, else
+        the kept tail (the run's page has the head, the gap and the tail)."""
+        return self.tail if self.truncated else self.whole
+
+    @property
+    def last_text(self) -> str:
+        """The last :data:`LIST_EXCERPT` characters of :attr:`kept`."""
+        return self.kept[-LIST_EXCERPT:]
+
+    @property
+    def cut(self) -> bool:
+        """Whether the runs list shows less than the run's page does."""
+        return self.truncated or len(self.kept) > LIST_EXCERPT
+
+    @property
+    def shown_chars(self) -> int:
+        return len(self.last_text)
+
+    @property
+    def last_line(self) -> str:
+        """The last line with text in it: the runs list's one-line hint of the output."""
+        for line in reversed(self.kept[-4096:].splitlines()):
+            if line.strip():
+                return line.strip()
+        return ""
+
+
+def output_hint(run: Run) -> str:
+    """The one line of output the runs list shows before it is opened: the last line of
+    stderr for a run that did not succeed (where the reason usually is), else of stdout,
+    else of whichever stream has text."""
+    out, err = Excerpt.of(run, "stdout"), Excerpt.of(run, "stderr")
+    first, second = (err, out) if run.status != "succeeded" else (out, err)
+    return first.last_line or second.last_line
 
 
 def _filter_query(**values: str) -> dict[str, str]:
@@ -111,6 +152,8 @@ def list_runs(
         statuses=RUN_STATUSES,
         target_names=target_reads.target_names(app, caller.actor),
         job_names=jobs_svc.job_names(app, caller.actor),
+        excerpt=Excerpt.of,
+        output_hint=output_hint,
     )
 
 

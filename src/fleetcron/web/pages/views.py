@@ -12,15 +12,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from fleetcron.app import Actor, App
 from fleetcron.services.cluster import status as cluster_svc
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.health import report as health_svc
 from fleetcron.services.jobs import edit as jobs_svc
-from fleetcron.services.runs import reads as runs_svc
-from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs import failures as failures_svc
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages import (
     accounts,
@@ -38,7 +35,6 @@ from fleetcron.web.pages.forms import page
 
 router = APIRouter(include_in_schema=False)
 
-RECENT_FAILURES = 10
 #: Lines of each cause *Needs attention* lists (each cause says how many more, and where).
 ATTENTION_LIMIT = health_svc.DEFAULT_LIMIT
 #: How *Needs attention* names each cause, and the list its "more" line links to.
@@ -52,13 +48,6 @@ ATTENTION_LISTS = {
     "unreachable": "the runs that could not connect",
     "stuck": "the running runs",
 }
-
-
-def recent_failures(app: App, actor: Actor) -> list[Run]:
-    rows, _ = runs_svc.list_runs(
-        app, actor, RunFilter(statuses=health_svc.FAILED), limit=RECENT_FAILURES
-    )
-    return list(rows)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -84,7 +73,8 @@ def dashboard(
         attention=summary,
         attention_words=ATTENTION_WORDS,
         attention_lists=ATTENTION_LISTS,
-        failures=recent_failures(app, caller.actor),
+        failures=failures_svc.recent_failures(app, caller.actor),
+        failures_24h=summary.failures_24h,
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
         cluster_line=cluster_svc.status(app, caller.actor, cluster_node(app)).one_line(),

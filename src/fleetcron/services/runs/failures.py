@@ -1,0 +1,132 @@
+"""Recent failures by job: which jobs failed in the last hours, how often, on how many
+targets, and their newest failure (the dashboard's *Recent failures*).
+
+Read from the newest failed runs of the window, at most ``cap`` of them: one seek per
+failed status on ``ix_runs_status_slot`` (status, slot, id), merged newest first. A fleet
+whose every target fails every minute has millions of failures a day; the counts then say
+"at least" (:class:`~fleetcron.core.bounded.Bounded`), and the exact day's total comes from
+``run_counts`` (health's ``failures_24h``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetcron.app import Actor, App
+from fleetcron.core.bounded import Bounded
+from fleetcron.core.statuses import FAILED
+from fleetcron.store.schema import Run
+
+#: The window the dashboard groups (the same day as its run counts).
+WINDOW = timedelta(hours=24)
+#: Failed runs read at most (the newest of the window).
+CAP = 2_000
+#: Jobs listed at most (the most recently failed first).
+JOBS_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class JobFailures:
+    """One job's failures in the window: how many, on how many targets, the newest."""
+
+    job: str
+    origin: str
+    failures: Bounded
+    targets: Bounded
+    #: The newest failure: its run, slot, target, status and exit code.
+    run_id: int
+    at: datetime
+    target: str
+    status: str
+    exit_code: int | None
+    #: Its newest failures by status (``{"failed": 3, "connect_error": 1}``).
+    by_status: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RecentFailures:
+    """The jobs that failed since ``since``, the most recently failed first."""
+
+    jobs: list[JobFailures]
+    #: Every job with a failure among the runs read (``jobs`` lists at most ``JOBS_SHOWN``).
+    total_jobs: int
+    #: Failed runs read; ``capped``: the window held more than were read.
+    read: int
+    capped: bool
+    since: datetime
+
+    @property
+    def more_jobs(self) -> int:
+        return self.total_jobs - len(self.jobs)
+
+
+def recent_failures(
+    app: App,
+    actor: Actor,
+    *,
+    window: timedelta = WINDOW,
+    cap: int = CAP,
+    jobs: int = JOBS_SHOWN,
+) -> RecentFailures:
+    """The failed runs of the last ``window`` grouped by job, newest failure first."""
+    actor.authorize("run.read")
+    since = app.now() - window
+    columns = (
+        Run.id,
+        Run.job_name,
+        Run.origin,
+        Run.target_name,
+        Run.scheduled_for,
+        Run.status,
+        Run.exit_code,
+    )
+    rows: list[Any] = []
+    with app.db.read() as session:
+        for status in FAILED:
+            rows.extend(
+                session.execute(
+                    select(*columns)
+                    .where(Run.status == status, Run.scheduled_for >= since)
+                    .order_by(Run.scheduled_for.desc(), Run.id.desc())
+                    .limit(cap + 1)
+                ).all()
+            )
+    rows.sort(key=lambda r: (r.scheduled_for, r.id), reverse=True)
+    capped = len(rows) > cap
+    rows = rows[:cap]
+    grouped: dict[str, list[Any]] = {}
+    for row in rows:
+        grouped.setdefault(row.job_name, []).append(row)
+    listed: list[JobFailures] = []
+    for name, runs in grouped.items():  # in order of each job's newest failure
+        if len(listed) == jobs:
+            break
+        newest = runs[0]
+        by_status: dict[str, int] = {}
+        for r in runs:
+            key = str(getattr(r.status, "value", r.status))
+            by_status[key] = by_status.get(key, 0) + 1
+        listed.append(
+            JobFailures(
+                job=name,
+                origin=newest.origin,
+                failures=Bounded(len(runs), capped),
+                targets=Bounded(len({r.target_name for r in runs}), capped),
+                run_id=newest.id,
+                at=newest.scheduled_for,
+                target=newest.target_name,
+                status=str(getattr(newest.status, "value", newest.status)),
+                exit_code=newest.exit_code,
+                by_status=by_status,
+            )
+        )
+    return RecentFailures(
+        jobs=listed, total_jobs=len(grouped), read=len(rows), capped=capped, since=since
+    )
+
+
+__all__ = ["CAP", "JOBS_SHOWN", "WINDOW", "JobFailures", "RecentFailures", "recent_failures"]
