@@ -1,0 +1,593 @@
+"""Incidents in the store: which targets share a cause on a job, and which messages are due.
+
+Evaluation (:mod:`fleetcron.services.alerts.evaluation`) learns each assignment's changes of
+alert state and hands them here in its transaction: :func:`record_change` puts the target
+into the open incident of its job and cause (opening one if needed) or marks it
+recovered, and resolves an incident whose last target recovered; :func:`record_halt` does
+the same for the targets a halted rollout skipped. :func:`queue_messages` then asks
+:func:`fleetcron.core.incidents.next_message` about every open (or just resolved) incident
+and every channel whose rules want it, and queues the deliveries. Nothing here reads the
+clock: ``now`` is the evaluation's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from fleetcron.core import incidents as core
+from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerpt
+from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
+from fleetcron.core.labels import parse_selector
+from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.store.schema import (
+    Incident,
+    IncidentNotice,
+    IncidentTarget,
+    Job,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationRule,
+    Run,
+    Silence,
+    Target,
+)
+
+log = logging.getLogger(__name__)
+
+#: A resolved incident is looked at for messages this long after it resolved (a channel
+#: disabled meanwhile, or a silence in force, hears nothing of it).
+RESOLVED_LOOKBACK = timedelta(hours=1)
+#: The alert-state word an incident of each cause stands for.
+STATE_OF: dict[str, str] = {
+    "failing": "failing",
+    "late": "late",
+    "stuck": "late",
+    "halted": "failing",
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One enabled rule: its channel, its job (None: every job), its switches and timers."""
+
+    channel_id: int
+    job_id: int | None
+    events: frozenset[str]
+    timers: Timers
+
+
+def routes(session: Session) -> list[Route]:
+    rows = session.execute(
+        select(
+            NotificationRule.channel_id,
+            NotificationRule.job_id,
+            NotificationRule.on_failure,
+            NotificationRule.on_late,
+            NotificationRule.on_recovery,
+            NotificationRule.group_wait_s,
+            NotificationRule.group_interval_s,
+            NotificationRule.repeat_interval_s,
+        )
+        .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
+        .where(NotificationChannel.enabled.is_(True))
+    )
+    return [
+        Route(
+            channel_id,
+            job_id,
+            frozenset(
+                name
+                for name, on in (("failure", fail), ("late", late), ("recovery", recover))
+                if on
+            ),
+            Timers(wait, interval, repeat),
+        )
+        for channel_id, job_id, fail, late, recover, wait, interval, repeat in rows
+    ]
+
+
+# -- recording ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """A target of one job as an incident records it."""
+
+    assignment_id: int
+    job_id: int
+    job_name: str
+    target_id: int
+    target_name: str
+
+
+def record_change(
+    session: Session,
+    member: Member,
+    cause: Cause | None,
+    at: datetime,
+    *,
+    previous_state: str,
+    reason: str,
+    run_id: int | None,
+) -> None:
+    """One assignment's change of alert state at ``at``: into the open incident of
+    ``cause`` (None: it recovered), out of the job's other open incidents (a halted
+    rollout's incident is left to :func:`recover_halted`)."""
+    for incident, member_row in _memberships(session, member):
+        if incident.cause == cause or incident.cause == "halted":
+            continue
+        member_row.recovered_at = at
+        _resolve_if_empty(session, incident, at)
+    if cause is None:
+        return
+    incident = _open_incident(
+        session, member.job_id, member.job_name, cause, at, previous_state, reason, run_id
+    )
+    _join(session, incident, member, at)
+
+
+def record_halt(
+    session: Session,
+    job_id: int,
+    job_name: str,
+    halted_at: datetime,
+    skipped: Sequence[Member],
+    *,
+    previous_state: str,
+    reason: str,
+    run_id: int | None,
+) -> bool:
+    """The targets a halted rollout skipped join the job's ``halted`` incident; returns
+    False when the halt was already recorded (evaluation reads a window of several
+    rounds). A target that recovered after this halt does not join again."""
+    newest_resolved = session.scalar(
+        select(func.max(Incident.resolved_at)).where(
+            Incident.job_id == job_id, Incident.cause == "halted"
+        )
+    )
+    if newest_resolved is not None and halted_at <= newest_resolved:
+        return False
+    incident = _open_incident(
+        session, job_id, job_name, "halted", halted_at, previous_state, reason, run_id
+    )
+    rows = {
+        row.assignment_id: row
+        for row in session.scalars(
+            select(IncidentTarget).where(IncidentTarget.incident_id == incident.id)
+        )
+    }
+    news = False
+    for member in skipped:
+        row = rows.get(member.assignment_id)
+        if row is not None and (
+            halted_at <= row.last_seen_at
+            or (row.recovered_at is not None and halted_at <= row.recovered_at)
+        ):
+            continue
+        _join(session, incident, member, halted_at, row=row)
+        news = True
+    return news
+
+
+def recover_halted(session: Session) -> None:
+    """A target of a ``halted`` incident recovers with a success after the slot that put
+    it there; the incident resolves when the last one has."""
+    open_halts = list(
+        session.scalars(
+            select(Incident).where(Incident.status == "open", Incident.cause == "halted")
+        )
+    )
+    for incident in open_halts:
+        active = list(
+            session.scalars(
+                select(IncidentTarget).where(
+                    IncidentTarget.incident_id == incident.id,
+                    IncidentTarget.recovered_at.is_(None),
+                )
+            )
+        )
+        for row in active:
+            success = session.scalar(
+                select(func.min(Run.finished_at)).where(
+                    Run.assignment_id == row.assignment_id,
+                    Run.status == RunStatus.SUCCEEDED,
+                    Run.finished_at > row.last_seen_at,
+                )
+            )
+            if success is not None:
+                row.recovered_at = success
+        session.flush()
+        last = max((r.recovered_at for r in active if r.recovered_at is not None), default=None)
+        if last is not None:
+            _resolve_if_empty(session, incident, last)
+
+
+def _memberships(session: Session, member: Member) -> list[tuple[Incident, IncidentTarget]]:
+    rows = session.execute(
+        select(Incident, IncidentTarget)
+        .join(IncidentTarget, IncidentTarget.incident_id == Incident.id)
+        .where(
+            Incident.status == "open",
+            Incident.job_id == member.job_id,
+            IncidentTarget.assignment_id == member.assignment_id,
+            IncidentTarget.recovered_at.is_(None),
+        )
+    ).all()
+    return [(incident, row) for incident, row in rows]
+
+
+def _open_incident(
+    session: Session,
+    job_id: int,
+    job_name: str,
+    cause: Cause,
+    at: datetime,
+    previous_state: str,
+    reason: str,
+    run_id: int | None,
+) -> Incident:
+    found = session.scalar(
+        select(Incident).where(
+            Incident.job_id == job_id, Incident.cause == cause, Incident.status == "open"
+        )
+    )
+    if found is not None:
+        return found
+    # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
+    # one else opens this incident meanwhile; the partial unique index makes sure of it.
+    incident = Incident(
+        job_id=job_id,
+        job_name=job_name,
+        cause=cause,
+        status="open",
+        opened_at=at,
+        previous_state=previous_state,
+        reason=reason,
+        first_run_id=run_id,
+    )
+    session.add(incident)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s opened",
+        incident.id,
+        job_name,
+        cause,
+        extra={"action": "incident.opened", "incident_id": incident.id, "job": job_name},
+    )
+    return incident
+
+
+def _join(
+    session: Session,
+    incident: Incident,
+    member: Member,
+    at: datetime,
+    *,
+    row: IncidentTarget | None = None,
+) -> None:
+    if row is None:
+        row = session.get(IncidentTarget, (incident.id, member.assignment_id))
+    if row is None:
+        session.add(
+            IncidentTarget(
+                incident_id=incident.id,
+                assignment_id=member.assignment_id,
+                target_id=member.target_id,
+                target_name=member.target_name,
+                joined_at=at,
+                last_seen_at=at,
+            )
+        )
+    else:
+        row.recovered_at = None
+        row.last_seen_at = max(row.last_seen_at, at)
+    session.flush()
+
+
+def _resolve_if_empty(session: Session, incident: Incident, at: datetime) -> None:
+    session.flush()
+    left = session.scalar(
+        select(func.count()).where(
+            IncidentTarget.incident_id == incident.id, IncidentTarget.recovered_at.is_(None)
+        )
+    )
+    if left:
+        return
+    incident.status = "resolved"
+    incident.resolved_at = max(at, incident.opened_at)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s resolved",
+        incident.id,
+        incident.job_name,
+        incident.cause,
+        extra={"action": "incident.resolved", "incident_id": incident.id, "job": incident.job_name},
+    )
+
+
+# -- messages ----------------------------------------------------------------------------
+
+
+def queue_messages(session: Session, now: datetime) -> int:
+    """Queue every message due now about open and just-resolved incidents; returns how
+    many deliveries were queued."""
+    found = list(
+        session.scalars(
+            select(Incident)
+            .where(or_(Incident.status == "open", Incident.resolved_at >= now - RESOLVED_LOOKBACK))
+            .order_by(Incident.id)
+        )
+    )
+    if not found:
+        return 0
+    all_routes = routes(session)
+    ids = [i.id for i in found]
+    notices: dict[tuple[int, int], IncidentNotice] = {
+        (n.incident_id, n.channel_id): n
+        for n in session.scalars(select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids)))
+    }
+    members: dict[int, list[IncidentTarget]] = defaultdict(list)
+    for row in session.scalars(select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))):
+        members[row.incident_id].append(row)
+    silences = active_silences(session, now)
+    labels = (
+        _labels(session, {r.target_id for rows in members.values() for r in rows})
+        if silences
+        else {}
+    )
+    queued = 0
+    for incident in found:
+        cause = cast(Cause, incident.cause)
+        rows = members[incident.id]
+        active = [r for r in rows if r.recovered_at is None]
+        shown_targets = active if incident.status == "open" else rows
+        silenced = core.is_silenced(
+            silences,
+            incident.job_id,
+            [(r.target_id, labels.get(r.target_id, {})) for r in shown_targets],
+            now,
+        )
+        facts = core.IncidentFacts(
+            opened_at=incident.opened_at,
+            resolved_at=incident.resolved_at,
+            acknowledged=incident.acked_at is not None,
+            targets=frozenset(r.assignment_id for r in active),
+        )
+        wanted = _wanted(all_routes, incident.job_id, core.cause_event(cause))
+        for channel_id, timers in sorted(wanted.items()):
+            notice = notices.get((incident.id, channel_id))
+            seen = core.NoticeFacts(
+                last_sent_at=notice.last_sent_at if notice else None,
+                notified=frozenset(notice.notified) if notice else frozenset(),
+                closed=notice.closed if notice else False,
+            )
+            if notice is None:
+                notice = IncidentNotice(
+                    incident_id=incident.id, channel_id=channel_id, notified=[], messages=0
+                )
+                session.add(notice)
+                notices[(incident.id, channel_id)] = notice
+            if incident.status == "resolved" and silenced and not seen.closed:
+                notice.closed = True  # resolved while muted: nothing left to say
+                continue
+            kind = core.next_message(facts, seen, timers, now, silenced=silenced)
+            if kind is None:
+                continue
+            notice.closed = core.closes(kind)
+            if kind == "resolved" and not _wants_recovery(all_routes, incident.job_id, channel_id):
+                continue
+            message = _message(session, incident, kind, rows, seen.notified, now)
+            _queue(session, channel_id, incident, message, now)
+            notice.last_sent_at = now
+            notice.notified = sorted(facts.targets)
+            notice.messages = (notice.messages or 0) + 1
+            queued += 1
+    session.flush()
+    return queued
+
+
+def _wanted(all_routes: Iterable[Route], job_id: int, event: str) -> dict[int, Timers]:
+    """Channel -> timers of the rules for this job (or every job) that want this event; a
+    channel named by several rules gets each message once, on the shortest timers."""
+    found: dict[int, list[Timers]] = defaultdict(list)
+    for route in all_routes:
+        if event in route.events and (route.job_id is None or route.job_id == job_id):
+            found[route.channel_id].append(route.timers)
+    return {channel: core.merged(timers) for channel, timers in found.items()}
+
+
+def _wants_recovery(all_routes: Iterable[Route], job_id: int, channel_id: int) -> bool:
+    return any(
+        r.channel_id == channel_id
+        and "recovery" in r.events
+        and (r.job_id is None or r.job_id == job_id)
+        for r in all_routes
+    )
+
+
+def _message(
+    session: Session,
+    incident: Incident,
+    kind: core.MessageKind,
+    rows: Sequence[IncidentTarget],
+    notified: frozenset[int],
+    now: datetime,
+) -> IncidentMessage:
+    cause = cast(Cause, incident.cause)
+    active = [r for r in rows if r.recovered_at is None]
+    current = {r.assignment_id for r in active}
+    state = STATE_OF[cause]
+    if kind == "firing":
+        previous = incident.previous_state
+    elif kind == "resolved":
+        previous, state = state, "ok"
+    else:
+        previous = state
+    shown = active if kind != "resolved" else list(rows)
+    return IncidentMessage(
+        kind=kind,
+        incident_id=incident.id,
+        job_id=incident.job_id,
+        job_name=incident.job_name,
+        cause=cause,
+        opened_at=incident.opened_at,
+        at=now,
+        previous_state=previous,
+        state=state,
+        reason=incident.reason,
+        targets=core.bounded(_lines(shown)),
+        target_count=len(shown),
+        failed_slots=failed_slots(session, incident, now),
+        joined=core.bounded(_lines(r for r in active if r.assignment_id not in notified))
+        if notified
+        else (),
+        recovered=core.bounded(
+            _lines(
+                r for r in rows if r.assignment_id in notified and r.assignment_id not in current
+            )
+        ),
+        resolved_at=incident.resolved_at,
+        acknowledged_by=incident.acked_by,
+        first_run=_first_run(session, incident.first_run_id),
+    )
+
+
+def _lines(rows: Iterable[IncidentTarget]) -> list[TargetLine]:
+    return [TargetLine(r.target_id, r.target_name) for r in rows]
+
+
+def failed_slots(session: Session, incident: Incident, now: datetime) -> int:
+    """Slots of the job that went wrong for this cause while the incident was open."""
+    end = incident.resolved_at or now
+    where: list[Any] = [
+        Run.job_id == incident.job_id,
+        Run.finished_at >= incident.opened_at,
+        Run.finished_at <= end,
+    ]
+    if incident.cause == "failing":
+        where.append(Run.status.in_(sorted(FAILURE_STATUSES)))
+    elif incident.cause == "late":
+        where.append(
+            or_(
+                Run.status.in_(sorted(LATE_STATUSES)),
+                Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN,
+            )
+        )
+    elif incident.cause == "halted":
+        where.append(Run.skip_kind == SkipKind.ROLLOUT_HALTED)
+    else:
+        where = [
+            Run.job_id == incident.job_id,
+            Run.scheduled_for <= end,
+            Run.status.in_([RunStatus.RUNNING, RunStatus.LOST]),
+            or_(Run.finished_at.is_(None), Run.finished_at >= incident.opened_at),
+        ]
+    count = session.scalar(select(func.count(func.distinct(Run.scheduled_for))).where(*where))
+    return max(int(count or 0), 1)
+
+
+def _first_run(session: Session, run_id: int | None) -> core.FirstRun | None:
+    if run_id is None:
+        return None
+    row = session.execute(
+        select(Run.id, Run.status, Run.exit_code, Run.error, Run.stderr_head).where(
+            Run.id == run_id
+        )
+    ).first()
+    if row is None:
+        return None
+    return core.FirstRun(
+        id=row.id,
+        status=str(row.status),
+        exit_code=row.exit_code,
+        error=row.error,
+        stderr=stderr_excerpt(row.stderr_head or ""),
+    )
+
+
+def _queue(
+    session: Session, channel_id: int, incident: Incident, message: IncidentMessage, now: datetime
+) -> None:
+    body = core.payload(message)
+    event = core.rule_event(message)
+    session.add(
+        NotificationDelivery(
+            channel_id=channel_id,
+            event=event,
+            payload=body,
+            status="pending",
+            attempts=0,
+            created_at=now,
+            next_attempt_at=now,
+            incident_id=incident.id,
+        )
+    )
+    log.info(
+        "notify: incident #%d %s %s: %s, %d target(s)",
+        incident.id,
+        incident.job_name,
+        incident.cause,
+        message.kind,
+        message.target_count,
+        extra={
+            "action": f"incident.{message.kind}",
+            "incident_id": incident.id,
+            "job": incident.job_name,
+            "channel_id": channel_id,
+        },
+    )
+
+
+# -- silences in force -------------------------------------------------------------------
+
+
+def active_silences(session: Session, now: datetime) -> list[core.SilenceFacts]:
+    rows = session.scalars(select(Silence).where(Silence.starts_at <= now, Silence.ends_at > now))
+    return [
+        core.SilenceFacts(
+            starts_at=s.starts_at,
+            ends_at=s.ends_at,
+            job_id=s.job_id,
+            target_id=s.target_id,
+            selector=parse_selector(s.selector) if s.selector else None,
+        )
+        for s in rows
+    ]
+
+
+def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]:
+    if not target_ids:
+        return {}
+    return {
+        tid: dict(labels or {})
+        for tid, labels in session.execute(
+            select(Target.id, Target.labels).where(Target.id.in_(sorted(target_ids)))
+        )
+    }
+
+
+def job_exists(session: Session, job_id: int) -> bool:
+    return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+
+
+__all__ = [
+    "RESOLVED_LOOKBACK",
+    "STATE_OF",
+    "Member",
+    "Route",
+    "active_silences",
+    "failed_slots",
+    "queue_messages",
+    "record_change",
+    "record_halt",
+    "recover_halted",
+    "routes",
+]
