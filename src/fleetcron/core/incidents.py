@@ -243,6 +243,35 @@ def silence_window(
     return now, now + length
 
 
+_UNITS: Final[dict[str, int]] = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, *, field: str = "duration") -> timedelta:
+    """``"90m"``, ``"2h"``, ``"1d12h"``, ``"3600"`` (seconds) -> a timedelta; raises
+    InvalidInput naming ``field`` for anything else."""
+    given = text.strip().lower()
+    if given.isdigit():
+        return timedelta(seconds=int(given))
+    total, number = 0, ""
+    for char in given:
+        if char.isdigit():
+            number += char
+        elif char in _UNITS and number:
+            total += int(number) * _UNITS[char]
+            number = ""
+        else:
+            number = "bad"
+            break
+    if number or not given:
+        raise InvalidInput(
+            f"{field}: {text!r} is not a duration (e.g. 90m, 2h, 1d12h)",
+            field=field,
+            value=text,
+            allowed="a number with s, m, h, d or w",
+        )
+    return timedelta(seconds=total)
+
+
 # -- messages ------------------------------------------------------------------------------
 
 
@@ -496,6 +525,7 @@ __all__ = [
     "job_link",
     "merged",
     "next_message",
+    "parse_duration",
     "payload",
     "render",
     "rule_event",

@@ -16,8 +16,8 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
-    Float,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -605,9 +605,7 @@ class NotificationRule(Base):
     #: Incident timers (core/incidents.py): Alertmanager's defaults, migration 0027.
     group_wait_s: Mapped[float] = mapped_column(Float, default=30.0, server_default="30")
     group_interval_s: Mapped[float] = mapped_column(Float, default=300.0, server_default="300")
-    repeat_interval_s: Mapped[float] = mapped_column(
-        Float, default=14400.0, server_default="14400"
-    )
+    repeat_interval_s: Mapped[float] = mapped_column(Float, default=14400.0, server_default="14400")
     created_at: Mapped[datetime]
 
 

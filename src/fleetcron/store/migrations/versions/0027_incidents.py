@@ -23,9 +23,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("notification_rules") as batch:
-        batch.add_column(
-            sa.Column("group_wait_s", sa.Float(), server_default="30", nullable=False)
-        )
+        batch.add_column(sa.Column("group_wait_s", sa.Float(), server_default="30", nullable=False))
         batch.add_column(
             sa.Column("group_interval_s", sa.Float(), server_default="300", nullable=False)
         )
