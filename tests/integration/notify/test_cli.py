@@ -233,7 +233,7 @@ async def test_deliveries_lists_what_was_queued_and_sent(
     webhook: WebhookReceiver,
 ) -> None:
     cli(capsys, "channel", "add", "ops", "--url", webhook.url)
-    cli(capsys, "rule", "add", "--channel", "ops")
+    cli(capsys, "rule", "add", "--channel", "ops", "--group-wait", "0s")
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
     evaluate_alerts(app, clock.now)
@@ -248,7 +248,7 @@ async def test_deliveries_lists_what_was_queued_and_sent(
         "failure",
         "sent",
     )
-    assert delivery["subject"] == "[fleetcron] FAILED backup on box (exit 3)"
+    assert delivery["subject"] == "[fleetcron] #1 backup failing: 1 target"
     assert delivery["attempts"] == 1
     code, out, _ = cli(capsys, "deliveries", "--status", "failed", "--json")
     assert json.loads(out) == []
