@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
@@ -328,6 +328,7 @@ def queue_messages(session: Session, now: datetime) -> int:
     )
     if not found:
         return 0
+    _close_removed_jobs(session, [i for i in found if i.status == "open"], now)
     all_routes = routes(session)
     ids = [i.id for i in found]
     notices: dict[tuple[int, int], IncidentNotice] = {
@@ -392,6 +393,49 @@ def queue_messages(session: Session, now: datetime) -> int:
             queued += 1
     session.flush()
     return queued
+
+
+def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: datetime) -> None:
+    """An open incident whose job was removed resolves, and no channel hears more of it
+    (removing the job was the answer)."""
+    job_ids = sorted({i.job_id for i in open_ones})
+    if not job_ids:
+        return
+    present = set(session.scalars(select(Job.id).where(Job.id.in_(job_ids))))
+    for incident in open_ones:
+        if incident.job_id in present:
+            continue
+        incident.status = "resolved"
+        incident.resolved_at = max(now, incident.opened_at)
+        session.execute(
+            update(IncidentTarget)
+            .where(IncidentTarget.incident_id == incident.id, IncidentTarget.recovered_at.is_(None))
+            .values(recovered_at=incident.resolved_at)
+        )
+        session.execute(
+            update(IncidentNotice)
+            .where(IncidentNotice.incident_id == incident.id)
+            .values(closed=True)
+        )
+        for channel_id in session.scalars(select(NotificationChannel.id)):
+            if session.get(IncidentNotice, (incident.id, channel_id)) is None:
+                session.add(
+                    IncidentNotice(
+                        incident_id=incident.id,
+                        channel_id=channel_id,
+                        notified=[],
+                        messages=0,
+                        closed=True,
+                    )
+                )
+        log.info(
+            "incident: #%d %s %s closed: the job was removed",
+            incident.id,
+            incident.job_name,
+            incident.cause,
+            extra={"action": "incident.job_removed", "incident_id": incident.id},
+        )
+    session.flush()
 
 
 def _wanted(all_routes: Iterable[Route], job_id: int, event: str) -> dict[int, Timers]:
@@ -572,10 +616,6 @@ def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]
             select(Target.id, Target.labels).where(Target.id.in_(sorted(target_ids)))
         )
     }
-
-
-def job_exists(session: Session, job_id: int) -> bool:
-    return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
 
 
 __all__ = [
