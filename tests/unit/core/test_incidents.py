@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +262,12 @@ def test_subjects_of_one_incident_share_their_beginning() -> None:
     assert "Slots:    30 failed" in text
     assert "web00, web01" in render(message("firing"))[1]
     assert "and 30 more" in render(message("firing"))[1]
+
+
+def test_the_payload_has_every_field_its_documented_schema_requires_and_no_other() -> None:
+    schema = json.loads((Path(__file__).parents[3] / "docs" / "incident.schema.json").read_text())
+    body = payload(message())
+    # delivery_id is added by the webhook sender, per delivery.
+    assert set(body) | {"delivery_id"} == set(schema["required"]) == set(schema["properties"])
+    assert body["schema"] == schema["properties"]["schema"]["const"]
+    assert set(body["targets"]) == set(schema["properties"]["targets"]["required"])
