@@ -136,6 +136,7 @@ async def test_an_email_reaches_its_recipients_with_the_alert_subject(
     message: Message = email.message_from_bytes(mail.content)
     assert message["Subject"] == "[fleetcron] #1 backup failing: 1 target"
     assert message["To"] == "ops@example.com, oncall@example.com"
+    assert message["References"] == "<fleetcron-incident-1@example.com>"
     body = message.get_payload(decode=True)
     assert isinstance(body, bytes)
     lines = body.decode().splitlines()
