@@ -343,8 +343,9 @@ async def test_a_rollout_halting_every_slot_is_one_halted_incident_with_true_sta
     # The canary's stored state when the first slot halted: it had just failed.
     failing_first = next(b for b in messages(webhook) if b["cause"] == "failing")
     assert (failing_first["previous_state"], failing_first["state"]) == ("ok", "failing")
-    # Halts are read before the round's own changes: the canary's stored state then.
-    assert (halted[0]["previous_state"], halted[0]["state"]) == ("ok", "failing")
+    # The halt is decided a tick after the canary failed, and that failure was already
+    # evaluated: the stored state it reports is "failing", where the old code wrote "ok".
+    assert (halted[0]["previous_state"], halted[0]["state"]) == ("failing", "failing")
     assert [t["name"] for t in halted[1]["targets"]["recovered"]] == ["app1", "app2"]
     assert (halted[2]["previous_state"], halted[2]["state"]) == ("failing", "ok")
     assert halted[2]["failed_slots"] == 30

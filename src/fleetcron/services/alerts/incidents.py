@@ -194,16 +194,27 @@ def recover_halted(session: Session) -> None:
                 )
             )
         )
-        for row in active:
-            success = session.scalar(
-                select(func.min(Run.finished_at)).where(
-                    Run.assignment_id == row.assignment_id,
+        if not active:
+            continue
+        # One statement per chunk of targets (the unique index on runs starts with
+        # assignment_id), not one per target: a halt can skip thousands.
+        since = min(r.last_seen_at for r in active)
+        successes: dict[int, list[datetime]] = defaultdict(list)
+        ids = sorted(r.assignment_id for r in active)
+        for start in range(0, len(ids), 500):
+            for aid, finished in session.execute(
+                select(Run.assignment_id, Run.finished_at).where(
+                    Run.assignment_id.in_(ids[start : start + 500]),
                     Run.status == RunStatus.SUCCEEDED,
-                    Run.finished_at > row.last_seen_at,
+                    Run.finished_at > since,
                 )
-            )
-            if success is not None:
-                row.recovered_at = success
+            ):
+                if finished is not None:
+                    successes[aid].append(finished)
+        for row in active:
+            after = [f for f in successes.get(row.assignment_id, ()) if f > row.last_seen_at]
+            if after:
+                row.recovered_at = min(after)
         session.flush()
         last = max((r.recovered_at for r in active if r.recovered_at is not None), default=None)
         if last is not None:
