@@ -32,9 +32,15 @@ from fleetcron.core.labels import selector_matches
 from fleetcron.errors import InvalidInput
 
 Cause = Literal["failing", "late", "stuck", "halted"]
-MessageKind = Literal["firing", "update", "reminder", "resolved"]
+MessageKind = Literal["firing", "update", "reminder", "resolved", "flapping"]
 CAUSES: Final[tuple[Cause, ...]] = ("failing", "late", "stuck", "halted")
-MESSAGE_KINDS: Final[tuple[MessageKind, ...]] = ("firing", "update", "reminder", "resolved")
+MESSAGE_KINDS: Final[tuple[MessageKind, ...]] = (
+    "firing",
+    "update",
+    "reminder",
+    "resolved",
+    "flapping",
+)
 INCIDENT_SCHEMA: Final = "fleetcron.incident/1"
 
 DEFAULT_GROUP_WAIT_S: Final = 30.0
@@ -48,6 +54,10 @@ TIMER_BOUNDS: Final[dict[str, tuple[float, float]]] = {
 }
 #: Targets named in one message; the count is always whole.
 TARGETS_SHOWN: Final = 20
+#: A job and cause whose incidents opened more than FLAP_THRESHOLD times within FLAP_WINDOW
+#: is flapping (Nagios' flap detection, counted in incidents).
+FLAP_THRESHOLD: Final = 5
+FLAP_WINDOW: Final = timedelta(hours=1)
 #: Silences last at least a minute and at most 90 days.
 SILENCE_MIN: Final = timedelta(minutes=1)
 SILENCE_MAX: Final = timedelta(days=90)
@@ -145,16 +155,22 @@ def next_message(
     now: datetime,
     *,
     silenced: bool = False,
+    flapping: bool = False,
+    flap_announced: bool = False,
 ) -> MessageKind | None:
     """The message a channel gets about an incident now, or None.
 
     A silenced incident sends nothing (the message that is due goes out when the silence
-    lifts, if it is still due). An incident that resolved before its first message was
-    sent still gets one ``resolved`` message once its group_wait has passed — a failure
-    that fixed itself is still worth one line — unless it was silenced.
+    lifts, if it is still due). A flapping job and cause (:func:`is_flapping`) sends one
+    ``flapping`` message, then nothing until it is stable again (callers close the
+    notices of the incidents that opened meanwhile). An incident that resolved before its
+    first message was sent still gets one ``resolved`` message once its group_wait has
+    passed — a failure that fixed itself is still worth one line — unless it was silenced.
     """
     if notice.closed or silenced:
         return None
+    if flapping:
+        return None if flap_announced else "flapping"
     if incident.resolved_at is not None:
         if notice.last_sent_at is None and now < incident.opened_at + _s(timers.group_wait_s):
             return None
@@ -170,6 +186,19 @@ def next_message(
     if not incident.acknowledged and now >= notice.last_sent_at + _s(timers.repeat_interval_s):
         return "reminder"
     return None
+
+
+def is_flapping(
+    opened: Iterable[datetime],
+    now: datetime,
+    *,
+    threshold: int = FLAP_THRESHOLD,
+    window: timedelta = FLAP_WINDOW,
+) -> bool:
+    """Whether the incidents of one job and cause, opened at ``opened``, flap: more than
+    ``threshold`` of them opened within ``window`` before ``now``. It stops once the older
+    ones age out of the window, that is once it has been stable for about a window."""
+    return sum(1 for moment in opened if now - window < moment <= now) > threshold
 
 
 def closes(kind: MessageKind) -> bool:
@@ -320,6 +349,9 @@ class IncidentMessage:
     first_run: FirstRun | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    flapping: int | None = None
+    """Incidents of this job and cause opened within :data:`FLAP_WINDOW` (flapping only)."""
+
     @property
     def status(self) -> Literal["firing", "resolved"]:
         return "resolved" if self.kind == "resolved" else "firing"
@@ -346,6 +378,11 @@ def subject(message: IncidentMessage) -> str:
     if message.kind == "resolved":
         return _one_line(f"{head}: RESOLVED after {_span(_lasted(message))}")
     count = f"{message.target_count} target{'s' if message.target_count != 1 else ''}"
+    if message.kind == "flapping":
+        return _one_line(
+            f"{head}: FLAPPING ({message.flapping} incidents in {_span(FLAP_WINDOW)}), "
+            "quiet until stable"
+        )
     tail = {"firing": "", "update": " (changed)", "reminder": " (still open)"}[message.kind]
     return _one_line(f"{head}: {count}{tail}")
 
@@ -366,6 +403,13 @@ def render(message: IncidentMessage) -> tuple[str, str]:
         lines.append(f"Acked by: {message.acknowledged_by}")
     lines.append(f"Link:     {message.link}")
     lines += ["", message.reason, ""]
+    if message.kind == "flapping":
+        lines += [
+            f"Flapping: {message.flapping} incidents of this job and cause opened within "
+            f"{_span(FLAP_WINDOW)}; no more messages about it until it has been stable "
+            "for that long.",
+            "",
+        ]
     if message.kind != "resolved":
         lines.append(
             f"Targets ({message.target_count}): {_names(message.targets, message.target_count)}"
@@ -417,6 +461,9 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "link": message.link,
         "reason": message.reason,
         "failed_slots": message.failed_slots,
+        "flapping": None
+        if message.flapping is None
+        else {"incidents": message.flapping, "window_s": FLAP_WINDOW.total_seconds()},
         "targets": {
             "count": message.target_count,
             "shown": [{"id": t.id, "name": t.name} for t in message.targets],
@@ -502,6 +549,8 @@ __all__ = [
     "DEFAULT_GROUP_INTERVAL_S",
     "DEFAULT_GROUP_WAIT_S",
     "DEFAULT_REPEAT_INTERVAL_S",
+    "FLAP_THRESHOLD",
+    "FLAP_WINDOW",
     "INCIDENT_SCHEMA",
     "MESSAGE_KINDS",
     "SILENCE_MAX",
@@ -521,6 +570,7 @@ __all__ = [
     "cause_event",
     "checked_timers",
     "closes",
+    "is_flapping",
     "is_silenced",
     "job_link",
     "merged",

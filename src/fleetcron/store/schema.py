@@ -676,6 +676,8 @@ class Incident(Base):
     acked_at: Mapped[datetime | None]
     acked_by: Mapped[str | None] = mapped_column(String(64))
     ack_note: Mapped[str | None] = mapped_column(Text)
+    #: When a ``flapping`` message was sent about this incident's job and cause.
+    flapping_at: Mapped[datetime | None]
 
 
 class IncidentTarget(Base):

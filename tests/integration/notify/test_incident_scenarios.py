@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -382,3 +383,72 @@ async def test_the_halting_rollout_without_incidents_would_be_thirty_messages(
     halted = Counter(body["message"] for body in messages(webhook) if body["cause"] == "halted")
     assert halted["firing"] == 1
     assert halted["reminder"] >= 25
+
+
+def every_other_slot(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+    """Fails in odd minutes, succeeds in even ones: the state flips every slot."""
+    minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
+    return FakeOutcome(exit_code=3, stderr=STDERR) if minute % 2 else FakeOutcome()
+
+
+async def flap(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+    minutes: int,
+) -> None:
+    hook(app, admin, webhook)
+    add_fleet(app, FLEET[:1])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = every_other_slot
+    await drive(app, scheduler, clock, minutes=minutes)
+    fake.script = failing(unless=lambda name: True)
+
+
+async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_stable(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=30)
+
+    # Five incidents (09:01, 09:03, ... 09:09) are announced and resolved; the sixth, at
+    # 09:11, makes six within an hour: one flapping message, then quiet.
+    expect(webhook, firing=5, resolved=5, flapping=1)
+    flapping = messages(webhook)[-1]
+    assert flapping["message"] == "flapping"
+    assert flapping["flapping"] == {"incidents": 6, "window_s": 3600.0}
+    assert "FLAPPING (6 incidents in 1h)" in flapping["subject"]
+
+    # Stable for an hour (the flapping incidents age out of the window), then a real
+    # failure is announced as usual.
+    await drive(app, fake_scheduler, clock, minutes=61, step_s=60)
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=1)
+    expect(webhook, firing=6, resolved=5, flapping=1)
+
+
+async def test_five_flips_in_an_hour_are_not_flapping(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control: five incidents, each announced and resolved, no flapping message.
+    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=10)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    with pytest.raises(AssertionError):
+        expect(webhook, firing=5, resolved=5, flapping=1)
+    expect(webhook, firing=5, resolved=5)

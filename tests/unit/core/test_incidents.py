@@ -20,6 +20,7 @@ from fleetcron.core.incidents import (
     Timers,
     bounded,
     checked_timers,
+    is_flapping,
     is_silenced,
     merged,
     next_message,
@@ -143,6 +144,26 @@ def test_timers_out_of_range_are_refused_naming_the_field(field: str, value: flo
 
 def test_timers_not_given_are_the_defaults() -> None:
     assert checked_timers(repeat_interval_s=600) == Timers(30, 300, 600)
+
+
+def test_six_incidents_within_an_hour_are_flapping_five_are_not() -> None:
+    five = [at(-600 * i) for i in range(5)]
+    assert not is_flapping(five, at(0))
+    assert is_flapping([*five, at(-3000)], at(0))
+    # Stable again once the oldest ones are more than an hour old.
+    assert not is_flapping([*five, at(-3000)], at(3600 - 3000 + 1))
+
+
+def test_a_flapping_incident_is_announced_once_then_quiet() -> None:
+    open_one = incident({1})
+    assert next_message(open_one, NEVER, DEFAULTS, at(0), flapping=True) == "flapping"
+    quiet = next_message(open_one, NEVER, DEFAULTS, at(0), flapping=True, flap_announced=True)
+    assert quiet is None
+    done = incident(set(), resolved=60)
+    assert (
+        next_message(done, told(0, {1}), DEFAULTS, at(60), flapping=True, flap_announced=True)
+        is None
+    )
 
 
 # -- silences ------------------------------------------------------------------------------

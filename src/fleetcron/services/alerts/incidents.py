@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -349,6 +349,8 @@ def queue_messages(session: Session, now: datetime) -> int:
     members: dict[int, list[IncidentTarget]] = defaultdict(list)
     for row in session.scalars(select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))):
         members[row.incident_id].append(row)
+    opened_recently = _opened_recently(session, now)
+    announced = _flaps_announced(session, now)
     silences = active_silences(session, now)
     labels = (
         _labels(session, {r.target_id for rows in members.values() for r in rows})
@@ -373,6 +375,8 @@ def queue_messages(session: Session, now: datetime) -> int:
             acknowledged=incident.acked_at is not None,
             targets=frozenset(r.assignment_id for r in active),
         )
+        key = (incident.job_id, incident.cause)
+        flapping = core.is_flapping(opened_recently.get(key, ()), now)
         wanted = _wanted(all_routes, incident.job_id, core.cause_event(cause))
         for channel_id, timers in sorted(wanted.items()):
             notice = notices.get((incident.id, channel_id))
@@ -390,13 +394,27 @@ def queue_messages(session: Session, now: datetime) -> int:
             if incident.status == "resolved" and silenced and not seen.closed:
                 notice.closed = True  # resolved while muted: nothing left to say
                 continue
-            kind = core.next_message(facts, seen, timers, now, silenced=silenced)
+            kind = core.next_message(
+                facts,
+                seen,
+                timers,
+                now,
+                silenced=silenced,
+                flapping=flapping,
+                flap_announced=(key, channel_id) in announced,
+            )
             if kind is None:
+                if flapping and not silenced:
+                    notice.closed = True  # opened while flapping: never announced
                 continue
             notice.closed = core.closes(kind)
             if kind == "resolved" and not _wants_recovery(all_routes, incident.job_id, channel_id):
                 continue
             message = _message(session, incident, kind, rows, seen.notified, now)
+            if kind == "flapping":
+                message = replace(message, flapping=len(opened_recently.get(key, ())))
+                incident.flapping_at = now
+                announced.add((key, channel_id))
             _queue(session, channel_id, incident, message, now)
             notice.last_sent_at = now
             notice.notified = sorted(facts.targets)
@@ -404,6 +422,27 @@ def queue_messages(session: Session, now: datetime) -> int:
             queued += 1
     session.flush()
     return queued
+
+
+def _opened_recently(session: Session, now: datetime) -> dict[tuple[int, str], list[datetime]]:
+    found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+    for job_id, cause, opened_at in session.execute(
+        select(Incident.job_id, Incident.cause, Incident.opened_at).where(
+            Incident.opened_at > now - core.FLAP_WINDOW
+        )
+    ):
+        found[(job_id, cause)].append(opened_at)
+    return found
+
+
+def _flaps_announced(session: Session, now: datetime) -> set[tuple[tuple[int, str], int]]:
+    """(job and cause, channel) told of flapping within the window."""
+    rows = session.execute(
+        select(Incident.job_id, Incident.cause, IncidentNotice.channel_id)
+        .join(IncidentNotice, IncidentNotice.incident_id == Incident.id)
+        .where(Incident.flapping_at > now - core.FLAP_WINDOW, IncidentNotice.messages > 0)
+    )
+    return {((job_id, cause), channel_id) for job_id, cause, channel_id in rows}
 
 
 def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: datetime) -> None:

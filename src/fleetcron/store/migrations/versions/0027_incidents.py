@@ -50,6 +50,7 @@ def upgrade() -> None:
         sa.Column("acked_at", sa.DateTime(), nullable=True),
         sa.Column("acked_by", sa.String(length=64), nullable=True),
         sa.Column("ack_note", sa.Text(), nullable=True),
+        sa.Column("flapping_at", sa.DateTime(), nullable=True),
         sa.CheckConstraint("status IN ('open', 'resolved')", name=op.f("ck_incidents_status")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_incidents")),
         sqlite_autoincrement=True,
