@@ -15,7 +15,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Incident, IncidentTarget, Silence
-from integration.web.conftest import API, csrf_token_of, error_of, sqlite_only
+from integration.web.conftest import API, csrf_token_of, error_of, log_in, sqlite_only
 
 pytestmark = sqlite_only
 
@@ -185,3 +185,35 @@ def test_a_viewer_lists_incidents_but_may_not_acknowledge(
     assert [i["id"] for i in listed.json()] == [incident_id]
     assert listed.json()[0]["open_targets"] == 1
     assert refused.status_code == 403
+
+
+def test_the_incidents_page_lists_shows_and_acknowledges(
+    app: App, browser: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    incident_id = an_incident(app, clock, resolved=False)
+
+    listed = browser.get("/incidents")
+    shown = browser.get(f"/incidents/{incident_id}")
+    acked = browser.post(
+        f"/incidents/{incident_id}/ack",
+        data={"note": "disk swap", "csrf_token": csrf_token_of(browser)},
+    )
+
+    assert listed.status_code == 200 and f'href="/incidents/{incident_id}"' in listed.text
+    assert shown.status_code == 200
+    assert "web1" in shown.text and "Acknowledge</button>" in shown.text
+    assert acked.status_code == 303
+    after = browser.get(f"/incidents/{incident_id}").text
+    assert "by olivia" in after and "Acknowledge</button>" not in after
+
+
+def test_a_viewer_sees_the_incident_without_the_acknowledge_button(
+    app: App, client: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    incident_id = an_incident(app, clock, resolved=False)
+    log_in(client, "viewer")
+
+    shown = client.get(f"/incidents/{incident_id}")
+
+    assert shown.status_code == 200
+    assert "Acknowledge</button>" not in shown.text

@@ -26,6 +26,7 @@ from fleetcron.web.pages import (
     accounts,
     cluster,
     history,
+    incidents,
     job_page,
     jobs,
     runs,
@@ -96,3 +97,4 @@ def dashboard(
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".
 for _module in (jobs, history, job_page, targets, target_actions, runs, accounts, cluster):
     router.include_router(_module.router)
+router.include_router(incidents.router)
