@@ -210,6 +210,7 @@ def _evaluate_assignments(
         runs[run.assignment_id].append(run)
 
     changed_count = 0
+    recorded: list[incidents.StateChange] = []
     for aid in sorted(subjects):
         subject = subjects[aid]
         previous: AlertStateName = "ok"
@@ -237,20 +238,29 @@ def _evaluate_assignments(
                 alert = _run_alert(change, subject, now, run)
                 cause = _CAUSE_OF[outcome]
             _log_change(alert)
-            incidents.record_change(
-                session,
-                incidents.Member(
-                    aid, subject.job_id, subject.job_name, subject.target_id, subject.target_name
-                ),
-                cause,
-                changed,
-                previous_state=alert.previous_state,
-                reason=alert.reason,
-                run_id=alert.run.id if alert.run else None,
+            recorded.append(
+                incidents.StateChange(
+                    incidents.Member(
+                        aid,
+                        subject.job_id,
+                        subject.job_name,
+                        subject.target_id,
+                        subject.target_name,
+                    ),
+                    cause,
+                    changed,
+                    previous_state=alert.previous_state,
+                    reason=alert.reason,
+                    run_id=alert.run.id if alert.run else None,
+                )
             )
         if changes:
             changed_count += len(changes)
             _save_state(session, aid, changes[-1].decision.state, changed, exists=aid in states)
+    # Oldest first, so a target that failed and recovered within the window ends up
+    # recovered, and incidents open in the order their first target failed.
+    recorded.sort(key=lambda c: (c.at, c.member.assignment_id))
+    incidents.record_changes(session, recorded)
     return changed_count
 
 

@@ -108,30 +108,131 @@ class Member:
     target_name: str
 
 
-def record_change(
-    session: Session,
-    member: Member,
-    cause: Cause | None,
-    at: datetime,
-    *,
-    previous_state: str,
-    reason: str,
-    run_id: int | None,
-) -> None:
-    """One assignment's change of alert state at ``at``: into the open incident of
-    ``cause`` (None: it recovered), out of the job's other open incidents (a halted
-    rollout's incident is left to :func:`recover_halted`)."""
-    for incident, member_row in _memberships(session, member):
-        if incident.cause == cause or incident.cause == "halted":
-            continue
-        member_row.recovered_at = at
-        _resolve_if_empty(session, incident, at)
-    if cause is None:
+@dataclass(frozen=True)
+class StateChange:
+    """One assignment's change of alert state at ``at``: into an incident of ``cause``, or
+    recovered (``cause`` None), with what the incident records if it opens with it."""
+
+    member: Member
+    cause: Cause | None
+    at: datetime
+    previous_state: str
+    reason: str
+    run_id: int | None
+
+
+def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
+    """Apply assignments' changes of alert state, oldest first per assignment: each target
+    joins the open incident of its cause (opening one if needed) and leaves the job's
+    other open incidents (a halted rollout's incident is left to :func:`recover_halted`);
+    an incident whose last target left resolves. A few statements per round, not per
+    change: a slot failing on 5,000 targets is 5,000 changes."""
+    if not changes:
         return
-    incident = _open_incident(
-        session, member.job_id, member.job_name, cause, at, previous_state, reason, run_id
+    job_ids = sorted({c.member.job_id for c in changes})
+    open_by_key: dict[tuple[int, str], Incident] = {}
+    for chunk in _chunked(job_ids):
+        for incident in session.scalars(
+            select(Incident).where(Incident.status == "open", Incident.job_id.in_(chunk))
+        ):
+            open_by_key[(incident.job_id, incident.cause)] = incident
+    # Every membership of the changed assignments in those incidents, active or not.
+    rows: dict[tuple[int, int], IncidentTarget] = {}
+    active: dict[int, set[int]] = defaultdict(set)  # assignment -> incident ids it is in
+    incident_ids = sorted(i.id for i in open_by_key.values())
+    aids = sorted({c.member.assignment_id for c in changes})
+    if incident_ids:
+        for chunk in _chunked(aids):
+            for row in session.scalars(
+                select(IncidentTarget).where(
+                    IncidentTarget.incident_id.in_(incident_ids),
+                    IncidentTarget.assignment_id.in_(chunk),
+                )
+            ):
+                rows[(row.incident_id, row.assignment_id)] = row
+                if row.recovered_at is None:
+                    active[row.assignment_id].add(row.incident_id)
+    by_id = {i.id: i for i in open_by_key.values()}
+    touched: dict[int, datetime] = {}  # incident -> newest change that may empty it
+    for change in changes:
+        member = change.member
+        for incident_id in sorted(active[member.assignment_id]):
+            other = by_id[incident_id]
+            if other.cause == change.cause or other.cause == "halted":
+                continue
+            rows[(incident_id, member.assignment_id)].recovered_at = change.at
+            active[member.assignment_id].discard(incident_id)
+            touched[incident_id] = max(change.at, touched.get(incident_id, change.at))
+        if change.cause is None:
+            continue
+        key = (member.job_id, change.cause)
+        opened = open_by_key.get(key)
+        incident = opened if opened is not None else _new_incident(session, member, change)
+        if opened is None:
+            open_by_key[key] = by_id[incident.id] = incident
+        found = rows.get((incident.id, member.assignment_id))
+        if found is None:
+            row = IncidentTarget(
+                incident_id=incident.id,
+                assignment_id=member.assignment_id,
+                target_id=member.target_id,
+                target_name=member.target_name,
+                joined_at=change.at,
+                last_seen_at=change.at,
+            )
+            session.add(row)
+            rows[(incident.id, member.assignment_id)] = row
+        else:
+            found.recovered_at = None
+            found.last_seen_at = max(found.last_seen_at, change.at)
+        active[member.assignment_id].add(incident.id)
+    session.flush()
+    if not touched:
+        return
+    left = dict(
+        session.execute(
+            select(IncidentTarget.incident_id, func.count())
+            .where(
+                IncidentTarget.incident_id.in_(sorted(touched)),
+                IncidentTarget.recovered_at.is_(None),
+            )
+            .group_by(IncidentTarget.incident_id)
+        ).all()
     )
-    _join(session, incident, member, at)
+    for incident_id, at in sorted(touched.items()):
+        if not left.get(incident_id):
+            _resolve(session, by_id[incident_id], at)
+
+
+def _new_incident(session: Session, member: Member, change: StateChange) -> Incident:
+    # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
+    # one else opens this incident meanwhile; the partial unique index makes sure of it.
+    assert change.cause is not None
+    incident = Incident(
+        job_id=member.job_id,
+        job_name=member.job_name,
+        cause=change.cause,
+        status="open",
+        opened_at=change.at,
+        previous_state=change.previous_state,
+        reason=change.reason,
+        first_run_id=change.run_id,
+    )
+    session.add(incident)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s opened",
+        incident.id,
+        member.job_name,
+        change.cause,
+        extra={"action": "incident.opened", "incident_id": incident.id, "job": member.job_name},
+    )
+    return incident
+
+
+def _chunked(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def record_halt(
@@ -221,20 +322,6 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
-def _memberships(session: Session, member: Member) -> list[tuple[Incident, IncidentTarget]]:
-    rows = session.execute(
-        select(Incident, IncidentTarget)
-        .join(IncidentTarget, IncidentTarget.incident_id == Incident.id)
-        .where(
-            Incident.status == "open",
-            Incident.job_id == member.job_id,
-            IncidentTarget.assignment_id == member.assignment_id,
-            IncidentTarget.recovered_at.is_(None),
-        )
-    ).all()
-    return [(incident, row) for incident, row in rows]
-
-
 def _open_incident(
     session: Session,
     job_id: int,
@@ -310,8 +397,11 @@ def _resolve_if_empty(session: Session, incident: Incident, at: datetime) -> Non
             IncidentTarget.incident_id == incident.id, IncidentTarget.recovered_at.is_(None)
         )
     )
-    if left:
-        return
+    if not left:
+        _resolve(session, incident, at)
+
+
+def _resolve(session: Session, incident: Incident, at: datetime) -> None:
     incident.status = "resolved"
     incident.resolved_at = max(at, incident.opened_at)
     session.flush()
@@ -673,10 +763,11 @@ __all__ = [
     "STATE_OF",
     "Member",
     "Route",
+    "StateChange",
     "active_silences",
     "failed_slots",
     "queue_messages",
-    "record_change",
+    "record_changes",
     "record_halt",
     "recover_halted",
     "routes",
