@@ -224,8 +224,19 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "channel", "job", "events"],
-        [(r.id, r.channel, r.job or "(every job)", ", ".join(r.events)) for r in rules],
+        ["id", "channel", "job", "events", "group wait", "group interval", "repeat"],
+        [
+            (
+                r.id,
+                r.channel,
+                r.job or "(every job)",
+                ", ".join(r.events),
+                f"{r.group_wait_s:g}s",
+                f"{r.group_interval_s:g}s",
+                f"{r.repeat_interval_s:g}s",
+            )
+            for r in rules
+        ],
     )
 
 
