@@ -36,6 +36,9 @@ from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
 from integration.notify.conftest import WebhookReceiver
 
+# Half an hour of slots for 50 targets on a fake clock: about 35 s each on SQLite.
+pytestmark = pytest.mark.slow
+
 FLEET = [f"web{i:02}" for i in range(50)]
 STDERR = "rsync: connection unexpectedly closed\ndisk full"
 Script = Callable[[RunTarget, ExecRequest], FakeOutcome]
