@@ -217,3 +217,15 @@ def test_a_viewer_sees_the_incident_without_the_acknowledge_button(
 
     assert shown.status_code == 200
     assert "Acknowledge</button>" not in shown.text
+
+
+def test_the_job_page_shows_its_open_incident_at_the_top(
+    app: App, browser: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    incident_id = an_incident(app, clock, resolved=False)
+
+    shown = browser.get("/jobs/backup")
+
+    assert shown.status_code == 200
+    assert f'Open incident <a href="/incidents/{incident_id}">#{incident_id}</a>' in shown.text
+    assert "failing on 1 target since" in shown.text
