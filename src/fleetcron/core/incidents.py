@@ -303,6 +303,56 @@ def parse_duration(text: str, *, field: str = "duration") -> timedelta:
 
 # -- messages ------------------------------------------------------------------------------
 
+#: Clusters a message names (the largest first); the rest are counted in "other".
+CLUSTERS_SHOWN: Final = 5
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Targets of an incident that failed the same way, and the labels they all share."""
+
+    reason: str
+    count: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def phrase(self) -> str:
+        where = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+        return f"{self.count} {self.reason}" + (f" in {where}" if where else "")
+
+
+def failure_key(status: str, exit_code: int | None, error: str | None) -> str:
+    """How a target's newest failing run failed, as a cluster's name: ``exit 1``,
+    ``connect_error: connection timed out``, ``timed_out``... (an error's first line up
+    to its first ": ", where the address it names usually follows, so 5,000 hosts timing
+    out make one cluster, not 5,000)."""
+    if status == "failed" and exit_code is not None:
+        return f"exit {exit_code}"
+    if error:
+        head = error.splitlines()[0] if error.splitlines() else error
+        return f"{status}: {head.split(': ')[0][:60]}"
+    return status
+
+
+def clusters(
+    failures: Iterable[tuple[str, Mapping[str, str]]], *, limit: int = CLUSTERS_SHOWN
+) -> list[Cluster]:
+    """(failure key, target labels) of each target -> the clusters, largest first, each
+    with the labels all its targets share; beyond ``limit`` clusters, one ``other``."""
+    found: dict[str, list[Mapping[str, str]]] = {}
+    for key, labels in failures:
+        found.setdefault(key, []).append(labels)
+    ordered = sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))
+    out: list[Cluster] = []
+    for key, labelled in ordered[:limit]:
+        shared = dict(labelled[0])
+        for labels in labelled[1:]:
+            shared = {k: v for k, v in shared.items() if labels.get(k) == v}
+        out.append(Cluster(key, len(labelled), shared))
+    rest = sum(len(labelled) for _, labelled in ordered[limit:])
+    if rest:
+        out.append(Cluster("other", rest))
+    return out
+
 
 @dataclass(frozen=True)
 class TargetLine:
@@ -347,6 +397,7 @@ class IncidentMessage:
     resolved_at: datetime | None = None
     acknowledged_by: str | None = None
     first_run: FirstRun | None = None
+    clusters: Sequence[Cluster] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     flapping: int | None = None
@@ -411,6 +462,8 @@ def render(message: IncidentMessage) -> tuple[str, str]:
             "",
         ]
     if message.kind != "resolved":
+        if len(message.clusters) > 1 or (message.clusters and message.clusters[0].labels):
+            lines.append("Failed as: " + "; ".join(c.phrase() for c in message.clusters))
         lines.append(
             f"Targets ({message.target_count}): {_names(message.targets, message.target_count)}"
         )
@@ -461,6 +514,10 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "link": message.link,
         "reason": message.reason,
         "failed_slots": message.failed_slots,
+        "clusters": [
+            {"reason": c.reason, "count": c.count, "labels": dict(c.labels)}
+            for c in message.clusters
+        ],
         "flapping": None
         if message.flapping is None
         else {"incidents": message.flapping, "window_s": FLAP_WINDOW.total_seconds()},
@@ -546,6 +603,7 @@ def _one_line(text: str) -> str:
 
 __all__ = [
     "CAUSES",
+    "CLUSTERS_SHOWN",
     "DEFAULT_GROUP_INTERVAL_S",
     "DEFAULT_GROUP_WAIT_S",
     "DEFAULT_REPEAT_INTERVAL_S",
@@ -558,6 +616,7 @@ __all__ = [
     "TARGETS_SHOWN",
     "TIMER_BOUNDS",
     "Cause",
+    "Cluster",
     "FirstRun",
     "IncidentFacts",
     "IncidentMessage",
@@ -570,6 +629,8 @@ __all__ = [
     "cause_event",
     "checked_timers",
     "closes",
+    "clusters",
+    "failure_key",
     "is_flapping",
     "is_silenced",
     "job_link",

@@ -163,6 +163,7 @@ async def test_a_bulk_job_failing_for_thirty_slots_is_one_incident_of_three_mess
     assert firing["run"]["stderr"] == STDERR
     assert firing["run"]["exit_code"] == 3
     assert firing["link"] == "/jobs/backup?status=failing"
+    assert firing["clusters"] == [{"reason": "exit 3", "count": 50, "labels": {}}]
     assert firing["subject"] == "[fleetcron] #1 backup failing: 50 targets".replace(
         "#1", f"#{firing['incident_id']}"
     )

@@ -11,6 +11,7 @@ import pytest
 from fleetcron.core.incidents import (
     INCIDENT_SCHEMA,
     TARGETS_SHOWN,
+    Cluster,
     FirstRun,
     IncidentFacts,
     IncidentMessage,
@@ -20,6 +21,8 @@ from fleetcron.core.incidents import (
     Timers,
     bounded,
     checked_timers,
+    clusters,
+    failure_key,
     is_flapping,
     is_silenced,
     merged,
@@ -292,3 +295,24 @@ def test_the_payload_has_every_field_its_documented_schema_requires_and_no_other
     assert set(body) | {"delivery_id"} == set(schema["required"]) == set(schema["properties"])
     assert body["schema"] == schema["properties"]["schema"]["const"]
     assert set(body["targets"]) == set(schema["properties"]["targets"]["required"])
+
+
+def test_targets_failing_the_same_way_are_one_cluster_with_their_shared_labels() -> None:
+    timeout = failure_key("connect_error", None, "connection timed out: 10.0.12.7:22")
+    assert timeout == "connect_error: connection timed out"
+    failures = [(timeout, {"rack": "r12", "os": f"v{i % 2}"}) for i in range(290)]
+    failures += [(failure_key("failed", 1, None), {"rack": f"r{i}"}) for i in range(22)]
+
+    found = clusters(failures)
+
+    assert found == [
+        Cluster("connect_error: connection timed out", 290, {"rack": "r12"}),
+        Cluster("exit 1", 22, {}),
+    ]
+    assert found[0].phrase() == "290 connect_error: connection timed out in rack=r12"
+
+
+def test_beyond_five_clusters_the_rest_are_other() -> None:
+    found = clusters([(f"exit {code}", {}) for code in range(1, 9)])
+    assert [c.reason for c in found] == ["exit 1", "exit 2", "exit 3", "exit 4", "exit 5", "other"]
+    assert found[-1].count == 3

@@ -641,6 +641,38 @@ def _message(
         resolved_at=incident.resolved_at,
         acknowledged_by=incident.acked_by,
         first_run=_first_run(session, incident.first_run_id),
+        clusters=_clusters(session, incident, active) if kind != "resolved" else (),
+    )
+
+
+def _clusters(
+    session: Session, incident: Incident, active: Sequence[IncidentTarget]
+) -> list[core.Cluster]:
+    """The open targets of a failing incident grouped by how their newest failing run
+    since it opened failed, with the labels each group shares."""
+    if incident.cause != "failing" or not active:
+        return []
+    newest: dict[int, tuple[datetime, int, str]] = {}
+    ids = sorted(r.assignment_id for r in active)
+    for chunk in _chunked(ids):
+        for aid, finished, run_id, status, exit_code, error in session.execute(
+            select(
+                Run.assignment_id, Run.finished_at, Run.id, Run.status, Run.exit_code, Run.error
+            ).where(
+                Run.assignment_id.in_(chunk),
+                Run.job_id == incident.job_id,
+                Run.status.in_(sorted(FAILURE_STATUSES)),
+                Run.finished_at >= incident.opened_at,
+            )
+        ):
+            seen = newest.get(aid)
+            if finished is not None and (seen is None or (finished, run_id) > seen[:2]):
+                newest[aid] = (finished, run_id, core.failure_key(str(status), exit_code, error))
+    labels = _labels(session, {r.target_id for r in active})
+    return core.clusters(
+        (newest[r.assignment_id][2], labels.get(r.target_id, {}))
+        for r in active
+        if r.assignment_id in newest
     )
 
 
