@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "health": ("health_cmd", "health", "Failing, late or stuck: exit 0 when all is well."),
     "prune": ("health_cmd", "prune", "Apply the retention settings once."),
     "notify": ("notify_cmd", "notify", "Notification channels, rules and deliveries."),
+    "alert": ("alert_cmd", "alert", "Incidents: list, show, acknowledge."),
+    "silence": ("alert_cmd", "silence", "Mute incident messages for a while."),
     "user": ("user_cmd", "user", "Accounts of the web UI, API and CLI."),
     "audit": ("user_cmd", "audit", "The audit log of every operator action."),
     "token": ("user_cmd", "token", "API tokens for scripts: create, list, revoke."),

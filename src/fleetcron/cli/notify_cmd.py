@@ -7,6 +7,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
+from fleetcron.core.incidents import parse_duration
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -169,6 +170,9 @@ def rule() -> None:
 @click.option("--failure/--no-failure", default=True, show_default=True, help="Failed runs.")
 @click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
 @click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
+@click.option("--group-wait", help="Wait before an incident's first message (default 30s).")
+@click.option("--group-interval", help="At most one update per (default 5m).")
+@click.option("--repeat-interval", help="Remind an open incident every (default 4h).")
 @as_user_option
 def rule_add(
     channel_name: str,
@@ -176,9 +180,21 @@ def rule_add(
     failure: bool,
     late: bool,
     recovery: bool,
+    group_wait: str | None,
+    group_interval: str | None,
+    repeat_interval: str | None,
     as_user: str | None,
 ) -> None:
     """Add a rule for one job or for every job."""
+    timers = {
+        f"{name}_s": parse_duration(value, field=f"{name}_s").total_seconds()
+        for name, value in (
+            ("group_wait", group_wait),
+            ("group_interval", group_interval),
+            ("repeat_interval", repeat_interval),
+        )
+        if value is not None
+    }
     with opened_app() as app:
         view = svc.add_rule(
             app,
@@ -188,6 +204,7 @@ def rule_add(
             on_failure=failure,
             on_late=late,
             on_recovery=recovery,
+            **timers,
         )
     click.echo(
         f"rule {view.id} added: {', '.join(view.events)} of "
@@ -207,8 +224,19 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "channel", "job", "events"],
-        [(r.id, r.channel, r.job or "(every job)", ", ".join(r.events)) for r in rules],
+        ["id", "channel", "job", "events", "group wait", "group interval", "repeat"],
+        [
+            (
+                r.id,
+                r.channel,
+                r.job or "(every job)",
+                ", ".join(r.events),
+                f"{r.group_wait_s:g}s",
+                f"{r.group_interval_s:g}s",
+                f"{r.repeat_interval_s:g}s",
+            )
+            for r in rules
+        ],
     )
 
 

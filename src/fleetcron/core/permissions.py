@@ -42,6 +42,13 @@ MATRIX: dict[str, str] = {
     "run.read": "viewer",
     "run.stop": "operator",
     "audit.read": "viewer",
+    # Incidents and silences (services/alerts): anyone reads them; operators acknowledge
+    # and mute, as they run and stop jobs.
+    "incident.read": "viewer",
+    "incident.ack": "operator",
+    "silence.read": "viewer",
+    "silence.add": "operator",
+    "silence.expire": "operator",
     "user.read": "admin",
     "user.add": "admin",
     "user.edit": "admin",
@@ -81,6 +88,7 @@ PHRASES: dict[str, str] = {
     "target.local": "add or edit local targets",
     "target.diagnose": "see why pairing a target failed",
     "audit.read": "read the audit log",
+    "incident.ack": "acknowledge incidents",
     "token.manage_own": "manage their own API tokens",
     "token.manage_any": "manage other users' API tokens",
     "account.manage_own": "manage their own account",

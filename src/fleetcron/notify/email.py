@@ -155,10 +155,20 @@ def send(
         subject=str(message["subject"]),
         text=str(message["text"]),
         timeout=sending.timeout,
+        thread=_thread_of(message),
     )
 
 
-def build_message(*, sender: str, to: Sequence[str], subject: str, text: str) -> EmailMessage:
+def _thread_of(message: Mapping[str, Any]) -> str | None:
+    """Every message about one incident names the same thread, so mail clients that thread
+    by ``References`` keep them together (the subjects share their beginning too)."""
+    incident = message.get("incident_id")
+    return f"fleetcron-incident-{incident}" if isinstance(incident, int) else None
+
+
+def build_message(
+    *, sender: str, to: Sequence[str], subject: str, text: str, thread: str | None = None
+) -> EmailMessage:
     message = EmailMessage()
     message["From"] = sender
     message["To"] = ", ".join(to)
@@ -166,6 +176,10 @@ def build_message(*, sender: str, to: Sequence[str], subject: str, text: str) ->
     message["Date"] = formatdate(localtime=False, usegmt=True)
     message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or None)
     message["Auto-Submitted"] = "auto-generated"
+    if thread is not None:
+        root = f"<{thread}@{sender.rpartition('@')[2] or 'fleetcron'}>"
+        message["References"] = root
+        message["In-Reply-To"] = root
     message.set_content(text)
     return message
 
@@ -182,10 +196,11 @@ def send_mail(
     subject: str,
     text: str,
     timeout: float,
+    thread: str | None = None,
 ) -> str | None:
     """Send one message; returns a note naming refused recipients when the server accepted
     the message for the others, raises :class:`DeliveryFailed` when nobody got it."""
-    message = build_message(sender=sender, to=to, subject=subject, text=text)
+    message = build_message(sender=sender, to=to, subject=subject, text=text, thread=thread)
     where = f"SMTP {host}:{port}"
     try:
         with smtplib.SMTP(host, port, timeout=timeout) as smtp:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -601,6 +602,10 @@ class NotificationRule(Base):
     on_failure: Mapped[bool] = mapped_column(Boolean, default=True)
     on_late: Mapped[bool] = mapped_column(Boolean, default=True)
     on_recovery: Mapped[bool] = mapped_column(Boolean, default=True)
+    #: Incident timers (core/incidents.py): Alertmanager's defaults, migration 0027.
+    group_wait_s: Mapped[float] = mapped_column(Float, default=30.0, server_default="30")
+    group_interval_s: Mapped[float] = mapped_column(Float, default=300.0, server_default="300")
+    repeat_interval_s: Mapped[float] = mapped_column(Float, default=14400.0, server_default="14400")
     created_at: Mapped[datetime]
 
 
@@ -632,6 +637,104 @@ class NotificationDelivery(Base):
     created_at: Mapped[datetime]
     next_attempt_at: Mapped[datetime | None]
     sent_at: Mapped[datetime | None]
+    #: The incident the message is about (none for a test message); migration 0027.
+    incident_id: Mapped[int | None] = mapped_column(Integer, index=True)
+
+
+class Incident(Base):
+    """One cause (``failing``, ``late``, ``stuck``, ``halted``) on one job, over the targets
+    sharing it (:class:`IncidentTarget`); ``core/incidents.py``. At most one is open per
+    job and cause. ``job_id`` is a plain column and the name a copy, so the history
+    outlives the job."""
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        CheckConstraint("status IN ('open', 'resolved')", name="status"),
+        Index(
+            "uq_incidents_open",
+            "job_id",
+            "cause",
+            unique=True,
+            sqlite_where=text("status = 'open'"),
+            postgresql_where=text("status = 'open'"),
+        ),
+        Index("ix_incidents_opened_at", "opened_at"),
+        NEVER_REUSED_IDS,
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer)
+    job_name: Mapped[str] = mapped_column(String(64))
+    cause: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    opened_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    #: The alert state of the first target before it joined (from ``alert_states``).
+    previous_state: Mapped[str] = mapped_column(String(16), default="ok")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    first_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    acked_at: Mapped[datetime | None]
+    acked_by: Mapped[str | None] = mapped_column(String(64))
+    ack_note: Mapped[str | None] = mapped_column(Text)
+    #: When a ``flapping`` message was sent about this incident's job and cause.
+    flapping_at: Mapped[datetime | None]
+
+
+class IncidentTarget(Base):
+    """One target of an incident: when it joined, when it recovered (or left for another
+    cause); ``last_seen_at`` is the newest slot that put it there."""
+
+    __tablename__ = "incident_targets"
+
+    incident_id: Mapped[int] = mapped_column(
+        ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    assignment_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(Integer)
+    target_name: Mapped[str] = mapped_column(String(64))
+    joined_at: Mapped[datetime]
+    last_seen_at: Mapped[datetime]
+    recovered_at: Mapped[datetime | None]
+
+
+class IncidentNotice(Base):
+    """What one channel was last told of an incident: when, about which assignments,
+    and whether it heard the last of it (``closed``)."""
+
+    __tablename__ = "incident_notices"
+
+    incident_id: Mapped[int] = mapped_column(
+        ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    channel_id: Mapped[int] = mapped_column(
+        ForeignKey("notification_channels.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_sent_at: Mapped[datetime | None]
+    notified: Mapped[list[int]] = mapped_column(JSON, default=list)
+    messages: Mapped[int] = mapped_column(Integer, default=0)
+    closed: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Silence(Base):
+    """A mute of incident messages: of everything, or narrowed to one job, one target
+    and/or a label selector, from ``starts_at`` until ``ends_at`` (expiring one early
+    moves ``ends_at``). Runs are still recorded and health still shows the failures."""
+
+    __tablename__ = "silences"
+    __table_args__ = (Index("ix_silences_ends_at", "ends_at"), NEVER_REUSED_IDS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    job_name: Mapped[str | None] = mapped_column(String(64))
+    target_id: Mapped[int | None] = mapped_column(Integer)
+    target_name: Mapped[str | None] = mapped_column(String(64))
+    selector: Mapped[str | None] = mapped_column(String(512))
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    expired_by: Mapped[str | None] = mapped_column(String(64))
 
 
 class WebSession(Base):

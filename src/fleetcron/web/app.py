@@ -26,7 +26,17 @@ from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import late_count
 from fleetcron.store.schema import ClusterOwnership, Run
 from fleetcron.web import errors
-from fleetcron.web.api import cluster_peer, health, history, job_fleet, jobs, runs, targets, users
+from fleetcron.web.api import (
+    alerts,
+    cluster_peer,
+    health,
+    history,
+    job_fleet,
+    jobs,
+    runs,
+    targets,
+    users,
+)
 from fleetcron.web.api.cluster_pair import router as cluster_pair_router
 from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES
@@ -130,6 +140,7 @@ def include_routes(web: FastAPI) -> None:
     web.include_router(job_fleet.router, prefix="/api/v1")
     web.include_router(cluster_pair_router, prefix="/api/v1")
     web.include_router(history.router, prefix="/api/v1")
+    web.include_router(alerts.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
     web.include_router(views.router)

@@ -233,7 +233,7 @@ async def test_deliveries_lists_what_was_queued_and_sent(
     webhook: WebhookReceiver,
 ) -> None:
     cli(capsys, "channel", "add", "ops", "--url", webhook.url)
-    cli(capsys, "rule", "add", "--channel", "ops")
+    cli(capsys, "rule", "add", "--channel", "ops", "--group-wait", "0s")
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
     evaluate_alerts(app, clock.now)
@@ -248,7 +248,27 @@ async def test_deliveries_lists_what_was_queued_and_sent(
         "failure",
         "sent",
     )
-    assert delivery["subject"] == "[fleetcron] FAILED backup on box (exit 3)"
+    assert delivery["subject"] == "[fleetcron] #1 backup failing: 1 target"
     assert delivery["attempts"] == 1
     code, out, _ = cli(capsys, "deliveries", "--status", "failed", "--json")
     assert json.loads(out) == []
+
+
+def test_a_rule_takes_its_timers_and_refuses_one_out_of_range(
+    app: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "channel", "add", "ops", "--url", "https://example.com/x")
+
+    too_long = cli(capsys, "rule", "add", "--channel", "ops", "--group-wait", "2h")
+    not_one = cli(capsys, "rule", "add", "--channel", "ops", "--repeat-interval", "often")
+    added = cli(capsys, "rule", "add", "--channel", "ops", "--repeat-interval", "1h")
+    [rule] = json.loads(cli(capsys, "rule", "list", "--json")[1])
+
+    assert too_long[0] == 2 and "group_wait_s: 7200 is out of range" in too_long[2]
+    assert not_one[0] == 2 and "repeat_interval_s" in not_one[2]
+    assert added[0] == 0
+    assert (rule["group_wait_s"], rule["group_interval_s"], rule["repeat_interval_s"]) == (
+        30.0,
+        300.0,
+        3600.0,
+    )

@@ -42,9 +42,12 @@ def deliveries(app: App) -> list[NotificationDelivery]:
 
 
 async def a_failure(app: App, admin: Actor, scheduler: Scheduler, clock: FakeClock) -> None:
-    """Job backup fails once on box, and the failure is queued for every channel."""
+    """Job backup fails once on box, and group_wait (30 s) later its incident's first
+    message is queued for every channel."""
     add_job(app, admin, "backup", FAILING)
     await next_minute(scheduler, clock)
+    assert evaluate_alerts(app, clock.now) == 0
+    clock.advance(seconds=30)
     assert evaluate_alerts(app, clock.now) >= 1
 
 
@@ -74,12 +77,10 @@ async def test_a_webhook_gets_the_alert_as_json_signed_with_the_channel_secret(
     body = json.loads(request.body)
     [delivery] = deliveries(app)
     assert body["delivery_id"] == delivery.id == int(request.headers["X-Fleetcron-Delivery"])
-    assert body["schema"] == "fleetcron.alert/1"
-    assert (body["event"], body["job"]["name"], body["target"]["name"]) == (
-        "failure",
-        "backup",
-        "box",
-    )
+    assert body["schema"] == "fleetcron.incident/1"
+    assert request.headers["X-Fleetcron-Event"] == "failure"
+    assert (body["event"], body["status"], body["job"]["name"]) == ("failure", "firing", "backup")
+    assert body["targets"]["shown"] == [{"id": body["targets"]["shown"][0]["id"], "name": "box"}]
     assert body["run"]["exit_code"] == 3
     assert (delivery.status, delivery.attempts, delivery.sent_at) == ("sent", 1, clock.now)
 
@@ -133,13 +134,15 @@ async def test_an_email_reaches_its_recipients_with_the_alert_subject(
     assert mail.sender == "fleetcron@example.com"
     assert mail.recipients == ["ops@example.com", "oncall@example.com"]
     message: Message = email.message_from_bytes(mail.content)
-    assert message["Subject"] == "[fleetcron] FAILED backup on box (exit 3)"
+    assert message["Subject"] == "[fleetcron] #1 backup failing: 1 target"
     assert message["To"] == "ops@example.com, oncall@example.com"
+    assert message["References"] == "<fleetcron-incident-1@example.com>"
     body = message.get_payload(decode=True)
     assert isinstance(body, bytes)
     lines = body.decode().splitlines()
-    assert "Status:  failed (exit code 3)" in lines
-    assert lines[-3:] == ["stderr (first 20 lines):", "  disk full", "  giving up"]
+    assert "Targets (1): box" in lines
+    assert any(line.startswith("First failing run: /runs/") for line in lines)
+    assert lines[-3:] == ["stderr:", "  disk full", "  giving up"]
     assert [d.status for d in deliveries(app)] == ["sent"]
 
 
@@ -267,8 +270,7 @@ async def test_two_delivery_rounds_at_once_send_each_message_once(
     sent: list[int] = []
 
     rounds = [
-        threading.Thread(target=lambda: sent.append(deliver_due(app, clock.now)))
-        for _ in range(2)
+        threading.Thread(target=lambda: sent.append(deliver_due(app, clock.now))) for _ in range(2)
     ]
     for thread in rounds:
         thread.start()

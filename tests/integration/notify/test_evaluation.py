@@ -1,7 +1,9 @@
 """Alert evaluation on a real database with a real scheduler: one message per change.
 
 The clock starts at 2026-03-02 09:00:30 UTC; a job "* * * * *" added then first fires at
-09:01, and each ``next_minute`` fires the next slot 30 s after its time.
+09:01, and each ``next_minute`` fires the next slot 30 s after its time. The rules here have
+a group_wait of 0, so an incident is announced in the round that opens it; the timers have
+their own tests (test_incident_scenarios.py, tests/unit/core/test_incidents.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def alert_state(app: App) -> str | None:
 
 def hook(app: App, admin: Actor, name: str = "ops", **rule: object) -> None:
     add_channel(app, admin, name, WebhookSpec(url="http://127.0.0.1:9/hook"))
-    add_rule(app, admin, name, **rule)  # type: ignore[arg-type]
+    add_rule(app, admin, name, **{"group_wait_s": 0, **rule})  # type: ignore[arg-type]
 
 
 async def test_three_failures_in_a_row_queue_one_message(
@@ -57,12 +59,12 @@ async def test_three_failures_in_a_row_queue_one_message(
     assert (delivery.event, delivery.status, delivery.attempts) == ("failure", "pending", 0)
     assert delivery.next_attempt_at == datetime(2026, 3, 2, 9, 1, 30, tzinfo=UTC)
     body = delivery.payload
-    assert body["subject"] == "[fleetcron] FAILED backup on box (exit 3)"
-    assert body["target"]["name"] == "box"
+    assert body["subject"] == f"[fleetcron] #{body['incident_id']} backup failing: 1 target"
+    assert [t["name"] for t in body["targets"]["shown"]] == ["box"]
     assert body["run"]["status"] == "failed"
     assert body["run"]["stderr"] == "disk full\ngiving up"
     assert body["run"]["link"] == f"/runs/{body['run']['id']}"
-    assert body["slot"] == "2026-03-02T09:01:00+00:00"
+    assert body["opened_at"] == "2026-03-02T09:01:30+00:00"
     assert alert_state(app) == "failing"
 
 
@@ -82,7 +84,7 @@ async def test_the_next_success_queues_one_recovery(
 
     assert events(app) == [("failure", "backup"), ("recovery", "backup")]
     recovery = queued(app)[1].payload
-    assert recovery["subject"] == "[fleetcron] RECOVERED backup on box"
+    assert recovery["subject"].endswith("backup failing: RESOLVED after 2m")
     assert recovery["previous_state"] == "failing"
     assert alert_state(app) == "ok"
 
@@ -121,8 +123,8 @@ async def test_a_slot_nobody_decided_is_one_late_message_until_it_recovers(
     assert events(app) == [("late", "backup"), ("recovery", "backup")]
     body = queued(app)[0].payload
     assert body["run"] is None
-    assert body["slot"] == "2026-03-02T09:01:00+00:00"
-    assert "has not started 60 s after its time" in body["reason"]
+    assert body["cause"] == "late"
+    assert "the slot 2026-03-02 09:01:00 UTC has not started 60 s after" in body["reason"]
 
 
 async def test_slots_missed_while_the_only_node_was_down_are_reported_after_its_restart(
@@ -134,13 +136,16 @@ async def test_slots_missed_while_the_only_node_was_down_are_reported_after_its_
     await scheduler.tick()  # 09:01-09:04 recorded missed, 09:05 runs and succeeds
     await scheduler.idle()
 
-    assert evaluate_alerts(app, clock.now) == 2
+    # Opened and resolved in one round: one resolved message that says what happened.
+    assert evaluate_alerts(app, clock.now) == 1
     assert evaluate_alerts(app, clock.now) == 0
 
-    late, recovery = queued(app)
-    assert (late.event, late.payload["run"]["status"]) == ("late", "missed")
-    assert late.payload["reason"] == "scheduler was not running at this time"
-    assert (recovery.event, recovery.payload["previous_state"]) == ("recovery", "late")
+    [recovery] = queued(app)
+    body = recovery.payload
+    assert (recovery.event, body["cause"], body["previous_state"]) == ("recovery", "late", "late")
+    assert body["run"]["status"] == "missed"
+    assert body["reason"] == "scheduler was not running at this time"
+    assert body["failed_slots"] == 4
 
 
 async def test_a_failure_already_followed_by_a_success_is_still_reported(
@@ -154,7 +159,9 @@ async def test_a_failure_already_followed_by_a_success_is_still_reported(
 
     evaluate_alerts(app, clock.now)
 
-    assert events(app) == [("failure", "backup"), ("recovery", "backup")]
+    # One resolved message about the failure that already recovered.
+    assert events(app) == [("recovery", "backup")]
+    assert queued(app)[0].payload["run"]["status"] == "failed"
 
 
 async def test_a_run_stuck_past_its_deadline_is_late_then_a_failure_when_found_lost(
@@ -174,10 +181,13 @@ async def test_a_run_stuck_past_its_deadline_is_late_then_a_failure_when_found_l
     store.close_lost(clock.now)
     lost = evaluate_alerts(app, clock.now)
 
-    assert (stuck, lost) == (1, 1)
-    late, failure = queued(app)
+    # The cause changes: the "stuck" incident resolves and a "failing" one opens.
+    assert (stuck, lost) == (1, 2)
+    late, unstuck, failure = queued(app)
     assert late.event == "late" and late.payload["run"]["id"] == dispatch.run_id
+    assert late.payload["cause"] == "stuck"
     assert "still running past its deadline" in late.payload["reason"]
+    assert (unstuck.event, unstuck.payload["cause"]) == ("recovery", "stuck")
     assert failure.event == "failure" and failure.payload["run"]["status"] == "lost"
 
 
@@ -202,9 +212,9 @@ async def test_a_channel_named_by_two_rules_gets_one_message(
 ) -> None:
     add_job(app, admin, "backup", FAILING)
     hook(app, admin)
-    add_rule(app, admin, "ops", job="backup")
+    add_rule(app, admin, "ops", job="backup", group_wait_s=0)
     add_channel(app, admin, "pager", WebhookSpec(url="http://127.0.0.1:9/pager"))
-    add_rule(app, admin, "pager", job="backup")
+    add_rule(app, admin, "pager", job="backup", group_wait_s=0)
 
     await next_minute(scheduler, clock)
 

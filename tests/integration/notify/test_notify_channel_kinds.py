@@ -112,7 +112,7 @@ async def test_a_kind_registered_with_one_line_is_added_listed_audited_and_deliv
         add_channel(app, admin, "disk", FileSpec(path="relative"))
 
     view = add_channel(app, admin, "disk", FileSpec(path=str(log)))
-    add_rule(app, admin, "disk")
+    add_rule(app, admin, "disk", group_wait_s=0)
 
     assert (view.kind, view.config, view.summary) == (
         "email",

@@ -25,7 +25,7 @@ class NobodyOwns(Standalone):
 
 def skip_a_slot(app: App, admin: Actor, clock: FakeClock) -> None:
     add_channel(app, admin, "ops", WebhookSpec(url="http://127.0.0.1:9/hook"))
-    add_rule(app, admin, "ops")
+    add_rule(app, admin, "ops", group_wait_s=0)
     add_job(app, admin, "backup", "true")
     clock.advance(minutes=1)  # 09:01:30: the 09:01 slot is due
     store = RunStore(app.db, node="n1", guard=NobodyOwns(), policy=policy_from(app), clock=clock)

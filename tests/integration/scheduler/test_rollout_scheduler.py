@@ -82,9 +82,7 @@ def slot_rows(app: App) -> list[Run]:
     with app.db.read() as session:
         return list(
             session.scalars(
-                select(Run)
-                .where(Run.job_name == "reload")
-                .order_by(Run.target_name, Run.attempt)
+                select(Run).where(Run.job_name == "reload").order_by(Run.target_name, Run.attempt)
             )
         )
 
@@ -333,7 +331,7 @@ def rollout_messages(app: App) -> list[dict[str, Any]]:
         return [
             d.payload
             for d in session.scalars(select(NotificationDelivery).order_by(NotificationDelivery.id))
-            if "rollout" in d.payload
+            if d.payload.get("cause") == "halted"
         ]
 
 
@@ -371,16 +369,21 @@ async def test_a_halted_rollout_sends_one_alert_naming_the_threshold(
     clock.advance(seconds=30)
     evaluate_alerts(app, clock.now)  # a second round announces nothing new
 
-    [message] = rollout_messages(app)
-    assert message["event"] == "failure"
-    assert message["subject"] == "[fleetcron] ROLLOUT HALTED reload: 2 target(s) skipped"
+    [message] = rollout_messages(app)  # the halted incident's first message
+    assert (message["event"], message["status"]) == ("failure", "firing")
+    assert (
+        message["subject"]
+        == f"[fleetcron] #{message['incident_id']} reload rollout halted: 2 targets"
+    )
     assert message["reason"] == (
         "rollout halted: max_failures 2 reached after failures on box1, box2; "
         "2 target(s) of the slot were skipped"
     )
-    assert message["rollout"]["skipped"] == 2
-    assert message["target"]["name"] == "box2"  # the failure that reached the threshold
-    assert message["run"]["status"] == "failed"
+    assert [t["name"] for t in message["targets"]["shown"]] == ["box4", "box5"]
+    assert message["run"]["status"] == "failed"  # the failure that reached the threshold
+    with app.db.read() as session:
+        halting = session.get(Run, message["run"]["id"])
+    assert halting is not None and halting.target_name == "box2"
 
 
 async def test_a_rollout_below_its_threshold_sends_no_halt_alert(
@@ -394,12 +397,16 @@ async def test_a_rollout_below_its_threshold_sends_no_halt_alert(
     # Negative control: the same failures under a threshold of 3 halt nothing.
     await halt_with_a_channel(app, admin, operator, fake_scheduler, fake, clock, "3")
     evaluate_alerts(app, clock.now)
+    clock.advance(seconds=30)
+    evaluate_alerts(app, clock.now)
     assert rollout_messages(app) == []
     with app.db.read() as session:
         failures = session.scalars(
             select(NotificationDelivery).where(NotificationDelivery.event == "failure")
         ).all()
-    assert len(failures) == 2  # the two targets' own failure alerts still go out
+    # The two targets' own failures still go out, as one incident of both.
+    [failure] = failures
+    assert failure.payload["targets"]["count"] == 2
 
 
 async def test_a_target_paused_or_disabled_before_its_turn_is_skipped_as_such(

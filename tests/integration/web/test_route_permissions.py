@@ -64,6 +64,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", f"{API}/users"): {"name": "perm-user", "password": "perm-password"},
     ("PATCH", f"{API}/users/{{name}}"): {"role": "viewer"},
     ("POST", f"{API}/tokens"): {"name": "perm-token"},
+    ("POST", f"{API}/silences"): {"reason": "perm", "all": True, "duration_s": 600},
 }
 
 

@@ -20,6 +20,12 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.alerts import channel_test_payload
+from fleetcron.core.incidents import (
+    DEFAULT_GROUP_INTERVAL_S,
+    DEFAULT_GROUP_WAIT_S,
+    DEFAULT_REPEAT_INTERVAL_S,
+    checked_timers,
+)
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput, NotFound
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.registry import KINDS, kind_of
@@ -161,6 +167,9 @@ class RuleView:
     on_late: bool
     on_recovery: bool
     created_at: datetime
+    group_wait_s: float = DEFAULT_GROUP_WAIT_S
+    group_interval_s: float = DEFAULT_GROUP_INTERVAL_S
+    repeat_interval_s: float = DEFAULT_REPEAT_INTERVAL_S
 
     @property
     def events(self) -> list[str]:
@@ -180,8 +189,12 @@ def add_rule(
     on_failure: bool = True,
     on_late: bool = True,
     on_recovery: bool = True,
+    group_wait_s: float | None = None,
+    group_interval_s: float | None = None,
+    repeat_interval_s: float | None = None,
 ) -> RuleView:
-    """Send a channel the events of one job, or of every job (``job`` None). One rule per
+    """Send a channel the incidents of one job, or of every job (``job`` None), with the
+    rule's timers (``core/incidents.py``; None: Alertmanager's defaults). One rule per
     channel and job: a second one is a Conflict (remove the first to change it)."""
     note = AuditNote("notify.rule.add", job_name=job, detail={"channel": channel})
     with audited(app, actor, note) as session:
@@ -193,6 +206,7 @@ def add_rule(
                 value=[],
                 allowed="failure, late, recovery",
             )
+        timers = checked_timers(group_wait_s, group_interval_s, repeat_interval_s)
         the_channel = get_channel(session, channel)
         job_id: int | None = None
         if job is not None:
@@ -216,12 +230,15 @@ def add_rule(
             on_failure=on_failure,
             on_late=on_late,
             on_recovery=on_recovery,
+            group_wait_s=timers.group_wait_s,
+            group_interval_s=timers.group_interval_s,
+            repeat_interval_s=timers.repeat_interval_s,
             created_at=app.now(),
         )
         session.add(rule)
         session.flush()
-        view = RuleView(rule.id, channel, job, on_failure, on_late, on_recovery, rule.created_at)
-        note.detail.update({"rule": rule.id, "events": view.events})
+        view = _rule_view(rule, channel, job)
+        note.detail.update({"rule": rule.id, "events": view.events, **asdict(timers)})
         return view
 
 
@@ -234,10 +251,22 @@ def list_rules(app: App, actor: Actor) -> list[RuleView]:
             .outerjoin(Job, Job.id == NotificationRule.job_id)
             .order_by(NotificationChannel.name, NotificationRule.id)
         ).all()
-        return [
-            RuleView(r.id, channel, job, r.on_failure, r.on_late, r.on_recovery, r.created_at)
-            for r, channel, job in rows
-        ]
+        return [_rule_view(r, channel, job) for r, channel, job in rows]
+
+
+def _rule_view(rule: NotificationRule, channel: str, job: str | None) -> RuleView:
+    return RuleView(
+        rule.id,
+        channel,
+        job,
+        rule.on_failure,
+        rule.on_late,
+        rule.on_recovery,
+        rule.created_at,
+        rule.group_wait_s,
+        rule.group_interval_s,
+        rule.repeat_interval_s,
+    )
 
 
 def remove_rule(app: App, actor: Actor, rule_id: int) -> None:

@@ -27,28 +27,25 @@ from fleetcron.core.alerts import (
     FAILURE_STATUSES,
     LATE_STATUSES,
     Alert,
-    AlertEvent,
     AlertStateName,
     Change,
     Outcome,
     RunFacts,
     classify_run,
     late_slot_reason,
-    payload,
     replay,
     run_reason,
     stderr_excerpt,
     stuck_run_reason,
 )
+from fleetcron.core.incidents import Cause
 from fleetcron.core.rollout import ROLLOUT_FAILURES
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.services.alerts import incidents
 from fleetcron.store.schema import (
     AlertState,
     Assignment,
     Job,
-    NotificationChannel,
-    NotificationDelivery,
-    NotificationRule,
     Run,
     Target,
 )
@@ -154,7 +151,11 @@ def _evaluation_lock(session: Session) -> bool:
 
 
 def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime) -> int:
-    return _rollout_halts(session, now, since) + _evaluate_assignments(session, now, grace, since)
+    # Halts first: their incident's previous state is the stored one before this round.
+    _rollout_halts(session, now, since)
+    _evaluate_assignments(session, now, grace, since)
+    incidents.recover_halted(session)
+    return incidents.queue_messages(session, now)
 
 
 def _evaluate_assignments(
@@ -208,8 +209,8 @@ def _evaluate_assignments(
     for run in [*flagged, *_successes(session, subjects, since)]:
         runs[run.assignment_id].append(run)
 
-    routes = _routes(session)
-    queued = 0
+    changed_count = 0
+    recorded: list[incidents.StateChange] = []
     for aid in sorted(subjects):
         subject = subjects[aid]
         previous: AlertStateName = "ok"
@@ -223,27 +224,55 @@ def _evaluate_assignments(
             previous, [outcome for _, outcome in verdicts], overdue=aid in overdue or aid in stuck
         )
         for change in changes:
+            cause: Cause | None
             if change.cause is None:
                 changed = now
                 alert = _overdue_alert(
                     change, subject, now, overdue.get(aid), stuck.get(aid), grace
                 )
+                cause = "stuck" if aid in stuck else "late"
             else:
-                run = verdicts[change.cause][0]
+                run, outcome = verdicts[change.cause]
                 assert run.finished_at is not None
                 changed = run.finished_at
                 alert = _run_alert(change, subject, now, run)
-            queued += _queue(session, routes, alert)
+                cause = _CAUSE_OF[outcome]
+            _log_change(alert)
+            recorded.append(
+                incidents.StateChange(
+                    incidents.Member(
+                        aid,
+                        subject.job_id,
+                        subject.job_name,
+                        subject.target_id,
+                        subject.target_name,
+                    ),
+                    cause,
+                    changed,
+                    previous_state=alert.previous_state,
+                    reason=alert.reason,
+                    run_id=alert.run.id if alert.run else None,
+                )
+            )
         if changes:
+            changed_count += len(changes)
             _save_state(session, aid, changes[-1].decision.state, changed, exists=aid in states)
-    return queued
+    # Oldest first, so a target that failed and recovered within the window ends up
+    # recovered, and incidents open in the order their first target failed.
+    recorded.sort(key=lambda c: (c.at, c.member.assignment_id))
+    incidents.record_changes(session, recorded)
+    return changed_count
+
+
+_CAUSE_OF: dict[Outcome, Cause | None] = {"failure": "failing", "late": "late", "success": None}
 
 
 def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
-    """One ``failure`` message per rolled-out slot halted in the window (a canary failed,
-    or ``max_failures`` was reached; ``core/rollout.py``), about the failure that halted it,
-    with the halt's reason and how many targets were skipped. The payload's ``rollout``
-    object marks it; a slot already announced in the window is not announced again."""
+    """The targets of every rolled-out slot halted in the window (a canary failed, or
+    ``max_failures`` was reached; ``core/rollout.py``) join their job's ``halted``
+    incident, whose first message names the threshold and the failure that reached it.
+    Its previous state is the stored alert state of that failure's target. Returns how
+    many halts were new."""
     halts = session.execute(
         select(
             Run.job_id,
@@ -259,26 +288,12 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
             Run.finished_at > since,
         )
         .group_by(Run.job_id, Run.scheduled_for)
+        .order_by(func.min(Run.finished_at))
     ).all()
-    if not halts:
-        return 0
-    announced = {
-        (rollout.get("job_id"), rollout.get("slot"))
-        for payload_ in session.scalars(
-            select(NotificationDelivery.payload).where(
-                NotificationDelivery.event == "failure",
-                NotificationDelivery.created_at > since - EVALUATION_WINDOW,
-            )
-        )
-        if isinstance(rollout := (payload_ or {}).get("rollout"), dict)
-    }
-    routes = _routes(session)
-    queued = 0
+    recorded = 0
     for job_id, slot, reason, skipped, halted_at, first_skipped in halts:
-        if (job_id, slot.isoformat()) in announced:
-            continue
         cause = session.execute(
-            select(*_RUN_COLUMNS, Run.stderr_head, Run.target_id, Run.target_name, Run.job_name)
+            select(*_RUN_COLUMNS, Run.target_id, Run.target_name, Run.job_name)
             .where(
                 Run.job_id == job_id,
                 Run.scheduled_for == slot,
@@ -289,57 +304,40 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
         ).first()
         if cause is None:
             continue
-        run = _run_row(cause, stderr=cause.stderr_head)
-        text = f"{reason}; {skipped} target(s) of the slot were skipped"
-        alert = Alert(
-            event="failure",
-            state="failing",
-            previous_state="ok",
-            at=now,
-            assignment_id=run.assignment_id,
-            job_id=job_id,
-            job_name=cause.job_name,
-            target_id=cause.target_id,
-            target_name=cause.target_name,
-            slot=slot,
-            reason=text,
-            run=run.facts(),
-        )
-        body = payload(alert)
-        body["subject"] = (
-            f"[fleetcron] ROLLOUT HALTED {cause.job_name}: {skipped} target(s) skipped"
-        )
-        body["text"] = f"{text}\n\n{body['text']}"
-        body["rollout"] = {
-            "job_id": job_id,
-            "slot": slot.isoformat(),
-            "halted_at": halted_at.isoformat() if halted_at else None,
-            "skipped": skipped,
-            "reason": reason,
-        }
-        channels = _channels_for(routes, job_id, "failure")
-        for channel_id in channels:
-            session.add(
-                NotificationDelivery(
-                    channel_id=channel_id,
-                    event="failure",
-                    payload=body,
-                    status="pending",
-                    attempts=0,
-                    created_at=now,
-                    next_attempt_at=now,
+        members = [
+            incidents.Member(aid, job_id, job_name, tid, tname)
+            for aid, job_name, tid, tname in session.execute(
+                select(Run.assignment_id, Run.job_name, Run.target_id, Run.target_name).where(
+                    Run.job_id == job_id,
+                    Run.scheduled_for == slot,
+                    Run.status == RunStatus.SKIPPED,
+                    Run.skip_kind == SkipKind.ROLLOUT_HALTED,
                 )
             )
-        if channels:
+        ]
+        stored = session.scalar(
+            select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
+        )
+        text = f"{reason}; {skipped} target(s) of the slot were skipped"
+        if incidents.record_halt(
+            session,
+            job_id,
+            cause.job_name,
+            halted_at or now,
+            members,
+            previous_state=stored if stored in ALERT_STATES else "ok",
+            reason=text,
+            run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
+        ):
+            recorded += 1
             log.info(
-                "notify: rollout of %s at %s halted, %d message(s)",
+                "notify: rollout of %s at %s halted, %d target(s) skipped",
                 cause.job_name,
                 slot.isoformat(),
-                len(channels),
-                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": run.id},
+                skipped,
+                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
             )
-        queued += len(channels)
-    return queued
+    return recorded
 
 
 def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateName, datetime]]:
@@ -419,30 +417,14 @@ def _alert(
     )
 
 
-def _queue(session: Session, routes: Iterable[_Route], alert: Alert) -> int:
-    """Queue the alert for every channel that wants it; returns how many."""
-    body = payload(alert)
-    channels = _channels_for(routes, alert.job_id, alert.event)
-    for channel_id in channels:
-        session.add(
-            NotificationDelivery(
-                channel_id=channel_id,
-                event=alert.event,
-                payload=body,
-                status="pending",
-                attempts=0,
-                created_at=alert.at,
-                next_attempt_at=alert.at,
-            )
-        )
+def _log_change(alert: Alert) -> None:
     log.info(
-        "notify: %s %s on %s (%s -> %s), %d message(s)",
+        "notify: %s %s on %s (%s -> %s)",
         alert.event,
         alert.job_name,
         alert.target_name,
         alert.previous_state,
         alert.state,
-        len(channels),
         extra={
             "action": f"alert.{alert.event}",
             "job": alert.job_name,
@@ -450,7 +432,6 @@ def _queue(session: Session, routes: Iterable[_Route], alert: Alert) -> int:
             "run_id": alert.run.id if alert.run else None,
         },
     )
-    return len(channels)
 
 
 def _run_row(row: Any, *, stderr: str | None = None) -> _RunRow:
@@ -526,51 +507,6 @@ def _save_state(
         )
     else:
         session.add(AlertState(assignment_id=aid, state=state, changed_at=changed_at))
-
-
-@dataclass(frozen=True)
-class _Route:
-    channel_id: int
-    job_id: int | None
-    events: frozenset[str]
-
-
-def _routes(session: Session) -> list[_Route]:
-    rows = session.execute(
-        select(
-            NotificationRule.channel_id,
-            NotificationRule.job_id,
-            NotificationRule.on_failure,
-            NotificationRule.on_late,
-            NotificationRule.on_recovery,
-        )
-        .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
-        .where(NotificationChannel.enabled.is_(True))
-    )
-    return [
-        _Route(
-            channel_id,
-            job_id,
-            frozenset(
-                name
-                for name, on in (("failure", fail), ("late", late), ("recovery", recover))
-                if on
-            ),
-        )
-        for channel_id, job_id, fail, late, recover in rows
-    ]
-
-
-def _channels_for(routes: Iterable[_Route], job_id: int, event: AlertEvent) -> list[int]:
-    """Channels of every rule for this job or for every job that wants this event; a
-    channel named by several rules gets the message once."""
-    return sorted(
-        {
-            r.channel_id
-            for r in routes
-            if event in r.events and (r.job_id is None or r.job_id == job_id)
-        }
-    )
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

@@ -21,6 +21,7 @@ from fleetcron.core.labels import parse_selector
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
+from fleetcron.services.alerts import incident_ops
 from fleetcron.services.fleet import job_page as fleet_svc
 from fleetcron.services.fleet.job_page import TargetQuery, TargetsPage
 from fleetcron.services.jobs.plan import not_succeeded_counts
@@ -137,6 +138,9 @@ def job_page(
         sort_choices=fleet_svc.SORTS,
         slot_runs_url=slot_runs_url,
         job_url=job_url,
+        open_incidents=incident_ops.list_incidents(
+            app, caller.actor, status="open", job=view.name, limit=5
+        ),
     )
 
 

@@ -23,6 +23,7 @@ from fleetcron.web.pages import (
     accounts,
     cluster,
     history,
+    incidents,
     job_page,
     job_plan,
     jobs,
@@ -88,3 +89,4 @@ def dashboard(
 for _module in (jobs, history, job_page, targets, target_actions, runs, accounts, cluster):
     router.include_router(_module.router)
 router.include_router(job_plan.router)
+router.include_router(incidents.router)

@@ -1,0 +1,806 @@
+"""Incidents in the store: which targets share a cause on a job, and which messages are due.
+
+Evaluation (:mod:`fleetcron.services.alerts.evaluation`) learns each assignment's changes of
+alert state and hands them here in its transaction: :func:`record_change` puts the target
+into the open incident of its job and cause (opening one if needed) or marks it
+recovered, and resolves an incident whose last target recovered; :func:`record_halt` does
+the same for the targets a halted rollout skipped. :func:`queue_messages` then asks
+:func:`fleetcron.core.incidents.next_message` about every open (or just resolved) incident
+and every channel whose rules want it, and queues the deliveries. Nothing here reads the
+clock: ``now`` is the evaluation's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from fleetcron.core import incidents as core
+from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerpt
+from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
+from fleetcron.core.labels import parse_selector
+from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.store.schema import (
+    Incident,
+    IncidentNotice,
+    IncidentTarget,
+    Job,
+    NotificationChannel,
+    NotificationDelivery,
+    NotificationRule,
+    Run,
+    Silence,
+    Target,
+)
+
+log = logging.getLogger(__name__)
+
+#: A resolved incident is looked at for messages this long after it resolved (a channel
+#: disabled meanwhile, or a silence in force, hears nothing of it).
+RESOLVED_LOOKBACK = timedelta(hours=1)
+#: The alert-state word an incident of each cause stands for.
+STATE_OF: dict[str, str] = {
+    "failing": "failing",
+    "late": "late",
+    "stuck": "late",
+    "halted": "failing",
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One enabled rule: its channel, its job (None: every job), its switches and timers."""
+
+    channel_id: int
+    job_id: int | None
+    events: frozenset[str]
+    timers: Timers
+
+
+def routes(session: Session) -> list[Route]:
+    rows = session.execute(
+        select(
+            NotificationRule.channel_id,
+            NotificationRule.job_id,
+            NotificationRule.on_failure,
+            NotificationRule.on_late,
+            NotificationRule.on_recovery,
+            NotificationRule.group_wait_s,
+            NotificationRule.group_interval_s,
+            NotificationRule.repeat_interval_s,
+        )
+        .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
+        .where(NotificationChannel.enabled.is_(True))
+    )
+    return [
+        Route(
+            channel_id,
+            job_id,
+            frozenset(
+                name
+                for name, on in (("failure", fail), ("late", late), ("recovery", recover))
+                if on
+            ),
+            Timers(wait, interval, repeat),
+        )
+        for channel_id, job_id, fail, late, recover, wait, interval, repeat in rows
+    ]
+
+
+# -- recording ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """A target of one job as an incident records it."""
+
+    assignment_id: int
+    job_id: int
+    job_name: str
+    target_id: int
+    target_name: str
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """One assignment's change of alert state at ``at``: into an incident of ``cause``, or
+    recovered (``cause`` None), with what the incident records if it opens with it."""
+
+    member: Member
+    cause: Cause | None
+    at: datetime
+    previous_state: str
+    reason: str
+    run_id: int | None
+
+
+def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
+    """Apply assignments' changes of alert state, oldest first per assignment: each target
+    joins the open incident of its cause (opening one if needed) and leaves the job's
+    other open incidents (a halted rollout's incident is left to :func:`recover_halted`);
+    an incident whose last target left resolves. A few statements per round, not per
+    change: a slot failing on 5,000 targets is 5,000 changes."""
+    if not changes:
+        return
+    job_ids = sorted({c.member.job_id for c in changes})
+    open_by_key: dict[tuple[int, str], Incident] = {}
+    for chunk in _chunked(job_ids):
+        for incident in session.scalars(
+            select(Incident).where(Incident.status == "open", Incident.job_id.in_(chunk))
+        ):
+            open_by_key[(incident.job_id, incident.cause)] = incident
+    # Every membership of the changed assignments in those incidents, active or not.
+    rows: dict[tuple[int, int], IncidentTarget] = {}
+    active: dict[int, set[int]] = defaultdict(set)  # assignment -> incident ids it is in
+    incident_ids = sorted(i.id for i in open_by_key.values())
+    aids = sorted({c.member.assignment_id for c in changes})
+    if incident_ids:
+        for chunk in _chunked(aids):
+            for row in session.scalars(
+                select(IncidentTarget).where(
+                    IncidentTarget.incident_id.in_(incident_ids),
+                    IncidentTarget.assignment_id.in_(chunk),
+                )
+            ):
+                rows[(row.incident_id, row.assignment_id)] = row
+                if row.recovered_at is None:
+                    active[row.assignment_id].add(row.incident_id)
+    by_id = {i.id: i for i in open_by_key.values()}
+    touched: dict[int, datetime] = {}  # incident -> newest change that may empty it
+    for change in changes:
+        member = change.member
+        for incident_id in sorted(active[member.assignment_id]):
+            other = by_id[incident_id]
+            if other.cause == change.cause or other.cause == "halted":
+                continue
+            rows[(incident_id, member.assignment_id)].recovered_at = change.at
+            active[member.assignment_id].discard(incident_id)
+            touched[incident_id] = max(change.at, touched.get(incident_id, change.at))
+        if change.cause is None:
+            continue
+        key = (member.job_id, change.cause)
+        opened = open_by_key.get(key)
+        incident = opened if opened is not None else _new_incident(session, member, change)
+        if opened is None:
+            open_by_key[key] = by_id[incident.id] = incident
+        found = rows.get((incident.id, member.assignment_id))
+        if found is None:
+            row = IncidentTarget(
+                incident_id=incident.id,
+                assignment_id=member.assignment_id,
+                target_id=member.target_id,
+                target_name=member.target_name,
+                joined_at=change.at,
+                last_seen_at=change.at,
+            )
+            session.add(row)
+            rows[(incident.id, member.assignment_id)] = row
+        else:
+            found.recovered_at = None
+            found.last_seen_at = max(found.last_seen_at, change.at)
+        active[member.assignment_id].add(incident.id)
+    session.flush()
+    if not touched:
+        return
+    left = dict(
+        session.execute(
+            select(IncidentTarget.incident_id, func.count())
+            .where(
+                IncidentTarget.incident_id.in_(sorted(touched)),
+                IncidentTarget.recovered_at.is_(None),
+            )
+            .group_by(IncidentTarget.incident_id)
+        ).all()
+    )
+    for incident_id, at in sorted(touched.items()):
+        if not left.get(incident_id):
+            _resolve(session, by_id[incident_id], at)
+
+
+def _new_incident(session: Session, member: Member, change: StateChange) -> Incident:
+    # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
+    # one else opens this incident meanwhile; the partial unique index makes sure of it.
+    assert change.cause is not None
+    incident = Incident(
+        job_id=member.job_id,
+        job_name=member.job_name,
+        cause=change.cause,
+        status="open",
+        opened_at=change.at,
+        previous_state=change.previous_state,
+        reason=change.reason,
+        first_run_id=change.run_id,
+    )
+    session.add(incident)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s opened",
+        incident.id,
+        member.job_name,
+        change.cause,
+        extra={"action": "incident.opened", "incident_id": incident.id, "job": member.job_name},
+    )
+    return incident
+
+
+def _chunked(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def record_halt(
+    session: Session,
+    job_id: int,
+    job_name: str,
+    halted_at: datetime,
+    skipped: Sequence[Member],
+    *,
+    previous_state: str,
+    reason: str,
+    run_id: int | None,
+) -> bool:
+    """The targets a halted rollout skipped join the job's ``halted`` incident; returns
+    False when the halt was already recorded (evaluation reads a window of several
+    rounds). A target that recovered after this halt does not join again."""
+    newest_resolved = session.scalar(
+        select(func.max(Incident.resolved_at)).where(
+            Incident.job_id == job_id, Incident.cause == "halted"
+        )
+    )
+    if newest_resolved is not None and halted_at <= newest_resolved:
+        return False
+    incident = _open_incident(
+        session, job_id, job_name, "halted", halted_at, previous_state, reason, run_id
+    )
+    rows = {
+        row.assignment_id: row
+        for row in session.scalars(
+            select(IncidentTarget).where(IncidentTarget.incident_id == incident.id)
+        )
+    }
+    news = False
+    for member in skipped:
+        row = rows.get(member.assignment_id)
+        if row is not None and (
+            halted_at <= row.last_seen_at
+            or (row.recovered_at is not None and halted_at <= row.recovered_at)
+        ):
+            continue
+        _join(session, incident, member, halted_at, row=row)
+        news = True
+    return news
+
+
+def recover_halted(session: Session) -> None:
+    """A target of a ``halted`` incident recovers with a success after the slot that put
+    it there; the incident resolves when the last one has."""
+    open_halts = list(
+        session.scalars(
+            select(Incident).where(Incident.status == "open", Incident.cause == "halted")
+        )
+    )
+    for incident in open_halts:
+        active = list(
+            session.scalars(
+                select(IncidentTarget).where(
+                    IncidentTarget.incident_id == incident.id,
+                    IncidentTarget.recovered_at.is_(None),
+                )
+            )
+        )
+        if not active:
+            continue
+        # One statement per chunk of targets (the unique index on runs starts with
+        # assignment_id), not one per target: a halt can skip thousands.
+        since = min(r.last_seen_at for r in active)
+        successes: dict[int, list[datetime]] = defaultdict(list)
+        ids = sorted(r.assignment_id for r in active)
+        for start in range(0, len(ids), 500):
+            for aid, finished in session.execute(
+                select(Run.assignment_id, Run.finished_at).where(
+                    Run.assignment_id.in_(ids[start : start + 500]),
+                    Run.status == RunStatus.SUCCEEDED,
+                    Run.finished_at > since,
+                )
+            ):
+                if finished is not None:
+                    successes[aid].append(finished)
+        for row in active:
+            after = [f for f in successes.get(row.assignment_id, ()) if f > row.last_seen_at]
+            if after:
+                row.recovered_at = min(after)
+        session.flush()
+        last = max((r.recovered_at for r in active if r.recovered_at is not None), default=None)
+        if last is not None:
+            _resolve_if_empty(session, incident, last)
+
+
+def _open_incident(
+    session: Session,
+    job_id: int,
+    job_name: str,
+    cause: Cause,
+    at: datetime,
+    previous_state: str,
+    reason: str,
+    run_id: int | None,
+) -> Incident:
+    found = session.scalar(
+        select(Incident).where(
+            Incident.job_id == job_id, Incident.cause == cause, Incident.status == "open"
+        )
+    )
+    if found is not None:
+        return found
+    # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
+    # one else opens this incident meanwhile; the partial unique index makes sure of it.
+    incident = Incident(
+        job_id=job_id,
+        job_name=job_name,
+        cause=cause,
+        status="open",
+        opened_at=at,
+        previous_state=previous_state,
+        reason=reason,
+        first_run_id=run_id,
+    )
+    session.add(incident)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s opened",
+        incident.id,
+        job_name,
+        cause,
+        extra={"action": "incident.opened", "incident_id": incident.id, "job": job_name},
+    )
+    return incident
+
+
+def _join(
+    session: Session,
+    incident: Incident,
+    member: Member,
+    at: datetime,
+    *,
+    row: IncidentTarget | None = None,
+) -> None:
+    if row is None:
+        row = session.get(IncidentTarget, (incident.id, member.assignment_id))
+    if row is None:
+        session.add(
+            IncidentTarget(
+                incident_id=incident.id,
+                assignment_id=member.assignment_id,
+                target_id=member.target_id,
+                target_name=member.target_name,
+                joined_at=at,
+                last_seen_at=at,
+            )
+        )
+    else:
+        row.recovered_at = None
+        row.last_seen_at = max(row.last_seen_at, at)
+    session.flush()
+
+
+def _resolve_if_empty(session: Session, incident: Incident, at: datetime) -> None:
+    session.flush()
+    left = session.scalar(
+        select(func.count()).where(
+            IncidentTarget.incident_id == incident.id, IncidentTarget.recovered_at.is_(None)
+        )
+    )
+    if not left:
+        _resolve(session, incident, at)
+
+
+def _resolve(session: Session, incident: Incident, at: datetime) -> None:
+    incident.status = "resolved"
+    incident.resolved_at = max(at, incident.opened_at)
+    session.flush()
+    log.info(
+        "incident: #%d %s %s resolved",
+        incident.id,
+        incident.job_name,
+        incident.cause,
+        extra={"action": "incident.resolved", "incident_id": incident.id, "job": incident.job_name},
+    )
+
+
+# -- messages ----------------------------------------------------------------------------
+
+
+def queue_messages(session: Session, now: datetime) -> int:
+    """Queue every message due now about open and just-resolved incidents; returns how
+    many deliveries were queued."""
+    found = list(
+        session.scalars(
+            select(Incident)
+            .where(or_(Incident.status == "open", Incident.resolved_at >= now - RESOLVED_LOOKBACK))
+            .order_by(Incident.id)
+        )
+    )
+    if not found:
+        return 0
+    _close_removed_jobs(session, [i for i in found if i.status == "open"], now)
+    all_routes = routes(session)
+    ids = [i.id for i in found]
+    notices: dict[tuple[int, int], IncidentNotice] = {
+        (n.incident_id, n.channel_id): n
+        for n in session.scalars(select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids)))
+    }
+    members: dict[int, list[IncidentTarget]] = defaultdict(list)
+    for row in session.scalars(select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))):
+        members[row.incident_id].append(row)
+    opened_recently = _opened_recently(session, now)
+    announced = _flaps_announced(session, now)
+    silences = active_silences(session, now)
+    labels = (
+        _labels(session, {r.target_id for rows in members.values() for r in rows})
+        if silences
+        else {}
+    )
+    queued = 0
+    for incident in found:
+        cause = cast(Cause, incident.cause)
+        rows = members[incident.id]
+        active = [r for r in rows if r.recovered_at is None]
+        shown_targets = active if incident.status == "open" else rows
+        silenced = core.is_silenced(
+            silences,
+            incident.job_id,
+            [(r.target_id, labels.get(r.target_id, {})) for r in shown_targets],
+            now,
+        )
+        facts = core.IncidentFacts(
+            opened_at=incident.opened_at,
+            resolved_at=incident.resolved_at,
+            acknowledged=incident.acked_at is not None,
+            targets=frozenset(r.assignment_id for r in active),
+        )
+        key = (incident.job_id, incident.cause)
+        flapping = core.is_flapping(opened_recently.get(key, ()), now)
+        wanted = _wanted(all_routes, incident.job_id, core.cause_event(cause))
+        for channel_id, timers in sorted(wanted.items()):
+            notice = notices.get((incident.id, channel_id))
+            seen = core.NoticeFacts(
+                last_sent_at=notice.last_sent_at if notice else None,
+                notified=frozenset(notice.notified) if notice else frozenset(),
+                closed=notice.closed if notice else False,
+            )
+            if notice is None:
+                notice = IncidentNotice(
+                    incident_id=incident.id, channel_id=channel_id, notified=[], messages=0
+                )
+                session.add(notice)
+                notices[(incident.id, channel_id)] = notice
+            if incident.status == "resolved" and silenced and not seen.closed:
+                notice.closed = True  # resolved while muted: nothing left to say
+                continue
+            kind = core.next_message(
+                facts,
+                seen,
+                timers,
+                now,
+                silenced=silenced,
+                flapping=flapping,
+                flap_announced=(key, channel_id) in announced,
+            )
+            if kind is None:
+                if flapping and not silenced:
+                    notice.closed = True  # opened while flapping: never announced
+                continue
+            notice.closed = core.closes(kind)
+            if kind == "resolved" and not _wants_recovery(all_routes, incident.job_id, channel_id):
+                continue
+            message = _message(session, incident, kind, rows, seen.notified, now)
+            if kind == "flapping":
+                message = replace(message, flapping=len(opened_recently.get(key, ())))
+                incident.flapping_at = now
+                announced.add((key, channel_id))
+            _queue(session, channel_id, incident, message, now)
+            notice.last_sent_at = now
+            notice.notified = sorted(facts.targets)
+            notice.messages = (notice.messages or 0) + 1
+            queued += 1
+    session.flush()
+    return queued
+
+
+def _opened_recently(session: Session, now: datetime) -> dict[tuple[int, str], list[datetime]]:
+    found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+    for job_id, cause, opened_at in session.execute(
+        select(Incident.job_id, Incident.cause, Incident.opened_at).where(
+            Incident.opened_at > now - core.FLAP_WINDOW
+        )
+    ):
+        found[(job_id, cause)].append(opened_at)
+    return found
+
+
+def _flaps_announced(session: Session, now: datetime) -> set[tuple[tuple[int, str], int]]:
+    """(job and cause, channel) told of flapping within the window."""
+    rows = session.execute(
+        select(Incident.job_id, Incident.cause, IncidentNotice.channel_id)
+        .join(IncidentNotice, IncidentNotice.incident_id == Incident.id)
+        .where(Incident.flapping_at > now - core.FLAP_WINDOW, IncidentNotice.messages > 0)
+    )
+    return {((job_id, cause), channel_id) for job_id, cause, channel_id in rows}
+
+
+def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: datetime) -> None:
+    """An open incident whose job was removed resolves, and no channel hears more of it
+    (removing the job was the answer)."""
+    job_ids = sorted({i.job_id for i in open_ones})
+    if not job_ids:
+        return
+    present = set(session.scalars(select(Job.id).where(Job.id.in_(job_ids))))
+    for incident in open_ones:
+        if incident.job_id in present:
+            continue
+        incident.status = "resolved"
+        incident.resolved_at = max(now, incident.opened_at)
+        session.execute(
+            update(IncidentTarget)
+            .where(IncidentTarget.incident_id == incident.id, IncidentTarget.recovered_at.is_(None))
+            .values(recovered_at=incident.resolved_at)
+        )
+        session.execute(
+            update(IncidentNotice)
+            .where(IncidentNotice.incident_id == incident.id)
+            .values(closed=True)
+        )
+        for channel_id in session.scalars(select(NotificationChannel.id)):
+            if session.get(IncidentNotice, (incident.id, channel_id)) is None:
+                session.add(
+                    IncidentNotice(
+                        incident_id=incident.id,
+                        channel_id=channel_id,
+                        notified=[],
+                        messages=0,
+                        closed=True,
+                    )
+                )
+        log.info(
+            "incident: #%d %s %s closed: the job was removed",
+            incident.id,
+            incident.job_name,
+            incident.cause,
+            extra={"action": "incident.job_removed", "incident_id": incident.id},
+        )
+    session.flush()
+
+
+def _wanted(all_routes: Iterable[Route], job_id: int, event: str) -> dict[int, Timers]:
+    """Channel -> timers of the rules for this job (or every job) that want this event; a
+    channel named by several rules gets each message once, on the shortest timers."""
+    found: dict[int, list[Timers]] = defaultdict(list)
+    for route in all_routes:
+        if event in route.events and (route.job_id is None or route.job_id == job_id):
+            found[route.channel_id].append(route.timers)
+    return {channel: core.merged(timers) for channel, timers in found.items()}
+
+
+def _wants_recovery(all_routes: Iterable[Route], job_id: int, channel_id: int) -> bool:
+    return any(
+        r.channel_id == channel_id
+        and "recovery" in r.events
+        and (r.job_id is None or r.job_id == job_id)
+        for r in all_routes
+    )
+
+
+def _message(
+    session: Session,
+    incident: Incident,
+    kind: core.MessageKind,
+    rows: Sequence[IncidentTarget],
+    notified: frozenset[int],
+    now: datetime,
+) -> IncidentMessage:
+    cause = cast(Cause, incident.cause)
+    active = [r for r in rows if r.recovered_at is None]
+    current = {r.assignment_id for r in active}
+    state = STATE_OF[cause]
+    if kind == "firing":
+        previous = incident.previous_state
+    elif kind == "resolved":
+        previous, state = state, "ok"
+    else:
+        previous = state
+    shown = active if kind != "resolved" else list(rows)
+    return IncidentMessage(
+        kind=kind,
+        incident_id=incident.id,
+        job_id=incident.job_id,
+        job_name=incident.job_name,
+        cause=cause,
+        opened_at=incident.opened_at,
+        at=now,
+        previous_state=previous,
+        state=state,
+        reason=incident.reason,
+        targets=core.bounded(_lines(shown)),
+        target_count=len(shown),
+        failed_slots=failed_slots(session, incident, now),
+        joined=core.bounded(_lines(r for r in active if r.assignment_id not in notified))
+        if notified
+        else (),
+        recovered=core.bounded(
+            _lines(
+                r for r in rows if r.assignment_id in notified and r.assignment_id not in current
+            )
+        ),
+        resolved_at=incident.resolved_at,
+        acknowledged_by=incident.acked_by,
+        first_run=_first_run(session, incident.first_run_id),
+        clusters=_clusters(session, incident, active) if kind != "resolved" else (),
+    )
+
+
+def _clusters(
+    session: Session, incident: Incident, active: Sequence[IncidentTarget]
+) -> list[core.Cluster]:
+    """The open targets of a failing incident grouped by how their newest failing run
+    since it opened failed, with the labels each group shares."""
+    if incident.cause != "failing" or not active:
+        return []
+    newest: dict[int, tuple[datetime, int, str]] = {}
+    ids = sorted(r.assignment_id for r in active)
+    for chunk in _chunked(ids):
+        for aid, finished, run_id, status, exit_code, error in session.execute(
+            select(
+                Run.assignment_id, Run.finished_at, Run.id, Run.status, Run.exit_code, Run.error
+            ).where(
+                Run.assignment_id.in_(chunk),
+                Run.job_id == incident.job_id,
+                Run.status.in_(sorted(FAILURE_STATUSES)),
+                Run.finished_at >= incident.opened_at,
+            )
+        ):
+            seen = newest.get(aid)
+            if finished is not None and (seen is None or (finished, run_id) > seen[:2]):
+                newest[aid] = (finished, run_id, core.failure_key(str(status), exit_code, error))
+    labels = _labels(session, {r.target_id for r in active})
+    return core.clusters(
+        (newest[r.assignment_id][2], labels.get(r.target_id, {}))
+        for r in active
+        if r.assignment_id in newest
+    )
+
+
+def _lines(rows: Iterable[IncidentTarget]) -> list[TargetLine]:
+    return [TargetLine(r.target_id, r.target_name) for r in rows]
+
+
+def failed_slots(session: Session, incident: Incident, now: datetime) -> int:
+    """Slots of the job that went wrong for this cause while the incident was open."""
+    end = incident.resolved_at or now
+    where: list[Any] = [
+        Run.job_id == incident.job_id,
+        Run.finished_at >= incident.opened_at,
+        Run.finished_at <= end,
+    ]
+    if incident.cause == "failing":
+        where.append(Run.status.in_(sorted(FAILURE_STATUSES)))
+    elif incident.cause == "late":
+        where.append(
+            or_(
+                Run.status.in_(sorted(LATE_STATUSES)),
+                Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN,
+            )
+        )
+    elif incident.cause == "halted":
+        where.append(Run.skip_kind == SkipKind.ROLLOUT_HALTED)
+    else:
+        where = [
+            Run.job_id == incident.job_id,
+            Run.scheduled_for <= end,
+            Run.status.in_([RunStatus.RUNNING, RunStatus.LOST]),
+            or_(Run.finished_at.is_(None), Run.finished_at >= incident.opened_at),
+        ]
+    count = session.scalar(select(func.count(func.distinct(Run.scheduled_for))).where(*where))
+    return max(int(count or 0), 1)
+
+
+def _first_run(session: Session, run_id: int | None) -> core.FirstRun | None:
+    if run_id is None:
+        return None
+    row = session.execute(
+        select(Run.id, Run.status, Run.exit_code, Run.error, Run.stderr_head).where(
+            Run.id == run_id
+        )
+    ).first()
+    if row is None:
+        return None
+    return core.FirstRun(
+        id=row.id,
+        status=str(row.status),
+        exit_code=row.exit_code,
+        error=row.error,
+        stderr=stderr_excerpt(row.stderr_head or ""),
+    )
+
+
+def _queue(
+    session: Session, channel_id: int, incident: Incident, message: IncidentMessage, now: datetime
+) -> None:
+    body = core.payload(message)
+    event = core.rule_event(message)
+    session.add(
+        NotificationDelivery(
+            channel_id=channel_id,
+            event=event,
+            payload=body,
+            status="pending",
+            attempts=0,
+            created_at=now,
+            next_attempt_at=now,
+            incident_id=incident.id,
+        )
+    )
+    log.info(
+        "notify: incident #%d %s %s: %s, %d target(s)",
+        incident.id,
+        incident.job_name,
+        incident.cause,
+        message.kind,
+        message.target_count,
+        extra={
+            "action": f"incident.{message.kind}",
+            "incident_id": incident.id,
+            "job": incident.job_name,
+            "channel_id": channel_id,
+        },
+    )
+
+
+# -- silences in force -------------------------------------------------------------------
+
+
+def active_silences(session: Session, now: datetime) -> list[core.SilenceFacts]:
+    rows = session.scalars(select(Silence).where(Silence.starts_at <= now, Silence.ends_at > now))
+    return [
+        core.SilenceFacts(
+            starts_at=s.starts_at,
+            ends_at=s.ends_at,
+            job_id=s.job_id,
+            target_id=s.target_id,
+            selector=parse_selector(s.selector) if s.selector else None,
+        )
+        for s in rows
+    ]
+
+
+def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]:
+    if not target_ids:
+        return {}
+    return {
+        tid: dict(labels or {})
+        for tid, labels in session.execute(
+            select(Target.id, Target.labels).where(Target.id.in_(sorted(target_ids)))
+        )
+    }
+
+
+__all__ = [
+    "RESOLVED_LOOKBACK",
+    "STATE_OF",
+    "Member",
+    "Route",
+    "StateChange",
+    "active_silences",
+    "failed_slots",
+    "queue_messages",
+    "record_changes",
+    "record_halt",
+    "recover_halted",
+    "routes",
+]

@@ -1,0 +1,73 @@
+"""group_wait on the real clock: a failure on 5 targets waits the rule's group_wait (1 s
+here), then is one message to a real loopback receiver. The scenario tests move a fake
+clock; this one lets real time pass, as the scheduler's notifier does."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fixtures.app import make_settings
+from fleetcron.app import Actor, App, utc_now
+from fleetcron.executors.fake import FakeExecutor, FakeOutcome
+from fleetcron.notify.webhook import WebhookSpec
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.runs.reads import request_run
+from fleetcron.services.targets import edit as targets
+from integration.notify.conftest import WebhookReceiver
+
+pytestmark = [
+    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
+    pytest.mark.serial,  # waits out a real group_wait
+]
+GROUP_WAIT_S = 1.0
+
+
+@pytest.fixture
+def real_app(database_url: str, tmp_path: Path) -> Iterator[App]:
+    the_app = App.open(make_settings(tmp_path / "real", database_url), clock=utc_now)
+    yield the_app
+    the_app.close()
+
+
+async def test_the_first_message_waits_group_wait_in_real_time(
+    real_app: App, webhook: WebhookReceiver
+) -> None:
+    app = real_app
+    admin = Actor("admin", "admin")
+    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
+    add_rule(app, admin, "ops", group_wait_s=GROUP_WAIT_S)
+    for index in range(5):
+        targets.add_target(app, admin, f"web{index}", local=True)
+    jobs.add_job(app, admin, "backup", JobSpec("0 3 * * *", "backup"), bulk=True)
+    fake = FakeExecutor(script={"backup": FakeOutcome(exit_code=3, stderr="disk full")})
+    scheduler = Scheduler(app, executors={"local": fake})
+    await scheduler.start()
+    try:
+        request_run(app, admin, "backup")
+        await scheduler.tick()
+        await scheduler.idle()
+    finally:
+        await scheduler.shutdown()
+    failed_at = time.monotonic()
+
+    counts = []
+    while time.monotonic() - failed_at < GROUP_WAIT_S + 1.5:
+        counts.append(evaluate_alerts(app, utc_now()))
+        deliver_due(app, utc_now())
+        time.sleep(0.2)
+
+    assert sum(counts) == 1
+    assert counts[0] == 0  # not before group_wait
+    [request] = webhook.requests
+    body = json.loads(request.body)
+    assert (body["message"], body["targets"]["count"]) == ("firing", 5)

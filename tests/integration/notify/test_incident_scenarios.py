@@ -1,0 +1,458 @@
+"""Incidents end to end: a real scheduler, a real database (SQLite and PostgreSQL), a real
+loopback webhook receiver, and a fake clock so that half an hour of failing slots takes
+seconds.
+
+The clock starts at 2026-03-02 09:00:30 UTC. ``drive`` moves it 10 s at a time (the
+scheduler's notification interval) and at each step ticks the scheduler, waits for its
+runs, evaluates alerts and sends what is due, as ``services/alerts/runner.py`` does. Every
+count below is of the HTTP requests the receiver got.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
+from fleetcron.executors.base import ExecRequest, RunTarget
+from fleetcron.executors.fake import FakeExecutor, FakeOutcome
+from fleetcron.notify.webhook import WebhookSpec
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts import incident_ops
+from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.alerts.silences import SilenceSpec, add_silence
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.targets import edit as targets
+from fleetcron.store.schema import Run
+from integration.notify.conftest import WebhookReceiver
+
+# Half an hour of slots for 50 targets on a fake clock: about 35 s each on SQLite.
+pytestmark = pytest.mark.slow
+
+FLEET = [f"web{i:02}" for i in range(50)]
+STDERR = "rsync: connection unexpectedly closed\ndisk full"
+Script = Callable[[RunTarget, ExecRequest], FakeOutcome]
+
+
+@pytest.fixture
+def fake(clock: FakeClock) -> FakeExecutor:
+    return FakeExecutor(clock=clock)
+
+
+@pytest.fixture
+async def fake_scheduler(
+    app: App, clock: FakeClock, fake: FakeExecutor
+) -> AsyncIterator[Scheduler]:
+    the_scheduler = Scheduler(app, clock=clock, executors={"local": fake})
+    await the_scheduler.start()
+    yield the_scheduler
+    await the_scheduler.shutdown()
+
+
+def add_fleet(app: App, names: list[str]) -> None:
+    admin = Actor("admin", "admin")
+    for index, name in enumerate(names):
+        targets.add_target(app, admin, name, local=True, labels=[f"rack=r{index % 5}"])
+
+
+def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:
+    def script(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+        if unless(target.name):
+            return FakeOutcome()
+        return FakeOutcome(exit_code=3, stderr=STDERR)
+
+    return script
+
+
+def hook(app: App, admin: Actor, webhook: WebhookReceiver, **timers: float) -> None:
+    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
+    add_rule(app, admin, "ops", **timers)  # type: ignore[arg-type]
+
+
+async def drive(
+    app: App, scheduler: Scheduler, clock: FakeClock, minutes: float, step_s: float = 10.0
+) -> None:
+    for _ in range(round(minutes * 60 / step_s)):
+        clock.advance(seconds=step_s)
+        await scheduler.tick()
+        await scheduler.idle()
+        evaluate_alerts(app, clock.now)
+        deliver_due(app, clock.now)
+
+
+def messages(webhook: WebhookReceiver) -> list[dict[str, Any]]:
+    return [json.loads(request.body) for request in webhook.requests]
+
+
+def counts(webhook: WebhookReceiver) -> Counter[str]:
+    return Counter(body["message"] for body in messages(webhook))
+
+
+def expect(webhook: WebhookReceiver, **expected: int) -> None:
+    """The receiver got exactly these messages, and no other kind."""
+    got = counts(webhook)
+    assert dict(got) == {k: v for k, v in expected.items() if v}, got
+
+
+def slot_runs(app: App) -> int:
+    with app.db.read() as session:
+        return int(session.scalar(select(func.count()).select_from(Run)) or 0)
+
+
+async def fifty_targets_fail_for_thirty_slots(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+    **timers: float,
+) -> None:
+    """A bulk job on 50 targets fails everywhere for 10 slots, then on all but the last 5
+    for 20 more (one change of the set), then succeeds everywhere."""
+    hook(app, admin, webhook, **timers)
+    add_fleet(app, FLEET)
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = failing()
+    await drive(app, scheduler, clock, minutes=10)
+    fake.script = failing(unless=lambda name: name >= "web45")
+    await drive(app, scheduler, clock, minutes=20)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, scheduler, clock, minutes=2)
+
+
+async def test_a_bulk_job_failing_for_thirty_slots_is_one_incident_of_three_messages(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    await fifty_targets_fail_for_thirty_slots(
+        app, admin, operator, fake_scheduler, fake, clock, webhook
+    )
+
+    expect(webhook, firing=1, update=1, reminder=0, resolved=1)
+    firing, update, resolved = messages(webhook)
+    assert firing["schema"] == "fleetcron.incident/1"
+    assert firing["incident_id"] == update["incident_id"] == resolved["incident_id"]
+    assert (firing["status"], firing["cause"], firing["job"]["name"]) == (
+        "firing",
+        "failing",
+        "backup",
+    )
+    assert (firing["previous_state"], firing["state"]) == ("ok", "failing")
+    # Sent group_wait (30 s) after the first failure of the 09:01 slot, with every target.
+    assert firing["at"] == "2026-03-02T09:01:30+00:00"
+    assert firing["targets"]["count"] == 50
+    assert len(firing["targets"]["shown"]) == 20
+    assert firing["targets"]["shown"][0]["name"] == "web00"
+    assert firing["run"]["stderr"] == STDERR
+    assert firing["run"]["exit_code"] == 3
+    assert firing["link"] == "/jobs/backup?status=failing"
+    assert firing["clusters"] == [{"reason": "exit 3", "count": 50, "labels": {}}]
+    assert firing["subject"] == "[fleetcron] #1 backup failing: 50 targets".replace(
+        "#1", f"#{firing['incident_id']}"
+    )
+    # The set changed once (5 recovered with the 09:11 slot), more than group_interval
+    # after the firing message: one update, at once.
+    assert update["targets"]["count"] == 45
+    assert [t["name"] for t in update["targets"]["recovered"]] == FLEET[45:]
+    assert update["targets"]["joined"] == []
+    assert update["at"] == "2026-03-02T09:11:00+00:00"  # the round the set changed
+    assert (resolved["status"], resolved["previous_state"], resolved["state"]) == (
+        "resolved",
+        "failing",
+        "ok",
+    )
+    assert resolved["failed_slots"] == 30
+    assert "RESOLVED after 30m" in resolved["subject"]
+    # Every slot of every target is recorded, messages or not.
+    assert slot_runs(app) == 50 * 32
+
+
+async def test_the_same_outage_with_a_ten_minute_repeat_interval_sends_reminders(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control of the test above: the count check sees reminders when there are.
+    await fifty_targets_fail_for_thirty_slots(
+        app, admin, operator, fake_scheduler, fake, clock, webhook, repeat_interval_s=600
+    )
+
+    with pytest.raises(AssertionError):
+        expect(webhook, firing=1, update=1, reminder=0, resolved=1)
+    # 09:01:30 firing, 09:11:30 update (a reminder is not needed then), reminders at
+    # 09:21:30 and 09:31:30 (the outage ends with the 09:31 slot's success at 09:31:00).
+    assert counts(webhook)["reminder"] == 1
+    assert counts(webhook)["firing"] == 1
+
+
+async def test_an_acknowledged_incident_sends_no_reminder_but_its_resolved_message(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    hook(app, admin, webhook, repeat_interval_s=300)
+    add_fleet(app, FLEET[:5])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=2)
+    [incident] = incident_ops.list_incidents(app, operator)
+    incident_ops.acknowledge(app, operator, incident.id, note="looking at the disks")
+    await drive(app, fake_scheduler, clock, minutes=20)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    expect(webhook, firing=1, reminder=0, resolved=1)
+    assert messages(webhook)[-1]["acknowledged_by"] == operator.name
+
+
+async def test_an_unacknowledged_incident_reminds_every_repeat_interval(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control of the acknowledgement: the same outage unacknowledged.
+    hook(app, admin, webhook, repeat_interval_s=300)
+    add_fleet(app, FLEET[:5])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=22)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    expect(webhook, firing=1, reminder=4, resolved=1)
+
+
+async def test_a_silence_in_force_sends_nothing_and_the_runs_are_still_recorded(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    hook(app, admin, webhook)
+    add_fleet(app, FLEET[:10])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    add_silence(
+        app,
+        operator,
+        SilenceSpec(job="backup", duration_s=3600, reason="disk swap on the backup hosts"),
+    )
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=30)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    expect(webhook)
+    assert slot_runs(app) == 10 * 32
+    with app.db.read() as session:
+        failed = session.scalar(select(func.count()).select_from(Run).where(Run.status == "failed"))
+    assert failed == 10 * 30
+
+
+async def test_an_expired_silence_lifts_and_the_open_incident_is_announced(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control of the silence: a 10-minute silence over a 30-minute outage.
+    hook(app, admin, webhook)
+    add_fleet(app, FLEET[:10])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    add_silence(app, operator, SilenceSpec(job="backup", duration_s=600, reason="a short one"))
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=30)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    expect(webhook, firing=1, resolved=1)
+    # Announced in the first round after it ended (added at 09:00:30 for 10 minutes).
+    assert messages(webhook)[0]["at"] == "2026-03-02T09:10:30+00:00"
+
+
+ROLLOUT_FLEET = [f"app{i}" for i in range(6)]
+
+
+async def test_a_rollout_halting_every_slot_is_one_halted_incident_with_true_states(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # The reproduction of issue 25: a canary failing every slot halted every slot and sent
+    # one message per slot, each saying "previous_state: ok".
+    hook(app, admin, webhook)
+    add_fleet(app, ROLLOUT_FLEET)
+    jobs.add_job(
+        app,
+        operator,
+        "reload",
+        JobSpec("* * * * *", "reload", batch="2", canary="app0"),
+        bulk=True,
+    )
+    fake.script = failing(unless=lambda name: name != "app0")
+    await drive(app, fake_scheduler, clock, minutes=30)
+    fake.script = failing(unless=lambda name: True)
+    await drive(app, fake_scheduler, clock, minutes=3)
+
+    by_cause = Counter((body["cause"], body["message"]) for body in messages(webhook))
+    assert by_cause == {
+        ("failing", "firing"): 1,
+        ("failing", "resolved"): 1,
+        ("halted", "firing"): 1,
+        # The first slot after the fix recovers the skipped targets wave by wave: the set
+        # changes once (an update naming the first wave), then every target recovered.
+        ("halted", "update"): 1,
+        ("halted", "resolved"): 1,
+    }
+    halted = [body for body in messages(webhook) if body["cause"] == "halted"]
+    assert halted[0]["targets"]["count"] == 5
+    assert "canary" in halted[0]["reason"]
+    # The canary's stored state when the first slot halted: it had just failed.
+    failing_first = next(b for b in messages(webhook) if b["cause"] == "failing")
+    assert (failing_first["previous_state"], failing_first["state"]) == ("ok", "failing")
+    # The halt is decided a tick after the canary failed, and that failure was already
+    # evaluated: the stored state it reports is "failing", where the old code wrote "ok".
+    assert (halted[0]["previous_state"], halted[0]["state"]) == ("failing", "failing")
+    assert [t["name"] for t in halted[1]["targets"]["recovered"]] == ["app1", "app2"]
+    assert (halted[2]["previous_state"], halted[2]["state"]) == ("failing", "ok")
+    assert halted[2]["failed_slots"] == 30
+    with app.db.read() as session:
+        halted_rows = session.scalar(
+            select(func.count()).select_from(Run).where(Run.skip_kind == "rollout_halted")
+        )
+    assert halted_rows == 5 * 30
+
+
+async def test_the_halting_rollout_without_incidents_would_be_thirty_messages(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control of the halt bound: a group_interval of 10 s and a repeat_interval
+    # of 60 s, the closest rules to "one message per slot", make the same check fail.
+    hook(app, admin, webhook, group_interval_s=10, repeat_interval_s=60)
+    add_fleet(app, ROLLOUT_FLEET)
+    jobs.add_job(
+        app,
+        operator,
+        "reload",
+        JobSpec("* * * * *", "reload", batch="2", canary="app0"),
+        bulk=True,
+    )
+    fake.script = failing(unless=lambda name: name != "app0")
+    await drive(app, fake_scheduler, clock, minutes=30)
+
+    halted = Counter(body["message"] for body in messages(webhook) if body["cause"] == "halted")
+    assert halted["firing"] == 1
+    assert halted["reminder"] >= 25
+
+
+def every_other_slot(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+    """Fails in odd minutes, succeeds in even ones: the state flips every slot."""
+    minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
+    return FakeOutcome(exit_code=3, stderr=STDERR) if minute % 2 else FakeOutcome()
+
+
+async def flap(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+    minutes: int,
+) -> None:
+    hook(app, admin, webhook)
+    add_fleet(app, FLEET[:1])
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = every_other_slot
+    await drive(app, scheduler, clock, minutes=minutes)
+    fake.script = failing(unless=lambda name: True)
+
+
+async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_stable(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=30)
+
+    # Five incidents (09:01, 09:03, ... 09:09) are announced and resolved; the sixth, at
+    # 09:11, makes six within an hour: one flapping message, then quiet.
+    expect(webhook, firing=5, resolved=5, flapping=1)
+    flapping = messages(webhook)[-1]
+    assert flapping["message"] == "flapping"
+    assert flapping["flapping"] == {"incidents": 6, "window_s": 3600.0}
+    assert "FLAPPING (6 incidents in 1h)" in flapping["subject"]
+
+    # Stable for an hour (the flapping incidents age out of the window), then a real
+    # failure is announced as usual.
+    await drive(app, fake_scheduler, clock, minutes=61, step_s=60)
+    fake.script = failing()
+    await drive(app, fake_scheduler, clock, minutes=1)
+    expect(webhook, firing=6, resolved=5, flapping=1)
+
+
+async def test_five_flips_in_an_hour_are_not_flapping(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # Negative control: five incidents, each announced and resolved, no flapping message.
+    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=10)
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    with pytest.raises(AssertionError):
+        expect(webhook, firing=5, resolved=5, flapping=1)
+    expect(webhook, firing=5, resolved=5)
