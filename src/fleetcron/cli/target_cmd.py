@@ -13,6 +13,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
+from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind, TargetSpec
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.fleet.assignments import zone_of
@@ -184,7 +185,7 @@ def _say_paired(result: PairResult, default_zone: str) -> None:
     "--local", is_flag=True, help="The scheduler's own host (admins only; must be enabled)."
 )
 @click.option("--host", help="SSH host name or address.")
-@click.option("--port", type=int, default=22, show_default=True)
+@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True)
 @click.option("--user", help="SSH user.")
 @click.option(
     "--key",
@@ -221,22 +222,25 @@ def add(
     """Add a target and pair it (unless --no-verify). Pairing detects its time zone
     unless --timezone gives one."""
     with opened_app() as app, hints(name, "add"):
-        result = svc.add_target(
-            app,
-            acting(app, as_user),
+        spec = TargetSpec(
             name,
-            local=local,
+            TargetKind.LOCAL if local else TargetKind.SSH,
             host=host,
             port=port,
             user=user,
             private_key=_read_key(key_file),
             host_key=host_key,
-            trust_on_first_use=trust_on_first_use,
             labels=labels,
             notes=notes,
-            verify=not no_verify,
-            allow_same_host=allow_same_host,
             timezone=timezone,
+        )
+        result = svc.add_target(
+            app,
+            acting(app, as_user),
+            spec,
+            verify=not no_verify,
+            trust_on_first_use=trust_on_first_use,
+            allow_same_host=allow_same_host,
         )
         default_zone = app.settings.timezone
     if no_verify:
@@ -247,7 +251,7 @@ def add(
 
 @target.command("edit")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["ssh", "local"]), help="Change the kind.")
+@click.option("--kind", type=click.Choice(list(TargetKind)), help="Change the kind.")
 @click.option("--host", help="New SSH host name or address.")
 @click.option("--port", type=int, help="New SSH port.")
 @click.option("--user", help="New SSH user.")
@@ -305,7 +309,7 @@ def edit(
             allowed="--label K=V (repeatable) or --clear-labels",
         )
     changes = TargetChanges(
-        kind=kind,
+        kind=None if kind is None else TargetKind(kind),
         host=host,
         port=port,
         user=user,
@@ -422,7 +426,7 @@ def _list_row(t: Target, default_zone: str) -> tuple[str, ...]:
     return (
         t.name,
         t.kind,
-        f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
+        f"{t.user}@{t.host}:{t.port}" if t.kind is TargetKind.SSH else "-",
         state_of(t),
         t.timezone or f"- (default {default_zone})",
         ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import allowed
+from fleetcron.core.topology import Topology
 from fleetcron.errors import FleetcronError
 from fleetcron.store.audit import append_event
 from fleetcron.store.schema import AuditEvent
@@ -64,7 +65,7 @@ def audited(app: App, actor: Actor, note: AuditNote) -> Iterator[Session]:
     in a separate transaction after the rollback, so that failed attempts leave a trace."""
     try:
         with app.db.session() as session:
-            if app.settings.topology == "replicated-pair":
+            if app.settings.topology is Topology.REPLICATED_PAIR:
                 from fleetcron.services.writer import require_config_writer
 
                 require_config_writer(app, session, note.action)

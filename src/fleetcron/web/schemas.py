@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, c
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
+from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.accounts.users import MAX_TOKEN_DAYS
 from fleetcron.services.jobs.edit import JobView
@@ -35,9 +36,9 @@ TARGET_ZONE_HELP = "IANA time zone of the server (kept over the zone detected at
 
 class TargetIn(Body):
     name: str = Name
-    kind: Literal["ssh", "local"] = "ssh"
+    kind: TargetKind = TargetKind.SSH
     host: str | None = Field(default=None, max_length=255)
-    port: int = Field(default=22, ge=1, le=65535)
+    port: int = Field(default=DEFAULT_SSH_PORT, ge=1, le=65535)
     user: str | None = Field(default=None, max_length=64)
     private_key: str | None = Field(default=None, max_length=20_000, description="never returned")
     host_key: str | None = Field(default=None, max_length=10_000)
@@ -54,7 +55,7 @@ class TargetIn(Body):
 class TargetPatch(Body):
     """A target edit: omitted fields keep their value; ``labels`` replaces every label."""
 
-    kind: Literal["ssh", "local"] | None = None
+    kind: TargetKind | None = None
     host: str | None = Field(default=None, max_length=255)
     port: int | None = Field(default=None, ge=1, le=65535)
     user: str | None = Field(default=None, max_length=64)

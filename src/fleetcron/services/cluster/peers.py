@@ -22,6 +22,7 @@ from fleetcron.coordination.identity import NodeIdentity, normalize_endpoint
 from fleetcron.coordination.peer import challenge
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import MemoryNonceStore
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, CoordinationError, FleetcronError
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.services.cluster import status as cluster
@@ -73,7 +74,7 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         ensure_secret(app, actor)
         identity = _challenge(app, url, timeout_s=APPROVE_TIMEOUT_S)
         note.detail["node"] = identity.node_id
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             # Each node of a pair has its own PostgreSQL: the same identifier would be a copy
             # of this node's cluster (a clone), whose node identities are not its own.
             if identity.db_system_id == mine.db_system_id and identity.node_id != mine.node_id:

@@ -35,14 +35,13 @@ from typing import Any
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
-from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import (
     DETECT_COMMAND,
     SOURCE_OPERATOR,
     parse_detected_zone,
-    validate_target_timezone,
 )
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import (
     Conflict,
     FleetcronError,
@@ -131,37 +130,27 @@ class RemoveResult:
 def add_target(
     app: App,
     actor: Actor,
-    name: str,
+    spec: TargetSpec,
     *,
-    local: bool = False,
-    host: str | None = None,
-    port: int = DEFAULT_SSH_PORT,
-    user: str | None = None,
-    private_key: bytes | None = None,
-    host_key: str | None = None,
-    trust_on_first_use: bool = False,
-    labels: Sequence[str] = (),
-    notes: str = "",
     verify: bool = True,
+    trust_on_first_use: bool = False,
     allow_same_host: bool = False,
-    timezone: str | None = None,
 ) -> PairResult:
     """Add a target; pair it right away unless ``verify`` is false (it then stays unpaired).
 
     Everything that can be checked without the network is checked before the target is
     written, including that pairing will know which host key to pin."""
-    note = AuditNote("target.add", target_name=name, detail={"kind": "local" if local else "ssh"})
+    name = spec.name
+    note = AuditNote("target.add", target_name=name, detail={"kind": spec.kind.value})
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
-        v.validate_target_name(name, field="name")
-        v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
-        parsed_labels = parse_labels(labels, field="labels")
-        zone = validate_target_timezone(timezone) if timezone else None
+        fields = spec.checked()
+        zone = fields.timezone
         now = app.now()
         target = Target(
             name=name,
-            labels=parsed_labels,
-            notes=notes,
+            labels=fields.labels,
+            notes=fields.notes,
             timezone=zone,
             timezone_source=SOURCE_OPERATOR if zone else None,
             paired=False,
@@ -169,18 +158,11 @@ def add_target(
             created_at=now,
             updated_at=now,
         )
-        if local:
-            if host or user or private_key:
-                raise InvalidInput(
-                    "kind: a local target takes no host, user or key",
-                    field="kind",
-                    value="local",
-                    allowed="local alone, or host, user and key for ssh",
-                )
+        if fields.kind is TargetKind.LOCAL:
             check_local_allowed(app, actor)
-            target.kind = "local"
+            target.kind = TargetKind.LOCAL
         else:
-            fill_ssh_fields(app, target, host, port, user, private_key, host_key)
+            fill_ssh_fields(app, target, fields)
             if verify and not target.host_key and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
@@ -189,7 +171,7 @@ def add_target(
         session.add(target)
         session.flush()
         note.target_id = target.id
-        note.detail.update({"host": target.host, "labels": parsed_labels})
+        note.detail.update({"host": target.host, "labels": fields.labels})
         if zone:
             note.detail["timezone"] = zone
     if not verify:
@@ -228,7 +210,11 @@ def edit_target(
         note.target_id = current.id
         updated = edited(app, actor, current, changes)
         tofu = False
-        if changes.trust_on_first_use and updated["kind"] == "ssh" and not changes.host_key:
+        if (
+            changes.trust_on_first_use
+            and updated["kind"] is TargetKind.SSH
+            and not changes.host_key
+        ):
             updated["host_key"] = run_ssh(
                 ssh_connect.fetch_host_key(
                     updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
@@ -262,7 +248,7 @@ def edit_target(
         check = (
             any(k in CONNECTION_FIELDS for k in changed)
             and current.paired
-            and updated["kind"] == "ssh"
+            and updated["kind"] is TargetKind.SSH
         )
         detected: tuple[str | None, str] | None = None
         if check and verify:

@@ -36,6 +36,7 @@ from fleetcron.core.target_zones import (
     SOURCE_OPERATOR,
     parse_detected_zone,
 )
+from fleetcron.core.targets import TargetKind
 from fleetcron.errors import (
     AuthError,
     Conflict,
@@ -124,10 +125,10 @@ def pair_target(
         note.target_id = target.id
         detect = target.timezone_source != SOURCE_OPERATOR
         detected: tuple[str | None, str] | None = None
-        if target.kind == "local":
+        if target.kind is TargetKind.LOCAL:
             check_local_enabled(app)
             detected = local_zone() if detect else None
-        if target.kind == "ssh":
+        if target.kind is TargetKind.SSH:
             if app.settings.ssh_refuse_private_hosts:
                 refuse_private_host(target.host or "")
             pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
@@ -149,7 +150,7 @@ def pair_target(
         raise shown from None
     with audited(app, actor, note) as session:
         current = get_target(session, name)
-        if current.kind == "ssh":
+        if current.kind is TargetKind.SSH:
             if current.host_key not in (None, pinned) or current.id != target.id:
                 raise Conflict(f"target {name} changed while it was being paired; try again")
             current.host_key = pinned
@@ -265,7 +266,7 @@ def check_local_enabled(app: App) -> None:
             "scheduler host can enable them with the allow_local_targets setting "
             "(FLEETCRON_ALLOW_LOCAL_TARGETS=true)",
             field="kind",
-            value="local",
+            value=TargetKind.LOCAL.value,
             allowed="ssh (local targets are disabled)",
         )
 
@@ -354,7 +355,7 @@ def plan_repin(
     actor.authorize("target.repin")
     with app.db.read() as session:
         target = get_target(session, name)
-    if target.kind != "ssh":
+    if target.kind is not TargetKind.SSH:
         raise InvalidInput(
             f"name: target {name} is local; only ssh targets have a host key",
             field="name",

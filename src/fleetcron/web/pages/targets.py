@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import statuses
-from fleetcron.core import validation as v
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.fleet.assignments import zone_of
@@ -98,26 +98,28 @@ def add_target(
 ) -> Response:
     app = the_app(request)
     fields = TargetFields.posted(form)
-    local = fields.kind == "local"
+    local = fields.kind == TargetKind.LOCAL
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
     existed = bool(fields.name) and _exists(request, caller, fields.name)
     try:
-        v.validate_choice(fields.kind, ("ssh", "local"), field="kind")
-        result = svc.add_target(
-            app,
-            caller.actor,
+        spec = TargetSpec(
             fields.name,
-            local=local,
+            TargetKind.parse(fields.kind),
             host=None if local else fields.host,
             port=typed_port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
-            trust_on_first_use=fields.trust_on_first_use,
             labels=split_items(fields.labels),
             notes=fields.notes,
-            allow_same_host=fields.allow_same_host,
             timezone=fields.timezone or None,
+        )
+        result = svc.add_target(
+            app,
+            caller.actor,
+            spec,
+            trust_on_first_use=fields.trust_on_first_use,
+            allow_same_host=fields.allow_same_host,
         )
     except PermissionDenied:
         raise  # a 403 page (a local target asked for by an operator), not a form error
@@ -172,7 +174,7 @@ def target_page(
         status_code=422 if errors or pause_errors else 200,
         target=target,
         host_key_fingerprint=fingerprint(target.host_key) if target.host_key else None,
-        local_disabled=target.kind == "local" and not app.settings.allow_local_targets,
+        local_disabled=target.kind is TargetKind.LOCAL and not app.settings.allow_local_targets,
         individual=individual,
         bulk=bulk,
         enabled_here=enabled_here,
@@ -238,11 +240,10 @@ def edit_target(
     target, _ = target_reads.show_target(app, caller.actor, name)
     fields = replace(TargetFields.posted(form), name=name)
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
-    local = fields.kind == "local"
+    local = fields.kind == TargetKind.LOCAL
     try:
-        v.validate_choice(fields.kind, ("ssh", "local"), field="kind")
         changes = svc.TargetChanges(
-            kind=fields.kind,
+            kind=TargetKind.parse(fields.kind),
             host=None if local else fields.host,
             port=None if local else typed_port(fields.port),
             user=None if local else fields.user,
