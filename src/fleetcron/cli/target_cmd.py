@@ -16,12 +16,11 @@ from fleetcron.cli.output import echo, print_json, print_table, read_bounded
 from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind, TargetSpec
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services.fleet.assignments import zone_of
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets.edit import TargetChanges
 from fleetcron.services.targets.pairing import PairResult
-from fleetcron.store.schema import Target
+from fleetcron.services.targets.views import TargetView
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 #: The largest private key file read, as the API takes (a 16384-bit RSA key is ~13 KB).
@@ -34,7 +33,7 @@ same_host_option = click.option(
 )
 
 
-def target_dict(target: Target) -> dict[str, object]:
+def target_dict(target: TargetView) -> dict[str, object]:
     """A target as shown to users: never its private key."""
     return {
         "id": target.id,
@@ -60,7 +59,7 @@ def target_dict(target: Target) -> dict[str, object]:
     }
 
 
-def zone_text(target: Target, default_zone: str) -> str:
+def zone_text(target: TargetView, default_zone: str) -> str:
     """The target's zone and who set it, or what jobs in the ``target`` zone use there."""
     if target.timezone:
         return f"{target.timezone} ({target.timezone_source or 'operator'})"
@@ -83,7 +82,7 @@ timezone_option = click.option(
 )
 
 
-def state_of(target: Target) -> str:
+def state_of(target: TargetView) -> str:
     state = "paired" if target.paired else "not paired"
     if target.paused:
         state += ", paused" + (f" ({target.paused_reason})" if target.paused_reason else "")
@@ -422,7 +421,7 @@ def resume(name: str, as_user: str | None) -> None:
 LIST_LIMIT_MAX = 1000
 
 
-def _list_row(t: Target, default_zone: str) -> tuple[str, ...]:
+def _list_row(t: TargetView, default_zone: str) -> tuple[str, ...]:
     return (
         t.name,
         t.kind,
@@ -501,7 +500,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
             "job": a.job.name,
             "origin": a.job.origin,
             "enabled": a.enabled,
-            "timezone": zone_of(a.job, the_target, default_zone),
+            "timezone": a.zone,
             "next_fire_at": a.next_fire_at,
             "last_fire_at": a.last_fire_at,
         }
@@ -527,7 +526,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
                 j["job"],
                 j["origin"],
                 "yes" if j["enabled"] else "no",
-                local_time(a.next_fire_at, zone_of(a.job, the_target, default_zone)),
+                local_time(a.next_fire_at, a.zone),
                 j["timezone"],
             )
             for a, j in zip(assignments, jobs, strict=True)

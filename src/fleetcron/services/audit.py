@@ -126,6 +126,41 @@ def _filtered(query: Select[Any], f: AuditFilter) -> Select[Any]:
     return query
 
 
+@dataclass(frozen=True)
+class AuditView:
+    """One audit event as shown."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    success: bool
+    job_name: str | None
+    target_name: str | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: AuditEvent) -> AuditView:
+        return cls(
+            row.id,
+            row.at,
+            row.actor,
+            row.action,
+            row.success,
+            row.job_name,
+            row.target_name,
+            dict(row.detail),
+        )
+
+
+def list_event_views(
+    app: App, actor: Actor, f: AuditFilter, *, limit: int = 100, offset: int = 0
+) -> tuple[list[AuditView], int]:
+    """:func:`list_events` as shown: the events newest first, and how many match in all."""
+    rows, total = list_events(app, actor, f, limit=limit, offset=offset)
+    return [AuditView.of(e) for e in rows], total
+
+
 def list_events(
     app: App, actor: Actor, f: AuditFilter, *, limit: int = 100, offset: int = 0
 ) -> tuple[Sequence[AuditEvent], int]:

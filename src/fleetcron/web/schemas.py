@@ -12,9 +12,11 @@ from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
 from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.accounts.users import MAX_TOKEN_DAYS
+from fleetcron.services.audit import AuditView
 from fleetcron.services.jobs.edit import JobView
+from fleetcron.services.runs.views import RunView
 from fleetcron.services.targets.edit import PAUSE_REASON_MAX
-from fleetcron.store.schema import AuditEvent, Run, Target
+from fleetcron.services.targets.views import TargetView
 
 Name = Field(min_length=1, max_length=v.NAME_MAX_CHARS)
 #: The free-text limits of core.validation, which the services check too (and the forms show).
@@ -127,7 +129,7 @@ class TargetOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, t: Target) -> TargetOut:
+    def of(cls, t: TargetView) -> TargetOut:
         return cls(
             id=t.id,
             name=t.name,
@@ -334,7 +336,7 @@ class RunOut(BaseModel):
     job_version: int | None = None
 
     @classmethod
-    def of(cls, r: Run) -> RunOut:
+    def of(cls, r: RunView) -> RunOut:
         return cls(
             id=r.id,
             job=r.job_name,
@@ -391,7 +393,7 @@ class AuditOut(BaseModel):
     detail: dict[str, Any]
 
     @classmethod
-    def of(cls, e: AuditEvent) -> AuditOut:
+    def of(cls, e: AuditView) -> AuditOut:
         return cls(
             id=e.id,
             at=e.at,

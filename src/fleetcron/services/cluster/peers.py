@@ -35,6 +35,7 @@ __all__ = [
     "REACHABILITY_TIMEOUT_S",
     "approve_endpoint",
     "node_reachability",
+    "peers_reachable",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,22 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         raise
     # The endpoint that answered is recorded (as an alias if the node registered another).
     return cluster.approve(app, actor, dataclasses.replace(identity, endpoint=url))
+
+
+def peers_reachable(app: App, status: cluster.ClusterStatus) -> dict[str, bool]:
+    """Whether each approved node but this one answers at its endpoint, by node id (the
+    status panel's column; checked when asked, never in the background)."""
+    wanted = [
+        n.node_id for n in status.nodes if n.state == "approved" and n.node_id != status.this_node
+    ]
+    if not wanted:
+        return {}
+    with app.db.read() as session:
+        rows = {
+            n.node_id: n
+            for n in session.scalars(select(ClusterNode).where(ClusterNode.node_id.in_(wanted)))
+        }
+    return {node_id: node_reachability(app, rows[node_id]) for node_id in wanted}
 
 
 def node_reachability(app: App, node_row: ClusterNode) -> bool:

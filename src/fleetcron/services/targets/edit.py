@@ -80,6 +80,7 @@ from fleetcron.services.targets.pairing import (
     take_detected_zone,
     verify_connection,
 )
+from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Job, Target
 
 #: Re-exported: the adapters reach pairing through this module too.
@@ -101,7 +102,7 @@ PAUSE_REASON_MAX = 500
 
 @dataclass(frozen=True)
 class EditResult:
-    target: Target
+    target: TargetView
     changed: tuple[str, ...]
     #: The new connection was checked over SSH (host key, login, command channel).
     verified: bool
@@ -116,7 +117,7 @@ class EditResult:
 
 @dataclass(frozen=True)
 class PauseResult:
-    target: Target
+    target: TargetView
     #: False when the call found the target already in the asked state (nothing changed
     #: but, for a pause, its reason).
     changed: bool
@@ -176,7 +177,7 @@ def add_target(
             note.detail["timezone"] = zone
     if not verify:
         return PairResult(
-            target,
+            TargetView.of(target),
             fingerprint_or_none(target.host_key),
             False,
             (),
@@ -306,7 +307,7 @@ def edit_target(
                 note.detail["refused_jobs"] = extension.refused
         note.detail["verified"] = check and verify
     return EditResult(
-        target,
+        TargetView.of(target),
         changed,
         verified=check and verify,
         unpaired=unpair,
@@ -334,7 +335,7 @@ def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -
             target.paused_by = actor.name
         target.updated_at = now
         note.detail.update({"reason": cleaned, "already_paused": was_paused})
-    return PauseResult(target, not was_paused)
+    return PauseResult(TargetView.of(target), not was_paused)
 
 
 def _pause_reason(reason: str | None) -> str | None:
@@ -394,7 +395,7 @@ def resume_target(app: App, actor: Actor, name: str) -> PauseResult:
             target.paused_reason = target.paused_at = target.paused_by = None
             target.updated_at = now
         note.detail["was_paused"] = was_paused
-    return PauseResult(target, was_paused)
+    return PauseResult(TargetView.of(target), was_paused)
 
 
 def unpair_target(app: App, actor: Actor, name: str) -> int:
@@ -424,7 +425,7 @@ def _unpair(target: Target, now: Any) -> int:
     return removed
 
 
-def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Target:
+def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> TargetView:
     """Set labels (``k=v``; ``k=`` removes ``k``); a paired target gains matching bulk jobs."""
     note = AuditNote("target.label", target_name=name)
     with audited(app, actor, note) as session:
@@ -439,7 +440,7 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
         note.detail.update({"labels": merged, "extended_jobs": len(extended)})
         if extension and extension.refused:
             note.detail["refused_jobs"] = extension.refused
-    return target
+    return TargetView.of(target)
 
 
 def _merge_labels(current: Mapping[str, Any], changes: Sequence[str]) -> dict[str, str]:

@@ -50,6 +50,7 @@ from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
+from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Target
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ REPIN_ADVICE = "re-pin its host key"
 
 @dataclass(frozen=True)
 class PairResult:
-    target: Target
+    target: TargetView
     host_key_fingerprint: str | None
     trusted_on_first_use: bool
     extended_jobs: tuple[str, ...]
@@ -171,7 +172,7 @@ def pair_target(
         if kept_disabled:
             note.detail["kept_disabled"] = kept_disabled
     return PairResult(
-        current,
+        TargetView.of(current),
         key_fingerprint,
         tofu,
         tuple(extended),
@@ -388,7 +389,7 @@ def plan_repin(
     )
 
 
-def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
+def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
     """Pin ``plan.new_key`` after checking that the server presents it and that the login
     and the command channel work; audited with both fingerprints.
 
@@ -423,7 +424,7 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
             )
         current.host_key = plan.new_key
         current.updated_at = app.now()
-    return current
+    return TargetView.of(current)
 
 
 def fingerprint_or_none(host_key: str | None) -> str | None:

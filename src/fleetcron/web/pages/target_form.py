@@ -16,7 +16,7 @@ from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.targets import edit as svc
-from fleetcron.store.schema import Target
+from fleetcron.services.targets.views import TargetView
 from fleetcron.web.deps import Caller, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -103,7 +103,7 @@ class TargetFields:
         )
 
     @classmethod
-    def of(cls, target: Target) -> TargetFields:
+    def of(cls, target: TargetView) -> TargetFields:
         """The edit form of an existing target (the host key field stays empty: keep)."""
         return cls(
             name=target.name,
@@ -137,7 +137,7 @@ def target_form(
     fields: TargetFields,
     errors: FieldErrors = NO_ERRORS,
     *,
-    target: Target | None = None,
+    target: TargetView | None = None,
 ) -> HTMLResponse:
     return page(
         request,

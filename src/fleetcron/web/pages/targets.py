@@ -17,7 +17,6 @@ from fleetcron.core import statuses
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services.fleet.assignments import zone_of
 from fleetcron.services.jobs import edit as jobs_svc
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.services.runs.reads import RunFilter
@@ -25,7 +24,7 @@ from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import runs as target_runs
 from fleetcron.services.targets.pairing import PairResult
-from fleetcron.store.schema import Assignment, Target
+from fleetcron.services.targets.views import AssignmentView
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -188,21 +187,20 @@ def target_page(
         pause_errors=pause_errors,
         pause_reason_max=svc.PAUSE_REASON_MAX,
         default_zone=app.settings.timezone,
-        local_fires=_local_fires(assignments, target, app.settings.timezone),
+        local_fires=_local_fires(assignments),
         **job_form_context(app),
     )
 
 
 def _local_fires(
-    assignments: list[Assignment], target: Target, default_zone: str
+    assignments: list[AssignmentView],
 ) -> dict[str, tuple[str, str]]:
     """Each job's zone here and its next fire as wall time in that zone."""
     out: dict[str, tuple[str, str]] = {}
     for a in assignments:
-        zone = zone_of(a.job, target, default_zone)
         when = a.next_fire_at
-        shown = when.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M %Z") if when else ""
-        out[a.job.name] = (zone, shown)
+        shown = when.astimezone(ZoneInfo(a.zone)).strftime("%a %Y-%m-%d %H:%M %Z") if when else ""
+        out[a.job.name] = (a.zone, shown)
     return out
 
 

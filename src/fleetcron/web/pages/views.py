@@ -17,10 +17,9 @@ from fleetcron.services.cluster import status as cluster_svc
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.health import report as health_svc
 from fleetcron.services.jobs import edit as jobs_svc
-from fleetcron.services.runs import reads as runs_svc
 from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.views import RunView, list_run_views
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages import (
     accounts,
@@ -53,11 +52,11 @@ ATTENTION_LISTS = {
 }
 
 
-def recent_failures(app: App, actor: Actor) -> list[Run]:
-    rows, _ = runs_svc.list_runs(
+def recent_failures(app: App, actor: Actor) -> list[RunView]:
+    rows, _ = list_run_views(
         app, actor, RunFilter(statuses=health_svc.FAILED), limit=RECENT_FAILURES
     )
-    return list(rows)
+    return rows
 
 
 @router.get("/", response_class=HTMLResponse)
