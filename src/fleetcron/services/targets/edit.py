@@ -57,7 +57,6 @@ from fleetcron.services.fleet.assignments import (
 )
 from fleetcron.services.targets.fields import (
     CONNECTION_FIELDS,
-    DEFAULT_SSH_PORT,
     TargetChanges,
     check_local_allowed,
     check_same_host,
@@ -85,7 +84,6 @@ from fleetcron.store.schema import Job, Target
 
 #: Re-exported: the adapters reach pairing through this module too.
 __all__ = [
-    "DEFAULT_SSH_PORT",
     "REPIN_ADVICE",
     "PairResult",
     "RepinPlan",

@@ -1,5 +1,7 @@
-"""A target's fields: checking and normalizing what ``target add`` and ``target edit``
-are given (connection, labels, notes, time zone) before anything is written."""
+"""A target's fields beyond :meth:`~fleetcron.core.targets.TargetSpec.checked`: what needs
+the SSH library, the database or the caller's role (the private key, the host key line,
+a second target on one server, local targets allowed), and an edit's changes checked
+against the target as it is."""
 
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_key_line
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
-
-__all__ = ["DEFAULT_SSH_PORT", "TargetChanges"]
 
 #: Fields whose change means the connection must be checked again.
 CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key")
