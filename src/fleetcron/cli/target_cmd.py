@@ -250,7 +250,7 @@ def add(
 
 @target.command("edit")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(list(TargetKind)), help="Change the kind.")
+@click.option("--kind", type=click.Choice([k.value for k in TargetKind]), help="Change the kind.")
 @click.option("--host", help="New SSH host name or address.")
 @click.option("--port", type=int, help="New SSH port.")
 @click.option("--user", help="New SSH user.")
