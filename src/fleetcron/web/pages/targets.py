@@ -18,8 +18,8 @@ from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.jobs import edit as jobs_svc
-from fleetcron.services.runs import reads as runs_svc
 from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import runs as target_runs
@@ -164,7 +164,7 @@ def target_page(
     enabled_here = {a.job.name: a.enabled for a in assignments}
     individual = jobs_svc.list_jobs(app, caller.actor, origin="individual", target=name)
     bulk = jobs_svc.list_jobs(app, caller.actor, origin="bulk", target=name)
-    runs, total_runs = runs_svc.list_runs(
+    runs, total_runs = list_run_views(
         app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS
     )
     return page(
