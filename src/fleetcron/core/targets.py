@@ -40,7 +40,7 @@ KIND_CHECK_SQL = "kind IN ({})".format(", ".join(f"'{kind.value}'" for kind in T
 
 
 @dataclass(frozen=True)
-class TargetFields:
+class CheckedTarget:
     """A :class:`TargetSpec` after :meth:`TargetSpec.checked`: names and addresses
     normalized, labels parsed; ``host``, ``port`` and ``user`` are None for a local
     target. The private key and host key are still as given (their parsing needs the
@@ -74,7 +74,7 @@ class TargetSpec:
     #: A zone set by the operator (kept over detection at pairing); None: detect it.
     timezone: str | None = None
 
-    def checked(self) -> TargetFields:
+    def checked(self) -> CheckedTarget:
         """The fields checked in the order a user reads them (name, notes, labels, zone,
         then the connection); the first problem raises :class:`InvalidInput` naming
         its field."""
@@ -90,10 +90,10 @@ class TargetSpec:
                     value=TargetKind.LOCAL.value,
                     allowed="local alone, or host, user and key for ssh",
                 )
-            return TargetFields(name, self.kind, None, None, None, None, None, labels, notes, zone)
+            return CheckedTarget(name, self.kind, None, None, None, None, None, labels, notes, zone)
         check_ssh_present(self.host, self.user, self.private_key)
         assert self.host and self.user
-        return TargetFields(
+        return CheckedTarget(
             name,
             self.kind,
             v.validate_host(self.host),

@@ -17,7 +17,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import validate_target_timezone
-from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetFields, TargetKind, check_ssh_present
+from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_key_line
 from fleetcron.services.targets.pairing import check_local_enabled
@@ -63,7 +63,7 @@ def check_local_allowed(app: App, actor: Actor) -> None:
     check_local_enabled(app)
 
 
-def fill_ssh_fields(app: App, target: Target, fields: TargetFields) -> None:
+def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
     """The connection of a checked SSH target on its row: the key checked and encrypted,
     the host key normalized."""
     assert fields.private_key is not None
