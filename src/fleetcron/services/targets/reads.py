@@ -124,9 +124,7 @@ def iter_targets(
         after = rows[-1].name
 
 
-def show_target(
-    app: App, actor: Actor, name: str
-) -> tuple[TargetView, list[AssignmentView]]:
+def show_target(app: App, actor: Actor, name: str) -> tuple[TargetView, list[AssignmentView]]:
     """One target and its assignments, each with the zone its job runs in there."""
     actor.authorize("target.read")
     default_zone = app.settings.timezone

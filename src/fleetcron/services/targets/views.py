@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from fleetcron.core.statuses import RunStatus
 from fleetcron.core.targets import TargetKind
 from fleetcron.services.fleet.assignments import zone_of
-from fleetcron.store.schema import Assignment, Target
+from fleetcron.store.schema import Assignment, Run, Target
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,21 @@ class TargetView:
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """A target's newest run that started, as the targets list shows it."""
+
+    id: int
+    job_name: str
+    status: RunStatus
+    scheduled_for: datetime
+    started_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Run) -> LastRun:
+        return cls(row.id, row.job_name, row.status, row.scheduled_for, row.started_at)
 
 
 @dataclass(frozen=True)
