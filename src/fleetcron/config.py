@@ -44,6 +44,7 @@ from fleetcron.config_sources import file_variable as file_variable
 from fleetcron.config_sources import hide_secret_environment as hide_secret_environment
 from fleetcron.config_sources import origin_name as origin_name
 from fleetcron.core.ownership import DEFAULT_KILL_GRACE_S, self_fence_after
+from fleetcron.core.topology import Topology
 from fleetcron.core.validation import COMMAND_MAX_CHARS
 from fleetcron.errors import ConfigError
 
@@ -288,9 +289,8 @@ class Settings(BaseSettings):
         default=None,
         description="This node's base URL as other nodes reach it, e.g. http://10.0.0.5:8080.",
     )
-    topology: str = Field(
-        default="shared-database",
-        pattern="^(shared-database|replicated-pair)$",
+    topology: Topology = Field(
+        default=Topology.SHARED_DATABASE,
         description="How the nodes of a cluster share their data: `shared-database` (every "
         "node on one PostgreSQL) or `replicated-pair` (two nodes, each on its own PostgreSQL "
         "16+, kept in sync by logical replication; see docs/high-availability.md).",
@@ -417,12 +417,12 @@ class Settings(BaseSettings):
                 )
             if not self.endpoint:
                 raise ValueError("cluster mode needs FLEETCRON_ENDPOINT (this node's base URL)")
-        if self.topology == "replicated-pair" and not self.cluster:
+        if self.topology is Topology.REPLICATED_PAIR and not self.cluster:
             raise ValueError(
                 "FLEETCRON_TOPOLOGY=replicated-pair is a cluster topology: set "
                 "FLEETCRON_CLUSTER=true too"
             )
-        if self.topology == "replicated-pair" and self.lease_s is not None:
+        if self.topology is Topology.REPLICATED_PAIR and self.lease_s is not None:
             raise ValueError(
                 "FLEETCRON_LEASE_S (automatic failover) needs one shared database: in a "
                 "replicated pair a cut link between the nodes would let both take the jobs. "

@@ -23,6 +23,7 @@ import fixtures.sshd as sshd_fixture
 from fixtures.app import make_settings
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import SYSTEM, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.jobs import edit as jobs
@@ -138,17 +139,19 @@ class Lab:
         app = self.app("alpha")
         for n in range(count):
             if ssh is None:
-                targets.add_target(app, SYSTEM, f"box{n:03d}", local=True)
+                targets.add_target(app, SYSTEM, TargetSpec(f"box{n:03d}", TargetKind.LOCAL))
             else:
                 targets.add_target(
                     app,
                     SYSTEM,
-                    f"box{n:03d}",
-                    host=ssh.host,
-                    port=(ports or {}).get(n, ssh.port),
-                    user=ssh.user,
-                    private_key=ssh.client_private_key.encode(),
-                    host_key=ssh.host_key_line,
+                    TargetSpec(
+                        f"box{n:03d}",
+                        host=ssh.host,
+                        port=(ports or {}).get(n, ssh.port),
+                        user=ssh.user,
+                        private_key=ssh.client_private_key.encode(),
+                        host_key=ssh.host_key_line,
+                    ),
                     allow_same_host=True,
                 )
         fields = (

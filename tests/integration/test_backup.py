@@ -32,6 +32,7 @@ from fleetcron.cli.ops_cmd import backup as backup_command
 from fleetcron.cli.ops_cmd import restore as restore_command
 from fleetcron.cli.output import run_cli
 from fleetcron.config import Settings
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.crypto import create_key_file, generate_key
 from fleetcron.errors import Conflict, InvalidInput, SecretError, StoreError
 from fleetcron.scheduler.service import Scheduler
@@ -111,16 +112,19 @@ async def populate(app: App, admin: Actor, clock: FakeClock) -> bytes:
     assignment, runs from a real tick, a queued manual run, and their audit rows.
     Returns the SSH private key."""
     key = ssh_private_key()
-    targets.add_target(app, admin, "box", local=True, labels=["env=prod"])
-    targets.add_target(app, admin, "box2", local=True, labels=["env=prod"])
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL, labels=["env=prod"]))
+    targets.add_target(app, admin, TargetSpec("box2", TargetKind.LOCAL, labels=["env=prod"]))
     targets.add_target(
         app,
         admin,
-        "web1",
-        host="192.0.2.10",
-        user="root",
-        private_key=key,
-        host_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkCY9H2yZ1aBeq1Gx7pCD3uNcD9S7i2nV3Cz7pZr5xJ",
+        TargetSpec(
+            "web1",
+            host="192.0.2.10",
+            user="root",
+            private_key=key,
+            host_key="ssh-ed25519 "
+            "AAAAC3NzaC1lZDI1NTE5AAAAIHkCY9H2yZ1aBeq1Gx7pCD3uNcD9S7i2nV3Cz7pZr5xJ",
+        ),
         verify=False,
     )
     jobs.add_job(app, admin, "heartbeat", JobSpec("* * * * *", "echo beat"), bulk=True)
@@ -410,7 +414,7 @@ def test_every_public_name_of_the_backup_module_exists() -> None:
 def test_a_sqlite_backup_is_online_and_holds_only_committed_data(tmp_path: Path) -> None:
     source = App.open(make_settings(tmp_path / "live", None))
     source.db.upgrade()
-    targets.add_target(source, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(source, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     with source.db.read() as session:
         events = len(session.scalars(select(AuditEvent.id)).all())
     writer = sqlite3.connect(tmp_path / "live" / "fleetcron.db", isolation_level=None)
@@ -502,7 +506,7 @@ def test_the_commands_back_up_and_restore_with_a_passphrase_from_a_file_or_the_e
     monkeypatch.setenv("FLEETCRON_DATA_DIR", str(source_dir))
     monkeypatch.setenv("FLEETCRON_DATABASE_URL", database_url)
     with_key = App.open(Settings(allow_local_targets=True))
-    targets.add_target(with_key, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(with_key, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     with_key.close()
     passphrase_file = tmp_path / "passphrase"
     passphrase_file.write_text(PASSPHRASE + "\n")

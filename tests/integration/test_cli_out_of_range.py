@@ -13,6 +13,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import MAX_ID, run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
@@ -25,7 +26,7 @@ HUGE = "99999999999999999999"
 @pytest.fixture
 def cli_env(app: App, monkeypatch: pytest.MonkeyPatch) -> App:
     """The CLI pointed at the test's database, with a job that has a version."""
-    targets.add_target(app, ADMIN, "alpha", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("alpha", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "nightly", JobSpec("0 2 * * *", "true"), bulk=True)
     point_the_cli_at(app, monkeypatch)
     monkeypatch.setenv("FLEETCRON_ALLOW_LOCAL_TARGETS", "true")

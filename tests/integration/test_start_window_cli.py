@@ -14,6 +14,7 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.core.start_window import start_window
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -27,7 +28,7 @@ def test_the_cli_shows_the_start_window_as_the_rule_gives_it(
     app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in NAMES:
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec("0 * * * *", "echo w", timezone="UTC", spread_s=120, jitter_s=30)
     jobs.add_job(app, SYSTEM, "windowed", spec, bulk=True)
     jobs.add_job(app, SYSTEM, "plain", JobSpec("0 * * * *", "echo p", timezone="UTC"), bulk=True)

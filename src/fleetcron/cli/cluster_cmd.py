@@ -10,6 +10,7 @@ import click
 from fleetcron.app import App
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
+from fleetcron.core.topology import Topology
 from fleetcron.services.cluster import status as svc
 from fleetcron.services.cluster.status import ClusterStatus, Node, TransferResult
 
@@ -150,7 +151,7 @@ def transfer(to_node: str, idempotency_key: str | None, as_json: bool, as_user: 
     """Hand the jobs to another approved node (drains the owner first)."""
     with opened_app() as app:
         _require_node(app)
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             # Made by the owner: from the other node, a signed request to it.
             from fleetcron.services.cluster import pair_transfer
 

@@ -9,6 +9,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
+from fleetcron.core.topology import Topology
 from fleetcron.errors import InvalidInput
 from fleetcron.masking import holds_secret
 from fleetcron.services.pair import replication as svc
@@ -146,7 +147,7 @@ def status(as_json: bool, as_user: str | None) -> None:
     if as_json:
         print_json({**asdict(result), "healthy": result.healthy})
     else:
-        if result.topology != "replicated-pair":
+        if result.topology is not Topology.REPLICATED_PAIR:
             click.echo(f"topology {result.topology}: no replication to report")
             return
         print_table(

@@ -13,14 +13,14 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
+from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind, TargetSpec
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services.fleet.assignments import zone_of
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets.edit import TargetChanges
 from fleetcron.services.targets.pairing import PairResult
-from fleetcron.store.schema import Target
+from fleetcron.services.targets.views import TargetView
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 #: The largest private key file read, as the API takes (a 16384-bit RSA key is ~13 KB).
@@ -33,7 +33,7 @@ same_host_option = click.option(
 )
 
 
-def target_dict(target: Target) -> dict[str, object]:
+def target_dict(target: TargetView) -> dict[str, object]:
     """A target as shown to users: never its private key."""
     return {
         "id": target.id,
@@ -59,7 +59,7 @@ def target_dict(target: Target) -> dict[str, object]:
     }
 
 
-def zone_text(target: Target, default_zone: str) -> str:
+def zone_text(target: TargetView, default_zone: str) -> str:
     """The target's zone and who set it, or what jobs in the ``target`` zone use there."""
     if target.timezone:
         return f"{target.timezone} ({target.timezone_source or 'operator'})"
@@ -82,7 +82,7 @@ timezone_option = click.option(
 )
 
 
-def state_of(target: Target) -> str:
+def state_of(target: TargetView) -> str:
     state = "paired" if target.paired else "not paired"
     if target.paused:
         state += ", paused" + (f" ({target.paused_reason})" if target.paused_reason else "")
@@ -184,7 +184,7 @@ def _say_paired(result: PairResult, default_zone: str) -> None:
     "--local", is_flag=True, help="The scheduler's own host (admins only; must be enabled)."
 )
 @click.option("--host", help="SSH host name or address.")
-@click.option("--port", type=int, default=22, show_default=True)
+@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True)
 @click.option("--user", help="SSH user.")
 @click.option(
     "--key",
@@ -221,22 +221,25 @@ def add(
     """Add a target and pair it (unless --no-verify). Pairing detects its time zone
     unless --timezone gives one."""
     with opened_app() as app, hints(name, "add"):
-        result = svc.add_target(
-            app,
-            acting(app, as_user),
+        spec = TargetSpec(
             name,
-            local=local,
+            TargetKind.LOCAL if local else TargetKind.SSH,
             host=host,
             port=port,
             user=user,
             private_key=_read_key(key_file),
             host_key=host_key,
-            trust_on_first_use=trust_on_first_use,
             labels=labels,
             notes=notes,
-            verify=not no_verify,
-            allow_same_host=allow_same_host,
             timezone=timezone,
+        )
+        result = svc.add_target(
+            app,
+            acting(app, as_user),
+            spec,
+            verify=not no_verify,
+            trust_on_first_use=trust_on_first_use,
+            allow_same_host=allow_same_host,
         )
         default_zone = app.settings.timezone
     if no_verify:
@@ -247,7 +250,7 @@ def add(
 
 @target.command("edit")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["ssh", "local"]), help="Change the kind.")
+@click.option("--kind", type=click.Choice([k.value for k in TargetKind]), help="Change the kind.")
 @click.option("--host", help="New SSH host name or address.")
 @click.option("--port", type=int, help="New SSH port.")
 @click.option("--user", help="New SSH user.")
@@ -305,7 +308,7 @@ def edit(
             allowed="--label K=V (repeatable) or --clear-labels",
         )
     changes = TargetChanges(
-        kind=kind,
+        kind=None if kind is None else TargetKind(kind),
         host=host,
         port=port,
         user=user,
@@ -418,11 +421,11 @@ def resume(name: str, as_user: str | None) -> None:
 LIST_LIMIT_MAX = 1000
 
 
-def _list_row(t: Target, default_zone: str) -> tuple[str, ...]:
+def _list_row(t: TargetView, default_zone: str) -> tuple[str, ...]:
     return (
         t.name,
         t.kind,
-        f"{t.user}@{t.host}:{t.port}" if t.kind == "ssh" else "-",
+        f"{t.user}@{t.host}:{t.port}" if t.kind is TargetKind.SSH else "-",
         state_of(t),
         t.timezone or f"- (default {default_zone})",
         ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
@@ -497,7 +500,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
             "job": a.job.name,
             "origin": a.job.origin,
             "enabled": a.enabled,
-            "timezone": zone_of(a.job, the_target, default_zone),
+            "timezone": a.zone,
             "next_fire_at": a.next_fire_at,
             "last_fire_at": a.last_fire_at,
         }
@@ -523,7 +526,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
                 j["job"],
                 j["origin"],
                 "yes" if j["enabled"] else "no",
-                local_time(a.next_fire_at, zone_of(a.job, the_target, default_zone)),
+                local_time(a.next_fire_at, a.zone),
                 j["timezone"],
             )
             for a, j in zip(assignments, jobs, strict=True)

@@ -10,8 +10,7 @@ from fleetcron.cli.passwords import get_password, password_file_option
 from fleetcron.core.permissions import FULL_SCOPE, SCOPES
 from fleetcron.services import audit as audit_svc
 from fleetcron.services.accounts import users as svc
-from fleetcron.services.audit import AuditFilter
-from fleetcron.store.schema import AuditEvent
+from fleetcron.services.audit import AuditFilter, AuditView
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -162,7 +161,7 @@ def audit_list(
 ) -> None:
     """List audit events, newest first."""
     with opened_app() as app:
-        events, _ = audit_svc.list_events(
+        events, _ = audit_svc.list_event_views(
             app,
             acting(app, as_user),
             AuditFilter(
@@ -191,7 +190,7 @@ def audit_list(
     )
 
 
-def _event_dict(event: AuditEvent) -> dict[str, object]:
+def _event_dict(event: AuditView) -> dict[str, object]:
     return {
         "id": event.id,
         "at": event.at,

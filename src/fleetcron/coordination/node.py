@@ -16,6 +16,7 @@ from fleetcron import __version__
 from fleetcron.app import App
 from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.coordination.identity import NodeIdentity, node_identity, read_machine_id
+from fleetcron.core.topology import Topology
 from fleetcron.errors import CoordinationError
 
 
@@ -68,5 +69,5 @@ class Node:
             unguarded=not self.policy.guarded,
             wait_for_old_claims=self.policy.wait_for_old_claims,
             lease_holds=lease_holds,
-            replicated_pair=self.app.settings.topology == "replicated-pair",
+            replicated_pair=self.app.settings.topology is Topology.REPLICATED_PAIR,
         )

@@ -14,6 +14,7 @@ cannot drift apart.
 from __future__ import annotations
 
 from fleetcron.core.permissions import ROLE_RANK
+from fleetcron.core.targets import TargetKind
 
 #: How the reason of a run the gate kept from starting begins (``SkipKind.LOCAL_GATE``).
 GATE_PREFIX = "local gate: "
@@ -30,7 +31,7 @@ def local_refusal(
     target_name: str,
 ) -> str | None:
     """Why the job's command may not run on the target; None when it may."""
-    if target_kind != "local" or not privileged:
+    if target_kind != TargetKind.LOCAL or not privileged:
         return None
     if ROLE_RANK.get(command_role or "", -1) >= ROLE_RANK[least_role]:
         return None

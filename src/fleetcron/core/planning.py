@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from fleetcron.core.statuses import Skip, SkipKind
+from fleetcron.core.targets import TargetKind
 from fleetcron.cron import CronSchedule
 
 Outcome = Literal["fire", "missed", "skipped"]
@@ -231,7 +232,9 @@ def assignments_held_for_cleanup(
     return frozenset(
         c.assignment_id
         for c in claims
-        if c.target_id in pending_targets and c.target_kind == "ssh" and c.generation < generation
+        if c.target_id in pending_targets
+        and c.target_kind == TargetKind.SSH
+        and c.generation < generation
     )
 
 
@@ -255,7 +258,11 @@ def targets_to_clean(claims: Sequence[CleanupClaim], generation: int) -> list[in
     owner's machine, which this node's cleanup cannot reach; they keep waiting for their
     claims' deadlines."""
     return sorted(
-        {c.target_id for c in claims if c.target_kind == "ssh" and c.generation < generation}
+        {
+            c.target_id
+            for c in claims
+            if c.target_kind == TargetKind.SSH and c.generation < generation
+        }
     )
 
 
@@ -274,7 +281,7 @@ def claims_cleared_by(
     return sorted(
         c.claim_id
         for c in claims
-        if c.target_kind == "ssh" and c.generation < generation and c.target_id in clean
+        if c.target_kind == TargetKind.SSH and c.generation < generation and c.target_id in clean
     )
 
 
@@ -298,6 +305,6 @@ def target_hold(
     if paused:
         reason = f"target paused: {paused_reason}" if paused_reason else "target paused"
         return Skip(SkipKind.TARGET_PAUSED, reason)
-    if kind == "local" and not allow_local_targets:
+    if kind == TargetKind.LOCAL and not allow_local_targets:
         return Skip(SkipKind.LOCAL_DISABLED, "local targets are disabled")
     return None

@@ -253,7 +253,8 @@ class RunTarget:
 
 class Executor(Protocol):
     """The seam between the scheduler and whatever runs commands, one per target kind
-    (``"local"``, ``"ssh"``; tests add :class:`fleetcron.executors.fake.FakeExecutor`).
+    (:class:`~fleetcron.core.targets.TargetKind`; tests add
+    :class:`fleetcron.executors.fake.FakeExecutor`).
 
     ``admit()`` is entered before the request is built, so that the watchdog budget and
     the self-fencing check are taken once a run may start (the local executor's

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fleetcron.config import Settings
+from fleetcron.core.targets import TargetKind
 from fleetcron.executors.base import Clock, ExecRequest, ExecResult, RunTarget, SshTarget
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
@@ -107,15 +108,15 @@ class SshKind:
 def standard_executors(
     settings: Settings, clock: Clock, decrypt: Decrypt
 ) -> dict[str, LocalKind | SshKind]:
-    """The production table: ``local`` and ``ssh``, sized from ``settings``."""
+    """The production table: one executor per :class:`TargetKind`, sized from ``settings``."""
     return {
-        "local": LocalKind(
+        TargetKind.LOCAL: LocalKind(
             LocalExecutor(
                 clock=clock, run_as=settings.local_run_as, allow_root=settings.local_allow_root
             ),
             settings.local_max_concurrency,
         ),
-        "ssh": SshKind(
+        TargetKind.SSH: SshKind(
             SshExecutor(
                 clock=clock,
                 max_concurrency=settings.ssh_max_concurrency,

@@ -46,6 +46,7 @@ from fleetcron.core.planning import (
     retry_delay,
     should_retry,
 )
+from fleetcron.core.targets import TargetKind
 from fleetcron.executors.base import (
     SUPERSEDED,
     ExecRequest,
@@ -338,7 +339,7 @@ class Scheduler:
     def _ssh_kind(self) -> SshKind:
         """The SSH executor of the table (active cleanup raises marks over SSH only)."""
         assert self.executors is not None
-        ssh = self.executors.get("ssh")
+        ssh = self.executors.get(TargetKind.SSH)
         if not isinstance(ssh, SshKind):
             raise ValueError("this scheduler has no SSH executor for the active cleanup")
         return ssh
@@ -347,14 +348,14 @@ class Scheduler:
     def ssh(self) -> SshExecutor | None:
         """The SSH executor of the table, if it has one (pool statistics, benchmarks)."""
         assert self.executors is not None
-        kind = self.executors.get("ssh")
+        kind = self.executors.get(TargetKind.SSH)
         return kind.executor if isinstance(kind, SshKind) else None
 
     @ssh.setter
     def ssh(self, executor: SshExecutor) -> None:
         """Run SSH targets on ``executor`` (a benchmark sizing its own pool)."""
         assert self.executors is not None
-        self.executors = {**self.executors, "ssh": SshKind(executor, self._decrypt)}
+        self.executors = {**self.executors, TargetKind.SSH: SshKind(executor, self._decrypt)}
 
     def _ssh_pool_reading(self) -> SshPoolReading | None:
         """The SSH pool's counters for ``/metrics`` (read at scrape time)."""

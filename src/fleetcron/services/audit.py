@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import allowed
+from fleetcron.core.topology import Topology
 from fleetcron.errors import FleetcronError
 from fleetcron.store.audit import append_event
 from fleetcron.store.schema import AuditEvent
@@ -64,7 +65,7 @@ def audited(app: App, actor: Actor, note: AuditNote) -> Iterator[Session]:
     in a separate transaction after the rollback, so that failed attempts leave a trace."""
     try:
         with app.db.session() as session:
-            if app.settings.topology == "replicated-pair":
+            if app.settings.topology is Topology.REPLICATED_PAIR:
                 from fleetcron.services.writer import require_config_writer
 
                 require_config_writer(app, session, note.action)
@@ -123,6 +124,41 @@ def _filtered(query: Select[Any], f: AuditFilter) -> Select[Any]:
     if f.until:
         query = query.where(AuditEvent.at < f.until)
     return query
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """One audit event as shown."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    success: bool
+    job_name: str | None
+    target_name: str | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: AuditEvent) -> AuditView:
+        return cls(
+            row.id,
+            row.at,
+            row.actor,
+            row.action,
+            row.success,
+            row.job_name,
+            row.target_name,
+            dict(row.detail),
+        )
+
+
+def list_event_views(
+    app: App, actor: Actor, f: AuditFilter, *, limit: int = 100, offset: int = 0
+) -> tuple[list[AuditView], int]:
+    """:func:`list_events` as shown: the events newest first, and how many match in all."""
+    rows, total = list_events(app, actor, f, limit=limit, offset=offset)
+    return [AuditView.of(e) for e in rows], total
 
 
 def list_events(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetcron.app import App
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict
 from fleetcron.store import replication as sql
 
@@ -21,7 +22,7 @@ def require_writer_here(app: App, session: Any, owner_node_id: str | None, actio
     approvals, retirements) are written by one node only, so they cannot conflict: the
     owner, or before there is one, the first node (the one whose ids are odd). Elsewhere
     this raises :class:`Conflict` naming where to do it. No-op for a shared database."""
-    if app.settings.topology != "replicated-pair":
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
         return
     from fleetcron.coordination.node import Node
     from fleetcron.store.schema import ClusterNode
@@ -56,7 +57,7 @@ def pair_standby(app: App) -> bool:
     """Whether this node is in a replicated pair and not the owner in its own database:
     then it leaves the owner's periodic writes (claim expiry, handoff completion, alert
     evaluation and deliveries) to the owner, so that no row gets a second writer."""
-    if app.settings.topology != "replicated-pair":
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
         return False
     from sqlalchemy import select
 

@@ -36,6 +36,7 @@ from sqlalchemy.types import TypeDecorator
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import RunStatus
+from fleetcron.core.targets import KIND_CHECK_SQL, TargetKind
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -83,6 +84,20 @@ class RunStatusType(TypeDecorator[RunStatus]):
         return None if value is None else RunStatus(value)
 
 
+class TargetKindType(TypeDecorator[TargetKind]):
+    """``targets.kind``: stored as its string in a VARCHAR(8), returned as a
+    :class:`TargetKind`."""
+
+    impl = String(8)
+    cache_ok = True
+
+    def process_bind_param(self, value: TargetKind | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else TargetKind(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> TargetKind | None:
+        return None if value is None else TargetKind(value)
+
+
 #: Table options of the tables whose ids are referenced after a row is deleted (runs and
 #: audit events keep ``job_id``, ``target_id`` and ``assignment_id`` as plain columns; claims,
 #: fenced writes and notifications name run ids; the audit log names token and rule ids):
@@ -101,11 +116,11 @@ class Target(Base):
     """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
 
     __tablename__ = "targets"
-    __table_args__ = (CheckConstraint("kind IN ('ssh', 'local')", name="kind"), NEVER_REUSED_IDS)
+    __table_args__ = (CheckConstraint(KIND_CHECK_SQL, name="kind"), NEVER_REUSED_IDS)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
-    kind: Mapped[str] = mapped_column(String(8))
+    kind: Mapped[TargetKind] = mapped_column(TargetKindType())
     host: Mapped[str | None] = mapped_column(String(255))
     port: Mapped[int | None] = mapped_column(Integer)
     user: Mapped[str | None] = mapped_column(String(64))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from importlib.resources import files
 from urllib.parse import urlsplit, urlunsplit
 
@@ -13,7 +12,6 @@ from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy import func, select
 from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -21,10 +19,9 @@ from fleetcron import __version__
 from fleetcron.app import App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
-from fleetcron.metrics import Metrics, StateReading
+from fleetcron.metrics import Metrics
 from fleetcron.services.cluster.status import Node
-from fleetcron.services.health.report import late_count
-from fleetcron.store.schema import ClusterOwnership, Run
+from fleetcron.services.health.report import state_reading
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
@@ -190,9 +187,3 @@ def ownership_reader(app: App) -> Callable[[], str]:
     return read
 
 
-def state_reading(app: App, ownership: Callable[[], str]) -> StateReading:
-    with app.db.read() as session:
-        late = late_count(session, app.now(), timedelta(seconds=app.settings.misfire_grace_s))
-        running = session.scalar(select(func.count(Run.id)).where(Run.status == "running")) or 0
-        generation = session.scalar(select(func.max(ClusterOwnership.generation))) or 0
-    return StateReading(late, running, ownership(), generation)

@@ -9,11 +9,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, c
 
 from fleetcron.core import validation as v
 from fleetcron.core.job_options import BY_NAME, OPTIONS, JobOption
+from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.accounts.users import MAX_TOKEN_DAYS
+from fleetcron.services.audit import AuditView
 from fleetcron.services.jobs.edit import JobView
+from fleetcron.services.runs.views import RunView
 from fleetcron.services.targets.edit import PAUSE_REASON_MAX
-from fleetcron.store.schema import AuditEvent, Run, Target
+from fleetcron.services.targets.views import TargetView
 
 Name = Field(min_length=1, max_length=v.NAME_MAX_CHARS)
 #: The free-text limits of core.validation, which the services check too (and the forms show).
@@ -35,9 +38,9 @@ TARGET_ZONE_HELP = "IANA time zone of the server (kept over the zone detected at
 
 class TargetIn(Body):
     name: str = Name
-    kind: Literal["ssh", "local"] = "ssh"
+    kind: TargetKind = TargetKind.SSH
     host: str | None = Field(default=None, max_length=255)
-    port: int = Field(default=22, ge=1, le=65535)
+    port: int = Field(default=DEFAULT_SSH_PORT, ge=1, le=65535)
     user: str | None = Field(default=None, max_length=64)
     private_key: str | None = Field(default=None, max_length=20_000, description="never returned")
     host_key: str | None = Field(default=None, max_length=10_000)
@@ -54,7 +57,7 @@ class TargetIn(Body):
 class TargetPatch(Body):
     """A target edit: omitted fields keep their value; ``labels`` replaces every label."""
 
-    kind: Literal["ssh", "local"] | None = None
+    kind: TargetKind | None = None
     host: str | None = Field(default=None, max_length=255)
     port: int | None = Field(default=None, ge=1, le=65535)
     user: str | None = Field(default=None, max_length=64)
@@ -126,7 +129,7 @@ class TargetOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, t: Target) -> TargetOut:
+    def of(cls, t: TargetView) -> TargetOut:
         return cls(
             id=t.id,
             name=t.name,
@@ -338,7 +341,7 @@ class RunOut(BaseModel):
     job_version: int | None = None
 
     @classmethod
-    def of(cls, r: Run) -> RunOut:
+    def of(cls, r: RunView) -> RunOut:
         return cls(
             id=r.id,
             job=r.job_name,
@@ -395,7 +398,7 @@ class AuditOut(BaseModel):
     detail: dict[str, Any]
 
     @classmethod
-    def of(cls, e: AuditEvent) -> AuditOut:
+    def of(cls, e: AuditView) -> AuditOut:
         return cls(
             id=e.id,
             at=e.at,

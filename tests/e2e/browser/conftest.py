@@ -30,6 +30,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from fixtures.app import make_settings
 from fleetcron.app import App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets.edit import add_target
 
 
@@ -42,7 +43,7 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     )
     app = App.open(settings)
     for name, label in TARGETS:
-        add_target(app, ADMIN, name, local=True, labels=[label])
+        add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL, labels=[label]))
     live = LiveServer.start(app)
     yield live
     live.stop()

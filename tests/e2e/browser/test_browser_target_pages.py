@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 from fixtures.app import make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job, set_enabled, show_job
 from fleetcron.services.targets.edit import add_target
 from fleetcron.services.targets.reads import show_target
@@ -27,7 +28,7 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=0.2, node_name=NODE
     )
     app = App.open(settings)
-    add_target(app, ADMIN, "web-01", local=True, labels=["env=prod"])
+    add_target(app, ADMIN, TargetSpec("web-01", TargetKind.LOCAL, labels=["env=prod"]))
     add_job(app, ADMIN, "everywhere", JobSpec("0 6 * * *", "uptime"), bulk=True)
     live = LiveServer.start(app)
     yield live
@@ -109,7 +110,7 @@ def test_unpairing_a_target_after_confirming_removes_its_job_assignments(
 def test_editing_a_target_then_pausing_and_resuming_it_keeps_its_jobs_flags(
     open_page: OpenPage, server: LiveServer
 ) -> None:
-    add_target(server.app, ADMIN, "edge-01", local=True, labels=["env=prod"])
+    add_target(server.app, ADMIN, TargetSpec("edge-01", TargetKind.LOCAL, labels=["env=prod"]))
     add_job(server.app, ADMIN, "edge-status", JobSpec("*/5 * * * *", "echo status"), bulk=True)
     set_enabled(server.app, ADMIN, "edge-status", False, target="edge-01")
     page = open_page("olivia")

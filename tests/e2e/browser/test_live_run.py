@@ -13,6 +13,7 @@ from live_web import ADMIN, LiveServer, OpenPage, problems_of
 from playwright.sync_api import expect
 
 from fixtures.sshd import SshServer
+from fleetcron.core.targets import TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets.edit import add_target, remove_target
@@ -144,10 +145,18 @@ def test_stop_on_an_ssh_target_leaves_no_process_behind_there(
     # an event loop marked as running in this one).
     with ThreadPoolExecutor(1) as pool:
         pool.submit(
-            add_target, server.app, ADMIN, "remote-box", host=sshd.host, port=sshd.port,
-            user=sshd.user, private_key=sshd.client_private_key.encode(),
-            host_key=sshd.host_key_line,
-        ).result()  # fmt: skip
+            add_target,
+            server.app,
+            ADMIN,
+            TargetSpec(
+                "remote-box",
+                host=sshd.host,
+                port=sshd.port,
+                user=sshd.user,
+                private_key=sshd.client_private_key.encode(),
+                host_key=sshd.host_key_line,
+            ),
+        ).result()
     main, child = marker_seconds(), marker_seconds()
     run_id = start(
         server,

@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from fixtures.app import make_settings
 from fleetcron.app import App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
 from fleetcron.services.targets.edit import add_target
@@ -67,7 +68,7 @@ def own_server(template: Path, directory: Path, targets: tuple[str, ...]) -> Liv
     )
     app = App.open(settings)
     for name in targets:
-        add_target(app, ADMIN, name, local=True, labels=["env=prod"])
+        add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL, labels=["env=prod"]))
     return LiveServer.start(app)
 
 
@@ -371,7 +372,7 @@ def test_every_table_of_an_empty_installation_says_what_to_do_next(
     page.goto(empty_server.at("/"))
     screenshot(page, "empty-dashboard")
 
-    add_target(empty_server.app, ADMIN, "lonely", local=True)
+    add_target(empty_server.app, ADMIN, TargetSpec("lonely", TargetKind.LOCAL))
     add_job(empty_server.app, ADMIN, "first-job", JobSpec("0 3 1 1 *", "true"), bulk=True)
     for path, expected in FIRST_STEPS_PAGES:
         visit_and_check(page, empty_server, path, expected)

@@ -17,6 +17,7 @@ from live_web import ADMIN, LiveServer, OpenPage
 from playwright.sync_api import expect
 from sqlalchemy import select, update
 
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import NotFound
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.targets import edit as targets
@@ -32,7 +33,9 @@ def three_zones(server: LiveServer) -> Iterator[None]:
     """Three local targets, one per zone (set by an operator), removed afterwards so the
     other tests keep their three targets."""
     for name, zone in ZONES.items():
-        targets.add_target(server.app, ADMIN, name, local=True, timezone=zone, labels=[LABEL])
+        targets.add_target(
+            server.app, ADMIN, TargetSpec(name, TargetKind.LOCAL, labels=[LABEL], timezone=zone)
+        )
     yield
     with contextlib.suppress(NotFound):
         jobs.remove_job(server.app, ADMIN, JOB)

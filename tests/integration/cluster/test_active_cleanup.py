@@ -18,6 +18,7 @@ from fixtures.cluster import ClusterNode, approve
 from fixtures.sshd import SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.core.planning import TargetCleanup
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler import cleanup
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.cluster import status as cluster
@@ -44,15 +45,17 @@ def nodes(
     targets.add_target(
         a.app,
         SYSTEM,
-        "remote",
-        host=sshd.host,
-        port=sshd.port,
-        user=sshd.user,
-        private_key=sshd.client_private_key.encode(),
-        host_key=sshd.host_key_line,
+        TargetSpec(
+            "remote",
+            host=sshd.host,
+            port=sshd.port,
+            user=sshd.user,
+            private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        ),
         allow_same_host=True,
     )
-    targets.add_target(a.app, SYSTEM, "here", local=True)
+    targets.add_target(a.app, SYSTEM, TargetSpec("here", TargetKind.LOCAL))
     jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
     cluster.request_transfer(a.app, SYSTEM, a.node_id)
     clock.advance(seconds=31)

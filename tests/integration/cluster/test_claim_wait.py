@@ -24,6 +24,7 @@ from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.planning import OldClaim
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
 from fleetcron.services.cluster import status as cluster
@@ -48,8 +49,8 @@ def pair(migrated: str, make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
     a, b = make_node("alpha"), make_node("beta")
     approve(a)
     approve(b)
-    targets.add_target(a.app, SYSTEM, "busy", local=True)
-    targets.add_target(a.app, SYSTEM, "idle", local=True)
+    targets.add_target(a.app, SYSTEM, TargetSpec("busy", TargetKind.LOCAL))
+    targets.add_target(a.app, SYSTEM, TargetSpec("idle", TargetKind.LOCAL))
     jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
     cluster.request_transfer(a.app, SYSTEM, a.node_id)
     return a, b

@@ -13,6 +13,7 @@ from sqlalchemy import select, text, update
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.cluster import status as cluster
@@ -39,7 +40,7 @@ def pair(migrated: str, make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
     a, b = make_node("alpha"), make_node("beta")
     approve(a)
     approve(b)
-    targets.add_target(a.app, SYSTEM, "box", local=True)
+    targets.add_target(a.app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
     return a, b
 

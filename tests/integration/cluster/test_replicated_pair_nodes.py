@@ -24,6 +24,7 @@ from fixtures.pg_pair import PgPair, loopback_socket, pair_settings, served, wai
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.coordination.peer_calls import TRANSFER_PATH
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.crypto import generate_key
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
@@ -129,7 +130,7 @@ def build_pair(
             return session.scalar(select(ClusterSecret.id)) is not None
 
     wait_for(secret_on_the_right, what="the coordination secret on the right")
-    targets.add_target(left.app, SYSTEM, "box", local=True)
+    targets.add_target(left.app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(left.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
     with left.app.db.read() as session:
         assignments = len(session.scalars(select(Assignment)).all())

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from fixtures.pg_pair import PgPair, pair_settings, wait_for
 from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.crypto import generate_key
 from fleetcron.errors import ConfigError, Conflict
 from fleetcron.services.accounts.users import create_token
@@ -70,9 +71,9 @@ def test_setup_replicates_both_ways_with_ids_that_never_collide(
     assert {ids[f"l{n}"] % 2 for n in range(3)} == {1}
     assert {ids[f"r{n}"] % 2 for n in range(3)} == {0}
     # Operator edits are the first node's until there is an owner (then the owner's).
-    targets.add_target(left, SYSTEM, "web1", local=True)
+    targets.add_target(left, SYSTEM, TargetSpec("web1", TargetKind.LOCAL))
     with pytest.raises(Conflict, match=r"target.add: there is no owner yet.* first node"):
-        targets.add_target(right, SYSTEM, "web2", local=True)
+        targets.add_target(right, SYSTEM, TargetSpec("web2", TargetKind.LOCAL))
     wait_for(lambda: set(names(right, Target)) == {"web1"}, what="the target on the right")
     for app in apps:
         wait_healthy(app)
@@ -88,7 +89,7 @@ def test_setup_replicates_both_ways_with_ids_that_never_collide(
 
 def test_setup_refuses_a_peer_that_holds_rows(pg_pair: PgPair, apps: tuple[App, App]) -> None:
     left, right = apps
-    targets.add_target(right, SYSTEM, "made-too-early", local=True)
+    targets.add_target(right, SYSTEM, TargetSpec("made-too-early", TargetKind.LOCAL))
     with pytest.raises(Conflict, match=r"already holds rows in .*targets \(1\)"):
         replication.setup(left, SYSTEM, pg_pair.right_url)
     # Nothing was created on either side.
@@ -158,7 +159,7 @@ def test_a_raw_conflicting_insert_stalls_the_subscription_and_status_says_so(
 
     wait_for(lambda: stalled(left) and stalled(right), what="the stall to be reported")
     # And it stays stalled: a later change does not arrive.
-    targets.add_target(left, SYSTEM, "after", local=True)
+    targets.add_target(left, SYSTEM, TargetSpec("after", TargetKind.LOCAL))
     assert "after" not in names(right, Target)
 
 
@@ -176,7 +177,7 @@ def test_setup_again_publishes_tables_a_migration_added(
     result = replication.setup(left, SYSTEM, pg_pair.right_url)
     assert result.changed
     assert result.this.tables_added == result.peer.tables_added == ["targets"]
-    targets.add_target(left, SYSTEM, "after-upgrade", local=True)
+    targets.add_target(left, SYSTEM, TargetSpec("after-upgrade", TargetKind.LOCAL))
     wait_for(lambda: "after-upgrade" in names(right, Target), what="the new table's rows")
     for app in apps:
         wait_healthy(app)

@@ -7,6 +7,7 @@ import pytest
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import NotFound, PermissionDenied
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -19,7 +20,7 @@ EVERY_MINUTE = JobSpec(schedule="* * * * *", command="true")
 
 def bulk_on(app: App, *names: str) -> None:
     for name in names:
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, Actor("olivia", "operator"), "sweep", EVERY_MINUTE, bulk=True)
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs import versions
@@ -24,7 +25,7 @@ NIGHTLY = JobSpec(schedule="0 2 * * *", command="/usr/sbin/fwconsole reload")
 
 
 def local_target(app: App, name: str = "pbx1") -> None:
-    targets.add_target(app, Actor("admin", "admin"), name, local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
 
 
 def audit(app: App, action: str) -> list[AuditEvent]:

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -26,7 +27,7 @@ def history(app: App, clock: FakeClock) -> None:
     """Targets a and b; the bulk job sweep fired 12 minutes, b failing on odd minutes,
     with output naming the minute; a's stderr says "disk full" in minute 5."""
     for name in ("a", "b"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "sweep", JobSpec("* * * * *", "true"), bulk=True)
     minutes = range(12)
     fire_minutes(

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.health import report as health
@@ -24,7 +25,7 @@ from fleetcron.web.app import create_app
 
 @pytest.fixture
 def box(app: App) -> str:
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     return "box"
 
 

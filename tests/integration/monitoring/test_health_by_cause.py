@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from fixtures.app import FakeClock
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import SYSTEM, Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.accounts.users import create_token
@@ -65,12 +66,14 @@ class Pbx:
         targets.add_target(
             app,
             SYSTEM,
-            name,
-            host=self.server.host,
-            port=self.server.port,
-            user=self.server.user,
-            private_key=self.server.client_private_key.encode(),
-            host_key=self.server.host_key_line,
+            TargetSpec(
+                name,
+                host=self.server.host,
+                port=self.server.port,
+                user=self.server.user,
+                private_key=self.server.client_private_key.encode(),
+                host_key=self.server.host_key_line,
+            ),
         )
 
     def stop(self) -> None:
@@ -156,7 +159,7 @@ async def test_an_unreachable_target_with_five_jobs_is_one_line_with_the_error_a
 async def test_a_command_failure_is_a_job_by_target_line_even_on_an_ssh_target(
     app: App, viewer: Actor, clock: FakeClock, pbx: Pbx
 ) -> None:
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "check", JobSpec("* * * * *", "exit 3"), bulk=True)
     jobs.add_job(app, SYSTEM, "fine", JobSpec("* * * * *", "true"), bulk=True)
     started = await tick_minutes(app, clock, 2)
@@ -175,7 +178,7 @@ async def test_a_command_failure_is_a_job_by_target_line_even_on_an_ssh_target(
 async def test_a_timeout_is_a_job_by_target_line_with_its_error(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "slow", JobSpec("* * * * *", "sleep 30", timeout_s=1), target="box")
     await tick_minutes(app, clock, 1)
 
@@ -189,7 +192,7 @@ async def test_a_timeout_is_a_job_by_target_line_with_its_error(
 async def test_a_success_restarts_the_streak_of_a_job(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "flaky", JobSpec("* * * * *", "exit 1"), target="box")
     await tick_minutes(app, clock, 2)
     jobs.edit_job(app, SYSTEM, "flaky", command="true")
@@ -206,7 +209,7 @@ async def test_a_success_restarts_the_streak_of_a_job(
 def test_a_run_reaching_the_target_restarts_its_outage(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     every_minute_on(app, "pbx", "a", "b")
     down = ("connect_error", REFUSED, 0)
     clock.advance(seconds=31)  # 09:01:01
@@ -236,7 +239,7 @@ def test_a_run_reaching_the_target_restarts_its_outage(
 def test_a_connection_error_followed_by_a_run_that_reached_the_target_is_a_job_line(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     every_minute_on(app, "pbx", "a", "b")
     clock.advance(seconds=31)
     # a's connection failed at :01; b reached the target 10 s later and failed on its own.
@@ -254,7 +257,7 @@ def test_a_connection_error_followed_by_a_run_that_reached_the_target_is_a_job_l
 def test_a_connection_error_from_before_the_target_was_last_reached_stays_out_of_its_outage(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "daily", JobSpec("1 9 * * *", "echo daily"), target="pbx")
     every_minute_on(app, "pbx", "often")
     clock.advance(seconds=31)  # 09:01:01: both are due
@@ -277,7 +280,7 @@ def test_unreachable_targets_come_first_and_other_failures_keep_their_own_lines(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
     for name in ("pbx1", "pbx2"):
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     every_minute_on(app, "pbx1", "a1", "b1")
     every_minute_on(app, "pbx2", "a2", "b2")
     clock.advance(seconds=31)
@@ -306,7 +309,7 @@ def test_health_reads_a_fixed_number_of_statements_however_many_assignments_fail
             result = health.summary(app, viewer)
         return len(seen), result
 
-    targets.add_target(app, SYSTEM, "t0", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("t0", TargetKind.LOCAL))
     every_minute_on(app, "t0", "j0a", "j0b")
     clock.advance(seconds=31)
     record_slot(app, clock, {"j0a": ("failed", None, 0), "j0b": ("connect_error", REFUSED, 0)})
@@ -314,7 +317,7 @@ def test_health_reads_a_fixed_number_of_statements_however_many_assignments_fail
 
     outcomes: dict[str, tuple[str, str | None, int]] = {}
     for t in range(1, 5):
-        targets.add_target(app, SYSTEM, f"t{t}", local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(f"t{t}", TargetKind.LOCAL))
         names = [f"j{t}{c}" for c in "abc"]
         every_minute_on(app, f"t{t}", *names)
         for name in names:
@@ -333,7 +336,7 @@ def test_health_reads_a_fixed_number_of_statements_however_many_assignments_fail
 def test_json_keeps_the_detail_and_the_api_shows_the_grouped_view(
     app: App, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     names = [f"job{i}" for i in range(1, 6)]
     every_minute_on(app, "pbx", *names)
     clock.advance(seconds=31)
@@ -360,8 +363,8 @@ def test_json_keeps_the_detail_and_the_api_shows_the_grouped_view(
 
 
 def test_the_dashboard_shows_one_row_for_an_unreachable_target(app: App, clock: FakeClock) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     names = [f"job{i}" for i in range(1, 8)]
     every_minute_on(app, "pbx", *names)
     jobs.add_job(app, SYSTEM, "broken", JobSpec("* * * * *", "exit 3"), target="box")
@@ -387,7 +390,7 @@ def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
     for name in ("t1", "t2", "t3"):
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "check", JobSpec("* * * * *", "check"), bulk=True)
     jobs.add_job(app, SYSTEM, "solo", JobSpec("* * * * *", "solo"), target="t1")
     store = RunStore(app.db, node=app.node_name, clock=clock)
@@ -428,7 +431,7 @@ def test_per_target_health_gives_each_streak_and_its_start_in_a_fixed_number_of_
 def test_a_run_lost_with_its_scheduler_is_a_job_line_that_says_why(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "backup", JobSpec("1 9 * * *", "backup", timeout_s=60), target="pbx")
     store = RunStore(app.db, node=app.node_name, clock=clock)
     clock.advance(seconds=31)

@@ -17,6 +17,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -36,8 +37,8 @@ def environment(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fleet(app: App, clock: FakeClock) -> None:
     """pbx: 5 jobs refused twice (an outage); box: one job whose command exits 1."""
-    targets.add_target(app, SYSTEM, "pbx", local=True)
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     every_minute_on(app, "pbx", *NAMES)
     jobs.add_job(app, SYSTEM, "broken", JobSpec("* * * * *", "exit 1"), target="box")
     outcomes = {"broken": ("failed", None, 0), **{n: ("connect_error", REFUSED, 0) for n in NAMES}}
@@ -100,7 +101,7 @@ def test_json_keeps_every_job_and_target_and_adds_the_grouping(
 def test_the_exit_code_is_zero_when_nothing_fails(
     app: App, clock: FakeClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     every_minute_on(app, "pbx", "fine")
     clock.advance(seconds=31)
     record_slot(app, clock, {"fine": ("connect_error", REFUSED, 0)})

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.health import failures as health_failures
 from fleetcron.services.health import report as health
 from fleetcron.services.targets import edit as targets
@@ -32,7 +33,7 @@ UP = ("succeeded", None, 0)
 
 def outage_of(app: App, clock: FakeClock, slots: int) -> None:
     """Target ``pbx`` with jobs a and b, reached once, then ``slots`` slots of refusals."""
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     every_minute_on(app, "pbx", "a", "b")
     clock.advance(seconds=31)
     record_slot(app, clock, {"a": UP, "b": UP})
@@ -70,7 +71,7 @@ def test_failed_connections_up_to_the_limit_are_counted_exactly(
 def test_a_target_never_reached_is_down_since_its_first_failed_connection(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, SYSTEM, "pbx", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("pbx", TargetKind.LOCAL))
     every_minute_on(app, "pbx", "a")
     clock.advance(seconds=31)
     first = clock.now

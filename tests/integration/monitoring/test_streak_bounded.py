@@ -15,6 +15,7 @@ import pytest
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.fleet.job_page import TargetQuery
@@ -34,7 +35,7 @@ OK = ("succeeded", None, 0)
 def streak_of(app: App, clock: FakeClock, failures: int) -> tuple[datetime, datetime]:
     """Job ``a`` on target ``box``: one success, then ``failures`` failed slots, each claimed
     a second into its minute. Returns the first failure's slot and start."""
-    targets.add_target(app, SYSTEM, "box", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("box", TargetKind.LOCAL))
     every_minute_on(app, "box", "a")
     clock.advance(seconds=31)
     record_slot(app, clock, {"a": OK})
@@ -113,7 +114,7 @@ def test_sorting_by_streak_puts_more_than_the_count_before_the_count(
     ``bravo`` (exactly 3): sorted by streak (longest first), ``alpha`` leads although both
     read 3; reversed, it comes last."""
     for name in ("alpha", "bravo"):
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "a", JobSpec("* * * * *", "true"), bulk=True)
     clock.advance(seconds=31)
     for slot in range(5):

@@ -24,6 +24,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler, TickStats
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -189,7 +190,7 @@ FAILING = "echo 'disk full' >&2; echo 'giving up' >&2; exit 3"
 
 @pytest.fixture
 def box(app: App, operator: Actor) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     return "box"
 
 

@@ -12,6 +12,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.alert_cmd import alert, silence
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def environment(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     point_the_cli_at(app, monkeypatch)
     admin = Actor("admin", "admin")
-    targets.add_target(app, admin, "web1", local=True, labels=["rack=r12"])
+    targets.add_target(app, admin, TargetSpec("web1", TargetKind.LOCAL, labels=["rack=r12"]))
     jobs.add_job(app, admin, "backup", JobSpec("0 2 * * *", "backup"), target="web1")
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from fixtures.app import make_settings
 from fleetcron.app import Actor, App, utc_now
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
@@ -47,7 +48,7 @@ async def test_the_first_message_waits_group_wait_in_real_time(
     add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
     add_rule(app, admin, "ops", group_wait_s=GROUP_WAIT_S)
     for index in range(5):
-        targets.add_target(app, admin, f"web{index}", local=True)
+        targets.add_target(app, admin, TargetSpec(f"web{index}", TargetKind.LOCAL))
     jobs.add_job(app, admin, "backup", JobSpec("0 3 * * *", "backup"), bulk=True)
     fake = FakeExecutor(script={"backup": FakeOutcome(exit_code=3, stderr="disk full")})
     scheduler = Scheduler(app, executors={"local": fake})

@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
@@ -62,7 +63,9 @@ async def fake_scheduler(
 def add_fleet(app: App, names: list[str]) -> None:
     admin = Actor("admin", "admin")
     for index, name in enumerate(names):
-        targets.add_target(app, admin, name, local=True, labels=[f"rack=r{index % 5}"])
+        targets.add_target(
+            app, admin, TargetSpec(name, TargetKind.LOCAL, labels=[f"rack=r{index % 5}"])
+        )
 
 
 def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:

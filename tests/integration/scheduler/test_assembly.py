@@ -13,6 +13,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.config import Settings
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.executors.kinds import LocalKind, SshKind
 from fleetcron.scheduler.assembly import build_scheduler, prepare
@@ -56,7 +57,7 @@ async def test_the_executors_given_to_the_root_run_the_jobs(
     app = App.open(make_settings(tmp_path / "data", database_url), clock=clock)
     fake = FakeExecutor(clock=clock)
     try:
-        targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
         jobs.add_job(app, operator, "hello", JobSpec("* * * * *", "echo hi"), target="box")
         scheduler = build_scheduler(app, executors={"local": fake})
         await scheduler.start()

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.crypto import generate_key
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -33,7 +34,9 @@ def test_two_schedulers_on_one_postgres_fire_every_slot_exactly_once(
 ) -> None:
     effects = tmp_path / "effects.log"
     for n in range(TARGETS):
-        targets.add_target(app, Actor("admin", "admin"), f"box{n:03d}", local=True)
+        targets.add_target(
+            app, Actor("admin", "admin"), TargetSpec(f"box{n:03d}", TargetKind.LOCAL)
+        )
     # Each execution appends a line outside the database before it ends: the real effect.
     command = f'echo "$FLEETCRON_TARGET $FLEETCRON_SCHEDULED_FOR $FLEETCRON_RUN_ID" >> {effects}'
     jobs.add_job(app, operator, "everywhere", JobSpec("* * * * *", command), bulk=True)

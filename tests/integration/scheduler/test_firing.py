@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler import service
 from fleetcron.scheduler.service import Scheduler
@@ -36,7 +37,7 @@ def runs_of(app: App, job: str) -> list[Run]:
 
 @pytest.fixture
 def local(app: App, operator: Actor) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     return "box"
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, PermissionDenied
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
@@ -30,7 +31,7 @@ from waiting import eventually_async
 
 @pytest.fixture
 def local(app: App) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     return "box"
 
 
@@ -190,11 +191,19 @@ async def test_a_run_on_an_ssh_target_is_followed_and_stopped_with_nothing_left_
     """The sshd fixture runs on this machine: its processes are the target's processes."""
     await asyncio.to_thread(  # pairs it: logs in with the pinned host key
         functools.partial(
-            targets.add_target, app, Actor("admin", "admin"), "pbx", host=sshd.host,
-            port=sshd.port, user=sshd.user, private_key=sshd.client_private_key.encode(),
-            host_key=sshd.host_key_line,
+            targets.add_target,
+            app,
+            Actor("admin", "admin"),
+            TargetSpec(
+                "pbx",
+                host=sshd.host,
+                port=sshd.port,
+                user=sshd.user,
+                private_key=sshd.client_private_key.encode(),
+                host_key=sshd.host_key_line,
+            ),
         )
-    )  # fmt: skip
+    )
     main, child = marker_seconds(), marker_seconds()
     command = f"sleep {child} & echo remote one; echo remote two >&2; sleep {main}"
     jobs.add_job(app, operator, "far", JobSpec(schedule="0 0 1 1 *", command=command), target="pbx")

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import SkipKind
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -41,7 +42,7 @@ def unset_later(
         make_settings(data, database_url, local_job_role="admin", local_run_as="nobody"),
         clock=clock,
     )
-    targets.add_target(before, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(before, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     spec = JobSpec(schedule="* * * * *", command=f"touch {marker}")
     jobs.add_job(before, operator, "esc", spec, target="box")
     before.close()

@@ -20,6 +20,7 @@ from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.core.statuses import RunStatus
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.jobs import edit as jobs
@@ -42,7 +43,7 @@ def pair(migrated: str, make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
     approve(a)
     approve(b)
     for name in NAMES:
-        targets.add_target(a.app, SYSTEM, name, local=True)
+        targets.add_target(a.app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec("1 9 2 3 *", "reload", batch="2")
     jobs.add_job(a.app, SYSTEM, "reload", spec, bulk=True)
     cluster.request_transfer(a.app, SYSTEM, a.node_id)

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.crypto import generate_key
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -57,7 +58,9 @@ def test_two_schedulers_roll_out_one_slot_each_target_once_one_batch_at_a_time(
 ) -> None:
     effects = tmp_path / "effects.log"
     for n in range(TARGETS):
-        targets.add_target(app, Actor("admin", "admin"), f"box{n:03d}", local=True)
+        targets.add_target(
+            app, Actor("admin", "admin"), TargetSpec(f"box{n:03d}", TargetKind.LOCAL)
+        )
     command = (
         f'echo "$FLEETCRON_TARGET start $(date +%s.%N)" >> {effects}; sleep 0.2; '
         f'echo "$FLEETCRON_TARGET end $(date +%s.%N)" >> {effects}'

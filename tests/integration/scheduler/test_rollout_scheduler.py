@@ -22,6 +22,7 @@ from sqlalchemy import select, update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
@@ -44,9 +45,8 @@ def add_fleet(
     admin = Actor("admin", "admin")
     for name in names:
         found = (labels or {}).get(name, {})
-        targets.add_target(
-            app, admin, name, local=True, labels=[f"{k}={v}" for k, v in found.items()]
-        )
+        labels_here = [f"{k}={v}" for k, v in found.items()]
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, labels=labels_here))
 
 
 def add_rollout_job(

@@ -20,6 +20,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.start_window import spread_offset, start_window
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
@@ -37,7 +38,7 @@ TIMEOUT_S = 30
 
 def add_spread_job(app: App, actor: Actor, *, spread_s: int, jitter_s: int = 0) -> None:
     for name in NAMES:
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec(ONCE, "reload", timeout_s=TIMEOUT_S, spread_s=spread_s, jitter_s=jitter_s)
     jobs.add_job(app, actor, "reload", spec, bulk=True)
 
@@ -163,7 +164,7 @@ async def test_runs_waiting_for_their_offset_do_not_start_once_the_scheduler_sto
     grace (0.5 s here) would otherwise start its command while the scheduler drains. The
     control, without interrupting the waiting runs, shows such a start happening."""
     for i in range(10):
-        targets.add_target(app, Actor("admin", "admin"), f"node{i}", local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(f"node{i}", TargetKind.LOCAL))
     jobs.add_job(app, operator, "reload", JobSpec(ONCE, "reload", spread_s=1), bulk=True)
     wait = delays(app, jitter_s=0, spread_s=1)
     assert min(wait.values()) < 0.4 < max(wait.values()), wait  # some start inside the grace

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -26,7 +27,7 @@ async def test_each_target_runs_at_two_oclock_on_its_own_clock(
 ) -> None:
     clock.now = datetime(2026, 3, 28, 12, 0, 30, tzinfo=UTC)
     for name, zone in ZONES.items():
-        targets.add_target(app, admin, name, local=True, timezone=zone)
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, timezone=zone))
     jobs.add_job(app, admin, "nightly", JobSpec("0 2 * * *", COMMAND, "target"), bulk=True)
     jobs.add_job(
         app, admin, "fixed", JobSpec("0 2 * * *", COMMAND + " fixed", "Europe/Berlin"), bulk=True

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
@@ -25,7 +26,7 @@ ADMIN = Actor("admin", "admin")
 
 def add_targets(app: App, zones: dict[str, str | None]) -> None:
     for name, zone in zones.items():
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
         with app.db.session() as session:
             session.execute(update(Target).where(Target.name == name).values(timezone=zone))
 

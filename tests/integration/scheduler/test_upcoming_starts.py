@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
@@ -62,8 +63,8 @@ async def test_upcoming_starts_are_the_schedulers_actual_starts_for_bulk_and_ind
 ) -> None:
     admin = Actor("admin", "admin")
     for name in BULK:
-        targets.add_target(app, admin, name, local=True, labels=["role=web"])
-    targets.add_target(app, admin, "solo", local=True)
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, labels=["role=web"]))
+    targets.add_target(app, admin, TargetSpec("solo", TargetKind.LOCAL))
     bulk = JobSpec(ONCE, "reload", timeout_s=TIMEOUT_S, spread_s=3, jitter_s=1)
     jobs.add_job(app, operator, "reload", bulk, bulk=True, selector="role=web")
     single = JobSpec(ONCE, "backup", timeout_s=TIMEOUT_S, spread_s=4)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.zones import detect_zones
@@ -41,12 +42,34 @@ def movable_sshd(
         yield server, answer
 
 
-def add_ssh(app: App, actor: Actor, name: str, server: SshServer, **options: object) -> None:
+def add_ssh(
+    app: App,
+    actor: Actor,
+    name: str,
+    server: SshServer,
+    *,
+    host_key: str | None = None,
+    timezone: str | None = None,
+    verify: bool = True,
+    trust_on_first_use: bool = True,
+    allow_same_host: bool = True,
+) -> None:
     targets.add_target(
-        app, actor, name, host=server.host, port=server.port, user=server.user,
-        private_key=server.client_private_key.encode(), trust_on_first_use=True,
-        allow_same_host=True, **options,  # type: ignore[arg-type]
-    )  # fmt: skip
+        app,
+        actor,
+        TargetSpec(
+            name,
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            private_key=server.client_private_key.encode(),
+            host_key=host_key,
+            timezone=timezone,
+        ),
+        verify=verify,
+        trust_on_first_use=trust_on_first_use,
+        allow_same_host=allow_same_host,
+    )
 
 
 def zone_of(app: App, name: str) -> tuple[str | None, str | None]:

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, CronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -24,7 +25,9 @@ BACKUP = JobSpec(schedule="30 3 * * *", command="/usr/local/bin/backup --all")
 def add_local_targets(app: App, actor: Actor, *names: str, labels: tuple[str, ...] = ()) -> None:
     """Local targets are added by an admin (``target.local``), whoever manages the jobs."""
     for name in names:
-        targets.add_target(app, Actor("admin", "admin"), name, local=True, labels=labels)
+        targets.add_target(
+            app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL, labels=labels)
+        )
 
 
 def enabled_by_target(app: App, actor: Actor, job: str) -> dict[str, bool]:

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import PermissionDenied
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -34,7 +35,7 @@ def with_here(database_url: str, tmp_path: Path, clock: FakeClock, admin: Actor)
     the_app = App.open(
         make_settings(tmp_path / "strict", database_url, local_job_role="admin"), clock=clock
     )
-    targets.add_target(the_app, admin, "here", local=True)
+    targets.add_target(the_app, admin, TargetSpec("here", TargetKind.LOCAL))
     yield the_app
     the_app.close()
 

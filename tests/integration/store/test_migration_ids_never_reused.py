@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, func, select, text
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -71,7 +72,7 @@ def old_app(tmp_path: Path, clock: FakeClock) -> App:
     users.add_user(app, ADMIN, "admin", "admin-password", "admin")
     users.create_token(app, ADMIN, "admin", "ci")
     for name in ("pbx1", "pbx2"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "reload", every_minute("reload"), bulk=True)
     jobs.add_job(app, ADMIN, "backup", every_minute("backup"), target="pbx1")
     jobs.add_job(app, ADMIN, "newest", every_minute("newest"), target="pbx2")

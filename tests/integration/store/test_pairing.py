@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import ConnectError, HostKeyMismatch, InvalidInput
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -18,17 +19,32 @@ pytestmark = pytest.mark.sshd
 
 
 def add_ssh(
-    app: App, actor: Actor, name: str, server: SshServer, **options: object
+    app: App,
+    actor: Actor,
+    name: str,
+    server: SshServer,
+    *,
+    host_key: str | None = None,
+    timezone: str | None = None,
+    verify: bool = True,
+    trust_on_first_use: bool = False,
+    allow_same_host: bool = False,
 ) -> targets.PairResult:
     return targets.add_target(
         app,
         actor,
-        name,
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        private_key=server.client_private_key.encode(),
-        **options,  # type: ignore[arg-type]
+        TargetSpec(
+            name,
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            private_key=server.client_private_key.encode(),
+            host_key=host_key,
+            timezone=timezone,
+        ),
+        verify=verify,
+        trust_on_first_use=trust_on_first_use,
+        allow_same_host=allow_same_host,
     )
 
 
@@ -92,12 +108,14 @@ def test_a_closed_port_fails_the_pair_with_a_connect_error(
     targets.add_target(
         app,
         operator,
-        "gone",
-        host="127.0.0.1",
-        port=1,
-        user=sshd.user,
-        private_key=sshd.client_private_key.encode(),
-        host_key=sshd.host_key_line,
+        TargetSpec(
+            "gone",
+            host="127.0.0.1",
+            port=1,
+            user=sshd.user,
+            private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        ),
         verify=False,
     )
 
@@ -108,7 +126,7 @@ def test_a_closed_port_fails_the_pair_with_a_connect_error(
 def test_pairing_extends_existing_bulk_jobs_before_the_pair_event(
     app: App, operator: Actor, sshd: SshServer
 ) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "local1", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("local1", TargetKind.LOCAL))
     jobs.add_job(app, operator, "reload", JobSpec("0 2 * * *", "true"), bulk=True)
 
     result = add_ssh(app, operator, "pbx1", sshd, trust_on_first_use=True)
@@ -152,12 +170,14 @@ def test_a_target_whose_pairing_fails_at_add_is_kept_and_the_message_says_so(
         targets.add_target(
             app,
             operator,
-            "gone",
-            host="127.0.0.1",
-            port=1,
-            user=sshd.user,
-            private_key=sshd.client_private_key.encode(),
-            host_key=sshd.host_key_line,
+            TargetSpec(
+                "gone",
+                host="127.0.0.1",
+                port=1,
+                user=sshd.user,
+                private_key=sshd.client_private_key.encode(),
+                host_key=sshd.host_key_line,
+            ),
         )
 
     the_target, _ = target_reads.show_target(app, operator, "gone")

@@ -15,6 +15,7 @@ from sqlalchemy import Table, insert, text, update
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import ExecutorStatus
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -61,7 +62,7 @@ def row(slot: datetime, status: str, attempt: int = 1) -> dict[str, object]:
 def test_each_run_write_moves_one_count_and_queued_runs_wait_for_their_start(
     app: App, admin: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("* * * * *", "true"), target="box")
     store = RunStore(app.db, node="test", clock=clock)
     clock.advance(minutes=1)

@@ -16,6 +16,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.statuses import ExecutorStatus, RunStatus
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -80,7 +81,7 @@ def result(status: str, clock: FakeClock) -> ExecResult:
 
 
 def one_job(app: App, admin: Actor) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("* * * * *", "true"), target="box")
 
 
@@ -244,7 +245,7 @@ def test_the_migration_fills_the_columns_from_the_runs(
 ) -> None:
     """Migrated down to 0020 (the columns go) and up again: 0021 computes them from the
     runs, and they agree with the oracle."""
-    targets.add_target(app, admin, "box2", local=True)
+    targets.add_target(app, admin, TargetSpec("box2", TargetKind.LOCAL))
     one_job(app, admin)
     jobs.add_job(app, admin, "bulk", JobSpec("* * * * *", "echo bulk"), bulk=True)
     fire_minutes(

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import ExecutorStatus, RunStatus
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecResult, OutputExcerpt
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services.jobs import edit as jobs
@@ -40,7 +41,7 @@ def result(status: str, clock: FakeClock) -> ExecResult:
 def running(app: App, admin: Actor, clock: FakeClock) -> tuple[RunStore, int]:
     """A store and the id of one run it recorded as running."""
     store = RunStore(app.db, node="test", policy=policy_from(app), clock=clock)
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("* * * * *", "true"), target="box")
     clock.advance(seconds=31)
     [dispatch] = store.claim_due(clock.now).dispatches

@@ -16,6 +16,7 @@ from fleetcron.app import Actor, App
 from fleetcron.cli.apply_cmd import apply, export, schedule
 from fleetcron.cli.output import run_cli
 from fleetcron.core.schedule_file import ScheduleFileError
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import PermissionDenied
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -48,8 +49,10 @@ FLEET = dedent(
 def fleet(app: App, admin: Actor) -> App:
     """pbx1-3 (role=pbx) and acme-app1, all paired local targets."""
     for name in ("pbx1", "pbx2", "pbx3"):
-        targets.add_target(app, admin, name, local=True, labels=["role=pbx"])
-    targets.add_target(app, admin, "acme-app1", local=True, labels=["client=acme"])
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, labels=["role=pbx"]))
+    targets.add_target(
+        app, admin, TargetSpec("acme-app1", TargetKind.LOCAL, labels=["client=acme"])
+    )
     return app
 
 
@@ -255,7 +258,7 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
     jobs.set_enabled(fleet, operator, "housekeeping", False, target="pbx2")
     jobs.add_job(fleet, operator, "paused", JobSpec("@hourly", "true"), target="acme-app1")
     jobs.set_enabled(fleet, operator, "paused", False)
-    targets.add_target(fleet, admin, "cold", local=True, verify=False)
+    targets.add_target(fleet, admin, TargetSpec("cold", TargetKind.LOCAL), verify=False)
     jobs.add_job(fleet, operator, "waiting", JobSpec("@daily", "true"), target="cold")
     # A duplicate made outside any file is exported as allowed, with a comment.
     jobs.add_job(fleet, operator, "all-uptime", JobSpec("@daily", "uptime"), bulk=True)
@@ -277,7 +280,9 @@ def test_export_round_trips(fleet: App, admin: Actor, operator: Actor) -> None:
 
 def test_schedule_list_shows_each_job_and_target_once(fleet: App, operator: Actor) -> None:
     apply_schedule(fleet, operator, FLEET)
-    targets.add_target(fleet, Actor("admin", "admin"), "cold", local=True, verify=False)
+    targets.add_target(
+        fleet, Actor("admin", "admin"), TargetSpec("cold", TargetKind.LOCAL), verify=False
+    )
     jobs.add_job(fleet, operator, "waiting", JobSpec("@daily", "true"), target="cold")
 
     entries = list_schedule(fleet, operator)

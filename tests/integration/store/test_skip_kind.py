@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -39,7 +40,7 @@ def test_skips_of_a_paused_target_are_kind_target_paused(
     app: App, admin: Actor, clock: FakeClock
 ) -> None:
     store = RunStore(app.db, node="test", policy=policy_from(app), clock=clock)
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("* * * * *", "true"), target="box")
     targets.pause_target(app, admin, "box", "disk")
     runs_svc.request_run(app, admin, "reload", target="box")
@@ -57,7 +58,7 @@ def test_skips_of_a_paused_target_are_kind_target_paused(
 def test_a_slot_nobody_can_own_is_kind_ownership_uncertain_and_a_run_has_no_kind(
     app: App, admin: Actor, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("* * * * *", "true"), target="box")
     clock.advance(seconds=31)
     broken = RunStore(app.db, node="test", guard=NobodyOwns(), policy=policy_from(app), clock=clock)

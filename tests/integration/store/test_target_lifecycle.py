@@ -14,6 +14,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, HostKeyMismatch, InvalidInput, PermissionDenied
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services.jobs import edit as jobs
@@ -31,17 +32,32 @@ def minutely(name: str) -> JobSpec:
 
 
 def add_ssh(
-    app: App, actor: Actor, name: str, server: SshServer, **options: object
+    app: App,
+    actor: Actor,
+    name: str,
+    server: SshServer,
+    *,
+    host_key: str | None = None,
+    timezone: str | None = None,
+    verify: bool = True,
+    trust_on_first_use: bool = False,
+    allow_same_host: bool = False,
 ) -> targets.PairResult:
     return targets.add_target(
         app,
         actor,
-        name,
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        private_key=server.client_private_key.encode(),
-        **options,  # type: ignore[arg-type]
+        TargetSpec(
+            name,
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            private_key=server.client_private_key.encode(),
+            host_key=host_key,
+            timezone=timezone,
+        ),
+        verify=verify,
+        trust_on_first_use=trust_on_first_use,
+        allow_same_host=allow_same_host,
     )
 
 
@@ -137,12 +153,14 @@ def test_an_unpaired_target_is_saved_as_given_without_connecting(
     targets.add_target(
         app,
         operator,
-        "gone",
-        host="127.0.0.1",
-        port=1,
-        user="root",
-        private_key=sshd.client_private_key.encode(),
-        host_key=sshd.host_key_line,
+        TargetSpec(
+            "gone",
+            host="127.0.0.1",
+            port=1,
+            user="root",
+            private_key=sshd.client_private_key.encode(),
+            host_key=sshd.host_key_line,
+        ),
         verify=False,
     )
 
@@ -159,7 +177,7 @@ def test_an_unpaired_target_is_saved_as_given_without_connecting(
 
 
 def test_editing_labels_replaces_them_and_moves_bulk_jobs(app: App, admin: Actor) -> None:
-    targets.add_target(app, admin, "box", local=True, labels=["role=pbx"])
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL, labels=["role=pbx"]))
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True, selector="role=pbx")
 
     targets.edit_target(app, admin, "box", TargetChanges(labels=["role=db"], notes="rack 4"))
@@ -170,7 +188,7 @@ def test_editing_labels_replaces_them_and_moves_bulk_jobs(app: App, admin: Actor
 
 
 def test_an_edit_that_changes_nothing_is_refused_naming_the_target(app: App, admin: Actor) -> None:
-    targets.add_target(app, admin, "box", local=True, notes="same")
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL, notes="same"))
 
     with pytest.raises(InvalidInput, match="nothing to change on target box"):
         targets.edit_target(app, admin, "box", TargetChanges(notes="same"))
@@ -278,8 +296,8 @@ def store(app: App, clock: FakeClock) -> RunStore:
 def test_a_paused_target_records_each_due_slot_as_skipped_and_keeps_every_flag(
     app: App, admin: Actor, store: RunStore, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
-    targets.add_target(app, admin, "other", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
+    targets.add_target(app, admin, TargetSpec("other", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True)
     jobs.add_job(app, admin, "status", minutely("status"), bulk=True, disabled_on=["box"])
 
@@ -296,7 +314,7 @@ def test_a_paused_target_records_each_due_slot_as_skipped_and_keeps_every_flag(
 def test_resuming_continues_from_the_next_slot_without_a_catch_up_burst(
     app: App, admin: Actor, store: RunStore, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "nightly", JobSpec("* * * * *", "true", catchup="latest"), bulk=True)
     targets.pause_target(app, admin, "box")
     clock.advance(minutes=30)  # the scheduler was down for part of the pause
@@ -316,7 +334,7 @@ def test_the_pause_skip_can_fail_the_check(
     app: App, admin: Actor, store: RunStore, clock: FakeClock
 ) -> None:
     """Negative control: the same setup without the pause dispatches the slot."""
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True)
     clock.advance(seconds=31)
 
@@ -329,7 +347,7 @@ def test_a_queued_manual_run_on_a_paused_target_is_skipped_with_the_reason(
 ) -> None:
     from fleetcron.services.runs import reads as runs_svc
 
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", JobSpec("0 3 * * *", "true"), target="box")
     targets.pause_target(app, admin, "box")
     runs_svc.request_run(app, admin, "reload", target="box")
@@ -341,7 +359,7 @@ def test_a_queued_manual_run_on_a_paused_target_is_skipped_with_the_reason(
 def test_a_pause_reason_of_several_lines_is_refused_naming_the_field(
     app: App, admin: Actor
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
 
     with pytest.raises(InvalidInput) as raised:
         targets.pause_target(app, admin, "box", "line one\nline two")
@@ -353,7 +371,7 @@ def test_a_pause_reason_of_several_lines_is_refused_naming_the_field(
 def test_pausing_and_resuming_are_audited_and_a_viewer_may_not(
     app: App, admin: Actor, viewer: Actor
 ) -> None:
-    targets.add_target(app, admin, "box", local=True)
+    targets.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
 
     with pytest.raises(PermissionDenied):
         targets.pause_target(app, viewer, "box")
@@ -371,7 +389,7 @@ def test_pausing_and_resuming_are_audited_and_a_viewer_may_not(
 def test_re_pairing_after_an_unpair_keeps_the_jobs_disabled_there_disabled(
     app: App, admin: Actor
 ) -> None:
-    targets.add_target(app, admin, "pbx3", local=True)
+    targets.add_target(app, admin, TargetSpec("pbx3", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True)
     jobs.add_job(app, admin, "status", minutely("status"), bulk=True, disabled_on=["pbx3"])
     jobs.add_job(app, admin, "mine", minutely("mine"), target="pbx3")
@@ -396,7 +414,7 @@ def test_re_pairing_after_an_unpair_keeps_the_jobs_disabled_there_disabled(
 def test_removing_a_target_with_individual_jobs_is_refused_naming_them(
     app: App, admin: Actor
 ) -> None:
-    targets.add_target(app, admin, "pbx4", local=True)
+    targets.add_target(app, admin, TargetSpec("pbx4", TargetKind.LOCAL))
     jobs.add_job(app, admin, "backup", minutely("backup"), target="pbx4")
     jobs.add_job(app, admin, "trunk-check", minutely("trunk-check"), target="pbx4")
 
@@ -410,8 +428,8 @@ def test_removing_a_target_with_individual_jobs_is_refused_naming_them(
 def test_a_target_is_removed_with_its_individual_jobs_each_audited_and_history_kept(
     app: App, admin: Actor, store: RunStore, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "pbx4", local=True)
-    targets.add_target(app, admin, "pbx5", local=True)
+    targets.add_target(app, admin, TargetSpec("pbx4", TargetKind.LOCAL))
+    targets.add_target(app, admin, TargetSpec("pbx5", TargetKind.LOCAL))
     jobs.add_job(app, admin, "backup", minutely("backup"), target="pbx4")
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True)
     clock.advance(seconds=31)
@@ -440,11 +458,13 @@ def test_a_second_target_on_the_same_user_host_and_port_is_refused_naming_the_fi
         targets.add_target(
             app,
             operator,
-            name,
-            host=host,
-            port=2222,
-            user="root",
-            private_key=sshd.client_private_key.encode(),
+            TargetSpec(
+                name,
+                host=host,
+                port=2222,
+                user="root",
+                private_key=sshd.client_private_key.encode(),
+            ),
             verify=False,
         )
 
@@ -468,11 +488,13 @@ def test_the_same_host_is_accepted_when_declared_and_another_port_is_not_the_sam
     targets.add_target(
         app,
         operator,
-        "pbx6",
-        host=sshd.host,
-        port=sshd.port + 1,
-        user=sshd.user,
-        private_key=sshd.client_private_key.encode(),
+        TargetSpec(
+            "pbx6",
+            host=sshd.host,
+            port=sshd.port + 1,
+            user=sshd.user,
+            private_key=sshd.client_private_key.encode(),
+        ),
         verify=False,
     )
     with pytest.raises(Conflict, match="already uses"):
@@ -512,7 +534,7 @@ def test_with_local_targets_disabled_adding_one_is_refused_even_for_an_admin(
     locked: App, admin: Actor
 ) -> None:
     with pytest.raises(InvalidInput, match="local targets are disabled") as raised:
-        targets.add_target(locked, admin, "here", local=True)
+        targets.add_target(locked, admin, TargetSpec("here", TargetKind.LOCAL))
 
     assert (raised.value.field, raised.value.value) == ("kind", "local")
     with locked.db.read() as session:
@@ -521,7 +543,7 @@ def test_with_local_targets_disabled_adding_one_is_refused_even_for_an_admin(
 
 def test_an_operator_may_not_add_a_local_target(app: App, operator: Actor) -> None:
     with pytest.raises(PermissionDenied, match="only an admin may add one"):
-        targets.add_target(app, operator, "here", local=True)
+        targets.add_target(app, operator, TargetSpec("here", TargetKind.LOCAL))
 
     [event] = audit(app, "target.add")
     assert not event.success
@@ -534,8 +556,8 @@ def test_an_operator_may_not_turn_a_target_into_a_local_one(
     add_ssh(app, operator, "pbx1", sshd, host_key=sshd.host_key_line, verify=False)
 
     with pytest.raises(PermissionDenied):
-        targets.edit_target(app, operator, "pbx1", TargetChanges(kind="local"))
-    result = targets.edit_target(app, admin, "pbx1", TargetChanges(kind="local"))
+        targets.edit_target(app, operator, "pbx1", TargetChanges(kind=TargetKind.LOCAL))
+    result = targets.edit_target(app, admin, "pbx1", TargetChanges(kind=TargetKind.LOCAL))
 
     assert (result.target.kind, result.target.host, result.target.host_key) == ("local", None, None)
 
@@ -543,7 +565,7 @@ def test_an_operator_may_not_turn_a_target_into_a_local_one(
 def test_with_local_targets_disabled_their_slots_are_skipped_with_the_reason(
     app: App, admin: Actor, locked: App, clock: FakeClock
 ) -> None:
-    targets.add_target(app, admin, "here", local=True)
+    targets.add_target(app, admin, TargetSpec("here", TargetKind.LOCAL))
     jobs.add_job(app, admin, "reload", minutely("reload"), bulk=True)
     clock.advance(seconds=31)
 

@@ -20,6 +20,7 @@ from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import Actor, App
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.target_zones import DETECT_COMMAND, parse_detected_zone
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.scheduler.service import policy_from
 from fleetcron.services.jobs import edit as jobs
@@ -41,18 +42,32 @@ def this_machines_zone() -> str:
 
 
 def add_ssh(
-    app: App, actor: Actor, name: str, server: SshServer, **options: object
+    app: App,
+    actor: Actor,
+    name: str,
+    server: SshServer,
+    *,
+    host_key: str | None = None,
+    timezone: str | None = None,
+    verify: bool = True,
+    trust_on_first_use: bool = True,
+    allow_same_host: bool = False,
 ) -> targets.PairResult:
     return targets.add_target(
         app,
         actor,
-        name,
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        private_key=server.client_private_key.encode(),
-        trust_on_first_use=True,
-        **options,  # type: ignore[arg-type]
+        TargetSpec(
+            name,
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            private_key=server.client_private_key.encode(),
+            host_key=host_key,
+            timezone=timezone,
+        ),
+        verify=verify,
+        trust_on_first_use=trust_on_first_use,
+        allow_same_host=allow_same_host,
     )
 
 
@@ -172,20 +187,22 @@ def test_clearing_the_operators_zone_lets_the_next_pairing_detect_again(
 
 
 def test_a_local_target_gets_the_machines_own_zone(app: App, admin: Actor) -> None:
-    result = targets.add_target(app, admin, "here", local=True)
+    result = targets.add_target(app, admin, TargetSpec("here", TargetKind.LOCAL))
 
     assert (result.timezone, result.target.timezone_source) == (this_machines_zone(), "detected")
 
 
 def test_an_unknown_zone_is_refused_naming_the_value(app: App, admin: Actor) -> None:
     with pytest.raises(InvalidInput) as added:
-        targets.add_target(app, admin, "here", local=True, timezone="Europe/Atlantis")
+        targets.add_target(
+            app, admin, TargetSpec("here", TargetKind.LOCAL, timezone="Europe/Atlantis")
+        )
     assert (added.value.field, added.value.value) == ("timezone", "Europe/Atlantis")
     assert "'Europe/Atlantis' is not a known time zone" in added.value.message
     with app.db.read() as session:
         assert session.scalars(select(Target)).all() == []
 
-    targets.add_target(app, admin, "here", local=True)
+    targets.add_target(app, admin, TargetSpec("here", TargetKind.LOCAL))
     with pytest.raises(InvalidInput) as edited:
         targets.edit_target(app, admin, "here", TargetChanges(timezone="target"))
     assert (edited.value.field, edited.value.value) == ("timezone", "target")
@@ -199,8 +216,8 @@ ZONES = {"berlin": "Europe/Berlin", "newyork": "America/New_York", "tokyo": "Asi
 @pytest.fixture
 def three_zones(app: App, admin: Actor) -> None:
     for name, zone in ZONES.items():
-        targets.add_target(app, admin, name, local=True, timezone=zone)
-    targets.add_target(app, admin, "nozone", local=True)
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, timezone=zone))
+    targets.add_target(app, admin, TargetSpec("nozone", TargetKind.LOCAL))
     targets.edit_target(app, admin, "nozone", TargetChanges(timezone=""))
 
 
@@ -306,7 +323,7 @@ def test_resuming_a_paused_target_continues_in_its_own_zone(
     app: App, admin: Actor, clock: FakeClock
 ) -> None:
     clock.now = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
-    targets.add_target(app, admin, "tokyo", local=True, timezone="Asia/Tokyo")
+    targets.add_target(app, admin, TargetSpec("tokyo", TargetKind.LOCAL, timezone="Asia/Tokyo"))
     jobs.add_job(app, admin, "nightly", JobSpec("0 2 * * *", "echo local", "target"), bulk=True)
     targets.pause_target(app, admin, "tokyo")
     clock.advance(days=1)

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -23,7 +24,7 @@ pytestmark = sqlite_only
 @pytest.fixture
 def fleet(app: App) -> None:
     admin = Actor("admin", "admin")
-    targets.add_target(app, admin, "web1", local=True, labels=["rack=r12"])
+    targets.add_target(app, admin, TargetSpec("web1", TargetKind.LOCAL, labels=["rack=r12"]))
     jobs.add_job(app, admin, "backup", JobSpec("0 2 * * *", "backup"), target="web1")
 
 

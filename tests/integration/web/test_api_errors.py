@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, bearer, error_of, sqlite_only
 
@@ -131,7 +132,7 @@ def test_a_nul_character_in_a_query_filter_is_not_a_server_error(
 def test_a_nul_character_in_a_path_name_is_not_a_server_error(
     client: TestClient, as_viewer: Headers, app: App, operator: Actor
 ) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
 
     response = client.get(f"{API}/targets/box%00", headers=as_viewer)
 

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, sqlite_only
 
@@ -20,7 +21,7 @@ Headers = dict[str, str]
 
 @pytest.fixture
 def alpha(app: App) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "alpha", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("alpha", TargetKind.LOCAL))
     return "alpha"
 
 

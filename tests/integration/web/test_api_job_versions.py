@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, csrf_token_of, error_of, log_in
 
@@ -13,7 +14,7 @@ Headers = dict[str, str]
 
 
 def a_job_with_three_versions(client: TestClient, headers: Headers, app: App) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "alpha", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("alpha", TargetKind.LOCAL))
     created = client.post(
         f"{API}/jobs",
         json={"name": "backup", "target": "alpha", "schedule": "0 3 * * *", "command": "b1"},

@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, sqlite_only
 
@@ -24,7 +25,7 @@ FLEET = ("alpha", "bravo", "charlie")
 def fleet(app: App, operator: Actor) -> tuple[str, ...]:
     """Three paired local targets."""
     for name in FLEET:
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
     return FLEET
 
 

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -27,8 +28,8 @@ Headers = dict[str, str]
 
 @pytest.fixture
 def box(app: App, operator: Actor) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
-    targets.add_target(app, Actor("admin", "admin"), "crate", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("crate", TargetKind.LOCAL))
     jobs.add_job(app, operator, "hello", JobSpec("* * * * *", "echo hello"), target="box")
     jobs.add_job(app, operator, "oops", JobSpec("* * * * *", "echo oops >&2; exit 3"), target="box")
     jobs.add_job(app, operator, "other", JobSpec("0 3 * * *", "true"), target="crate")

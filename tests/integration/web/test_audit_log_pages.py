@@ -8,6 +8,7 @@ import html
 import re
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.web.pages.runs import PAGE_SIZE
 from integration.web.conftest import log_in, new_client
@@ -20,7 +21,7 @@ _SPAN = re.compile(r"<span>(\d+)–(\d+) of (\d+) events</span>")
 
 def test_the_audit_log_pages_keep_the_filter_and_return_to_the_first(app: App) -> None:
     for index in range(PAGE_SIZE + 5):
-        targets.add_target(app, ADMIN, f"t{index:03d}", local=True)
+        targets.add_target(app, ADMIN, TargetSpec(f"t{index:03d}", TargetKind.LOCAL))
     with new_client(app) as client:
         log_in(client, "admin")
         first = client.get("/audit", params={"action": "target.add"})

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -37,7 +38,7 @@ Headers = dict[str, str]
 @pytest.fixture
 def backup(app: App, operator: Actor) -> str:
     """A bulk job on one local target."""
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, operator, "backup", JobSpec("0 3 * * *", "backup --all"), bulk=True)
     return "backup"
 

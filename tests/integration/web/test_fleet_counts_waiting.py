@@ -13,6 +13,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
 from fleetcron.core.status_display import state_of
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.fleet.job_page import TargetQuery
@@ -31,7 +32,7 @@ def fire(app: App, clock: FakeClock) -> None:
     """Three targets; ``wave`` rolls out one at a time (its slot is held, ``pending``),
     ``plain`` has no rollout (its slot starts everywhere at once, ``running``)."""
     for name in NAMES:
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "wave", JobSpec("* * * * *", "echo wave", batch="1"), bulk=True)
     jobs.add_job(app, ADMIN, "plain", JobSpec("* * * * *", "echo plain"), bulk=True)
     clock.advance(minutes=1)

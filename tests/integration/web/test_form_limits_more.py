@@ -22,6 +22,7 @@ from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
 from fleetcron.core import validation as v
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.accounts import users as users_svc
@@ -145,7 +146,7 @@ def test_target_notes_starting_with_a_line_break_keep_it_on_the_edit_form(
     app: App, operator_browser: TestClient
 ) -> None:
     notes = "\n\nindented below:\n  rack 4"
-    targets_svc.add_target(app, ADMIN, "box", local=True, notes=notes)
+    targets_svc.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL, notes=notes))
     page = operator_browser.get("/targets/box/edit").text
     assert textarea(page, "notes") == notes
     assert counter(page, "notes")[1] == f"{len(notes)} / {v.NOTES_MAX_CHARS} characters"
@@ -179,8 +180,8 @@ def test_target_notes_over_the_limit_are_refused_on_the_form_the_api_and_the_ser
     # the service (which the CLI calls) refuses on add and on edit, and a target at the
     # limit is kept whole
     with pytest.raises(InvalidInput, match=re.escape(expected)):
-        targets_svc.add_target(app, ADMIN, "box", local=True, notes=notes)
-    targets_svc.add_target(app, ADMIN, "box", local=True, notes=notes[:-1])
+        targets_svc.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL, notes=notes))
+    targets_svc.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL, notes=notes[:-1]))
     with pytest.raises(InvalidInput, match=re.escape(expected)):
         targets_svc.edit_target(app, ADMIN, "box", targets_svc.TargetChanges(notes=notes))
     assert target_reads.show_target(app, ADMIN, "box")[0].notes == notes[:-1]
@@ -501,7 +502,7 @@ def test_every_name_field_counts_against_the_name_limit_and_comes_back_over_it(
 def test_a_pause_reason_over_the_limit_comes_back_in_the_open_drawer_as_typed(
     app: App, operator_browser: TestClient
 ) -> None:
-    targets_svc.add_target(app, ADMIN, "box", local=True)
+    targets_svc.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL))
     limit = targets_svc.PAUSE_REASON_MAX
     page = operator_browser.get("/targets/box").text
     assert counter(page, "reason", "pause-") == (str(limit), f"0 / {limit} characters")
@@ -533,7 +534,7 @@ def test_a_pause_reason_with_a_control_character_is_refused_naming_it(
     app: App, operator_browser: TestClient
 ) -> None:
     """A short reason holding a terminal escape is refused for the escape, not its length."""
-    targets_svc.add_target(app, ADMIN, "box", local=True)
+    targets_svc.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL))
     reason = "maint \x1b]52;c;aGk=\x07 window"
 
     response = post(operator_browser, "/targets/box/pause", reason=reason)

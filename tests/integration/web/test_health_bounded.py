@@ -24,6 +24,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult, Status
 from fleetcron.services.health import report as health
@@ -84,7 +85,7 @@ def fleet(app: App, clock: FakeClock, outcomes: Mapping[tuple[str, str], str]) -
     on without their later slots counting as late."""
     names = sorted({t for _, t in outcomes} | {"fine"})
     for name in names:
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     for job in ("ping", "sync"):
         jobs.add_job(app, SYSTEM, job, JobSpec("* * * * *", f"echo {job}"), bulk=True)
     clock.advance(seconds=31)
@@ -153,7 +154,7 @@ def test_late_and_stuck_lines_are_bounded_and_counted_per_job(
     app: App, viewer: Actor, clock: FakeClock
 ) -> None:
     for name in ("t1", "t2", "t3", "t4"):
-        targets.add_target(app, SYSTEM, name, local=True)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, SYSTEM, "nightly", JobSpec("0 2 * * *", "true"), bulk=True)
     jobs.add_job(app, SYSTEM, "slow", JobSpec("1 9 * * *", "sleep 99", timeout_s=5), bulk=True)
     store = RunStore(app.db, node=app.node_name, clock=clock)
@@ -348,7 +349,7 @@ def test_the_statements_of_a_summary_do_not_grow_with_the_failing_targets(
         """Targets a<first>..a<last - 1>: the even ones unreachable, the odd ones failing
         ``ping``; two more slots of every target recorded."""
         for t in range(first, last):
-            targets.add_target(app, SYSTEM, f"a{t:02d}", local=True)
+            targets.add_target(app, SYSTEM, TargetSpec(f"a{t:02d}", TargetKind.LOCAL))
             if t % 2:
                 outcomes[("ping", f"a{t:02d}")] = "failed"
             else:

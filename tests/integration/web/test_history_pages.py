@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs import versions
 from fleetcron.services.jobs.edit import JobSpec
@@ -21,7 +22,7 @@ OPERATOR = Actor("olivia", "operator")
 
 
 def a_job(app: App) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "alpha", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("alpha", TargetKind.LOCAL))
     jobs.add_job(app, OPERATOR, "sweep", JobSpec("* * * * *", "echo one"), bulk=True)
     jobs.edit_job(app, OPERATOR, "sweep", command="echo two\necho three")
 

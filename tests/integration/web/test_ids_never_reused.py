@@ -12,6 +12,7 @@ from sqlalchemy import delete, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs import versions as job_versions
 from fleetcron.services.jobs.edit import JobSpec
@@ -41,7 +42,7 @@ def run_ids(app: App) -> list[int]:
 def test_a_job_added_after_the_newest_was_removed_shows_none_of_its_runs(
     app: App, clock: FakeClock, browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "pbx1", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx1", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "old", EVERY_MINUTE, target="pbx1")
     fire_minutes(app, clock, [[("failed", 5)], [("succeeded", 5)]])
     old_job, old_assignments = job_ids(app, "old")
@@ -67,7 +68,7 @@ def test_a_job_added_after_the_newest_was_removed_shows_none_of_its_runs(
 def test_a_target_added_after_the_newest_was_removed_shows_none_of_its_runs(
     app: App, clock: FakeClock, browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "pbx1", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx1", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "backup", EVERY_MINUTE, target="pbx1")
     fire_minutes(app, clock, [[("failed", 5)]])
     with app.db.read() as session:
@@ -76,7 +77,7 @@ def test_a_target_added_after_the_newest_was_removed_shows_none_of_its_runs(
     assert set(RUN_LINK.findall(browser.get("/targets/pbx1").text)) == old_runs
 
     targets.remove_target(app, ADMIN, "pbx1", with_jobs=True)
-    targets.add_target(app, ADMIN, "pbx2", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx2", TargetKind.LOCAL))
 
     with app.db.read() as session:
         new_target = session.scalar(select(Target.id).where(Target.name == "pbx2"))
@@ -93,7 +94,7 @@ def test_a_target_added_after_the_newest_was_removed_shows_none_of_its_runs(
 def test_a_run_id_is_not_handed_out_again_after_every_run_was_pruned(
     app: App, clock: FakeClock
 ) -> None:
-    targets.add_target(app, ADMIN, "pbx1", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx1", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "backup", EVERY_MINUTE, target="pbx1")
     fire_minutes(app, clock, [[("succeeded", 5)]])
     [first] = run_ids(app)

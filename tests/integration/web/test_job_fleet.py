@@ -22,6 +22,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput, NotFound, PermissionDenied
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.fleet import grid as fleet_grid
@@ -59,7 +60,7 @@ async def tick_minutes(app: App, clock: FakeClock, minutes: int) -> list[datetim
 async def history(app: App, clock: FakeClock) -> list[datetime]:
     """Three paired local targets, the bulk job, three minutes of real runs; the slots."""
     for name, label in FLEET:
-        targets.add_target(app, SYSTEM, name, local=True, labels=[label])
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL, labels=[label]))
     jobs.add_job(app, SYSTEM, JOB, JobSpec(schedule="* * * * *", command=FAILS_ON_BRAVO), bulk=True)
     slots = await tick_minutes(app, clock, 3)
     return [slot.replace(second=0, microsecond=0) for slot in slots]

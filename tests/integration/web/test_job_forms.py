@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import NotFound
 from fleetcron.services.jobs import edit as jobs_svc
 from fleetcron.services.jobs.edit import JobSpec
@@ -202,7 +203,7 @@ def test_editing_a_job_with_a_command_over_the_limit_keeps_the_stored_one_and_th
 def test_the_individual_job_form_on_a_target_page_refuses_and_keeps_a_long_command(
     app: App, admin: Actor, operator_browser: TestClient
 ) -> None:
-    targets_svc.add_target(app, admin, "box", local=True)
+    targets_svc.add_target(app, admin, TargetSpec("box", TargetKind.LOCAL))
     command = long_command(DEFAULT_MAX + 1)
     fields = form_fields(command=command)
     del fields["selector"]

@@ -9,6 +9,7 @@ import re
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -23,8 +24,8 @@ def rollout_shown(html: str) -> str | None:
 
 
 def test_the_job_page_shows_the_rollout_beside_the_schedule(app: App, browser: TestClient) -> None:
-    targets.add_target(app, ADMIN, "alpha", local=True, labels=["role=canary"])
-    targets.add_target(app, ADMIN, "bravo", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("alpha", TargetKind.LOCAL, labels=["role=canary"]))
+    targets.add_target(app, ADMIN, TargetSpec("bravo", TargetKind.LOCAL))
     spec = JobSpec(
         "*/5 * * * *",
         "systemctl reload app",

@@ -20,6 +20,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.fleet import job_page as job_fleet
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -46,9 +47,9 @@ UTC_NEXT = {
 @pytest.fixture
 def fleet(app: App) -> None:
     for name, zone in ZONES.items():
-        targets.add_target(app, SYSTEM, name, local=True, timezone=zone)
+        targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL, timezone=zone))
     # A local target takes this machine's zone at pairing; clearing it leaves none.
-    targets.add_target(app, SYSTEM, "nozone", local=True)
+    targets.add_target(app, SYSTEM, TargetSpec("nozone", TargetKind.LOCAL))
     targets.edit_target(app, SYSTEM, "nozone", TargetChanges(timezone=""))
     jobs.add_job(
         app,

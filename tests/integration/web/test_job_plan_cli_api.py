@@ -18,6 +18,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -31,7 +32,7 @@ ADMIN = Actor("admin", "admin")
 def a_rolled_out_job(app: App) -> None:
     for name in ("alpha", "bravo", "charlie", "delta"):
         labels = ["role=canary"] if name == "delta" else []
-        targets.add_target(app, ADMIN, name, local=True, labels=labels)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL, labels=labels))
     spec = JobSpec(
         "0 3 * * *",
         "systemctl reload app",
@@ -237,7 +238,7 @@ def test_job_run_wait_follows_the_rollout_and_says_why_the_rest_was_skipped(
     app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("alpha", "bravo", "charlie"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec("0 3 1 1 *", 'test "$FLEETCRON_TARGET" != bravo', batch="1", max_failures="1")
     jobs.add_job(app, ADMIN, "deploy", spec, bulk=True)
     point_the_cli_at(app, monkeypatch)
@@ -257,7 +258,7 @@ def test_job_run_wait_through_a_rollout_that_ran_through_exits_0(
 ) -> None:
     # Negative control of the test above: nothing fails, nothing is skipped.
     for name in ("alpha", "bravo"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec("0 3 1 1 *", "true", batch="1", max_failures="1")
     jobs.add_job(app, ADMIN, "deploy", spec, bulk=True)
     point_the_cli_at(app, monkeypatch)

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.scheduler.service import Scheduler
@@ -29,7 +30,7 @@ NAMES = ["n0", "n1", "n2", "n3", "n4"]
 
 def a_fleet(app: App, *, max_failures: str = "2") -> None:
     for name in NAMES:
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     spec = JobSpec("0 3 * * *", "deploy", batch="2", max_failures=max_failures)
     jobs.add_job(app, ADMIN, "deploy", spec, bulk=True)
 

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -27,7 +28,7 @@ def browser(app: App) -> Iterator[TestClient]:
     admin = Actor("admin", "admin")
     for name in NAMES:
         labels = ["tier=edge"] if name != "charlie" else []
-        targets.add_target(app, admin, name, local=True, labels=labels)
+        targets.add_target(app, admin, TargetSpec(name, TargetKind.LOCAL, labels=labels))
     jobs.add_job(app, admin, "reload", JobSpec("0 2 * * *", "reload", notes="old"), bulk=True)
     with new_client(app) as client:
         log_in(client, "operator")

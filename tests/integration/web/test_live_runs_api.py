@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -29,7 +30,7 @@ from integration.web.conftest import API, error_of, log_in
 
 @pytest.fixture
 def job(app: App, operator: Actor) -> str:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, operator, "slow", JobSpec(schedule="0 0 1 1 *", command="true"), target="box")
     return "slow"
 
@@ -215,7 +216,7 @@ async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once
 def test_pages_that_class_runs_show_a_cancelled_one_as_not_run_to_an_outcome(
     app: App, browser: TestClient, operator: Actor
 ) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, operator, "wide", JobSpec(schedule="0 0 1 1 *", command="true"), bulk=True)
     [run_id] = runs.request_run(app, operator, "wide")
     runs.stop_run(app, operator, run_id)

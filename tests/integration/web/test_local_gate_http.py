@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, AuditEvent, Run
 from integration.web.conftest import API, bearer, new_client, token_for
@@ -37,7 +38,7 @@ def strict(database_url: str, tmp_path: Path, clock: FakeClock) -> Iterator[App]
     the_app = App.open(
         make_settings(tmp_path / "strict", database_url, local_job_role="admin"), clock=clock
     )
-    targets.add_target(the_app, Actor("admin", "admin"), "here", local=True)
+    targets.add_target(the_app, Actor("admin", "admin"), TargetSpec("here", TargetKind.LOCAL))
     targets.label_target(the_app, Actor("admin", "admin"), "here", ["role=sched"])
     yield the_app
     the_app.close()

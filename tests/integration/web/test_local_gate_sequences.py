@@ -40,6 +40,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import MATRIX, allowed
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import FleetcronError, PermissionDenied
 from fleetcron.services.fleet import assignments as fleet
 from fleetcron.services.schedule_file import apply_schedule
@@ -208,7 +209,7 @@ def world(sqlite_template: Path, tmp_path: Path, clock: FakeClock) -> World:
         make_settings(tmp_path / "data", f"sqlite:///{path}", local_job_role="admin"), clock=clock
     )
     admin = Actor("admin", "admin")
-    targets.add_target(app, admin, "here", local=True)
+    targets.add_target(app, admin, TargetSpec("here", TargetKind.LOCAL))
     targets.label_target(app, admin, "here", ["role=sched"])
     token = token_for(app, "operator")
     with new_client(app) as http:

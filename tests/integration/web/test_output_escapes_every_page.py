@@ -13,6 +13,7 @@ from sqlalchemy import update
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecResult, OutputExcerpt
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -38,8 +39,8 @@ def _excerpt(text: str) -> OutputExcerpt:
 def evil_runs(app: App, clock: FakeClock) -> list[int]:
     """A failed run whose stdout, stderr, error and reason hold escapes, and a connection
     error whose error does (the dashboard lists it as unreachable)."""
-    targets.add_target(app, ADMIN, "pbx1", local=True)
-    targets.add_target(app, ADMIN, "pbx2", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx1", TargetKind.LOCAL))
+    targets.add_target(app, ADMIN, TargetSpec("pbx2", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "evil", JobSpec("* * * * *", "printf x"), target="pbx1")
     jobs.add_job(app, ADMIN, "evil2", JobSpec("* * * * *", "printf y"), target="pbx2")
     store = RunStore(app.db, node=app.node_name, clock=clock)

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
@@ -25,7 +26,7 @@ Headers = dict[str, str]
 
 @pytest.fixture
 def run_id(app: App, operator: Actor) -> int:
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, operator, "job", JobSpec(schedule="0 0 1 1 *", command="true"), target="box")
     [queued] = runs.request_run(app, operator, "job")
     return queued

@@ -14,6 +14,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -75,7 +76,7 @@ def test_the_cli_refuses_a_job_named_new_with_exit_2(
 def test_a_job_named_new_from_before_is_still_reachable(
     app: App, client: TestClient, as_operator: Headers, browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "alpha", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("alpha", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "legacy", JobSpec("@daily", "echo from-before"), bulk=True)
     with app.db.session() as session:  # as a database made before the rule holds it
         session.execute(update(Job).where(Job.name == "legacy").values(name="new"))

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core.schedule_file import ScheduleFileError
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services import schedule_file
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Job
@@ -39,7 +40,7 @@ jobs:
 @pytest.fixture
 def fleet(app: App) -> None:
     for name in ("alpha", "bravo", "charlie"):
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
 
 
 def stored(app: App) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from fleetcron.app import Actor, App
 from fleetcron.core.job_options import ROLLOUT_KEYS
 from fleetcron.core.schedule_file import ScheduleFileError
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.services import schedule_file
 from fleetcron.services.jobs import edit as jobs
@@ -30,7 +31,7 @@ ADMIN = Actor("admin", "admin")
 @pytest.fixture
 def fleet(app: App) -> None:
     for name in ("alpha", "bravo"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
 
 
 def job_names(app: App) -> list[str]:

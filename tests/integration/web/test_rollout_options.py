@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core.schedule_file import ScheduleFileError
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services import schedule_file
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import AuditEvent, Job
@@ -31,7 +32,7 @@ FLEETCRON = shutil.which("fleetcron", path=str(Path(sys.executable).parent))
 @pytest.fixture
 def fleet(app: App) -> None:
     for name in ("alpha", "bravo", "charlie"):
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
 
 
 def stored(app: App, name: str) -> tuple[str, int, str, str]:

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -21,7 +22,7 @@ ADMIN = Actor("admin", "admin")
 
 @pytest.fixture
 def history(app: App, clock: FakeClock) -> None:
-    targets.add_target(app, ADMIN, "a", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("a", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "sweep", JobSpec("* * * * *", "true"), bulk=True)
     fire_minutes(
         app,

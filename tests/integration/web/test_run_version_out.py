@@ -14,6 +14,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -27,7 +28,7 @@ ADMIN = Actor("admin", "admin")
 @pytest.fixture
 def two_runs(app: App, clock: FakeClock) -> list[int]:
     """A run of version 1 of job tick, then one of version 2."""
-    targets.add_target(app, ADMIN, "pbx1", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx1", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "tick", JobSpec("* * * * *", "true"), target="pbx1")
     store = RunStore(app.db, node="test", clock=clock)
     clock.advance(minutes=1)

@@ -10,6 +10,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -22,7 +23,7 @@ def test_a_pending_row_says_it_waits_for_its_turn(
     app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("alpha", "bravo"):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "wave", JobSpec("* * * * *", "true", batch="1"), bulk=True)
     jobs.add_job(app, ADMIN, "plain", JobSpec("* * * * *", "false"), bulk=True)
     clock.advance(minutes=1)

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
@@ -54,7 +55,7 @@ def scratch(sqlite_template: Path, tmp_path: Path, clock: FakeClock) -> Iterator
     database = tmp_path / "fleetcron.db"
     shutil.copyfile(sqlite_template, database)
     app = App.open(make_settings(tmp_path / "data", f"sqlite:///{database}"), clock=clock)
-    targets.add_target(app, Actor("admin", "admin"), "box", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, OPERATOR, "nightly", JobSpec("0 3 * * *", "true"), bulk=True)
     jobs.add_job(app, OPERATOR, "hello", JobSpec("*/5 * * * *", "echo hi"), target="box")
     for _ in range(3):

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.core.validation import validate_search_text
 from fleetcron.errors import InvalidInput
 from fleetcron.services.targets import edit as targets
@@ -21,7 +22,7 @@ CONTROLS = ["\x00", "pbx\x00", "\x1b[31m", "a\nb", "a\tb", "\x7f", "a\x85b"]
 @pytest.fixture
 def fleet(app: App) -> None:
     for name in ("pbx1", "pbx2", "web1"):
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
 
 
 @pytest.mark.parametrize("text", CONTROLS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.targets import edit as targets
 from integration.web.conftest import API, error_of, sqlite_only
 
@@ -15,7 +16,7 @@ from integration.web.conftest import API, error_of, sqlite_only
 def test_a_job_is_created_read_and_listed_and_bad_input_is_refused(
     app: App, client: TestClient, as_operator: dict[str, str]
 ) -> None:
-    targets.add_target(app, Actor("admin", "admin"), "web1", local=True)
+    targets.add_target(app, Actor("admin", "admin"), TargetSpec("web1", TargetKind.LOCAL))
     body = {"name": "rotate", "target": "web1", "schedule": "0 3 * * *", "command": "echo hi"}
     created = client.post(f"{API}/jobs", json=body, headers=as_operator)
     assert created.status_code == 201, created.text

@@ -22,6 +22,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.start_window import spread_offset
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services import schedule_file
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -37,7 +38,7 @@ NAMES = ("alpha", "bravo", "charlie")
 @pytest.fixture
 def fleet(app: App) -> None:
     for name in NAMES:
-        targets.add_target(app, Actor("admin", "admin"), name, local=True)
+        targets.add_target(app, Actor("admin", "admin"), TargetSpec(name, TargetKind.LOCAL))
 
 
 def stored(app: App, name: str = "reload") -> tuple[int, int]:

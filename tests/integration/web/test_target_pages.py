@@ -16,6 +16,7 @@ from sqlalchemy import select
 from fixtures.app import FakeClock, make_settings
 from fixtures.sshd import SshServer
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -55,23 +56,39 @@ def assert_page_wording(text: str) -> None:
         assert words not in text, f"command-line advice {words!r} on a page"
 
 
-def add_ssh(app: App, name: str, server: SshServer, **options: object) -> None:
+def add_ssh(
+    app: App,
+    name: str,
+    server: SshServer,
+    *,
+    host_key: str | None = None,
+    timezone: str | None = None,
+    verify: bool = True,
+    trust_on_first_use: bool = False,
+    allow_same_host: bool = False,
+) -> None:
     targets.add_target(
         app,
         ADMIN,
-        name,
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        private_key=server.client_private_key.encode(),
-        **options,  # type: ignore[arg-type]
+        TargetSpec(
+            name,
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            private_key=server.client_private_key.encode(),
+            host_key=host_key,
+            timezone=timezone,
+        ),
+        verify=verify,
+        trust_on_first_use=trust_on_first_use,
+        allow_same_host=allow_same_host,
     )
 
 
 def test_the_edit_page_saves_labels_and_notes_and_the_target_page_shows_them(
     app: App, operator_browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "box", local=True, labels=["env=prod"])
+    targets.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL, labels=["env=prod"]))
 
     form = operator_browser.get("/targets/box/edit")
     saved = post(
@@ -212,7 +229,7 @@ def test_a_second_target_on_the_same_server_is_refused_with_the_checkbox_named(
 def test_pause_and_resume_from_the_target_page_keep_the_job_flags(
     app: App, operator_browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "box", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "reload", JobSpec("* * * * *", "echo reload"), bulk=True)
     jobs.add_job(app, ADMIN, "status", JobSpec("* * * * *", "echo status"), bulk=True)
     jobs.set_enabled(app, ADMIN, "status", False, target="box")
@@ -231,7 +248,7 @@ def test_pause_and_resume_from_the_target_page_keep_the_job_flags(
 def test_removing_a_target_with_individual_jobs_asks_for_the_checkbox(
     app: App, operator_browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "pbx4", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("pbx4", TargetKind.LOCAL))
     jobs.add_job(app, ADMIN, "backup", JobSpec("0 3 * * *", "backup"), target="pbx4")
 
     confirm = operator_browser.get("/targets/pbx4/delete")
@@ -265,7 +282,7 @@ def test_an_operator_is_not_offered_a_local_target_and_posting_one_is_403(
 def test_with_local_targets_disabled_the_form_says_so_and_the_page_warns(
     database_url: str, tmp_path: Path, clock: FakeClock, app: App
 ) -> None:
-    targets.add_target(app, ADMIN, "here", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("here", TargetKind.LOCAL))
     locked = App.open(
         make_settings(tmp_path / "locked", database_url, allow_local_targets=False), clock=clock
     )

@@ -15,6 +15,7 @@ from cli_env import point_the_cli_at
 from fleetcron.app import Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -38,8 +39,10 @@ def fleet_reads(seen: list[str]) -> list[str]:
 @pytest.fixture
 def fleet(app: App) -> None:
     for index, name in enumerate(NAMES):
-        targets.add_target(app, ADMIN, name, local=True, labels=[f"n={index}"])
-    targets.add_target(app, ADMIN, "spare", local=True, verify=False)  # not paired
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL, labels=[f"n={index}"]))
+    targets.add_target(
+        app, ADMIN, TargetSpec("spare", TargetKind.LOCAL), verify=False
+    )  # not paired
     jobs.add_job(app, ADMIN, "reload", JobSpec("0 2 * * *", "true"), bulk=True, selector="n=1")
 
 

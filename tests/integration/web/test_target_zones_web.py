@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -81,7 +82,7 @@ def test_the_preview_of_a_target_zone_schedule_spreads_over_the_zones_in_use(
     app: App, client: TestClient, as_viewer: Headers
 ) -> None:
     for name, zone in (("b1", "Europe/Berlin"), ("b2", "Europe/Berlin"), ("t1", "Asia/Tokyo")):
-        targets.add_target(app, ADMIN, name, local=True, timezone=zone)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL, timezone=zone))
 
     answer = client.get(
         f"{API}/cron/preview", params={"expr": "0 2 * * *", "tz": "target"}, headers=as_viewer
@@ -116,7 +117,7 @@ def operator_browser(app: App) -> Iterator[TestClient]:
 def test_the_target_form_sets_a_zone_and_keeps_it_when_it_is_not_changed(
     app: App, operator_browser: TestClient
 ) -> None:
-    targets.add_target(app, ADMIN, "box", local=True)
+    targets.add_target(app, ADMIN, TargetSpec("box", TargetKind.LOCAL))
     detected = target_reads.show_target(app, ADMIN, "box")[0].timezone
     jobs.add_job(app, ADMIN, "nightly", JobSpec("0 2 * * *", "true", "target"), target="box")
 

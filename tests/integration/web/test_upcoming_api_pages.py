@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -41,7 +42,7 @@ def fleet(app: App) -> None:
         ("tokyo2", "Asia/Tokyo"),
         ("berlin1", "Europe/Berlin"),
     ):
-        targets.add_target(app, ADMIN, name, local=True)
+        targets.add_target(app, ADMIN, TargetSpec(name, TargetKind.LOCAL))
         zone_of(app, name, zone)
     jobs.add_job(
         app, OPERATOR, "maint", JobSpec("0 2 * * *", "m"), bulk=True, disabled_on=["tokyo2"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -38,6 +38,33 @@ class UserView:
     name: str
     role: str
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """An API token as shown: never its hash."""
+
+    id: int
+    name: str
+    prefix: str
+    scope: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ApiToken) -> TokenView:
+        return cls(
+            row.id,
+            row.name,
+            row.prefix,
+            row.scope,
+            row.created_at,
+            row.last_used_at,
+            row.revoked_at,
+            row.expires_at,
+        )
 
 
 def _view(user: User) -> UserView:
@@ -376,11 +403,12 @@ def create_token(
         return token, row.id
 
 
-def list_tokens(app: App, actor: Actor, owner: str) -> Sequence[ApiToken]:
+def list_tokens(app: App, actor: Actor, owner: str) -> list[TokenView]:
     actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
     with app.db.read() as session:
         user = get_user(session, owner)
-        return session.scalars(select(ApiToken).where(ApiToken.user_id == user.id)).all()
+        rows = session.scalars(select(ApiToken).where(ApiToken.user_id == user.id))
+        return [TokenView.of(t) for t in rows]
 
 
 def revoke_token(app: App, actor: Actor, token_id: int) -> None:

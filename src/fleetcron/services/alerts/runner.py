@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fleetcron.app import App
+from fleetcron.core.topology import Topology
 from fleetcron.services.alerts.deliveries import deliver_due, seal_stored_urls
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 
@@ -38,7 +39,7 @@ async def run_notifications(app: App, now: datetime) -> NotifyStats:
     queued = attempted = errors = 0
     from fleetcron.services.writer import pair_standby
 
-    if app.settings.topology == "replicated-pair":
+    if app.settings.topology is Topology.REPLICATED_PAIR:
         try:
             if await asyncio.to_thread(pair_standby, app):
                 return NotifyStats()  # the owner of a replicated pair evaluates and delivers

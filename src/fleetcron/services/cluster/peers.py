@@ -22,6 +22,7 @@ from fleetcron.coordination.identity import NodeIdentity, normalize_endpoint
 from fleetcron.coordination.peer import challenge
 from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import MemoryNonceStore
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, CoordinationError, FleetcronError
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.services.cluster import status as cluster
@@ -34,6 +35,7 @@ __all__ = [
     "REACHABILITY_TIMEOUT_S",
     "approve_endpoint",
     "node_reachability",
+    "peers_reachable",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         ensure_secret(app, actor)
         identity = _challenge(app, url, timeout_s=APPROVE_TIMEOUT_S)
         note.detail["node"] = identity.node_id
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             # Each node of a pair has its own PostgreSQL: the same identifier would be a copy
             # of this node's cluster (a clone), whose node identities are not its own.
             if identity.db_system_id == mine.db_system_id and identity.node_id != mine.node_id:
@@ -102,6 +104,22 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         raise
     # The endpoint that answered is recorded (as an alias if the node registered another).
     return cluster.approve(app, actor, dataclasses.replace(identity, endpoint=url))
+
+
+def peers_reachable(app: App, status: cluster.ClusterStatus) -> dict[str, bool]:
+    """Whether each approved node but this one answers at its endpoint, by node id (the
+    status panel's column; checked when asked, never in the background)."""
+    wanted = [
+        n.node_id for n in status.nodes if n.state == "approved" and n.node_id != status.this_node
+    ]
+    if not wanted:
+        return {}
+    with app.db.read() as session:
+        rows = {
+            n.node_id: n
+            for n in session.scalars(select(ClusterNode).where(ClusterNode.node_id.in_(wanted)))
+        }
+    return {node_id: node_reachability(app, rows[node_id]) for node_id in wanted}
 
 
 def node_reachability(app: App, node_row: ClusterNode) -> bool:

@@ -20,6 +20,7 @@ from fleetcron.coordination.ownership_change import (
     lock_ownership,
 )
 from fleetcron.core.ownership import Verdict
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, CoordinationError
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.store.schema import ClusterNode
@@ -33,7 +34,7 @@ def announce(app: App, node: Node) -> ClusterNode:
     Discovery never approves: a new node stays a candidate until an admin approves it."""
     me = node.identity
     with app.db.session() as session:
-        if app.settings.topology != "replicated-pair":
+        if app.settings.topology is not Topology.REPLICATED_PAIR:
             # In a replicated pair the row is created once, by replication setup on the
             # first node, and copied to the other: two nodes creating it would make two.
             ensure_ownership_row(session, app.now())
@@ -82,7 +83,7 @@ def approve(app: App, actor: Actor, identity: NodeIdentity) -> ClusterNode:
     note = AuditNote("cluster.approve", detail=_node_detail(identity))
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             from fleetcron.coordination.ownership_change import locked_ownership
             from fleetcron.services.writer import require_writer_here
 
@@ -112,7 +113,7 @@ def retire(app: App, actor: Actor, node_id: str) -> None:
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
         ownership = lock_ownership(session)
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             from fleetcron.services.writer import require_writer_here
 
             require_writer_here(app, session, ownership.owner_node_id, "retire")
@@ -131,7 +132,7 @@ def verify_rejoin(app: App, actor: Actor, node: Node) -> Verdict:
         ownership = lock_ownership(session)
         row = get_node(session, me.node_id)
         problems = []
-        if app.settings.topology == "replicated-pair":
+        if app.settings.topology is Topology.REPLICATED_PAIR:
             from fleetcron.services.pair.replication import rejoin_problems
 
             # A newer owner and generation may be on its way from the peer: not before

@@ -57,6 +57,7 @@ from fleetcron.coordination.ownership_change import (
     waiting_detail,
 )
 from fleetcron.core.ownership import Verdict
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.services.cluster.cleanup import CleanupPlan as CleanupPlan
@@ -189,7 +190,7 @@ def takeover(
                 value=False,
                 allowed="--confirm-fenced",
             )
-        if app.settings.topology == "replicated-pair" and not targets_verified:
+        if app.settings.topology is Topology.REPLICATED_PAIR and not targets_verified:
             from fleetcron.services.pair.replication import TAKEOVER_NEEDS_VERIFIED_TARGETS
 
             raise InvalidInput(

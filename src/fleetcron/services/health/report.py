@@ -32,6 +32,7 @@ outage read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +44,7 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.validation import validate_int
+from fleetcron.metrics import StateReading
 from fleetcron.services.health.assignments import AssignmentHealth, assignment_health
 from fleetcron.services.health.failures import (
     FAILED,
@@ -62,7 +64,7 @@ from fleetcron.services.health.failures import (
 )
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
-from fleetcron.store.schema import Assignment, Job, Run, Target
+from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target
 
 DEFAULT_LIMIT = 20
 """Lines of each cause (and jobs) a summary lists unless asked for another number."""
@@ -163,6 +165,18 @@ def late_count(session: Session, now: datetime, grace: timedelta) -> int:
         )
         or 0
     )
+
+
+def state_reading(app: App, ownership: Callable[[], str]) -> StateReading:
+    """What the metrics' state gauges show at scrape time: late assignments, running runs,
+    this node's ownership (as ``ownership`` tells it) and the generation."""
+    with app.db.read() as session:
+        late = late_count(session, app.now(), timedelta(seconds=app.settings.misfire_grace_s))
+        running = (
+            session.scalar(select(func.count(Run.id)).where(Run.status == RunStatus.RUNNING)) or 0
+        )
+        generation = session.scalar(select(func.max(ClusterOwnership.generation))) or 0
+    return StateReading(late, running, ownership(), generation)
 
 
 def check_limit(limit: int | None) -> int | None:

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import make_url
 
 from fleetcron.app import Actor, App
+from fleetcron.core.topology import Topology
 from fleetcron.errors import ConfigError, Conflict, CoordinationError, InvalidInput, StoreError
 from fleetcron.masking import mask_dsn
 from fleetcron.services.audit import AuditNote, record_failure
@@ -199,8 +200,6 @@ def setup(
     return result
 
 
-
-
 def _wait_for_copy(conn: Connection, name: str, *, timeout_s: float) -> None:
     """Wait until every table of subscription ``name`` is copied and in sync."""
     deadline = time.monotonic() + timeout_s
@@ -224,7 +223,7 @@ def _setup(
     this_conninfo: str | None,
     copy_timeout_s: float = 300,
 ) -> SetupResult:
-    if app.settings.topology != "replicated-pair":
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
         raise ConfigError(
             "replication setup is for the replicated pair: set FLEETCRON_TOPOLOGY="
             "replicated-pair (and FLEETCRON_CLUSTER=true) on both nodes"
@@ -314,7 +313,7 @@ def _ensure_ownership_row(app: App) -> None:
 
 @dataclass
 class ReplicationStatus:
-    topology: str
+    topology: Topology
     subscriptions: list[dict[str, Any]]
     slots: list[dict[str, Any]]
     sequences_ok: bool
@@ -328,7 +327,7 @@ class ReplicationStatus:
 def status(app: App, actor: Actor) -> ReplicationStatus:
     """This node's side of the replication: read-only (no writes, no peer connection)."""
     actor.authorize("cluster.read")
-    if app.settings.topology != "replicated-pair":
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
         return ReplicationStatus(app.settings.topology, [], [], True, [])
     problems: list[str] = []
     tables = sql.replicated_tables()
@@ -401,7 +400,7 @@ def rejoin_problems(app: App) -> list[str]:
     """Why a returning node of a replicated pair may not start its scheduler yet: what it
     has not received from the peer (a newer owner and generation may be among it). Empty
     for a shared database, or when replication from the peer runs and is current."""
-    if app.settings.topology != "replicated-pair":
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
         return []
     with app.db.engine.connect() as conn:
         subs = sql.subscription_state(conn)

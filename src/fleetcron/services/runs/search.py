@@ -37,6 +37,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import InvalidInput
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
+from fleetcron.services.runs.views import RunView
 from fleetcron.store.schema import SEARCH_TEXT_SQL, Run
 
 #: A count over more rows than this is shown as "more than" (counting every match of a
@@ -58,6 +59,11 @@ class SearchPage:
     matched: int
     more: bool
     next_cursor: str | None
+
+    @property
+    def views(self) -> list[RunView]:
+        """The page's runs as the adapters show them."""
+        return [RunView.of(r) for r in self.runs]
 
 
 def encode_cursor(run: Run) -> str:

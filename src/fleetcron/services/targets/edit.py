@@ -35,14 +35,13 @@ from typing import Any
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
-from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import (
     DETECT_COMMAND,
     SOURCE_OPERATOR,
     parse_detected_zone,
-    validate_target_timezone,
 )
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import (
     Conflict,
     FleetcronError,
@@ -58,7 +57,6 @@ from fleetcron.services.fleet.assignments import (
 )
 from fleetcron.services.targets.fields import (
     CONNECTION_FIELDS,
-    DEFAULT_SSH_PORT,
     TargetChanges,
     check_local_allowed,
     check_same_host,
@@ -81,11 +79,11 @@ from fleetcron.services.targets.pairing import (
     take_detected_zone,
     verify_connection,
 )
+from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Job, Target
 
 #: Re-exported: the adapters reach pairing through this module too.
 __all__ = [
-    "DEFAULT_SSH_PORT",
     "REPIN_ADVICE",
     "PairResult",
     "RepinPlan",
@@ -102,7 +100,7 @@ PAUSE_REASON_MAX = 500
 
 @dataclass(frozen=True)
 class EditResult:
-    target: Target
+    target: TargetView
     changed: tuple[str, ...]
     #: The new connection was checked over SSH (host key, login, command channel).
     verified: bool
@@ -117,7 +115,7 @@ class EditResult:
 
 @dataclass(frozen=True)
 class PauseResult:
-    target: Target
+    target: TargetView
     #: False when the call found the target already in the asked state (nothing changed
     #: but, for a pause, its reason).
     changed: bool
@@ -131,37 +129,27 @@ class RemoveResult:
 def add_target(
     app: App,
     actor: Actor,
-    name: str,
+    spec: TargetSpec,
     *,
-    local: bool = False,
-    host: str | None = None,
-    port: int = DEFAULT_SSH_PORT,
-    user: str | None = None,
-    private_key: bytes | None = None,
-    host_key: str | None = None,
-    trust_on_first_use: bool = False,
-    labels: Sequence[str] = (),
-    notes: str = "",
     verify: bool = True,
+    trust_on_first_use: bool = False,
     allow_same_host: bool = False,
-    timezone: str | None = None,
 ) -> PairResult:
     """Add a target; pair it right away unless ``verify`` is false (it then stays unpaired).
 
     Everything that can be checked without the network is checked before the target is
     written, including that pairing will know which host key to pin."""
-    note = AuditNote("target.add", target_name=name, detail={"kind": "local" if local else "ssh"})
+    name = spec.name
+    note = AuditNote("target.add", target_name=name, detail={"kind": spec.kind.value})
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
-        v.validate_target_name(name, field="name")
-        v.validate_length(notes, field="notes", limit=v.NOTES_MAX_CHARS)
-        parsed_labels = parse_labels(labels, field="labels")
-        zone = validate_target_timezone(timezone) if timezone else None
+        fields = spec.checked()
+        zone = fields.timezone
         now = app.now()
         target = Target(
             name=name,
-            labels=parsed_labels,
-            notes=notes,
+            labels=fields.labels,
+            notes=fields.notes,
             timezone=zone,
             timezone_source=SOURCE_OPERATOR if zone else None,
             paired=False,
@@ -169,18 +157,11 @@ def add_target(
             created_at=now,
             updated_at=now,
         )
-        if local:
-            if host or user or private_key:
-                raise InvalidInput(
-                    "kind: a local target takes no host, user or key",
-                    field="kind",
-                    value="local",
-                    allowed="local alone, or host, user and key for ssh",
-                )
+        if fields.kind is TargetKind.LOCAL:
             check_local_allowed(app, actor)
-            target.kind = "local"
+            target.kind = TargetKind.LOCAL
         else:
-            fill_ssh_fields(app, target, host, port, user, private_key, host_key)
+            fill_ssh_fields(app, target, fields)
             if verify and not target.host_key and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
@@ -189,12 +170,12 @@ def add_target(
         session.add(target)
         session.flush()
         note.target_id = target.id
-        note.detail.update({"host": target.host, "labels": parsed_labels})
+        note.detail.update({"host": target.host, "labels": fields.labels})
         if zone:
             note.detail["timezone"] = zone
     if not verify:
         return PairResult(
-            target,
+            TargetView.of(target),
             fingerprint_or_none(target.host_key),
             False,
             (),
@@ -228,7 +209,11 @@ def edit_target(
         note.target_id = current.id
         updated = edited(app, actor, current, changes)
         tofu = False
-        if changes.trust_on_first_use and updated["kind"] == "ssh" and not changes.host_key:
+        if (
+            changes.trust_on_first_use
+            and updated["kind"] is TargetKind.SSH
+            and not changes.host_key
+        ):
             updated["host_key"] = run_ssh(
                 ssh_connect.fetch_host_key(
                     updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
@@ -262,7 +247,7 @@ def edit_target(
         check = (
             any(k in CONNECTION_FIELDS for k in changed)
             and current.paired
-            and updated["kind"] == "ssh"
+            and updated["kind"] is TargetKind.SSH
         )
         detected: tuple[str | None, str] | None = None
         if check and verify:
@@ -320,7 +305,7 @@ def edit_target(
                 note.detail["refused_jobs"] = extension.refused
         note.detail["verified"] = check and verify
     return EditResult(
-        target,
+        TargetView.of(target),
         changed,
         verified=check and verify,
         unpaired=unpair,
@@ -348,7 +333,7 @@ def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -
             target.paused_by = actor.name
         target.updated_at = now
         note.detail.update({"reason": cleaned, "already_paused": was_paused})
-    return PauseResult(target, not was_paused)
+    return PauseResult(TargetView.of(target), not was_paused)
 
 
 def _pause_reason(reason: str | None) -> str | None:
@@ -408,7 +393,7 @@ def resume_target(app: App, actor: Actor, name: str) -> PauseResult:
             target.paused_reason = target.paused_at = target.paused_by = None
             target.updated_at = now
         note.detail["was_paused"] = was_paused
-    return PauseResult(target, was_paused)
+    return PauseResult(TargetView.of(target), was_paused)
 
 
 def unpair_target(app: App, actor: Actor, name: str) -> int:
@@ -438,7 +423,7 @@ def _unpair(target: Target, now: Any) -> int:
     return removed
 
 
-def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Target:
+def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> TargetView:
     """Set labels (``k=v``; ``k=`` removes ``k``); a paired target gains matching bulk jobs."""
     note = AuditNote("target.label", target_name=name)
     with audited(app, actor, note) as session:
@@ -453,7 +438,7 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
         note.detail.update({"labels": merged, "extended_jobs": len(extended)})
         if extension and extension.refused:
             note.detail["refused_jobs"] = extension.refused
-    return target
+    return TargetView.of(target)
 
 
 def _merge_labels(current: Mapping[str, Any], changes: Sequence[str]) -> dict[str, str]:

@@ -1,5 +1,7 @@
-"""A target's fields: checking and normalizing what ``target add`` and ``target edit``
-are given (connection, labels, notes, time zone) before anything is written."""
+"""A target's fields beyond :meth:`~fleetcron.core.targets.TargetSpec.checked`: what needs
+the SSH library, the database or the caller's role (the private key, the host key line,
+a second target on one server, local targets allowed), and an edit's changes checked
+against the target as it is."""
 
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import validate_target_timezone
+from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_key_line
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
 
-DEFAULT_SSH_PORT = 22
 #: Fields whose change means the connection must be checked again.
 CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key")
 
@@ -34,7 +36,7 @@ class TargetChanges:
     (new) address offers.
     """
 
-    kind: str | None = None
+    kind: TargetKind | None = None
     host: str | None = None
     port: int | None = None
     user: str | None = None
@@ -61,44 +63,27 @@ def check_local_allowed(app: App, actor: Actor) -> None:
     check_local_enabled(app)
 
 
-def fill_ssh_fields(
-    app: App,
-    target: Target,
-    host: str | None,
-    port: int,
-    user: str | None,
-    private_key: bytes | None,
-    host_key: str | None,
-) -> None:
-    missing = [
-        name for name, value in (("host", host), ("user", user), ("key", private_key)) if not value
-    ]
-    if missing:
-        raise InvalidInput(
-            f"{missing[0]}: an ssh target needs a host, a user and a private key "
-            f"(missing: {', '.join(missing)})",
-            field=missing[0],
-            value=None,
-            allowed="host, user and key for ssh, or a local target",
-        )
-    assert host and user and private_key
-    target.kind = "ssh"
-    target.host = v.validate_host(host)
-    target.port = v.validate_port(port)
-    target.user = v.validate_user(user)
-    check_private_key(private_key)
-    target.private_key_enc = app.master_key.encrypt(private_key)
-    if host_key:
-        target.host_key = normalize_key_line(host_key)
+def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
+    """The connection of a checked SSH target on its row: the key checked and encrypted,
+    the host key normalized."""
+    assert fields.private_key is not None
+    target.kind = TargetKind.SSH
+    target.host = fields.host
+    target.port = fields.port
+    target.user = fields.user
+    check_private_key(fields.private_key)
+    target.private_key_enc = app.master_key.encrypt(fields.private_key)
+    if fields.host_key:
+        target.host_key = normalize_key_line(fields.host_key)
 
 
 def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
     """Refuse a second target on the same ``user@host:port`` unless it is declared on
     purpose: every bulk job would run twice on that server."""
-    if allow_same_host or target.kind != "ssh" or not target.host:
+    if allow_same_host or target.kind != TargetKind.SSH or not target.host:
         return
     query = select(Target).where(
-        Target.kind == "ssh",
+        Target.kind == TargetKind.SSH,
         func.lower(Target.host) == target.host.lower(),
         Target.port == target.port,
         Target.user == target.user,
@@ -123,8 +108,7 @@ def current_value(target: Target, key: str) -> Any:
 def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> dict[str, Any]:
     """The target's fields after ``changes``, validated (the private key encrypted, or the
     stored ciphertext when unchanged)."""
-    kind = current.kind if changes.kind is None else changes.kind
-    v.validate_choice(kind, ("ssh", "local"), field="kind")
+    kind = TargetKind(current.kind) if changes.kind is None else changes.kind
     values: dict[str, Any] = {
         "kind": kind,
         "labels": dict(current.labels),
@@ -139,15 +123,15 @@ def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> d
         values["labels"] = parse_labels(changes.labels, field="labels")
     if changes.notes is not None:
         values["notes"] = v.validate_length(changes.notes, field="notes", limit=v.NOTES_MAX_CHARS)
-    if kind == "local":
+    if kind is TargetKind.LOCAL:
         if changes.host or changes.user or changes.private_key or changes.host_key:
             raise InvalidInput(
                 "kind: a local target takes no host, user or key",
                 field="kind",
-                value="local",
+                value=TargetKind.LOCAL.value,
                 allowed="local alone, or host, user and key for ssh",
             )
-        if current.kind != "local":
+        if current.kind != TargetKind.LOCAL:
             check_local_allowed(app, actor)
         values.update(
             {"host": None, "port": None, "user": None, "private_key": None, "host_key": None}
@@ -156,23 +140,13 @@ def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> d
     host = changes.host if changes.host is not None else current.host
     user = changes.user if changes.user is not None else current.user
     port = changes.port if changes.port is not None else (current.port or DEFAULT_SSH_PORT)
-    if not host or not user or (changes.private_key is None and current.private_key_enc is None):
-        missing = [
-            n
-            for n, val in (
-                ("host", host),
-                ("user", user),
-                ("key", changes.private_key or current.private_key_enc),
-            )
-            if not val
-        ]
-        raise InvalidInput(
-            f"{missing[0]}: an ssh target needs a host, a user and a private key "
-            f"(missing: {', '.join(missing)})",
-            field=missing[0],
-            value=None,
-            allowed="host, user and key for ssh",
-        )
+    check_ssh_present(
+        host,
+        user,
+        changes.private_key or current.private_key_enc,
+        allowed="host, user and key for ssh",
+    )
+    assert host and user
     values.update(
         {
             "host": v.validate_host(host),

@@ -36,6 +36,7 @@ from fleetcron.core.target_zones import (
     SOURCE_OPERATOR,
     parse_detected_zone,
 )
+from fleetcron.core.targets import TargetKind
 from fleetcron.errors import (
     AuthError,
     Conflict,
@@ -49,6 +50,7 @@ from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
+from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Target
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ REPIN_ADVICE = "re-pin its host key"
 
 @dataclass(frozen=True)
 class PairResult:
-    target: Target
+    target: TargetView
     host_key_fingerprint: str | None
     trusted_on_first_use: bool
     extended_jobs: tuple[str, ...]
@@ -124,10 +126,10 @@ def pair_target(
         note.target_id = target.id
         detect = target.timezone_source != SOURCE_OPERATOR
         detected: tuple[str | None, str] | None = None
-        if target.kind == "local":
+        if target.kind is TargetKind.LOCAL:
             check_local_enabled(app)
             detected = local_zone() if detect else None
-        if target.kind == "ssh":
+        if target.kind is TargetKind.SSH:
             if app.settings.ssh_refuse_private_hosts:
                 refuse_private_host(target.host or "")
             pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
@@ -149,7 +151,7 @@ def pair_target(
         raise shown from None
     with audited(app, actor, note) as session:
         current = get_target(session, name)
-        if current.kind == "ssh":
+        if current.kind is TargetKind.SSH:
             if current.host_key not in (None, pinned) or current.id != target.id:
                 raise Conflict(f"target {name} changed while it was being paired; try again")
             current.host_key = pinned
@@ -170,7 +172,7 @@ def pair_target(
         if kept_disabled:
             note.detail["kept_disabled"] = kept_disabled
     return PairResult(
-        current,
+        TargetView.of(current),
         key_fingerprint,
         tofu,
         tuple(extended),
@@ -265,7 +267,7 @@ def check_local_enabled(app: App) -> None:
             "scheduler host can enable them with the allow_local_targets setting "
             "(FLEETCRON_ALLOW_LOCAL_TARGETS=true)",
             field="kind",
-            value="local",
+            value=TargetKind.LOCAL.value,
             allowed="ssh (local targets are disabled)",
         )
 
@@ -354,7 +356,7 @@ def plan_repin(
     actor.authorize("target.repin")
     with app.db.read() as session:
         target = get_target(session, name)
-    if target.kind != "ssh":
+    if target.kind is not TargetKind.SSH:
         raise InvalidInput(
             f"name: target {name} is local; only ssh targets have a host key",
             field="name",
@@ -387,7 +389,7 @@ def plan_repin(
     )
 
 
-def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
+def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
     """Pin ``plan.new_key`` after checking that the server presents it and that the login
     and the command channel work; audited with both fingerprints.
 
@@ -422,7 +424,7 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> Target:
             )
         current.host_key = plan.new_key
         current.updated_at = app.now()
-    return current
+    return TargetView.of(current)
 
 
 def fingerprint_or_none(host_key: str | None) -> str | None:

@@ -6,7 +6,7 @@ reads only the columns its caller shows. The writes are in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
 from sqlalchemy import func, select
 
@@ -14,18 +14,19 @@ from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import InvalidInput
 from fleetcron.services.fleet.assignments import get_target
+from fleetcron.services.targets.views import AssignmentView, TargetView
 from fleetcron.store.schema import Assignment, Job, Target
 
 
-def list_targets(app: App, actor: Actor) -> Sequence[Target]:
+def list_targets(app: App, actor: Actor) -> list[TargetView]:
     actor.authorize("target.read")
     with app.db.read() as session:
-        return session.scalars(select(Target).order_by(Target.name)).all()
+        return [TargetView.of(t) for t in session.scalars(select(Target).order_by(Target.name))]
 
 
 def list_targets_page(
     app: App, actor: Actor, *, limit: int | None, offset: int = 0, name: str | None = None
-) -> tuple[Sequence[Target], int]:
+) -> tuple[list[TargetView], int]:
     """One page of the targets by name (all of them from ``offset`` when ``limit`` is
     None), with how many match: ``name`` keeps the targets whose name contains it,
     ignoring case. Two statements, whatever the size of the fleet."""
@@ -47,8 +48,8 @@ def list_targets_page(
         query, counted = query.where(matches), counted.where(matches)
     with app.db.read() as session:
         total = session.scalar(counted) or 0
-        rows = session.scalars(query.order_by(Target.name).offset(offset).limit(limit)).all()
-    return rows, int(total)
+        rows = session.scalars(query.order_by(Target.name).offset(offset).limit(limit))
+        return [TargetView.of(t) for t in rows], int(total)
 
 
 def count_targets(app: App, actor: Actor) -> tuple[int, int]:
@@ -104,7 +105,7 @@ TARGETS_READ_PAGE = 500
 
 def iter_targets(
     app: App, actor: Actor, *, page: int = TARGETS_READ_PAGE
-) -> Iterator[Sequence[Target]]:
+) -> Iterator[list[TargetView]]:
     """Every target by name, ``page`` at a time, each page its own short read (keyset by
     name, so a target added or removed meanwhile neither repeats nor hides another): what
     lists the whole fleet without holding it in one transaction."""
@@ -115,7 +116,7 @@ def iter_targets(
         if after is not None:
             query = query.where(Target.name > after)
         with app.db.read() as session:
-            rows = session.scalars(query).all()
+            rows = [TargetView.of(t) for t in session.scalars(query)]
         if rows:
             yield rows
         if len(rows) < page:
@@ -123,18 +124,17 @@ def iter_targets(
         after = rows[-1].name
 
 
-def show_target(app: App, actor: Actor, name: str) -> tuple[Target, list[Assignment]]:
+def show_target(app: App, actor: Actor, name: str) -> tuple[TargetView, list[AssignmentView]]:
+    """One target and its assignments, each with the zone its job runs in there."""
     actor.authorize("target.read")
+    default_zone = app.settings.timezone
     with app.db.read() as session:
         target = get_target(session, name)
-        assignments = list(
-            session.scalars(
-                select(Assignment).where(Assignment.target_id == target.id).order_by(Assignment.id)
-            )
+        assignments = session.scalars(
+            select(Assignment).where(Assignment.target_id == target.id).order_by(Assignment.id)
         )
-        for assignment in assignments:
-            _ = assignment.job.name
-        return target, assignments
+        views = [AssignmentView.of(a, target, default_zone) for a in assignments]
+        return TargetView.of(target), views
 
 
 def individual_jobs(app: App, actor: Actor, name: str) -> list[str]:

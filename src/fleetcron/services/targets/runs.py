@@ -15,18 +15,19 @@ from collections.abc import Iterable
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
+from fleetcron.services.targets.views import LastRun
 from fleetcron.store.schema import Run, Target
 
 CHUNK = 900
 """Target ids per statement (below SQLite's default limit of bound parameters)."""
 
 
-def last_started_runs(app: App, actor: Actor, target_ids: Iterable[int]) -> dict[int, Run]:
+def last_started_runs(app: App, actor: Actor, target_ids: Iterable[int]) -> dict[int, LastRun]:
     """``{target id: its newest run with a start time}``; targets that never started a
     run are absent."""
     actor.authorize("run.read")
     ids = list(target_ids)
-    found: dict[int, Run] = {}
+    found: dict[int, LastRun] = {}
     with app.db.read() as session:
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
@@ -43,5 +44,5 @@ def last_started_runs(app: App, actor: Actor, target_ids: Iterable[int]) -> dict
             ).all()
             for run in runs:
                 if run.target_id is not None:
-                    found[run.target_id] = run
+                    found[run.target_id] = LastRun.of(run)
     return found

@@ -26,6 +26,7 @@ from fleetcron.core.target_zones import (
     SOURCE_OPERATOR,
     parse_detected_zone,
 )
+from fleetcron.core.targets import TargetKind
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target, refire_target_local
@@ -119,7 +120,7 @@ def detect_zones(
 
 
 def _read_zone(app: App, target: Target) -> tuple[str | None, str]:
-    if target.kind == "local":
+    if target.kind is TargetKind.LOCAL:
         return local_zone()
     if not target.host_key:
         return None, "no pinned host key (pair the target again)"

@@ -18,6 +18,7 @@ from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services.audit import AuditFilter
 from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs import views as run_views
 from fleetcron.services.runs.reads import LiveSource, LiveView, RunFilter, RunStatus
 from fleetcron.services.runs.search import search_runs
 from fleetcron.web.api.targets import target_local_preview
@@ -83,7 +84,7 @@ def list_runs(
         limit=limit,
         offset=offset,
         next_cursor=found.next_cursor,
-        items=[RunOut.of(r) for r in found.runs],
+        items=[RunOut.of(r) for r in found.views],
     )
 
 
@@ -93,7 +94,7 @@ def show_run(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("run.read"))],
 ) -> RunOut:
-    return RunOut.of(svc.get_run(app, caller.actor, run_id))
+    return RunOut.of(run_views.show_run(app, caller.actor, run_id))
 
 
 def live_source(request: Request) -> LiveSource | None:
@@ -254,7 +255,7 @@ def list_audit(
         since=as_utc(since, "since"),
         until=as_utc(until, "until"),
     )
-    rows, total = audit_svc.list_events(app, caller.actor, f, limit=limit, offset=offset)
+    rows, total = audit_svc.list_event_views(app, caller.actor, f, limit=limit, offset=offset)
     return AuditPage(total=total, limit=limit, offset=offset, items=[AuditOut.of(e) for e in rows])
 
 

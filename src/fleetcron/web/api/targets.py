@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from fleetcron.app import Actor, App
 from fleetcron.core.target_zones import TARGET_LOCAL
+from fleetcron.core.targets import TargetSpec
 from fleetcron.cron import parse
 from fleetcron.errors import Conflict
 from fleetcron.services.fleet.assignments import zone_spread
@@ -105,22 +106,25 @@ def add_target(
     """Add a target and pair it (unless ``verify`` is false). A local target needs the
     admin role and the ``allow_local_targets`` setting. Pairing detects the server's time
     zone unless ``timezone`` gives one (``timezone_note`` in the result says how)."""
-    result = svc.add_target(
-        app,
-        caller.actor,
+    spec = TargetSpec(
         body.name,
-        local=body.kind == "local",
+        body.kind,
         host=body.host,
         port=body.port,
         user=body.user,
         private_key=body.private_key.encode() if body.private_key else None,
         host_key=body.host_key,
-        trust_on_first_use=body.trust_on_first_use,
         labels=[f"{k}={v}" for k, v in body.labels.items()],
         notes=body.notes,
-        verify=body.verify,
-        allow_same_host=body.allow_same_host,
         timezone=body.timezone,
+    )
+    result = svc.add_target(
+        app,
+        caller.actor,
+        spec,
+        verify=body.verify,
+        trust_on_first_use=body.trust_on_first_use,
+        allow_same_host=body.allow_same_host,
     )
     return _pair_out(result)
 

@@ -14,7 +14,6 @@ from fleetcron.errors import FleetcronError
 from fleetcron.services.cluster import peers as cluster_peers
 from fleetcron.services.cluster import status as svc
 from fleetcron.services.cluster.status import Node
-from fleetcron.store.schema import ClusterNode
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, checked, page, redirect, text
 
@@ -34,13 +33,7 @@ def panel(
     app = the_app(request)
     node = cluster_node(app)
     status = svc.status(app, caller.actor, node)
-    reachable: dict[str, bool] = {}
-    if node is not None:
-        with app.db.read() as session:
-            rows = {n.node_id: n for n in session.query(ClusterNode)}
-        for n in status.nodes:
-            if n.state == "approved" and n.node_id != status.this_node:
-                reachable[n.node_id] = cluster_peers.node_reachability(app, rows[n.node_id])
+    reachable = cluster_peers.peers_reachable(app, status) if node is not None else {}
     return page(
         request,
         "cluster.html",

@@ -12,10 +12,11 @@ from starlette.datastructures import FormData
 
 from fleetcron.core import validation as v
 from fleetcron.core.permissions import allowed
+from fleetcron.core.targets import DEFAULT_SSH_PORT, TargetKind
 from fleetcron.errors import Conflict, FleetcronError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.targets import edit as svc
-from fleetcron.store.schema import Target
+from fleetcron.services.targets.views import TargetView
 from fleetcron.web.deps import Caller, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -55,7 +56,7 @@ def ui_message(exc: FleetcronError, name: str, where: str = "page") -> str:
             f"{message}. Paste the server's host key (for example from ssh-keyscan), or tick "
             "“trust the key the server offers now”."
         )
-    if isinstance(exc, InvalidInput) and exc.field == "kind" and exc.value == "local":
+    if isinstance(exc, InvalidInput) and exc.field == "kind" and exc.value == TargetKind.LOCAL:
         return f"{message}."
     if "was added but not paired" in exc.message:
         return f"{message}. Correct the connection with “Edit”, then press “Pair”."
@@ -72,9 +73,9 @@ class TargetFields:
     """The add and edit target form as typed. The private key is never sent back."""
 
     name: str = ""
-    kind: str = "ssh"
+    kind: str = TargetKind.SSH.value
     host: str = ""
-    port: str = "22"
+    port: str = str(DEFAULT_SSH_PORT)
     user: str = "root"
     host_key: str = ""
     trust_on_first_use: bool = False
@@ -88,7 +89,7 @@ class TargetFields:
     def posted(cls, form: FormData) -> TargetFields:
         return cls(
             name=text(form, "name").strip(),
-            kind=text(form, "kind", "ssh"),
+            kind=text(form, "kind", TargetKind.SSH.value),
             host=text(form, "host").strip(),
             port=text(form, "port"),
             user=text(form, "user").strip(),
@@ -102,13 +103,13 @@ class TargetFields:
         )
 
     @classmethod
-    def of(cls, target: Target) -> TargetFields:
+    def of(cls, target: TargetView) -> TargetFields:
         """The edit form of an existing target (the host key field stays empty: keep)."""
         return cls(
             name=target.name,
             kind=target.kind,
             host=target.host or "",
-            port=str(target.port or 22),
+            port=str(target.port or DEFAULT_SSH_PORT),
             user=target.user or "root",
             labels=", ".join(f"{k}={val}" for k, val in sorted(target.labels.items())),
             notes=target.notes,
@@ -119,8 +120,8 @@ class TargetFields:
 def typed_port(typed: str) -> int:
     """The port as typed; only an empty field means the SSH default (a typed ``0`` goes to
     the service, which refuses it with the allowed range)."""
-    port = whole_number(typed, field="port", default=svc.DEFAULT_SSH_PORT)
-    return svc.DEFAULT_SSH_PORT if port is None else port
+    port = whole_number(typed, field="port", default=DEFAULT_SSH_PORT)
+    return DEFAULT_SSH_PORT if port is None else port
 
 
 def _local_offered(request: Request, caller: Caller) -> bool:
@@ -136,7 +137,7 @@ def target_form(
     fields: TargetFields,
     errors: FieldErrors = NO_ERRORS,
     *,
-    target: Target | None = None,
+    target: TargetView | None = None,
 ) -> HTMLResponse:
     return page(
         request,
@@ -146,12 +147,12 @@ def target_form(
         errors=errors,
         target=target,
         local_offered=_local_offered(request, caller)
-        or (target is not None and target.kind == "local"),
+        or (target is not None and target.kind is TargetKind.LOCAL),
         local_enabled=the_app(request).settings.allow_local_targets,
         host_key_fingerprint=fingerprint(target.host_key) if target and target.host_key else None,
         notes_max=v.NOTES_MAX_CHARS,
         name_max=v.NAME_MAX_CHARS,
-        default_port=svc.DEFAULT_SSH_PORT,
+        default_port=DEFAULT_SSH_PORT,
         zones=zone_names(),
         default_zone=the_app(request).settings.timezone,
     )

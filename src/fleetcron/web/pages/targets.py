@@ -14,18 +14,17 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from fleetcron.core import statuses
-from fleetcron.core import validation as v
+from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound, PermissionDenied
 from fleetcron.executors.hostkeys import fingerprint
-from fleetcron.services.fleet.assignments import zone_of
 from fleetcron.services.jobs import edit as jobs_svc
-from fleetcron.services.runs import reads as runs_svc
 from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import runs as target_runs
 from fleetcron.services.targets.pairing import PairResult
-from fleetcron.store.schema import Assignment, Target
+from fleetcron.services.targets.views import AssignmentView
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -98,26 +97,28 @@ def add_target(
 ) -> Response:
     app = the_app(request)
     fields = TargetFields.posted(form)
-    local = fields.kind == "local"
+    local = fields.kind == TargetKind.LOCAL
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
     existed = bool(fields.name) and _exists(request, caller, fields.name)
     try:
-        v.validate_choice(fields.kind, ("ssh", "local"), field="kind")
-        result = svc.add_target(
-            app,
-            caller.actor,
+        spec = TargetSpec(
             fields.name,
-            local=local,
+            TargetKind.parse(fields.kind),
             host=None if local else fields.host,
             port=typed_port(fields.port),
             user=None if local else fields.user,
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
-            trust_on_first_use=fields.trust_on_first_use,
             labels=split_items(fields.labels),
             notes=fields.notes,
-            allow_same_host=fields.allow_same_host,
             timezone=fields.timezone or None,
+        )
+        result = svc.add_target(
+            app,
+            caller.actor,
+            spec,
+            trust_on_first_use=fields.trust_on_first_use,
+            allow_same_host=fields.allow_same_host,
         )
     except PermissionDenied:
         raise  # a 403 page (a local target asked for by an operator), not a form error
@@ -163,7 +164,7 @@ def target_page(
     enabled_here = {a.job.name: a.enabled for a in assignments}
     individual = jobs_svc.list_jobs(app, caller.actor, origin="individual", target=name)
     bulk = jobs_svc.list_jobs(app, caller.actor, origin="bulk", target=name)
-    runs, total_runs = runs_svc.list_runs(
+    runs, total_runs = list_run_views(
         app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS
     )
     return page(
@@ -172,7 +173,7 @@ def target_page(
         status_code=422 if errors or pause_errors else 200,
         target=target,
         host_key_fingerprint=fingerprint(target.host_key) if target.host_key else None,
-        local_disabled=target.kind == "local" and not app.settings.allow_local_targets,
+        local_disabled=target.kind is TargetKind.LOCAL and not app.settings.allow_local_targets,
         individual=individual,
         bulk=bulk,
         enabled_here=enabled_here,
@@ -186,21 +187,20 @@ def target_page(
         pause_errors=pause_errors,
         pause_reason_max=svc.PAUSE_REASON_MAX,
         default_zone=app.settings.timezone,
-        local_fires=_local_fires(assignments, target, app.settings.timezone),
+        local_fires=_local_fires(assignments),
         **job_form_context(app),
     )
 
 
 def _local_fires(
-    assignments: list[Assignment], target: Target, default_zone: str
+    assignments: list[AssignmentView],
 ) -> dict[str, tuple[str, str]]:
     """Each job's zone here and its next fire as wall time in that zone."""
     out: dict[str, tuple[str, str]] = {}
     for a in assignments:
-        zone = zone_of(a.job, target, default_zone)
         when = a.next_fire_at
-        shown = when.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M %Z") if when else ""
-        out[a.job.name] = (zone, shown)
+        shown = when.astimezone(ZoneInfo(a.zone)).strftime("%a %Y-%m-%d %H:%M %Z") if when else ""
+        out[a.job.name] = (a.zone, shown)
     return out
 
 
@@ -238,11 +238,10 @@ def edit_target(
     target, _ = target_reads.show_target(app, caller.actor, name)
     fields = replace(TargetFields.posted(form), name=name)
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
-    local = fields.kind == "local"
+    local = fields.kind == TargetKind.LOCAL
     try:
-        v.validate_choice(fields.kind, ("ssh", "local"), field="kind")
         changes = svc.TargetChanges(
-            kind=fields.kind,
+            kind=TargetKind.parse(fields.kind),
             host=None if local else fields.host,
             port=None if local else typed_port(fields.port),
             user=None if local else fields.user,

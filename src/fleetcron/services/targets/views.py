@@ -1,0 +1,109 @@
+"""What the CLI and the web show of a target: plain values read from its row, never the
+row itself (and never its private key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from fleetcron.core.statuses import RunStatus
+from fleetcron.core.targets import TargetKind
+from fleetcron.services.fleet.assignments import zone_of
+from fleetcron.store.schema import Assignment, Run, Target
+
+
+@dataclass(frozen=True)
+class TargetView:
+    """One target as shown: its connection (no key), labels, zone, pairing and pause."""
+
+    id: int
+    name: str
+    kind: TargetKind
+    host: str | None
+    port: int | None
+    user: str | None
+    host_key: str | None
+    labels: dict[str, str]
+    notes: str
+    #: The target's IANA zone; None when unknown. ``timezone_source``: detected or operator.
+    timezone: str | None
+    timezone_source: str | None
+    paired: bool
+    paired_at: datetime | None
+    unpaired_at: datetime | None
+    paused: bool
+    paused_reason: str | None
+    paused_at: datetime | None
+    paused_by: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Target) -> TargetView:
+        return cls(
+            id=row.id,
+            name=row.name,
+            kind=TargetKind(row.kind),
+            host=row.host,
+            port=row.port,
+            user=row.user,
+            host_key=row.host_key,
+            labels=dict(row.labels or {}),
+            notes=row.notes,
+            timezone=row.timezone,
+            timezone_source=row.timezone_source,
+            paired=row.paired,
+            paired_at=row.paired_at,
+            unpaired_at=row.unpaired_at,
+            paused=row.paused,
+            paused_reason=row.paused_reason,
+            paused_at=row.paused_at,
+            paused_by=row.paused_by,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """A target's newest run that started, as the targets list shows it."""
+
+    id: int
+    job_name: str
+    status: RunStatus
+    scheduled_for: datetime
+    started_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Run) -> LastRun:
+        return cls(row.id, row.job_name, row.status, row.scheduled_for, row.started_at)
+
+
+@dataclass(frozen=True)
+class AssignedJob:
+    """The job of an assignment, as a target's page names it."""
+
+    name: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class AssignmentView:
+    """One job on the target: whether it is enabled there, the zone its schedule runs in
+    there and its next and last fire."""
+
+    job: AssignedJob
+    enabled: bool
+    zone: str
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Assignment, target: Target, default_zone: str) -> AssignmentView:
+        return cls(
+            AssignedJob(row.job.name, row.job.origin),
+            row.enabled,
+            zone_of(row.job, target, default_zone),
+            row.next_fire_at,
+            row.last_fire_at,
+        )
