@@ -60,6 +60,9 @@ INERT: dict[str, str] = {
     "run.stop": "stops a run already started",
     "token.manage_own": "the operator's own tokens act with the operator's role",
     "account.manage_own": "the operator's own password",
+    "incident.ack": "stops an incident's reminders; changes no job, target or assignment",
+    "silence.add": "mutes messages about jobs or targets; runs are recorded as before",
+    "silence.expire": "ends a silence of messages; changes no job, target or assignment",
 }
 
 
