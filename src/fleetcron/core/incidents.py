@@ -129,6 +129,19 @@ def checked_timers(
 
 
 @dataclass(frozen=True)
+class RuleTimers:
+    """A rule's timers as a user gave them, in seconds (None: the default)."""
+
+    group_wait_s: float | None = None
+    group_interval_s: float | None = None
+    repeat_interval_s: float | None = None
+
+    def checked(self) -> Timers:
+        """The timers with the defaults filled in (:func:`checked_timers`)."""
+        return checked_timers(self.group_wait_s, self.group_interval_s, self.repeat_interval_s)
+
+
+@dataclass(frozen=True)
 class IncidentFacts:
     """What :func:`next_message` needs of an incident: when it opened and resolved,
     whether it was acknowledged, and the assignments still in it."""
@@ -622,6 +635,7 @@ __all__ = [
     "IncidentMessage",
     "MessageKind",
     "NoticeFacts",
+    "RuleTimers",
     "SilenceFacts",
     "TargetLine",
     "Timers",
