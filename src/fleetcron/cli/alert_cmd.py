@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
@@ -121,37 +124,59 @@ def silence() -> None:
     """Mute incident messages of a job, a target, a label selector or everything."""
 
 
+def silence_spec_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--job, --target, --selector, --all (what to mute), --duration, --until (how long)
+    and --reason: the command gets them as one ``spec`` (:class:`SilenceSpec`), its
+    duration and end time already parsed."""
+
+    @functools.wraps(command)
+    def specified(
+        *args: object,
+        job: str | None,
+        target: str | None,
+        selector: str | None,
+        everything: bool,
+        duration: str | None,
+        until: str | None,
+        reason: str,
+        **kwargs: object,
+    ) -> None:
+        spec = svc.SilenceSpec(
+            reason=reason,
+            job=job,
+            target=target,
+            selector=selector,
+            everything=everything,
+            duration_s=None if duration is None else parse_duration(duration).total_seconds(),
+            until=parse_time(until, "until"),
+        )
+        command(*args, spec=spec, **kwargs)
+
+    decorated: Callable[..., None] = specified
+    for option in reversed(
+        [
+            click.option("--job", help="Mute this job's incidents."),
+            click.option("--target", help="Mute incidents whose targets are all this one."),
+            click.option(
+                "--selector",
+                help="Mute incidents whose targets all carry these labels (k=v,...).",
+            ),
+            click.option("--all", "everything", is_flag=True, help="Mute every incident."),
+            click.option("--duration", help="How long: 90m, 2h, 1d (1 minute to 90 days)."),
+            click.option("--until", help="Until this time (ISO-8601)."),
+            click.option("--reason", required=True, help="Why (shown in lists and the audit log)."),
+        ]
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
 @silence.command("add")
-@click.option("--job", help="Mute this job's incidents.")
-@click.option("--target", help="Mute incidents whose targets are all this one.")
-@click.option("--selector", help="Mute incidents whose targets all carry these labels (k=v,...).")
-@click.option("--all", "everything", is_flag=True, help="Mute every incident.")
-@click.option("--duration", help="How long: 90m, 2h, 1d (1 minute to 90 days).")
-@click.option("--until", help="Until this time (ISO-8601).")
-@click.option("--reason", required=True, help="Why (shown in lists and the audit log).")
+@silence_spec_options
 @json_option
 @as_user_option
-def silence_add(
-    job: str | None,
-    target: str | None,
-    selector: str | None,
-    everything: bool,
-    duration: str | None,
-    until: str | None,
-    reason: str,
-    as_json: bool,
-    as_user: str | None,
-) -> None:
+def silence_add(spec: svc.SilenceSpec, as_json: bool, as_user: str | None) -> None:
     """Add a silence starting now."""
-    spec = svc.SilenceSpec(
-        reason=reason,
-        job=job,
-        target=target,
-        selector=selector,
-        everything=everything,
-        duration_s=None if duration is None else parse_duration(duration).total_seconds(),
-        until=parse_time(until, "until"),
-    )
     with opened_app() as app:
         view = svc.add_silence(app, acting(app, as_user), spec)
     if as_json:

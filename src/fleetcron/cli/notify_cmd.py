@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
-from fleetcron.core.incidents import parse_duration
+from fleetcron.core.incidents import RuleTimers, parse_duration
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -164,37 +167,66 @@ def rule() -> None:
     """Which events of which jobs go to which channel."""
 
 
+def timer_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--group-wait, --group-interval and --repeat-interval: the command gets them as one
+    ``timers`` (:class:`RuleTimers`), each duration parsed (one not given keeps its
+    default)."""
+
+    @functools.wraps(command)
+    def timed(
+        *args: object,
+        group_wait: str | None,
+        group_interval: str | None,
+        repeat_interval: str | None,
+        **kwargs: object,
+    ) -> None:
+        command(
+            *args,
+            timers=RuleTimers(
+                group_wait_s=_seconds(group_wait, "group_wait_s"),
+                group_interval_s=_seconds(group_interval, "group_interval_s"),
+                repeat_interval_s=_seconds(repeat_interval, "repeat_interval_s"),
+            ),
+            **kwargs,
+        )
+
+    decorated: Callable[..., None] = timed
+    for option in reversed(
+        [
+            click.option(
+                "--group-wait", help="Wait before an incident's first message (default 30s)."
+            ),
+            click.option("--group-interval", help="At most one update per (default 5m)."),
+            click.option("--repeat-interval", help="Remind an open incident every (default 4h)."),
+        ]
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
+def _seconds(duration: str | None, field: str) -> float | None:
+    return None if duration is None else parse_duration(duration, field=field).total_seconds()
+
+
 @rule.command("add")
 @click.option("--channel", "channel_name", required=True, help="Send to this channel.")
 @click.option("--job", help="Only this job (default: every job).")
 @click.option("--failure/--no-failure", default=True, show_default=True, help="Failed runs.")
 @click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
 @click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
-@click.option("--group-wait", help="Wait before an incident's first message (default 30s).")
-@click.option("--group-interval", help="At most one update per (default 5m).")
-@click.option("--repeat-interval", help="Remind an open incident every (default 4h).")
+@timer_options
 @as_user_option
 def rule_add(
+    *,
     channel_name: str,
     job: str | None,
     failure: bool,
     late: bool,
     recovery: bool,
-    group_wait: str | None,
-    group_interval: str | None,
-    repeat_interval: str | None,
+    timers: RuleTimers,
     as_user: str | None,
 ) -> None:
     """Add a rule for one job or for every job."""
-    timers = {
-        f"{name}_s": parse_duration(value, field=f"{name}_s").total_seconds()
-        for name, value in (
-            ("group_wait", group_wait),
-            ("group_interval", group_interval),
-            ("repeat_interval", repeat_interval),
-        )
-        if value is not None
-    }
     with opened_app() as app:
         view = svc.add_rule(
             app,
@@ -204,7 +236,7 @@ def rule_add(
             on_failure=failure,
             on_late=late,
             on_recovery=recovery,
-            **timers,
+            timers=timers,
         )
     click.echo(
         f"rule {view.id} added: {', '.join(view.events)} of "

@@ -129,6 +129,19 @@ def checked_timers(
 
 
 @dataclass(frozen=True)
+class RuleTimers:
+    """A rule's timers as a user gave them, in seconds (None: the default)."""
+
+    group_wait_s: float | None = None
+    group_interval_s: float | None = None
+    repeat_interval_s: float | None = None
+
+    def checked(self) -> Timers:
+        """The timers with the defaults filled in (:func:`checked_timers`)."""
+        return checked_timers(self.group_wait_s, self.group_interval_s, self.repeat_interval_s)
+
+
+@dataclass(frozen=True)
 class IncidentFacts:
     """What :func:`next_message` needs of an incident: when it opened and resolved,
     whether it was acknowledged, and the assignments still in it."""
@@ -440,6 +453,22 @@ def subject(message: IncidentMessage) -> str:
 
 def render(message: IncidentMessage) -> tuple[str, str]:
     """The subject and plain text of the message."""
+    lines = [*_heading(message), "", message.reason, ""]
+    if message.kind == "flapping":
+        lines += [
+            f"Flapping: {message.flapping} incidents of this job and cause opened within "
+            f"{_span(FLAP_WINDOW)}; no more messages about it until it has been stable "
+            "for that long.",
+            "",
+        ]
+    lines += _target_lines(message)
+    if message.first_run is not None and message.kind != "resolved":
+        lines += _first_run_lines(message.first_run)
+    return subject(message), "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _heading(message: IncidentMessage) -> list[str]:
+    """The text's first lines: the incident, its job, cause and state, when, the link."""
     lines = [
         f"Incident: #{message.incident_id} ({message.status}; {message.kind})",
         f"Job:      {message.job_name}",
@@ -453,14 +482,13 @@ def render(message: IncidentMessage) -> tuple[str, str]:
     if message.acknowledged_by:
         lines.append(f"Acked by: {message.acknowledged_by}")
     lines.append(f"Link:     {message.link}")
-    lines += ["", message.reason, ""]
-    if message.kind == "flapping":
-        lines += [
-            f"Flapping: {message.flapping} incidents of this job and cause opened within "
-            f"{_span(FLAP_WINDOW)}; no more messages about it until it has been stable "
-            "for that long.",
-            "",
-        ]
+    return lines
+
+
+def _target_lines(message: IncidentMessage) -> list[str]:
+    """How the targets failed and which they are (not in a resolved message), and which
+    joined and recovered since the last message."""
+    lines: list[str] = []
     if message.kind != "resolved":
         if len(message.clusters) > 1 or (message.clusters and message.clusters[0].labels):
             lines.append("Failed as: " + "; ".join(c.phrase() for c in message.clusters))
@@ -471,20 +499,22 @@ def render(message: IncidentMessage) -> tuple[str, str]:
         lines.append(f"Joined:    {_names(message.joined, len(message.joined))}")
     if message.recovered:
         lines.append(f"Recovered: {_names(message.recovered, len(message.recovered))}")
-    run = message.first_run
-    if run is not None and message.kind != "resolved":
-        lines += [
-            "",
-            f"First failing run: {run.link} ({run.status}"
-            + (f", exit code {run.exit_code}" if run.exit_code is not None else "")
-            + ")",
-        ]
-        if run.error:
-            lines.append(f"  {run.error}")
-        if run.stderr:
-            lines.append("stderr:")
-            lines += ["  " + line for line in run.stderr.splitlines()]
-    return subject(message), "\n".join(lines).rstrip("\n") + "\n"
+    return lines
+
+
+def _first_run_lines(run: FirstRun) -> list[str]:
+    lines = [
+        "",
+        f"First failing run: {run.link} ({run.status}"
+        + (f", exit code {run.exit_code}" if run.exit_code is not None else "")
+        + ")",
+    ]
+    if run.error:
+        lines.append(f"  {run.error}")
+    if run.stderr:
+        lines.append("stderr:")
+        lines += ["  " + line for line in run.stderr.splitlines()]
+    return lines
 
 
 def payload(message: IncidentMessage) -> dict[str, Any]:
@@ -622,6 +652,7 @@ __all__ = [
     "IncidentMessage",
     "MessageKind",
     "NoticeFacts",
+    "RuleTimers",
     "SilenceFacts",
     "TargetLine",
     "Timers",

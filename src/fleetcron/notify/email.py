@@ -144,19 +144,21 @@ def audit(config: Config, signed: bool) -> dict[str, Any]:
 def send(
     config: Config, secret: Secret | None, message: Mapping[str, Any], sending: Sending
 ) -> str | None:
-    return send_mail(
+    server = SmtpServer(
         host=str(config["host"]),
         port=int(config["port"]),
         starttls=bool(config.get("starttls")),
         username=config.get("username"),
         password=secret,
+    )
+    mail = MailMessage(
         sender=str(config["sender"]),
         to=[str(address) for address in config["to"]],
         subject=str(message["subject"]),
         text=str(message["text"]),
-        timeout=sending.timeout,
         thread=_thread_of(message),
     )
+    return send_mail(server, mail, timeout=sending.timeout)
 
 
 def _thread_of(message: Mapping[str, Any]) -> str | None:
@@ -166,73 +168,94 @@ def _thread_of(message: Mapping[str, Any]) -> str | None:
     return f"fleetcron-incident-{incident}" if isinstance(incident, int) else None
 
 
-def build_message(
-    *, sender: str, to: Sequence[str], subject: str, text: str, thread: str | None = None
-) -> EmailMessage:
+@dataclass(frozen=True)
+class SmtpServer:
+    """Where a message is handed over, and how: the server, STARTTLS, and the login (a
+    ``username`` with its ``password``; none without one)."""
+
+    host: str
+    port: int
+    starttls: bool = False
+    username: str | None = None
+    password: Secret | None = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"SMTP {self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class MailMessage:
+    """One plain-text message: from ``sender`` to ``to``, and the ``thread`` (an incident)
+    it belongs to, if any."""
+
+    sender: str
+    to: Sequence[str]
+    subject: str
+    text: str
+    thread: str | None = None
+
+
+def build_message(mail: MailMessage) -> EmailMessage:
+    sender = mail.sender
     message = EmailMessage()
     message["From"] = sender
-    message["To"] = ", ".join(to)
-    message["Subject"] = subject
+    message["To"] = ", ".join(mail.to)
+    message["Subject"] = mail.subject
     message["Date"] = formatdate(localtime=False, usegmt=True)
     message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or None)
     message["Auto-Submitted"] = "auto-generated"
-    if thread is not None:
-        root = f"<{thread}@{sender.rpartition('@')[2] or 'fleetcron'}>"
+    if mail.thread is not None:
+        root = f"<{mail.thread}@{sender.rpartition('@')[2] or 'fleetcron'}>"
         message["References"] = root
         message["In-Reply-To"] = root
-    message.set_content(text)
+    message.set_content(mail.text)
     return message
 
 
-def send_mail(
-    *,
-    host: str,
-    port: int,
-    starttls: bool,
-    username: str | None,
-    password: Secret | None,
-    sender: str,
-    to: Sequence[str],
-    subject: str,
-    text: str,
-    timeout: float,
-    thread: str | None = None,
-) -> str | None:
+def send_mail(server: SmtpServer, mail: MailMessage, *, timeout: float) -> str | None:
     """Send one message; returns a note naming refused recipients when the server accepted
     the message for the others, raises :class:`DeliveryFailed` when nobody got it."""
-    message = build_message(sender=sender, to=to, subject=subject, text=text, thread=thread)
-    where = f"SMTP {host}:{port}"
+    message = build_message(mail)
     try:
-        with smtplib.SMTP(host, port, timeout=timeout) as smtp:
+        with smtplib.SMTP(server.host, server.port, timeout=timeout) as smtp:
             smtp.ehlo()
-            if starttls:
+            if server.starttls:
                 smtp.starttls(context=ssl.create_default_context())
                 smtp.ehlo()
-            if username:
-                smtp.login(username, password.reveal().decode() if password else "")
-            refused = smtp.send_message(message, from_addr=sender, to_addrs=list(to))
-    except smtplib.SMTPNotSupportedError as exc:
-        raise DeliveryFailed(f"{where} does not offer STARTTLS") from exc
-    except smtplib.SMTPAuthenticationError as exc:
-        raise DeliveryFailed(
-            f"{where} refused the login of {username}: {_reply(exc.smtp_code, exc.smtp_error)}"
-        ) from exc
-    except smtplib.SMTPRecipientsRefused as exc:
-        raise DeliveryFailed(
-            f"{where} refused every recipient: {_refusals(exc.recipients)}"
-        ) from exc
-    except smtplib.SMTPResponseException as exc:
-        raise DeliveryFailed(f"{where}: {_reply(exc.smtp_code, exc.smtp_error)}") from exc
-    except TimeoutError as exc:
-        raise DeliveryFailed(f"no answer from {where} within {timeout:g} s") from exc
-    except ssl.SSLError as exc:
-        raise DeliveryFailed(f"{where}: TLS failed: {exc.reason or exc}") from exc
+            if server.username:
+                password = server.password
+                smtp.login(server.username, password.reveal().decode() if password else "")
+            refused = smtp.send_message(message, from_addr=mail.sender, to_addrs=list(mail.to))
     except (smtplib.SMTPException, OSError) as exc:
-        detail = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise DeliveryFailed(f"cannot deliver through {where}: {detail}") from exc
+        raise _failure(exc, server, timeout) from exc
     if refused:
-        return f"{where} refused {_refusals(refused)}"
+        return f"{server.where} refused {_refusals(refused)}"
     return None
+
+
+def _failure(
+    exc: smtplib.SMTPException | OSError, server: SmtpServer, timeout: float
+) -> DeliveryFailed:
+    """What went wrong talking to the server, in words (the most specific cause first)."""
+    where = server.where
+    if isinstance(exc, smtplib.SMTPNotSupportedError):
+        return DeliveryFailed(f"{where} does not offer STARTTLS")
+    if isinstance(exc, smtplib.SMTPAuthenticationError):
+        return DeliveryFailed(
+            f"{where} refused the login of {server.username}: "
+            f"{_reply(exc.smtp_code, exc.smtp_error)}"
+        )
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return DeliveryFailed(f"{where} refused every recipient: {_refusals(exc.recipients)}")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return DeliveryFailed(f"{where}: {_reply(exc.smtp_code, exc.smtp_error)}")
+    if isinstance(exc, TimeoutError):
+        return DeliveryFailed(f"no answer from {where} within {timeout:g} s")
+    if isinstance(exc, ssl.SSLError):
+        return DeliveryFailed(f"{where}: TLS failed: {exc.reason or exc}")
+    detail = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return DeliveryFailed(f"cannot deliver through {where}: {detail}")
 
 
 def _reply(code: int, error: bytes | str) -> str:
@@ -255,4 +278,13 @@ KIND = ChannelKind(
 )
 
 
-__all__ = ["KIND", "MAX_RECIPIENTS", "EmailSpec", "build_message", "send_mail", "validate"]
+__all__ = [
+    "KIND",
+    "MAX_RECIPIENTS",
+    "EmailSpec",
+    "MailMessage",
+    "SmtpServer",
+    "build_message",
+    "send_mail",
+    "validate",
+]

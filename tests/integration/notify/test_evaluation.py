@@ -16,7 +16,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerts.channels import add_channel, add_rule, list_rules
+from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule, list_rules
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.runs import RunStore
@@ -40,7 +40,7 @@ def alert_state(app: App) -> str | None:
 
 def hook(app: App, admin: Actor, name: str = "ops", **rule: object) -> None:
     add_channel(app, admin, name, WebhookSpec(url="http://127.0.0.1:9/hook"))
-    add_rule(app, admin, name, **{"group_wait_s": 0, **rule})  # type: ignore[arg-type]
+    add_rule(app, admin, name, timers=RuleTimers(group_wait_s=0), **rule)  # type: ignore[arg-type]
 
 
 async def test_three_failures_in_a_row_queue_one_message(
@@ -212,9 +212,9 @@ async def test_a_channel_named_by_two_rules_gets_one_message(
 ) -> None:
     add_job(app, admin, "backup", FAILING)
     hook(app, admin)
-    add_rule(app, admin, "ops", job="backup", group_wait_s=0)
+    add_rule(app, admin, "ops", job="backup", timers=RuleTimers(group_wait_s=0))
     add_channel(app, admin, "pager", WebhookSpec(url="http://127.0.0.1:9/pager"))
-    add_rule(app, admin, "pager", job="backup", group_wait_s=0)
+    add_rule(app, admin, "pager", job="backup", timers=RuleTimers(group_wait_s=0))
 
     await next_minute(scheduler, clock)
 

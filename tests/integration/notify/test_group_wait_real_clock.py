@@ -17,7 +17,7 @@ from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule
 from fleetcron.services.alerts.deliveries import deliver_due
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.jobs import edit as jobs
@@ -46,7 +46,7 @@ async def test_the_first_message_waits_group_wait_in_real_time(
     app = real_app
     admin = Actor("admin", "admin")
     add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
-    add_rule(app, admin, "ops", group_wait_s=GROUP_WAIT_S)
+    add_rule(app, admin, "ops", timers=RuleTimers(group_wait_s=GROUP_WAIT_S))
     for index in range(5):
         targets.add_target(app, admin, TargetSpec(f"web{index}", TargetKind.LOCAL))
     jobs.add_job(app, admin, "backup", JobSpec("0 3 * * *", "backup"), bulk=True)

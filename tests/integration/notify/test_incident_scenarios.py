@@ -27,7 +27,7 @@ from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerts import incident_ops
-from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule
 from fleetcron.services.alerts.deliveries import deliver_due
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.alerts.silences import SilenceSpec, add_silence
@@ -79,7 +79,7 @@ def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:
 
 def hook(app: App, admin: Actor, webhook: WebhookReceiver, **timers: float) -> None:
     add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
-    add_rule(app, admin, "ops", **timers)  # type: ignore[arg-type]
+    add_rule(app, admin, "ops", timers=RuleTimers(**timers))
 
 
 async def drive(

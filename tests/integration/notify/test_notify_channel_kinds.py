@@ -31,7 +31,7 @@ from fleetcron.notify.email import EmailSpec
 from fleetcron.notify.registry import KINDS, kind_named, kind_of
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerts.channels import add_channel, add_rule, list_channels
+from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule, list_channels
 from fleetcron.services.alerts.deliveries import deliver_due
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.store.schema import AuditEvent, NotificationChannel, NotificationDelivery
@@ -112,7 +112,7 @@ async def test_a_kind_registered_with_one_line_is_added_listed_audited_and_deliv
         add_channel(app, admin, "disk", FileSpec(path="relative"))
 
     view = add_channel(app, admin, "disk", FileSpec(path=str(log)))
-    add_rule(app, admin, "disk", group_wait_s=0)
+    add_rule(app, admin, "disk", timers=RuleTimers(group_wait_s=0))
 
     assert (view.kind, view.config, view.summary) == (
         "email",

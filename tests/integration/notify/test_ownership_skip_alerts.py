@@ -11,7 +11,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.ownership import Verdict
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import policy_from
-from fleetcron.services.alerts.channels import add_channel, add_rule
+from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.store.runs import RunStore, Standalone
 from fleetcron.store.schema import NotificationDelivery, Run
@@ -25,7 +25,7 @@ class NobodyOwns(Standalone):
 
 def skip_a_slot(app: App, admin: Actor, clock: FakeClock) -> None:
     add_channel(app, admin, "ops", WebhookSpec(url="http://127.0.0.1:9/hook"))
-    add_rule(app, admin, "ops", group_wait_s=0)
+    add_rule(app, admin, "ops", timers=RuleTimers(group_wait_s=0))
     add_job(app, admin, "backup", "true")
     clock.advance(minutes=1)  # 09:01:30: the 09:01 slot is due
     store = RunStore(app.db, node="n1", guard=NobodyOwns(), policy=policy_from(app), clock=clock)

@@ -24,7 +24,7 @@ from fleetcron.core.incidents import (
     DEFAULT_GROUP_INTERVAL_S,
     DEFAULT_GROUP_WAIT_S,
     DEFAULT_REPEAT_INTERVAL_S,
-    checked_timers,
+    RuleTimers,
 )
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput, NotFound
 from fleetcron.notify import ChannelSpec
@@ -189,13 +189,12 @@ def add_rule(
     on_failure: bool = True,
     on_late: bool = True,
     on_recovery: bool = True,
-    group_wait_s: float | None = None,
-    group_interval_s: float | None = None,
-    repeat_interval_s: float | None = None,
+    timers: RuleTimers | None = None,
 ) -> RuleView:
     """Send a channel the incidents of one job, or of every job (``job`` None), with the
-    rule's timers (``core/incidents.py``; None: Alertmanager's defaults). One rule per
-    channel and job: a second one is a Conflict (remove the first to change it)."""
+    rule's ``timers`` (``core/incidents.py``; None, or one of them None: Alertmanager's
+    defaults). One rule per channel and job: a second one is a Conflict (remove the first
+    to change it)."""
     note = AuditNote("notify.rule.add", job_name=job, detail={"channel": channel})
     with audited(app, actor, note) as session:
         actor.authorize("settings.manage")
@@ -206,7 +205,7 @@ def add_rule(
                 value=[],
                 allowed="failure, late, recovery",
             )
-        timers = checked_timers(group_wait_s, group_interval_s, repeat_interval_s)
+        checked = (RuleTimers() if timers is None else timers).checked()
         the_channel = get_channel(session, channel)
         job_id: int | None = None
         if job is not None:
@@ -230,15 +229,15 @@ def add_rule(
             on_failure=on_failure,
             on_late=on_late,
             on_recovery=on_recovery,
-            group_wait_s=timers.group_wait_s,
-            group_interval_s=timers.group_interval_s,
-            repeat_interval_s=timers.repeat_interval_s,
+            group_wait_s=checked.group_wait_s,
+            group_interval_s=checked.group_interval_s,
+            repeat_interval_s=checked.repeat_interval_s,
             created_at=app.now(),
         )
         session.add(rule)
         session.flush()
         view = _rule_view(rule, channel, job)
-        note.detail.update({"rule": rule.id, "events": view.events, **asdict(timers)})
+        note.detail.update({"rule": rule.id, "events": view.events, **asdict(checked)})
         return view
 
 
@@ -363,6 +362,7 @@ __all__ = [
     "DELIVERY_STATUSES",
     "ChannelView",
     "DeliveryView",
+    "RuleTimers",
     "RuleView",
     "add_channel",
     "add_rule",

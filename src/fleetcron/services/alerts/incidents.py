@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -120,6 +120,33 @@ class StateChange:
     reason: str
     run_id: int | None
 
+    def opening(self) -> Opening:
+        """What the incident of this change's cause records if the change opens it."""
+        assert self.cause is not None
+        return Opening(
+            job_id=self.member.job_id,
+            job_name=self.member.job_name,
+            cause=self.cause,
+            at=self.at,
+            previous_state=self.previous_state,
+            reason=self.reason,
+            run_id=self.run_id,
+        )
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What an incident records when it opens: its job and cause, when, the alert state
+    the job left, why, and the run that opened it."""
+
+    job_id: int
+    job_name: str
+    cause: Cause
+    at: datetime
+    previous_state: str
+    reason: str
+    run_id: int | None
+
 
 def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
     """Apply assignments' changes of alert state, oldest first per assignment: each target
@@ -129,48 +156,89 @@ def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
     change: a slot failing on 5,000 targets is 5,000 changes."""
     if not changes:
         return
-    job_ids = sorted({c.member.job_id for c in changes})
-    open_by_key: dict[tuple[int, str], Incident] = {}
-    for chunk in _chunked(job_ids):
-        for incident in session.scalars(
-            select(Incident).where(Incident.status == "open", Incident.job_id.in_(chunk))
-        ):
-            open_by_key[(incident.job_id, incident.cause)] = incident
-    # Every membership of the changed assignments in those incidents, active or not.
-    rows: dict[tuple[int, int], IncidentTarget] = {}
-    active: dict[int, set[int]] = defaultdict(set)  # assignment -> incident ids it is in
-    incident_ids = sorted(i.id for i in open_by_key.values())
-    aids = sorted({c.member.assignment_id for c in changes})
-    if incident_ids:
-        for chunk in _chunked(aids):
-            for row in session.scalars(
+    book = _Memberships.load(session, changes)
+    for change in changes:
+        book.leave_other_incidents(change)
+        if change.cause is not None:
+            book.join_incident(change)
+    session.flush()
+    book.resolve_emptied()
+
+
+@dataclass
+class _Memberships:
+    """The open incidents of the jobs a round of changes is about and the changed
+    assignments' rows in them, read once and kept up to date while the changes apply."""
+
+    session: Session
+    #: (job, cause) -> its open incident.
+    open_by_key: dict[tuple[int, str], Incident]
+    #: incident id -> the open incident.
+    by_id: dict[int, Incident]
+    #: (incident, assignment) -> the assignment's row in the incident, active or not.
+    rows: dict[tuple[int, int], IncidentTarget]
+    #: assignment -> the incidents it is (still) in.
+    active: defaultdict[int, set[int]]
+    #: incident -> the newest change that may have emptied it.
+    touched: dict[int, datetime] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, session: Session, changes: Sequence[StateChange]) -> _Memberships:
+        job_ids = sorted({c.member.job_id for c in changes})
+        open_by_key: dict[tuple[int, str], Incident] = {}
+        for chunk in _chunked(job_ids):
+            for incident in session.scalars(
+                select(Incident).where(Incident.status == "open", Incident.job_id.in_(chunk))
+            ):
+                open_by_key[(incident.job_id, incident.cause)] = incident
+        book = cls(
+            session,
+            open_by_key,
+            by_id={i.id: i for i in open_by_key.values()},
+            rows={},
+            active=defaultdict(set),
+        )
+        book.read_rows(sorted({c.member.assignment_id for c in changes}))
+        return book
+
+    def read_rows(self, assignment_ids: Sequence[int]) -> None:
+        """Every membership of these assignments in the open incidents, active or not."""
+        incident_ids = sorted(self.by_id)
+        if not incident_ids:
+            return
+        for chunk in _chunked(assignment_ids):
+            for row in self.session.scalars(
                 select(IncidentTarget).where(
                     IncidentTarget.incident_id.in_(incident_ids),
                     IncidentTarget.assignment_id.in_(chunk),
                 )
             ):
-                rows[(row.incident_id, row.assignment_id)] = row
+                self.rows[(row.incident_id, row.assignment_id)] = row
                 if row.recovered_at is None:
-                    active[row.assignment_id].add(row.incident_id)
-    by_id = {i.id: i for i in open_by_key.values()}
-    touched: dict[int, datetime] = {}  # incident -> newest change that may empty it
-    for change in changes:
-        member = change.member
-        for incident_id in sorted(active[member.assignment_id]):
-            other = by_id[incident_id]
+                    self.active[row.assignment_id].add(row.incident_id)
+
+    def leave_other_incidents(self, change: StateChange) -> None:
+        """The target recovers in the open incidents of its job that are not of the
+        change's cause (but stays in a halted rollout's)."""
+        aid = change.member.assignment_id
+        for incident_id in sorted(self.active[aid]):
+            other = self.by_id[incident_id]
             if other.cause == change.cause or other.cause == "halted":
                 continue
-            rows[(incident_id, member.assignment_id)].recovered_at = change.at
-            active[member.assignment_id].discard(incident_id)
-            touched[incident_id] = max(change.at, touched.get(incident_id, change.at))
-        if change.cause is None:
-            continue
+            self.rows[(incident_id, aid)].recovered_at = change.at
+            self.active[aid].discard(incident_id)
+            self.touched[incident_id] = max(change.at, self.touched.get(incident_id, change.at))
+
+    def join_incident(self, change: StateChange) -> None:
+        """The target joins the open incident of the change's cause, opened if need be."""
+        assert change.cause is not None  # a recovery joins nothing
+        member = change.member
         key = (member.job_id, change.cause)
-        opened = open_by_key.get(key)
-        incident = opened if opened is not None else _new_incident(session, member, change)
-        if opened is None:
-            open_by_key[key] = by_id[incident.id] = incident
-        found = rows.get((incident.id, member.assignment_id))
+        incident = self.open_by_key.get(key)
+        if incident is None:
+            incident = _new_incident(self.session, change.opening())
+            self.open_by_key[key] = self.by_id[incident.id] = incident
+        found = self.rows.get((incident.id, member.assignment_id))
         if found is None:
             row = IncidentTarget(
                 incident_id=incident.id,
@@ -180,52 +248,53 @@ def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
                 joined_at=change.at,
                 last_seen_at=change.at,
             )
-            session.add(row)
-            rows[(incident.id, member.assignment_id)] = row
+            self.session.add(row)
+            self.rows[(incident.id, member.assignment_id)] = row
         else:
             found.recovered_at = None
             found.last_seen_at = max(found.last_seen_at, change.at)
-        active[member.assignment_id].add(incident.id)
-    session.flush()
-    if not touched:
-        return
-    left = dict(
-        session.execute(
-            select(IncidentTarget.incident_id, func.count())
-            .where(
-                IncidentTarget.incident_id.in_(sorted(touched)),
-                IncidentTarget.recovered_at.is_(None),
-            )
-            .group_by(IncidentTarget.incident_id)
-        ).all()
-    )
-    for incident_id, at in sorted(touched.items()):
-        if not left.get(incident_id):
-            _resolve(session, by_id[incident_id], at)
+        self.active[member.assignment_id].add(incident.id)
+
+    def resolve_emptied(self) -> None:
+        """Resolve the incidents the changes left without an active target (once flushed)."""
+        if not self.touched:
+            return
+        left = dict(
+            self.session.execute(
+                select(IncidentTarget.incident_id, func.count())
+                .where(
+                    IncidentTarget.incident_id.in_(sorted(self.touched)),
+                    IncidentTarget.recovered_at.is_(None),
+                )
+                .group_by(IncidentTarget.incident_id)
+            ).all()
+        )
+        for incident_id, at in sorted(self.touched.items()):
+            if not left.get(incident_id):
+                _resolve(self.session, self.by_id[incident_id], at)
 
 
-def _new_incident(session: Session, member: Member, change: StateChange) -> Incident:
+def _new_incident(session: Session, opening: Opening) -> Incident:
     # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
     # one else opens this incident meanwhile; the partial unique index makes sure of it.
-    assert change.cause is not None
     incident = Incident(
-        job_id=member.job_id,
-        job_name=member.job_name,
-        cause=change.cause,
+        job_id=opening.job_id,
+        job_name=opening.job_name,
+        cause=opening.cause,
         status="open",
-        opened_at=change.at,
-        previous_state=change.previous_state,
-        reason=change.reason,
-        first_run_id=change.run_id,
+        opened_at=opening.at,
+        previous_state=opening.previous_state,
+        reason=opening.reason,
+        first_run_id=opening.run_id,
     )
     session.add(incident)
     session.flush()
     log.info(
         "incident: #%d %s %s opened",
         incident.id,
-        member.job_name,
-        change.cause,
-        extra={"action": "incident.opened", "incident_id": incident.id, "job": member.job_name},
+        opening.job_name,
+        opening.cause,
+        extra={"action": "incident.opened", "incident_id": incident.id, "job": opening.job_name},
     )
     return incident
 
@@ -257,7 +326,16 @@ def record_halt(
     if newest_resolved is not None and halted_at <= newest_resolved:
         return False
     incident = _open_incident(
-        session, job_id, job_name, "halted", halted_at, previous_state, reason, run_id
+        session,
+        Opening(
+            job_id=job_id,
+            job_name=job_name,
+            cause="halted",
+            at=halted_at,
+            previous_state=previous_state,
+            reason=reason,
+            run_id=run_id,
+        ),
     )
     rows = {
         row.assignment_id: row
@@ -322,45 +400,18 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
-def _open_incident(
-    session: Session,
-    job_id: int,
-    job_name: str,
-    cause: Cause,
-    at: datetime,
-    previous_state: str,
-    reason: str,
-    run_id: int | None,
-) -> Incident:
+def _open_incident(session: Session, opening: Opening) -> Incident:
+    """The open incident of the job and cause, or a new one recording ``opening``."""
     found = session.scalar(
         select(Incident).where(
-            Incident.job_id == job_id, Incident.cause == cause, Incident.status == "open"
+            Incident.job_id == opening.job_id,
+            Incident.cause == opening.cause,
+            Incident.status == "open",
         )
     )
     if found is not None:
         return found
-    # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
-    # one else opens this incident meanwhile; the partial unique index makes sure of it.
-    incident = Incident(
-        job_id=job_id,
-        job_name=job_name,
-        cause=cause,
-        status="open",
-        opened_at=at,
-        previous_state=previous_state,
-        reason=reason,
-        first_run_id=run_id,
-    )
-    session.add(incident)
-    session.flush()
-    log.info(
-        "incident: #%d %s %s opened",
-        incident.id,
-        job_name,
-        cause,
-        extra={"action": "incident.opened", "incident_id": incident.id, "job": job_name},
-    )
-    return incident
+    return _new_incident(session, opening)
 
 
 def _join(
@@ -430,34 +481,109 @@ def queue_messages(session: Session, now: datetime) -> int:
     if not found:
         return 0
     _close_removed_jobs(session, [i for i in found if i.status == "open"], now)
-    all_routes = routes(session)
-    ids = [i.id for i in found]
-    notices: dict[tuple[int, int], IncidentNotice] = {
-        (n.incident_id, n.channel_id): n
-        for n in session.scalars(select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids)))
-    }
-    members: dict[int, list[IncidentTarget]] = defaultdict(list)
-    for row in session.scalars(select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))):
-        members[row.incident_id].append(row)
-    opened_recently = _opened_recently(session, now)
-    announced = _flaps_announced(session, now)
-    silences = active_silences(session, now)
-    labels = (
-        _labels(session, {r.target_id for rows in members.values() for r in rows})
-        if silences
-        else {}
-    )
+    batch = _Round.read(session, found, now)
     queued = 0
     for incident in found:
-        cause = cast(Cause, incident.cause)
-        rows = members[incident.id]
+        queued += _queue_about(batch, incident)
+    session.flush()
+    return queued
+
+
+@dataclass
+class _Round:
+    """What a round of messages reads once for all the incidents it looks at: the rules,
+    what each channel was told so far, the targets, flapping and silences in force. The
+    notices and the flaps announced are kept up to date as messages are queued."""
+
+    session: Session
+    now: datetime
+    routes: list[Route]
+    #: (incident, channel) -> what the channel was told of the incident.
+    notices: dict[tuple[int, int], IncidentNotice]
+    #: incident -> every target it has had (none: an empty list).
+    members: defaultdict[int, list[IncidentTarget]]
+    opened_recently: dict[tuple[int, str], list[datetime]]
+    announced: set[tuple[tuple[int, str], int]]
+    silences: list[core.SilenceFacts]
+    #: target -> its labels (read only when a silence is in force).
+    labels: dict[int, dict[str, str]]
+
+    @classmethod
+    def read(cls, session: Session, found: Sequence[Incident], now: datetime) -> _Round:
+        all_routes = routes(session)
+        ids = [i.id for i in found]
+        notices: dict[tuple[int, int], IncidentNotice] = {
+            (n.incident_id, n.channel_id): n
+            for n in session.scalars(
+                select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids))
+            )
+        }
+        members: defaultdict[int, list[IncidentTarget]] = defaultdict(list)
+        for row in session.scalars(
+            select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))
+        ):
+            members[row.incident_id].append(row)
+        opened_recently = _opened_recently(session, now)
+        announced = _flaps_announced(session, now)
+        silences = active_silences(session, now)
+        labels = (
+            _labels(session, {r.target_id for rows in members.values() for r in rows})
+            if silences
+            else {}
+        )
+        return cls(
+            session,
+            now,
+            all_routes,
+            notices,
+            members,
+            opened_recently,
+            announced,
+            silences,
+            labels,
+        )
+
+    def notice(self, incident_id: int, channel_id: int) -> tuple[IncidentNotice, core.NoticeFacts]:
+        """The channel's notice of the incident (new if it was told nothing yet) and what
+        it says the channel was told."""
+        notice = self.notices.get((incident_id, channel_id))
+        seen = core.NoticeFacts(
+            last_sent_at=notice.last_sent_at if notice else None,
+            notified=frozenset(notice.notified) if notice else frozenset(),
+            closed=notice.closed if notice else False,
+        )
+        if notice is None:
+            notice = IncidentNotice(
+                incident_id=incident_id, channel_id=channel_id, notified=[], messages=0
+            )
+            self.session.add(notice)
+            self.notices[(incident_id, channel_id)] = notice
+        return notice, seen
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """Where one incident stands this round, whichever channel is asked about it."""
+
+    incident: Incident
+    #: Every target it has had, recovered or not.
+    rows: Sequence[IncidentTarget]
+    facts: core.IncidentFacts
+    #: Its job and cause.
+    key: tuple[int, str]
+    silenced: bool
+    flapping: bool
+
+    @classmethod
+    def of(cls, batch: _Round, incident: Incident) -> _Standing:
+        rows = batch.members[incident.id]
         active = [r for r in rows if r.recovered_at is None]
         shown_targets = active if incident.status == "open" else rows
         silenced = core.is_silenced(
-            silences,
+            batch.silences,
             incident.job_id,
-            [(r.target_id, labels.get(r.target_id, {})) for r in shown_targets],
-            now,
+            [(r.target_id, batch.labels.get(r.target_id, {})) for r in shown_targets],
+            batch.now,
         )
         facts = core.IncidentFacts(
             opened_at=incident.opened_at,
@@ -466,52 +592,78 @@ def queue_messages(session: Session, now: datetime) -> int:
             targets=frozenset(r.assignment_id for r in active),
         )
         key = (incident.job_id, incident.cause)
-        flapping = core.is_flapping(opened_recently.get(key, ()), now)
-        wanted = _wanted(all_routes, incident.job_id, core.cause_event(cause))
-        for channel_id, timers in sorted(wanted.items()):
-            notice = notices.get((incident.id, channel_id))
-            seen = core.NoticeFacts(
-                last_sent_at=notice.last_sent_at if notice else None,
-                notified=frozenset(notice.notified) if notice else frozenset(),
-                closed=notice.closed if notice else False,
-            )
-            if notice is None:
-                notice = IncidentNotice(
-                    incident_id=incident.id, channel_id=channel_id, notified=[], messages=0
-                )
-                session.add(notice)
-                notices[(incident.id, channel_id)] = notice
-            if incident.status == "resolved" and silenced and not seen.closed:
-                notice.closed = True  # resolved while muted: nothing left to say
-                continue
-            kind = core.next_message(
-                facts,
-                seen,
-                timers,
-                now,
-                silenced=silenced,
-                flapping=flapping,
-                flap_announced=(key, channel_id) in announced,
-            )
-            if kind is None:
-                if flapping and not silenced:
-                    notice.closed = True  # opened while flapping: never announced
-                continue
-            notice.closed = core.closes(kind)
-            if kind == "resolved" and not _wants_recovery(all_routes, incident.job_id, channel_id):
-                continue
-            message = _message(session, incident, kind, rows, seen.notified, now)
-            if kind == "flapping":
-                message = replace(message, flapping=len(opened_recently.get(key, ())))
-                incident.flapping_at = now
-                announced.add((key, channel_id))
-            _queue(session, channel_id, incident, message, now)
-            notice.last_sent_at = now
-            notice.notified = sorted(facts.targets)
-            notice.messages = (notice.messages or 0) + 1
+        flapping = core.is_flapping(batch.opened_recently.get(key, ()), batch.now)
+        return cls(incident, rows, facts, key, silenced=silenced, flapping=flapping)
+
+
+def _queue_about(batch: _Round, incident: Incident) -> int:
+    """Queue the message due now about one incident to each channel whose rules want it;
+    returns how many were queued."""
+    standing = _Standing.of(batch, incident)
+    cause = cast(Cause, incident.cause)
+    wanted = _wanted(batch.routes, incident.job_id, core.cause_event(cause))
+    queued = 0
+    for channel_id, timers in sorted(wanted.items()):
+        notice, seen = batch.notice(incident.id, channel_id)
+        kind = _due(batch, standing, notice, seen, timers)
+        if kind is not None:
+            _queue_message(batch, standing, notice, seen.notified, kind)
             queued += 1
-    session.flush()
     return queued
+
+
+def _due(
+    batch: _Round,
+    standing: _Standing,
+    notice: IncidentNotice,
+    seen: core.NoticeFacts,
+    timers: Timers,
+) -> core.MessageKind | None:
+    """The message due now to the notice's channel, if any (:func:`core.next_message`);
+    marks the notice closed when nothing more is to be said on it."""
+    incident = standing.incident
+    if incident.status == "resolved" and standing.silenced and not seen.closed:
+        notice.closed = True  # resolved while muted: nothing left to say
+        return None
+    kind = core.next_message(
+        standing.facts,
+        seen,
+        timers,
+        batch.now,
+        silenced=standing.silenced,
+        flapping=standing.flapping,
+        flap_announced=(standing.key, notice.channel_id) in batch.announced,
+    )
+    if kind is None:
+        if standing.flapping and not standing.silenced:
+            notice.closed = True  # opened while flapping: never announced
+        return None
+    notice.closed = core.closes(kind)
+    if kind == "resolved" and not _wants_recovery(batch.routes, incident.job_id, notice.channel_id):
+        return None
+    return kind
+
+
+def _queue_message(
+    batch: _Round,
+    standing: _Standing,
+    notice: IncidentNotice,
+    notified: frozenset[int],
+    kind: core.MessageKind,
+) -> None:
+    """Queue the message to the notice's channel and note on the notice what it told."""
+    incident = standing.incident
+    message = _message(
+        batch.session, incident, kind, rows=standing.rows, notified=notified, now=batch.now
+    )
+    if kind == "flapping":
+        message = replace(message, flapping=len(batch.opened_recently.get(standing.key, ())))
+        incident.flapping_at = batch.now
+        batch.announced.add((standing.key, notice.channel_id))
+    _queue(batch.session, notice.channel_id, incident, message, batch.now)
+    notice.last_sent_at = batch.now
+    notice.notified = sorted(standing.facts.targets)
+    notice.messages = (notice.messages or 0) + 1
 
 
 def _opened_recently(session: Session, now: datetime) -> dict[tuple[int, str], list[datetime]]:
@@ -601,6 +753,7 @@ def _message(
     session: Session,
     incident: Incident,
     kind: core.MessageKind,
+    *,
     rows: Sequence[IncidentTarget],
     notified: frozenset[int],
     now: datetime,
@@ -794,6 +947,7 @@ __all__ = [
     "RESOLVED_LOOKBACK",
     "STATE_OF",
     "Member",
+    "Opening",
     "Route",
     "StateChange",
     "active_silences",

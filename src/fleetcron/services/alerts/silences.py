@@ -101,7 +101,7 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
                 lambda: get_target(session, spec.target or ""), "target"
             ).id
         selector = _selector(session, spec.selector) if spec.selector else None
-        _no_overlap(session, now, ends, job_id, target_id, selector)
+        _no_overlap(session, now, ends, job_id=job_id, target_id=target_id, selector=selector)
         silence = Silence(
             job_id=job_id,
             job_name=spec.job,
@@ -189,6 +189,7 @@ def _no_overlap(
     session: Session,
     now: datetime,
     ends: datetime,
+    *,
     job_id: int | None,
     target_id: int | None,
     selector: str | None,
