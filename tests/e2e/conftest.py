@@ -161,9 +161,17 @@ class Zygote:
         return self._process.stdin, self._process.stdout
 
     def close(self) -> None:
-        to_zygote, _ = self._pipes()
+        """End the zygote (its stdin closed) and close our end of its stdout."""
+        to_zygote, from_zygote = self._pipes()
         to_zygote.close()
-        self._process.wait(timeout=30)
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            raise
+        finally:
+            from_zygote.close()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from rich.errors import MarkupError
 from rich.table import Table
 
 from e2e.conftest import FLEETCRON, Fleet, Zygote, describe, environment, succeeded
+from waiting import eventually
 
 #: Local targets are an admin-enabled feature, and local commands refuse to run as root
 #: unless allowed (the suite runs as root in CI).
@@ -384,11 +385,12 @@ def test_first_start_writes_owner_only_files_and_logs_the_warning(tmp_path: Path
             preexec_fn=lambda: os.umask(0o022),
         )
     try:
-        deadline = time.monotonic() + 60
-        while "scheduler started" not in log.read_text():
+
+        def started() -> bool:
             assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+            return "scheduler started" in log.read_text()
+
+        eventually(started, 60, lambda: f"the scheduler to start: {log.read_text()}", interval=0.2)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
