@@ -52,6 +52,16 @@ class Lab:
     topology: str = "shared-database"
     #: Endpoints other than http://NAME.test:8080 (a node served by the test, on loopback).
     endpoints: dict[str, str] = field(default_factory=dict)
+    #: Simulated time when :meth:`stop_all` last stopped running nodes.
+    stopped_at: datetime | None = None
+
+    def accounted_until(self, grace: timedelta) -> datetime:
+        """The end of the window C3 checks: every slot due two misfire graces before the
+        nodes were stopped (before now, while they run) has a record. A slot due later may
+        still have been waiting, within its grace, for the previous owner's claims when the
+        nodes stopped, and stopping takes its time (a node cut off from PostgreSQL is given
+        20 s): measured from after the stop, the window took in slots nobody could record."""
+        return (self.stopped_at or self.sim_now()) - 2 * grace
 
     @property
     def effects(self) -> Path:
@@ -188,6 +198,8 @@ class Lab:
         self.processes[name].send_signal(sig)
 
     def stop_all(self) -> None:
+        if any(proc.poll() is None for proc in self.processes.values()):
+            self.stopped_at = self.sim_now()
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)

@@ -106,12 +106,13 @@ def check_all(pl: PairLab, since: datetime) -> None:
     for name in NODES:
         app = pl.lab.app(name)
         c1_one_execution_per_slot(app, effects)
-        c3_every_due_slot_accounted_for(app, since, pl.lab.sim_now() - 2 * GRACE)
+        c3_every_due_slot_accounted_for(app, since, pl.lab.accounted_until(GRACE))
         c6_newest_runs_kept(app)
 
 
 def settle(pl: PairLab) -> None:
     """Stop both nodes gracefully, heal the link and wait until both databases agree."""
+    pl.lab.stopped_at = pl.lab.sim_now()
     for proc in pl.lab.processes.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)

@@ -126,7 +126,7 @@ def finish(
     app = lab.app("alpha")
     c1_one_execution_per_slot(app, effects)
     c2_generation_never_decreases(effects)
-    c3_every_due_slot_accounted_for(app, since, lab.sim_now() - 2 * GRACE)
+    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
     c4_no_overlap_across_owners(effects, until=time.time(), gone_at=watch.gone_at)
 
 
