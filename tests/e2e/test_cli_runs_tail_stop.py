@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import FLEETCRON, Fleet, Zygote, describe, environment, succeeded
+from e2e.conftest import (
+    FLEETCRON,
+    Fleet,
+    Zygote,
+    describe,
+    environment,
+    succeeded,
+    wait_until_started,
+)
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 from waiting import eventually
 
@@ -37,6 +45,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote) -> Iterator[
             stderr=subprocess.STDOUT,
         )
     try:
+        wait_until_started(process, log)
         yield the_fleet
     finally:
         process.send_signal(signal.SIGTERM)
