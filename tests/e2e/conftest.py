@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import pytest
 
+from waiting import eventually
+
 FLEETCRON = str(Path(sys.executable).with_name("fleetcron"))
 ADMIN_PASSWORD = "admin-password-1"
 USER_PASSWORD = "user-password-1"
@@ -117,6 +119,19 @@ def run_fleetcron(*args: str, workdir: Path, env: Mapping[str, str] | None = Non
     )
 
 
+def wait_until_started(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the ``fleetcron scheduler`` ``process`` says in ``log`` that it started:
+    a fixture that only spawned it races the tests' bounds (``--wait`` gives up when no
+    scheduler starts the run within 5 s), and on a loaded machine start-up alone can take
+    that long."""
+
+    def started() -> bool:
+        assert process.poll() is None, log.read_text()
+        return "scheduler started" in log.read_text()
+
+    eventually(started, 60, lambda: f"the scheduler to start: {log.read_text()}", interval=0.1)
+
+
 class Zygote:
     """An interpreter with fleetcron imported that forks one child per command."""
 
@@ -161,9 +176,17 @@ class Zygote:
         return self._process.stdin, self._process.stdout
 
     def close(self) -> None:
-        to_zygote, _ = self._pipes()
+        """End the zygote (its stdin closed) and close our end of its stdout."""
+        to_zygote, from_zygote = self._pipes()
         to_zygote.close()
-        self._process.wait(timeout=30)
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            raise
+        finally:
+            from_zygote.close()
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,15 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.table import Table
 
-from e2e.conftest import FLEETCRON, Fleet, Zygote, describe, environment, succeeded
+from e2e.conftest import (
+    FLEETCRON,
+    Fleet,
+    Zygote,
+    describe,
+    environment,
+    succeeded,
+    wait_until_started,
+)
 
 #: Local targets are an admin-enabled feature, and local commands refuse to run as root
 #: unless allowed (the suite runs as root in CI).
@@ -200,6 +208,7 @@ def scheduled(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote) -> Itera
             stderr=subprocess.STDOUT,
         )
     try:
+        wait_until_started(process, log)
         yield fleet
     finally:
         process.send_signal(signal.SIGTERM)
@@ -384,11 +393,7 @@ def test_first_start_writes_owner_only_files_and_logs_the_warning(tmp_path: Path
             preexec_fn=lambda: os.umask(0o022),
         )
     try:
-        deadline = time.monotonic() + 60
-        while "scheduler started" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_until_started(process, log)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

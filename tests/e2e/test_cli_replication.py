@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from e2e.conftest import Result, Zygote, assert_refused, describe, environment, succeeded
 from fixtures.pg_pair import PgPair
 from fleetcron.crypto import generate_key
+from waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
@@ -60,13 +60,15 @@ def test_setup_and_status_from_the_command_line(
     again = succeeded(run("setup", "--peer-database-url", pg_pair.right_url))
     assert "nothing to change" in again
 
-    deadline = time.monotonic() + 30
-    while True:
-        result = run("status", "--json")
-        state = json.loads(result.stdout)
-        if result.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    seen: list[Result] = []
+
+    def healthy() -> bool:
+        seen.append(run("status", "--json"))
+        return seen[-1].returncode == 0
+
+    eventually(healthy, 30, lambda: f"a healthy pair: {describe(seen[-1])}", interval=0.5)
+    result = seen[-1]
+    state = json.loads(result.stdout)
     assert result.returncode == 0 and state["healthy"], describe(result)
     assert state["sequences_ok"] and len(state["subscriptions"]) == len(state["slots"]) == 1
     table = succeeded(run("status"))

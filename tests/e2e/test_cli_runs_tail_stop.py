@@ -8,14 +8,22 @@ from __future__ import annotations
 import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e.conftest import FLEETCRON, Fleet, Zygote, describe, environment, succeeded
+from e2e.conftest import (
+    FLEETCRON,
+    Fleet,
+    Zygote,
+    describe,
+    environment,
+    succeeded,
+    wait_until_started,
+)
 from integration.executors.procs import kill_all, marker_seconds, sleeping
+from waiting import eventually
 
 TITLE = "\x1b]0;owned\x07"
 
@@ -37,6 +45,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote) -> Iterator[
             stderr=subprocess.STDOUT,
         )
     try:
+        wait_until_started(process, log)
         yield the_fleet
     finally:
         process.send_signal(signal.SIGTERM)
@@ -51,10 +60,12 @@ def add(fleet: Fleet, name: str, command: str) -> None:
 
 def started(fleet: Fleet, job: str) -> int:
     run_id = int(fleet.ok(f"job run {job}").removeprefix("queued 1 run(s): "))
-    deadline = time.monotonic() + 15
-    while fleet.json(f"runs show {run_id} --json")["status"] != "running":
-        assert time.monotonic() < deadline, "the scheduler did not start the run"
-        time.sleep(0.1)
+    eventually(
+        lambda: fleet.json(f"runs show {run_id} --json")["status"] == "running",
+        15,
+        "the scheduler to start the run",
+        interval=0.1,
+    )
     return run_id
 
 
@@ -97,10 +108,7 @@ def test_stop_kills_the_whole_group_and_records_who_stopped_it(fleet: Fleet) -> 
     add(fleet, "stuck", f"sleep {child} & echo stuck; sleep {main}")
     run_id = started(fleet, "stuck")
     try:
-        deadline = time.monotonic() + 10
-        while not (sleeping(main) and sleeping(child)):
-            assert time.monotonic() < deadline, "the command did not start"
-            time.sleep(0.05)
+        eventually(lambda: sleeping(main) and sleeping(child), 10, "the command to start")
 
         stopped = fleet.run(f"runs stop {run_id} --wait")
         again = fleet.run(f"runs stop {run_id}")

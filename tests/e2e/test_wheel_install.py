@@ -32,7 +32,6 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from waiting import eventually
 
 pytestmark = [pytest.mark.wheel, pytest.mark.slow]
 
@@ -344,18 +345,21 @@ def _start_serve(installed: Installed, cwd: Path, env: dict[str, str]) -> Server
             stderr=subprocess.STDOUT,
         )
     server = Server(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"serve exited {process.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(server.base + "/healthz", timeout=2).status_code == 200:
-                return server
+            return httpx.get(server.base + "/healthz", timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise AssertionError(f"serve did not answer within 60 s:\n{log.read_text()}")
+            return False
+
+    try:
+        eventually(answers, 60, lambda: f"serve to answer:\n{log.read_text()}", interval=0.2)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def test_init_serve_login_and_a_local_job_from_the_installed_wheel(
@@ -423,13 +427,18 @@ def test_init_serve_login_and_a_local_job_from_the_installed_wheel(
             ran = submit(client, "/targets/here", "/targets/here/jobs/hello/run")
             assert ran.status_code == 303, ran.text[:3000]
 
-            deadline = time.monotonic() + 60
-            while True:
-                runs = json.loads(cli("runs", "list", "--job", "hello", "--json"))["runs"]
-                if runs and runs[0]["status"] not in ("queued", "running"):
-                    break
-                assert time.monotonic() < deadline, (runs, server.log.read_text())
-                time.sleep(0.3)
+            def finished() -> list[dict[str, Any]] | None:
+                runs: list[dict[str, Any]] = json.loads(
+                    cli("runs", "list", "--job", "hello", "--json")
+                )["runs"]
+                return runs if runs and runs[0]["status"] not in ("queued", "running") else None
+
+            runs = eventually(
+                finished,
+                60,
+                lambda: f"the run of hello to finish:\n{server.log.read_text()}",
+                interval=0.3,
+            )
             (run,) = runs
             assert (run["status"], run["exit_code"], run["target"]) == ("succeeded", 0, "here")
             shown = json.loads(cli("runs", "show", str(run["id"]), "--json"))

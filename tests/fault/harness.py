@@ -30,6 +30,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import FencedWrite, Run
+from waiting import eventually
 
 NODE_PROCESS = Path(__file__).with_name("node_process.py")
 
@@ -52,6 +53,16 @@ class Lab:
     topology: str = "shared-database"
     #: Endpoints other than http://NAME.test:8080 (a node served by the test, on loopback).
     endpoints: dict[str, str] = field(default_factory=dict)
+    #: Simulated time when :meth:`stop_all` last stopped running nodes.
+    stopped_at: datetime | None = None
+
+    def accounted_until(self, grace: timedelta) -> datetime:
+        """The end of the window C3 checks: every slot due two misfire graces before the
+        nodes were stopped (before now, while they run) has a record. A slot due later may
+        still have been waiting, within its grace, for the previous owner's claims when the
+        nodes stopped, and stopping takes its time (a node cut off from PostgreSQL is given
+        20 s): measured from after the stop, the window took in slots nobody could record."""
+        return (self.stopped_at or self.sim_now()) - 2 * grace
 
     @property
     def effects(self) -> Path:
@@ -180,7 +191,8 @@ class Lab:
                     self.sim_epoch.isoformat(),
                     str(self.speed),
                 ],
-                env=self.env(name, **extra_env),
+                # node_process.py imports tests/waiting.py.
+                env={**self.env(name, **extra_env), "PYTHONPATH": str(NODE_PROCESS.parents[1])},
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
@@ -189,6 +201,8 @@ class Lab:
         self.processes[name].send_signal(sig)
 
     def stop_all(self) -> None:
+        if any(proc.poll() is None for proc in self.processes.values()):
+            self.stopped_at = self.sim_now()
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
@@ -216,11 +230,7 @@ class Lab:
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
+    eventually(condition, timeout, what, interval=0.1)
 
 
 UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
@@ -261,16 +271,18 @@ def _wait_for_sessions_to_end(server: SshServer, timeout_s: float = 30) -> None:
         namespace = os.readlink(f"/proc/{inner[0]}/ns/pid")
     except OSError:
         return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def only_the_listener() -> bool:
         members = 0
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 with contextlib.suppress(OSError):
                     members += os.readlink(f"/proc/{entry}/ns/pid") == namespace
-        if members <= 1:  # sshd's listener alone
-            return
-        time.sleep(0.2)
+        return members <= 1  # sshd's listener alone
+
+    # Best effort: after the timeout the namespace is stopped anyway, sessions or not.
+    with contextlib.suppress(AssertionError):
+        eventually(only_the_listener, timeout_s, "the ssh sessions to end", interval=0.2)
 
 
 def _children(pid: int) -> list[int]:

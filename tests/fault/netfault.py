@@ -200,7 +200,7 @@ class ProcessWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._step()
-            time.sleep(self.poll_s)
+            self._stop.wait(self.poll_s)  # a watcher's pace, ended at once by stop()
 
     def _step(self) -> None:
         self._read_new_starts()

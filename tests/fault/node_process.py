@@ -23,6 +23,7 @@ Test-only hooks (environment variables read here, never by fleetcron itself):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -43,6 +44,7 @@ from fleetcron.coordination.node import GUARDED, GuardPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
 from fleetcron.services.cluster import lease as cluster_lease
+from waiting import eventually
 
 #: The hooks replace functions for the life of the process (never undone).
 PATCH = pytest.MonkeyPatch()
@@ -55,9 +57,10 @@ def _hold(directory: Path) -> None:
         return
     armed.unlink()
     (directory / "inside").write_text(str(time.time()))
-    deadline = time.monotonic() + 60
-    while not (directory / "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # The node holds here, inside the step under test, until the test says go (at most a
+    # minute: a test that fails before its go does not leave the node held).
+    with contextlib.suppress(AssertionError):
+        eventually((directory / "go").exists, 60, "the test's go", interval=0.01)
 
 
 def _install_hold(point: str, directory: Path) -> None:

@@ -106,12 +106,13 @@ def check_all(pl: PairLab, since: datetime) -> None:
     for name in NODES:
         app = pl.lab.app(name)
         c1_one_execution_per_slot(app, effects)
-        c3_every_due_slot_accounted_for(app, since, pl.lab.sim_now() - 2 * GRACE)
+        c3_every_due_slot_accounted_for(app, since, pl.lab.accounted_until(GRACE))
         c6_newest_runs_kept(app)
 
 
 def settle(pl: PairLab) -> None:
     """Stop both nodes gracefully, heal the link and wait until both databases agree."""
+    pl.lab.stopped_at = pl.lab.sim_now()
     for proc in pl.lab.processes.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
@@ -335,11 +336,22 @@ def test_negative_control_a_takeover_without_fencing_makes_the_checkers_fail(
         confirm_fenced=True,  # a lie: alpha still runs
         targets_verified=True,
     )
-    wait_until(
-        lambda: started_by(pl.lab, "beta", generation=2) >= 5 and started_by(pl.lab, "alpha") >= 15,
-        timeout=40,
-        what="both nodes executing",
-    )
+
+    def both_executing() -> bool:
+        """What the checkers below need, not a count that usually implies it: under load
+        beta's first start (once alpha's claims replicated before the cut expire) can come
+        after alpha's last start so far. C2 and C4 need a start of alpha after beta's first,
+        C1 a slot that both ran."""
+        effects = [e for e in read_effects(pl.lab.effects) if e.kind == "start"]
+        new = [e for e in effects if e.node == "beta" and e.generation == 2]
+        old = [e for e in effects if e.node == "alpha"]
+        if len(new) < 5 or len(old) < 15:
+            return False
+        first_new = min(e.at for e in new)
+        both = {(e.slot, e.target) for e in new} & {(e.slot, e.target) for e in old}
+        return bool(both) and any(e.at > first_new for e in old)
+
+    wait_until(both_executing, timeout=60, what="both nodes executing")
     effects = read_effects(pl.lab.effects)
     with pytest.raises(SafetyViolation, match="C4"):
         c4_no_overlap_across_owners(effects, until=time.time())
@@ -353,10 +365,17 @@ def test_negative_control_a_takeover_without_fencing_makes_the_checkers_fail(
     with pytest.raises(SafetyViolation, match="C1"):
         # Both owners ran the slots after the cut: on the effects file, the same slots twice.
         c1_one_execution_per_slot(pl.lab.app("beta"), effects)
+    until = pl.lab.sim_now() - 2 * GRACE
     with pl.lab.app("beta").db.session() as session:
-        first = session.scalars(select(Run).order_by(Run.scheduled_for)).first()
+        # The first run of the window C3 checks: a slot due before ``since`` (fired late when
+        # the fixture's replication waits took longer than a schedule minute) is outside it.
+        first = session.scalars(
+            select(Run)
+            .where(Run.scheduled_for > since, Run.scheduled_for <= until)
+            .order_by(Run.scheduled_for)
+        ).first()
         assert first is not None
         session.execute(delete(Run).where(Run.id == first.id))
     with pytest.raises(SafetyViolation, match="C3"):
-        c3_every_due_slot_accounted_for(pl.lab.app("beta"), since, pl.lab.sim_now() - 2 * GRACE)
+        c3_every_due_slot_accounted_for(pl.lab.app("beta"), since, until)
         c6_newest_runs_kept(pl.lab.app("beta"))

@@ -35,6 +35,7 @@ from fleetcron.app import SYSTEM
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.runs import reads as runs
 from fleetcron.store.schema import AuditEvent
+from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -93,11 +94,14 @@ def start_pair(
 def await_takeover(lab: Lab, cut_at: float, point: str) -> float:
     """Seconds from the cut to beta owning the jobs; raises :class:`TakeoverTooLate`."""
     runs.request_run(lab.app("beta"), SYSTEM, "everywhere")
-    deadline = cut_at + BOUND_S
-    while not beta_owns(lab):
-        if time.time() > deadline:
-            raise TakeoverTooLate(f"{point}: beta did not take over within {BOUND_S:g} s")
-        time.sleep(0.05)
+    try:
+        eventually(
+            lambda: beta_owns(lab),
+            max(cut_at + BOUND_S - time.time(), 0),
+            f"{point}: beta to own the jobs",
+        )
+    except AssertionError as late:
+        raise TakeoverTooLate(f"{point}: beta did not take over within {BOUND_S:g} s") from late
     took = time.time() - cut_at
     TAKEOVER_S[point] = round(took, 2)
     print(f"{point}: beta owner {took:.2f} s after the cut")
@@ -122,7 +126,7 @@ def finish(
     app = lab.app("alpha")
     c1_one_execution_per_slot(app, effects)
     c2_generation_never_decreases(effects)
-    c3_every_due_slot_accounted_for(app, since, lab.sim_now() - 2 * GRACE)
+    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
     c4_no_overlap_across_owners(effects, until=time.time(), gone_at=watch.gone_at)
 
 
@@ -179,9 +183,9 @@ def test_an_owner_whose_backends_are_paused_is_replaced_within_the_bound(lab: La
     prefix = f"fleetcron:{lab.node('alpha').identity.node_id}:"
     query = text("SELECT pid, state FROM pg_stat_activity WHERE starts_with(application_name, :p)")
     engine = lab.app("beta").db.engine
-    stopped: list[int] = []
-    deadline = time.monotonic() + 20
-    while True:
+
+    def pause_all_idle() -> list[int]:
+        """Stop every backend of alpha; keep them stopped only if all were idle."""
         with engine.connect() as conn:
             pids = [r.pid for r in conn.execute(query, {"p": prefix})]
         for pid in pids:
@@ -189,12 +193,12 @@ def test_an_owner_whose_backends_are_paused_is_replaced_within_the_bound(lab: La
         with engine.connect() as conn:
             states = {r.pid: r.state for r in conn.execute(query, {"p": prefix})}
         if pids and all(states.get(pid) == "idle" for pid in pids):
-            stopped = pids
-            break
+            return pids
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
-        assert time.monotonic() < deadline, "alpha's backends were never all idle at once"
-        time.sleep(0.05)
+        return []
+
+    stopped = eventually(pause_all_idle, 20, "alpha's backends all idle at once")
     cut_at = time.time()
     try:
         await_takeover(lab, cut_at, "backends paused")

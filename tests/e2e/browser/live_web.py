@@ -25,6 +25,7 @@ from fixtures.app import USERS
 from fleetcron.app import Actor, App
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.web.app import create_app
+from waiting import eventually_async
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -119,11 +120,18 @@ async def _serve(
         asyncio.create_task(server.serve(sockets=[sock])),
     ]
     try:
-        while not server.started:
-            if any(task.done() for task in tasks):
-                box["error"] = [task.exception() for task in tasks if task.done()]
-                return
-            await asyncio.sleep(0.02)
+        # Within the 30 s that start() waits for ``ready``.
+        await eventually_async(
+            lambda: server.started or any(task.done() for task in tasks),
+            25,
+            "uvicorn to start (or the scheduler or the server to fail)",
+        )
+        if not server.started:
+            box["error"] = [task.exception() for task in tasks if task.done()]
+            return
+    except AssertionError as timeout:
+        box["error"] = timeout
+        return
     finally:
         ready.set()
     await stop.wait()

@@ -4,8 +4,6 @@ again on bravo alone; selected targets are paused with the checkboxes."""
 
 from __future__ import annotations
 
-import time
-
 from live_web import ADMIN, LiveServer, OpenPage, problems_of, screenshot
 from playwright.sync_api import expect
 from sqlalchemy import select
@@ -13,6 +11,7 @@ from sqlalchemy import select
 from fleetcron.services.jobs.edit import JobSpec, add_job, show_job
 from fleetcron.services.runs.reads import request_run
 from fleetcron.store.schema import Run
+from waiting import eventually
 
 WAIT_S = 20
 
@@ -26,14 +25,17 @@ def runs_of(server: LiveServer, job: str) -> list[tuple[str, str]]:
 
 
 def wait_finished(server: LiveServer, job: str, count: int) -> list[tuple[str, str]]:
-    deadline = time.monotonic() + WAIT_S
-    while True:
+    def finished() -> list[tuple[str, str]] | None:
         found = runs_of(server, job)
         done = [r for r in found if r[1] not in ("queued", "running")]
-        if len(done) >= count:
-            return found
-        assert time.monotonic() < deadline, f"runs of {job} did not finish: {found}"
-        time.sleep(0.1)
+        return found if len(done) >= count else None
+
+    return eventually(
+        finished,
+        WAIT_S,
+        lambda: f"runs of {job} to finish: {runs_of(server, job)}",
+        interval=0.1,
+    )
 
 
 def failing_on_bravo(server: LiveServer, name: str) -> None:

@@ -5,7 +5,6 @@ JavaScript the page follows the run by reloading itself."""
 from __future__ import annotations
 
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,15 +19,17 @@ from fleetcron.services.targets.edit import add_target, remove_target
 from fleetcron.store.schema import Run
 from fleetcron.web.pages.runs import REFRESH_S
 from integration.executors.procs import kill_all, marker_seconds, sleeping
+from waiting import eventually
 
 
 def start(server: LiveServer, job: str, command: str, target: str = "alpha") -> int:
     add_job(server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target=target)
     [run_id] = runs.request_run(server.app, ADMIN, job)
-    deadline = time.monotonic() + 10
-    while runs.get_run(server.app, ADMIN, run_id).status != "running":
-        assert time.monotonic() < deadline, "the scheduler did not start the run"
-        time.sleep(0.05)
+    eventually(
+        lambda: runs.get_run(server.app, ADMIN, run_id).status == "running",
+        10,
+        "the scheduler to start the run",
+    )
     return run_id
 
 

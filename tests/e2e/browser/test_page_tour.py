@@ -4,7 +4,6 @@ test-artifacts/screenshots/ for a human to look at."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -14,6 +13,7 @@ from playwright.sync_api import expect
 from fleetcron.services.accounts.users import create_token
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
+from waiting import eventually
 
 #: Form controls a person cannot name: no <label>, no aria-label, or a button without text.
 UNLABELLED = """() => Array.from(
@@ -33,12 +33,12 @@ class Tour:
 
 
 def wait_finished(server: LiveServer, run_ids: list[int]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"runs {run_ids} did not finish (is the scheduler running?)")
+    eventually(
+        lambda: all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
+        20,
+        f"runs {run_ids} to finish (is the scheduler running?)",
+        interval=0.1,
+    )
 
 
 @pytest.fixture(scope="module")

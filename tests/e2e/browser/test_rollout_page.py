@@ -3,8 +3,6 @@ Chromium against the live server and its real scheduler (real local processes)."
 
 from __future__ import annotations
 
-import time
-
 from live_web import ADMIN, LiveServer, OpenPage
 from playwright.sync_api import expect
 from sqlalchemy import select, update
@@ -12,6 +10,7 @@ from sqlalchemy import select, update
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.jobs.edit import show_job
 from fleetcron.store.schema import Assignment, Run
+from waiting import eventually
 
 JOB = "risky-change"
 HALT = "rollout halted: max_failures 1 reached after failures on bravo"
@@ -49,10 +48,11 @@ def test_a_rollout_that_reaches_its_threshold_shows_the_rest_skipped_with_the_re
         session.execute(
             update(Assignment).where(Assignment.job_id == view.id).values(next_fire_at=slot)
         )
-    deadline = time.monotonic() + 30
-    while statuses(server).get("charlie") != RunStatus.PENDING:
-        assert time.monotonic() < deadline, statuses(server)
-        time.sleep(0.05)
+    eventually(
+        lambda: statuses(server).get("charlie") == RunStatus.PENDING,
+        30,
+        lambda: f"charlie's run to wait for its turn: {statuses(server)}",
+    )
 
     # Opened while charlie waits for its turn: the list follows the rollout by itself.
     page.goto(server.at(f"/runs?job={JOB}"))

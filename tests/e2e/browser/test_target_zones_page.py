@@ -7,7 +7,6 @@ own next night."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -22,6 +21,7 @@ from fleetcron.errors import NotFound
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, Job, Run
+from waiting import eventually
 
 JOB = "local-two-am"
 ZONES = {"zberlin": "Europe/Berlin", "znewyork": "America/New_York", "ztokyo": "Asia/Tokyo"}
@@ -103,16 +103,20 @@ def test_a_target_local_job_shows_and_fires_at_each_targets_own_time(
             .where(Assignment.job_id == jobs.show_job(server.app, ADMIN, JOB).id)
             .values(next_fire_at=slot)
         )
-    deadline = time.monotonic() + 30
-    while True:
+    def succeeded() -> set[str]:
         with server.app.db.read() as session:
-            done = session.scalars(
-                select(Run.target_name).where(Run.job_name == JOB, Run.status == "succeeded")
-            ).all()
-        if set(done) == set(ZONES):
-            break
-        assert time.monotonic() < deadline, done
-        time.sleep(0.2)
+            return set(
+                session.scalars(
+                    select(Run.target_name).where(Run.job_name == JOB, Run.status == "succeeded")
+                ).all()
+            )
+
+    eventually(
+        lambda: succeeded() == set(ZONES),
+        30,
+        lambda: f"a run on every zone's target to succeed: {sorted(succeeded())}",
+        interval=0.2,
+    )
     after = next_fires(server)
     for name, zone in ZONES.items():
         when = after[name]

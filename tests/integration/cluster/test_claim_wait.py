@@ -35,6 +35,7 @@ from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
+from waiting import eventually_async
 
 pytestmark = pytest.mark.postgres
 
@@ -348,15 +349,16 @@ def test_a_scheduler_that_may_no_longer_execute_kills_its_runs_and_records_them(
         )
         await scheduler.start()
         await scheduler.tick()
-        for _ in range(200):
-            if pids.exists() and len(pids.read_text().split()) == 2:
-                break
-            await asyncio.sleep(0.05)
+        await eventually_async(
+            lambda: pids.exists() and len(pids.read_text().split()) == 2,
+            10,
+            "both long commands to start",
+            interval=0.05,
+        )
         holds[0] = False  # the lease was not renewed in time
-        for _ in range(100):
-            if not scheduler.running:
-                break
-            await asyncio.sleep(0.05)
+        await eventually_async(
+            lambda: not scheduler.running, 5, "the self-fenced runs to end", interval=0.05
+        )
         assert not scheduler.running
         assert scheduler._request(idle) == f"not started: {SELF_FENCED}"
         await asyncio.gather(*scheduler._recording)

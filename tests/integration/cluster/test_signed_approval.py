@@ -12,7 +12,6 @@ import dataclasses
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -45,6 +44,7 @@ from fleetcron.store.schema import AuditEvent, SeenNonce
 from fleetcron.store.schema import ClusterNode as NodeRow
 from fleetcron.web.api import cluster_peer
 from fleetcron.web.app import create_app
+from waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
@@ -109,10 +109,12 @@ def serve(migrated: str, tmp_path: Path, clock: FakeClock, master_key: str) -> I
         served = Served(app, node, server, thread)
         started.append(served)
         thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, f"{name} did not start"
-            time.sleep(0.01)
+
+        def up() -> bool:
+            assert thread.is_alive(), f"{name} did not start"
+            return server.started
+
+        eventually(up, 10, f"{name}'s web server to start", interval=0.01)
         return served
 
     yield start

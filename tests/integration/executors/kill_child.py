@@ -14,19 +14,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from procs import marker_seconds, sleeping
 
 from fleetcron.executors import ExecRequest, LocalExecutor
+from waiting import eventually
 
 
 def wait_for_sleepers(marker: str, count: int) -> None:
-    deadline = time.monotonic() + 15
-    while len(sleeping(marker)) != count:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"sleep {marker} never ran {count} times")
-        time.sleep(0.02)
+    eventually(
+        lambda: len(sleeping(marker)) == count,
+        15,
+        f"sleep {marker} to run {count} times",
+        interval=0.02,
+    )
 
 
 def request(seconds: str, generation: int | None, run_id: int) -> ExecRequest:

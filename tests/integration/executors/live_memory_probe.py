@@ -59,7 +59,7 @@ async def main(argv: list[str]) -> None:
         while not done.is_set():
             offset = live.read(offset).offset
             reads += 1
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # sleep-in-loop: a page's reader, every 10 ms
 
     result: ExecResult
     if mode == "local":

@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable
 
 
 def marker_seconds() -> str:
@@ -33,17 +31,6 @@ def sleeping(seconds: str) -> list[int]:
         if state != b"Z":
             pids.append(int(entry))
     return pids
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.05) -> bool:
-    """Poll ``condition`` until it holds or ``timeout_s`` passes; return its last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return condition()
-        time.sleep(step_s)
 
 
 def kill_all(*markers: str) -> None:

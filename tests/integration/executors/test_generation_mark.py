@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 
 import pytest
-from procs import kill_all, marker_seconds, sleeping, wait_for
+from procs import kill_all, marker_seconds, sleeping
 from test_kill_generations import sshd_in_its_own_pid_namespace
 
 from fixtures.sshd import ClientKey, SshServer
@@ -29,6 +29,7 @@ from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
 from fleetcron.executors.base import SUPERSEDED
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.watchdog import MARK_AND_SCAN_SCRIPT, MARK_SCRIPT, SUPERSEDED_EXIT
+from waiting import eventually
 
 UNSHARE_PID = ["unshare", "--pid", "--fork", "--mount-proc"]
 
@@ -95,11 +96,11 @@ async def test_cleanup_marks_then_kills_and_a_later_old_command_refuses_to_start
             def started(m: str = marker) -> bool:
                 return len(sleeping(m)) == 1
 
-            assert await asyncio.to_thread(wait_for, started, 15)
+            await asyncio.to_thread(eventually, started, 15, f"sleep {marker} to start")
 
         assert await ssh.mark_and_kill_older_generations(target, 2, scope) == (2, 1)
 
-        assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
+        await asyncio.to_thread(eventually, lambda: not sleeping(old), 5, "the old to go")
         assert (await asyncio.wait_for(tasks[0], 10)).status == "failed"  # SIGKILLed
         assert len(sleeping(new)) == 1  # the new generation's run is untouched
 
@@ -147,7 +148,9 @@ async def test_old_commands_racing_the_cleanup_are_killed_or_refuse(
     tasks: list[asyncio.Task[ExecResult]] = []
     try:
         tasks += [asyncio.create_task(ssh.run(target, request)) for _ in range(3)]
-        assert await asyncio.to_thread(wait_for, lambda: len(sleeping(marker)) == 3, 15)
+        await asyncio.to_thread(
+            eventually, lambda: len(sleeping(marker)) == 3, 15, "the three sleeps to start"
+        )
         cleanup: Awaitable[object] = (
             ssh.mark_and_kill_older_generations(target, 2, scope)
             if with_mark

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 from kill_child import request
-from procs import kill_all, marker_seconds, sleeping, wait_for
+from procs import kill_all, marker_seconds, sleeping
 
 import fixtures.sshd as sshd_fixture
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+from waiting import eventually
 
 CHILD = Path(__file__).with_name("kill_child.py")
 UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
@@ -142,9 +143,9 @@ async def test_ssh_cleanup_kills_only_the_older_generation(
             def started(m: str = marker) -> bool:
                 return len(sleeping(m)) == 2
 
-            assert await asyncio.to_thread(wait_for, started, 15)
+            await asyncio.to_thread(eventually, started, 15, f"both sleep {marker} to start")
         assert await ssh.kill_older_generations(isolated_target, 5) == 1
-        assert await asyncio.to_thread(wait_for, lambda: not sleeping(old), 5)
+        await asyncio.to_thread(eventually, lambda: not sleeping(old), 5, "the old to go")
         result = await asyncio.wait_for(tasks[0], 10)
         assert result.status == "failed"
         assert len(sleeping(new)) == 2 and len(sleeping(untagged)) == 2
@@ -169,9 +170,13 @@ async def test_ssh_cleanup_kills_what_a_run_left_behind_after_its_main_process_e
             isolated_target, ExecRequest(command, timeout_s=60, run_id=1, generation=2)
         )
         assert result.status == "succeeded"
-        assert await asyncio.to_thread(wait_for, lambda: len(sleeping(seconds)) == 1, 5)
+        await asyncio.to_thread(
+            eventually, lambda: len(sleeping(seconds)) == 1, 5, "the detached sleep to run"
+        )
         assert await ssh.kill_older_generations(isolated_target, 3) == 1
-        assert await asyncio.to_thread(wait_for, lambda: not sleeping(seconds), 5)
+        await asyncio.to_thread(
+            eventually, lambda: not sleeping(seconds), 5, "the detached sleep to be killed"
+        )
     finally:
         kill_all(seconds)
 

@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from procs import sleeping, wait_for
+from procs import sleeping
 
 from fleetcron.executors import ExecRequest, LocalExecutor
 from fleetcron.executors.base import NOT_STARTED_DEADLINE
 from fleetcron.executors.local import BASE_PATH, ROOT_REFUSED
 from fleetcron.executors.watchdog import MISSING_TIMEOUT, watchdog_script
+from waiting import eventually, eventually_async
 
 PROBE = Path(__file__).with_name("memory_probe.py")
 
@@ -101,13 +102,15 @@ async def test_cancelling_at_spawn_time_never_leaves_the_command_running() -> No
     for steps in range(41):
         task = asyncio.create_task(local.run(ExecRequest(f"sleep {seconds}", timeout_s=60)))
         for _ in range(steps):
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # sleep-in-loop: one loop step, the point of the cancel
         task.cancel()
         # Before the fix a cancel inside the spawn waited for the command's whole 60 s.
         done, _ = await asyncio.wait({task}, timeout=10)
         assert done, f"the cancel after {steps} steps waited for the command"
         cancelled += task.cancelled()
-        assert wait_for(lambda: not sleeping(seconds), 2), f"left running after {steps} steps"
+        eventually(
+            lambda: not sleeping(seconds), 2, f"the command to be gone after {steps} steps"
+        )
     assert cancelled == 41
 
 
@@ -122,15 +125,11 @@ async def test_a_cancel_does_not_depend_on_the_wrapper_reporting_the_group(
     task = asyncio.create_task(
         LocalExecutor(allow_root=True).run(ExecRequest(f"sleep {seconds}", timeout_s=60))
     )
-    for _ in range(200):
-        if sleeping(seconds):
-            break
-        await asyncio.sleep(0.05)
-    assert sleeping(seconds), "the command never started"
+    await eventually_async(lambda: sleeping(seconds), 10, "the command to start", interval=0.05)
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=10)
     assert done and task.cancelled(), "the cancel waited for the command"
-    assert wait_for(lambda: not sleeping(seconds), 2), "the command was left running"
+    eventually(lambda: not sleeping(seconds), 2, "the command to be gone")
 
 
 async def test_a_request_with_no_budget_left_is_not_started(tmp_path: Path) -> None:
@@ -209,7 +208,7 @@ async def test_a_timeout_still_kills_the_group_of_a_command_running_as_another_u
         ExecRequest(command, timeout_s=0.5)
     )
     assert result.status == "timed_out"
-    assert wait_for(lambda: not sleeping(seconds), 2)
+    eventually(lambda: not sleeping(seconds), 2, "the command and its orphan to be gone")
 
 
 async def test_a_scheduler_that_is_not_root_cannot_switch_users_and_says_so(

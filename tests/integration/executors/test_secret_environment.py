@@ -11,14 +11,33 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from fleetcron.crypto import generate_key
+from waiting import eventually
 
 
 def environ_of(pid: int) -> bytes:
     return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def start_scheduler(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``fleetcron scheduler`` with its log (stderr) written to ``log``."""
+    with log.open("wb") as out:  # the child has its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=out
+        )
+
+
+def started_or_exited(proc: subprocess.Popen[bytes], log: Path) -> str:
+    """The scheduler's log once it says it started, or once it has exited."""
+    eventually(
+        lambda: proc.poll() is not None or "scheduler started" in log.read_text(),
+        60,
+        lambda: f"the scheduler to start or exit: {log.read_text()}",
+        interval=0.1,
+    )
+    return log.read_text()
 
 
 def test_the_scheduler_keeps_the_master_key_out_of_its_environment(tmp_path: Path) -> None:
@@ -33,24 +52,10 @@ def test_the_scheduler_keeps_the_master_key_out_of_its_environment(tmp_path: Pat
         "FLEETCRON_TICK_S": "0.2",
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fleetcron", "scheduler"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_scheduler(env, tmp_path / "scheduler.log")
     try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        log = []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            log.append(line)
-            if "scheduler started" in line:
-                break
-        assert any("scheduler started" in line for line in log), "".join(log)
+        log = started_or_exited(proc, tmp_path / "scheduler.log")
+        assert "scheduler started" in log, log
         environ = environ_of(proc.pid)  # the same pid: exec keeps it
         assert b"FLEETCRON_SECRETS_FD=" in environ  # it did re-execute
         assert key.encode() not in environ
@@ -71,10 +76,12 @@ def test_a_process_started_with_the_key_shows_it_in_proc_environ() -> None:
     key = generate_key().decode()
     proc = subprocess.Popen(["sleep", "30"], env={"FLEETCRON_MASTER_KEY": key})
     try:
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        eventually(
+            lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes() == b"sleep\x0030\x00",
+            10,
+            "sleep to be exec'd",
+            interval=0.01,
+        )
         assert f"FLEETCRON_MASTER_KEY={key}".encode() in environ_of(proc.pid)
     finally:
         proc.kill()
@@ -93,16 +100,10 @@ def test_the_scheduler_keeps_the_replication_peer_dsn_out_of_its_environment(
         "FLEETCRON_TICK_S": "0.2",
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=subprocess.PIPE, text=True
-    )
+    proc = start_scheduler(env, tmp_path / "scheduler.log")
     try:
-        assert proc.stderr is not None
-        log = [proc.stderr.readline() for _ in range(1)]
-        deadline = time.monotonic() + 60
-        while "scheduler started" not in log[-1] and log[-1] and time.monotonic() < deadline:
-            log.append(proc.stderr.readline())
-        assert any("scheduler started" in line for line in log), "".join(log)
+        log = started_or_exited(proc, tmp_path / "scheduler.log")
+        assert "scheduler started" in log, log
         environ = environ_of(proc.pid)
         assert b"FLEETCRON_SECRETS_FD=" in environ
         assert b"PEER-DSN-SECRET" not in environ
@@ -119,10 +120,12 @@ def test_a_process_started_with_the_peer_dsn_shows_it_in_proc_environ() -> None:
         ["sleep", "30"], env={"FLEETCRON_REPLICATION_PEER_DSN": "password=PEER-DSN-SECRET"}
     )
     try:
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        eventually(
+            lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes() == b"sleep\x0030\x00",
+            10,
+            "sleep to be exec'd",
+            interval=0.01,
+        )
         assert b"PEER-DSN-SECRET" in environ_of(proc.pid)
     finally:
         proc.kill()
@@ -151,28 +154,13 @@ def _scheduler_with_credentials(tmp_path: Path, *, with_key: bool) -> tuple[int 
         "FLEETCRON_TICK_S": "0.2",
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=subprocess.PIPE, text=True
-    )
+    proc = start_scheduler(env, tmp_path / "scheduler.log")
     try:
-        assert proc.stderr is not None
-        log: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                # Its stderr closed: it is exiting; the exit code follows once it is reaped.
-                proc.wait(timeout=30)
-                break
-            log.append(line)
-            if "scheduler started" in line:
-                break
-        return proc.poll(), "".join(log)
+        log = started_or_exited(proc, tmp_path / "scheduler.log")
+        return proc.poll(), log
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        if proc.stderr is not None:
-            proc.stderr.close()
         if credentials.is_dir():
             credentials.chmod(0o700)
 

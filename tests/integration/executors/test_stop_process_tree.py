@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import pytest
 from process_tree import Proc, leftovers, read, tagged
-from procs import marker_seconds, sleeping, wait_for
+from procs import marker_seconds, sleeping
 
 from fleetcron.executors import ExecRequest, ExecResult, LocalExecutor, SshExecutor, SshTarget
 from fleetcron.executors.output import STOPPED, LiveOutput
+from waiting import eventually, eventually_async
 
 GRACE_S = 1.5
 #: Time for the machine's init to reap an orphan's zombie, on a loaded machine.
@@ -59,16 +60,22 @@ def run_id() -> int:
 
 async def started(rid: int, *markers: str) -> set[int]:
     """The run's tree once every ``sleep <marker>`` is running in it."""
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+
+    def all_started() -> set[int] | None:
         tree = tagged(rid)
         if all(
             any(p.pid in {q.pid for q in tree} for p in map(read, sleeping(m)) if p)
             for m in markers
         ):
             return {p.pid for p in tree}
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the run's processes did not all start: {tagged(rid)}")
+        return None
+
+    return await eventually_async(
+        all_started,
+        15,
+        lambda: f"the run's processes to all start: {tagged(rid)}",
+        interval=0.05,
+    )
 
 
 async def stop_after_start(
@@ -161,7 +168,11 @@ async def test_negative_control_a_process_outside_the_group_is_seen_as_left_over
 def test_negative_control_a_zombie_is_seen_as_left_over() -> None:
     child = subprocess.Popen(["true"])
     try:
-        assert wait_for(lambda: (read(child.pid) or Proc(0, "", "", 0, 0)).state == "Z", 10)
+        eventually(
+            lambda: (read(child.pid) or Proc(0, "", "", 0, 0)).state == "Z",
+            10,
+            "the exited child to be a zombie",
+        )
         left = leftovers({child.pid}, 0.5)
         assert [(p.pid, p.state) for p in left] == [(child.pid, "Z")]
     finally:

@@ -11,7 +11,6 @@ test-only switch that turns the watchdog off and see the command survive the bud
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -33,6 +32,7 @@ from procs import kill_all, marker_seconds, sleeping
 
 from fixtures.sshd import SshServer
 from fleetcron.executors import SshTarget
+from waiting import eventually_async
 
 CHILD = Path(__file__).with_name("exec_child.py")
 BUDGET_S = 2.0
@@ -68,7 +68,7 @@ class Proxy:
         try:
             while True:
                 if self.stalled.is_set():
-                    time.sleep(0.05)  # keep the sockets open, move nothing
+                    time.sleep(0.05)  # sleep-in-loop: stalled, it moves nothing, sockets open
                     continue
                 ready, _, _ = select.select([source], [], [], 0.05)
                 if not ready or self.stalled.is_set():
@@ -159,20 +159,30 @@ async def scenario(
         stdout=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        while not (sleeping(child) and sleeping(grandchild)):
-            assert time.monotonic() < deadline, "the command never started"
+
+        def command_started() -> bool:
             assert proc.poll() is None, "the executor process ended before the command ran"
-            await asyncio.sleep(0.02)
+            return bool(sleeping(child) and sleeping(grandchild))
+
+        await eventually_async(command_started, 20, "the command to start")
         started = time.monotonic()  # after the executor's run() call: a conservative start
         disrupt(proc)
         alive = bool(sleeping(child)) and bool(sleeping(grandchild))
-        gone_after: float | None = None
-        while time.monotonic() - started < watch_s:
+
+        def gone() -> float | None:
             if not sleeping(child) and not sleeping(grandchild):
-                gone_after = time.monotonic() - started
-                break
-            await asyncio.sleep(0.05)
+                return time.monotonic() - started
+            return None
+
+        gone_after: float | None = None
+        # Not a failure here: the negative controls expect the command to outlive watch_s.
+        with contextlib.suppress(AssertionError):
+            gone_after = await eventually_async(
+                gone,
+                max(watch_s - (time.monotonic() - started), 0),
+                "the command and its orphan to be gone",
+                interval=0.05,
+            )
         outcome = Outcome(alive, gone_after, child, grandchild)
         if remote is not None:
             outcome.remote_view = (

@@ -18,6 +18,7 @@ import pytest
 
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
 from fleetcron.metrics import Metrics, SshPoolReading
+from waiting import eventually_async
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
@@ -60,10 +61,12 @@ async def test_idle_connections_expire_on_a_timer_without_another_run(tmp_path: 
                     "succeeded"
                 )
             assert executor.pooled_connections == 2
-            for _ in range(50):
-                if executor.pooled_connections == 0:
-                    break
-                await asyncio.sleep(0.1)
+            await eventually_async(
+                lambda: executor.pooled_connections == 0,
+                5,
+                "the idle connections to expire",
+                interval=0.1,
+            )
             assert executor.pooled_connections == 0
         finally:
             await executor.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from fleetcron.core.statuses import ACTIVE
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.store.schema import Run
+from waiting import eventually, eventually_async
 
 
 async def main(url: str, node: str, now: datetime, go: Path) -> None:
@@ -43,17 +43,18 @@ async def main(url: str, node: str, now: datetime, go: Path) -> None:
     scheduler = Scheduler(app, clock=lambda: now)
     await scheduler.start()
     go.with_name(f"{node}.ready").touch()
-    while not go.exists():
-        time.sleep(0.01)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    # Blocking the loop on purpose, as before the scheduler's first tick.
+    eventually(go.exists, 60, "the test's go", interval=0.01)
+
+    async def tick_until_done() -> bool:
         await scheduler.tick()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the executions started by the tick get to run
         with app.db.read() as session:
             active = session.scalar(select(func.count(Run.id)).where(Run.status.in_(ACTIVE)))
             total = session.scalar(select(func.count(Run.id)))
-        if total and not active and not scheduler.running:
-            break
+        return bool(total and not active and not scheduler.running)
+
+    await eventually_async(tick_until_done, 120, "the rolled-out slot to be done", interval=0)
     await scheduler.idle()
     await scheduler.shutdown()
     app.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.service import Scheduler
+from waiting import eventually
 
 
 class SteppedClock:
@@ -48,8 +48,8 @@ async def main(url: str, node: str, start: datetime, minutes: int, go: Path) -> 
     scheduler = Scheduler(app, clock=clock)
     await scheduler.start()
     go.with_name(f"{node}.ready").touch()
-    while not go.exists():
-        time.sleep(0.01)
+    # Blocking the loop on purpose, as before the scheduler's first tick.
+    eventually(go.exists, 60, "the test's go", interval=0.01)
     for minute in range(1, minutes + 1):
         clock.now = start + timedelta(minutes=minute, seconds=1)
         await scheduler.tick()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
+from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -47,6 +47,8 @@ def test_two_schedulers_on_one_postgres_fire_every_slot_exactly_once(
         **os.environ,
         "FLEETCRON_MASTER_KEY": generate_key().decode(),
         "FLEETCRON_DATA_DIR": str(tmp_path),
+        # The driver imports tests/waiting.py.
+        "PYTHONPATH": os.pathsep.join(sys.path),
     }
     procs = [
         subprocess.Popen(
@@ -65,13 +67,22 @@ def test_two_schedulers_on_one_postgres_fire_every_slot_exactly_once(
         )
         for node in ("node-a", "node-b")
     ]
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"{n}.ready").exists() for n in ("node-a", "node-b")):
-        assert time.monotonic() < deadline, "scheduler processes did not start"
+
+    def ready() -> bool:
         assert all(p.poll() is None for p in procs), [p.communicate()[0] for p in procs]
-        time.sleep(0.02)
-    go.touch()
-    outputs = [p.communicate(timeout=240)[0].decode() for p in procs]
+        return all((tmp_path / f"{n}.ready").exists() for n in ("node-a", "node-b"))
+
+    try:
+        eventually(ready, 60, "the scheduler processes to start", interval=0.02)
+        go.touch()
+        outputs = [p.communicate(timeout=240)[0].decode() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
     assert [p.returncode for p in procs] == [0, 0], outputs
 
     lines = effects.read_text().splitlines()

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from fleetcron.config import Settings
 from fleetcron.coordination.standalone import database_file, only_scheduler
 from fleetcron.crypto import generate_key
 from fleetcron.errors import Conflict
+from waiting import eventually
 
 
 def environment(tmp_path: Path) -> dict[str, str]:
@@ -33,34 +33,31 @@ def settings_of(env: dict[str, str]) -> Settings:
     return Settings(data_dir=Path(env["FLEETCRON_DATA_DIR"]))
 
 
-def start_scheduler(env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fleetcron", "scheduler"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
+def start_scheduler(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``fleetcron scheduler`` with its log (stderr) in a file: a pipe nobody reads once it
+    started would fill up and block it."""
+    with log.open("wb") as out:  # the child has its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "fleetcron", "scheduler"], env=env, stderr=out
+        )
+
+
+def wait_started(proc: subprocess.Popen[bytes], log: Path) -> None:
+    def started() -> bool:
+        assert proc.poll() is None, f"the scheduler exited:\n{log.read_text()}"
+        return "scheduler started" in log.read_text()
+
+    eventually(
+        started, 60, lambda: f"the scheduler to start:\n{log.read_text()}", interval=0.1
     )
-
-
-def wait_started(proc: subprocess.Popen[str]) -> None:
-    assert proc.stderr is not None
-    log: list[str] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        log.append(line)
-        if "scheduler started" in line:
-            return
-    raise AssertionError("the scheduler did not start:\n" + "".join(log))
 
 
 def test_a_second_scheduler_on_the_same_database_refuses_to_start(tmp_path: Path) -> None:
     env = environment(tmp_path)
-    first = start_scheduler(env)
+    log = tmp_path / "first.log"
+    first = start_scheduler(env, log)
     try:
-        wait_started(first)
+        wait_started(first, log)
 
         second = subprocess.run(
             [sys.executable, "-m", "fleetcron", "scheduler"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
+from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -74,6 +74,8 @@ def test_two_schedulers_roll_out_one_slot_each_target_once_one_batch_at_a_time(
         **os.environ,
         "FLEETCRON_MASTER_KEY": generate_key().decode(),
         "FLEETCRON_DATA_DIR": str(tmp_path),
+        # The driver imports tests/waiting.py.
+        "PYTHONPATH": os.pathsep.join(sys.path),
     }
     procs = [
         subprocess.Popen(
@@ -84,13 +86,22 @@ def test_two_schedulers_roll_out_one_slot_each_target_once_one_batch_at_a_time(
         )
         for node in ("node-a", "node-b")
     ]
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"{n}.ready").exists() for n in ("node-a", "node-b")):
-        assert time.monotonic() < deadline, "scheduler processes did not start"
+
+    def ready() -> bool:
         assert all(p.poll() is None for p in procs), [p.communicate()[0] for p in procs]
-        time.sleep(0.02)
-    go.touch()
-    outputs = [p.communicate(timeout=180)[0].decode() for p in procs]
+        return all((tmp_path / f"{n}.ready").exists() for n in ("node-a", "node-b"))
+
+    try:
+        eventually(ready, 60, "the scheduler processes to start", interval=0.02)
+        go.touch()
+        outputs = [p.communicate(timeout=180)[0].decode() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
     assert [p.returncode for p in procs] == [0, 0], outputs
 
     lines = effects.read_text().splitlines()

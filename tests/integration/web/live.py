@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +17,7 @@ from fastapi import FastAPI
 from fleetcron.app import App
 from fleetcron.config import Settings
 from fleetcron.web.app import create_app
+from waiting import eventually
 
 
 def with_settings(app: App, **changes: Any) -> App:
@@ -38,10 +38,7 @@ def serving(web: FastAPI) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
+    eventually(lambda: server.started, 10, "uvicorn to start", interval=0.01)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -6,9 +6,6 @@ to its owner otherwise; an ended run answers 409."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
@@ -26,6 +23,7 @@ from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.app import create_app
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 from integration.web.conftest import API, error_of, log_in
+from waiting import eventually_async
 
 
 @pytest.fixture
@@ -185,13 +183,14 @@ async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once
     try:
         [run_id] = runs.request_run(app, operator, job)
         await scheduler.tick()
-        deadline = time.monotonic() + 10
         entry = scheduler.live.get(run_id)
         assert entry is not None
         # The requests below block this event loop: the output must be read before them.
-        while not (sleeping(marker) and entry.output.total_bytes == len("from memory\n")):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.02)
+        await eventually_async(
+            lambda: sleeping(marker) and entry.output.total_bytes == len("from memory\n"),
+            10,
+            "the command to run and its first line to be read",
+        )
         with TestClient(web, raise_server_exceptions=False, follow_redirects=False) as client:
             log_in(client, "operator")
             body = client.get(f"{API}/runs/{run_id}/output").json()
