@@ -444,7 +444,7 @@ class Scheduler:
             executor = self.executors.get(dispatch.target_kind)
             if executor is None:
                 raise ValueError(
-                    f"target {dispatch.target_name} is of kind {dispatch.target_kind!r}, "
+                    f"target {dispatch.target_name} is of kind '{dispatch.target_kind}', "
                     f"which this scheduler has no executor for ({', '.join(self.executors)})"
                 )
             async with executor.admit():

@@ -157,7 +157,7 @@ def test_an_individual_job_created_on_a_targets_page_belongs_to_that_target_only
 ) -> None:
     page = open_page("olivia")
     page.goto(server.at("/targets/bravo"))
-    page.get_by_text("New individual job").click()
+    page.locator("summary", has_text="New individual job").click()
     page.get_by_label("Name", exact=True).fill("bravo-vacuum")
     page.get_by_label("Schedule").fill("0 1 * * 0")
     page.get_by_label("Command").fill("echo vacuum")

@@ -12,7 +12,6 @@ overflow (the fitting rules taken away, or a wide element put in) reports it.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
 from fleetcron.services.targets.edit import add_target
+from waiting import eventually
 
 LAPTOPS = ({"width": 1366, "height": 768}, {"width": 1280, "height": 800})
 
@@ -99,12 +99,12 @@ def admin_page(browser: Browser) -> Iterator[AdminPage]:
 
 
 def wait_finished(server: LiveServer, run_ids: list[int]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"runs {run_ids} did not finish (is the scheduler running?)")
+    eventually(
+        lambda: all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
+        30,
+        f"runs {run_ids} to finish (is the scheduler running?)",
+        interval=0.1,
+    )
 
 
 # -- the runs list on a laptop ----------------------------------------------------------------

@@ -5,8 +5,6 @@ labels the halted target and slot and previews the re-run of what did not succee
 
 from __future__ import annotations
 
-import time
-
 from live_web import ADMIN, LiveServer, OpenPage
 from playwright.sync_api import expect
 from sqlalchemy import select
@@ -14,6 +12,7 @@ from sqlalchemy import select
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.store.schema import Run
+from waiting import eventually
 
 
 def add_job(server: LiveServer, name: str, failing_on: str) -> None:
@@ -25,14 +24,13 @@ def add_job(server: LiveServer, name: str, failing_on: str) -> None:
 
 def wait_for(server: LiveServer, job: str, target: str, status: str) -> None:
     """Until the run of ``job`` on ``target`` has ``status`` (the page then shows it)."""
-    deadline = time.monotonic() + 30
     query = select(Run.status).where(Run.job_name == job, Run.target_name == target)
-    while True:
+
+    def has_status() -> bool:
         with server.app.db.read() as session:
-            if status in [str(s) for s in session.scalars(query)]:
-                return
-        assert time.monotonic() < deadline, f"{job} on {target} never became {status}"
-        time.sleep(0.05)
+            return status in [str(s) for s in session.scalars(query)]
+
+    eventually(has_status, 30, f"{job} on {target} to become {status}")
 
 
 def test_the_preview_shows_the_batches_and_the_run_from_it_halts_where_it_said(

@@ -65,7 +65,7 @@ async def test_the_first_message_waits_group_wait_in_real_time(
     while time.monotonic() - failed_at < GROUP_WAIT_S + 1.5:
         counts.append(evaluate_alerts(app, utc_now()))
         deliver_due(app, utc_now())
-        time.sleep(0.2)
+        time.sleep(0.2)  # sleep-in-loop: evaluation rounds on the real clock are what is tested
 
     assert sum(counts) == 1
     assert counts[0] == 0  # not before group_wait
