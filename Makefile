@@ -30,13 +30,14 @@ run: $(VENV)/.installed
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
-# Where the time goes (2 cores, measured by part while other suites loaded the machine, load
-# 7-9): the serial part is the critical path, 572 s for its 27 scenarios, nearly all of it
-# waiting out real leases and claim deadlines (the longest: the issue reproduction 47 s, 500
-# assignments on two nodes 41 s, a paused old owner 38 s, each fencing scenario 13-29 s;
-# the replicated pair's tests spend 10-13 s each setting up the two clusters' databases and
-# subscriptions). In the parallel part the scheduler tests once spent 60 s on a fake
-# executor sleeping a real 30 s (now on the fake clock). `make quick` skips both parts.
+# Where the time goes (2 cores, an otherwise idle machine, 2026-12-06): the parallel part is
+# the critical path, 783 s for 3,365 tests, spread thin (its slowest: the local gate's
+# sequences 46 s, the dashboard grid at 500 jobs 36 s, schemathesis 24 s; each incident
+# scenario 9-18 s); it is CPU-bound, so it is the sum of many real processes, databases and
+# browsers starting. The serial part takes 330 s for its 36 scenarios two at a time (572 s
+# one at a time), nearly all of it waiting out real leases and claim deadlines (the longest:
+# the issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 25 s).
+# `make quick` skips both parts (45 s).
 TEST_WORKERS ?= 3
 # The fault scenarios mostly wait out real leases and deadlines: two at a time.
 SERIAL_WORKERS ?= 2
