@@ -13,7 +13,6 @@ from sqlalchemy import select
 
 from fixtures.sshd import ClientKey, SshServer, running_sshd
 from fleetcron.app import Actor, App
-from fleetcron.core.targets import TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.zones import detect_zones
@@ -57,15 +56,7 @@ def add_ssh(
     targets.add_target(
         app,
         actor,
-        TargetSpec(
-            name,
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            private_key=server.client_private_key.encode(),
-            host_key=host_key,
-            timezone=timezone,
-        ),
+        server.spec(name, host_key=host_key, timezone=timezone),
         verify=verify,
         trust_on_first_use=trust_on_first_use,
         allow_same_host=allow_same_host,

@@ -33,15 +33,7 @@ def add_ssh(
     return targets.add_target(
         app,
         actor,
-        TargetSpec(
-            name,
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            private_key=server.client_private_key.encode(),
-            host_key=host_key,
-            timezone=timezone,
-        ),
+        server.spec(name, host_key=host_key, timezone=timezone),
         verify=verify,
         trust_on_first_use=trust_on_first_use,
         allow_same_host=allow_same_host,
