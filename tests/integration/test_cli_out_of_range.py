@@ -17,6 +17,7 @@ from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
+from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as targets
 
 ADMIN = Actor("admin", "admin")
@@ -161,7 +162,7 @@ def test_nan_seconds_are_refused_before_anything_is_asked_or_queued(
     err = capsys.readouterr().err
     assert code == 2, err
     assert "'nan' is not a number of seconds" in err, err
-    found, _ = runs.list_runs(cli_env, ADMIN, runs.RunFilter(job="nightly"), limit=10)
+    found, _ = list_run_views(cli_env, ADMIN, runs.RunFilter(job="nightly"), limit=10)
     assert not found  # nothing was queued
 
 

@@ -12,17 +12,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fleetcron"
 ADAPTERS = ("cli", "web")
 SCHEMA = "fleetcron.store.schema"
 
-#: The adapters that still read rows, until the run and job pages take views too. This
-#: list only shrinks: :func:`test_the_allow_list_names_only_modules_that_still_need_it`
-#: fails on a module that no longer needs its place.
-STILL_READING_ROWS = frozenset(
-    {
-        "cli/job_run_cmd.py",
-        "cli/runs_cmd.py",
-        "web/pages/jobs.py",
-        "web/pages/runs.py",
-    }
-)
 
 
 def is_schema(module: str) -> bool:
@@ -53,12 +42,8 @@ def modules_importing_rows(package: Path) -> set[str]:
     return found
 
 
-def test_no_adapter_imports_the_store_schema_but_those_left_for_later() -> None:
-    assert modules_importing_rows(PACKAGE) - STILL_READING_ROWS == set()
-
-
-def test_the_allow_list_names_only_modules_that_still_need_it() -> None:
-    assert STILL_READING_ROWS - modules_importing_rows(PACKAGE) == set()
+def test_no_adapter_imports_the_store_schema() -> None:
+    assert modules_importing_rows(PACKAGE) == set()
 
 
 def test_the_check_finds_a_planted_import_of_the_rows(tmp_path: Path) -> None:

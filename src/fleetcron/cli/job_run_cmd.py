@@ -20,7 +20,7 @@ from fleetcron.services.jobs import edit as jobs_svc
 from fleetcron.services.jobs.selection import ONLY_CHOICES, Selection, check_only
 from fleetcron.services.runs import reads as svc
 from fleetcron.services.runs.reads import FINISHED_STATUSES, RunFilter
-from fleetcron.store.schema import Run
+from fleetcron.services.runs.views import RunView, list_run_views
 
 #: Grace for a scheduler to start a queued run: it does on its next tick (every tick_s).
 START_GRACE_S = 5.0
@@ -192,7 +192,7 @@ def run_job(
         raise SystemExit(1)
 
 
-def _wait(app: App, actor: Actor, run_ids: list[int], wait_timeout: float) -> Sequence[Run]:
+def _wait(app: App, actor: Actor, run_ids: list[int], wait_timeout: float) -> Sequence[RunView]:
     """Poll the runs until all finished; stop with exit 1 when no scheduler starts them
     within the start grace, or at ``wait_timeout``."""
     started = time.monotonic()
@@ -200,7 +200,7 @@ def _wait(app: App, actor: Actor, run_ids: list[int], wait_timeout: float) -> Se
     f = RunFilter(run_ids=run_ids)
     picked_up = False
     while True:
-        rows, _ = svc.list_runs(app, actor, f, limit=len(run_ids))
+        rows, _ = list_run_views(app, actor, f, limit=len(run_ids))
         if all(r.status in FINISHED_STATUSES for r in rows):
             return rows
         # Pending rows wait for their turn in the rollout: the first wave starting is the

@@ -12,7 +12,7 @@ from fleetcron.cli.output import ID, FiniteFloatRange, echo, parse_time, print_j
 from fleetcron.core.stopping import StopFacts
 from fleetcron.services.runs import reads as svc
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
-from fleetcron.store.schema import Run
+from fleetcron.services.runs.views import RunView, list_run_views, show_run
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -21,7 +21,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 PENDING_NOTE = "waits for its turn in the rollout"
 
 
-def run_dict(run: Run, *, full: bool = False) -> dict[str, Any]:
+def run_dict(run: RunView, *, full: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": run.id,
         "job": run.job_name,
@@ -95,7 +95,7 @@ def list_(
         grep=grep,
     )
     with opened_app() as app:
-        rows, total = svc.list_runs(app, acting(app, as_user), f, limit=limit, offset=offset)
+        rows, total = list_run_views(app, acting(app, as_user), f, limit=limit, offset=offset)
     if as_json:
         print_json({"total": total, "runs": [run_dict(r) for r in rows]})
         return
@@ -126,7 +126,7 @@ def list_(
     )
 
 
-def _show(run: Run) -> None:
+def _show(run: RunView) -> None:
     data = run_dict(run, full=True)
     for key in (
         "id",
@@ -169,7 +169,7 @@ def _show(run: Run) -> None:
 def show(run_id: int, as_json: bool, as_user: str | None) -> None:
     """Show one run with its full output excerpts."""
     with opened_app() as app:
-        run = svc.get_run(app, acting(app, as_user), run_id)
+        run = show_run(app, acting(app, as_user), run_id)
     if as_json:
         print_json(run_dict(run, full=True))
     else:
@@ -217,7 +217,7 @@ def tail(run_id: int, interval: float, as_user: str | None) -> None:
             if not view.running:
                 break
             time.sleep(interval)
-        run = svc.get_run(app, actor, run_id)
+        run = show_run(app, actor, run_id)
     if not printed and not offset:
         _show(run)
         return
@@ -265,12 +265,12 @@ def stop(run_id: int, wait: bool, wait_timeout: float, as_json: bool, as_user: s
     with opened_app() as app:
         actor = acting(app, as_user)
         outcome = svc.stop_run(app, actor, run_id)
-        run = svc.get_run(app, actor, run_id)
+        run = show_run(app, actor, run_id)
         if wait and outcome.status == "running":
             deadline = time.monotonic() + wait_timeout
             while run.status == "running" and time.monotonic() < deadline:
                 time.sleep(0.25)
-                run = svc.get_run(app, actor, run_id)
+                run = show_run(app, actor, run_id)
     if as_json:
         print_json(
             {

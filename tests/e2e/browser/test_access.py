@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from live_web import ADMIN, BROWSER_ZONE, NODE, LiveServer, OpenPage, log_in
 from playwright.sync_api import BrowserContext, expect
 
-from fleetcron.services.audit import AuditFilter, list_events
+from fleetcron.services.audit import AuditFilter, list_event_views
 from fleetcron.services.jobs.edit import JobSpec, add_job, list_jobs
 
 EDIT_LINKS = 'main a[href$="/new"], main a[href$="/edit"], main a[href$="/delete"]'
@@ -42,7 +42,7 @@ def test_times_are_shown_in_the_time_zone_of_the_browser(
     page = open_page("olivia")
     page.goto(server.at("/audit?actor=olivia&action=login"))
 
-    events, _ = list_events(server.app, ADMIN, AuditFilter(actor="olivia", action="login"))
+    events, _ = list_event_views(server.app, ADMIN, AuditFilter(actor="olivia", action="login"))
     berlin = events[0].at.astimezone(ZoneInfo(BROWSER_ZONE)).strftime("%Y-%m-%d %H:%M:%S")
     expect(page.locator("table.audit tbody tr").first).to_contain_text(berlin)
     expect(page.locator("footer")).to_have_text(f"Times in {BROWSER_ZONE}.")

@@ -15,8 +15,8 @@ from fixtures.sshd import SshServer
 from fleetcron.core.targets import TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs import reads as runs
+from fleetcron.services.runs.views import RunView, show_run
 from fleetcron.services.targets.edit import add_target, remove_target
-from fleetcron.store.schema import Run
 from fleetcron.web.pages.runs import REFRESH_S
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 from waiting import eventually
@@ -26,15 +26,15 @@ def start(server: LiveServer, job: str, command: str, target: str = "alpha") -> 
     add_job(server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target=target)
     [run_id] = runs.request_run(server.app, ADMIN, job)
     eventually(
-        lambda: runs.get_run(server.app, ADMIN, run_id).status == "running",
+        lambda: show_run(server.app, ADMIN, run_id).status == "running",
         10,
         "the scheduler to start the run",
     )
     return run_id
 
 
-def the_run(server: LiveServer, run_id: int) -> Run:
-    return runs.get_run(server.app, ADMIN, run_id)
+def the_run(server: LiveServer, run_id: int) -> RunView:
+    return show_run(server.app, ADMIN, run_id)
 
 
 def test_live_output_appears_line_by_line_and_stop_leaves_the_run_cancelled(

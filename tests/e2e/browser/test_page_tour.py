@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 
 from fleetcron.services.accounts.users import create_token
 from fleetcron.services.jobs.edit import JobSpec, add_job
-from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
+from fleetcron.services.runs.reads import FINISHED_STATUSES, request_run
+from fleetcron.services.runs.views import show_run
 from waiting import eventually
 
 #: Form controls a person cannot name: no <label>, no aria-label, or a button without text.
@@ -34,7 +35,7 @@ class Tour:
 
 def wait_finished(server: LiveServer, run_ids: list[int]) -> None:
     eventually(
-        lambda: all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
+        lambda: all(show_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
         20,
         f"runs {run_ids} to finish (is the scheduler running?)",
         interval=0.1,

@@ -24,7 +24,8 @@ from fixtures.app import make_settings
 from fleetcron.app import App
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.jobs.edit import JobSpec, add_job
-from fleetcron.services.runs.reads import FINISHED_STATUSES, get_run, request_run
+from fleetcron.services.runs.reads import FINISHED_STATUSES, request_run
+from fleetcron.services.runs.views import show_run
 from fleetcron.services.targets.edit import add_target
 from waiting import eventually
 
@@ -100,7 +101,7 @@ def admin_page(browser: Browser) -> Iterator[AdminPage]:
 
 def wait_finished(server: LiveServer, run_ids: list[int]) -> None:
     eventually(
-        lambda: all(get_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
+        lambda: all(show_run(server.app, ADMIN, i).status in FINISHED_STATUSES for i in run_ids),
         30,
         f"runs {run_ids} to finish (is the scheduler running?)",
         interval=0.1,

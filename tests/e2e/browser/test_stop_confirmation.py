@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from fleetcron.core.stopping import STOP_GRACE_S
 from fleetcron.services.jobs.edit import JobSpec, add_job
 from fleetcron.services.runs import reads as runs
+from fleetcron.services.runs.views import show_run
 from integration.executors.procs import kill_all, marker_seconds, sleeping
 from waiting import eventually
 
@@ -21,7 +22,7 @@ def start(server: LiveServer, job: str, command: str) -> int:
     add_job(server.app, ADMIN, job, JobSpec(schedule="0 3 1 1 *", command=command), target="bravo")
     [run_id] = runs.request_run(server.app, ADMIN, job)
     eventually(
-        lambda: runs.get_run(server.app, ADMIN, run_id).status == "running",
+        lambda: show_run(server.app, ADMIN, run_id).status == "running",
         timeout=10,
         message="the scheduler did not start the run",
     )
@@ -49,7 +50,7 @@ def test_stop_shows_what_it_touches_and_does_and_waits_for_the_confirmation(
         assert f"SIGKILL to what is still alive {STOP_GRACE_S:g} s later" in effect
         # Showing the confirmation stopped nothing: the command still runs.
         assert sleeping(marker), "the run's command still runs while the stop is unconfirmed"
-        assert runs.get_run(server.app, ADMIN, run_id).stop_requested_by is None
+        assert show_run(server.app, ADMIN, run_id).stop_requested_by is None
 
         # Backing out leaves it running.
         page.get_by_role("link", name="Keep it running").click()
@@ -81,9 +82,7 @@ def test_a_viewer_cannot_open_the_confirmation_and_an_ended_run_has_none(
         assert refused is not None and refused.status == 403
         assert sleeping(marker)
         runs.stop_run(server.app, ADMIN, run_id)
-        eventually(
-            lambda: runs.get_run(server.app, ADMIN, run_id).status == "cancelled", timeout=10
-        )
+        eventually(lambda: show_run(server.app, ADMIN, run_id).status == "cancelled", timeout=10)
         page = open_page("olivia")
         page.goto(server.at(f"/runs/{run_id}/stop"))
         # An ended run sends the operator back to its page, which says why.

@@ -14,8 +14,9 @@ from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import InvalidInput
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
-from fleetcron.services.runs.reads import RunFilter, list_runs
+from fleetcron.services.runs.reads import RunFilter
 from fleetcron.services.runs.search import search_runs
+from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as targets
 from integration.history.runs_helper import fire_minutes
 
@@ -182,7 +183,7 @@ def test_a_nul_in_the_text_is_refused_naming_the_field(
     assert raised.value.field == "q" and "NUL" in raised.value.message
 
     with pytest.raises(InvalidInput) as listed:
-        list_runs(app, viewer, RunFilter(grep=grep))
+        list_run_views(app, viewer, RunFilter(grep=grep))
     assert listed.value.field == "grep"
     # Negative control: a text without the NUL is searched.
     assert len(search_runs(app, viewer, RunFilter(grep="minute 1 ok")).runs) == 1

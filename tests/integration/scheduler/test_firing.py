@@ -20,6 +20,7 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
+from fleetcron.services.runs.views import show_run
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
 
@@ -223,12 +224,12 @@ async def test_a_manual_run_is_queued_and_started_on_the_next_tick(
 ) -> None:
     add(app, operator, "report", "echo manual", schedule="0 0 1 1 *")
     [run_id] = runs.request_run(app, operator, "report")
-    assert runs.get_run(app, operator, run_id).status == "queued"
+    assert show_run(app, operator, run_id).status == "queued"
 
     await scheduler.tick()
     await scheduler.idle()
 
-    run = runs.get_run(app, operator, run_id)
+    run = show_run(app, operator, run_id)
     assert (run.status, run.trigger, run.actor, run.stdout_head) == (
         "succeeded",
         "manual",

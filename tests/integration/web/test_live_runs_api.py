@@ -17,6 +17,7 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
+from fleetcron.services.runs.views import show_run
 from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_newest
 from fleetcron.store.schema import AuditEvent, Run
@@ -126,17 +127,17 @@ def test_the_stop_form_needs_the_csrf_token(
 
     forged = browser.post(f"/runs/{run_id}/stop", data={})
     assert forged.status_code == 403
-    assert runs.get_run(app, operator, run_id).status == "queued"
+    assert show_run(app, operator, run_id).status == "queued"
 
     page = browser.get(f"/runs/{run_id}")
     assert 'method="get" action="/runs/' in page.text and ">Cancel…</button>" in page.text
     confirm = browser.get(f"/runs/{run_id}/stop")
-    assert runs.get_run(app, operator, run_id).status == "queued"  # asking changes nothing
+    assert show_run(app, operator, run_id).status == "queued"  # asking changes nothing
     token = confirm.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
     assert f">Cancel run #{run_id}</button>" in confirm.text
     done = browser.post(f"/runs/{run_id}/stop", data={"csrf_token": token})
     assert done.status_code == 303
-    assert runs.get_run(app, operator, run_id).status == "cancelled"
+    assert show_run(app, operator, run_id).status == "cancelled"
     assert "Stopped by" in browser.get(f"/runs/{run_id}").text
 
 
@@ -160,10 +161,10 @@ def test_the_facts_of_a_stop_are_shown_before_it_and_an_ended_run_answers_409(
     assert "5 s later" in facts["effect"]
     assert refused.status_code == 403
     # Asking wrote nothing: the run still runs, with no stop requested.
-    assert runs.get_run(app, operator, run_id).stop_requested_by is None
+    assert show_run(app, operator, run_id).stop_requested_by is None
     # Control: the same check sees a stop once one is made.
     assert client.post(f"{API}/runs/{run_id}/stop", headers=as_operator).status_code == 202
-    assert runs.get_run(app, operator, run_id).stop_requested_by == "olivia"
+    assert show_run(app, operator, run_id).stop_requested_by == "olivia"
     again = client.get(f"{API}/runs/{run_id}/stop", headers=as_operator)
     assert again.json()["stop_requested_by"] == "olivia"
     set_run(app, run_id, status="cancelled")
@@ -206,7 +207,7 @@ async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once
     assert "from memory" in page and "(this node)" in page
     assert stop.status_code == 202 and stop.json()["immediate"] is True
     assert sleeping(marker) == []
-    run = runs.get_run(app, operator, run_id)
+    run = show_run(app, operator, run_id)
     assert (run.status, run.stop_requested_by, run.stdout_head) == (
         "cancelled", "olivia", "from memory\n"
     )  # fmt: skip
@@ -224,7 +225,7 @@ def test_pages_that_class_runs_show_a_cancelled_one_as_not_run_to_an_outcome(
     job_page = browser.get("/jobs/wide")
     dashboard = browser.get("/")
 
-    assert runs.get_run(app, operator, run_id).status == "cancelled"
+    assert show_run(app, operator, run_id).status == "cancelled"
     assert (listing.status_code, job_page.status_code, dashboard.status_code) == (200, 200, 200)
     assert "cancelled" in browser.get(f"/runs/{run_id}").text
 
@@ -258,5 +259,5 @@ def test_a_pending_row_of_a_rollout_is_cancelled_before_it_starts(
     stopped = client.post(f"{API}/runs/{run_id}/stop", headers=as_operator)
 
     assert stopped.status_code == 202 and stopped.json()["status"] == "cancelled"
-    run = runs.get_run(app, operator, run_id)
+    run = show_run(app, operator, run_id)
     assert (run.status, run.started_at) == ("cancelled", None)

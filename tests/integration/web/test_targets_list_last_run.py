@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from fleetcron.app import Actor, App
-from fleetcron.services.runs import reads as runs_svc
 from fleetcron.services.runs.reads import RunFilter
+from fleetcron.services.runs.views import list_run_views
 from fleetcron.store.schema import Run, Target
 from sql_statements import statements
 
@@ -124,5 +124,5 @@ def test_the_list_reads_every_targets_last_run_in_a_constant_number_of_statement
     # per-target reads the list used to make).
     with statements(app) as per_target:
         for name in [*few, *many]:
-            runs_svc.list_runs(app, VIEWER, RunFilter(target=name), limit=1)
+            list_run_views(app, VIEWER, RunFilter(target=name), limit=1)
     assert len(per_target) >= 43 > len(large)

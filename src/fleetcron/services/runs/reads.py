@@ -1,4 +1,5 @@
-"""Runs: ask for a run now, list and show what ran.
+"""Runs: ask for a run now, stop it, follow its output (the views of what ran are in
+:mod:`fleetcron.services.runs.views`).
 
 "Run now" records a ``queued`` run (trigger ``manual``); the scheduler that may run jobs
 picks it up on its next tick, so a request made on any node never runs outside the
@@ -10,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core import statuses
-from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatusName
 from fleetcron.core.stopping import StopFacts
 from fleetcron.errors import Conflict, NotFound
@@ -96,55 +96,9 @@ class RunFilter:
     statuses: Sequence[str] | None = None
 
 
-def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
-    if f.job:
-        query = query.where(Run.job_name == f.job)
-    if f.target:
-        query = query.where(Run.target_name == f.target)
-    if f.status:
-        query = query.where(Run.status == v.validate_choice(f.status, RUN_STATUSES, field="status"))
-    if f.statuses:
-        for status in f.statuses:
-            v.validate_choice(status, RUN_STATUSES, field="status")
-        query = query.where(Run.status.in_(f.statuses))
-    if f.since:
-        query = query.where(Run.scheduled_for >= f.since)
-    if f.until:
-        query = query.where(Run.scheduled_for < f.until)
-    if f.grep:
-        v.validate_search_text(f.grep, field="grep")
-        pattern = f"%{f.grep}%"
-        query = query.where(
-            or_(
-                Run.stdout_head.contains(f.grep, autoescape=True),
-                Run.stdout_tail.contains(f.grep, autoescape=True),
-                Run.stderr_head.contains(f.grep, autoescape=True),
-                Run.stderr_tail.contains(f.grep, autoescape=True),
-                Run.error.like(pattern),
-            )
-        )
-    if f.run_ids is not None:
-        query = query.where(Run.id.in_(f.run_ids))
-    return query
-
-
-def list_runs(
-    app: App, actor: Actor, f: RunFilter, *, limit: int = 50, offset: int = 0
-) -> tuple[Sequence[Run], int]:
-    """Runs matching the filter, newest first, and how many match in all."""
-    actor.authorize("run.read")
-    with app.db.read() as session:
-        total: int = session.scalar(_filtered(select(func.count(Run.id)), f)) or 0
-        rows: Sequence[Run] = session.scalars(
-            _filtered(select(Run), f)
-            .order_by(Run.scheduled_for.desc(), Run.id.desc())
-            .limit(limit)
-            .offset(offset)
-        ).all()
-        return rows, total
-
-
-def get_run(app: App, actor: Actor, run_id: int) -> Run:
+def run_row(app: App, actor: Actor, run_id: int) -> Run:
+    """The row of one run, for the operations on it here (stop, follow) and for
+    :func:`~fleetcron.services.runs.views.show_run`; the adapters take that view."""
     actor.authorize("run.read")
     with app.db.read() as session:
         run = session.get(Run, run_id)
@@ -175,7 +129,7 @@ def stop_facts(app: App, actor: Actor, run_id: int) -> StopFacts:
     first (the page's "Stop…", ``GET /api/v1/runs/{id}/stop``). Raises ``NotFound``, or
     ``Conflict`` for a run that has ended, as the stop itself would."""
     actor.authorize("run.stop")
-    run = get_run(app, actor, run_id)
+    run = run_row(app, actor, run_id)
     if run.status not in statuses.STOPPABLE:
         raise Conflict(
             f"run {run_id} has already ended ({run.status}); only a queued or running run "
@@ -367,7 +321,7 @@ def follow_output(
             as_of=app.now(),
             stop_requested_by=entry.stopped_by,
         )
-    run = get_run(app, actor, run_id)
+    run = run_row(app, actor, run_id)
     running = run.status in statuses.ACTIVE
     source, text, offset, gap, gap_at, total = "none", "", since, 0, 0, since
     as_of = None

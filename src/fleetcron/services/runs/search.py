@@ -32,6 +32,7 @@ from sqlalchemy import (
     text,
     union_all,
 )
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
@@ -55,18 +56,13 @@ class SearchPage:
     :data:`COUNT_CAP`; ``more`` when there are more). ``next_cursor``: give it back for the
     next page; None on the last one."""
 
-    runs: Sequence[Run]
+    runs: Sequence[RunView]
     matched: int
     more: bool
     next_cursor: str | None
 
-    @property
-    def views(self) -> list[RunView]:
-        """The page's runs as the adapters show them."""
-        return [RunView.of(r) for r in self.runs]
 
-
-def encode_cursor(run: Run) -> str:
+def encode_cursor(run: RunView) -> str:
     raw = f"{run.scheduled_for.isoformat()}|{run.id}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -164,6 +160,42 @@ def _merged_by_status(page_q: Select[Any], wanted: int) -> Select[Any]:
     return page_q.where(Run.id.in_(select(candidates.c.id)))
 
 
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(
+            f"limit: {limit} is out of range; allowed: 1 to {MAX_LIMIT}",
+            field="limit",
+            value=limit,
+            allowed=f"1 to {MAX_LIMIT}",
+        )
+
+
+def _page_query(
+    f: RunFilter, dialect: str, *, limit: int, cursor: str | None, offset: int
+) -> Select[Any]:
+    """The statement of one page: the filters, then the runs after ``cursor`` (or after
+    ``offset`` runs), newest first, one more than ``limit`` to tell whether a next page
+    exists."""
+    page_q = _filtered(select(Run), f, dialect)
+    if cursor:
+        at, run_id = decode_cursor(cursor)
+        # The first bound is a range on the indexes (all in page order); the second
+        # only sorts out the runs of that same slot time.
+        page_q = page_q.where(Run.scheduled_for <= at, or_(Run.scheduled_for < at, Run.id < run_id))
+    if dialect == "postgresql" and not _has_indexed_filter(f):
+        page_q = _merged_by_status(page_q, limit + 1 + (0 if cursor else offset))
+    page_q = page_q.order_by(Run.scheduled_for.desc(), Run.id.desc()).limit(limit + 1)
+    if offset and not cursor:
+        page_q = page_q.offset(offset)
+    return page_q
+
+
+def _count_up_to_cap(session: Session, f: RunFilter, dialect: str) -> int:
+    """How many runs match, counted up to one past :data:`COUNT_CAP`."""
+    capped = _filtered(select(Run.id), f, dialect).limit(COUNT_CAP + 1).subquery()
+    return session.scalar(select(func.count()).select_from(capped)) or 0
+
+
 def search_runs(
     app: App,
     actor: Actor,
@@ -176,37 +208,12 @@ def search_runs(
     """Runs matching every given filter, newest first: the page after ``cursor`` (or, for
     callers that page by number, after ``offset`` runs)."""
     actor.authorize("run.read")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(
-            f"limit: {limit} is out of range; allowed: 1 to {MAX_LIMIT}",
-            field="limit",
-            value=limit,
-            allowed=f"1 to {MAX_LIMIT}",
-        )
+    _check_limit(limit)
     dialect = app.db.dialect
     with app.db.read() as session:
-        page_q = _filtered(select(Run), f, dialect)
-        if cursor:
-            at, run_id = decode_cursor(cursor)
-            # The first bound is a range on the indexes (all in page order); the second
-            # only sorts out the runs of that same slot time.
-            page_q = page_q.where(
-                Run.scheduled_for <= at, or_(Run.scheduled_for < at, Run.id < run_id)
-            )
-        if dialect == "postgresql" and not _has_indexed_filter(f):
-            page_q = _merged_by_status(page_q, limit + 1 + (0 if cursor else offset))
-        page_q = page_q.order_by(Run.scheduled_for.desc(), Run.id.desc()).limit(limit + 1)
-        if offset and not cursor:
-            page_q = page_q.offset(offset)
-        rows = list(session.scalars(page_q))
-        matched = (
-            session.scalar(
-                select(func.count()).select_from(
-                    _filtered(select(Run.id), f, dialect).limit(COUNT_CAP + 1).subquery()
-                )
-            )
-            or 0
-        )
+        page_q = _page_query(f, dialect, limit=limit, cursor=cursor, offset=offset)
+        rows = [RunView.of(r) for r in session.scalars(page_q)]
+        matched = _count_up_to_cap(session, f, dialect)
     more_pages = len(rows) > limit
     rows = rows[:limit]
     return SearchPage(

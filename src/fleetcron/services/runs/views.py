@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, func, or_, select
 
 from fleetcron.app import Actor, App
+from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatus
-from fleetcron.services.runs.reads import RunFilter, get_run, list_runs
+from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter, run_row
 from fleetcron.store.schema import Run
 
 
@@ -46,6 +50,9 @@ class RunView:
     stderr_tail: str
     stderr_bytes: int
     stderr_truncated: bool
+    #: Who asked to stop it and when (None: nobody did).
+    stop_requested_by: str | None = None
+    stop_requested_at: datetime | None = None
 
     @classmethod
     def of(cls, row: Run) -> RunView:
@@ -79,17 +86,59 @@ class RunView:
             stderr_tail=row.stderr_tail,
             stderr_bytes=row.stderr_bytes,
             stderr_truncated=row.stderr_truncated,
+            stop_requested_by=row.stop_requested_by,
+            stop_requested_at=row.stop_requested_at,
         )
 
 
 def show_run(app: App, actor: Actor, run_id: int) -> RunView:
-    """One run (:func:`~fleetcron.services.runs.reads.get_run`) as shown."""
-    return RunView.of(get_run(app, actor, run_id))
+    """One run as shown (``NotFound`` for an unknown id)."""
+    return RunView.of(run_row(app, actor, run_id))
+
+
+def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
+    if f.job:
+        query = query.where(Run.job_name == f.job)
+    if f.target:
+        query = query.where(Run.target_name == f.target)
+    if f.status:
+        query = query.where(Run.status == v.validate_choice(f.status, RUN_STATUSES, field="status"))
+    if f.statuses:
+        for status in f.statuses:
+            v.validate_choice(status, RUN_STATUSES, field="status")
+        query = query.where(Run.status.in_(f.statuses))
+    if f.since:
+        query = query.where(Run.scheduled_for >= f.since)
+    if f.until:
+        query = query.where(Run.scheduled_for < f.until)
+    if f.grep:
+        v.validate_search_text(f.grep, field="grep")
+        pattern = f"%{f.grep}%"
+        query = query.where(
+            or_(
+                Run.stdout_head.contains(f.grep, autoescape=True),
+                Run.stdout_tail.contains(f.grep, autoescape=True),
+                Run.stderr_head.contains(f.grep, autoescape=True),
+                Run.stderr_tail.contains(f.grep, autoescape=True),
+                Run.error.like(pattern),
+            )
+        )
+    if f.run_ids is not None:
+        query = query.where(Run.id.in_(f.run_ids))
+    return query
 
 
 def list_run_views(
     app: App, actor: Actor, f: RunFilter, *, limit: int = 50, offset: int = 0
 ) -> tuple[list[RunView], int]:
     """Runs matching the filter, newest first, as shown, and how many match in all."""
-    rows, total = list_runs(app, actor, f, limit=limit, offset=offset)
-    return [RunView.of(r) for r in rows], total
+    actor.authorize("run.read")
+    with app.db.read() as session:
+        total: int = session.scalar(_filtered(select(func.count(Run.id)), f)) or 0
+        rows = session.scalars(
+            _filtered(select(Run), f)
+            .order_by(Run.scheduled_for.desc(), Run.id.desc())
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        return [RunView.of(r) for r in rows], total

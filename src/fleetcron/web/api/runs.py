@@ -84,7 +84,7 @@ def list_runs(
         limit=limit,
         offset=offset,
         next_cursor=found.next_cursor,
-        items=[RunOut.of(r) for r in found.views],
+        items=[RunOut.of(r) for r in found.runs],
     )
 
 

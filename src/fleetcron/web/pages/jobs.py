@@ -32,9 +32,7 @@ from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.jobs import edit as jobs_svc
 from fleetcron.services.jobs.edit import JobSpec, JobView
 from fleetcron.services.runs import reads as runs_svc
-from fleetcron.services.runs.reads import RunFilter
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import Run
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import (
     NO_ERRORS,
@@ -237,16 +235,6 @@ def describe(view: JobView) -> str:
         return parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
     except InvalidInput:
         return "(schedule no longer valid)"
-
-
-def last_runs(app: App, actor: Actor, names: Sequence[str]) -> dict[str, Run]:
-    """The newest run of each named job."""
-    latest: dict[str, Run] = {}
-    for name in names:
-        rows, _ = runs_svc.list_runs(app, actor, RunFilter(job=name), limit=1)
-        if rows:
-            latest[name] = rows[0]
-    return latest
 
 
 def _paired_targets(app: App, actor: Actor) -> list[Pick]:

@@ -13,13 +13,14 @@ from fastapi.responses import HTMLResponse, Response
 from fleetcron.core.statuses import ACTIVE
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services import audit as audit_svc
-from fleetcron.services.audit import AuditFilter
+from fleetcron.services.audit import AuditFilter, AuditView
 from fleetcron.services.jobs import edit as jobs_svc
 from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs import views as run_views
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
 from fleetcron.services.runs.search import search_runs
+from fleetcron.services.runs.views import RunView
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import AuditEvent, Run
 from fleetcron.web.api.runs import MAX_ID, live_source, local_stop
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, local_time, page, redirect
@@ -47,7 +48,7 @@ class Excerpt:
     truncated: bool
 
     @classmethod
-    def of(cls, run: Run, stream: str) -> Excerpt:
+    def of(cls, run: RunView, stream: str) -> Excerpt:
         return cls(
             head=getattr(run, f"{stream}_head"),
             tail=getattr(run, f"{stream}_tail"),
@@ -93,7 +94,7 @@ class Excerpt:
         return ""
 
 
-def output_hint(run: Run) -> str:
+def output_hint(run: RunView) -> str:
     """The one line of output the runs list shows before it is opened: the last line of
     stderr for a run that did not succeed (where the reason usually is), else of stdout,
     else of whichever stream has text."""
@@ -123,7 +124,7 @@ def list_runs(
     app = the_app(request)
     query = _filter_query(target=target, job=job, status=status, since=since, until=until, q=q)
     error = ""
-    rows: list[Run] = []
+    rows: list[RunView] = []
     found = None
     try:
         f = RunFilter(
@@ -170,7 +171,7 @@ def show_run(
     run_id: RunId, request: Request, caller: Annotated[Caller, Depends(requires("run.read"))]
 ) -> HTMLResponse:
     app = the_app(request)
-    run = svc.get_run(app, caller.actor, run_id)
+    run = run_views.show_run(app, caller.actor, run_id)
     live = None
     elapsed = None
     if run.status in ACTIVE:
@@ -260,15 +261,16 @@ def audit_log(
     app = the_app(request)
     query = _filter_query(actor=actor, action=action, target=target, since=since)
     error = ""
-    events: list[AuditEvent] = []
+    events: list[AuditView] = []
     total = 0
     try:
         start = local_time(request, since, field="since")
         f = AuditFilter(
             actor=actor or None, action=action or None, target=target or None, since=start
         )
-        found, total = audit_svc.list_events(app, caller.actor, f, limit=PAGE_SIZE, offset=offset)
-        events = list(found)
+        events, total = audit_svc.list_event_views(
+            app, caller.actor, f, limit=PAGE_SIZE, offset=offset
+        )
     except InvalidInput as exc:
         error = exc.message
     return page(
