@@ -28,6 +28,7 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, inspect, select
@@ -123,6 +124,71 @@ def create_backup(
     ``overwrite``.
     """
     settings = app.settings
+    _check_destination(path, overwrite=overwrite)
+    raw_key = _installed_key(settings)
+    if include_key:
+        _check_key_can_go_in(settings, raw_key, passphrase)
+    kind = "sqlite" if settings.is_sqlite else "postgresql"
+    master = MasterKey(raw_key) if raw_key is not None else None
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        snapshot = work / MEMBERS[kind]
+        revision = _snapshot(app, snapshot, master=master, pg_bin_dir=pg_bin_dir)
+        wrapped = (
+            wrap_key(raw_key, passphrase)
+            if include_key and raw_key is not None and passphrase is not None
+            else None
+        )
+        manifest = _manifest(app, snapshot, revision=revision, master=master, wrapped=wrapped)
+        archive = work / "backup.tar.gz"
+        write_archive(archive, manifest, snapshot)
+        os.replace(archive, path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = BackupResult(
+        path, kind, revision, path.stat().st_size, manifest.wrapped_key is not None
+    )
+    _log_written(result)
+    return result
+
+
+def _manifest(
+    app: App,
+    snapshot: Path,
+    *,
+    revision: str,
+    master: MasterKey | None,
+    wrapped: dict[str, Any] | None,
+) -> Manifest:
+    """What the archive says of its snapshot: kind, schema, checksum, and the key's check
+    and wrapped copy."""
+    return Manifest(
+        version=FORMAT_VERSION,
+        created_at=app.now().isoformat(),
+        fleetcron_version=__version__,
+        kind="sqlite" if app.settings.is_sqlite else "postgresql",
+        revision=revision,
+        database_sha256=file_sha256(snapshot),
+        key_check=master.encrypt(KEY_CHECK).decode() if master is not None else None,
+        wrapped_key=wrapped,
+    )
+
+
+def _log_written(result: BackupResult) -> None:
+    log.info(
+        "backup: wrote %s (%s, schema %s, %d bytes, master key %s)",
+        result.path,
+        result.kind,
+        result.revision,
+        result.size,
+        "included" if result.key_included else "left out",
+        extra={"action": "backup.create"},
+    )
+
+
+def _check_destination(path: Path, *, overwrite: bool) -> None:
+    """The backup file's name: a file in an existing directory, not there yet unless it
+    may be replaced."""
     if path.is_dir():
         raise InvalidInput(
             f"{path} is a directory", field="file", value=str(path), allowed="a file name"
@@ -136,75 +202,48 @@ def create_backup(
         )
     if path.exists() and not overwrite:
         raise Conflict(f"{path} already exists; choose another name or use --force to replace it")
-    raw_key = _installed_key(settings)
-    if include_key:
-        if raw_key is None:
-            raise SecretError(
-                f"no master key to put in the backup: {settings.effective_master_key_file} "
-                "does not exist and FLEETCRON_MASTER_KEY is not set"
-            )
-        if passphrase is None:
-            raise InvalidInput(
-                "a passphrase is needed to wrap the master key in the backup: give "
-                "--passphrase-file FILE or FLEETCRON_BACKUP_PASSPHRASE, or use --no-key to "
-                "leave the key out",
-                field="passphrase",
-                value=None,
-                allowed="--passphrase-file FILE or FLEETCRON_BACKUP_PASSPHRASE, "
-                "or --no-key to leave the key out",
-            )
-        _check_passphrase(passphrase)
-    kind = "sqlite" if settings.is_sqlite else "postgresql"
-    master = MasterKey(raw_key) if raw_key is not None else None
-    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        snapshot = work / MEMBERS[kind]
-        if kind == "sqlite":
-            # Only SQLite's backup API touches the live file: fleetcron's engine would take
-            # the writer lock (BEGIN IMMEDIATE) and wait for the scheduler.
-            revision = _snapshot_sqlite(_sqlite_path(settings), snapshot)
-            if master is not None:
-                copy = create_engine(f"sqlite:///{snapshot}")
-                try:
-                    _check_key_decrypts_stored_secrets(copy, master)
-                finally:
-                    copy.dispose()
-        else:
-            revision = dump_postgres(app.db, snapshot, pg_bin_dir)
-            if master is not None:
-                _check_key_decrypts_stored_secrets(app.db.engine, master)
-        manifest = Manifest(
-            version=FORMAT_VERSION,
-            created_at=app.now().isoformat(),
-            fleetcron_version=__version__,
-            kind=kind,
-            revision=revision,
-            database_sha256=file_sha256(snapshot),
-            key_check=master.encrypt(KEY_CHECK).decode() if master is not None else None,
-            wrapped_key=(
-                wrap_key(raw_key, passphrase)
-                if include_key and raw_key is not None and passphrase is not None
-                else None
-            ),
+
+
+def _check_key_can_go_in(settings: Settings, raw_key: bytes | None, passphrase: str | None) -> None:
+    """A backup that includes the master key needs the key and a passphrase to wrap it."""
+    if raw_key is None:
+        raise SecretError(
+            f"no master key to put in the backup: {settings.effective_master_key_file} "
+            "does not exist and FLEETCRON_MASTER_KEY is not set"
         )
-        archive = work / "backup.tar.gz"
-        write_archive(archive, manifest, snapshot)
-        os.replace(archive, path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    result = BackupResult(
-        path, kind, revision, path.stat().st_size, manifest.wrapped_key is not None
-    )
-    log.info(
-        "backup: wrote %s (%s, schema %s, %d bytes, master key %s)",
-        path,
-        kind,
-        revision,
-        result.size,
-        "included" if result.key_included else "left out",
-        extra={"action": "backup.create"},
-    )
-    return result
+    if passphrase is None:
+        raise InvalidInput(
+            "a passphrase is needed to wrap the master key in the backup: give "
+            "--passphrase-file FILE or FLEETCRON_BACKUP_PASSPHRASE, or use --no-key to "
+            "leave the key out",
+            field="passphrase",
+            value=None,
+            allowed="--passphrase-file FILE or FLEETCRON_BACKUP_PASSPHRASE, "
+            "or --no-key to leave the key out",
+        )
+    _check_passphrase(passphrase)
+
+
+def _snapshot(
+    app: App, snapshot: Path, *, master: MasterKey | None, pg_bin_dir: Path | None
+) -> str:
+    """Copy the database to ``snapshot`` and check that the key (if any) reads its stored
+    secrets; return the copy's schema revision."""
+    if not app.settings.is_sqlite:
+        revision = dump_postgres(app.db, snapshot, pg_bin_dir)
+        if master is not None:
+            _check_key_decrypts_stored_secrets(app.db.engine, master)
+        return revision
+    # Only SQLite's backup API touches the live file: fleetcron's engine would take
+    # the writer lock (BEGIN IMMEDIATE) and wait for the scheduler.
+    revision = _snapshot_sqlite(_sqlite_path(app.settings), snapshot)
+    if master is not None:
+        copy = create_engine(f"sqlite:///{snapshot}")
+        try:
+            _check_key_decrypts_stored_secrets(copy, master)
+        finally:
+            copy.dispose()
+    return revision
 
 
 def _installed_key(settings: Settings) -> bytes | None:
@@ -314,18 +353,7 @@ def restore_backup(
     """
     manifest = read_manifest(path)
     kind = "sqlite" if settings.is_sqlite else "postgresql"
-    if manifest.kind != kind:
-        raise InvalidInput(
-            f"{path} holds a {manifest.kind} database but this fleetcron is configured for "
-            f"{kind} ({mask_url(settings.effective_database_url)})",
-            field="database_url",
-            value=None,
-            allowed=(
-                "a FLEETCRON_DATABASE_URL of an empty PostgreSQL database"
-                if manifest.kind == "postgresql"
-                else "no FLEETCRON_DATABASE_URL (SQLite in the data dir)"
-            ),
-        )
+    _check_kind_matches(settings, path, manifest)
     _check_revision_known(manifest.revision)
     key, write_key = _restore_key(settings, manifest, passphrase)
     key_file = settings.effective_master_key_file
@@ -336,13 +364,7 @@ def restore_backup(
     else:
         restore_postgres(path, manifest, settings.effective_database_url, pg_bin_dir)
     written = _write_key_file(key_file, key) if write_key else None
-    database = Database(settings.effective_database_url)
-    try:
-        if database.current_revision() != database.head_revision():
-            database.upgrade()
-        revision = database.current_revision()
-    finally:
-        database.dispose()
+    revision = _migrated(settings)
     result = RestoreResult(
         kind=kind,
         database=mask_url(settings.effective_database_url),
@@ -362,6 +384,34 @@ def restore_backup(
         extra={"action": "backup.restore"},
     )
     return result
+
+
+def _check_kind_matches(settings: Settings, path: Path, manifest: Manifest) -> None:
+    """A backup restores into the kind of database it was made from."""
+    kind = "sqlite" if settings.is_sqlite else "postgresql"
+    if manifest.kind != kind:
+        raise InvalidInput(
+            f"{path} holds a {manifest.kind} database but this fleetcron is configured for "
+            f"{kind} ({mask_url(settings.effective_database_url)})",
+            field="database_url",
+            value=None,
+            allowed=(
+                "a FLEETCRON_DATABASE_URL of an empty PostgreSQL database"
+                if manifest.kind == "postgresql"
+                else "no FLEETCRON_DATABASE_URL (SQLite in the data dir)"
+            ),
+        )
+
+
+def _migrated(settings: Settings) -> str | None:
+    """Bring the restored schema up to this fleetcron's; return its revision."""
+    database = Database(settings.effective_database_url)
+    try:
+        if database.current_revision() != database.head_revision():
+            database.upgrade()
+        return database.current_revision()
+    finally:
+        database.dispose()
 
 
 def _check_revision_known(revision: str) -> None:

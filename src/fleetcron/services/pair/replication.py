@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +217,16 @@ def _wait_for_copy(conn: Connection, name: str, *, timeout_s: float) -> None:
         time.sleep(0.2)
 
 
+@dataclass(frozen=True)
+class _Sides:
+    """Both databases during setup: the connections and what is reported of each."""
+
+    here: Connection
+    there: Connection
+    this: SideReport
+    peer: SideReport
+
+
 def _setup(
     app: App,
     peer_url: str,
@@ -223,11 +234,7 @@ def _setup(
     this_conninfo: str | None,
     copy_timeout_s: float = 300,
 ) -> SetupResult:
-    if app.settings.topology is not Topology.REPLICATED_PAIR:
-        raise ConfigError(
-            "replication setup is for the replicated pair: set FLEETCRON_TOPOLOGY="
-            "replicated-pair (and FLEETCRON_CLUSTER=true) on both nodes"
-        )
+    _check_topology(app)
     this_url = app.settings.database_url or ""
     to_peer = peer_conninfo or app.settings.replication_peer_dsn or conninfo_of(peer_url)
     to_this = this_conninfo or conninfo_of(this_url)
@@ -239,59 +246,24 @@ def _setup(
     try:
         with this_engine.connect() as here, peer_engine.connect() as there:
             mine, theirs = sql.server_facts(here), sql.server_facts(there)
-            if mine.system_identifier == theirs.system_identifier:
-                raise ConfigError(
-                    "this node and the peer run on PostgreSQL clusters with the same system "
-                    f"identifier ({mine.system_identifier}): one is a copy of the other. The "
-                    "peer needs a cluster of its own (initdb), or node identities would be "
-                    "shared"
-                )
+            _check_distinct_clusters(mine, theirs)
             their_sub = sql.subscription_name(theirs.database, mine.system_identifier)
             my_sub = sql.subscription_name(mine.database, theirs.system_identifier)
             _check_server("this node", mine, has_sub=_has_subscription(here, my_sub))
             _check_server("the peer", theirs, has_sub=_has_subscription(there, their_sub))
             if not _has_subscription(there, their_sub):
-                filled = sql.rows_in(there, tables)
-                if filled:
-                    listed = ", ".join(f"{t} ({n})" for t, n in sorted(filled.items()))
-                    raise Conflict(
-                        f"the peer's database already holds rows in {listed}: setup copies "
-                        "this node's data there, so the peer must start from an empty database "
-                        "migrated with `fleetcron db upgrade` (do not start the peer's "
-                        "fleetcron before setup)"
-                    )
-            report_this = SideReport("this node", mine.system_identifier, mine.version_num)
-            report_peer = SideReport("the peer", theirs.system_identifier, theirs.version_num)
+                _check_peer_empty(there, tables)
+            sides = _Sides(
+                here,
+                there,
+                SideReport("this node", mine.system_identifier, mine.version_num),
+                SideReport("the peer", theirs.system_identifier, theirs.version_num),
+            )
             _ensure_ownership_row(app)
-            report_this.publication_created = sql.create_publication(here, tables)
-            report_peer.publication_created = sql.create_publication(there, tables)
-            # After an upgrade that added tables: publish them on both sides.
-            report_this.tables_added = sql.add_missing_tables(here, tables)
-            report_peer.tables_added = sql.add_missing_tables(there, tables)
-            floors = {
-                t: max(sql.max_id(here, t, c), sql.max_id(there, t, c))
-                for _, t, c in sql.id_sequences(here, tables)
-            }
-            for report, conn, parity in ((report_this, here, 1), (report_peer, there, 0)):
-                states = sql.set_sequence_parity(conn, tables, parity, floors)
-                report.sequences = {s.sequence: s.next_value for s in states}
-            report_peer.subscription, report_peer.copy_data = their_sub, True
-            report_peer.subscription_created = sql.create_subscription(
-                there, their_sub, to_this, copy_data=True
-            )
-            # The copy reads the tables whole, whatever their origin: a row the peer wrote
-            # and this side had received would be copied back to it. So this side starts
-            # reading the peer only once the peer's copy is complete (nothing writes on the
-            # peer until setup returns: its fleetcron is not started before).
-            _wait_for_copy(there, their_sub, timeout_s=copy_timeout_s)
-            report_this.subscription = my_sub
-            report_this.subscription_created = sql.create_subscription(
-                here, my_sub, to_peer, copy_data=False
-            )
-            if report_this.tables_added and not report_peer.subscription_created:
-                sql.refresh_subscription(there, their_sub)
-            if report_peer.tables_added and not report_this.subscription_created:
-                sql.refresh_subscription(here, my_sub)
+            _publish(sides, tables)
+            sides.peer.subscription, sides.this.subscription = their_sub, my_sub
+            _subscribe(sides, to_this=to_this, to_peer=to_peer, copy_timeout_s=copy_timeout_s)
+            _refresh_for_added_tables(sides)
     except (ConfigError, Conflict, InvalidInput):
         raise
     except Exception as exc:
@@ -300,7 +272,83 @@ def _setup(
         raise StoreError(f"replication setup failed: {exc}") from exc
     finally:
         peer_engine.dispose()
-    return SetupResult(report_this, report_peer, tables)
+    return SetupResult(sides.this, sides.peer, tables)
+
+
+def _check_topology(app: App) -> None:
+    if app.settings.topology is not Topology.REPLICATED_PAIR:
+        raise ConfigError(
+            "replication setup is for the replicated pair: set FLEETCRON_TOPOLOGY="
+            "replicated-pair (and FLEETCRON_CLUSTER=true) on both nodes"
+        )
+
+
+def _check_distinct_clusters(mine: sql.ServerFacts, theirs: sql.ServerFacts) -> None:
+    """The two nodes' databases must not be copies of one cluster (their node identities
+    would be shared)."""
+    if mine.system_identifier == theirs.system_identifier:
+        raise ConfigError(
+            "this node and the peer run on PostgreSQL clusters with the same system "
+            f"identifier ({mine.system_identifier}): one is a copy of the other. The "
+            "peer needs a cluster of its own (initdb), or node identities would be "
+            "shared"
+        )
+
+
+def _check_peer_empty(there: Connection, tables: Sequence[str]) -> None:
+    """Setup copies this node's data to the peer, which must hold none of its own."""
+    filled = sql.rows_in(there, tables)
+    if filled:
+        listed = ", ".join(f"{t} ({n})" for t, n in sorted(filled.items()))
+        raise Conflict(
+            f"the peer's database already holds rows in {listed}: setup copies "
+            "this node's data there, so the peer must start from an empty database "
+            "migrated with `fleetcron db upgrade` (do not start the peer's "
+            "fleetcron before setup)"
+        )
+
+
+def _publish(sides: _Sides, tables: Sequence[str]) -> None:
+    """Publish the tables on both sides and give each side its own parity of ids, above
+    the highest id either holds."""
+    here, there = sides.here, sides.there
+    sides.this.publication_created = sql.create_publication(here, tables)
+    sides.peer.publication_created = sql.create_publication(there, tables)
+    # After an upgrade that added tables: publish them on both sides.
+    sides.this.tables_added = sql.add_missing_tables(here, tables)
+    sides.peer.tables_added = sql.add_missing_tables(there, tables)
+    floors = {
+        t: max(sql.max_id(here, t, c), sql.max_id(there, t, c))
+        for _, t, c in sql.id_sequences(here, tables)
+    }
+    for report, conn, parity in ((sides.this, here, 1), (sides.peer, there, 0)):
+        states = sql.set_sequence_parity(conn, tables, parity, floors)
+        report.sequences = {s.sequence: s.next_value for s in states}
+
+
+def _subscribe(sides: _Sides, *, to_this: str, to_peer: str, copy_timeout_s: float) -> None:
+    """The peer subscribes to this node with a copy of its data; once the copy is done,
+    this node subscribes to the peer without one."""
+    sides.peer.copy_data = True
+    sides.peer.subscription_created = sql.create_subscription(
+        sides.there, sides.peer.subscription, to_this, copy_data=True
+    )
+    # The copy reads the tables whole, whatever their origin: a row the peer wrote
+    # and this side had received would be copied back to it. So this side starts
+    # reading the peer only once the peer's copy is complete (nothing writes on the
+    # peer until setup returns: its fleetcron is not started before).
+    _wait_for_copy(sides.there, sides.peer.subscription, timeout_s=copy_timeout_s)
+    sides.this.subscription_created = sql.create_subscription(
+        sides.here, sides.this.subscription, to_peer, copy_data=False
+    )
+
+
+def _refresh_for_added_tables(sides: _Sides) -> None:
+    """A subscription that existed before tables were added reads them once refreshed."""
+    if sides.this.tables_added and not sides.peer.subscription_created:
+        sql.refresh_subscription(sides.there, sides.peer.subscription)
+    if sides.peer.tables_added and not sides.this.subscription_created:
+        sql.refresh_subscription(sides.here, sides.this.subscription)
 
 
 def _ensure_ownership_row(app: App) -> None:
@@ -329,7 +377,6 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
     actor.authorize("cluster.read")
     if app.settings.topology is not Topology.REPLICATED_PAIR:
         return ReplicationStatus(app.settings.topology, [], [], True, [])
-    problems: list[str] = []
     tables = sql.replicated_tables()
     try:
         with app.db.engine.connect() as conn:
@@ -340,48 +387,17 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
             conn.rollback()
     except Exception as exc:
         raise StoreError(f"cannot read the replication state: {exc}") from exc
-    if not published:
-        problems.append("no publication: run `fleetcron cluster replication setup`")
-    elif published != tables:
-        missing = sorted(set(tables) - set(published))
-        problems.append(f"the publication lacks table(s) {', '.join(missing)}")
+    problems = _publication_problems(tables, published)
     if not subs:
         problems.append("no subscription to the peer: run `fleetcron cluster replication setup`")
     for s in subs:
-        if not s.enabled:
-            problems.append(
-                f"subscription {s.name} is disabled: nothing arrives from the peer "
-                "(ownership changes included)"
-            )
-        elif not s.worker_running:
-            problems.append(
-                f"subscription {s.name} has no running apply worker: it cannot reach the "
-                "peer or keeps failing to apply a change (see the PostgreSQL log)"
-            )
-        if (s.apply_errors or s.sync_errors) and not (s.enabled and s.worker_running):
-            # The counters are cumulative: past errors of a worker that runs again (a cut
-            # link that healed) are history, shown in the subscription's counts.
-            problems.append(
-                f"subscription {s.name} failed to apply {s.apply_errors} time(s) and to copy "
-                f"{s.sync_errors} time(s) since the statistics were reset"
-            )
-        if s.conflicts.get("insert_exists") or s.conflicts.get("multiple_unique_conflicts"):
-            problems.append(
-                f"subscription {s.name} met a row that already exists here "
-                f"({s.conflicts}): a write outside fleetcron's write paths; replication "
-                "stops at it until it is resolved"
-            )
-        if s.tables_not_ready:
-            problems.append(f"subscription {s.name}: {s.tables_not_ready} table(s) still copying")
+        problems.extend(_subscription_problems(s))
     if not slots:
         problems.append("the peer's subscription has no slot on this server")
     for slot in slots:
         if not slot.active:
             problems.append(f"slot {slot.name}: the peer is not reading it (down or cut off)")
-    parities = {s.next_value % 2 for s in sequences}
-    sequences_ok = (
-        bool(sequences) and all(s.increment == 2 for s in sequences) and (len(parities) == 1)
-    )
+    sequences_ok = _node_scoped(sequences)
     if not sequences_ok:
         problems.append(
             "id sequences are not node-scoped (each must count by 2, all of the same parity): "
@@ -394,6 +410,52 @@ def status(app: App, actor: Actor) -> ReplicationStatus:
         sequences_ok,
         problems,
     )
+
+
+def _publication_problems(tables: Sequence[str], published: Sequence[str]) -> list[str]:
+    if not published:
+        return ["no publication: run `fleetcron cluster replication setup`"]
+    if published != tables:
+        missing = sorted(set(tables) - set(published))
+        return [f"the publication lacks table(s) {', '.join(missing)}"]
+    return []
+
+
+def _subscription_problems(s: sql.SubscriptionState) -> list[str]:
+    """What keeps one subscription from bringing the peer's writes here."""
+    problems: list[str] = []
+    if not s.enabled:
+        problems.append(
+            f"subscription {s.name} is disabled: nothing arrives from the peer "
+            "(ownership changes included)"
+        )
+    elif not s.worker_running:
+        problems.append(
+            f"subscription {s.name} has no running apply worker: it cannot reach the "
+            "peer or keeps failing to apply a change (see the PostgreSQL log)"
+        )
+    if (s.apply_errors or s.sync_errors) and not (s.enabled and s.worker_running):
+        # The counters are cumulative: past errors of a worker that runs again (a cut
+        # link that healed) are history, shown in the subscription's counts.
+        problems.append(
+            f"subscription {s.name} failed to apply {s.apply_errors} time(s) and to copy "
+            f"{s.sync_errors} time(s) since the statistics were reset"
+        )
+    if s.conflicts.get("insert_exists") or s.conflicts.get("multiple_unique_conflicts"):
+        problems.append(
+            f"subscription {s.name} met a row that already exists here "
+            f"({s.conflicts}): a write outside fleetcron's write paths; replication "
+            "stops at it until it is resolved"
+        )
+    if s.tables_not_ready:
+        problems.append(f"subscription {s.name}: {s.tables_not_ready} table(s) still copying")
+    return problems
+
+
+def _node_scoped(sequences: Sequence[sql.SequenceState]) -> bool:
+    """Whether every id sequence counts by 2, all of one parity (the peer has the other)."""
+    parities = {s.next_value % 2 for s in sequences}
+    return bool(sequences) and all(s.increment == 2 for s in sequences) and len(parities) == 1
 
 
 def rejoin_problems(app: App) -> list[str]:
