@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.coordination.guard import current_verdict, db_now
-from fleetcron.coordination.identity import normalize_endpoint
+from fleetcron.coordination.identity import NodeIdentity, normalize_endpoint
 from fleetcron.coordination.node import Node as Node
 from fleetcron.coordination.ownership_change import (
     LockHolder,
@@ -183,38 +184,9 @@ def takeover(
     )
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
-        if not confirm_fenced:
-            raise InvalidInput(
-                "confirm with --confirm-fenced that the old owner is powered off or cut off",
-                field="confirm_fenced",
-                value=False,
-                allowed="--confirm-fenced",
-            )
-        if app.settings.topology is Topology.REPLICATED_PAIR and not targets_verified:
-            from fleetcron.services.pair.replication import TAKEOVER_NEEDS_VERIFIED_TARGETS
-
-            raise InvalidInput(
-                TAKEOVER_NEEDS_VERIFIED_TARGETS,
-                field="targets_verified",
-                value=False,
-                allowed="--targets-verified",
-            )
+        _check_takeover_confirmed(app, confirm_fenced=confirm_fenced, verified=targets_verified)
         ownership = lock_ownership(session)
-        if ownership.owner_node_id is None:
-            raise Conflict("there is no owner to take over from; use `fleetcron cluster transfer`")
-        old = get_node(session, ownership.owner_node_id)
-        typed = normalize_endpoint(fenced_endpoint)
-        if typed != old.endpoint:
-            raise InvalidInput(
-                f"fenced endpoint {typed!r} is not the owner's endpoint; type it exactly",
-                field="fenced_endpoint",
-                value=fenced_endpoint,
-                allowed="the owner's exact endpoint",
-            )
-        if not eligible(get_node(session, me.node_id), me):
-            raise Conflict(f"this node ({me.node_id}) is not an approved, unfenced node")
-        if old.node_id == me.node_id:
-            raise Conflict("this node already owns the jobs")
+        old = _fenced_owner(session, ownership, me, fenced_endpoint)
         change = change_owner(
             session,
             ownership,
@@ -236,6 +208,50 @@ def takeover(
             }
         )
         return _transfer_result(change.transfer)
+
+
+def _check_takeover_confirmed(app: App, *, confirm_fenced: bool, verified: bool) -> None:
+    """A takeover needs the operator's word that the old owner is fenced (and, in a
+    replicated pair, that no command of its is still running on a target)."""
+    if not confirm_fenced:
+        raise InvalidInput(
+            "confirm with --confirm-fenced that the old owner is powered off or cut off",
+            field="confirm_fenced",
+            value=False,
+            allowed="--confirm-fenced",
+        )
+    if app.settings.topology is Topology.REPLICATED_PAIR and not verified:
+        from fleetcron.services.pair.replication import TAKEOVER_NEEDS_VERIFIED_TARGETS
+
+        raise InvalidInput(
+            TAKEOVER_NEEDS_VERIFIED_TARGETS,
+            field="targets_verified",
+            value=False,
+            allowed="--targets-verified",
+        )
+
+
+def _fenced_owner(
+    session: Session, ownership: ClusterOwnership, me: NodeIdentity, fenced_endpoint: str
+) -> ClusterNode:
+    """The owner taken over from: the one whose endpoint the operator typed, another node
+    than this approved one."""
+    if ownership.owner_node_id is None:
+        raise Conflict("there is no owner to take over from; use `fleetcron cluster transfer`")
+    old = get_node(session, ownership.owner_node_id)
+    typed = normalize_endpoint(fenced_endpoint)
+    if typed != old.endpoint:
+        raise InvalidInput(
+            f"fenced endpoint {typed!r} is not the owner's endpoint; type it exactly",
+            field="fenced_endpoint",
+            value=fenced_endpoint,
+            allowed="the owner's exact endpoint",
+        )
+    if not eligible(get_node(session, me.node_id), me):
+        raise Conflict(f"this node ({me.node_id}) is not an approved, unfenced node")
+    if old.node_id == me.node_id:
+        raise Conflict("this node already owns the jobs")
+    return old
 
 
 @dataclass
@@ -345,6 +361,32 @@ class ClusterStatus:
         return line
 
 
+def _live_claims_per_node(session: Session) -> dict[str, int]:
+    """How many live execution claims each node holds: the runs it is running."""
+    return {
+        node_id: count
+        for node_id, count in session.execute(
+            select(ExecutionClaim.node_id, func.count(ExecutionClaim.id))
+            .where(ExecutionClaim.state == "live")
+            .group_by(ExecutionClaim.node_id)
+        )
+    }
+
+
+def _node_statuses(session: Session, running: dict[str, int]) -> list[NodeStatus]:
+    return [
+        NodeStatus(
+            n.node_id,
+            n.hostname,
+            n.endpoint,
+            n.state,
+            n.fenced_at is not None,
+            running.get(n.node_id, 0),
+        )
+        for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
+    ]
+
+
 def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
     """Read-only: status reads never write."""
     actor.authorize("cluster.read")
@@ -354,30 +396,12 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
     with app.db.read() as session:
         rows = session.scalars(select(ClusterOwnership)).all()
         ownership = rows[0] if len(rows) == 1 else None
-        running: dict[str, int] = {
-            node_id: count
-            for node_id, count in session.execute(
-                select(ExecutionClaim.node_id, func.count(ExecutionClaim.id))
-                .where(ExecutionClaim.state == "live")
-                .group_by(ExecutionClaim.node_id)
-            )
-        }
-
+        running = _live_claims_per_node(session)
         pending = None
         if ownership is not None and ownership.transfer_id is not None:
             t = session.get(ClusterTransfer, ownership.transfer_id)
             pending = _transfer_result(t) if t else None
-        nodes = [
-            NodeStatus(
-                n.node_id,
-                n.hostname,
-                n.endpoint,
-                n.state,
-                n.fenced_at is not None,
-                running.get(n.node_id, 0),
-            )
-            for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
-        ]
+        nodes = _node_statuses(session, running)
         verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
         waiting = unfinished_claims(session, ownership.generation) if ownership else []
         lease_left = (
