@@ -11,10 +11,10 @@ from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, parse_time, print_json, print_table
 from fleetcron.core.status_display import STRIP_CHARS
 from fleetcron.services.fleet import job_page as svc
-from fleetcron.services.fleet.job_page import TargetQuery, TargetRow
+from fleetcron.services.fleet.job_page import TargetQuery, TargetRow, TargetsPage
 from fleetcron.services.jobs import slots as slots_svc
 from fleetcron.services.jobs.slots import SlotGroup
-from fleetcron.services.runs.history import duration_percentiles
+from fleetcron.services.runs.history import Durations, duration_percentiles
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -95,33 +95,46 @@ def job_status(
         page = svc.job_targets(app, actor, name, query)
         durations = duration_percentiles(app, actor, name)
     if as_json:
-        print_json(
-            {
-                "job": page.job,
-                "origin": page.origin,
-                "counts": page.counts.as_dict(),
-                "matched": page.matched,
-                "limit": page.limit,
-                "offset": page.offset,
-                "sort": page.sort,
-                "items": [row_dict(row) for row in page.items],
-                "durations": durations.as_dict(),
-            }
-        )
+        print_json(page_dict(page, durations))
         return
-    c = page.counts
-    echo(
-        f"job {page.job}: {c.total} target(s): {c.ok} ok, {c.failed} failed, "
-        f"{c.running} running, {c.paused} paused"
-        + (f", {c.waiting} waiting" if c.waiting else "")
-        + (f", {c.never} never ran" if c.never else "")
-    )
+    echo(counts_line(page))
     if durations.runs:
         echo(
             f"duration of the last {durations.runs} finished run(s): "
             f"p50 {_duration(durations.p50_ms)}, p95 {_duration(durations.p95_ms)}, "
             f"longest {_duration(durations.max_ms)}"
         )
+    _print_targets(page)
+
+
+def page_dict(page: TargetsPage, durations: Durations) -> dict[str, Any]:
+    """``job status --json``."""
+    return {
+        "job": page.job,
+        "origin": page.origin,
+        "counts": page.counts.as_dict(),
+        "matched": page.matched,
+        "limit": page.limit,
+        "offset": page.offset,
+        "sort": page.sort,
+        "items": [row_dict(row) for row in page.items],
+        "durations": durations.as_dict(),
+    }
+
+
+def counts_line(page: TargetsPage) -> str:
+    """The first line: how many targets, and how they stand."""
+    c = page.counts
+    return (
+        f"job {page.job}: {c.total} target(s): {c.ok} ok, {c.failed} failed, "
+        f"{c.running} running, {c.paused} paused"
+        + (f", {c.waiting} waiting" if c.waiting else "")
+        + (f", {c.never} never ran" if c.never else "")
+    )
+
+
+def _print_targets(page: TargetsPage) -> None:
+    """The table of the page's targets, and where the page sits among those matching."""
     print_table(
         None,
         ["target", "paused", "state", "strip", "last run", "exit", "duration", "streak", "next"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import click
 
@@ -84,45 +85,78 @@ def channel_add(
             allowed="--url URL or --smtp-host HOST",
         )
     if url is not None:
-        spec = WebhookSpec(
-            url=url,
-            secret=get_secret(
-                given=secret,
-                option="--secret",
-                file=secret_file,
-                file_option="--secret-file",
-                env=SECRET_ENV,
-                field="secret",
-            ),
-        )
+        spec = _webhook_spec(url, secret=secret, secret_file=secret_file)
     else:
         assert smtp_host is not None
-        if not sender:
-            raise InvalidInput(
-                "from: an email channel needs --from ADDRESS",
-                field="from",
-                value=None,
-                allowed="user@domain",
-            )
-        spec = EmailSpec(
-            host=smtp_host,
-            port=smtp_port,
-            starttls=starttls,
-            username=username,
-            password=get_secret(
-                given=password,
-                option="--password",
-                file=password_file,
-                file_option="--password-file",
-                env=PASSWORD_ENV if username else None,
-                field="password",
+        spec = _email_spec(
+            _SmtpOptions(
+                host=smtp_host,
+                port=smtp_port,
+                starttls=starttls,
+                username=username,
+                sender=sender,
+                to=to,
             ),
-            sender=sender,
-            to=list(to),
+            password=password,
+            password_file=password_file,
         )
     with opened_app() as app:
         view = svc.add_channel(app, acting(app, as_user), name, spec)
     click.echo(f"channel {view.name} added ({view.kind}: {view.summary})")
+
+
+def _webhook_spec(url: str, *, secret: str | None, secret_file: str | None) -> WebhookSpec:
+    return WebhookSpec(
+        url=url,
+        secret=get_secret(
+            given=secret,
+            option="--secret",
+            file=secret_file,
+            file_option="--secret-file",
+            env=SECRET_ENV,
+            field="secret",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _SmtpOptions:
+    """The options of an email channel besides its password."""
+
+    host: str
+    port: int
+    starttls: bool
+    username: str | None
+    sender: str | None
+    to: tuple[str, ...]
+
+
+def _email_spec(
+    smtp: _SmtpOptions, *, password: str | None, password_file: str | None
+) -> EmailSpec:
+    if not smtp.sender:
+        raise InvalidInput(
+            "from: an email channel needs --from ADDRESS",
+            field="from",
+            value=None,
+            allowed="user@domain",
+        )
+    return EmailSpec(
+        host=smtp.host,
+        port=smtp.port,
+        starttls=smtp.starttls,
+        username=smtp.username,
+        password=get_secret(
+            given=password,
+            option="--password",
+            file=password_file,
+            file_option="--password-file",
+            env=PASSWORD_ENV if smtp.username else None,
+            field="password",
+        ),
+        sender=smtp.sender,
+        to=list(smtp.to),
+    )
 
 
 @channel.command("list")

@@ -79,29 +79,8 @@ def setup(
 
     A password in a connection string belongs in a file (the ``-file`` options, ``-`` for
     stdin), the environment or ~/.pgpass, not on the command line."""
-    files = [f for f in (peer_database_url_file, peer_conninfo_file, this_conninfo_file) if f]
-    if files.count("-") > 1:
-        raise InvalidInput(
-            "stdin: only one of the -file options can read stdin ('-')",
-            field="stdin",
-            value="-",
-            allowed="one '-' and files for the others",
-        )
-    peer_url = _connection(
-        peer_database_url,
-        peer_database_url_file,
-        "--peer-database-url",
-        env=PEER_URL_ENV,
-        field="peer_database_url",
-    )
-    if peer_url is None:
-        raise InvalidInput(
-            f"peer_database_url: required: use --peer-database-url-file FILE (or - for "
-            f"stdin), set {PEER_URL_ENV}, or --peer-database-url without a password",
-            field="peer_database_url",
-            value=None,
-            allowed="postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
-        )
+    _check_one_stdin(peer_database_url_file, peer_conninfo_file, this_conninfo_file)
+    peer_url = _peer_url(peer_database_url, peer_database_url_file)
     to_peer = _connection(
         peer_conninfo, peer_conninfo_file, "--peer-conninfo", env=None, field="peer_conninfo"
     )
@@ -123,6 +102,37 @@ def setup(
     if as_json:
         print_json({**asdict(result), "changed": result.changed})
         return
+    _print_setup(result)
+
+
+def _check_one_stdin(*files: str | None) -> None:
+    if [f for f in files if f].count("-") > 1:
+        raise InvalidInput(
+            "stdin: only one of the -file options can read stdin ('-')",
+            field="stdin",
+            value="-",
+            allowed="one '-' and files for the others",
+        )
+
+
+def _peer_url(given: str | None, file: str | None) -> str:
+    """The peer's database URL, from its file, the environment or the option (required)."""
+    peer_url = _connection(
+        given, file, "--peer-database-url", env=PEER_URL_ENV, field="peer_database_url"
+    )
+    if peer_url is None:
+        raise InvalidInput(
+            f"peer_database_url: required: use --peer-database-url-file FILE (or - for "
+            f"stdin), set {PEER_URL_ENV}, or --peer-database-url without a password",
+            field="peer_database_url",
+            value=None,
+            allowed="postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+        )
+    return peer_url
+
+
+def _print_setup(result: svc.SetupResult) -> None:
+    """What setup made on each side, or that nothing needed to change."""
     for side in (result.this, result.peer):
         made = "created" if side.subscription_created else "already there"
         click.echo(

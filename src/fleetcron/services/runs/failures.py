@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.bounded import Bounded
@@ -75,6 +77,23 @@ def recent_failures(
     """The failed runs of the last ``window`` grouped by job, newest failure first."""
     actor.authorize("run.read")
     since = app.now() - window
+    with app.db.read() as session:
+        rows = _newest_failures(session, since, cap + 1)
+    capped = len(rows) > cap
+    rows = rows[:cap]
+    grouped: dict[str, list[Any]] = {}
+    for row in rows:
+        grouped.setdefault(row.job_name, []).append(row)
+    # in order of each job's newest failure
+    listed = [_job_failures(name, runs, capped) for name, runs in islice(grouped.items(), jobs)]
+    return RecentFailures(
+        jobs=listed, total_jobs=len(grouped), read=len(rows), capped=capped, since=since
+    )
+
+
+def _newest_failures(session: Session, since: datetime, limit: int) -> list[Any]:
+    """The newest ``limit`` failed runs since ``since``, newest first: read per failed
+    status (each an index range) and merged."""
     columns = (
         Run.id,
         Run.job_name,
@@ -85,47 +104,42 @@ def recent_failures(
         Run.exit_code,
     )
     rows: list[Any] = []
-    with app.db.read() as session:
-        for status in FAILED:
-            rows.extend(
-                session.execute(
-                    select(*columns)
-                    .where(Run.status == status, Run.scheduled_for >= since)
-                    .order_by(Run.scheduled_for.desc(), Run.id.desc())
-                    .limit(cap + 1)
-                ).all()
-            )
-    rows.sort(key=lambda r: (r.scheduled_for, r.id), reverse=True)
-    capped = len(rows) > cap
-    rows = rows[:cap]
-    grouped: dict[str, list[Any]] = {}
-    for row in rows:
-        grouped.setdefault(row.job_name, []).append(row)
-    listed: list[JobFailures] = []
-    for name, runs in grouped.items():  # in order of each job's newest failure
-        if len(listed) == jobs:
-            break
-        newest = runs[0]
-        by_status: dict[str, int] = {}
-        for r in runs:
-            key = str(getattr(r.status, "value", r.status))
-            by_status[key] = by_status.get(key, 0) + 1
-        listed.append(
-            JobFailures(
-                job=name,
-                origin=newest.origin,
-                failures=Bounded(len(runs), capped),
-                targets=Bounded(len({r.target_name for r in runs}), capped),
-                run_id=newest.id,
-                at=newest.scheduled_for,
-                target=newest.target_name,
-                status=str(getattr(newest.status, "value", newest.status)),
-                exit_code=newest.exit_code,
-                by_status=by_status,
-            )
+    for status in FAILED:
+        rows.extend(
+            session.execute(
+                select(*columns)
+                .where(Run.status == status, Run.scheduled_for >= since)
+                .order_by(Run.scheduled_for.desc(), Run.id.desc())
+                .limit(limit)
+            ).all()
         )
-    return RecentFailures(
-        jobs=listed, total_jobs=len(grouped), read=len(rows), capped=capped, since=since
+    rows.sort(key=lambda r: (r.scheduled_for, r.id), reverse=True)
+    return rows
+
+
+def _status_text(status: object) -> str:
+    return str(getattr(status, "value", status))
+
+
+def _job_failures(name: str, runs: list[Any], capped: bool) -> JobFailures:
+    """One job's line: its failures and targets counted, its newest failure, and how many
+    of each failed status."""
+    newest = runs[0]
+    by_status: dict[str, int] = {}
+    for r in runs:
+        key = _status_text(r.status)
+        by_status[key] = by_status.get(key, 0) + 1
+    return JobFailures(
+        job=name,
+        origin=newest.origin,
+        failures=Bounded(len(runs), capped),
+        targets=Bounded(len({r.target_name for r in runs}), capped),
+        run_id=newest.id,
+        at=newest.scheduled_for,
+        target=newest.target_name,
+        status=_status_text(newest.status),
+        exit_code=newest.exit_code,
+        by_status=by_status,
     )
 
 
