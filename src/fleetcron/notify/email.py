@@ -45,50 +45,11 @@ class EmailSpec(ChannelSpec):
 
 
 def validate(spec: EmailSpec) -> tuple[Config, str | None]:
-    host = spec.host
-    if not host or len(host) > 255 or any(ch.isspace() or ch in "@/" for ch in host):
-        raise InvalidInput(
-            f"smtp_host: {host!r} is not a host name or address",
-            field="smtp_host",
-            value=host,
-            allowed="a DNS name or an IP address",
-        )
+    host = _valid_host(spec.host)
     v.validate_int(spec.port, field="smtp_port", low=1, high=65535)
     sender = _valid_address(spec.sender, field_name="from")
-    recipients = list(dict.fromkeys(_valid_address(a, field_name="to") for a in spec.to))
-    if not 1 <= len(recipients) <= MAX_RECIPIENTS:
-        raise InvalidInput(
-            f"to: {len(recipients)} recipients; give 1 to {MAX_RECIPIENTS}",
-            field="to",
-            value=recipients,
-            allowed=f"1 to {MAX_RECIPIENTS} addresses",
-        )
-    username = spec.username or None
-    if username is not None and (
-        len(username) > 255 or any(ch.isspace() or ord(ch) < 32 for ch in username)
-    ):
-        raise InvalidInput(
-            "username: must be at most 255 characters without spaces",
-            field="username",
-            value=username,
-            allowed="at most 255 characters without spaces",
-        )
-    password = spec.password or None
-    if (username is None) != (password is None):
-        missing = "password" if password is None else "username"
-        raise InvalidInput(
-            f"{missing}: an SMTP login needs both --username and --password",
-            field=missing,
-            value=None,
-            allowed="both or neither",
-        )
-    if password is not None and len(password) > MAX_SECRET_LENGTH:
-        raise InvalidInput(
-            f"password: at most {MAX_SECRET_LENGTH} characters",
-            field="password",
-            value="**********",
-            allowed=f"at most {MAX_SECRET_LENGTH} characters",
-        )
+    recipients = _valid_recipients(spec.to)
+    username, password = _valid_login(spec.username or None, spec.password or None)
     if password is not None and not spec.starttls and not is_loopback(host):
         raise InvalidInput(
             "starttls: a password is sent only over STARTTLS (add --starttls), "
@@ -106,6 +67,59 @@ def validate(spec: EmailSpec) -> tuple[Config, str | None]:
         "to": recipients,
     }
     return config, password
+
+
+def _valid_host(host: str) -> str:
+    if not host or len(host) > 255 or any(ch.isspace() or ch in "@/" for ch in host):
+        raise InvalidInput(
+            f"smtp_host: {host!r} is not a host name or address",
+            field="smtp_host",
+            value=host,
+            allowed="a DNS name or an IP address",
+        )
+    return host
+
+
+def _valid_recipients(addresses: Sequence[str]) -> list[str]:
+    """The recipients, each once, in the order given."""
+    recipients = list(dict.fromkeys(_valid_address(a, field_name="to") for a in addresses))
+    if not 1 <= len(recipients) <= MAX_RECIPIENTS:
+        raise InvalidInput(
+            f"to: {len(recipients)} recipients; give 1 to {MAX_RECIPIENTS}",
+            field="to",
+            value=recipients,
+            allowed=f"1 to {MAX_RECIPIENTS} addresses",
+        )
+    return recipients
+
+
+def _valid_login(username: str | None, password: str | None) -> tuple[str | None, str | None]:
+    """An SMTP login: both a user name and a password, or neither."""
+    if username is not None and (
+        len(username) > 255 or any(ch.isspace() or ord(ch) < 32 for ch in username)
+    ):
+        raise InvalidInput(
+            "username: must be at most 255 characters without spaces",
+            field="username",
+            value=username,
+            allowed="at most 255 characters without spaces",
+        )
+    if (username is None) != (password is None):
+        missing = "password" if password is None else "username"
+        raise InvalidInput(
+            f"{missing}: an SMTP login needs both --username and --password",
+            field=missing,
+            value=None,
+            allowed="both or neither",
+        )
+    if password is not None and len(password) > MAX_SECRET_LENGTH:
+        raise InvalidInput(
+            f"password: at most {MAX_SECRET_LENGTH} characters",
+            field="password",
+            value="**********",
+            allowed=f"at most {MAX_SECRET_LENGTH} characters",
+        )
+    return username, password
 
 
 def _valid_address(address: str, *, field_name: str) -> str:

@@ -84,32 +84,7 @@ def request_transfer(
         "requested_by": actor.name,
         "from_node": me.node_id,
     }
-    try:
-        answer = pair_peer.call(
-            app, endpoint, TRANSFER_PATH, TRANSFER_PURPOSE, TRANSFER_RESPONSE, payload
-        )
-    except CoordinationError as lost:
-        log.warning(
-            "cluster: no answer from the owner to transfer %s: %s; asking its status",
-            key,
-            lost.message,
-            extra={"action": "cluster.pair.transfer.retry", "idempotency_key": key},
-        )
-        try:
-            answer = pair_peer.call(
-                app,
-                endpoint,
-                TRANSFER_STATUS_PATH,
-                TRANSFER_STATUS_PURPOSE,
-                TRANSFER_STATUS_RESPONSE,
-                {"idempotency_key": key},
-            )
-        except CoordinationError as exc:
-            raise CoordinationError(
-                f"the owner ({endpoint}) did not confirm transfer {key}: {lost.message}; "
-                f"retry with --idempotency-key {key} (it returns the same transfer)"
-            ) from exc
-    result = _result(answer)
+    result = _result(_ask_owner(app, endpoint, payload, key))
     with app.db.session() as session:
         record(
             session,
@@ -127,6 +102,36 @@ def request_transfer(
             success=True,
         )
     return result
+
+
+def _ask_owner(app: App, endpoint: str, payload: dict[str, Any], key: str) -> Any:
+    """The owner's answer to a forwarded transfer: the signed prepare request, or, when its
+    answer is lost, the signed status query of the same ``key``."""
+    try:
+        return pair_peer.call(
+            app, endpoint, TRANSFER_PATH, TRANSFER_PURPOSE, TRANSFER_RESPONSE, payload
+        )
+    except CoordinationError as lost:
+        log.warning(
+            "cluster: no answer from the owner to transfer %s: %s; asking its status",
+            key,
+            lost.message,
+            extra={"action": "cluster.pair.transfer.retry", "idempotency_key": key},
+        )
+        try:
+            return pair_peer.call(
+                app,
+                endpoint,
+                TRANSFER_STATUS_PATH,
+                TRANSFER_STATUS_PURPOSE,
+                TRANSFER_STATUS_RESPONSE,
+                {"idempotency_key": key},
+            )
+        except CoordinationError as exc:
+            raise CoordinationError(
+                f"the owner ({endpoint}) did not confirm transfer {key}: {lost.message}; "
+                f"retry with --idempotency-key {key} (it returns the same transfer)"
+            ) from exc
 
 
 def _text(payload: Mapping[str, Any], name: str) -> str:
