@@ -38,6 +38,47 @@ class RunChoice:
     all_at_once: bool
 
 
+#: The options that choose a run's targets, in the order of their help.
+SELECTION_OPTIONS: tuple[Callable[[Callable[..., None]], Callable[..., None]], ...] = (
+    click.option(
+        "--target",
+        "targets",
+        multiple=True,
+        help="Only on this target (even if the job is paused there); repeat for several.",
+    ),
+    click.option(
+        "--failed",
+        is_flag=True,
+        help="Only on the targets whose newest run of this job did not succeed: "
+        "failed, timed out, halted by the rollout, or missed.",
+    ),
+    click.option(
+        "--only",
+        "only",
+        multiple=True,
+        help=f"With --failed, only the targets that did not succeed this way "
+        f"(repeat for several): {', '.join(ONLY_CHOICES)}. Implies --failed.",
+    ),
+    click.option(
+        "--slot",
+        default=None,
+        help="With --failed, look at the targets' runs of this slot (its time, as "
+        "`job slots` lists it) instead of their newest. Implies --failed.",
+    ),
+    click.option(
+        "--selector",
+        default=None,
+        help="Only on the enabled targets whose labels match (k=v[,k=v]).",
+    ),
+    click.option(
+        "--all-at-once",
+        is_flag=True,
+        help="Start every selected target at once, without the job's rollout "
+        "(canaries, batches, max_failures); recorded as such in the audit log.",
+    ),
+)
+
+
 def selection_options(command: Callable[..., None]) -> Callable[..., None]:
     """--target, --failed, --only, --slot, --selector and --all-at-once: shared by `job run`
     and `job plan`, which must choose the same targets the same way. The command gets them
@@ -58,46 +99,7 @@ def selection_options(command: Callable[..., None]) -> Callable[..., None]:
         command(*args, choice=RunChoice(target, selection, all_at_once), **kwargs)
 
     decorated: Callable[..., None] = chosen
-    for option in reversed(
-        [
-            click.option(
-                "--target",
-                "targets",
-                multiple=True,
-                help="Only on this target (even if the job is paused there); repeat for several.",
-            ),
-            click.option(
-                "--failed",
-                is_flag=True,
-                help="Only on the targets whose newest run of this job did not succeed: "
-                "failed, timed out, halted by the rollout, or missed.",
-            ),
-            click.option(
-                "--only",
-                "only",
-                multiple=True,
-                help=f"With --failed, only the targets that did not succeed this way "
-                f"(repeat for several): {', '.join(ONLY_CHOICES)}. Implies --failed.",
-            ),
-            click.option(
-                "--slot",
-                default=None,
-                help="With --failed, look at the targets' runs of this slot (its time, as "
-                "`job slots` lists it) instead of their newest. Implies --failed.",
-            ),
-            click.option(
-                "--selector",
-                default=None,
-                help="Only on the enabled targets whose labels match (k=v[,k=v]).",
-            ),
-            click.option(
-                "--all-at-once",
-                is_flag=True,
-                help="Start every selected target at once, without the job's rollout "
-                "(canaries, batches, max_failures); recorded as such in the audit log.",
-            ),
-        ]
-    ):
+    for option in reversed(SELECTION_OPTIONS):
         decorated = option(decorated)
     return decorated
 

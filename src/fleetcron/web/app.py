@@ -64,22 +64,8 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    web.state.fleetcron = app
-    web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
-    web.state.refusals = RefusalTally()
-    web.state.scheduler = None
-    web.state.ownership = ownership_reader(app)
-    web.state.metrics = metrics or Metrics()
-    web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
-
-    web.add_exception_handler(FleetcronError, errors.fleetcron_error)
-    web.add_exception_handler(RequestValidationError, errors.validation_error)
-    web.add_exception_handler(StarletteHTTPException, errors.http_error)
-    web.add_exception_handler(OverflowError, errors.out_of_range)
-    # SQLAlchemy wraps an OverflowError met while binding a parameter (a date that does
-    # not fit once converted to UTC, an id beyond 64 bits)
-    web.add_exception_handler(StatementError, errors.out_of_range)
-
+    _attach_state(web, app, metrics or Metrics())
+    _add_error_handlers(web)
     include_routes(web)
     web.mount(
         "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
@@ -90,29 +76,53 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.add_middleware(AuthenticateFirst, open_paths=declared_open_paths())
     web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
     web.add_middleware(ChangeSource)
-
-    @web.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if (
-            request.url.path.startswith("/api/")
-            or request.method != "GET"
-            or getattr(request.state, "caller", None) is not None
-            or has_credentials(request)
-        ):
-            # Pages of a logged-in caller (run output, users) must not come back from the
-            # browser's cache after logout.
-            response.headers.setdefault("Cache-Control", "no-store")
-        if location := response.headers.get("location"):
-            response.headers["location"] = relative_location(location, request)
-        return response
-
+    web.middleware("http")(security_headers)
     web.add_middleware(TrustedProxies, networks=app.settings.trusted_proxy_networks)
     return web
+
+
+def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
+    """What the routes share: the app, the login limiter, the refusal tally, the
+    ownership reader and the metrics (which read the state)."""
+    web.state.fleetcron = app
+    web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
+    web.state.refusals = RefusalTally()
+    web.state.scheduler = None
+    web.state.ownership = ownership_reader(app)
+    web.state.metrics = metrics
+    web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
+
+
+def _add_error_handlers(web: FastAPI) -> None:
+    web.add_exception_handler(FleetcronError, errors.fleetcron_error)
+    web.add_exception_handler(RequestValidationError, errors.validation_error)
+    web.add_exception_handler(StarletteHTTPException, errors.http_error)
+    web.add_exception_handler(OverflowError, errors.out_of_range)
+    # SQLAlchemy wraps an OverflowError met while binding a parameter (a date that does
+    # not fit once converted to UTC, an id beyond 64 bits)
+    web.add_exception_handler(StatementError, errors.out_of_range)
+
+
+async def security_headers(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """The security headers on every answer; no caching of what a caller with
+    credentials sees; redirects made relative."""
+    response = await call_next(request)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if (
+        request.url.path.startswith("/api/")
+        or request.method != "GET"
+        or getattr(request.state, "caller", None) is not None
+        or has_credentials(request)
+    ):
+        # Pages of a logged-in caller (run output, users) must not come back from the
+        # browser's cache after logout.
+        response.headers.setdefault("Cache-Control", "no-store")
+    if location := response.headers.get("location"):
+        response.headers["location"] = relative_location(location, request)
+    return response
 
 
 def has_credentials(request: Request) -> bool:
