@@ -159,20 +159,13 @@ def clear_cleaned_claims(
         return clear_claims(session, ids), None
 
 
-def finish_active_cleanup(
-    app: App,
-    plan: CleanupPlan,
-    outcomes: Sequence[TargetCleanup],
-    *,
-    cleared: int,
-    refused: str | None = None,
-) -> CleanupResult:
-    """Record what active cleanup did: one audit event ``cluster.active_cleanup`` per
-    generation with the counts, the targets cleaned and those that failed (their
-    assignments wait for the claims' deadlines), and the claims still waited for."""
+def _cleanup_detail(
+    plan: CleanupPlan, outcomes: Sequence[TargetCleanup], clean: set[int], *, cleared: int
+) -> dict[str, object]:
+    """The audit detail of one generation's cleanup: the targets cleaned, those that
+    failed and why, the process groups killed and the claims cleared."""
     names = {t.target_id: t.name for t in plan.targets}
-    clean = {o.target_id for o in outcomes if o.error is None and o.mark is not None}
-    detail: dict[str, object] = {
+    return {
         "generation": plan.generation,
         "targets": len(plan.targets),
         "targets_cleaned": sorted(names[t] for t in clean if t in names),
@@ -184,6 +177,21 @@ def finish_active_cleanup(
         "killed_groups": sum(o.killed for o in outcomes if o.target_id in clean),
         "cleared_claims": cleared,
     }
+
+
+def finish_active_cleanup(
+    app: App,
+    plan: CleanupPlan,
+    outcomes: Sequence[TargetCleanup],
+    *,
+    cleared: int,
+    refused: str | None = None,
+) -> CleanupResult:
+    """Record what active cleanup did: one audit event ``cluster.active_cleanup`` per
+    generation with the counts, the targets cleaned and those that failed (their
+    assignments wait for the claims' deadlines), and the claims still waited for."""
+    clean = {o.target_id for o in outcomes if o.error is None and o.mark is not None}
+    detail = _cleanup_detail(plan, outcomes, clean, cleared=cleared)
     if refused:
         detail["refused"] = refused
     with app.db.session() as session:

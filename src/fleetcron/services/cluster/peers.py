@@ -75,35 +75,48 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
         ensure_secret(app, actor)
         identity = _challenge(app, url, timeout_s=APPROVE_TIMEOUT_S)
         note.detail["node"] = identity.node_id
-        if app.settings.topology is Topology.REPLICATED_PAIR:
-            # Each node of a pair has its own PostgreSQL: the same identifier would be a copy
-            # of this node's cluster (a clone), whose node identities are not its own.
-            if identity.db_system_id == mine.db_system_id and identity.node_id != mine.node_id:
-                raise Conflict(
-                    f"the node at {url} ({identity.node_id}) uses the same database cluster "
-                    f"({identity.db_system_id}) as this node; in a replicated pair each node "
-                    "has its own PostgreSQL (a copied cluster needs a new initdb)"
-                )
-        elif identity.db_system_id != mine.db_system_id:
-            raise Conflict(
-                f"the node at {url} ({identity.node_id}) uses database cluster "
-                f"{identity.db_system_id}, this node uses {mine.db_system_id}; every node of "
-                "a cluster must use the same PostgreSQL"
-            )
-        with app.db.read() as session:
-            announced = session.scalar(
-                select(ClusterNode.id).where(ClusterNode.node_id == identity.node_id)
-            )
-        if announced is None:
-            raise Conflict(
-                f"the node at {url} ({identity.node_id}, {identity.hostname}) has not announced "
-                "itself; start it in cluster mode, then approve it again"
-            )
+        _check_database_cluster(app, url, identity, mine)
+        _check_announced(app, url, identity)
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
         raise
     # The endpoint that answered is recorded (as an alias if the node registered another).
     return cluster.approve(app, actor, dataclasses.replace(identity, endpoint=url))
+
+
+def _check_database_cluster(
+    app: App, url: str, identity: NodeIdentity, mine: NodeIdentity
+) -> None:
+    """The nodes of a shared-database cluster use one PostgreSQL; each node of a replicated
+    pair its own."""
+    if app.settings.topology is Topology.REPLICATED_PAIR:
+        # Each node of a pair has its own PostgreSQL: the same identifier would be a copy
+        # of this node's cluster (a clone), whose node identities are not its own.
+        if identity.db_system_id == mine.db_system_id and identity.node_id != mine.node_id:
+            raise Conflict(
+                f"the node at {url} ({identity.node_id}) uses the same database cluster "
+                f"({identity.db_system_id}) as this node; in a replicated pair each node "
+                "has its own PostgreSQL (a copied cluster needs a new initdb)"
+            )
+    elif identity.db_system_id != mine.db_system_id:
+        raise Conflict(
+            f"the node at {url} ({identity.node_id}) uses database cluster "
+            f"{identity.db_system_id}, this node uses {mine.db_system_id}; every node of "
+            "a cluster must use the same PostgreSQL"
+        )
+
+
+def _check_announced(app: App, url: str, identity: NodeIdentity) -> None:
+    """A node is approved once it has announced itself (registered its record)."""
+    with app.db.read() as session:
+        announced = session.scalar(
+            select(ClusterNode.id).where(ClusterNode.node_id == identity.node_id)
+        )
+    if announced is None:
+        raise Conflict(
+            f"the node at {url} ({identity.node_id}, {identity.hostname}) has not announced "
+            "itself; start it in cluster mode, then approve it again"
+        )
 
 
 def peers_reachable(app: App, status: cluster.ClusterStatus) -> dict[str, bool]:

@@ -94,6 +94,28 @@ def definition_of(job: Job) -> dict[str, Any]:
     return values
 
 
+def _newest_version(session: Session, job: Job) -> JobVersion | None:
+    """The job's newest version (of this job: ids are reused after a removal on SQLite,
+    so the creation time is part of its key)."""
+    return session.scalar(
+        select(JobVersion)
+        .where(JobVersion.job_id == job.id, JobVersion.job_created_at == job.created_at)
+        .order_by(JobVersion.version.desc())
+        .limit(1)
+    )
+
+
+def _summary(
+    before: dict[str, Any], definition: dict[str, Any], *, first: bool, reverting: int | None
+) -> str:
+    """What a new version says of itself when the caller gives no summary."""
+    if first:
+        return "created"
+    if reverting is not None:
+        return f"revert to version {reverting}"
+    return summarize(diff_definitions(before, definition))
+
+
 def record_version(
     session: Session,
     app: App,
@@ -109,12 +131,7 @@ def record_version(
     ``version`` (and, for a revert, ``reverted_to``) to the audit ``note``."""
     session.flush()
     definition = definition_of(job)
-    previous = session.scalar(
-        select(JobVersion)
-        .where(JobVersion.job_id == job.id, JobVersion.job_created_at == job.created_at)
-        .order_by(JobVersion.version.desc())
-        .limit(1)
-    )
+    previous = _newest_version(session, job)
     before = previous.definition if previous is not None else {}
     changed = changed_fields(before, definition)
     if previous is not None and not changed:
@@ -122,12 +139,7 @@ def record_version(
     number = (previous.version if previous is not None else 0) + 1
     reverting = _REVERTING.get()
     if summary is None:
-        if previous is None:
-            summary = "created"
-        elif reverting is not None:
-            summary = f"revert to version {reverting}"
-        else:
-            summary = summarize(diff_definitions(before, definition))
+        summary = _summary(before, definition, first=previous is None, reverting=reverting)
     session.add(
         JobVersion(
             job_id=job.id,

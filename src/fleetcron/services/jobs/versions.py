@@ -170,39 +170,7 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
             note.job_id = job.job_id
             now = session.get_one(Job, job.job_id)
             changes = diff_definitions(definition_of(now), target.definition)
-        if not changes:
-            raise InvalidInput(
-                f"job {name} already has the definition of version {to}",
-                field="to",
-                value=to,
-                allowed="a version whose definition differs from the current one",
-            )
-        fixed = [c.field for c in changes if c.field in _NOT_REVERTIBLE]
-        if fixed:
-            raise InvalidInput(
-                f"version {to} of job {name} differs in {', '.join(fixed)}, which a revert "
-                "cannot change (remove and add the job, or apply a schedule file)",
-                field="to",
-                value=to,
-                allowed="a version with the same name, kind and target",
-            )
-        edits: dict[str, Any] = {}
-        for change in changes:
-            if change.field not in target.definition:
-                # An option added after version ``to`` was written: it keeps its value.
-                continue
-            if change.field not in EDITABLE:
-                raise InvalidInput(
-                    f"version {to} of job {name} differs in {change.field}, "
-                    "which a job edit cannot set",
-                    field="to",
-                    value=to,
-                    allowed=f"a version that differs only in {', '.join(EDITABLE)}",
-                )
-            value = change.new
-            if change.field == "selector":
-                value = format_selector(value or {})
-            edits[change.field] = value
+        edits = _revert_edits(name, to, changes, target.definition)
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
         raise
@@ -212,3 +180,44 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
         version = _identity(session, name).current
     assert version is not None
     return version, changes
+
+
+def _revert_edits(
+    name: str, to: int, changes: list[FieldChange], definition: dict[str, Any]
+) -> dict[str, Any]:
+    """The job edit that brings back version ``to``'s ``definition``: refused when nothing
+    differs or when a field differs that an edit cannot set."""
+    if not changes:
+        raise InvalidInput(
+            f"job {name} already has the definition of version {to}",
+            field="to",
+            value=to,
+            allowed="a version whose definition differs from the current one",
+        )
+    fixed = [c.field for c in changes if c.field in _NOT_REVERTIBLE]
+    if fixed:
+        raise InvalidInput(
+            f"version {to} of job {name} differs in {', '.join(fixed)}, which a revert "
+            "cannot change (remove and add the job, or apply a schedule file)",
+            field="to",
+            value=to,
+            allowed="a version with the same name, kind and target",
+        )
+    edits: dict[str, Any] = {}
+    for change in changes:
+        if change.field not in definition:
+            # An option added after version ``to`` was written: it keeps its value.
+            continue
+        if change.field not in EDITABLE:
+            raise InvalidInput(
+                f"version {to} of job {name} differs in {change.field}, "
+                "which a job edit cannot set",
+                field="to",
+                value=to,
+                allowed=f"a version that differs only in {', '.join(EDITABLE)}",
+            )
+        value = change.new
+        if change.field == "selector":
+            value = format_selector(value or {})
+        edits[change.field] = value
+    return edits

@@ -233,7 +233,7 @@ class LiveView:
 
 @dataclass(frozen=True)
 class RecordedChunk:
-    """A piece of a run's recorded output for a follower (see :func:`recorded_output`)."""
+    """A piece of a run's output for a follower (see :func:`recorded_output`)."""
 
     text: str
     offset: int
@@ -304,53 +304,60 @@ def follow_output(
     actor.authorize("run.read")
     entry = live.get(run_id) if live is not None else None
     if entry is not None:
-        chunk = entry.output.read(since)
-        return LiveView(
-            run_id=run_id,
-            status=str(statuses.RunStatus.RUNNING),
-            node=entry.node,
-            started_at=entry.started_at,
-            finished_at=None,
-            running=True,
-            source="live",
-            text=chunk.text,
-            offset=chunk.offset,
-            gap=chunk.gap,
-            gap_at=chunk.gap_at,
-            total=chunk.total,
-            as_of=app.now(),
-            stop_requested_by=entry.stopped_by,
-        )
+        return _live_view(app, run_id, entry, since)
     run = run_row(app, actor, run_id)
-    running = run.status in statuses.ACTIVE
-    source, text, offset, gap, gap_at, total = "none", "", since, 0, 0, since
-    as_of = None
+    source, chunk, as_of = "none", RecordedChunk("", since, 0, 0, since), None
     if run.status in statuses.TERMINAL:
-        recorded = recorded_output(run, since)
-        source, text, offset, total = "recorded", recorded.text, recorded.offset, recorded.total
-        gap, gap_at = recorded.gap, recorded.gap_at
+        source, chunk = "recorded", recorded_output(run, since)
     elif run.status == "running" and run.live_output is not None and run.live_bytes is not None:
-        source, as_of, total = "snapshot", run.live_at, run.live_bytes
-        data = run.live_output.encode()
-        start = run.live_bytes - len(data)
-        since = min(max(since, 0), run.live_bytes)
-        if since >= start:
-            text, offset = data[since - start :].decode("utf-8", errors="replace"), run.live_bytes
-        else:
-            text, offset, gap = run.live_output, run.live_bytes, start - since
+        source, chunk, as_of = "snapshot", _snapshot_output(run, since), run.live_at
     return LiveView(
         run_id=run.id,
         status=str(run.status),
         node=run.node,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        running=running,
+        running=run.status in statuses.ACTIVE,
         source=source,
-        text=text,
-        offset=offset,
-        gap=gap,
-        gap_at=gap_at,
-        total=total,
+        text=chunk.text,
+        offset=chunk.offset,
+        gap=chunk.gap,
+        gap_at=chunk.gap_at,
+        total=chunk.total,
         as_of=as_of,
         stop_requested_by=run.stop_requested_by,
     )
+
+
+def _live_view(app: App, run_id: int, entry: LiveEntry, since: int) -> LiveView:
+    """A run this process runs, from its output as it comes."""
+    chunk = entry.output.read(since)
+    return LiveView(
+        run_id=run_id,
+        status=str(statuses.RunStatus.RUNNING),
+        node=entry.node,
+        started_at=entry.started_at,
+        finished_at=None,
+        running=True,
+        source="live",
+        text=chunk.text,
+        offset=chunk.offset,
+        gap=chunk.gap,
+        gap_at=chunk.gap_at,
+        total=chunk.total,
+        as_of=app.now(),
+        stop_requested_by=entry.stopped_by,
+    )
+
+
+def _snapshot_output(run: Run, since: int) -> RecordedChunk:
+    """A run another process runs: the tail of its output it last wrote to the row, from
+    byte ``since`` on (what is no longer in the tail is a gap)."""
+    assert run.live_output is not None and run.live_bytes is not None
+    data = run.live_output.encode()
+    start = run.live_bytes - len(data)
+    since = min(max(since, 0), run.live_bytes)
+    if since >= start:
+        text = data[since - start :].decode("utf-8", errors="replace")
+        return RecordedChunk(text, run.live_bytes, 0, 0, run.live_bytes)
+    return RecordedChunk(run.live_output, run.live_bytes, start - since, 0, run.live_bytes)
