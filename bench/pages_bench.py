@@ -326,16 +326,16 @@ def dashboard_parts(app: App, requests: int) -> list[dict[str, Any]]:
 def per_target_reads(app: App, sample: int) -> float:
     """Seconds the targets list used to spend per target before it read every target's
     last run in one statement: a count and a select of that target's runs by name
-    (``runs.list_runs(RunFilter(target=name), limit=1)``), timed over ``sample``
+    (``list_run_views(RunFilter(target=name), limit=1)``), timed over ``sample``
     targets."""
-    from fleetcron.services.runs import reads as runs_svc
     from fleetcron.services.runs.reads import RunFilter
+    from fleetcron.services.runs.views import list_run_views
 
     with app.db.read() as session:
         names = list(session.scalars(select(Target.name).order_by(Target.id).limit(sample)))
     t0 = time.perf_counter()
     for name in names:
-        runs_svc.list_runs(app, SYSTEM, RunFilter(target=name), limit=1)
+        list_run_views(app, SYSTEM, RunFilter(target=name), limit=1)
     return (time.perf_counter() - t0) / max(len(names), 1)
 
 
