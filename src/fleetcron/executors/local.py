@@ -55,6 +55,7 @@ from fleetcron.executors.watchdog import (
     GENERATION_VARIABLE,
     PGID_MARKER,
     Plan,
+    claim_file_name,
     plain_script,
     plan,
     stop_argv,
@@ -252,6 +253,7 @@ class LocalExecutor:
             kill_grace_s=steps.kill_grace,
             generation=request.generation,
             mark_scope=request.mark_scope,
+            run_id=request.run_id,
         )
 
     async def _spawn_whole(
@@ -310,7 +312,7 @@ class LocalExecutor:
                 error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
         except TimeoutError:
-            await self._kill_group(proc, splitter, readers, steps.grace)
+            await self._kill_group(proc, splitter, readers, steps.grace, request.run_id)
             status, exit_code = "timed_out", None
             error = timeout_error(request.timeout_s, limit, "process group killed")
         except StopRequested:
@@ -318,7 +320,7 @@ class LocalExecutor:
             # after the grace); the scheduler records it cancelled.
             if self._watchdog:
                 await _reported(splitter, proc)
-            await self._kill_group(proc, splitter, readers, self._kill_grace_s)
+            await self._kill_group(proc, splitter, readers, self._kill_grace_s, request.run_id)
             status, exit_code, error = "failed", None, STOPPED
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
@@ -361,16 +363,22 @@ class LocalExecutor:
         splitter: MarkerLineSplitter,
         readers: asyncio.Future[Any],
         grace_s: float,
+        run_id: int | None = None,
     ) -> None:
         """End the run's group as on an SSH target
         (:func:`~fleetcron.executors.watchdog.stop_argv`: SIGTERM to every member,
-        SIGKILL to what is alive after ``grace_s``), then the wrapper."""
+        SIGKILL to what is alive after ``grace_s``), then the wrapper. The run's claim file
+        says ``stopped`` first, when the command runs as the scheduler's own user (the
+        scheduler never writes into another user's home with its privileges)."""
         pgid = _pgid(splitter) or proc.pid
+        claim = ""
+        if run_id is not None and self._run_as_name is None:
+            claim = os.path.join(RunAs.current().home, claim_file_name(run_id))
         try:
             await _uncancelled(
                 asyncio.to_thread(
                     subprocess.run,
-                    stop_argv(pgid, grace_s),
+                    stop_argv(pgid, grace_s, claim),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
