@@ -209,9 +209,14 @@ class LocalExecutor:
         readers = asyncio.gather(
             _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
         )
-        status, exit_code, error = await self._outcome(
-            request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
-        )
+        try:
+            status, exit_code, error = await self._outcome(
+                request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
+            )
+        finally:
+            if self._watchdog and (claim := self._claim_file(request)) is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(claim)
         splitter.flush()
         refused = superseded_error(exit_code, stderr.excerpt().head)
         if refused is not None:
@@ -254,7 +259,17 @@ class LocalExecutor:
             generation=request.generation,
             mark_scope=request.mark_scope,
             run_id=request.run_id,
+            remove_claim_file=self._claim_file(request) is None,
         )
+
+    def _claim_file(self, request: ExecRequest) -> str | None:
+        """The run's claim file when this process removes it after the run (a command run
+        as the scheduler's own user: an unlink here costs the run no ``rm`` process); None
+        when the wrapper removes it (another user's home is never written with the
+        scheduler's privileges)."""
+        if request.run_id is None or self._run_as_name is not None:
+            return None
+        return os.path.join(RunAs.current().home, claim_file_name(request.run_id))
 
     async def _spawn_whole(
         self,

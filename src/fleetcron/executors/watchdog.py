@@ -239,13 +239,15 @@ def watchdog_script(
     generation: int | None = None,
     mark_scope: str | None = None,
     run_id: int | None = None,
+    remove_claim_file: bool = True,
 ) -> str:
     """The wrapper described in the module docstring, as one ``sh -c`` script.
 
     ``generation`` is set on ``timeout`` only (a prefix assignment), so the tagged group
     leader is the run's group T; the command inherits the variable. With ``mark_scope``
     the first thing T does is to compare the target's mark with ``generation``
-    (:func:`guarded_command`).
+    (:func:`guarded_command`). Without ``remove_claim_file`` the caller removes the claim
+    file itself (the local executor, which saves every run an ``rm`` process).
     """
     term, grace = _seconds(term_after_s), _seconds(kill_grace_s)
     term_cs = round(max(term_after_s, MIN_STEP_S) * 100)
@@ -263,12 +265,15 @@ def watchdog_script(
         "__fc_t=$!\n"
         f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
         'wait "$__fc_t" 2>/dev/null; __fc_rc=$?\n'
-        '[ -z "$__fc_cf" ] || rm -f "$__fc_cf"\n'
+        f"{_CLAIM_FILE_REMOVAL if remove_claim_file else ''}"
         'if kill -s 0 -- "-$__fc_t" 2>/dev/null; then (\n'
         f"{_reaper(term_cs, grace_cs, grace)}"
         ") & fi\n"
         'exit "$__fc_rc"\n'
     )
+
+
+_CLAIM_FILE_REMOVAL: Final = '[ -z "$__fc_cf" ] || rm -f "$__fc_cf"\n'
 
 
 def _reaper(term_cs: int, grace_cs: int, grace: str) -> str:
