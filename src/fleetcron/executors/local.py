@@ -75,6 +75,9 @@ _STOP_MARGIN_S: Final = 10.0
 """Beyond twice the grace, how long the script that ends a run's group may take."""
 """On cancel, how long the kill is repeated before the remaining holders are left alone."""
 
+ACCOUNT_TTL_S: Final = 1.0
+"""How long a lookup of the run-as account serves later runs."""
+
 ROOT_REFUSED: Final = (
     "local commands would run as root: set local_run_as (FLEETCRON_LOCAL_RUN_AS) to an "
     "unprivileged user, or set local_allow_root (FLEETCRON_LOCAL_ALLOW_ROOT=true) to allow "
@@ -149,9 +152,22 @@ class LocalExecutor:
         self._run_as_name = run_as
         self._allow_root = allow_root
         self._watchdog = watchdog
+        self._account: tuple[float, RunAs] | None = None
 
     def account(self) -> RunAs:
-        """The account commands run as; raises ``LookupError`` with a clear message."""
+        """The account commands run as; raises ``LookupError`` with a clear message.
+
+        Looked up again once :data:`ACCOUNT_TTL_S` has passed since the last lookup, not
+        for every run: a burst of runs shares one ``getpwnam``/``getgrouplist`` (each a
+        read of the user database), and a changed account is seen a moment later."""
+        now = time.monotonic()
+        if self._account is not None and now - self._account[0] < ACCOUNT_TTL_S:
+            return self._account[1]
+        account = self._lookup()
+        self._account = (now, account)
+        return account
+
+    def _lookup(self) -> RunAs:
         if self._run_as_name is None:
             return RunAs.current()
         try:
@@ -194,7 +210,8 @@ class LocalExecutor:
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
         env = self.environment(request, account)
-        script = self._script(request, env, steps)
+        claim = self._claim_file(request, account)
+        script = self._script(request, env, steps, remove_claim_file=claim is None)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
@@ -214,7 +231,7 @@ class LocalExecutor:
                 request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
             )
         finally:
-            if self._watchdog and (claim := self._claim_file(request)) is not None:
+            if self._watchdog and claim is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(claim)
         splitter.flush()
@@ -248,7 +265,9 @@ class LocalExecutor:
             )
         return account
 
-    def _script(self, request: ExecRequest, env: dict[str, str], steps: Plan) -> str:
+    def _script(
+        self, request: ExecRequest, env: dict[str, str], steps: Plan, *, remove_claim_file: bool
+    ) -> str:
         if not self._watchdog:
             return plain_script(request.command, env)
         return watchdog_script(
@@ -259,17 +278,17 @@ class LocalExecutor:
             generation=request.generation,
             mark_scope=request.mark_scope,
             run_id=request.run_id,
-            remove_claim_file=self._claim_file(request) is None,
+            remove_claim_file=remove_claim_file,
         )
 
-    def _claim_file(self, request: ExecRequest) -> str | None:
+    def _claim_file(self, request: ExecRequest, account: RunAs) -> str | None:
         """The run's claim file when this process removes it after the run (a command run
         as the scheduler's own user: an unlink here costs the run no ``rm`` process); None
         when the wrapper removes it (another user's home is never written with the
         scheduler's privileges)."""
         if request.run_id is None or self._run_as_name is not None:
             return None
-        return os.path.join(RunAs.current().home, claim_file_name(request.run_id))
+        return os.path.join(account.home, claim_file_name(request.run_id))
 
     async def _spawn_whole(
         self,
