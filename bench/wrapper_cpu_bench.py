@@ -61,53 +61,64 @@ def load(path: str | None) -> Any:
     return module
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--before=")]
-    given = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--before=")]
-    previous = load(given[0] if given else None)
-    n = int(args[0]) if args else 300
-    rounds = int(args[1]) if len(args) > 1 else 3
-    base = 9 * 10**12
+BASE_ID = 9 * 10**12
+"""Run ids of the benchmark's claim files (far above any real run's)."""
 
-    def watchdog(run_id: int | None, *, remove: bool) -> str:
-        return watchdog_script(
-            "true",
-            {"FLEETCRON_RUN_ID": str(run_id)},
-            term_after_s=60,
-            kill_grace_s=5,
-            run_id=run_id,
-            remove_claim_file=remove,
-        )
 
+def watchdog(run_id: int | None, *, remove: bool) -> str:
+    return watchdog_script(
+        "true",
+        {"FLEETCRON_RUN_ID": str(run_id)},
+        term_after_s=60,
+        kill_grace_s=5,
+        run_id=run_id,
+        remove_claim_file=remove,
+    )
+
+
+def unlinked(i: int) -> str:
+    """The claim file left for the executor to remove (removed after each design)."""
+    return watchdog(BASE_ID + i, remove=False)
+
+
+def designs(previous: Any) -> dict[str, Callable[[int], str]]:
     def before(i: int) -> str:
         if previous is None:
             return "true"
-        return str(
-            previous.watchdog_script(
-                "true", {"FLEETCRON_RUN_ID": str(base + i)}, term_after_s=60, kill_grace_s=5
-            )
+        script = previous.watchdog_script(
+            "true", {"FLEETCRON_RUN_ID": str(BASE_ID + i)}, term_after_s=60, kill_grace_s=5
         )
+        return str(script)
 
-    def unlinked(i: int) -> str:
-        return watchdog(base + i, remove=False)
-
-    designs: dict[str, Callable[[int], str]] = {
+    return {
         "bare sh -c true": lambda i: "true",
         "plain wrapper (no watchdog)": lambda i: plain_script("true", {}),
         "watchdog before the claim file (--before)": before,
         "watchdog + claim file, executor unlinks": unlinked,
-        "watchdog + claim file, wrapper runs rm": lambda i: watchdog(base + i, remove=True),
+        "watchdog + claim file, wrapper runs rm": lambda i: watchdog(BASE_ID + i, remove=True),
     }
+
+
+def remove_left_claim_files() -> None:
+    claims = os.path.join(ENV["HOME"], ".fleetcron", "claims")
+    for entry in os.listdir(claims):
+        if entry.startswith(f"run-{str(BASE_ID)[:4]}"):
+            os.unlink(os.path.join(claims, entry))
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--before=")]
+    given = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--before=")]
+    table = designs(load(given[0] if given else None))
+    n = int(args[0]) if args else 300
+    rounds = int(args[1]) if len(args) > 1 else 3
     print(f"{'design':<44} " + " ".join(f"{'round ' + str(r + 1):>10}" for r in range(rounds)))
-    results: dict[str, list[float]] = {name: [] for name in designs}
+    results: dict[str, list[float]] = {name: [] for name in table}
     for _ in range(rounds):
-        for name, script in designs.items():
+        for name, script in table.items():
             results[name].append(per_run(script, n))
             if script is unlinked:
-                claims = os.path.join(ENV["HOME"], ".fleetcron", "claims")
-                for entry in os.listdir(claims):
-                    if entry.startswith(f"run-{str(base)[:4]}"):
-                        os.unlink(os.path.join(claims, entry))
+                remove_left_claim_files()
     for name, values in results.items():
         print(f"{name:<44} " + " ".join(f"{v * 1000:>7.2f} ms" for v in values))
 
