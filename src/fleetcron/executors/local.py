@@ -231,13 +231,9 @@ class LocalExecutor:
                 request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
             )
         finally:
-            if self._watchdog and claim is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(claim)
+            self._forget_claim_file(claim)
         splitter.flush()
-        refused = superseded_error(exit_code, stderr.excerpt().head)
-        if refused is not None:
-            status, exit_code, error = "connect_error", None, refused
+        status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
         return ExecResult(
             status=status,
             exit_code=exit_code,
@@ -248,6 +244,12 @@ class LocalExecutor:
             duration_ms=int((time.monotonic() - t0) * 1000),
             error=error,
         )
+
+    def _forget_claim_file(self, claim: str | None) -> None:
+        """Remove the run's claim file after the run (see :meth:`_claim_file`)."""
+        if self._watchdog and claim is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(claim)
 
     def _permitted_account(self) -> RunAs | str:
         """The account this run may run as, or why it may not start (the trust boundary)."""
@@ -530,6 +532,17 @@ async def _uncancelled(awaitable: Awaitable[_T]) -> _T:
         except asyncio.CancelledError:
             if future.done():
                 return future.result()
+
+
+def _unless_superseded(
+    status: Status, exit_code: int | None, error: str | None, stderr: BoundedOutput
+) -> tuple[Status, int | None, str | None]:
+    """The outcome, or ``connect_error`` with the target's refusal when the run's
+    generation had been superseded (the command was not started)."""
+    refused = superseded_error(exit_code, stderr.excerpt().head)
+    if refused is not None:
+        return "connect_error", None, refused
+    return status, exit_code, error
 
 
 def _not_started(

@@ -73,6 +73,17 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.state.metrics = metrics or Metrics()
     web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
 
+    add_error_handlers(web)
+    include_routes(web)
+    web.mount(
+        "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
+    )
+    add_middleware(web, app)
+    return web
+
+
+def add_error_handlers(web: FastAPI) -> None:
+    """Every error as its status and JSON body or page (``web/errors.py``)."""
     web.add_exception_handler(FleetcronError, errors.fleetcron_error)
     web.add_exception_handler(RequestValidationError, errors.validation_error)
     web.add_exception_handler(StarletteHTTPException, errors.http_error)
@@ -81,39 +92,37 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     # not fit once converted to UTC, an id beyond 64 bits)
     web.add_exception_handler(StatementError, errors.out_of_range)
 
-    include_routes(web)
-    web.mount(
-        "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
-    )
 
-    # Innermost first: authenticate before reading a body, bound the body, then headers
-    # on every answer (these refusals included), then the real client behind a proxy.
+def add_middleware(web: FastAPI, app: App) -> None:
+    """Innermost first: authenticate before reading a body, bound the body, then headers
+    on every answer (these refusals included), then the real client behind a proxy."""
     web.add_middleware(AuthenticateFirst, open_paths=declared_open_paths())
     web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
     web.add_middleware(ChangeSource)
-
-    @web.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if (
-            request.url.path.startswith("/api/")
-            or request.method != "GET"
-            or getattr(request.state, "caller", None) is not None
-            or has_credentials(request)
-        ):
-            # Pages of a logged-in caller (run output, users) must not come back from the
-            # browser's cache after logout.
-            response.headers.setdefault("Cache-Control", "no-store")
-        if location := response.headers.get("location"):
-            response.headers["location"] = relative_location(location, request)
-        return response
-
+    web.middleware("http")(security_headers)
     web.add_middleware(TrustedProxies, networks=app.settings.trusted_proxy_networks)
-    return web
+
+
+async def security_headers(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """The security headers on every answer, ``no-store`` where a caller's data may be,
+    and redirects made relative."""
+    response = await call_next(request)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if (
+        request.url.path.startswith("/api/")
+        or request.method != "GET"
+        or getattr(request.state, "caller", None) is not None
+        or has_credentials(request)
+    ):
+        # Pages of a logged-in caller (run output, users) must not come back from the
+        # browser's cache after logout.
+        response.headers.setdefault("Cache-Control", "no-store")
+    if location := response.headers.get("location"):
+        response.headers["location"] = relative_location(location, request)
+    return response
 
 
 def has_credentials(request: Request) -> bool:
