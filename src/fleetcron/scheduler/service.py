@@ -47,6 +47,7 @@ from fleetcron.core.planning import (
     should_retry,
 )
 from fleetcron.core.targets import TargetKind
+from fleetcron.errors import SecretError
 from fleetcron.executors.base import (
     SUPERSEDED,
     ExecRequest,
@@ -122,6 +123,20 @@ class _Finished:
     stopped_by: str | None = None
 
 
+def claim_asking(app: App) -> ClaimAsking | None:
+    """How this cluster node's runs ask the API about their claims; ``None`` (they get no
+    ``FLEETCRON_CLAIM_SECRET``) when the master key cannot be read, which is logged."""
+    try:
+        return ClaimAsking(claims.secrets_key(app), app.settings.endpoint)
+    except SecretError as exc:
+        log.warning(
+            "runs get no FLEETCRON_CLAIM_SECRET: %s",
+            exc.message,
+            extra={"action": "scheduler.claim_secret_unavailable"},
+        )
+        return None
+
+
 @dataclass
 class Scheduler:
     """One scheduler of one node. ``clock`` is the only time source (tests inject one)."""
@@ -186,9 +201,7 @@ class Scheduler:
         await self._close_lost(self.clock())
         if self.app.settings.cluster:
             self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
-            self.claim_asking = ClaimAsking(
-                claims.secrets_key(self.app), self.app.settings.endpoint
-            )
+            self.claim_asking = claim_asking(self.app)
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
         if self.may_execute is not None:
             self._fence_watch = asyncio.create_task(self._watch_fence(), name="fleetcron-fence")
