@@ -30,7 +30,7 @@ loop waits for each thread to start); ``--cache-passwd`` makes the local executo
 
 Run by hand: ``.venv/bin/python bench/overhead_bench.py [--backends sqlite,postgresql]
 [--mode tick|serve] [--individual] [--runs 1000] [--repeat 3]
-[--child-watcher pidfd] [--cache-passwd]``.
+[--child-watcher pidfd] [--cache-passwd] [--executor local|fake]``.
 """
 
 from __future__ import annotations
@@ -215,8 +215,24 @@ def cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-async def run_tick_mode(app: App, clock: ShiftedClock, minute: datetime) -> dict[str, Any]:
+def the_scheduler(app: App, executor: str) -> Scheduler:
+    """The production scheduler; with ``executor == "fake"`` its local targets run nothing
+    (:class:`~fleetcron.executors.fake.FakeExecutor`, exit 0 at once, the same cap of 64),
+    so what is measured is the dispatch path alone: claim, task, request, log lines,
+    recording."""
     scheduler: Scheduler = production_scheduler(app)
+    if executor == "fake":
+        from fleetcron.executors.fake import FakeExecutor
+
+        assert scheduler.executors is not None
+        scheduler.executors = {**scheduler.executors, "local": FakeExecutor(concurrency=64)}
+    return scheduler
+
+
+async def run_tick_mode(
+    app: App, clock: ShiftedClock, minute: datetime, executor: str = "local"
+) -> dict[str, Any]:
+    scheduler = the_scheduler(app, executor)
     await scheduler.start()
     assert scheduler.maintenance is not None
     await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
@@ -279,7 +295,7 @@ async def measure(url: str, data_dir: Path, args: argparse.Namespace) -> dict[st
         add_targets(app, args.runs, setup_at)
         add_jobs(app, args.runs, setup_at, args.individual)
         if args.mode == "tick":
-            result = await run_tick_mode(app, clock, minute)
+            result = await run_tick_mode(app, clock, minute, args.executor)
         else:
             result = await run_serve_mode(app, minute)
         result.update(recorded(app, minute))
@@ -297,6 +313,12 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="fresh database each time")
     parser.add_argument("--child-watcher", choices=("default", "pidfd"), default="default")
     parser.add_argument("--cache-passwd", action="store_true")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "fake"),
+        default="local",
+        help="fake: run nothing, measure the dispatch path alone (tick mode; no bare row)",
+    )
     args = parser.parse_args()
     quiet_production_logging()
     experiments = install_experiments(args)
@@ -310,7 +332,8 @@ async def main() -> None:
     backends = args.backends.split(",")
     async with contextlib.AsyncExitStack() as stack:
         server = stack.enter_context(running_postgres()) if "postgresql" in backends else None
-        runs = [(b, i) for i in range(args.repeat) for b in [*backends, "bare"]]
+        extra = [] if args.executor == "fake" else ["bare"]
+        runs = [(b, i) for i in range(args.repeat) for b in [*backends, *extra]]
         for backend, i in runs:
             where = f"{backend}{i}"
             if backend == "bare":

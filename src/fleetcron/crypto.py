@@ -9,6 +9,8 @@ file (``FLEETCRON_MASTER_KEY_FILE``, default ``<data_dir>/master.key``, mode 060
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -44,6 +46,7 @@ class MasterKey:
     """Encrypts and decrypts secrets stored in the database."""
 
     def __init__(self, key: bytes) -> None:
+        self._mac_root = hashlib.sha256(b"fleetcron-master-key-derivation\0" + key).digest()
         try:
             self._fernet = Fernet(key)
         except (ValueError, TypeError) as exc:
@@ -54,6 +57,11 @@ class MasterKey:
 
     def __repr__(self) -> str:
         return "MasterKey('**********')"
+
+    def derive(self, purpose: str) -> Secret:
+        """A key for ``purpose`` alone (HMAC-SHA256 of the purpose under the master key):
+        a secret derived from it never reveals the master key or another purpose's key."""
+        return Secret(hmac.new(self._mac_root, purpose.encode(), hashlib.sha256).digest())
 
     def encrypt(self, plaintext: bytes) -> bytes:
         return self._fernet.encrypt(plaintext)

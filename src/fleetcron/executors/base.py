@@ -92,7 +92,7 @@ class ExecRequest:
     """
 
     command: str
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = DEFAULT_TIMEOUT_S
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     watchdog_s: float | None = None

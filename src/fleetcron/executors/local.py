@@ -55,6 +55,7 @@ from fleetcron.executors.watchdog import (
     GENERATION_VARIABLE,
     PGID_MARKER,
     Plan,
+    claim_file_name,
     plain_script,
     plan,
     stop_argv,
@@ -73,6 +74,9 @@ _ABORT_WAIT_S: Final = 5.0
 _STOP_MARGIN_S: Final = 10.0
 """Beyond twice the grace, how long the script that ends a run's group may take."""
 """On cancel, how long the kill is repeated before the remaining holders are left alone."""
+
+ACCOUNT_TTL_S: Final = 1.0
+"""How long a lookup of the run-as account serves later runs."""
 
 ROOT_REFUSED: Final = (
     "local commands would run as root: set local_run_as (FLEETCRON_LOCAL_RUN_AS) to an "
@@ -148,9 +152,22 @@ class LocalExecutor:
         self._run_as_name = run_as
         self._allow_root = allow_root
         self._watchdog = watchdog
+        self._account: tuple[float, RunAs] | None = None
 
     def account(self) -> RunAs:
-        """The account commands run as; raises ``LookupError`` with a clear message."""
+        """The account commands run as; raises ``LookupError`` with a clear message.
+
+        Looked up again once :data:`ACCOUNT_TTL_S` has passed since the last lookup, not
+        for every run: a burst of runs shares one ``getpwnam``/``getgrouplist`` (each a
+        read of the user database), and a changed account is seen a moment later."""
+        now = time.monotonic()
+        if self._account is not None and now - self._account[0] < ACCOUNT_TTL_S:
+            return self._account[1]
+        account = self._lookup()
+        self._account = (now, account)
+        return account
+
+    def _lookup(self) -> RunAs:
         if self._run_as_name is None:
             return RunAs.current()
         try:
@@ -193,7 +210,8 @@ class LocalExecutor:
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
         env = self.environment(request, account)
-        script = self._script(request, env, steps)
+        claim = self._claim_file(request, account)
+        script = self._script(request, env, steps, remove_claim_file=claim is None)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
@@ -208,13 +226,14 @@ class LocalExecutor:
         readers = asyncio.gather(
             _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
         )
-        status, exit_code, error = await self._outcome(
-            request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
-        )
+        try:
+            status, exit_code, error = await self._outcome(
+                request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
+            )
+        finally:
+            self._forget_claim_file(claim)
         splitter.flush()
-        refused = superseded_error(exit_code, stderr.excerpt().head)
-        if refused is not None:
-            status, exit_code, error = "connect_error", None, refused
+        status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
         return ExecResult(
             status=status,
             exit_code=exit_code,
@@ -225,6 +244,12 @@ class LocalExecutor:
             duration_ms=int((time.monotonic() - t0) * 1000),
             error=error,
         )
+
+    def _forget_claim_file(self, claim: str | None) -> None:
+        """Remove the run's claim file after the run (see :meth:`_claim_file`)."""
+        if self._watchdog and claim is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(claim)
 
     def _permitted_account(self) -> RunAs | str:
         """The account this run may run as, or why it may not start (the trust boundary)."""
@@ -242,7 +267,9 @@ class LocalExecutor:
             )
         return account
 
-    def _script(self, request: ExecRequest, env: dict[str, str], steps: Plan) -> str:
+    def _script(
+        self, request: ExecRequest, env: dict[str, str], steps: Plan, *, remove_claim_file: bool
+    ) -> str:
         if not self._watchdog:
             return plain_script(request.command, env)
         return watchdog_script(
@@ -252,7 +279,18 @@ class LocalExecutor:
             kill_grace_s=steps.kill_grace,
             generation=request.generation,
             mark_scope=request.mark_scope,
+            run_id=request.run_id,
+            remove_claim_file=remove_claim_file,
         )
+
+    def _claim_file(self, request: ExecRequest, account: RunAs) -> str | None:
+        """The run's claim file when this process removes it after the run (a command run
+        as the scheduler's own user: an unlink here costs the run no ``rm`` process); None
+        when the wrapper removes it (another user's home is never written with the
+        scheduler's privileges)."""
+        if request.run_id is None or self._run_as_name is not None:
+            return None
+        return os.path.join(account.home, claim_file_name(request.run_id))
 
     async def _spawn_whole(
         self,
@@ -310,7 +348,7 @@ class LocalExecutor:
                 error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
         except TimeoutError:
-            await self._kill_group(proc, splitter, readers, steps.grace)
+            await self._kill_group(proc, splitter, readers, steps.grace, request.run_id)
             status, exit_code = "timed_out", None
             error = timeout_error(request.timeout_s, limit, "process group killed")
         except StopRequested:
@@ -318,7 +356,7 @@ class LocalExecutor:
             # after the grace); the scheduler records it cancelled.
             if self._watchdog:
                 await _reported(splitter, proc)
-            await self._kill_group(proc, splitter, readers, self._kill_grace_s)
+            await self._kill_group(proc, splitter, readers, self._kill_grace_s, request.run_id)
             status, exit_code, error = "failed", None, STOPPED
         except asyncio.CancelledError:
             # Cancelled by the caller: never leave the job running behind our back.
@@ -361,16 +399,22 @@ class LocalExecutor:
         splitter: MarkerLineSplitter,
         readers: asyncio.Future[Any],
         grace_s: float,
+        run_id: int | None = None,
     ) -> None:
         """End the run's group as on an SSH target
         (:func:`~fleetcron.executors.watchdog.stop_argv`: SIGTERM to every member,
-        SIGKILL to what is alive after ``grace_s``), then the wrapper."""
+        SIGKILL to what is alive after ``grace_s``), then the wrapper. The run's claim file
+        says ``stopped`` first, when the command runs as the scheduler's own user (the
+        scheduler never writes into another user's home with its privileges)."""
         pgid = _pgid(splitter) or proc.pid
+        claim = ""
+        if run_id is not None and self._run_as_name is None:
+            claim = os.path.join(RunAs.current().home, claim_file_name(run_id))
         try:
             await _uncancelled(
                 asyncio.to_thread(
                     subprocess.run,
-                    stop_argv(pgid, grace_s),
+                    stop_argv(pgid, grace_s, claim),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -488,6 +532,17 @@ async def _uncancelled(awaitable: Awaitable[_T]) -> _T:
         except asyncio.CancelledError:
             if future.done():
                 return future.result()
+
+
+def _unless_superseded(
+    status: Status, exit_code: int | None, error: str | None, stderr: BoundedOutput
+) -> tuple[Status, int | None, str | None]:
+    """The outcome, or ``connect_error`` with the target's refusal when the run's
+    generation had been superseded (the command was not started)."""
+    refused = superseded_error(exit_code, stderr.excerpt().head)
+    if refused is not None:
+        return "connect_error", None, refused
+    return status, exit_code, error
 
 
 def _not_started(

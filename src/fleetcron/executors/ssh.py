@@ -86,6 +86,7 @@ from fleetcron.executors.watchdog import (
     PGID_MARKER,
     SCAN_SCRIPT,
     Plan,
+    claim_file_name,
     plain_script,
     plan,
     stop_command,
@@ -111,6 +112,7 @@ def wrap_command(
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     generation: int | None = None,
     mark_scope: str | None = None,
+    run_id: int | None = None,
 ) -> str:
     """The remote command line: export the run's variables, report the process group, then
     run ``command`` in it, under the watchdog of :mod:`fleetcron.executors.watchdog` when
@@ -129,7 +131,14 @@ def wrap_command(
         kill_grace_s=kill_grace_s,
         generation=generation,
         mark_scope=mark_scope,
+        run_id=run_id,
     )
+
+
+def claim_of(request: ExecRequest) -> str:
+    """The run's claim file on the target, relative to the SSH user's home (empty for a
+    run without an id, whose file only its wrapper knows)."""
+    return claim_file_name(request.run_id)
 
 
 class _RunSession(asyncssh.SSHClientSession[bytes]):
@@ -438,6 +447,7 @@ class SshExecutor:
             kill_grace_s=steps.kill_grace,
             generation=request.generation,
             mark_scope=request.mark_scope,
+            run_id=request.run_id,
         )
         return remote, steps.limit, steps.grace
 
@@ -489,10 +499,12 @@ class SshExecutor:
             # Stopped by an operator: end the remote group as a timeout does, SIGTERM and
             # SIGKILL after the grace (recorded cancelled).
             await _reported(splitter, chan)
-            await self._terminate(conn, chan, _pgid(splitter))
+            await self._terminate(conn, chan, _pgid(splitter), claim=claim_of(request))
             return "failed", None, STOPPED
         except TimeoutError:
-            await self._terminate(conn, chan, _pgid(splitter), grace_s=grace)
+            await self._terminate(
+                conn, chan, _pgid(splitter), grace_s=grace, claim=claim_of(request)
+            )
             killed = timeout_error(request.timeout_s, limit, "remote process group killed")
             return "timed_out", None, killed
         except asyncio.CancelledError:
@@ -513,6 +525,7 @@ class SshExecutor:
         chan: asyncssh.SSHClientChannel[bytes],
         pgid: int | None,
         grace_s: float | None = None,
+        claim: str = "",
     ) -> None:
         """End the run's process group on the target
         (:data:`~fleetcron.executors.watchdog.STOP_SCRIPT`: SIGTERM to every member,
@@ -526,7 +539,7 @@ class SshExecutor:
                 chan.send_signal("KILL")
             else:
                 await asyncio.wait_for(
-                    conn.run(stop_command(pgid, grace), check=False),
+                    conn.run(stop_command(pgid, grace, claim), check=False),
                     timeout=2 * grace + _STOP_MARGIN_S,
                 )
         except (asyncssh.Error, OSError, TimeoutError) as exc:

@@ -30,6 +30,16 @@ executor's ``/bin/sh`` started with ``setsid``)::
   moment ``A`` by the target's ``/proc/uptime`` (a monotonic clock) and signals what is
   left of the group (TERM, then KILL after ``G``). Without ``/proc/uptime`` (not Linux)
   leftovers are signalled at once. Nothing lingers once the group is empty.
+* The claim file (:data:`CLAIM_FILE_VARIABLE`): before ``timeout`` starts, S writes the
+  run's deadline on this machine's clock (the moment ``A`` counted from the same
+  ``/proc/uptime`` reading the sweeper uses; the wall clock, ``date +%s``, where there is
+  no ``/proc/uptime``), its generation and fencing token to
+  ``$HOME/.fleetcron/claims/run-<id>`` and exports the path, so the command can ask,
+  between two of its effects, whether its claim is still live (:data:`CLAIM_CHECK`, no
+  fleetcron needed on the target, no process started). The deadline is computed here,
+  from the budget, so the clock offset between the scheduler and the target does not
+  matter. Stop (:data:`STOP_SCRIPT`) writes ``stopped`` into it before signalling; S
+  removes it when the command's main process has ended.
 * The scheduler reads the pgid T from the marker line on stderr (stripped from the
   output) and uses it for its own timeout handling, as before.
 * The run's tags (``FLEETCRON_RUN_ID``, ``FLEETCRON_GENERATION``) are exported before
@@ -61,6 +71,27 @@ SUPERSEDED_EXIT: Final = 86
 SUPERSEDED_PREFIX: Final = "fleetcron: refused by the target: "
 MARK_PARENT: Final = ".fleetcron"
 MARK_SCOPE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+CLAIM_FILE_VARIABLE: Final = "FLEETCRON_CLAIM_FILE"
+CLAIM_DIRECTORY: Final = ".fleetcron/claims"
+"""Where the claim files live, under the run user's home (created with mode 0700)."""
+CLAIM_CHECK: Final = """\
+fleetcron_claim_live() {
+  read -r __fc_k __fc_d __fc_r 2>/dev/null <"${FLEETCRON_CLAIM_FILE:-/nonexistent}" || return 1
+  case "$__fc_k" in
+    uptime) read -r __fc_n __fc_r </proc/uptime || return 1
+      __fc_n=$(( ${__fc_n%.*} * 100 + 1${__fc_n#*.} - 100 + ${1:-0} * 100 )) ;;
+    epoch) __fc_n=$(( $(date +%s) + ${1:-0} )) ;;
+    *) return 1 ;;
+  esac
+  [ "$__fc_n" -lt "$__fc_d" ]
+}
+"""
+"""The check a command asks between two effects, as a POSIX ``sh`` function:
+``fleetcron_claim_live [SECONDS]`` succeeds while the run's claim file says its deadline
+is more than ``SECONDS`` (default 0) away by this machine's clock; it fails when the file
+is missing (not run by fleetcron, the run over, a home it could not write), says
+``stopped``, or the deadline has come. On Linux it starts no process (``read`` and
+arithmetic are built into the shell)."""
 MIN_STEP_S: Final = 0.01
 """``timeout`` treats 0 as "no limit": every duration handed to it is at least this."""
 
@@ -174,6 +205,31 @@ def superseded_error(exit_code: int | None, stderr_text: str) -> str | None:
     return None
 
 
+def claim_file_name(run_id: int | None) -> str:
+    """The claim file of run ``run_id``, relative to the run user's home; a run without an
+    id (an executor called directly) is named by the wrapper's pid on the target."""
+    return f"{CLAIM_DIRECTORY}/run-{int(run_id)}" if run_id is not None else ""
+
+
+def _claim_file_lines(
+    run_id: int | None, generation: int | None, term_after_s: float, term_cs: int
+) -> str:
+    """The wrapper's lines that write the claim file (no process started on Linux: the
+    directory exists after the first run) and export its path; empty when it cannot be
+    written, which :data:`CLAIM_CHECK` reads as "not live"."""
+    name = f"run-{int(run_id)}" if run_id is not None else "pid-$$"
+    return (
+        'if [ -n "$__fc_u0" ]; then '
+        f'__fc_dl="uptime $(( {_centis("__fc_u0")} + {term_cs} ))"; '
+        f'else __fc_dl="epoch $(( $(date +%s) + {int(max(term_after_s, 0))} ))"; fi\n'
+        f'__fc_cd="$HOME/{CLAIM_DIRECTORY}"; __fc_cf="$__fc_cd/{name}"\n'
+        '{ [ -d "$__fc_cd" ] || (umask 077 && mkdir -p "$__fc_cd"); '
+        f"printf '%s %s %s\\n' \"$__fc_dl\" {generation if generation is not None else '-'} "
+        '"${FLEETCRON_FENCING_TOKEN:--}" >"$__fc_cf"; } 2>/dev/null || __fc_cf=\n'
+        f'export {CLAIM_FILE_VARIABLE}="$__fc_cf"\n'
+    )
+
+
 def watchdog_script(
     command: str,
     env: Mapping[str, str],
@@ -182,13 +238,16 @@ def watchdog_script(
     kill_grace_s: float,
     generation: int | None = None,
     mark_scope: str | None = None,
+    run_id: int | None = None,
+    remove_claim_file: bool = True,
 ) -> str:
     """The wrapper described in the module docstring, as one ``sh -c`` script.
 
     ``generation`` is set on ``timeout`` only (a prefix assignment), so the tagged group
     leader is the run's group T; the command inherits the variable. With ``mark_scope``
     the first thing T does is to compare the target's mark with ``generation``
-    (:func:`guarded_command`).
+    (:func:`guarded_command`). Without ``remove_claim_file`` the caller removes the claim
+    file itself (the local executor, which saves every run an ``rm`` process).
     """
     term, grace = _seconds(term_after_s), _seconds(kill_grace_s)
     term_cs = round(max(term_after_s, MIN_STEP_S) * 100)
@@ -201,15 +260,20 @@ def watchdog_script(
         "command -v timeout >/dev/null 2>&1 || "
         f"{{ echo {shlex.quote(MISSING_TIMEOUT)} >&2; exit 127; }}\n"
         "__fc_u0=; read __fc_u0 __fc_r 2>/dev/null </proc/uptime\n"
+        f"{_claim_file_lines(run_id, generation, term_after_s, term_cs)}"
         f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(inner)} &\n"
         "__fc_t=$!\n"
         f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
         'wait "$__fc_t" 2>/dev/null; __fc_rc=$?\n'
+        f"{_CLAIM_FILE_REMOVAL if remove_claim_file else ''}"
         'if kill -s 0 -- "-$__fc_t" 2>/dev/null; then (\n'
         f"{_reaper(term_cs, grace_cs, grace)}"
         ") & fi\n"
         'exit "$__fc_rc"\n'
     )
+
+
+_CLAIM_FILE_REMOVAL: Final = '[ -z "$__fc_cf" ] || rm -f "$__fc_cf"\n'
 
 
 def _reaper(term_cs: int, grace_cs: int, grace: str) -> str:
@@ -316,11 +380,14 @@ STOP_POLL_S: Final = 0.1
 """How often :data:`STOP_SCRIPT` looks whether the group still has live members."""
 
 STOP_SCRIPT: Final = (
-    # $1: the run's pgid, $2: the grace in tenths of a second. TERM (and CONT, so a
-    # stopped process sees it) to the whole group; wait while any member of the group is
-    # alive (a zombie is not: its parent or init reaps it, it runs nothing), up to the
-    # grace; then KILL what is left. "ended" or "killed" tells which.
+    # $1: the run's pgid, $2: the grace in tenths of a second, $3 (optional): the run's
+    # claim file (relative to $HOME, or absolute), which says "stopped" from here on.
+    # TERM (and CONT, so a stopped process sees it) to the whole group; wait while any
+    # member of the group is alive (a zombie is not: its parent or init reaps it, it runs
+    # nothing), up to the grace; then KILL what is left. "ended" or "killed" tells which.
     'p=$1; n=$2; case "$p" in ""|0|1|*[!0-9]*) echo "bad pgid" >&2; exit 2;; esac; '
+    'f=${3:-}; case "$f" in ""|/*) ;; *) f="$HOME/$f";; esac; '
+    '{ [ -z "$f" ] || [ ! -f "$f" ] || [ -h "$f" ] || echo stopped >"$f"; } 2>/dev/null; '
     'kill -s TERM -- "-$p" 2>/dev/null || { echo ended; exit 0; }; '
     'kill -s CONT -- "-$p" 2>/dev/null; '
     "if command -v ps >/dev/null 2>&1 && command -v awk >/dev/null 2>&1; then "
@@ -345,12 +412,13 @@ Prints ``ended`` (the group left on SIGTERM) or ``killed`` (SIGKILL was needed).
 """
 
 
-def stop_argv(pgid: int, grace_s: float) -> list[str]:
-    """The argv that ends group ``pgid`` (:data:`STOP_SCRIPT`) after a grace of ``grace_s``."""
+def stop_argv(pgid: int, grace_s: float, claim_file: str = "") -> list[str]:
+    """The argv that ends group ``pgid`` (:data:`STOP_SCRIPT`) after a grace of ``grace_s``,
+    first writing ``stopped`` into ``claim_file`` (when given and still there)."""
     tenths = max(round(grace_s / STOP_POLL_S), 0)
-    return ["/bin/sh", "-c", STOP_SCRIPT, "sh", str(int(pgid)), str(tenths)]
+    return ["/bin/sh", "-c", STOP_SCRIPT, "sh", str(int(pgid)), str(tenths), claim_file]
 
 
-def stop_command(pgid: int, grace_s: float) -> str:
+def stop_command(pgid: int, grace_s: float, claim_file: str = "") -> str:
     """:func:`stop_argv` as one command line (for an SSH session)."""
-    return shlex.join(stop_argv(pgid, grace_s))
+    return shlex.join(stop_argv(pgid, grace_s, claim_file))

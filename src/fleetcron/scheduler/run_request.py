@@ -6,9 +6,13 @@ run that was not started (:func:`not_started`)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import quote
 
+from fleetcron.coordination.claim_check import claim_secret
 from fleetcron.core.ownership import watchdog_budget
+from fleetcron.crypto import Secret
 from fleetcron.executors.base import (
     EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
@@ -20,6 +24,15 @@ from fleetcron.executors.output import LiveOutput
 from fleetcron.store.run_dispatch import Dispatch
 
 
+@dataclass(frozen=True)
+class ClaimAsking:
+    """How a cluster's runs ask the API about their claims: the key of the per-run secrets
+    and this node's endpoint (``FLEETCRON_CLAIM_SECRET``, ``FLEETCRON_CLAIM_URL``)."""
+
+    key: Secret = field(repr=False)
+    endpoint: str | None
+
+
 def exec_request(
     dispatch: Dispatch,
     *,
@@ -27,6 +40,7 @@ def exec_request(
     output_limit: int,
     mark_scope: str | None,
     live: LiveOutput | None,
+    asking: ClaimAsking | None = None,
 ) -> ExecRequest | str:
     """The executor request, with the watchdog budget left at this moment; or why the run
     must not start (its claim deadline is reached)."""
@@ -41,7 +55,7 @@ def exec_request(
             )
     return ExecRequest(
         command=dispatch.command,
-        env=run_environment(dispatch, node),
+        env=run_environment(dispatch, node, asking),
         timeout_s=float(dispatch.timeout_s),
         output_limit=output_limit,
         watchdog_s=budget,
@@ -52,10 +66,14 @@ def exec_request(
     )
 
 
-def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
+def run_environment(
+    dispatch: Dispatch, node: str, asking: ClaimAsking | None = None
+) -> dict[str, str]:
     """Variables every command gets, so it can tell which run it is; with high availability
     also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
-    writes from a stale owner."""
+    writes from a stale owner, and the run's ``FLEETCRON_CLAIM_SECRET`` (with
+    ``FLEETCRON_CLAIM_URL`` when this node has an endpoint) to ask the API whether the
+    claim is still live."""
     env = {
         "FLEETCRON_RUN_ID": str(dispatch.run_id),
         "FLEETCRON_NODE": node,
@@ -66,7 +84,14 @@ def run_environment(dispatch: Dispatch, node: str) -> dict[str, str]:
         ),
     }
     if dispatch.claim_id is not None:
-        env["FLEETCRON_FENCING_TOKEN"] = f"{dispatch.generation}:{dispatch.claim_id}"
+        token = f"{dispatch.generation}:{dispatch.claim_id}"
+        env["FLEETCRON_FENCING_TOKEN"] = token
+        if asking is not None:
+            env["FLEETCRON_CLAIM_SECRET"] = claim_secret(asking.key, dispatch.claim_id)
+            if asking.endpoint:
+                env["FLEETCRON_CLAIM_URL"] = (
+                    f"{asking.endpoint.rstrip('/')}/api/v1/claims/{quote(token)}"
+                )
     return env
 
 

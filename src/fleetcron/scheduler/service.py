@@ -47,6 +47,7 @@ from fleetcron.core.planning import (
     should_retry,
 )
 from fleetcron.core.targets import TargetKind
+from fleetcron.errors import SecretError
 from fleetcron.executors.base import (
     SUPERSEDED,
     ExecRequest,
@@ -63,8 +64,14 @@ from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log_superseded
-from fleetcron.scheduler.run_request import exec_request, not_started, run_target
+from fleetcron.scheduler.run_request import (
+    ClaimAsking,
+    exec_request,
+    not_started,
+    run_target,
+)
 from fleetcron.services.alerts.runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
+from fleetcron.services.cluster import claims
 from fleetcron.services.cluster import status as cluster
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunGuard, RunStore
@@ -116,6 +123,20 @@ class _Finished:
     stopped_by: str | None = None
 
 
+def claim_asking(app: App) -> ClaimAsking | None:
+    """How this cluster node's runs ask the API about their claims; ``None`` (they get no
+    ``FLEETCRON_CLAIM_SECRET``) when the master key cannot be read, which is logged."""
+    try:
+        return ClaimAsking(claims.secrets_key(app), app.settings.endpoint)
+    except SecretError as exc:
+        log.warning(
+            "runs get no FLEETCRON_CLAIM_SECRET: %s",
+            exc.message,
+            extra={"action": "scheduler.claim_secret_unavailable"},
+        )
+        return None
+
+
 @dataclass
 class Scheduler:
     """One scheduler of one node. ``clock`` is the only time source (tests inject one)."""
@@ -158,6 +179,8 @@ class Scheduler:
         self.self_fenced = 0
         #: The installation's highest-generation mark on targets (cluster mode only).
         self.mark_scope: str | None = None
+        #: How runs ask the API about their claims (cluster mode only).
+        self.claim_asking: ClaimAsking | None = None
         self.cleanup = ActiveCleanup(self.app, self._in_db)
         #: The runs in flight, for followers of their output and their stop requests.
         self.live = LiveRuns()
@@ -178,6 +201,7 @@ class Scheduler:
         await self._close_lost(self.clock())
         if self.app.settings.cluster:
             self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
+            self.claim_asking = claim_asking(self.app)
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
         if self.may_execute is not None:
             self._fence_watch = asyncio.create_task(self._watch_fence(), name="fleetcron-fence")
@@ -436,6 +460,7 @@ class Scheduler:
             output_limit=self.app.settings.output_limit_bytes,
             mark_scope=self.mark_scope,
             live=live.output if live else None,
+            asking=self.claim_asking,
         )
 
     async def _run_on_target(self, dispatch: Dispatch) -> ExecResult:

@@ -25,6 +25,7 @@ from fleetcron.services.health.report import state_reading
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
+    claims,
     cluster_peer,
     health,
     history,
@@ -144,6 +145,7 @@ def include_routes(web: FastAPI) -> None:
     """Every router of the API and the pages, at its prefix."""
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")
+    web.include_router(claims.router, prefix="/api/v1")
     web.include_router(job_fleet.router, prefix="/api/v1")
     web.include_router(cluster_pair_router, prefix="/api/v1")
     web.include_router(history.router, prefix="/api/v1")

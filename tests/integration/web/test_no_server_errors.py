@@ -7,6 +7,7 @@ The routes are enumerated from the application, so routes added later are swept 
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 import pytest
 from fastapi.testclient import TestClient
@@ -31,7 +32,7 @@ COOKIES = {
 def hostile(endpoint: Endpoint) -> Endpoint:
     """The endpoint with every numeric id replaced by one beyond 64 bits."""
     url = endpoint.url.replace("987654", HUGE)
-    return Endpoint(endpoint.method, endpoint.path, url, endpoint.action, endpoint.peer, False)
+    return dataclasses.replace(endpoint, url=url, public=False)
 
 
 def sweep(client: TestClient, headers: dict[str, str]) -> list[str]:

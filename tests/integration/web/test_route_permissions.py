@@ -4,7 +4,8 @@ The routes are enumerated from ``create_app(...).routes`` at run time, so pages 
 are checked too. A route's action is the one its ``requires(action)`` dependency carries.
 Only these may declare none: the log-in and log-out pages, static files, the OpenAPI schema
 and docs, the cluster's peer routes (other nodes call them with a signed envelope; their
-dependency is marked ``.peer`` and no user's token opens them, whatever its role), and the
+dependency is marked ``.peer`` and no user's token opens them, whatever its role), the
+claim check a running command calls with its run's secret (marked ``.run_secret``), and the
 probes and metrics (marked ``.public``), which answer without credentials by design.
 """
 
@@ -75,6 +76,7 @@ class Endpoint:
     url: str  # with plausible values for its parameters
     action: str | None
     peer: bool  # called by other nodes with a signed envelope, not by users
+    run: bool  # called by a running command with its run's own secret, not by users
     public: bool  # probes and metrics: answer without credentials by design
 
     @property
@@ -95,7 +97,8 @@ def _actions(dependant: Dependant) -> Iterator[str]:
 
 def _marked(dependant: Dependant, marker: str) -> bool:
     """Whether a dependency carries ``marker``: ``.peer`` (web.api.cluster_peer's
-    ``signed_peer``) or ``.public`` (web.api.health's ``public``)."""
+    ``signed_peer``), ``.run_secret`` (web.api.claims's ``run_secret``) or ``.public``
+    (web.api.health's ``public``)."""
     return any(
         getattr(dependency.call, marker, False) or _marked(dependency, marker)
         for dependency in dependant.dependencies
@@ -142,8 +145,9 @@ def endpoints(web: FastAPI) -> list[Endpoint]:
             action = actions[0] if actions else None
             peer = dependant is not None and _marked(dependant, "peer")
             public = dependant is not None and _marked(dependant, "public")
+            run = dependant is not None and _marked(dependant, "run_secret")
             url = _url(route, dependant)
-            found.append(Endpoint(method, str(route.path), url, action, peer, public))
+            found.append(Endpoint(method, str(route.path), url, action, peer, run, public))
     return found
 
 
@@ -178,7 +182,9 @@ def test_the_enumeration_finds_the_api_and_the_pages(web: FastAPI) -> None:
 
 
 def test_every_route_declares_an_action_of_the_permission_matrix(web: FastAPI) -> None:
-    undeclared = [str(e) for e in endpoints(web) if e.action is None and not (e.peer or e.public)]
+    undeclared = [
+        str(e) for e in endpoints(web) if e.action is None and not (e.peer or e.run or e.public)
+    ]
     unknown = [f"{e}: {e.action}" for e in endpoints(web) if e.action and e.action not in MATRIX]
 
     assert undeclared == [], "routes without requires(action)"
@@ -193,7 +199,7 @@ def test_every_route_but_the_public_ones_refuses_an_anonymous_request(web: FastA
             if endpoint.public:
                 if response.status_code in (401, 403, 303):
                     wrong.append(f"{endpoint} (public): {response.status_code}")
-            elif endpoint.peer:
+            elif endpoint.peer or endpoint.run:
                 # 404 where the node is not in cluster mode: the route then does not exist
                 if response.status_code not in (401, 404):
                     wrong.append(f"{endpoint} (peer): {response.status_code}")
@@ -221,8 +227,8 @@ def test_every_route_refuses_exactly_the_roles_the_matrix_does_not_allow(
                     if status in (401, 403):
                         wrong.append(f"{endpoint} (public) as {role}: {status}")
                     continue
-                if endpoint.peer:
-                    # a user's token is no peer signature, whatever the role
+                if endpoint.peer or endpoint.run:
+                    # a user's token is no peer signature nor a run's secret, whatever the role
                     if status not in (401, 404):
                         wrong.append(f"{endpoint} (peer) as {role}: {status}")
                     continue
