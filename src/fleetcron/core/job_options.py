@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from fleetcron.core import rollout
 from fleetcron.core import validation as v
+from fleetcron.core.blackouts import ON_BLACKOUT
 from fleetcron.errors import InvalidInput
 
 #: text: a string; int: a whole number; choice: one of ``choices``; choices: a list of
@@ -289,6 +290,18 @@ OPTIONS: tuple[JobOption, ...] = (
         label="Canary",
         max_chars=CANARY_MAX_CHARS,
         check=lambda value: rollout.normal_canary(value),
+    ),
+    # Time policy: what a slot inside a blackout window does (core/blackouts.py).
+    JobOption(
+        "on_blackout",
+        "on_blackout",
+        "choice",
+        "skip",
+        "A slot inside a blackout window: skip records it skipped; defer runs it once "
+        "when the window ends (recorded with its own slot).",
+        label="During a blackout",
+        choices=ON_BLACKOUT,
+        choice_labels={"skip": "skip the slot", "defer": "run it when the window ends"},
     ),
 )
 

@@ -355,6 +355,7 @@ class JobState:
     max_failures: str = ""
     canary: str = ""
     spread: int = 0
+    on_blackout: str = "skip"
 
 
 #: The fields a plan compares, in the order a diff shows them.

@@ -163,6 +163,7 @@ class Job(Base):
         CheckConstraint("origin IN ('bulk', 'individual')", name="origin"),
         CheckConstraint("overlap IN ('allow', 'forbid')", name="overlap"),
         CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
+        CheckConstraint("on_blackout IN ('skip', 'defer')", name="on_blackout"),
         NEVER_REUSED_IDS,
     )
 
@@ -196,6 +197,8 @@ class Job(Base):
     batch_pause_s: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     max_failures: Mapped[str] = mapped_column(String(8), default="", server_default="")
     canary: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: A slot inside a blackout window: ``skip`` it, or ``defer`` it to the window's end.
+    on_blackout: Mapped[str] = mapped_column(String(8), default="skip", server_default="skip")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
@@ -360,6 +363,9 @@ class Run(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     skip_kind: Mapped[str | None] = mapped_column(String(24))
     """Why a ``skipped`` run was skipped (a ``core.statuses.SkipKind``); None otherwise."""
+    not_before: Mapped[datetime | None]
+    """A ``queued`` run deferred by a blackout window (trigger ``deferred``) starts no
+    earlier; None for every other run."""
     exit_code: Mapped[int | None] = mapped_column(Integer)
     stdout_head: Mapped[str] = mapped_column(Text, default="")
     stdout_tail: Mapped[str] = mapped_column(Text, default="")
@@ -750,6 +756,42 @@ class Silence(Base):
     reason: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime]
     expired_by: Mapped[str | None] = mapped_column(String(64))
+
+
+class Blackout(Base):
+    """A blackout window (``core/blackouts.py``): one-off (``start_wall``..``end_wall``,
+    wall-clock times as ISO text) or recurring (``cron`` for ``duration_s``, until
+    ``until``), in ``zone`` (an IANA name, or ``target``: each target's own), over one job,
+    one target and/or a label selector. In force while not lifted and before
+    ``expires_at`` (None: a recurring window without an end)."""
+
+    __tablename__ = "blackouts"
+    __table_args__ = (
+        Index("ix_blackouts_expires_at", "expires_at"),
+        CheckConstraint("kind IN ('once', 'cron')", name="kind"),
+        NEVER_REUSED_IDS,
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    job_name: Mapped[str | None] = mapped_column(String(64))
+    target_name: Mapped[str | None] = mapped_column(String(64))
+    selector: Mapped[str | None] = mapped_column(String(512))
+    zone: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(8))
+    start_wall: Mapped[str | None] = mapped_column(String(19))
+    end_wall: Mapped[str | None] = mapped_column(String(19))
+    cron: Mapped[str | None] = mapped_column(String(255))
+    duration_s: Mapped[int | None] = mapped_column(Integer)
+    until: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+    lifted_by: Mapped[str | None] = mapped_column(String(64))
+    lifted_at: Mapped[datetime | None]
 
 
 class WebSession(Base):

@@ -86,6 +86,7 @@ class JobView:
     batch_pause_s: int
     max_failures: str
     canary: str
+    on_blackout: str
     created_by: str
     updated_by: str
     created_at: datetime
@@ -124,6 +125,7 @@ class JobSpec:
     batch_pause_s: int = _DEFAULT["batch_pause_s"]
     max_failures: str = _DEFAULT["max_failures"]
     canary: str = _DEFAULT["canary"]
+    on_blackout: str = _DEFAULT["on_blackout"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.

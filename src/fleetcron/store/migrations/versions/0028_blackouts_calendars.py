@@ -1,0 +1,67 @@
+"""blackout windows; a job's on_blackout; a deferred run's not_before
+
+Revision ID: 0028
+Revises: 0027
+Create Date: 2026-12-06
+
+``blackouts``: windows during which slots are skipped or deferred (``core/blackouts.py``).
+``jobs.on_blackout``: ``skip`` (existing jobs keep running as before: no window exists yet)
+or ``defer``. ``runs.not_before``: when a run deferred by a window may start.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0028"
+down_revision = "0027"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(
+            sa.Column("on_blackout", sa.String(length=8), server_default="skip", nullable=False)
+        )
+        batch.create_check_constraint("on_blackout", "on_blackout IN ('skip', 'defer')")
+    with op.batch_alter_table("runs") as batch:
+        batch.add_column(sa.Column("not_before", sa.DateTime(), nullable=True))
+    op.create_table(
+        "blackouts",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=False),
+        sa.Column("job_name", sa.String(length=64), nullable=True),
+        sa.Column("target_name", sa.String(length=64), nullable=True),
+        sa.Column("selector", sa.String(length=512), nullable=True),
+        sa.Column("zone", sa.String(length=64), nullable=False),
+        sa.Column("kind", sa.String(length=8), nullable=False),
+        sa.Column("start_wall", sa.String(length=19), nullable=True),
+        sa.Column("end_wall", sa.String(length=19), nullable=True),
+        sa.Column("cron", sa.String(length=255), nullable=True),
+        sa.Column("duration_s", sa.Integer(), nullable=True),
+        sa.Column("until", sa.DateTime(), nullable=True),
+        sa.Column("expires_at", sa.DateTime(), nullable=True),
+        sa.Column("created_by", sa.String(length=64), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_by", sa.String(length=64), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.Column("lifted_by", sa.String(length=64), nullable=True),
+        sa.Column("lifted_at", sa.DateTime(), nullable=True),
+        sa.CheckConstraint("kind IN ('once', 'cron')", name=op.f("ck_blackouts_kind")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_blackouts")),
+        sqlite_autoincrement=True,
+    )
+    op.create_index("ix_blackouts_expires_at", "blackouts", ["expires_at"], unique=False)
+
+
+def downgrade() -> None:
+    op.drop_index("ix_blackouts_expires_at", table_name="blackouts")
+    op.drop_table("blackouts")
+    with op.batch_alter_table("runs") as batch:
+        batch.drop_column("not_before")
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_constraint(op.f("ck_jobs_on_blackout"), type_="check")
+        batch.drop_column("on_blackout")
