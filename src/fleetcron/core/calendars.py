@@ -22,19 +22,25 @@ Pure: no I/O.
 from __future__ import annotations
 
 import calendar as _calendar
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Final
 
 from fleetcron.cron import CronSchedule
 from fleetcron.errors import InvalidInput
 
-#: How many fire times :class:`CalendarSchedule` looks through for one the filter allows
-#: before it says the job never fires (about three years of a daily job).
-MAX_SKIPPED: Final = 1200
+#: How many refused dates :class:`CalendarSchedule` passes over looking for an allowed
+#: fire time before it says the job never fires (about ten years).
+MAX_DAYS: Final = 3700
+TICK: Final = timedelta(microseconds=1)
 _DAY_NAMES: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # date.weekday() order
 _POSITIONS: Final = {"first": 1, "last": -1}
+NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+NAME_RULE: Final = (
+    "lowercase letters, digits, '-' and '_', at most 64, starting with a letter or digit"
+)
 
 
 @dataclass(frozen=True)
@@ -107,15 +113,18 @@ class CalendarSchedule:
 
     def next_after(self, t: datetime) -> datetime:
         """The first allowed fire time strictly after ``t``; InvalidInput (``run_only_on``)
-        when none comes within :data:`MAX_SKIPPED` fire times."""
-        for count, fire in enumerate(self.schedule.iter_after(t)):
-            if self._allowed(fire):
+        when none comes within :data:`MAX_DAYS` days of refused dates. A refused date is
+        passed over whole: the search goes on from the next local midnight."""
+        fire = self.schedule.next_after(t)
+        for _ in range(MAX_DAYS):
+            day = fire.astimezone(self.tz).date()
+            if self.rule.allows(day):
                 return fire
-            if count >= MAX_SKIPPED:
-                break
+            midnight = datetime.combine(day + timedelta(days=1), time(), tzinfo=self.tz)
+            fire = self.schedule.next_after(max(midnight.astimezone(UTC), fire) - TICK)
         raise InvalidInput(
             f"run_only_on: with these calendars the schedule {self.text!r} does not fire "
-            f"in the {MAX_SKIPPED} fire times after {t.isoformat()}",
+            f"within {MAX_DAYS} days after {t.isoformat()}",
             field="run_only_on",
             value=self.text,
             allowed="calendars that leave some of the schedule's dates",
@@ -131,7 +140,7 @@ class CalendarSchedule:
         return (fire for fire in self.schedule.between(start, end) if self._allowed(fire))
 
     def first_at_or_after(self, t: datetime) -> datetime:
-        return self.next_after(t - timedelta(microseconds=1))
+        return self.next_after(t - TICK)
 
     def describe(self) -> str:
         return self.schedule.describe()
@@ -165,6 +174,22 @@ def parse_reference(text: str, *, field_name: str) -> tuple[str, int | None]:
             allowed=allowed,
         )
     return name, position
+
+
+def calendar_reference(text: str, *, field_name: str) -> str:
+    """A job option naming a calendar, checked for its form (the name's existence is the
+    jobs service's check): returned stripped; empty passes."""
+    text = text.strip()
+    if text:
+        name, _ = parse_reference(text, field_name=field_name)
+        if not NAME.fullmatch(name):
+            raise InvalidInput(
+                f"{field_name}: {name!r} is not a calendar name ({NAME_RULE})",
+                field=field_name,
+                value=text,
+                allowed=NAME_RULE,
+            )
+    return text
 
 
 def rule_of(run_only_on: str, never_on: str, calendars: Mapping[str, Calendar]) -> DateRule | None:
@@ -216,10 +241,13 @@ def weekdays_text(days: frozenset[int]) -> str:
 
 
 __all__ = [
-    "MAX_SKIPPED",
+    "MAX_DAYS",
+    "NAME",
+    "NAME_RULE",
     "Calendar",
     "CalendarSchedule",
     "DateRule",
+    "calendar_reference",
     "parse_reference",
     "parse_weekdays",
     "rule_of",

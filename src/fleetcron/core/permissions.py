@@ -55,6 +55,10 @@ MATRIX: dict[str, str] = {
     "blackout.add": "operator",
     "blackout.change": "operator",
     "blackout.lift": "operator",
+    # Calendars (services/calendars): named dates jobs run only on, or never on.
+    "calendar.read": "viewer",
+    "calendar.add": "operator",
+    "calendar.remove": "operator",
     "user.read": "admin",
     "user.add": "admin",
     "user.edit": "admin",

@@ -24,15 +24,21 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 from fleetcron.core import blackouts
 from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.core.targets import TargetKind
-from fleetcron.cron import CronSchedule
 
 Outcome = Literal["fire", "missed", "skipped", "deferred"]
 Trigger = Literal["schedule", "manual", "catch-up", "retry", "deferred"]
+
+
+class FireTimes(Protocol):
+    """What planning asks of a schedule: a :class:`~fleetcron.cron.CronSchedule`, or one
+    filtered by calendars (:class:`~fleetcron.core.calendars.CalendarSchedule`)."""
+
+    def next_after(self, t: datetime) -> datetime: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ class Plan:
 
 
 def plan_assignment(
-    schedule: CronSchedule, state: AssignmentState, now: datetime, policy: SlotPolicy
+    schedule: FireTimes, state: AssignmentState, now: datetime, policy: SlotPolicy
 ) -> Plan:
     """Outcomes of every slot from ``state.next_fire_at`` up to ``now``, oldest first."""
     due = _due_slots(schedule, state.next_fire_at, now, policy.max_missed_records)
@@ -111,7 +117,7 @@ class _DueSlots:
     before_newest: datetime | None
 
 
-def _due_slots(schedule: CronSchedule, first: datetime, now: datetime, keep: int) -> _DueSlots:
+def _due_slots(schedule: FireTimes, first: datetime, now: datetime, keep: int) -> _DueSlots:
     """Count the slots in [first, now], keeping the oldest ``keep`` and the newest two."""
     oldest: list[datetime] = []
     total = 0

@@ -94,6 +94,8 @@ DISPATCH_COLUMNS = (
     Job.command_by,
     Job.command_role,
     Job.on_blackout,
+    Job.run_only_on,
+    Job.never_on,
     Target.id.label("target_id"),
     Target.name.label("target_name"),
     Target.kind.label("target_kind"),

@@ -37,6 +37,7 @@ from sqlalchemy import Row, Table, Update, and_, bindparam, func, or_, select, u
 from sqlalchemy.orm import Session
 
 from fleetcron.core import blackouts
+from fleetcron.core.calendars import Calendar, CalendarSchedule
 from fleetcron.core.ownership import Verdict, claim_deadline
 from fleetcron.core.planning import (
     AssignmentState,
@@ -51,11 +52,11 @@ from fleetcron.core.planning import (
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind
-from fleetcron.core.target_zones import assignment_schedule
-from fleetcron.errors import Conflict
+from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
 from fleetcron.store.blackout_windows import in_force, subject_of
+from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
 from fleetcron.store.db import Database
 from fleetcron.store.run_dispatch import (
     Dispatch,
@@ -83,6 +84,8 @@ log = logging.getLogger(__name__)
 DEADLINE_MARGIN = timedelta(seconds=60)
 # Core tables for executemany updates (the ORM would try a bulk update by primary key).
 ASSIGNMENTS = cast(Table, Assignment.__table__)
+#: When a job's calendars leave it no fire time, it is looked at again this much later.
+CALENDAR_RETRY = timedelta(days=1)
 #: The trigger of a run a blackout window deferred (``core/planning.black_out``).
 DEFERRED = "deferred"
 RUNS = cast(Table, Run.__table__)
@@ -113,6 +116,8 @@ class _Round:
     windows: Sequence[blackouts.Window]
     #: Assignments with a run deferred by a blackout still waiting (``queued``).
     deferred: set[int]
+    #: The calendars, when a due job names any (``core/calendars.py``).
+    calendars: Mapping[str, Calendar]
 
 
 class RunStore:
@@ -224,20 +229,33 @@ class RunStore:
             old=self.guard.old_claims(session, verdict, ids, claimed_at=stamp.at),
             windows=windows,
             deferred=self._deferred_assignments(session, ids) if windows else set(),
+            calendars=load_calendars(session)
+            if any(r.run_only_on or r.never_on for r in rows)
+            else {},
         )
 
     def _plan(self, row: Row[Any], now: datetime, context: _Round) -> Plan | None:
         """The core's plan for one due assignment, after blackout windows and the older
         generations' claims on it (``None``: leave it due)."""
         aid = row.assignment_id
-        planned = plan_assignment(
-            assignment_schedule(
-                row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
-            ),
-            AssignmentState(row.next_fire_at, row.overlap, row.catchup, aid in context.running),
-            now,
-            self.policy,
-        )
+        try:
+            schedule = filtered_schedule(row, self.policy.default_timezone, context.calendars)
+            first = row.next_fire_at
+            if isinstance(schedule, CalendarSchedule):
+                # next_fire_at was set from the cron alone: start at the first allowed one.
+                first = schedule.first_at_or_after(first)
+            planned = plan_assignment(
+                schedule,
+                AssignmentState(first, row.overlap, row.catchup, aid in context.running),
+                now,
+                self.policy,
+            )
+        except InvalidInput as exc:
+            # Its calendars leave no date (or one was removed): look again in a day.
+            log.warning(
+                "job %s: %s", row.job_name, exc.message, extra={"action": "calendar.no_fire"}
+            )
+            return Plan((), now + CALENDAR_RETRY)
         planned = black_out(
             planned,
             BlackoutState(

@@ -7,7 +7,7 @@ come back timezone-aware (SQLite has no time zone type).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
     Dialect,
     Float,
@@ -199,6 +200,9 @@ class Job(Base):
     canary: Mapped[str] = mapped_column(Text, default="", server_default="")
     #: A slot inside a blackout window: ``skip`` it, or ``defer`` it to the window's end.
     on_blackout: Mapped[str] = mapped_column(String(8), default="skip", server_default="skip")
+    #: Calendars filtering the fire times (``core/calendars.py``); empty: not set.
+    run_only_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
+    never_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
@@ -792,6 +796,37 @@ class Blackout(Base):
     updated_at: Mapped[datetime]
     lifted_by: Mapped[str | None] = mapped_column(String(64))
     lifted_at: Mapped[datetime | None]
+
+
+class CalendarRow(Base):
+    """A named set of dates (``core/calendars.py``): its own dates (``calendar_dates``),
+    plus the days of ``weekdays`` (``mon,tue,...``) that the ``except_name`` calendar does
+    not hold. ``source``: ``hand`` or ``ics`` (imported from an iCalendar file)."""
+
+    __tablename__ = "calendars"
+    __table_args__ = (NEVER_REUSED_IDS,)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    weekdays: Mapped[str] = mapped_column(String(32), default="")
+    except_name: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(8))
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+
+
+class CalendarDate(Base):
+    """One date of a calendar."""
+
+    __tablename__ = "calendar_dates"
+
+    calendar_id: Mapped[int] = mapped_column(
+        ForeignKey("calendars.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
 
 
 class WebSession(Base):

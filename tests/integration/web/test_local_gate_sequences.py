@@ -66,6 +66,8 @@ INERT: dict[str, str] = {
     "blackout.add": "holds back slots of existing assignments; creates none, changes no command",
     "blackout.change": "moves a window's times or scope; creates no assignment",
     "blackout.lift": "ends a window early; deferred runs start through the same local gate",
+    "calendar.add": "adds or imports dates; a job's calendars only take fire times away",
+    "calendar.remove": "removes a calendar no job names; creates no assignment",
 }
 
 

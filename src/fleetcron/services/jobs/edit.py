@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from fleetcron.app import Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.calendars import rule_of
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.start_window import start_window
@@ -39,6 +40,7 @@ from fleetcron.services.fleet.local_gate import (
     stamp_author,
 )
 from fleetcron.services.jobs.version_writes import record_version
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -87,6 +89,8 @@ class JobView:
     max_failures: str
     canary: str
     on_blackout: str
+    run_only_on: str
+    never_on: str
     created_by: str
     updated_by: str
     created_at: datetime
@@ -126,6 +130,8 @@ class JobSpec:
     max_failures: str = _DEFAULT["max_failures"]
     canary: str = _DEFAULT["canary"]
     on_blackout: str = _DEFAULT["on_blackout"]
+    run_only_on: str = _DEFAULT["run_only_on"]
+    never_on: str = _DEFAULT["never_on"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.
@@ -164,7 +170,17 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
     )
     if "selector" in out:
         out["selector"] = parse_selector(out["selector"])
+    if out.get("run_only_on") or out.get("never_on"):
+        _require_calendars(app, out)
     return out
+
+
+def _require_calendars(app: App, values: Mapping[str, Any]) -> None:
+    """The calendars a job names exist (InvalidInput naming ``run_only_on`` or ``never_on``
+    and the calendars there are)."""
+    with app.db.read() as session:
+        known = load_calendars(session)
+    rule_of(values.get("run_only_on") or "", values.get("never_on") or "", known)
 
 
 def add_job(

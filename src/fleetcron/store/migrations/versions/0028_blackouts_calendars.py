@@ -1,4 +1,5 @@
-"""blackout windows; a job's on_blackout; a deferred run's not_before
+"""blackout windows; calendars; a job's on_blackout, run_only_on and never_on; a deferred
+run's not_before
 
 Revision ID: 0028
 Revises: 0027
@@ -6,7 +7,9 @@ Create Date: 2026-12-06
 
 ``blackouts``: windows during which slots are skipped or deferred (``core/blackouts.py``).
 ``jobs.on_blackout``: ``skip`` (existing jobs keep running as before: no window exists yet)
-or ``defer``. ``runs.not_before``: when a run deferred by a window may start.
+or ``defer``. ``runs.not_before``: when a run deferred by a window may start. ``calendars`` and
+``calendar_dates``: named sets of dates a job names in ``run_only_on``/``never_on`` (empty on
+existing jobs: no filter).
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ def upgrade() -> None:
             sa.Column("on_blackout", sa.String(length=8), server_default="skip", nullable=False)
         )
         batch.create_check_constraint("on_blackout", "on_blackout IN ('skip', 'defer')")
+        batch.add_column(
+            sa.Column("run_only_on", sa.String(length=80), server_default="", nullable=False)
+        )
+        batch.add_column(
+            sa.Column("never_on", sa.String(length=80), server_default="", nullable=False)
+        )
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("not_before", sa.DateTime(), nullable=True))
     op.create_table(
@@ -55,13 +64,45 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index("ix_blackouts_expires_at", "blackouts", ["expires_at"], unique=False)
+    op.create_table(
+        "calendars",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("description", sa.Text(), nullable=False),
+        sa.Column("weekdays", sa.String(length=32), nullable=False),
+        sa.Column("except_name", sa.String(length=64), nullable=True),
+        sa.Column("source", sa.String(length=8), nullable=False),
+        sa.Column("created_by", sa.String(length=64), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_by", sa.String(length=64), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_calendars")),
+        sa.UniqueConstraint("name", name=op.f("uq_calendars_name")),
+        sqlite_autoincrement=True,
+    )
+    op.create_table(
+        "calendar_dates",
+        sa.Column("calendar_id", sa.Integer(), nullable=False),
+        sa.Column("day", sa.Date(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["calendar_id"],
+            ["calendars.id"],
+            name=op.f("fk_calendar_dates_calendar_id_calendars"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("calendar_id", "day", name=op.f("pk_calendar_dates")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("calendar_dates")
+    op.drop_table("calendars")
     op.drop_index("ix_blackouts_expires_at", table_name="blackouts")
     op.drop_table("blackouts")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("not_before")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_constraint(op.f("ck_jobs_on_blackout"), type_="check")
+        batch.drop_column("never_on")
+        batch.drop_column("run_only_on")
         batch.drop_column("on_blackout")
