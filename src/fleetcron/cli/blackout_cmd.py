@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -12,6 +13,21 @@ from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.core.incidents import parse_duration
 from fleetcron.services.blackouts import windows as svc
 
+#: The options that make a window (``--duration`` becomes ``duration_s``).
+SPEC_FIELDS = (
+    "name",
+    "reason",
+    "job",
+    "target",
+    "selector",
+    "zone",
+    "start",
+    "end",
+    "cron",
+    "weekly",
+    "duration",
+    "until",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
@@ -24,38 +40,12 @@ def window_spec_options(command: Callable[..., None]) -> Callable[..., None]:
     """The window's fields as options; the command gets them as one ``spec``."""
 
     @functools.wraps(command)
-    def specified(
-        *args: object,
-        name: str,
-        reason: str,
-        job: str | None,
-        target: str | None,
-        selector: str | None,
-        zone: str,
-        start: str | None,
-        end: str | None,
-        cron: str | None,
-        weekly: str | None,
-        duration: str | None,
-        until: str | None,
-        **kwargs: object,
-    ) -> None:
+    def specified(*args: object, **kwargs: Any) -> None:
+        given = {field: kwargs.pop(field) for field in SPEC_FIELDS}
+        duration = given.pop("duration")
         seconds = None if duration is None else parse_duration(duration).total_seconds()
-        spec = svc.BlackoutSpec(
-            name=name,
-            reason=reason,
-            job=job,
-            target=target,
-            selector=selector,
-            zone=zone,
-            start=start,
-            end=end,
-            cron=cron,
-            weekly=weekly,
-            duration_s=None if seconds is None else int(seconds),
-            until=until,
-        )
-        command(*args, spec=spec, **kwargs)
+        given["duration_s"] = None if seconds is None else int(seconds)
+        command(*args, spec=svc.BlackoutSpec(**given), **kwargs)
 
     decorated: Callable[..., None] = specified
     for option in reversed(

@@ -39,6 +39,7 @@ def _say(verb: str, view: svc.CalendarView, as_json: bool) -> None:
 @json_option
 @as_user_option
 def calendar_add(
+    *,
     name: str,
     dates: tuple[str, ...],
     weekdays: str,
@@ -62,7 +63,7 @@ def calendar_add(
 @json_option
 @as_user_option
 def calendar_import(
-    name: str, file: Path, replace: bool, description: str, as_json: bool, as_user: str | None
+    *, name: str, file: Path, replace: bool, description: str, as_json: bool, as_user: str | None
 ) -> None:
     """Import a calendar from an iCalendar (.ics) file: every day its events cover."""
     try:

@@ -29,7 +29,7 @@ def minutely(app: App, admin: Actor) -> str:
     return "sync"
 
 
-def state(app: App) -> tuple[list[str], datetime]:
+def state(app: App) -> tuple[list[str], datetime | None]:
     with app.db.read() as session:
         statuses = list(session.scalars(select(Run.status).order_by(Run.id)))
         next_fire = session.scalars(select(Assignment.next_fire_at)).one()

@@ -22,13 +22,17 @@ from fleetcron.app import Actor, App
 from fleetcron.core.calendars import (
     NAME,
     NAME_RULE,
+    DateRule,
+    calendar_reference,
     parse_reference,
     parse_weekdays,
+    rule_of,
     weekdays_text,
 )
 from fleetcron.core.ics import parse_ics
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import CalendarDate, CalendarRow, Job
 
 DESCRIPTION_MAX: Final = 500
@@ -83,8 +87,17 @@ def add_calendar(app: App, actor: Actor, spec: CalendarSpec) -> CalendarView:
             )
         days = _dates(spec.dates)
         weekdays = weekdays_text(parse_weekdays(spec.weekdays)) if spec.weekdays else ""
-        if spec.except_name is not None:
-            _existing(session, spec.except_name, field_name="except")
+        if (
+            spec.except_name is not None
+            and session.scalar(select(CalendarRow.id).where(CalendarRow.name == spec.except_name))
+            is None
+        ):
+            raise InvalidInput(
+                f"except: there is no calendar {spec.except_name!r} (add or import it first)",
+                field="except",
+                value=spec.except_name,
+                allowed="an existing calendar's name",
+            )
         row = _row(app, actor, spec.name, spec.description, "hand")
         row.weekdays, row.except_name = weekdays, spec.except_name
         session.add(row)
@@ -131,6 +144,19 @@ def show_calendar(app: App, actor: Actor, name: str) -> CalendarView:
     actor.authorize("calendar.read")
     with app.db.read() as session:
         return _view(session, _existing(session, name, field_name="calendar"))
+
+
+def date_rule(app: App, actor: Actor, run_only_on: str, never_on: str) -> DateRule | None:
+    """The filter these two job options would put on a schedule (``cron next`` previews
+    it); InvalidInput naming the option for an unknown calendar."""
+    actor.authorize("calendar.read")
+    with app.db.read() as session:
+        calendars = load_calendars(session)
+    return rule_of(
+        calendar_reference(run_only_on, field_name="run_only_on"),
+        calendar_reference(never_on, field_name="never_on"),
+        calendars,
+    )
 
 
 def remove_calendar(app: App, actor: Actor, name: str) -> None:
@@ -281,6 +307,7 @@ __all__ = [
     "CalendarSpec",
     "CalendarView",
     "add_calendar",
+    "date_rule",
     "import_calendar",
     "list_calendars",
     "remove_calendar",

@@ -3,14 +3,17 @@ times computed per (job, zone) by :mod:`fleetcron.core.upcoming`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import select
 
 from fleetcron.app import Actor, App
+from fleetcron.core.calendars import Calendar, DateRule, rule_of
 from fleetcron.core.rollout import RolloutOptions, rollout_options
 from fleetcron.core.upcoming import MAX_HOURS, JobFacts, Member, Upcoming, upcoming
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -44,6 +47,13 @@ def _rollout(job: Job) -> RolloutOptions:
         return rollout_options(job.batch, job.batch_pause_s, job.max_failures, job.canary)
     except FleetcronError:
         return RolloutOptions()  # a stored option this version cannot read: shown without
+
+
+def _dates(job: Job, calendars: Mapping[str, Calendar]) -> DateRule | None:
+    try:
+        return rule_of(job.run_only_on, job.never_on, calendars)
+    except FleetcronError:
+        return None  # a calendar removed under the job: shown without (the claim path logs)
 
 
 def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
@@ -88,6 +98,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
             members.setdefault(job_id, []).append(
                 Member(name, zone, bool(enabled), paused, labels, target_id)
             )
+        calendars = load_calendars(session)
         facts = [
             JobFacts(
                 job.name,
@@ -99,6 +110,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
                 rollout=_rollout(job),
                 jitter_s=int(job.jitter_s or 0),
                 job_id=job.id,
+                dates=_dates(job, calendars),
             )
             for job in session.scalars(jobs_q)
         ]
