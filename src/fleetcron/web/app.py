@@ -26,6 +26,7 @@ from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
     blackouts,
+    calendars,
     cluster_peer,
     health,
     history,
@@ -140,6 +141,7 @@ def include_routes(web: FastAPI) -> None:
     web.include_router(history.router, prefix="/api/v1")
     web.include_router(alerts.router, prefix="/api/v1")
     web.include_router(blackouts.router, prefix="/api/v1")
+    web.include_router(calendars.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
     web.include_router(views.router)
