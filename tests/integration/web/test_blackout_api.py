@@ -116,3 +116,15 @@ def test_a_browser_needs_the_csrf_token_to_add_a_window(
     assert without.status_code == 403
     assert with_token.status_code == 201, with_token.text
     assert windows(app) == 1
+
+
+def test_the_windows_form_needs_the_csrf_token(app: App, browser: TestClient, fleet: None) -> None:
+    form = {k: v for k, v in WINDOW.items()}
+    without = browser.post("/blackouts", data=form, follow_redirects=False)
+    with_token = browser.post(
+        "/blackouts", data={**form, "csrf_token": csrf_token_of(browser)}, follow_redirects=False
+    )
+
+    assert without.status_code == 403
+    assert with_token.status_code == 303, with_token.text
+    assert windows(app) == 1
