@@ -74,6 +74,17 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.state.metrics = metrics or Metrics()
     web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
 
+    _add_error_handlers(web)
+    include_routes(web)
+    web.mount(
+        "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
+    )
+    _add_middleware(web, app)
+    return web
+
+
+def _add_error_handlers(web: FastAPI) -> None:
+    """Every error becomes its JSON or HTML answer (``web/errors.py``)."""
     web.add_exception_handler(FleetcronError, errors.fleetcron_error)
     web.add_exception_handler(RequestValidationError, errors.validation_error)
     web.add_exception_handler(StarletteHTTPException, errors.http_error)
@@ -82,13 +93,11 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     # not fit once converted to UTC, an id beyond 64 bits)
     web.add_exception_handler(StatementError, errors.out_of_range)
 
-    include_routes(web)
-    web.mount(
-        "/static", StaticFiles(directory=str(files("fleetcron.web") / "static")), name="static"
-    )
 
-    # Innermost first: authenticate before reading a body, bound the body, then headers
-    # on every answer (these refusals included), then the real client behind a proxy.
+def _add_middleware(web: FastAPI, app: App) -> None:
+    """The middleware, innermost first: authenticate before reading a body, bound the
+    body, then headers on every answer (these refusals included), then the real client
+    behind a proxy."""
     web.add_middleware(AuthenticateFirst, open_paths=declared_open_paths())
     web.add_middleware(BodyLimit, limit=app.settings.max_body_bytes)
     web.add_middleware(ChangeSource)
@@ -114,7 +123,6 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
         return response
 
     web.add_middleware(TrustedProxies, networks=app.settings.trusted_proxy_networks)
-    return web
 
 
 def has_credentials(request: Request) -> bool:
