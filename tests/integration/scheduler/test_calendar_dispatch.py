@@ -17,6 +17,7 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.calendars.sets import CalendarSpec, add_calendar
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
+from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Assignment, Run
 
@@ -74,3 +75,16 @@ async def test_run_only_on_the_last_date_of_the_month_waits_for_it(
 
     # March 2026 ends on a Tuesday: its last weekday is the 31st.
     assert state(app) == ([], datetime(2026, 3, 31, 2, 0, tzinfo=UTC))
+
+
+def test_schedule_upcoming_leaves_out_the_refused_dates(
+    app: App, admin: Actor, minutely: str
+) -> None:
+    jobs.edit_job(app, admin, minutely, schedule="0 2 * * *")
+    before = upcoming_fires(app, admin, UpcomingQuery(hours=72, job=minutely))
+    jobs.edit_job(app, admin, minutely, never_on="closures")
+    after = upcoming_fires(app, admin, UpcomingQuery(hours=72, job=minutely))
+
+    # Control first: without the calendar the 3rd's 02:00 is among the fires.
+    assert [f.at.day for f in before.fires] == [3, 4, 5]
+    assert [f.at.day for f in after.fires] == [4, 5]

@@ -93,6 +93,19 @@ def test_the_filter_keeps_exactly_the_crons_times_on_allowed_dates(
     assert fires(DateRule(never=Calendar("none")), "15 */5 * * *", zone, start, 60) == plain
 
 
+def test_the_filter_property_catches_a_filter_that_drops_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Negative control: with the date check planted to allow every date, the comparison
+    the property makes fails (the refused date's fire times are still there)."""
+    monkeypatch.setattr(CalendarSchedule, "_allowed", lambda _self, _fire: True)
+    start = datetime(2027, 3, 1, tzinfo=UTC)
+    chosen = frozenset({date(2027, 3, 2)})
+    plain = fires(None, "15 */5 * * *", "UTC", start, 5)
+    filtered = fires(DateRule(never=Calendar("off", chosen)), "15 */5 * * *", "UTC", start, 5)
+    assert filtered != [f for f in plain if f.date() not in chosen]
+
+
 def test_next_after_skips_to_an_allowed_date_and_says_when_there_is_none() -> None:
     wrapped = CalendarSchedule(
         parse_cached("0 2 * * *", "UTC"), rule_of("holidays", "", KNOWN) or DateRule()
