@@ -164,7 +164,6 @@ class Job(Base):
         CheckConstraint("origin IN ('bulk', 'individual')", name="origin"),
         CheckConstraint("overlap IN ('allow', 'forbid')", name="overlap"),
         CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
-        CheckConstraint("on_blackout IN ('skip', 'defer')", name="on_blackout"),
         NEVER_REUSED_IDS,
     )
 

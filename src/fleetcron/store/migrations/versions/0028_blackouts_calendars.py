@@ -7,9 +7,13 @@ Create Date: 2026-12-06
 
 ``blackouts``: windows during which slots are skipped or deferred (``core/blackouts.py``).
 ``jobs.on_blackout``: ``skip`` (existing jobs keep running as before: no window exists yet)
-or ``defer``. ``runs.not_before``: when a run deferred by a window may start. ``calendars`` and
-``calendar_dates``: named sets of dates a job names in ``run_only_on``/``never_on`` (empty on
-existing jobs: no filter).
+or ``defer``, checked by the job options declaration. ``runs.not_before``: when a run
+deferred by a window may start. ``calendars`` and ``calendar_dates``: named sets of dates
+a job names in ``run_only_on``/``never_on`` (empty on existing jobs: no filter).
+
+Columns are only added to ``jobs`` and ``runs``, never by a batch rebuild: on SQLite that
+would drop the triggers of ``runs`` (migrations 0019, 0022) and the ``AUTOINCREMENT`` of
+both (0020); so ``on_blackout`` has no check constraint.
 """
 
 from __future__ import annotations
@@ -24,19 +28,18 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(
-            sa.Column("on_blackout", sa.String(length=8), server_default="skip", nullable=False)
-        )
-        batch.create_check_constraint("on_blackout", "on_blackout IN ('skip', 'defer')")
-        batch.add_column(
-            sa.Column("run_only_on", sa.String(length=80), server_default="", nullable=False)
-        )
-        batch.add_column(
-            sa.Column("never_on", sa.String(length=80), server_default="", nullable=False)
-        )
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("not_before", sa.DateTime(), nullable=True))
+    # Plain ADD COLUMN: a batch rebuild of these tables on SQLite would drop the triggers
+    # of ``runs`` (migrations 0019, 0022) and the AUTOINCREMENT of both (0020).
+    op.add_column(
+        "jobs", sa.Column("on_blackout", sa.String(length=8), server_default="skip", nullable=False)
+    )
+    op.add_column(
+        "jobs", sa.Column("run_only_on", sa.String(length=80), server_default="", nullable=False)
+    )
+    op.add_column(
+        "jobs", sa.Column("never_on", sa.String(length=80), server_default="", nullable=False)
+    )
+    op.add_column("runs", sa.Column("not_before", sa.DateTime(), nullable=True))
     op.create_table(
         "blackouts",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -99,10 +102,7 @@ def downgrade() -> None:
     op.drop_table("calendars")
     op.drop_index("ix_blackouts_expires_at", table_name="blackouts")
     op.drop_table("blackouts")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("not_before")
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_constraint(op.f("ck_jobs_on_blackout"), type_="check")
-        batch.drop_column("never_on")
-        batch.drop_column("run_only_on")
-        batch.drop_column("on_blackout")
+    # SQLite 3.35+ drops a column in place (no rebuild, triggers kept).
+    op.drop_column("runs", "not_before")
+    for column in ("never_on", "run_only_on", "on_blackout"):
+        op.drop_column("jobs", column)
