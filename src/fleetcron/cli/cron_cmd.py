@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 import click
 
+from fleetcron.core.calendars import CalendarSchedule
 from fleetcron.core.target_zones import validate_zone
-from fleetcron.cron import parse
+from fleetcron.cron import CronSchedule, parse
 from fleetcron.errors import InvalidInput
 
 TIMEZONE_ENV = "FLEETCRON_TIMEZONE"
@@ -60,6 +61,18 @@ def check(expression: str) -> None:
         click.echo(f"note: uses extensions beyond Debian cron: {', '.join(schedule.extensions)}")
 
 
+def _with_calendars(
+    schedule: CronSchedule | CalendarSchedule, run_only_on: str, never_on: str
+) -> CronSchedule | CalendarSchedule:
+    from fleetcron.cli.context import acting, opened_app
+    from fleetcron.services.calendars.sets import date_rule
+
+    assert isinstance(schedule, CronSchedule)
+    with opened_app() as app:
+        rule = date_rule(app, acting(app, None), run_only_on, never_on)
+    return schedule if rule is None else CalendarSchedule(schedule, rule)
+
+
 @cron.command("next")
 @click.argument("expression")
 @click.option("--from", "from_", metavar="ISO-8601", help="Start after this time (default: now).")
@@ -71,8 +84,25 @@ def check(expression: str) -> None:
     help=f"IANA time zone (default: ${TIMEZONE_ENV} or UTC); --tz is an alias.",
 )
 @click.option("-n", "count", default="5", metavar="N", help="How many fire times (default 5).")
-def next_(expression: str, from_: str | None, tz: str | None, count: str) -> None:
-    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset."""
+@click.option(
+    "--run-only-on",
+    default="",
+    metavar="CALENDAR",
+    help="Only on this calendar's dates (or NAME:last, ...), as the job option.",
+)
+@click.option("--never-on", default="", metavar="CALENDAR", help="Never on this calendar's dates.")
+def next_(
+    *,
+    expression: str,
+    from_: str | None,
+    tz: str | None,
+    count: str,
+    run_only_on: str,
+    never_on: str,
+) -> None:
+    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset.
+    With --run-only-on/--never-on (read from the installation's calendars), the dates the
+    calendars refuse are left out, as the scheduler does."""
     if not count.isdigit() or not 1 <= int(count) <= MAX_COUNT:
         raise InvalidInput(
             f"-n: {count!r} is not a count; expected a whole number 1-{MAX_COUNT}",
@@ -82,7 +112,9 @@ def next_(expression: str, from_: str | None, tz: str | None, count: str) -> Non
         )
     zone = _zone_option(tz if tz is not None else configured_timezone())
     start = _from_option(from_, zone)
-    schedule = parse(expression, zone)
+    schedule: CronSchedule | CalendarSchedule = parse(expression, zone)
+    if run_only_on or never_on:
+        schedule = _with_calendars(schedule, run_only_on, never_on)
     try:
         for fire in itertools.islice(schedule.iter_after(start), int(count)):
             click.echo(fire.isoformat())

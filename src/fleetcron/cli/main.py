@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "notify": ("notify_cmd", "notify", "Notification channels, rules and deliveries."),
     "alert": ("alert_cmd", "alert", "Incidents: list, show, acknowledge."),
     "silence": ("alert_cmd", "silence", "Mute incident messages for a while."),
+    "blackout": ("blackout_cmd", "blackout", "Windows during which slots are skipped or deferred."),
+    "calendar": ("calendar_cmd", "calendar", "Named dates jobs run only on, or never on."),
     "user": ("user_cmd", "user", "Accounts of the web UI, API and CLI."),
     "audit": ("user_cmd", "audit", "The audit log of every operator action."),
     "token": ("user_cmd", "token", "API tokens for scripts: create, list, revoke."),

@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from fleetcron.core import rollout
 from fleetcron.core import validation as v
+from fleetcron.core.blackouts import ON_BLACKOUT
+from fleetcron.core.calendars import calendar_reference
 from fleetcron.errors import InvalidInput
 
 #: text: a string; int: a whole number; choice: one of ``choices``; choices: a list of
@@ -289,6 +291,40 @@ OPTIONS: tuple[JobOption, ...] = (
         label="Canary",
         max_chars=CANARY_MAX_CHARS,
         check=lambda value: rollout.normal_canary(value),
+    ),
+    # Time policy: what a slot inside a blackout window does (core/blackouts.py).
+    JobOption(
+        "on_blackout",
+        "on_blackout",
+        "choice",
+        "skip",
+        "A slot inside a blackout window: skip records it skipped; defer runs it once "
+        "when the window ends (recorded with its own slot).",
+        label="During a blackout",
+        choices=ON_BLACKOUT,
+        choice_labels={"skip": "skip the slot", "defer": "run it when the window ends"},
+    ),
+    # Time policy: calendars filtering the fire times (core/calendars.py); empty: not set.
+    JobOption(
+        "run_only_on",
+        "run_only_on",
+        "text",
+        "",
+        "Fire only on the dates of this calendar (business-days), or on its n-th date of "
+        "each month (business-days:last, :first, :2, :-2); other dates are no fire times.",
+        label="Run only on",
+        max_chars=80,
+        check=lambda value: calendar_reference(value, field_name="run_only_on"),
+    ),
+    JobOption(
+        "never_on",
+        "never_on",
+        "text",
+        "",
+        "Never fire on the dates of this calendar (holidays).",
+        label="Never on",
+        max_chars=80,
+        check=lambda value: calendar_reference(value, field_name="never_on"),
     ),
 )
 

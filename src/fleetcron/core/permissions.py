@@ -49,6 +49,16 @@ MATRIX: dict[str, str] = {
     "silence.read": "viewer",
     "silence.add": "operator",
     "silence.expire": "operator",
+    # Blackout windows (services/blackouts): anyone reads them; operators, who run and
+    # stop every job, may also hold them back for maintenance.
+    "blackout.read": "viewer",
+    "blackout.add": "operator",
+    "blackout.change": "operator",
+    "blackout.lift": "operator",
+    # Calendars (services/calendars): named dates jobs run only on, or never on.
+    "calendar.read": "viewer",
+    "calendar.add": "operator",
+    "calendar.remove": "operator",
     "user.read": "admin",
     "user.add": "admin",
     "user.edit": "admin",
@@ -89,6 +99,10 @@ PHRASES: dict[str, str] = {
     "target.diagnose": "see why pairing a target failed",
     "audit.read": "read the audit log",
     "incident.ack": "acknowledge incidents",
+    "blackout.read": "read blackout windows",
+    "blackout.add": "add blackout windows",
+    "blackout.change": "change blackout windows",
+    "blackout.lift": "lift blackout windows",
     "token.manage_own": "manage their own API tokens",
     "token.manage_any": "manage other users' API tokens",
     "account.manage_own": "manage their own account",

@@ -24,14 +24,21 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
+from fleetcron.core import blackouts
 from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.core.targets import TargetKind
-from fleetcron.cron import CronSchedule
 
-Outcome = Literal["fire", "missed", "skipped"]
-Trigger = Literal["schedule", "manual", "catch-up", "retry"]
+Outcome = Literal["fire", "missed", "skipped", "deferred"]
+Trigger = Literal["schedule", "manual", "catch-up", "retry", "deferred"]
+
+
+class FireTimes(Protocol):
+    """What planning asks of a schedule: a :class:`~fleetcron.cron.CronSchedule`, or one
+    filtered by calendars (:class:`~fleetcron.core.calendars.CalendarSchedule`)."""
+
+    def next_after(self, t: datetime) -> datetime: ...
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class SlotOutcome:
     reason: str | None = None
     skip_kind: SkipKind | None = None
     """Why a ``skipped`` outcome is skipped (the ``runs.skip_kind`` column); None otherwise."""
+    not_before: datetime | None = None
+    """A ``deferred`` outcome's start: the end of the blackout windows covering its slot."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,7 @@ class Plan:
 
 
 def plan_assignment(
-    schedule: CronSchedule, state: AssignmentState, now: datetime, policy: SlotPolicy
+    schedule: FireTimes, state: AssignmentState, now: datetime, policy: SlotPolicy
 ) -> Plan:
     """Outcomes of every slot from ``state.next_fire_at`` up to ``now``, oldest first."""
     due = _due_slots(schedule, state.next_fire_at, now, policy.max_missed_records)
@@ -108,7 +117,7 @@ class _DueSlots:
     before_newest: datetime | None
 
 
-def _due_slots(schedule: CronSchedule, first: datetime, now: datetime, keep: int) -> _DueSlots:
+def _due_slots(schedule: FireTimes, first: datetime, now: datetime, keep: int) -> _DueSlots:
     """Count the slots in [first, now], keeping the oldest ``keep`` and the newest two."""
     oldest: list[datetime] = []
     total = 0
@@ -149,6 +158,57 @@ def _fire_or_skip(slot: datetime, trigger: Trigger, state: AssignmentState) -> S
             slot, "skipped", trigger, "overlap: the previous run is still going", SkipKind.OVERLAP
         )
     return SlotOutcome(slot, "fire", trigger)
+
+
+@dataclass(frozen=True)
+class BlackoutState:
+    """What the blackout rule needs for one assignment: the windows in force, whose they
+    are (:class:`~fleetcron.core.blackouts.Subject`), the job's ``on_blackout`` and whether
+    a deferred run of the assignment already waits."""
+
+    windows: Sequence[blackouts.Window]
+    subject: blackouts.Subject
+    on_blackout: str = "skip"
+    deferred_waiting: bool = False
+
+
+def black_out(plan: Plan, state: BlackoutState) -> Plan:
+    """The plan once blackout windows are respected: a slot that would fire inside a window
+    is ``skipped`` (:attr:`SkipKind.BLACKOUT`, the reason names the window), or with
+    ``on_blackout: defer`` ``deferred`` until no window covers the assignment any more
+    (one deferred run per assignment at a time: later slots are skipped, saying so).
+    Missed and already skipped slots are unchanged; so is ``next_fire_at``."""
+    if not state.windows:
+        return plan
+    waiting = state.deferred_waiting
+    outcomes: list[SlotOutcome] = []
+    for outcome in plan.outcomes:
+        hit = None
+        if outcome.outcome == "fire":
+            hit = blackouts.hit_at(state.windows, state.subject, outcome.slot)
+        if hit is None:
+            outcomes.append(outcome)
+            continue
+        why = blackouts.reason(hit)
+        if state.on_blackout == "defer" and not waiting:
+            until = blackouts.clear_at(state.windows, state.subject, outcome.slot)
+            outcomes.append(
+                replace(
+                    outcome,
+                    outcome="deferred",
+                    trigger="deferred",
+                    reason=f"deferred by {why}: starts at {until.isoformat()}",
+                    not_before=until,
+                )
+            )
+            waiting = True
+            continue
+        if state.on_blackout == "defer":
+            why += "; a deferred run of this assignment already waits for the window's end"
+        outcomes.append(
+            replace(outcome, outcome="skipped", reason=why, skip_kind=SkipKind.BLACKOUT)
+        )
+    return replace(plan, outcomes=tuple(outcomes))
 
 
 @dataclass(frozen=True)

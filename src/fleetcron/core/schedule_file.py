@@ -355,6 +355,9 @@ class JobState:
     max_failures: str = ""
     canary: str = ""
     spread: int = 0
+    on_blackout: str = "skip"
+    run_only_on: str = ""
+    never_on: str = ""
 
 
 #: The fields a plan compares, in the order a diff shows them.

@@ -175,6 +175,9 @@ class SkipKind(StrEnum):
     """A queued run whose job or target was removed before it started."""
     DISABLED = "disabled"
     """A rollout's ``pending`` row whose assignment was disabled before its turn."""
+    BLACKOUT = "blackout"
+    """The slot fell in a blackout window (``core/blackouts.py``); the reason names the
+    window and its end."""
     ROLLOUT_HALTED = "rollout_halted"
     """A ``pending`` row of a rollout whose canary failed or whose ``max_failures`` was
     reached (``core/rollout.py``); the reason names the threshold and the failures."""

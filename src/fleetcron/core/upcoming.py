@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleetcron.core import rollout as slot_rollout
+from fleetcron.core.calendars import CalendarSchedule, DateRule
 from fleetcron.core.rollout import RolloutOptions
 from fleetcron.core.start_window import start_window, window_words
 from fleetcron.core.statuses import RunStatus
@@ -63,6 +64,8 @@ class JobFacts:
     jitter_s: int = 0
     #: The job's id: with each member's target id, its start window.
     job_id: int = 0
+    #: The job's calendars (``run_only_on``/``never_on``): dates they refuse are no fires.
+    dates: DateRule | None = None
 
     def start_bounds(self, members: Sequence[Member]) -> tuple[float, float]:
         """Seconds after a fire at which the first of ``members`` starts and by which the
@@ -285,7 +288,7 @@ def _job_fires(
     for member in job.members:
         zone = effective_zone(job.timezone, member.target_zone, default_zone)
         zones.setdefault(zone, []).append(member)
-    times, at_instant = _fire_times(job.schedule, zones, now, end, limit)
+    times, at_instant = _fire_times(job.schedule, zones, now, end, limit, dates=job.dates)
     plans: dict[tuple[str, ...], Rollout | None] = {}
     fires: list[Fire] = []
     for zone, members in zones.items():
@@ -321,15 +324,27 @@ def _job_fires(
 
 
 def _fire_times(
-    schedule: str, zones: Iterable[str], now: datetime, end: datetime, limit: int
+    schedule: str,
+    zones: Iterable[str],
+    now: datetime,
+    end: datetime,
+    limit: int,
+    *,
+    dates: DateRule | None = None,
 ) -> tuple[dict[str, list[datetime]], dict[datetime, list[str]]]:
     """The instants ``schedule`` fires in (now, end] in each zone (at most ``limit`` per
-    zone), and the zones firing at each instant (by UTC)."""
+    zone) on the dates ``dates`` allows, and the zones firing at each instant (by UTC)."""
     times: dict[str, list[datetime]] = {}
     at_instant: dict[datetime, list[str]] = {}
     for zone in zones:
         found = []
-        for count, at in enumerate(parse_cached(schedule, zone).between(now, end)):
+        cron = parse_cached(schedule, zone)
+        fires = (
+            cron.between(now, end)
+            if dates is None
+            else CalendarSchedule(cron, dates).between(now, end)
+        )
+        for count, at in enumerate(fires):
             if count >= limit:
                 break  # this job alone fills the list: later fires cannot be shown
             found.append(at)

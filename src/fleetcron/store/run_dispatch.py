@@ -93,6 +93,9 @@ DISPATCH_COLUMNS = (
     Job.version.label("job_version"),
     Job.command_by,
     Job.command_role,
+    Job.on_blackout,
+    Job.run_only_on,
+    Job.never_on,
     Target.id.label("target_id"),
     Target.name.label("target_name"),
     Target.kind.label("target_kind"),
@@ -104,6 +107,7 @@ DISPATCH_COLUMNS = (
     Target.paused.label("target_paused"),
     Target.paused_reason.label("target_paused_reason"),
     Target.timezone.label("target_timezone"),
+    Target.labels.label("target_labels"),
 )
 
 

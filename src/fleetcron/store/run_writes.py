@@ -155,6 +155,23 @@ def request_stop(session: Session, run_id: int, by: str, now: datetime) -> Run:
 # -- fencing ----------------------------------------------------------------------------------
 
 
+def release_deferred(session: Session, now: datetime) -> int:
+    """Let every run deferred by a blackout window be looked at again now (a window was
+    lifted or shortened): its ``not_before`` moves to ``now``, and the next claim of queued
+    runs starts it, or defers it again to the end of any window that still covers it.
+    Returns how many runs were released."""
+    result = session.execute(
+        update(Run)
+        .where(
+            Run.status == RunStatus.QUEUED,
+            Run.trigger == "deferred",
+            Run.not_before > now,
+        )
+        .values(not_before=now)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: str) -> int:
     """Record the still-``running`` runs among ``run_ids`` as ``fenced``: their owner lost
     its claim on them, so their completion will not be written. Returns how many changed."""

@@ -33,25 +33,30 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, Update, and_, bindparam, func, select, update
+from sqlalchemy import Row, Table, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from fleetcron.core import blackouts
+from fleetcron.core.calendars import Calendar, CalendarSchedule
 from fleetcron.core.ownership import Verdict, claim_deadline
 from fleetcron.core.planning import (
     AssignmentState,
+    BlackoutState,
     OldClaim,
     Plan,
     SlotOutcome,
     SlotPolicy,
+    black_out,
     live_old_claims,
     plan_assignment,
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind
-from fleetcron.core.target_zones import assignment_schedule
-from fleetcron.errors import Conflict
+from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
+from fleetcron.store.blackout_windows import in_force, subject_of
+from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
 from fleetcron.store.db import Database
 from fleetcron.store.run_dispatch import (
     Dispatch,
@@ -79,6 +84,10 @@ log = logging.getLogger(__name__)
 DEADLINE_MARGIN = timedelta(seconds=60)
 # Core tables for executemany updates (the ORM would try a bulk update by primary key).
 ASSIGNMENTS = cast(Table, Assignment.__table__)
+#: When a job's calendars leave it no fire time, it is looked at again this much later.
+CALENDAR_RETRY = timedelta(days=1)
+#: The trigger of a run a blackout window deferred (``core/planning.black_out``).
+DEFERRED = "deferred"
 RUNS = cast(Table, Run.__table__)
 
 
@@ -96,6 +105,19 @@ class Claimed:
     assignments: int = 0
     #: Assignments left due because an older generation's claim on them is still live.
     held: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What one claim transaction read once for all its due assignments."""
+
+    running: set[int]
+    old: Mapping[int, Sequence[OldClaim]]
+    windows: Sequence[blackouts.Window]
+    #: Assignments with a run deferred by a blackout still waiting (``queued``).
+    deferred: set[int]
+    #: The calendars, when a due job names any (``core/calendars.py``).
+    calendars: Mapping[str, Calendar]
 
 
 class RunStore:
@@ -146,19 +168,14 @@ class RunStore:
         if not verdict.may_claim and verdict.kind != "invalid":
             # Another node owns the work, or this one may not act: leave the slots due.
             return Claimed([], 0, 0, 0)
-        running = self._running_assignments(
-            session, [r.assignment_id for r in rows if r.overlap == "forbid"]
-        )
         stamp = self._stamp(session, now)
-        old = self.guard.old_claims(
-            session, verdict, [r.assignment_id for r in rows], claimed_at=stamp.at
-        )
+        context = self._round(session, rows, verdict, stamp, now)
         firing: list[tuple[Row[Any], Run]] = []
         missed = skipped = 0
         held: list[int] = []
         next_fires: list[dict[str, Any]] = []
         for row in rows:
-            plan = self._plan(row, now, row.assignment_id in running, old)
+            plan = self._plan(row, now, context)
             if plan is None:
                 # An older generation's command may still run here: leave the slot due.
                 held.append(row.assignment_id)
@@ -194,31 +211,73 @@ class RunStore:
             query = query.with_for_update(skip_locked=True, of=Assignment)
         return session.execute(query).all()
 
-    def _plan(
+    def _round(
         self,
-        row: Row[Any],
+        session: Session,
+        rows: Sequence[Row[Any]],
+        verdict: Verdict,
+        stamp: Stamp,
         now: datetime,
-        running: bool,
-        old: Mapping[int, Sequence[OldClaim]],
-    ) -> Plan | None:
-        """The core's plan for one due assignment, after the older generations' claims on
-        it (``None``: leave it due)."""
-        planned = plan_assignment(
-            assignment_schedule(
-                row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
+    ) -> _Round:
+        """Read what planning the due ``rows`` needs besides the rows themselves."""
+        ids = [r.assignment_id for r in rows]
+        windows = in_force(session, now)
+        return _Round(
+            running=self._running_assignments(
+                session, [r.assignment_id for r in rows if r.overlap == "forbid"]
             ),
-            AssignmentState(row.next_fire_at, row.overlap, row.catchup, running),
-            now,
-            self.policy,
+            old=self.guard.old_claims(session, verdict, ids, claimed_at=stamp.at),
+            windows=windows,
+            deferred=self._deferred_assignments(session, ids) if windows else set(),
+            calendars=load_calendars(session)
+            if any(r.run_only_on or r.never_on for r in rows)
+            else {},
         )
-        return wait_for_old_claims(planned, old.get(row.assignment_id, ()), now, self.policy)
+
+    def _plan(self, row: Row[Any], now: datetime, context: _Round) -> Plan | None:
+        """The core's plan for one due assignment, after blackout windows and the older
+        generations' claims on it (``None``: leave it due)."""
+        aid = row.assignment_id
+        try:
+            schedule = filtered_schedule(row, self.policy.default_timezone, context.calendars)
+            first = row.next_fire_at
+            if isinstance(schedule, CalendarSchedule):
+                # next_fire_at was set from the cron alone: start at the first allowed one.
+                first = schedule.first_at_or_after(first)
+            planned = plan_assignment(
+                schedule,
+                AssignmentState(first, row.overlap, row.catchup, aid in context.running),
+                now,
+                self.policy,
+            )
+        except InvalidInput as exc:
+            # Its calendars leave no date (or one was removed): look again in a day.
+            log.warning(
+                "job %s: %s", row.job_name, exc.message, extra={"action": "calendar.no_fire"}
+            )
+            return Plan((), now + CALENDAR_RETRY)
+        planned = black_out(
+            planned,
+            BlackoutState(
+                context.windows,
+                subject_of(row, self.policy.default_timezone),
+                row.on_blackout,
+                aid in context.deferred,
+            ),
+        )
+        return wait_for_old_claims(planned, context.old.get(aid, ()), now, self.policy)
 
     def _slot_run(
         self, row: Row[Any], outcome: SlotOutcome, verdict: Verdict, stamp: Stamp, now: datetime
     ) -> Run:
         """The run row of one slot's planned outcome (not yet added to the session)."""
         run = self._new_run(row, outcome.slot, outcome.trigger, now)
-        if outcome.outcome != "fire":
+        if outcome.outcome == "deferred":
+            # Waits, queued, until the window ends; claim_queued starts it (or defers
+            # it again if a window still covers it then).
+            set_status(run, RunStatus.QUEUED)
+            run.reason, run.not_before = outcome.reason, outcome.not_before
+        elif outcome.outcome != "fire":
             set_status(run, RunStatus(outcome.outcome))
             run.reason = outcome.reason
             run.skip_kind = outcome.skip_kind
@@ -280,6 +339,20 @@ class RunStore:
             )
         )
 
+    @staticmethod
+    def _deferred_assignments(session: Session, assignment_ids: list[int]) -> set[int]:
+        if not assignment_ids:
+            return set()
+        return set(
+            session.scalars(
+                select(Run.assignment_id).where(
+                    Run.status == RunStatus.QUEUED,
+                    Run.trigger == DEFERRED,
+                    Run.assignment_id.in_(assignment_ids),
+                )
+            )
+        )
+
     def _new_run(self, row: Row[Any], slot: datetime, trigger: str, now: datetime) -> Run:
         return Run(
             assignment_id=row.assignment_id,
@@ -304,9 +377,18 @@ class RunStore:
         return advance_rollouts(self, now)
 
     def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
-        """Start queued manual runs (requested by the CLI, API or web on any node)."""
+        """Start queued manual runs (requested by the CLI, API or web on any node) and runs
+        deferred by a blackout window whose ``not_before`` has come."""
         with self.db.session() as session:
-            query = select(Run).where(Run.status == RunStatus.QUEUED).order_by(Run.id).limit(limit)
+            query = (
+                select(Run)
+                .where(
+                    Run.status == RunStatus.QUEUED,
+                    or_(Run.not_before.is_(None), Run.not_before <= now),
+                )
+                .order_by(Run.id)
+                .limit(limit)
+            )
             if self.db.dialect == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             runs = session.scalars(query).all()
@@ -324,29 +406,52 @@ class RunStore:
             }
             stamp = self._stamp(session, now)
             old = self.guard.old_claims(session, verdict, list(rows), claimed_at=stamp.at)
+            windows = in_force(session, now) if any(r.trigger == DEFERRED for r in runs) else []
             starting: list[tuple[Row[Any], Run]] = []
             for run in runs:
                 row = rows.get(run.assignment_id)
-                if row is None:
-                    set_status(run, RunStatus.SKIPPED)
-                    run.finished_at = now
-                    run.reason = "the job or its target was removed before the run started"
-                    run.skip_kind = SkipKind.REMOVED
-                    continue
-                if hold := target_hold_of(row, self.policy):
-                    set_status(run, RunStatus.SKIPPED)
-                    run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
-                    continue
-                if live_old_claims(old.get(run.assignment_id, ())):
-                    # Stays queued until the previous owner's claim reaches its deadline.
-                    continue
-                run.node, run.command = self.node, row.command
-                run.job_version = row.job_version
-                self._start(run, row, stamp, now)
-                starting.append((row, run))
+                if self._queued_may_start(run, row, old, windows, now):
+                    assert row is not None
+                    run.node, run.command = self.node, row.command
+                    run.job_version = row.job_version
+                    self._start(run, row, stamp, now)
+                    starting.append((row, run))
             refresh(session, {run.assignment_id for run in runs})
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
             return [dispatch_from(row, run, stamp) for row, run in starting]
+
+    def _queued_may_start(
+        self,
+        run: Run,
+        row: Row[Any] | None,
+        old: Mapping[int, Sequence[OldClaim]],
+        windows: Sequence[blackouts.Window],
+        now: datetime,
+    ) -> bool:
+        """Whether a queued run starts now; if not, it is recorded ``skipped`` (its job or
+        target removed, its target held) or left queued (an older generation's claim, or
+        a blackout window that still covers a deferred run: ``not_before`` moves on)."""
+        if row is None:
+            set_status(run, RunStatus.SKIPPED)
+            run.finished_at = now
+            run.reason = "the job or its target was removed before the run started"
+            run.skip_kind = SkipKind.REMOVED
+            return False
+        if hold := target_hold_of(row, self.policy):
+            set_status(run, RunStatus.SKIPPED)
+            run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
+            return False
+        if live_old_claims(old.get(run.assignment_id, ())):
+            # Stays queued until the previous owner's claim reaches its deadline.
+            return False
+        if run.trigger == DEFERRED:
+            subject = subject_of(row, self.policy.default_timezone)
+            clear = blackouts.clear_at(windows, subject, now)
+            if clear > now:
+                # A window was extended, or another one opened: wait for it too.
+                run.not_before = clear
+                return False
+        return True
 
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""

@@ -7,7 +7,7 @@ come back timezone-aware (SQLite has no time zone type).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
     Dialect,
     Float,
@@ -196,6 +197,11 @@ class Job(Base):
     batch_pause_s: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     max_failures: Mapped[str] = mapped_column(String(8), default="", server_default="")
     canary: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: A slot inside a blackout window: ``skip`` it, or ``defer`` it to the window's end.
+    on_blackout: Mapped[str] = mapped_column(String(8), default="skip", server_default="skip")
+    #: Calendars filtering the fire times (``core/calendars.py``); empty: not set.
+    run_only_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
+    never_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))
@@ -360,6 +366,9 @@ class Run(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     skip_kind: Mapped[str | None] = mapped_column(String(24))
     """Why a ``skipped`` run was skipped (a ``core.statuses.SkipKind``); None otherwise."""
+    not_before: Mapped[datetime | None]
+    """A ``queued`` run deferred by a blackout window (trigger ``deferred``) starts no
+    earlier; None for every other run."""
     exit_code: Mapped[int | None] = mapped_column(Integer)
     stdout_head: Mapped[str] = mapped_column(Text, default="")
     stdout_tail: Mapped[str] = mapped_column(Text, default="")
@@ -750,6 +759,73 @@ class Silence(Base):
     reason: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime]
     expired_by: Mapped[str | None] = mapped_column(String(64))
+
+
+class Blackout(Base):
+    """A blackout window (``core/blackouts.py``): one-off (``start_wall``..``end_wall``,
+    wall-clock times as ISO text) or recurring (``cron`` for ``duration_s``, until
+    ``until``), in ``zone`` (an IANA name, or ``target``: each target's own), over one job,
+    one target and/or a label selector. In force while not lifted and before
+    ``expires_at`` (None: a recurring window without an end)."""
+
+    __tablename__ = "blackouts"
+    __table_args__ = (
+        Index("ix_blackouts_expires_at", "expires_at"),
+        CheckConstraint("kind IN ('once', 'cron')", name="kind"),
+        NEVER_REUSED_IDS,
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    job_name: Mapped[str | None] = mapped_column(String(64))
+    target_name: Mapped[str | None] = mapped_column(String(64))
+    selector: Mapped[str | None] = mapped_column(String(512))
+    zone: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(8))
+    start_wall: Mapped[str | None] = mapped_column(String(19))
+    end_wall: Mapped[str | None] = mapped_column(String(19))
+    cron: Mapped[str | None] = mapped_column(String(255))
+    duration_s: Mapped[int | None] = mapped_column(Integer)
+    until: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+    lifted_by: Mapped[str | None] = mapped_column(String(64))
+    lifted_at: Mapped[datetime | None]
+
+
+class CalendarRow(Base):
+    """A named set of dates (``core/calendars.py``): its own dates (``calendar_dates``),
+    plus the days of ``weekdays`` (``mon,tue,...``) that the ``except_name`` calendar does
+    not hold. ``source``: ``hand`` or ``ics`` (imported from an iCalendar file)."""
+
+    __tablename__ = "calendars"
+    __table_args__ = (NEVER_REUSED_IDS,)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    weekdays: Mapped[str] = mapped_column(String(32), default="")
+    except_name: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(8))
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+
+
+class CalendarDate(Base):
+    """One date of a calendar."""
+
+    __tablename__ = "calendar_dates"
+
+    calendar_id: Mapped[int] = mapped_column(
+        ForeignKey("calendars.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
 
 
 class WebSession(Base):

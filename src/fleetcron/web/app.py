@@ -25,6 +25,8 @@ from fleetcron.services.health.report import state_reading
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
+    blackouts,
+    calendars,
     claims,
     cluster_peer,
     health,
@@ -150,6 +152,8 @@ def include_routes(web: FastAPI) -> None:
     web.include_router(cluster_pair_router, prefix="/api/v1")
     web.include_router(history.router, prefix="/api/v1")
     web.include_router(alerts.router, prefix="/api/v1")
+    web.include_router(blackouts.router, prefix="/api/v1")
+    web.include_router(calendars.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
     web.include_router(views.router)

@@ -63,6 +63,11 @@ INERT: dict[str, str] = {
     "incident.ack": "stops an incident's reminders; changes no job, target or assignment",
     "silence.add": "mutes messages about jobs or targets; runs are recorded as before",
     "silence.expire": "ends a silence of messages; changes no job, target or assignment",
+    "blackout.add": "holds back slots of existing assignments; creates none, changes no command",
+    "blackout.change": "moves a window's times or scope; creates no assignment",
+    "blackout.lift": "ends a window early; deferred runs start through the same local gate",
+    "calendar.add": "adds or imports dates; a job's calendars only take fire times away",
+    "calendar.remove": "removes a calendar no job names; creates no assignment",
 }
 
 

@@ -85,9 +85,11 @@ def test_executor_statuses_are_run_statuses() -> None:
 
 
 def test_planning_outcomes_other_than_fire_are_birth_statuses() -> None:
-    decided = set(get_args(planning.Outcome)) - {"fire"}
+    decided = set(get_args(planning.Outcome)) - {"fire", "deferred"}
     assert decided == {"missed", "skipped"}
     assert all(may_become(None, s) for s in decided)
+    # A slot deferred by a blackout window is born queued (it waits for the window's end).
+    assert may_become(None, RunStatus.QUEUED)
 
 
 @pytest.mark.parametrize(

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from fleetcron.app import Actor, App
+from fleetcron.core.calendars import CalendarSchedule, rule_of
 from fleetcron.core.labels import format_selector, selector_matches
 from fleetcron.core.target_zones import TARGET_LOCAL, assignment_schedule, effective_zone
-from fleetcron.errors import NotFound
+from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -32,9 +35,17 @@ def next_fire(job: Job, after: datetime, *, target: Target | None, default_zone:
     target has none). The one home of this computation outside the run store, which
     advances ``next_fire_at`` with the same :func:`assignment_schedule`."""
     target_zone = target.timezone if target is not None and job.timezone == TARGET_LOCAL else None
-    return assignment_schedule(job.schedule, job.timezone, target_zone, default_zone).next_after(
-        after
-    )
+    schedule = assignment_schedule(job.schedule, job.timezone, target_zone, default_zone)
+    session = object_session(job)
+    if (job.run_only_on or job.never_on) and session is not None:
+        # The job's calendars drop dates (core/calendars.py); should they leave none,
+        # the cron's own time stands and the claim path looks again then.
+        with session.no_autoflush:
+            rule = rule_of(job.run_only_on, job.never_on, load_calendars(session))
+        if rule is not None:
+            with contextlib.suppress(InvalidInput):
+                return CalendarSchedule(schedule, rule).next_after(after)
+    return schedule.next_after(after)
 
 
 def zone_of(job: Job, target: Target | None, default_zone: str) -> str:

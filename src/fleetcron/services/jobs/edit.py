@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from fleetcron.app import Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.calendars import rule_of
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.start_window import start_window
@@ -39,6 +40,7 @@ from fleetcron.services.fleet.local_gate import (
     stamp_author,
 )
 from fleetcron.services.jobs.version_writes import record_version
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -86,6 +88,9 @@ class JobView:
     batch_pause_s: int
     max_failures: str
     canary: str
+    on_blackout: str
+    run_only_on: str
+    never_on: str
     created_by: str
     updated_by: str
     created_at: datetime
@@ -124,6 +129,9 @@ class JobSpec:
     batch_pause_s: int = _DEFAULT["batch_pause_s"]
     max_failures: str = _DEFAULT["max_failures"]
     canary: str = _DEFAULT["canary"]
+    on_blackout: str = _DEFAULT["on_blackout"]
+    run_only_on: str = _DEFAULT["run_only_on"]
+    never_on: str = _DEFAULT["never_on"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.
@@ -162,7 +170,17 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
     )
     if "selector" in out:
         out["selector"] = parse_selector(out["selector"])
+    if out.get("run_only_on") or out.get("never_on"):
+        _require_calendars(app, out)
     return out
+
+
+def _require_calendars(app: App, values: Mapping[str, Any]) -> None:
+    """The calendars a job names exist (InvalidInput naming ``run_only_on`` or ``never_on``
+    and the calendars there are)."""
+    with app.db.read() as session:
+        known = load_calendars(session)
+    rule_of(values.get("run_only_on") or "", values.get("never_on") or "", known)
 
 
 def add_job(
@@ -191,20 +209,7 @@ def add_job(
     with audited(app, actor, note) as session:
         actor.authorize("job.add")
         v.validate_job_name(name)
-        if bulk == (target is not None):
-            raise InvalidInput(
-                "a job needs exactly one of --target T (individual) or --bulk",
-                field="target",
-                value=target,
-                allowed="--target NAME or --bulk",
-            )
-        if not bulk and (selector or disabled_on):
-            raise InvalidInput(
-                "--selector and --disabled-on apply to bulk jobs only",
-                field="selector",
-                value=selector,
-                allowed="use them with --bulk",
-            )
+        _check_placement(bulk=bulk, target=target, selector=selector, disabled_on=disabled_on)
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
         job_options.check_job({**values, "origin": origin})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
@@ -222,33 +227,10 @@ def add_job(
         session.add(job)
         stamp_author(job, actor)
         if bulk:
-            for disabled in disabled_on:
-                try:
-                    get_target(session, disabled)
-                except NotFound:
-                    raise NotFound("target", disabled, field="disabled_on") from None
-            sync_bulk_membership(session, app, job, disabled_on=disabled_on)
-            covered = {a.target.name for a in job.assignments}
-            stray = sorted(set(disabled_on) - covered)
-            if stray:
-                raise InvalidInput(
-                    f"disabled-on: {', '.join(stray)} would not run this job "
-                    "(unpaired, or not matched by the selector)",
-                    field="disabled_on",
-                    value=stray,
-                    allowed="paired targets the job's selector matches",
-                )
-
-            note.detail["selector"] = format_selector(job.selector)
+            _place_bulk(session, app, job, disabled_on, note)
         else:
             assert target is not None
-            the_target = get_target(session, target)
-            note.target_id, note.target_name = the_target.id, the_target.name
-            job.target_id = the_target.id
-            stamp_author(job, actor)  # setting the target cleared it
-            # On an unpaired target the job waits; pairing gives it its assignment.
-            if the_target.paired:
-                new_assignment(session, app, job, the_target, enabled=True, now=now)
+            _place_individual(session, app, job, target, note, actor=actor, now=now)
         session.flush()
         require_cleared(app, job)
         refuse_duplicates(session, job)
@@ -257,6 +239,71 @@ def add_job(
         view = _view(job)
         note.detail.update({"enabled": view.enabled, "total": view.total})
         return view
+
+
+def _check_placement(
+    *, bulk: bool, target: str | None, selector: str | None, disabled_on: Sequence[str]
+) -> None:
+    """An individual job names its target; only a bulk job has a selector and paused
+    targets."""
+    if bulk == (target is not None):
+        raise InvalidInput(
+            "a job needs exactly one of --target T (individual) or --bulk",
+            field="target",
+            value=target,
+            allowed="--target NAME or --bulk",
+        )
+    if not bulk and (selector or disabled_on):
+        raise InvalidInput(
+            "--selector and --disabled-on apply to bulk jobs only",
+            field="selector",
+            value=selector,
+            allowed="use them with --bulk",
+        )
+
+
+def _place_bulk(
+    session: Session, app: App, job: Job, disabled_on: Sequence[str], note: AuditNote
+) -> None:
+    """A new bulk job's assignments: the targets its selector matches, those in
+    ``disabled_on`` paused (each of which must be among them)."""
+    for disabled in disabled_on:
+        try:
+            get_target(session, disabled)
+        except NotFound:
+            raise NotFound("target", disabled, field="disabled_on") from None
+    sync_bulk_membership(session, app, job, disabled_on=disabled_on)
+    covered = {a.target.name for a in job.assignments}
+    stray = sorted(set(disabled_on) - covered)
+    if stray:
+        raise InvalidInput(
+            f"disabled-on: {', '.join(stray)} would not run this job "
+            "(unpaired, or not matched by the selector)",
+            field="disabled_on",
+            value=stray,
+            allowed="paired targets the job's selector matches",
+        )
+    note.detail["selector"] = format_selector(job.selector)
+
+
+def _place_individual(
+    session: Session,
+    app: App,
+    job: Job,
+    target: str,
+    note: AuditNote,
+    *,
+    actor: Actor,
+    now: datetime,
+) -> None:
+    """A new individual job's target, and its assignment once the target is paired."""
+    the_target = get_target(session, target)
+    note.target_id, note.target_name = the_target.id, the_target.name
+    job.target_id = the_target.id
+    stamp_author(job, actor)  # setting the target cleared it
+    # On an unpaired target the job waits; pairing gives it its assignment.
+    if the_target.paired:
+        new_assignment(session, app, job, the_target, enabled=True, now=now)
 
 
 def edit_job(
@@ -272,34 +319,9 @@ def edit_job(
     note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
     with audited(app, actor, note) as session:
         actor.authorize("job.edit")
-        unknown = set(changes) - set(EDITABLE)
-        if unknown:
-            raise InvalidInput(
-                f"cannot edit {', '.join(sorted(unknown))}",
-                field=sorted(unknown)[0],
-                value=None,
-                allowed=", ".join(EDITABLE),
-            )
-        job = get_job(session, name)
+        job = get_job(session, _editable(name, changes))
         note.job_id = job.id
-        if "selector" in changes and job.origin != "bulk":
-            raise InvalidInput(
-                "only bulk jobs have a selector",
-                field="selector",
-                value=changes["selector"],
-                allowed="--selector on bulk jobs",
-            )
-        values = validated_job_fields(
-            app,
-            {
-                **changes,
-                **(
-                    {"timezone": changes.get("timezone") or job.timezone}
-                    if "schedule" in changes or "timezone" in changes
-                    else {}
-                ),
-            },
-        )
+        values = _edited_values(app, job, changes)
         for key, value in values.items():
             setattr(job, key, value)
         if {"command", "selector"} & set(values):
@@ -309,26 +331,78 @@ def edit_job(
         )
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
-        if "schedule" in values or "timezone" in values:
-            refire_assignments(job.assignments, job, now, app.settings.timezone)
-        if "selector" in values:
-            added, removed = sync_bulk_membership(session, app, job)
-            note.detail.update({"added": added, "removed": removed})
+        _follow_edit(session, app, job, values, note, now=now)
         for target, enabled in (enabled_on or {}).items():
             actor.authorize("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
-        if {"command", "selector"} & set(values):
-            session.flush()
-            require_cleared(app, job)
-        if {"command", "selector", "allow_duplicate"} & set(values):
-            session.flush()
-            refuse_duplicates(session, job)
+        _check_edited(session, app, job, values)
         if enabled_on:
             note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
         record_version(session, app, actor, job, note)
         session.flush()
         return _view(job)
+
+
+def _editable(name: str, changes: Mapping[str, Any]) -> str:
+    """``name``, once every field in ``changes`` is one a job edit accepts."""
+    unknown = set(changes) - set(EDITABLE)
+    if unknown:
+        raise InvalidInput(
+            f"cannot edit {', '.join(sorted(unknown))}",
+            field=sorted(unknown)[0],
+            value=None,
+            allowed=", ".join(EDITABLE),
+        )
+    return name
+
+
+def _edited_values(app: App, job: Job, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The changed fields, checked (the zone given along with a new schedule)."""
+    if "selector" in changes and job.origin != "bulk":
+        raise InvalidInput(
+            "only bulk jobs have a selector",
+            field="selector",
+            value=changes["selector"],
+            allowed="--selector on bulk jobs",
+        )
+    zone = (
+        {"timezone": changes.get("timezone") or job.timezone}
+        if "schedule" in changes or "timezone" in changes
+        else {}
+    )
+    return validated_job_fields(app, {**changes, **zone})
+
+
+#: The fields whose change moves each assignment to its next fire time.
+_REFIRED_BY = frozenset({"schedule", "timezone", "run_only_on", "never_on"})
+
+
+def _follow_edit(
+    session: Session,
+    app: App,
+    job: Job,
+    values: Mapping[str, Any],
+    note: AuditNote,
+    *,
+    now: datetime,
+) -> None:
+    """What follows from the changed fields: next fire times, a bulk job's targets."""
+    if _REFIRED_BY & set(values):
+        refire_assignments(job.assignments, job, now, app.settings.timezone)
+    if "selector" in values:
+        added, removed = sync_bulk_membership(session, app, job)
+        note.detail.update({"added": added, "removed": removed})
+
+
+def _check_edited(session: Session, app: App, job: Job, values: Mapping[str, Any]) -> None:
+    """The rules an edited job must still keep: the local gate, no duplicate command."""
+    if {"command", "selector"} & set(values):
+        session.flush()
+        require_cleared(app, job)
+    if {"command", "selector", "allow_duplicate"} & set(values):
+        session.flush()
+        refuse_duplicates(session, job)
 
 
 def set_enabled(

@@ -3,14 +3,19 @@ times computed per (job, zone) by :mod:`fleetcron.core.upcoming`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
+from fleetcron.core.calendars import Calendar, DateRule, rule_of
 from fleetcron.core.rollout import RolloutOptions, rollout_options
 from fleetcron.core.upcoming import MAX_HOURS, JobFacts, Member, Upcoming, upcoming
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
+from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -46,62 +51,23 @@ def _rollout(job: Job) -> RolloutOptions:
         return RolloutOptions()  # a stored option this version cannot read: shown without
 
 
+def _dates(job: Job, calendars: Mapping[str, Calendar]) -> DateRule | None:
+    try:
+        return rule_of(job.run_only_on, job.never_on, calendars)
+    except FleetcronError:
+        return None  # a calendar removed under the job: shown without (the claim path logs)
+
+
 def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
     """The fires in (now, now + hours] of every job (or ``job``), on every target (or
     ``target``), soonest first."""
     actor.authorize("job.read")
     _check(query)
     with app.db.read() as session:
-        jobs_q = select(Job).order_by(Job.name)
-        # Targets once (their labels are JSON: decoded 5,000 times, not once per
-        # assignment), then the assignments as plain ids.
-        targets = {
-            target_id: (name, zone, bool(paused), labels or {})
-            for target_id, name, zone, paused, labels in session.execute(
-                select(Target.id, Target.name, Target.timezone, Target.paused, Target.labels).where(
-                    Target.paired.is_(True)
-                )
-            )
-        }
-        members_q = select(Assignment.job_id, Assignment.target_id, Assignment.enabled)
-        if query.job is not None:
-            job_id = session.scalar(select(Job.id).where(Job.name == query.job))
-            if job_id is None:
-                raise NotFound("job", query.job)
-            jobs_q = jobs_q.where(Job.id == job_id)
-            members_q = members_q.where(Assignment.job_id == job_id)
-        if query.target is not None:
-            target_id = session.scalar(select(Target.id).where(Target.name == query.target))
-            if target_id is None:
-                raise NotFound("target", query.target)
-            # Every assignment of the target's jobs: a rollout is planned over the whole
-            # slot, whichever of its targets is asked about.
-            its_jobs = select(Assignment.job_id).where(Assignment.target_id == target_id)
-            members_q = members_q.where(Assignment.job_id.in_(its_jobs))
-            jobs_q = jobs_q.where(Job.id.in_(its_jobs))
-        members: dict[int, list[Member]] = {}
-        for job_id, target_id, enabled in session.execute(members_q):
-            target = targets.get(target_id)
-            if target is None:
-                continue  # an unpaired target runs nothing
-            name, zone, paused, labels = target
-            members.setdefault(job_id, []).append(
-                Member(name, zone, bool(enabled), paused, labels, target_id)
-            )
-        facts = [
-            JobFacts(
-                job.name,
-                job.origin,
-                job.schedule,
-                job.timezone,
-                members.get(job.id, []),
-                spread_s=int(job.spread_s or 0),
-                rollout=_rollout(job),
-                jitter_s=int(job.jitter_s or 0),
-                job_id=job.id,
-            )
-            for job in session.scalars(jobs_q)
-        ]
+        jobs_q, members_q = _queries(session, query)
+        members = _members(session, members_q)
+        calendars = load_calendars(session)
+        facts = [_facts(job, members, calendars) for job in session.scalars(jobs_q)]
     return upcoming(
         facts,
         app.now(),
@@ -109,4 +75,66 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
         app.settings.timezone,
         limit=query.limit,
         target=query.target,
+    )
+
+
+def _queries(session: Session, query: UpcomingQuery) -> tuple[Any, Any]:
+    """The jobs asked about and their assignments (as plain ids)."""
+    jobs_q = select(Job).order_by(Job.name)
+    members_q = select(Assignment.job_id, Assignment.target_id, Assignment.enabled)
+    if query.job is not None:
+        job_id = session.scalar(select(Job.id).where(Job.name == query.job))
+        if job_id is None:
+            raise NotFound("job", query.job)
+        jobs_q = jobs_q.where(Job.id == job_id)
+        members_q = members_q.where(Assignment.job_id == job_id)
+    if query.target is not None:
+        target_id = session.scalar(select(Target.id).where(Target.name == query.target))
+        if target_id is None:
+            raise NotFound("target", query.target)
+        # Every assignment of the target's jobs: a rollout is planned over the whole
+        # slot, whichever of its targets is asked about.
+        its_jobs = select(Assignment.job_id).where(Assignment.target_id == target_id)
+        members_q = members_q.where(Assignment.job_id.in_(its_jobs))
+        jobs_q = jobs_q.where(Job.id.in_(its_jobs))
+    return jobs_q, members_q
+
+
+def _members(session: Session, members_q: Any) -> dict[int, list[Member]]:
+    """Each job's paired targets. Targets are read once (their labels are JSON: decoded
+    5,000 times, not once per assignment), then the assignments as plain ids."""
+    targets = {
+        target_id: (name, zone, bool(paused), labels or {})
+        for target_id, name, zone, paused, labels in session.execute(
+            select(Target.id, Target.name, Target.timezone, Target.paused, Target.labels).where(
+                Target.paired.is_(True)
+            )
+        )
+    }
+    members: dict[int, list[Member]] = {}
+    for job_id, target_id, enabled in session.execute(members_q):
+        target = targets.get(target_id)
+        if target is None:
+            continue  # an unpaired target runs nothing
+        name, zone, paused, labels = target
+        members.setdefault(job_id, []).append(
+            Member(name, zone, bool(enabled), paused, labels, target_id)
+        )
+    return members
+
+
+def _facts(
+    job: Job, members: Mapping[int, list[Member]], calendars: Mapping[str, Calendar]
+) -> JobFacts:
+    return JobFacts(
+        job.name,
+        job.origin,
+        job.schedule,
+        job.timezone,
+        members.get(job.id, []),
+        spread_s=int(job.spread_s or 0),
+        rollout=_rollout(job),
+        jitter_s=int(job.jitter_s or 0),
+        job_id=job.id,
+        dates=_dates(job, calendars),
     )

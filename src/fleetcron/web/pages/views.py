@@ -21,6 +21,7 @@ from fleetcron.services.targets import reads as target_reads
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages import (
     accounts,
+    blackouts,
     cluster,
     history,
     incidents,
@@ -90,3 +91,4 @@ for _module in (jobs, history, job_page, targets, target_actions, runs, accounts
     router.include_router(_module.router)
 router.include_router(job_plan.router)
 router.include_router(incidents.router)
+router.include_router(blackouts.router)
