@@ -38,12 +38,32 @@ run: $(VENV)/.installed
 # one at a time), nearly all of it waiting out real leases and claim deadlines (the longest:
 # the issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 25 s).
 # `make quick` skips both parts (45 s).
+# Where the CPU goes (measured 2026-12-06 as CPU seconds, user+sys, since the machine was
+# loaded): tests/integration/web, 895 tests, 292 CPU-s in the pytest processes plus the
+# PostgreSQL server's; a PostgreSQL test's setup took 0.8 s against SQLite's 0.2 s, most of
+# it CREATE DATABASE from the template (now by file copy: 0.02 CPU-s in the server, it was
+# 0.07-0.19 block by block through the WAL). A cold `fleetcron` start costs 1.2 CPU-s (now
+# kept for tests/e2e and the scheduler processes; in-process elsewhere), a pytest worker's
+# collection 10 CPU-s without cached bytecode and 5 with it, a product-cost argon2 hash
+# 0.2 CPU-s (the template's seed only; the web tests rehash with the cheapest cost), the
+# zone detection of each local target added 8 ms. tests/integration without web, 970
+# tests: 370 CPU-s, a third of it (128) the incident scenarios, half of theirs in
+# evaluate_alerts re-reading every failed run of its window at each 10 s round (the
+# product's own cost, multiplied by 190 rounds). What remains is the tests' own work:
+# requests through the ASGI app, real commands, the long generated searches (schemathesis,
+# the local gate's sequences, 5,000 targets' upcoming fires), and Chromium.
 TEST_WORKERS ?= 3
 # The fault scenarios mostly wait out real leases and deadlines: two at a time.
 SERIAL_WORKERS ?= 2
 # How many of the slowest tests each part reports (0: all of them).
 DURATIONS ?= 20
 TEST_NICE ?= 10
+
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE set):
+# otherwise every pytest worker rewrites and compiles each test module again (about 5 s of
+# CPU per worker) and every process the suite starts (the CLI zygote, schedulers, the fault
+# scenarios' nodes) compiles fleetcron from source (about 0.3 s each).
+test quick: export PYTHONDONTWRITEBYTECODE :=
 
 test: $(VENV)/.installed
 	bash scripts/system-deps.sh

@@ -4,9 +4,13 @@ environment. The one setup of the suite's in-process CLI tests."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from fleetcron.app import App
+from fleetcron.cli.main import cli
+from fleetcron.cli.output import run_cli
 
 
 def point_the_cli_at(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -17,3 +21,23 @@ def point_the_cli_at(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEETCRON_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("FLEETCRON_DATABASE_URL", settings.effective_database_url)
     monkeypatch.setenv("FLEETCRON_MASTER_KEY", settings.master_key.get_secret_value())
+
+
+def run_in_process(
+    app: App,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    local_targets: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """``fleetcron ARGS`` run in this process (``run_cli``, as the console script runs it)
+    against ``app``: its exit code and what it printed. The console script itself, started
+    cold, is the subject of the tests in tests/e2e; here a cold start would only add about
+    a second of CPU per command (importing SQLAlchemy, Alembic, asyncssh, pydantic)."""
+    point_the_cli_at(app, monkeypatch)
+    if local_targets:
+        monkeypatch.setenv("FLEETCRON_ALLOW_LOCAL_TARGETS", "true")
+    capsys.readouterr()
+    code = run_cli(cli, list(args))
+    printed = capsys.readouterr()
+    return subprocess.CompletedProcess(["fleetcron", *args], code, printed.out, printed.err)

@@ -194,9 +194,20 @@ def operator_actions() -> set[str]:
 
 
 def sequences(steps: Sequence[Step], triples: int) -> list[tuple[Step, ...]]:
+    """Every pair and the sampled triples, each played from the starting state. A triple
+    whose pair has not been extended yet is played instead of that pair: the violations are
+    read after every step, so the pair is checked on the way, and its two steps are not
+    played twice from the same state."""
     pairs = list(itertools.product(steps, repeat=2))
     chosen = random.Random(33).sample(list(itertools.product(steps, repeat=3)), triples)
-    return [*pairs, *chosen]
+    played: dict[tuple[Step, ...], tuple[Step, ...]] = {pair: pair for pair in pairs}
+    again: list[tuple[Step, ...]] = []
+    for triple in chosen:
+        if len(played[triple[:2]]) == 2:
+            played[triple[:2]] = triple
+        else:
+            again.append(triple)
+    return [*played.values(), *again]
 
 
 @dataclass

@@ -1,22 +1,21 @@
 """The rollout options of a job (batch, batch_pause_s, max_failures, canary) through every
-adapter the declaration feeds, on SQLite and PostgreSQL: the API, the CLI (the installed
-console script against the same database), and schedule files; bad values are refused
+adapter the declaration feeds, on SQLite and PostgreSQL: the API, the CLI (run in process
+against the same database), and schedule files; bad values are refused
 naming the field, the value and what is allowed."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from cli_env import run_in_process
 from fleetcron.app import Actor, App
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -26,7 +25,6 @@ from fleetcron.store.schema import AuditEvent, Job
 from integration.web.conftest import API, error_of
 
 Headers = dict[str, str]
-FLEETCRON = shutil.which("fleetcron", path=str(Path(sys.executable).parent))
 
 
 @pytest.fixture
@@ -123,44 +121,36 @@ def test_the_viewer_may_not_set_rollout_options(
     assert refused.status_code == 403
 
 
-def cli(app: App, *args: str) -> subprocess.CompletedProcess[str]:
-    assert FLEETCRON is not None
-    settings = app.settings
-    env = {
-        **os.environ,
-        "FLEETCRON_DATA_DIR": str(settings.data_dir),
-        "FLEETCRON_DATABASE_URL": settings.effective_database_url,
-        "FLEETCRON_MASTER_KEY": settings.master_key.get_secret_value()
-        if settings.master_key is not None
-        else "",
-        "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
-    }
-    return subprocess.run(
-        [FLEETCRON, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+@pytest.fixture
+def cli(
+    app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``fleetcron ARGS`` against the test's database, run in process (``run_in_process``)."""
+    return functools.partial(run_in_process, app, monkeypatch, capsys)
 
 
-def test_the_cli_sets_the_rollout_options_and_refuses_bad_ones(app: App, fleet: None) -> None:
+def test_the_cli_sets_the_rollout_options_and_refuses_bad_ones(
+    app: App, fleet: None, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     added = cli(
-        app,
         "job", "add", "reload", "--bulk", "--schedule", "0 2 * * *", "--command", "reload",
         "--batch", "2", "--batch-pause", "60", "--max-failures", "50%", "--canary", "charlie",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert stored(app, "reload") == ("2", 60, "50%", "charlie")
 
-    shown = cli(app, "job", "show", "reload", "--json")
+    shown = cli("job", "show", "reload", "--json")
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
     assert (view["batch"], view["max_failures"], view["canary"]) == ("2", "50%", "charlie")
 
-    refused = cli(app, "job", "edit", "reload", "--max-failures", "0%")
+    refused = cli("job", "edit", "reload", "--max-failures", "0%")
     assert refused.returncode == 2
     assert "max_failures" in refused.stderr and "'0%'" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert stored(app, "reload") == ("2", 60, "50%", "charlie")
 
-    edited = cli(app, "job", "edit", "reload", "--batch", "")
+    edited = cli("job", "edit", "reload", "--batch", "")
     assert edited.returncode == 0, edited.stderr
     assert stored(app, "reload") == ("", 60, "50%", "charlie")
 

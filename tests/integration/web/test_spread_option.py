@@ -1,23 +1,22 @@
 """A job's ``spread`` through every adapter the declaration feeds, on SQLite and PostgreSQL:
-the API (with each target's offset), the CLI (the installed console script against the same
-database, ``job show --json``), the web form and the job list, and schedule files; bad
+the API (with each target's offset), the CLI (run in process against the same database,
+``job show --json``), the web form and the job list, and schedule files; bad
 values, alone or with jitter, are refused naming the field, the value and what is allowed."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from cli_env import run_in_process
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.schedule_file import ScheduleFileError
@@ -31,7 +30,6 @@ from fleetcron.store.schema import Job, Target
 from integration.web.conftest import API, csrf_token_of, error_of, log_in, new_client
 
 Headers = dict[str, str]
-FLEETCRON = shutil.which("fleetcron", path=str(Path(sys.executable).parent))
 NAMES = ("alpha", "bravo", "charlie")
 
 
@@ -142,52 +140,45 @@ def test_the_viewer_may_not_change_the_spread(
 # --- the CLI ----------------------------------------------------------------------------
 
 
-def cli(app: App, *args: str) -> subprocess.CompletedProcess[str]:
-    assert FLEETCRON is not None
-    settings = app.settings
-    env = {
-        **os.environ,
-        "FLEETCRON_DATA_DIR": str(settings.data_dir),
-        "FLEETCRON_DATABASE_URL": settings.effective_database_url,
-        "FLEETCRON_MASTER_KEY": settings.master_key.get_secret_value()
-        if settings.master_key is not None
-        else "",
-        "FLEETCRON_ALLOW_LOCAL_TARGETS": "true",
-    }
-    return subprocess.run(
-        [FLEETCRON, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+@pytest.fixture
+def cli(
+    app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``fleetcron ARGS`` against the test's database, run in process (``run_in_process``)."""
+    return functools.partial(run_in_process, app, monkeypatch, capsys)
 
 
-def test_the_cli_sets_shows_and_refuses_a_spread(app: App, fleet: None) -> None:
+def test_the_cli_sets_shows_and_refuses_a_spread(
+    app: App, fleet: None, cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     added = cli(
-        app, "job", "add", "reload", "--bulk", "--schedule", "0 2 * * *", "--command", "reload",
+        "job", "add", "reload", "--bulk", "--schedule", "0 2 * * *", "--command", "reload",
         "--spread", "900",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert stored(app) == (900, 0)
 
-    shown = cli(app, "job", "show", "reload", "--json")
+    shown = cli("job", "show", "reload", "--json")
     assert shown.returncode == 0, shown.stderr
     view = json.loads(shown.stdout)
     assert view["spread_s"] == 900
     assert offsets_of(view) == expected_offsets(app)
-    table = cli(app, "job", "show", "reload")
+    table = cli("job", "show", "reload")
     assert table.returncode == 0, table.stderr
     assert "spread_s:       900" in table.stdout and "starts after (s)" in table.stdout
     for name, offset in expected_offsets(app).items():
         assert re.search(rf"{name} .* {offset:.3f}", table.stdout), (name, offset)
 
-    refused = cli(app, "job", "edit", "reload", "--spread", "3601")
+    refused = cli("job", "edit", "reload", "--spread", "3601")
     assert refused.returncode == 2
     assert "spread: 3601 is out of range 0-3600" in refused.stderr
     assert "Traceback" not in refused.stderr
-    together = cli(app, "job", "edit", "reload", "--jitter", "3000")
+    together = cli("job", "edit", "reload", "--jitter", "3000")
     assert together.returncode == 2
     assert "spread: 900 with jitter 3000" in together.stderr
     assert stored(app) == (900, 0)
 
-    edited = cli(app, "job", "edit", "reload", "--spread", "0")
+    edited = cli("job", "edit", "reload", "--spread", "0")
     assert edited.returncode == 0, edited.stderr
     assert stored(app) == (0, 0)
 
