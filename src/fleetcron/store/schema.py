@@ -144,6 +144,13 @@ class Target(Base):
     #: Ids of the jobs whose assignment was disabled when the target was unpaired, so that
     #: pairing it again restores those per-job pauses.
     unpaired_disabled_jobs: Mapped[list[int] | None] = mapped_column(JSON)
+    #: What the newest host probe found (``core/reach.py``; None: never probed, as local
+    #: targets never are), when it ran, since when the target is in that state, and the
+    #: error (bounded); migration 0031.
+    reach: Mapped[str | None] = mapped_column(String(16))
+    reach_at: Mapped[datetime | None]
+    reach_since: Mapped[datetime | None]
+    reach_error: Mapped[str | None] = mapped_column(String(300))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -658,8 +665,9 @@ class NotificationDelivery(Base):
 
 class Incident(Base):
     """One cause (``failing``, ``late``, ``stuck``, ``halted``) on one job, over the targets
-    sharing it (:class:`IncidentTarget`); ``core/incidents.py``. At most one is open per
-    job and cause. ``job_id`` is a plain column and the name a copy, so the history
+    sharing it (:class:`IncidentTarget`), or one host that cannot be reached (``unreachable``,
+    ``target_id`` set); ``core/incidents.py``. At most one is open per job and cause, and
+    one per host. ``job_id`` is a plain column and the name a copy, so the history
     outlives the job."""
 
     __tablename__ = "incidents"
@@ -670,8 +678,15 @@ class Incident(Base):
             "job_id",
             "cause",
             unique=True,
-            sqlite_where=text("status = 'open'"),
-            postgresql_where=text("status = 'open'"),
+            sqlite_where=text("status = 'open' AND target_id IS NULL"),
+            postgresql_where=text("status = 'open' AND target_id IS NULL"),
+        ),
+        Index(
+            "uq_incidents_open_host",
+            "target_id",
+            unique=True,
+            sqlite_where=text("status = 'open' AND target_id IS NOT NULL"),
+            postgresql_where=text("status = 'open' AND target_id IS NOT NULL"),
         ),
         Index("ix_incidents_opened_at", "opened_at"),
         NEVER_REUSED_IDS,
@@ -693,6 +708,10 @@ class Incident(Base):
     ack_note: Mapped[str | None] = mapped_column(Text)
     #: When a ``flapping`` message was sent about this incident's job and cause.
     flapping_at: Mapped[datetime | None]
+    #: A host incident (cause ``unreachable``): the target that cannot be reached, its
+    #: name a copy; ``job_id`` is then 0 and ``job_name`` empty (migration 0031).
+    target_id: Mapped[int | None] = mapped_column(Integer)
+    target_name: Mapped[str | None] = mapped_column(String(64))
 
 
 class IncidentTarget(Base):

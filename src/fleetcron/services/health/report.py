@@ -28,6 +28,11 @@ targets with a connection error the newest run that reached them
 counts are grouped statements over that chain; the shown lines are picked from it with a
 LIMIT, and only they get their streak (the failures since the newest success) and their
 outage read.
+
+**Hosts.** Beside the causes, ``hosts``: the SSH targets whose newest host probe (a fresh
+connection, ``services/targets/reach.py``) failed, counted in full in ``hosts_down``. A
+target whose pooled connection still works but whose ``sshd`` is gone shows here within
+one probe interval, before its jobs fail. Any such host makes the summary not ``ok``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from fleetcron.services.health.failures import (
     outages_of,
     unreachable_lines,
 )
+from fleetcron.services.targets.reach import HostLine, hosts_down
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target
@@ -125,6 +131,10 @@ class HealthSummary:
     """Every job with a problem."""
     failures_24h: int = 0
     runs_24h: dict[str, int] = field(default_factory=dict)
+    hosts_down: int = 0
+    """SSH targets the newest host probe found unreachable (a fresh connection fails)."""
+    hosts: list[HostLine] = field(default_factory=list)
+    """At most ``limit`` of them, longest down first."""
 
     @property
     def line_count(self) -> int:
@@ -138,7 +148,7 @@ class HealthSummary:
 
     @property
     def ok(self) -> bool:
-        return self.line_count == 0
+        return self.line_count == 0 and self.hosts_down == 0
 
     def group(self, kind: str) -> Group:
         return next(g for g in self.groups if g.kind == kind)
@@ -306,6 +316,7 @@ def summary(
         # day's runs are not read.
         result.runs_24h = run_counts.counts_since(session, day_ago)
         result.failures_24h = sum(result.runs_24h.get(s, 0) for s in FAILED)
+        result.hosts_down, result.hosts = hosts_down(session, limit)
     return result
 
 
@@ -350,6 +361,7 @@ __all__ = [
     "Group",
     "GroupedProblem",
     "HealthSummary",
+    "HostLine",
     "JobProblems",
     "Problem",
     "assignment_health",
