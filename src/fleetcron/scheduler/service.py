@@ -61,8 +61,8 @@ from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
 from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
-from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.scheduler.probes import HostProber
+from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log_superseded
 from fleetcron.scheduler.run_request import exec_request, not_started, run_target
 from fleetcron.services.alerts.runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
