@@ -67,7 +67,7 @@ from fleetcron.services.health.failures import (
     outages_of,
     unreachable_lines,
 )
-from fleetcron.services.targets.reach import HostLine, hosts_down
+from fleetcron.services.health.hosts import HostLine, hosts_down
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target

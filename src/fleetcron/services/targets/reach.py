@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
@@ -181,39 +181,10 @@ def _store(target: Target, result: ProbeResult, now: datetime) -> int:
     return 1
 
 
-@dataclass(frozen=True)
-class HostLine:
-    """One target a new connection cannot reach, for health."""
-
-    target: str
-    reach: str
-    since: datetime | None
-    at: datetime | None
-    error: str | None
-
-
-def hosts_down(session: Session, limit: int | None) -> tuple[int, list[HostLine]]:
-    """How many SSH targets the newest probe found down, and the first ``limit`` of them
-    (longest down first)."""
-    is_down_now = (Target.reach.is_not(None), Target.reach != Reach.REACHABLE.value)
-    total = session.scalar(select(func.count(Target.id)).where(*is_down_now)) or 0
-    rows = session.execute(
-        select(Target.name, Target.reach, Target.reach_since, Target.reach_at, Target.reach_error)
-        .where(*is_down_now)
-        .order_by(Target.reach_since, Target.name)
-        .limit(limit)
-    )
-    return int(total), [
-        HostLine(name, reach or "", since, at, error) for name, reach, since, at, error in rows
-    ]
-
-
 __all__ = [
     "ROUND_MAX",
-    "HostLine",
     "ReachView",
     "due_probes",
-    "hosts_down",
     "probes_here",
     "reach_of_row",
     "reach_view",
