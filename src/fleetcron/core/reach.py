@@ -48,6 +48,9 @@ class Reach(StrEnum):
     """Any other failure: the name does not resolve, the handshake broke off."""
 
 
+#: The states of a target a new connection cannot reach, as stored.
+DOWN: Final[tuple[str, ...]] = tuple(r.value for r in Reach if r is not Reach.REACHABLE)
+
 #: Default seconds between two probes of one target.
 DEFAULT_INTERVAL_S: Final = 300.0
 #: Longest error text kept per target (characters).
@@ -152,6 +155,7 @@ def error_text(error: BaseException | None) -> str | None:
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
+    "DOWN",
     "ERROR_MAX",
     "Reach",
     "due",

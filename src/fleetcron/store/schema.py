@@ -35,6 +35,7 @@ from sqlalchemy.orm.base import NEVER_SET, NO_VALUE
 from sqlalchemy.types import TypeDecorator
 
 from fleetcron.core import statuses
+from fleetcron.core.reach import DOWN as REACH_DOWN
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.targets import KIND_CHECK_SQL, TargetKind
 
@@ -112,11 +113,25 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON}
 
 
+#: A target the newest host probe found down (``core/reach.py``): health's partial index.
+TARGET_DOWN_SQL = "reach IN (" + ", ".join(f"'{state}'" for state in REACH_DOWN) + ")"
+
+
 class Target(Base):
     """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
 
     __tablename__ = "targets"
-    __table_args__ = (CheckConstraint(KIND_CHECK_SQL, name="kind"), NEVER_REUSED_IDS)
+    __table_args__ = (
+        CheckConstraint(KIND_CHECK_SQL, name="kind"),
+        # The hosts health lists, found without a scan of every target.
+        Index(
+            "ix_targets_down",
+            "reach_since",
+            sqlite_where=text(TARGET_DOWN_SQL),
+            postgresql_where=text(TARGET_DOWN_SQL),
+        ),
+        NEVER_REUSED_IDS,
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)

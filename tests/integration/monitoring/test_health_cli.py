@@ -111,7 +111,10 @@ def test_the_exit_code_is_zero_when_nothing_fails(
 
     code, out = health(capsys)
 
-    assert (code, out) == (0, "ok: nothing failing, late or stuck (0 failure(s) in 24 h)\n")
+    assert (code, out) == (
+        0,
+        "ok: nothing failing, late or stuck, no host unreachable (0 failure(s) in 24 h)\n",
+    )
 
 
 def test_per_target_health_of_a_job_says_since_when_it_fails(

@@ -20,7 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
-from fleetcron.core.reach import Reach, is_down, words
+from fleetcron.core.reach import DOWN, Reach, is_down, words
+from fleetcron.store.planner import written_in
 from fleetcron.store.schema import Incident, IncidentTarget, Target
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,9 @@ class _Down:
 
 def _down_targets(session: Session, now: datetime) -> dict[int, _Down]:
     rows = session.execute(
+        # Written into the statement: the partial index of down targets finds them.
         select(Target.id, Target.name, Target.reach, Target.reach_since, Target.reach_error).where(
-            Target.reach.is_not(None), Target.reach != Reach.REACHABLE.value
+            written_in(Target.reach, list(DOWN))
         )
     )
     return {

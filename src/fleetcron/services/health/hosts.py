@@ -13,7 +13,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from fleetcron.core.reach import Reach
+from fleetcron.core.reach import DOWN
+from fleetcron.store.planner import written_in
 from fleetcron.store.schema import Target
 
 
@@ -31,11 +32,12 @@ class HostLine:
 def hosts_down(session: Session, limit: int | None) -> tuple[int, list[HostLine]]:
     """How many SSH targets the newest probe found down, and the first ``limit`` of them
     (longest down first)."""
-    is_down_now = (Target.reach.is_not(None), Target.reach != Reach.REACHABLE.value)
-    total = session.scalar(select(func.count(Target.id)).where(*is_down_now)) or 0
+    # Written into the statement, so that the planner uses the partial index.
+    is_down_now = written_in(Target.reach, list(DOWN))
+    total = session.scalar(select(func.count()).select_from(Target).where(is_down_now)) or 0
     rows = session.execute(
         select(Target.name, Target.reach, Target.reach_since, Target.reach_at, Target.reach_error)
-        .where(*is_down_now)
+        .where(is_down_now)
         .order_by(Target.reach_since, Target.name)
         .limit(limit)
     )

@@ -23,6 +23,8 @@ depends_on = None
 
 _JOB_WHERE = "status = 'open' AND target_id IS NULL"
 _HOST_WHERE = "status = 'open' AND target_id IS NOT NULL"
+# The states of core/reach.py a new connection fails in, frozen here.
+_DOWN_WHERE = "reach IN ('refused', 'timeout', 'auth_failed', 'host_key_changed', 'error')"
 
 
 def upgrade() -> None:
@@ -31,6 +33,14 @@ def upgrade() -> None:
         batch.add_column(sa.Column("reach_at", sa.DateTime(), nullable=True))
         batch.add_column(sa.Column("reach_since", sa.DateTime(), nullable=True))
         batch.add_column(sa.Column("reach_error", sa.String(length=300), nullable=True))
+    op.create_index(
+        "ix_targets_down",
+        "targets",
+        ["reach_since"],
+        unique=False,
+        sqlite_where=sa.text(_DOWN_WHERE),
+        postgresql_where=sa.text(_DOWN_WHERE),
+    )
     with op.batch_alter_table("incidents") as batch:
         batch.add_column(sa.Column("target_id", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("target_name", sa.String(length=64), nullable=True))
@@ -68,6 +78,7 @@ def downgrade() -> None:
     with op.batch_alter_table("incidents") as batch:
         batch.drop_column("target_name")
         batch.drop_column("target_id")
+    op.drop_index("ix_targets_down", table_name="targets")
     with op.batch_alter_table("targets") as batch:
         batch.drop_column("reach_error")
         batch.drop_column("reach_since")
