@@ -32,6 +32,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.reach import Reach
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts import incident_ops
 from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule
 from fleetcron.services.alerts.deliveries import deliver_due
 from fleetcron.services.alerts.evaluation import evaluate_alerts
@@ -179,6 +180,7 @@ class Outage:
     messages: Counter[tuple[str, str]]
     noticed_after: timedelta
     job_incidents: int
+    bodies: list[dict[str, Any]]
 
 
 async def outage(
@@ -222,7 +224,8 @@ async def outage(
         failing = session.scalar(
             select(func.count()).select_from(Incident).where(Incident.cause == "failing")
         )
-    return Outage(messages(webhook), noticed_after, int(failing or 0))
+    bodies = [json.loads(r.body) for r in webhook.requests]
+    return Outage(messages(webhook), noticed_after, int(failing or 0), bodies)
 
 
 async def test_a_host_whose_sshd_stopped_is_one_incident_and_mutes_its_job_failures(
@@ -245,6 +248,15 @@ async def test_a_host_whose_sshd_stopped_is_one_incident_and_mutes_its_job_failu
         )
         assert host_incidents(app) == [("resolved", "db1")]
         assert reach_of(app) == Reach.REACHABLE.value
+        firing = seen.bodies[0]
+        assert (firing["host"]["name"], firing["job"]) == ("db1", {"id": 0, "name": ""})
+        assert firing["subject"].endswith("host db1 unreachable: 1 target")
+        assert firing["reason"].startswith("db1: connection refused")
+        assert firing["link"].endswith("/targets/db1")
+        listed = incident_ops.list_incidents(app, Actor("v", "viewer"), status="all")
+        assert [(i.job, i.cause, i.link) for i in listed if i.cause == "unreachable"] == [
+            ("host db1", "unreachable", "/targets/db1")
+        ]
     finally:
         app.close()
 
