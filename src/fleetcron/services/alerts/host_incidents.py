@@ -4,7 +4,7 @@ The probe (:mod:`fleetcron.services.targets.reach`) records on each SSH target w
 connection found. Each evaluation round, :func:`sync_host_incidents` opens one incident of
 cause ``unreachable`` for every target whose newest probe failed (at most one open per
 target: a partial unique index) and resolves it once a probe succeeds again (or the target
-was removed). A host incident has no job (``job_id`` 0) and one member row, the target
+was removed). A paused target (maintenance) is probed and shown but opens no incident. A host incident has no job (``job_id`` 0) and one member row, the target
 (``assignment_id`` 0). While it is open, the target's job incidents are muted as if a
 silence covered the target (:func:`host_mutes`): their runs are recorded, the incidents
 kept, but a job incident all of whose targets are on unreachable hosts sends nothing.
@@ -37,6 +37,7 @@ class _Down:
     reach: Reach
     since: datetime
     error: str | None
+    paused: bool
 
     @property
     def reason(self) -> str:
@@ -47,13 +48,18 @@ class _Down:
 def _down_targets(session: Session, now: datetime) -> dict[int, _Down]:
     rows = session.execute(
         # Written into the statement: the partial index of down targets finds them.
-        select(Target.id, Target.name, Target.reach, Target.reach_since, Target.reach_error).where(
-            written_in(Target.reach, list(DOWN))
-        )
+        select(
+            Target.id,
+            Target.name,
+            Target.reach,
+            Target.reach_since,
+            Target.reach_error,
+            Target.paused,
+        ).where(written_in(Target.reach, list(DOWN)))
     )
     return {
-        tid: _Down(tid, name, Reach(reach), since or now, error)
-        for tid, name, reach, since, error in rows
+        tid: _Down(tid, name, Reach(reach), since or now, error, paused)
+        for tid, name, reach, since, error, paused in rows
         if reach is not None and is_down(Reach(reach))
     }
 
@@ -70,7 +76,8 @@ def sync_host_incidents(session: Session, now: datetime) -> None:
         if i.target_id is not None
     }
     for target_id, found in sorted(down.items()):
-        if target_id not in open_ones:
+        # A paused target (maintenance) opens none; one open before the pause stays open.
+        if target_id not in open_ones and not found.paused:
             _open(session, found)
     back = {
         tid: since

@@ -7,8 +7,8 @@ results to :func:`record_probes`, which stores each target's state, when it was 
 since when it is in that state and the error (bounded). Alert evaluation turns a target
 that is down into a host incident (:mod:`fleetcron.services.alerts.host_incidents`).
 
-Local targets are not probed (the scheduler's own host), nor paused ones (maintenance), nor
-SSH targets without a pinned host key (not paired).
+Local targets are not probed (the scheduler's own host), nor SSH targets without a pinned
+host key. Paused ones are (their state stays current), but open no host incident.
 """
 
 from __future__ import annotations
@@ -104,7 +104,6 @@ def due_probes(
         rows = session.execute(
             select(Target.id, Target.reach_at).where(
                 Target.kind == TargetKind.SSH,
-                Target.paused.is_(False),
                 Target.host_key.is_not(None),
             )
         ).all()
