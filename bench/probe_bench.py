@@ -145,15 +145,17 @@ def cpu(who: int = resource.RUSAGE_SELF) -> float:
 
 
 async def measured(
-    name: str, server: Server, connections: int, run: Callable[[], Awaitable[int]]
+    name: str, server: Server, run: Callable[[], Awaitable[tuple[int, int]]]
 ) -> Measure:
+    """Run ``run`` (it answers how many connections it made and how many reached the
+    server) and measure it."""
     cpu0, children0, server0, wall0 = (
         cpu(),
         cpu(resource.RUSAGE_CHILDREN),
         server.cpu_s(),
         time.monotonic(),
     )
-    reachable = await run()
+    connections, reachable = await run()
     wall = time.monotonic() - wall0
     used = cpu() - cpu0 + cpu(resource.RUSAGE_CHILDREN) - children0
     return Measure(name, connections, used, wall, server.cpu_s() - server0, reachable)
@@ -190,18 +192,20 @@ def fill(app: App, server: Server, n: int) -> None:
         )
 
 
-async def probe_round(app: App) -> int:
+async def probe_round(app: App) -> tuple[int, int]:
+    """Rounds at NOW until none is due (a round takes at most ``ROUND_MAX`` targets)."""
     prober = HostProber(app, lambda token: app.master_key.decrypt(token).reveal(), lambda: NOW)
-    probed = await prober.round(NOW)
+    probed = 0
+    while made := await prober.round(NOW):
+        probed += made
     with app.db.read() as session:
         reachable = session.scalar(
             select(func.count()).select_from(Target).where(Target.reach == Reach.REACHABLE)
         )
-    assert probed > 0
-    return int(reachable or 0)
+    return probed, int(reachable or 0)
 
 
-async def bare_connects(server: Server, n: int, concurrency: int) -> int:
+async def bare_connects(server: Server, n: int, concurrency: int) -> tuple[int, int]:
     import asyncssh
 
     key = asyncssh.import_private_key(server.client_key)
@@ -224,10 +228,10 @@ async def bare_connects(server: Server, n: int, concurrency: int) -> int:
             await conn.wait_closed()
             return 1
 
-    return sum(await asyncio.gather(*(one() for _ in range(n))))
+    return n, sum(await asyncio.gather(*(one() for _ in range(n))))
 
 
-async def keyscans(server: Server, n: int, concurrency: int) -> int:
+async def keyscans(server: Server, n: int, concurrency: int) -> tuple[int, int]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one() -> int:
@@ -245,7 +249,7 @@ async def keyscans(server: Server, n: int, concurrency: int) -> int:
             out, _ = await proc.communicate()
             return 1 if b"ssh-ed25519" in out else 0
 
-    return sum(await asyncio.gather(*(one() for _ in range(n))))
+    return n, sum(await asyncio.gather(*(one() for _ in range(n))))
 
 
 async def bench(args: argparse.Namespace) -> list[Measure]:
@@ -262,13 +266,10 @@ async def bench(args: argparse.Namespace) -> list[Measure]:
         )
         fill(app, server, args.targets)
         results = [
-            await measured(
-                "fleetcron probe round", server, args.targets, functools.partial(probe_round, app)
-            ),
+            await measured("fleetcron probe rounds", server, functools.partial(probe_round, app)),
             await measured(
                 "bare asyncssh connect",
                 server,
-                args.targets,
                 functools.partial(bare_connects, server, args.targets, args.concurrency),
             ),
         ]
@@ -277,7 +278,6 @@ async def bench(args: argparse.Namespace) -> list[Measure]:
                 await measured(
                     "ssh-keyscan per target",
                     server,
-                    args.keyscan,
                     functools.partial(keyscans, server, args.keyscan, args.concurrency),
                 )
             )
