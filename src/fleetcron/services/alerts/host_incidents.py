@@ -4,10 +4,11 @@ The probe (:mod:`fleetcron.services.targets.reach`) records on each SSH target w
 connection found. Each evaluation round, :func:`sync_host_incidents` opens one incident of
 cause ``unreachable`` for every target whose newest probe failed (at most one open per
 target: a partial unique index) and resolves it once a probe succeeds again (or the target
-was removed). A paused target (maintenance) is probed and shown but opens no incident. A host incident has no job (``job_id`` 0) and one member row, the target
-(``assignment_id`` 0). While it is open, the target's job incidents are muted as if a
-silence covered the target (:func:`host_mutes`): their runs are recorded, the incidents
-kept, but a job incident all of whose targets are on unreachable hosts sends nothing.
+was removed). A paused target (maintenance) is probed and shown but opens no incident. A
+host incident has no job (``job_id`` 0) and one member row, the target (``assignment_id``
+0). While it is open, the target's job incidents are muted as if a silence covered the
+target (:func:`host_mutes`): their runs are recorded, the incidents kept, but a job incident
+all of whose targets are on unreachable hosts sends nothing.
 """
 
 from __future__ import annotations
