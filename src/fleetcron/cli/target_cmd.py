@@ -315,13 +315,7 @@ def edit(
     checked over SSH first; if the check fails, nothing is saved. With --no-verify the
     change is saved and the target is unpaired until `fleetcron target pair NAME`.
     """
-    if labels and clear_labels:
-        raise InvalidInput(
-            "labels: give --label or --clear-labels, not both",
-            field="labels",
-            value=list(labels),
-            allowed="--label K=V (repeatable) or --clear-labels",
-        )
+    _one_way_to_change_labels(labels, clear_labels)
     changes = TargetChanges(
         kind=None if kind is None else TargetKind(kind),
         host=host,
@@ -343,6 +337,20 @@ def edit(
             verify=not no_verify,
             allow_same_host=allow_same_host,
         )
+    _say_what_changed(name, result)
+
+
+def _one_way_to_change_labels(labels: tuple[str, ...], clear_labels: bool) -> None:
+    if labels and clear_labels:
+        raise InvalidInput(
+            "labels: give --label or --clear-labels, not both",
+            field="labels",
+            value=list(labels),
+            allowed="--label K=V (repeatable) or --clear-labels",
+        )
+
+
+def _say_what_changed(name: str, result: svc.EditResult) -> None:
     click.echo(f"target {name} changed: {', '.join(result.changed)}")
     if "timezone" in result.changed:
         click.echo(f"time zone: {result.target.timezone or '(none)'}")

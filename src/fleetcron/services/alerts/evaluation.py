@@ -42,7 +42,6 @@ from fleetcron.core.incidents import Cause
 from fleetcron.core.rollout import ROLLOUT_FAILURES
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.services.alerts import incidents
-from fleetcron.services.alerts.host_incidents import sync_host_incidents
 from fleetcron.store.schema import (
     AlertState,
     Assignment,
@@ -156,7 +155,6 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
     _rollout_halts(session, now, since)
     _evaluate_assignments(session, now, grace, since)
     incidents.recover_halted(session)
-    sync_host_incidents(session, now)
     return incidents.queue_messages(session, now)
 
 

@@ -27,7 +27,7 @@ from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerp
 from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
 from fleetcron.core.labels import parse_selector
 from fleetcron.core.statuses import RunStatus, SkipKind
-from fleetcron.services.alerts.host_incidents import flap_key, host_mutes
+from fleetcron.services.alerts.host_incidents import flap_key, host_mutes, sync_host_incidents
 from fleetcron.store.schema import (
     Incident,
     IncidentNotice,
@@ -471,8 +471,11 @@ def _resolve(session: Session, incident: Incident, at: datetime) -> None:
 
 
 def queue_messages(session: Session, now: datetime) -> int:
-    """Queue every message due now about open and just-resolved incidents; returns how
-    many deliveries were queued."""
+    """Bring the host incidents up to date with the probe's states
+    (:func:`~fleetcron.services.alerts.host_incidents.sync_host_incidents`), then queue
+    every message due now about open and just-resolved incidents; returns how many
+    deliveries were queued."""
+    sync_host_incidents(session, now)
     found = list(
         session.scalars(
             select(Incident)
