@@ -18,8 +18,11 @@ machine is shared), three ways of checking that a new connection works:
 - ``ssh-keyscan`` per target (what a shell script would do; key exchange only, no login,
   one process per target), on ``--keyscan`` targets (default 300), CPU of the children.
 
+Also measured: the rounds between probes, which read every target's last probe to find
+the due ones (30 per interval at the default: one every 10 s), when none is due.
+
 Run by hand: ``.venv/bin/python bench/probe_bench.py [--targets 5000] [--concurrency 50]
-[--keyscan 300]``.
+[--keyscan 300] [--scan-only]``.
 """
 
 from __future__ import annotations
@@ -252,6 +255,19 @@ async def keyscans(server: Server, n: int, concurrency: int) -> tuple[int, int]:
     return n, sum(await asyncio.gather(*(one() for _ in range(n))))
 
 
+def due_scans(app: App, rounds: int) -> float:
+    """CPU seconds of ``rounds`` reads of the due targets when none is due (every target
+    was probed at NOW): what the rounds between probes cost."""
+    from fleetcron.services.targets.reach import due_probes
+
+    with app.db.engine.begin() as conn:
+        conn.execute(core_table(Target).update().values(reach="reachable", reach_at=NOW))
+    started = cpu()
+    for _ in range(rounds):
+        assert due_probes(app, NOW, interval_s=INTERVAL_S) == []
+    return cpu() - started
+
+
 async def bench(args: argparse.Namespace) -> list[Measure]:
     directory = work_dir("fleetcron-probe-bench-")
     server = start_server(directory)
@@ -265,6 +281,16 @@ async def bench(args: argparse.Namespace) -> list[Measure]:
             probe_timeout_s=30.0,
         )
         fill(app, server, args.targets)
+        rounds = round(INTERVAL_S / 10)
+        print(
+            f"reading the due targets when none is due, {rounds} rounds (one interval's "
+            f"worth at {args.targets} targets): {due_scans(app, rounds):.2f} CPU s"
+        )
+        if args.scan_only:
+            app.close()
+            return []
+        with app.db.engine.begin() as conn:
+            conn.execute(core_table(Target).update().values(reach=None, reach_at=None))
         results = [
             await measured("fleetcron probe rounds", server, functools.partial(probe_round, app)),
             await measured(
@@ -294,6 +320,7 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--keyscan", type=int, default=300)
+    parser.add_argument("--scan-only", action="store_true", help="only the reads of due targets")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -302,6 +329,8 @@ def main() -> None:
     print(f"load average before: {loadavg()}")
     results = asyncio.run(bench(args))
     print(f"load average after: {loadavg()}")
+    if not results:
+        return
     print(
         table(
             [
