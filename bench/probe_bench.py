@@ -197,7 +197,12 @@ def fill(app: App, server: Server, n: int) -> None:
 
 async def probe_round(app: App) -> tuple[int, int]:
     """Rounds at NOW until none is due (a round takes at most ``ROUND_MAX`` targets)."""
-    prober = HostProber(app, lambda token: app.master_key.decrypt(token).reveal(), lambda: NOW)
+    prober = HostProber(
+        app,
+        lambda token: app.master_key.decrypt(token).reveal(),
+        lambda: NOW,
+        started_at=NOW - timedelta(seconds=INTERVAL_S),  # every target's slot has passed
+    )
     probed = 0
     while made := await prober.round(NOW):
         probed += made

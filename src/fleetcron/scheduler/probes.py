@@ -42,11 +42,16 @@ class HostProber:
     decrypt: Callable[[bytes], bytes]
     clock: Callable[[], datetime]
     monotonic: Callable[[], float] = time.monotonic
+    #: Targets never probed are first probed at their offset after this (default: when
+    #: the prober was made), spread over the interval rather than all at once.
+    started_at: datetime | None = None
     _task: asyncio.Task[int] | None = field(default=None, init=False)
     _next: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self._key = functools.lru_cache(maxsize=KEY_CACHE_SIZE)(self.decrypt)
+        if self.started_at is None:
+            self.started_at = self.clock()
 
     @property
     def every_s(self) -> float:
@@ -75,7 +80,13 @@ class HostProber:
             if not await asyncio.to_thread(probes_here, self.app):
                 return 0
             due = await asyncio.to_thread(
-                due_probes, self.app, now, interval_s=settings.probe_interval_s
+                functools.partial(
+                    due_probes,
+                    self.app,
+                    now,
+                    interval_s=settings.probe_interval_s,
+                    since=self.started_at,
+                )
             )
             targets = self._connections(due)
             results = await probe_many(

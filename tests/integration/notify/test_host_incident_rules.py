@@ -10,12 +10,12 @@ from sqlalchemy import select
 
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
-from fleetcron.core.reach import Reach
+from fleetcron.core.reach import Reach, last_slot
 from fleetcron.core.targets import TargetSpec
 from fleetcron.executors.ssh_probe import ProbeResult
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.targets import edit as targets
-from fleetcron.services.targets.reach import record_probes
+from fleetcron.services.targets.reach import due_probes, record_probes
 from fleetcron.store.schema import Incident
 from integration.test_backup import ssh_private_key
 
@@ -74,3 +74,18 @@ def test_each_host_down_has_its_own_incident_and_a_paused_one_has_none(
     evaluate_alerts(app, clock.now)
     evaluate_alerts(app, clock.now + timedelta(seconds=10))
     assert incidents(app) == [("db1", "open", None), ("db2", "open", None)]
+
+
+def test_a_target_never_probed_is_first_probed_at_its_offset_after_the_start(
+    app: App, clock: FakeClock
+) -> None:
+    """Not at once: a scheduler starting on a large fleet spreads its first probes. The
+    control: without a start time, the same target is due at once."""
+    db1 = add_ssh(app, "db1")
+    started = clock.now
+    slot = last_slot(db1, 300.0, started + timedelta(seconds=300))
+    assert [t for t, _ in due_probes(app, started, interval_s=300.0, since=started)] == []
+    before = slot - timedelta(microseconds=1)
+    assert due_probes(app, before, interval_s=300.0, since=started) == []
+    assert [t for t, _ in due_probes(app, slot, interval_s=300.0, since=started)] == [db1]
+    assert [t for t, _ in due_probes(app, started, interval_s=300.0)] == [db1]

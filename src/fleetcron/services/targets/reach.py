@@ -94,10 +94,18 @@ def probes_here(app: App) -> bool:
 
 
 def due_probes(
-    app: App, now: datetime, *, interval_s: float, limit: int = ROUND_MAX
+    app: App,
+    now: datetime,
+    *,
+    interval_s: float,
+    limit: int = ROUND_MAX,
+    since: datetime | None = None,
 ) -> list[tuple[int, RunTarget]]:
     """The SSH targets due for a probe at ``now``, the longest overdue first, at most
-    ``limit``; each with its connection (the key still encrypted)."""
+    ``limit``; each with its connection (the key still encrypted). A target never probed
+    counts as probed at ``since`` (the prober's start; None: due at once), so that a
+    scheduler starting on a new fleet probes it at each target's offset, not all at once
+    beside the first ticks' handshakes."""
     if interval_s <= 0:
         return []
     with app.db.read() as session:
@@ -110,7 +118,7 @@ def due_probes(
         picked = sorted(
             (last_slot(tid, interval_s, now), tid)
             for tid, at in rows
-            if due(tid, at, interval_s, now)
+            if due(tid, at or since, interval_s, now)
         )[:limit]
         return _connections(session, [tid for _, tid in picked])
 
