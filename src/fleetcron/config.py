@@ -94,6 +94,20 @@ class Settings(BaseSettings):
     ssh_connect_timeout_s: float = Field(
         default=15.0, gt=0, le=300, description="Timeout to connect and verify an SSH target."
     )
+    probe_interval_s: float = Field(
+        default=300.0,
+        ge=0,
+        le=86400,
+        description="Seconds between two host probes of one SSH target (a fresh connection: "
+        "TCP, SSH handshake with the pinned host key, login; each target at a stable offset "
+        "inside the interval); 0 turns the probe off.",
+    )
+    probe_timeout_s: float = Field(
+        default=10.0, gt=0, le=120, description="Timeout of one host probe."
+    )
+    probe_concurrency: int = Field(
+        default=50, ge=1, le=1000, description="Host probes open at once, at most."
+    )
     output_limit_bytes: int = Field(
         default=4096,
         ge=0,

@@ -43,7 +43,8 @@ WHAT = {
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for monitoring systems.")
 @as_user_option
 def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> None:
-    """Failing, late or missing, and stuck runs. Exit 0 when all is well, 1 otherwise.
+    """Failing, late or missing, stuck runs, and hosts a new connection cannot reach (the
+    host probe). Exit 0 when all is well, 1 otherwise.
 
     An unreachable target is one line, whatever number of its jobs cannot connect; other
     failures are one line per job and target. At most --limit lines of each cause are
@@ -59,8 +60,33 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
     if as_json:
         print_json(result.as_dict())
     elif result.ok:
-        click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
+        click.echo(
+            f"ok: nothing failing, late or stuck, no host unreachable "
+            f"({result.failures_24h} failure(s) in 24 h)"
+        )
     else:
+        _print_problems(result)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+def _print_hosts(result: svc.HealthSummary) -> None:
+    print_table(
+        f"{result.hosts_down} host(s) a new connection cannot reach (host probe)",
+        ["target", "state", "since", "probed", "error"],
+        [(h.target, h.reach, h.since, h.at, h.error or "") for h in result.hosts],
+    )
+    if result.hosts_down > len(result.hosts):
+        click.echo(
+            f"{result.hosts_down - len(result.hosts)} more host(s) not listed: "
+            "fleetcron target list, or --limit 0 to list all"
+        )
+
+
+def _print_problems(result: svc.HealthSummary) -> None:
+    if result.hosts_down:
+        _print_hosts(result)
+    if result.line_count:
         print_table(
             f"{result.line_count} problem(s) ({result.problem_count} job × target)",
             ["kind", "target", "job", "since", "detail"],
@@ -82,8 +108,6 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
                 f"{result.jobs_total} job(s) with problems: {shown}"
                 + (f" and {more} more" if more else "")
             )
-    if not result.ok:
-        raise SystemExit(1)
 
 
 @click.command()

@@ -56,7 +56,22 @@ def target_dict(target: TargetView) -> dict[str, object]:
         "paused_at": target.paused_at,
         "paused_by": target.paused_by,
         "created_at": target.created_at,
+        "reach": target.reach.state,
+        "reach_at": target.reach.at,
+        "reach_since": target.reach.since,
+        "reach_error": target.reach.error,
     }
+
+
+def reach_text(target: TargetView) -> str:
+    """What the newest host probe found, and since when (local targets: not probed)."""
+    reach = target.reach
+    text = reach.words
+    if reach.state is not None and reach.since is not None:
+        text += f" since {reach.since:%Y-%m-%d %H:%M:%S}"
+    if reach.down and reach.error:
+        text += f" ({reach.error})"
+    return text
 
 
 def zone_text(target: TargetView, default_zone: str) -> str:
@@ -300,13 +315,7 @@ def edit(
     checked over SSH first; if the check fails, nothing is saved. With --no-verify the
     change is saved and the target is unpaired until `fleetcron target pair NAME`.
     """
-    if labels and clear_labels:
-        raise InvalidInput(
-            "labels: give --label or --clear-labels, not both",
-            field="labels",
-            value=list(labels),
-            allowed="--label K=V (repeatable) or --clear-labels",
-        )
+    _one_way_to_change_labels(labels, clear_labels)
     changes = TargetChanges(
         kind=None if kind is None else TargetKind(kind),
         host=host,
@@ -328,6 +337,20 @@ def edit(
             verify=not no_verify,
             allow_same_host=allow_same_host,
         )
+    _say_what_changed(name, result)
+
+
+def _one_way_to_change_labels(labels: tuple[str, ...], clear_labels: bool) -> None:
+    if labels and clear_labels:
+        raise InvalidInput(
+            "labels: give --label or --clear-labels, not both",
+            field="labels",
+            value=list(labels),
+            allowed="--label K=V (repeatable) or --clear-labels",
+        )
+
+
+def _say_what_changed(name: str, result: svc.EditResult) -> None:
     click.echo(f"target {name} changed: {', '.join(result.changed)}")
     if "timezone" in result.changed:
         click.echo(f"time zone: {result.target.timezone or '(none)'}")
@@ -427,6 +450,7 @@ def _list_row(t: TargetView, default_zone: str) -> tuple[str, ...]:
         t.kind,
         f"{t.user}@{t.host}:{t.port}" if t.kind is TargetKind.SSH else "-",
         state_of(t),
+        t.reach.words,
         t.timezone or f"- (default {default_zone})",
         ",".join(f"{k}={v}" for k, v in sorted(t.labels.items())),
     )
@@ -481,7 +505,7 @@ def list_(
             "no targets yet; add one with `fleetcron target add NAME --host H --user U --key FILE`"
         )
     else:
-        print_table(None, ["name", "kind", "address", "state", "zone", "labels"], rows)
+        print_table(None, ["name", "kind", "address", "state", "reach", "zone", "labels"], rows)
     if rest and not as_json:
         echo(f"{rest} more target(s): --offset {offset + len(shown) + len(rows)}", err=True)
 
@@ -516,6 +540,7 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
         if key.startswith("paused_") and not the_target.paused:
             continue
         echo(f"{key + ':':22}{'' if data[key] is None else data[key]}")
+    echo(f"{'reach:':22}{reach_text(the_target)}")
     echo(f"{'timezone:':22}{zone_text(the_target, default_zone)}")
     echo(f"{'labels:':22}{','.join(f'{k}={v}' for k, v in sorted(the_target.labels.items()))}")
     print_table(

@@ -31,9 +31,12 @@ from urllib.parse import urlencode
 from fleetcron.core.labels import selector_matches
 from fleetcron.errors import InvalidInput
 
-Cause = Literal["failing", "late", "stuck", "halted"]
+Cause = Literal["failing", "late", "stuck", "halted", "unreachable"]
 MessageKind = Literal["firing", "update", "reminder", "resolved", "flapping"]
-CAUSES: Final[tuple[Cause, ...]] = ("failing", "late", "stuck", "halted")
+CAUSES: Final[tuple[Cause, ...]] = ("failing", "late", "stuck", "halted", "unreachable")
+#: The cause of a host incident: one target a fresh connection cannot reach
+#: (:mod:`fleetcron.core.reach`); it has no job (``job_id`` 0) and names its host.
+HOST_CAUSE: Final[Cause] = "unreachable"
 MESSAGE_KINDS: Final[tuple[MessageKind, ...]] = (
     "firing",
     "update",
@@ -67,6 +70,7 @@ _WORDS: Final[dict[Cause, str]] = {
     "late": "late",
     "stuck": "stuck",
     "halted": "rollout halted",
+    "unreachable": "host unreachable",
 }
 #: The job page's target filter that shows an incident's targets.
 _PAGE_STATUS: Final[dict[Cause, str]] = {
@@ -74,6 +78,7 @@ _PAGE_STATUS: Final[dict[Cause, str]] = {
     "late": "late",
     "stuck": "running",
     "halted": "skipped",
+    "unreachable": "connect_error",
 }
 
 
@@ -416,18 +421,33 @@ class IncidentMessage:
     flapping: int | None = None
     """Incidents of this job and cause opened within :data:`FLAP_WINDOW` (flapping only)."""
 
+    host: TargetLine | None = None
+    """The target a host incident (cause ``unreachable``) is about; None for a job's."""
+
     @property
     def status(self) -> Literal["firing", "resolved"]:
         return "resolved" if self.kind == "resolved" else "firing"
 
     @property
     def link(self) -> str:
+        if self.host is not None:
+            return host_link(self.host.name)
         return job_link(self.job_name, self.cause)
+
+    @property
+    def about(self) -> str:
+        """What the incident is about: its job, or ``host NAME``."""
+        return f"host {self.host.name}" if self.host is not None else self.job_name
 
 
 def job_link(job_name: str, cause: Cause) -> str:
     """The job page filtered to the targets of an incident of this cause."""
     return f"/jobs/{job_name}?" + urlencode({"status": _PAGE_STATUS[cause]})
+
+
+def host_link(target_name: str) -> str:
+    """The target page of a host incident's target."""
+    return f"/targets/{target_name}"
 
 
 def bounded(names: Iterable[TargetLine], limit: int = TARGETS_SHOWN) -> list[TargetLine]:
@@ -438,7 +458,8 @@ def bounded(names: Iterable[TargetLine], limit: int = TARGETS_SHOWN) -> list[Tar
 def subject(message: IncidentMessage) -> str:
     """One line that stays the same over the incident's life but for its last part, so a
     mail client sorts them together: ``[fleetcron] #12 backup failing: 50 targets``."""
-    head = f"[fleetcron] #{message.incident_id} {message.job_name} {_WORDS[message.cause]}"
+    words = "unreachable" if message.host is not None else _WORDS[message.cause]
+    head = f"[fleetcron] #{message.incident_id} {message.about} {words}"
     if message.kind == "resolved":
         return _one_line(f"{head}: RESOLVED after {_span(_lasted(message))}")
     count = f"{message.target_count} target{'s' if message.target_count != 1 else ''}"
@@ -471,7 +492,7 @@ def _heading(message: IncidentMessage) -> list[str]:
     """The text's first lines: the incident, its job, cause and state, when, the link."""
     lines = [
         f"Incident: #{message.incident_id} ({message.status}; {message.kind})",
-        f"Job:      {message.job_name}",
+        f"Host:     {message.host.name}" if message.host else f"Job:      {message.job_name}",
         f"Cause:    {_WORDS[message.cause]}",
         f"State:    {message.state} (was {message.previous_state})",
         f"Opened:   {_when(message.opened_at)}",
@@ -541,6 +562,9 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "subject": subject_line,
         "text": text,
         "job": {"id": message.job_id, "name": message.job_name},
+        "host": None
+        if message.host is None
+        else {"id": message.host.id, "name": message.host.name},
         "link": message.link,
         "reason": message.reason,
         "failed_slots": message.failed_slots,
@@ -551,23 +575,29 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "flapping": None
         if message.flapping is None
         else {"incidents": message.flapping, "window_s": FLAP_WINDOW.total_seconds()},
-        "targets": {
-            "count": message.target_count,
-            "shown": [{"id": t.id, "name": t.name} for t in message.targets],
-            "joined": [{"id": t.id, "name": t.name} for t in message.joined],
-            "recovered": [{"id": t.id, "name": t.name} for t in message.recovered],
-        },
-        "run": None
-        if run is None
-        else {
-            "id": run.id,
-            "status": run.status,
-            "exit_code": run.exit_code,
-            "error": run.error,
-            "stderr": run.stderr,
-            "link": run.link,
-        },
+        "targets": _targets_field(message),
+        "run": None if run is None else _run_field(run),
         **dict(message.extra),
+    }
+
+
+def _targets_field(message: IncidentMessage) -> dict[str, Any]:
+    return {
+        "count": message.target_count,
+        "shown": [{"id": t.id, "name": t.name} for t in message.targets],
+        "joined": [{"id": t.id, "name": t.name} for t in message.joined],
+        "recovered": [{"id": t.id, "name": t.name} for t in message.recovered],
+    }
+
+
+def _run_field(run: FirstRun) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "error": run.error,
+        "stderr": run.stderr,
+        "link": run.link,
     }
 
 
@@ -576,6 +606,7 @@ _EVENTS: Final[dict[Cause, str]] = {
     "late": "late",
     "stuck": "late",
     "halted": "failure",
+    "unreachable": "failure",
 }
 
 
@@ -639,6 +670,7 @@ __all__ = [
     "DEFAULT_REPEAT_INTERVAL_S",
     "FLAP_THRESHOLD",
     "FLAP_WINDOW",
+    "HOST_CAUSE",
     "INCIDENT_SCHEMA",
     "MESSAGE_KINDS",
     "SILENCE_MAX",
@@ -662,6 +694,7 @@ __all__ = [
     "closes",
     "clusters",
     "failure_key",
+    "host_link",
     "is_flapping",
     "is_silenced",
     "job_link",

@@ -62,6 +62,7 @@ from fleetcron.executors.ssh import SshExecutor
 from fleetcron.metrics import Metrics, SshPoolReading
 from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
+from fleetcron.scheduler.probes import HostProber
 from fleetcron.scheduler.rollout import log_step as log_rollout_step
 from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log_superseded
 from fleetcron.scheduler.run_request import (
@@ -190,6 +191,8 @@ class Scheduler:
         self._next_lost_check = 0.0
         #: Runs waiting for their spread or jitter offset (their commands have not started).
         self._waiting: set[int] = set()
+        #: Fresh-connection probes of the SSH targets, beside the ticks.
+        self.prober = HostProber(self.app, self._decrypt, self.clock)
 
     async def _in_db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -228,6 +231,7 @@ class Scheduler:
                         notifying = asyncio.create_task(
                             run_notifications(self.app, self.clock()), name="fleetcron-notify"
                         )
+                    self.prober.poke()
                 except Exception:
                     log.exception("cron: tick failed; retrying", extra={"action": "tick.error"})
                 with contextlib.suppress(TimeoutError):
@@ -235,6 +239,7 @@ class Scheduler:
         finally:
             if notifying is not None:
                 await asyncio.wait({notifying}, timeout=2 * self.app.settings.notify_timeout_s)
+            await self.prober.stop()
             await self.shutdown()
 
     async def shutdown(self) -> None:

@@ -36,6 +36,7 @@ from sqlalchemy.orm.base import NEVER_SET, NO_VALUE
 from sqlalchemy.types import TypeDecorator
 
 from fleetcron.core import statuses
+from fleetcron.core.reach import DOWN as REACH_DOWN
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.targets import KIND_CHECK_SQL, TargetKind
 
@@ -113,11 +114,25 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON}
 
 
+#: A target the newest host probe found down (``core/reach.py``): health's partial index.
+TARGET_DOWN_SQL = "reach IN (" + ", ".join(f"'{state}'" for state in REACH_DOWN) + ")"
+
+
 class Target(Base):
     """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
 
     __tablename__ = "targets"
-    __table_args__ = (CheckConstraint(KIND_CHECK_SQL, name="kind"), NEVER_REUSED_IDS)
+    __table_args__ = (
+        CheckConstraint(KIND_CHECK_SQL, name="kind"),
+        # The hosts health lists, found without a scan of every target.
+        Index(
+            "ix_targets_down",
+            "reach_since",
+            sqlite_where=text(TARGET_DOWN_SQL),
+            postgresql_where=text(TARGET_DOWN_SQL),
+        ),
+        NEVER_REUSED_IDS,
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
@@ -145,6 +160,13 @@ class Target(Base):
     #: Ids of the jobs whose assignment was disabled when the target was unpaired, so that
     #: pairing it again restores those per-job pauses.
     unpaired_disabled_jobs: Mapped[list[int] | None] = mapped_column(JSON)
+    #: What the newest host probe found (``core/reach.py``; None: never probed, as local
+    #: targets never are), when it ran, since when the target is in that state, and the
+    #: error (bounded); migration 0031.
+    reach: Mapped[str | None] = mapped_column(String(16))
+    reach_at: Mapped[datetime | None]
+    reach_since: Mapped[datetime | None]
+    reach_error: Mapped[str | None] = mapped_column(String(300))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -667,8 +689,9 @@ class NotificationDelivery(Base):
 
 class Incident(Base):
     """One cause (``failing``, ``late``, ``stuck``, ``halted``) on one job, over the targets
-    sharing it (:class:`IncidentTarget`); ``core/incidents.py``. At most one is open per
-    job and cause. ``job_id`` is a plain column and the name a copy, so the history
+    sharing it (:class:`IncidentTarget`), or one host that cannot be reached (``unreachable``,
+    ``target_id`` set); ``core/incidents.py``. At most one is open per job and cause, and
+    one per host. ``job_id`` is a plain column and the name a copy, so the history
     outlives the job."""
 
     __tablename__ = "incidents"
@@ -679,8 +702,15 @@ class Incident(Base):
             "job_id",
             "cause",
             unique=True,
-            sqlite_where=text("status = 'open'"),
-            postgresql_where=text("status = 'open'"),
+            sqlite_where=text("status = 'open' AND target_id IS NULL"),
+            postgresql_where=text("status = 'open' AND target_id IS NULL"),
+        ),
+        Index(
+            "uq_incidents_open_host",
+            "target_id",
+            unique=True,
+            sqlite_where=text("status = 'open' AND target_id IS NOT NULL"),
+            postgresql_where=text("status = 'open' AND target_id IS NOT NULL"),
         ),
         Index("ix_incidents_opened_at", "opened_at"),
         NEVER_REUSED_IDS,
@@ -702,6 +732,10 @@ class Incident(Base):
     ack_note: Mapped[str | None] = mapped_column(Text)
     #: When a ``flapping`` message was sent about this incident's job and cause.
     flapping_at: Mapped[datetime | None]
+    #: A host incident (cause ``unreachable``): the target that cannot be reached, its
+    #: name a copy; ``job_id`` is then 0 and ``job_name`` empty (migration 0031).
+    target_id: Mapped[int | None] = mapped_column(Integer)
+    target_name: Mapped[str | None] = mapped_column(String(64))
 
 
 class IncidentTarget(Base):

@@ -127,6 +127,15 @@ class TargetOut(BaseModel):
     timezone: str | None = Field(default=None, description="IANA zone; null: unknown")
     timezone_source: str | None = Field(default=None, description="detected or operator")
     created_at: datetime
+    reach: str | None = Field(
+        default=None,
+        description="What the newest host probe (a fresh SSH connection) found: reachable, "
+        "refused, timeout, auth_failed, host_key_changed or error; null: not probed (local "
+        "targets never are)",
+    )
+    reach_at: datetime | None = Field(default=None, description="When it was probed")
+    reach_since: datetime | None = Field(default=None, description="In this state since")
+    reach_error: str | None = Field(default=None, description="The probe's error (bounded)")
 
     @classmethod
     def of(cls, t: TargetView) -> TargetOut:
@@ -151,6 +160,10 @@ class TargetOut(BaseModel):
             timezone=t.timezone,
             timezone_source=t.timezone_source,
             created_at=t.created_at,
+            reach=t.reach.state,
+            reach_at=t.reach.at,
+            reach_since=t.reach.since,
+            reach_error=t.reach.error,
         )
 
 

@@ -17,11 +17,15 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
+from fleetcron.core.reach import Reach
 from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.executors.ssh_probe import ProbeResult
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets.reach import record_probes
 from integration.monitoring.test_health_by_cause import REFUSED, every_minute_on, record_slot
+from integration.test_backup import ssh_private_key
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
@@ -111,7 +115,10 @@ def test_the_exit_code_is_zero_when_nothing_fails(
 
     code, out = health(capsys)
 
-    assert (code, out) == (0, "ok: nothing failing, late or stuck (0 failure(s) in 24 h)\n")
+    assert (code, out) == (
+        0,
+        "ok: nothing failing, late or stuck, no host unreachable (0 failure(s) in 24 h)\n",
+    )
 
 
 def test_per_target_health_of_a_job_says_since_when_it_fails(
@@ -127,3 +134,34 @@ def test_per_target_health_of_a_job_says_since_when_it_fails(
         2,
     )
     assert row["failing_since"] == "2026-03-02T09:01:01+00:00"
+
+
+def test_a_host_the_probe_found_down_makes_the_exit_code_one(
+    app: App, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing failing, late or stuck, but the newest probe of an SSH target was refused:
+    health lists the host and exits 1; once a probe reaches it, 0 again (the control)."""
+    added = targets.add_target(
+        app,
+        SYSTEM,
+        TargetSpec(
+            "db1",
+            host="192.0.2.10",
+            user="ops",
+            private_key=ssh_private_key(),
+            host_key="ssh-ed25519 "
+            "AAAAC3NzaC1lZDI1NTE5AAAAIHkCY9H2yZ1aBeq1Gx7pCD3uNcD9S7i2nV3Cz7pZr5xJ",
+        ),
+        verify=False,
+    )
+    refused = ProbeResult(added.target.id, Reach.REFUSED, "connection refused: db1:22", 0.01)
+    record_probes(app, [refused], clock.now)
+
+    code, out = health(capsys)
+
+    assert code == 1
+    assert "1 host(s) a new connection cannot reach" in out
+    assert "db1" in out and "refused" in out and "connection refused: db1:22" in out
+
+    record_probes(app, [ProbeResult(added.target.id, Reach.REACHABLE, None, 0.01)], clock.now)
+    assert health(capsys)[0] == 0

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.incidents import CAUSES, Cause, job_link
+from fleetcron.core.incidents import CAUSES, Cause, host_link, job_link
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.alerts.incidents import failed_slots
 from fleetcron.services.audit import AuditNote, audited
@@ -236,9 +236,11 @@ def _view(session: Session, incident: Incident) -> IncidentView:
     for known in CAUSES:
         if incident.cause == known:
             cause = known
+    host = incident.target_name if incident.target_id is not None else None
     return IncidentView(
         id=incident.id,
-        job=incident.job_name,
+        # A host incident has no job: it shows as the host it is about.
+        job=f"host {host}" if host is not None else incident.job_name,
         cause=incident.cause,
         status=incident.status,
         opened_at=incident.opened_at,
@@ -249,7 +251,7 @@ def _view(session: Session, incident: Incident) -> IncidentView:
         reason=incident.reason,
         open_targets=int(open_count or 0),
         all_targets=int(all_count or 0),
-        link=job_link(incident.job_name, cause),
+        link=host_link(host) if host is not None else job_link(incident.job_name, cause),
     )
 
 

@@ -27,6 +27,7 @@ from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerp
 from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
 from fleetcron.core.labels import parse_selector
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.services.alerts.host_incidents import flap_key, host_mutes, sync_host_incidents
 from fleetcron.store.schema import (
     Incident,
     IncidentNotice,
@@ -51,6 +52,7 @@ STATE_OF: dict[str, str] = {
     "late": "late",
     "stuck": "late",
     "halted": "failing",
+    "unreachable": "unreachable",
 }
 
 
@@ -469,8 +471,11 @@ def _resolve(session: Session, incident: Incident, at: datetime) -> None:
 
 
 def queue_messages(session: Session, now: datetime) -> int:
-    """Queue every message due now about open and just-resolved incidents; returns how
-    many deliveries were queued."""
+    """Bring the host incidents up to date with the probe's states
+    (:func:`~fleetcron.services.alerts.host_incidents.sync_host_incidents`), then queue
+    every message due now about open and just-resolved incidents; returns how many
+    deliveries were queued."""
+    sync_host_incidents(session, now)
     found = list(
         session.scalars(
             select(Incident)
@@ -480,7 +485,9 @@ def queue_messages(session: Session, now: datetime) -> int:
     )
     if not found:
         return 0
-    _close_removed_jobs(session, [i for i in found if i.status == "open"], now)
+    _close_removed_jobs(
+        session, [i for i in found if i.status == "open" and i.target_id is None], now
+    )
     batch = _Round.read(session, found, now)
     queued = 0
     for incident in found:
@@ -505,6 +512,8 @@ class _Round:
     opened_recently: dict[tuple[int, str], list[datetime]]
     announced: set[tuple[tuple[int, str], int]]
     silences: list[core.SilenceFacts]
+    #: The targets of open host incidents, muting the job incidents over them.
+    hosts_down: list[core.SilenceFacts]
     #: target -> its labels (read only when a silence is in force).
     labels: dict[int, dict[str, str]]
 
@@ -540,8 +549,14 @@ class _Round:
             opened_recently,
             announced,
             silences,
+            host_mutes(list(found), now),
             labels,
         )
+
+    @property
+    def all_mutes(self) -> list[core.SilenceFacts]:
+        """The silences in force and the mutes of unreachable hosts (for job incidents)."""
+        return [*self.silences, *self.hosts_down]
 
     def notice(self, incident_id: int, channel_id: int) -> tuple[IncidentNotice, core.NoticeFacts]:
         """The channel's notice of the incident (new if it was told nothing yet) and what
@@ -579,8 +594,9 @@ class _Standing:
         rows = batch.members[incident.id]
         active = [r for r in rows if r.recovered_at is None]
         shown_targets = active if incident.status == "open" else rows
+        mutes = batch.silences if incident.target_id is not None else batch.all_mutes
         silenced = core.is_silenced(
-            batch.silences,
+            mutes,
             incident.job_id,
             [(r.target_id, batch.labels.get(r.target_id, {})) for r in shown_targets],
             batch.now,
@@ -591,7 +607,7 @@ class _Standing:
             acknowledged=incident.acked_at is not None,
             targets=frozenset(r.assignment_id for r in active),
         )
-        key = (incident.job_id, incident.cause)
+        key = flap_key(incident)
         flapping = core.is_flapping(batch.opened_recently.get(key, ()), batch.now)
         return cls(incident, rows, facts, key, silenced=silenced, flapping=flapping)
 
@@ -668,23 +684,21 @@ def _queue_message(
 
 def _opened_recently(session: Session, now: datetime) -> dict[tuple[int, str], list[datetime]]:
     found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
-    for job_id, cause, opened_at in session.execute(
-        select(Incident.job_id, Incident.cause, Incident.opened_at).where(
-            Incident.opened_at > now - core.FLAP_WINDOW
-        )
+    for incident in session.scalars(
+        select(Incident).where(Incident.opened_at > now - core.FLAP_WINDOW)
     ):
-        found[(job_id, cause)].append(opened_at)
+        found[flap_key(incident)].append(incident.opened_at)
     return found
 
 
 def _flaps_announced(session: Session, now: datetime) -> set[tuple[tuple[int, str], int]]:
     """(job and cause, channel) told of flapping within the window."""
     rows = session.execute(
-        select(Incident.job_id, Incident.cause, IncidentNotice.channel_id)
+        select(Incident, IncidentNotice.channel_id)
         .join(IncidentNotice, IncidentNotice.incident_id == Incident.id)
         .where(Incident.flapping_at > now - core.FLAP_WINDOW, IncidentNotice.messages > 0)
     )
-    return {((job_id, cause), channel_id) for job_id, cause, channel_id in rows}
+    return {(flap_key(incident), channel_id) for incident, channel_id in rows}
 
 
 def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: datetime) -> None:
@@ -795,6 +809,9 @@ def _message(
         acknowledged_by=incident.acked_by,
         first_run=_first_run(session, incident.first_run_id),
         clusters=_clusters(session, incident, active) if kind != "resolved" else (),
+        host=TargetLine(incident.target_id, incident.target_name or "")
+        if incident.target_id is not None
+        else None,
     )
 
 
@@ -836,6 +853,8 @@ def _lines(rows: Iterable[IncidentTarget]) -> list[TargetLine]:
 def failed_slots(session: Session, incident: Incident, now: datetime) -> int:
     """Slots of the job that went wrong for this cause while the incident was open."""
     end = incident.resolved_at or now
+    if incident.target_id is not None:
+        return _host_failed_slots(session, incident, end)
     where: list[Any] = [
         Run.job_id == incident.job_id,
         Run.finished_at >= incident.opened_at,
@@ -861,6 +880,19 @@ def failed_slots(session: Session, incident: Incident, now: datetime) -> int:
         ]
     count = session.scalar(select(func.count(func.distinct(Run.scheduled_for))).where(*where))
     return max(int(count or 0), 1)
+
+
+def _host_failed_slots(session: Session, incident: Incident, end: datetime) -> int:
+    """Slots of the host's jobs that failed while it could not be reached."""
+    count = session.scalar(
+        select(func.count(func.distinct(Run.scheduled_for))).where(
+            Run.target_id == incident.target_id,
+            Run.status.in_(sorted(FAILURE_STATUSES)),
+            Run.finished_at >= incident.opened_at,
+            Run.finished_at <= end,
+        )
+    )
+    return int(count or 0)
 
 
 def _first_run(session: Session, run_id: int | None) -> core.FirstRun | None:

@@ -28,6 +28,11 @@ targets with a connection error the newest run that reached them
 counts are grouped statements over that chain; the shown lines are picked from it with a
 LIMIT, and only they get their streak (the failures since the newest success) and their
 outage read.
+
+**Hosts.** Beside the causes, ``hosts``: the SSH targets whose newest host probe (a fresh
+connection, ``services/targets/reach.py``) failed, counted in full in ``hosts_down``. A
+target whose pooled connection still works but whose ``sshd`` is gone shows here within
+one probe interval, before its jobs fail. Any such host makes the summary not ``ok``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from fleetcron.services.health.failures import (
     FINISHED,
     JOBS_NAMED,
     REACHED,
+    FailingCounts,
     GroupedProblem,
     JobTally,
     Problem,
@@ -62,6 +68,7 @@ from fleetcron.services.health.failures import (
     outages_of,
     unreachable_lines,
 )
+from fleetcron.services.health.hosts import HostLine, hosts_down
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target
@@ -125,6 +132,10 @@ class HealthSummary:
     """Every job with a problem."""
     failures_24h: int = 0
     runs_24h: dict[str, int] = field(default_factory=dict)
+    hosts_down: int = 0
+    """SSH targets the newest host probe found unreachable (a fresh connection fails)."""
+    hosts: list[HostLine] = field(default_factory=list)
+    """At most ``limit`` of them, longest down first."""
 
     @property
     def line_count(self) -> int:
@@ -138,7 +149,7 @@ class HealthSummary:
 
     @property
     def ok(self) -> bool:
-        return self.line_count == 0
+        return self.line_count == 0 and self.hosts_down == 0
 
     def group(self, kind: str) -> Group:
         return next(g for g in self.groups if g.kind == kind)
@@ -219,78 +230,18 @@ def summary(
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     result = HealthSummary(checked_at=now, limit=limit)
     with app.db.read() as session:
-        is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
-        # The rows first (their index), then the grouping: else the planners walk a whole
-        # index in the grouping's order to save a sort, 45-750 ms for no row at all.
-        late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
-        late_by_job: dict[str, int] = dict(
-            session.execute(
-                select(Job.name, func.count())
-                .select_from(late_rows)
-                .join(Job, Job.id == late_rows.c.job_id)
-                .group_by(Job.name)
-            ).all()
-        )
-        late = [
-            Problem("late", row[0], row[1], row[2], f"slot {row[2]:%Y-%m-%d %H:%M} not decided")
-            for row in session.execute(
-                select(Job.name, Target.name, Assignment.next_fire_at)
-                .join(Job, Job.id == Assignment.job_id)
-                .join(Target, Target.id == Assignment.target_id)
-                .where(is_late)
-                .order_by(Assignment.next_fire_at, Assignment.id)
-                .limit(limit)
-            )
-        ]
-        is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
-        stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
-        stuck_by_job: dict[str, int] = dict(
-            session.execute(
-                select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
-            ).all()
-        )
-        stuck = [
-            Problem(
-                "stuck",
-                run.job_name,
-                run.target_name,
-                run.started_at,
-                f"run {run.id} still running past its deadline",
-                status=run.status,
-                run_id=run.id,
-            )
-            for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
-        ]
-        counts, shown_down, shown_others = failing_overview(session, limit)
-        failing = failing_rows(
-            session, [*shown_down, *shown_others], None if detail else shown_others
-        )
-        outages = outages_of(
-            session, sorted({f.target_id for f in failing if f.assignment_id in shown_down})
-        )
-        down_lines = unreachable_lines(
-            [f for f in failing if f.assignment_id in shown_down], outages
-        )
-        failing_lines = [
-            one_line(failing_problem(f)) for f in failing if f.assignment_id in shown_others
-        ]
-        detailed = [f for f in failing if detail or f.assignment_id in shown_others]
-        result.problems = [*late, *stuck, *(failing_problem(f) for f in detailed)]
+        late_by_job, late = _late(session, now, grace, limit)
+        stuck_by_job, stuck = _stuck(session, now, limit)
+        failing = _failing(session, limit, detail)
+        result.problems = [*late, *stuck, *failing.problems]
         result.grouped = [
-            *down_lines,
-            *failing_lines,
+            *failing.down_lines,
+            *failing.lines,
             *(one_line(p) for p in stuck),
             *(one_line(p) for p in late),
         ]
-        unreachable_problems = sum(c.unreachable for c in counts.by_job.values())
-        failing_problems = sum(c.failing for c in counts.by_job.values())
         totals = {
-            "unreachable": (counts.unreachable_targets, unreachable_problems, len(down_lines)),
-            "failing": (
-                failing_problems - unreachable_problems,
-                failing_problems - unreachable_problems,
-                len(failing_lines),
-            ),
+            **failing.totals(),
             "stuck": (sum(stuck_by_job.values()), sum(stuck_by_job.values()), len(stuck)),
             "late": (sum(late_by_job.values()), sum(late_by_job.values()), len(late)),
         }
@@ -298,7 +249,7 @@ def summary(
             Group(kind, total, problems, shown, total - shown, SEE_ALL[kind])
             for kind, (total, problems, shown) in totals.items()
         ]
-        per_job = _per_job(counts.by_job, late_by_job, stuck_by_job)
+        per_job = _per_job(failing.counts.by_job, late_by_job, stuck_by_job)
         result.jobs_total = len(per_job)
         result.jobs = per_job[:limit] if limit is not None else per_job
         day_ago = now - timedelta(hours=24)
@@ -306,7 +257,96 @@ def summary(
         # day's runs are not read.
         result.runs_24h = run_counts.counts_since(session, day_ago)
         result.failures_24h = sum(result.runs_24h.get(s, 0) for s in FAILED)
+        result.hosts_down, result.hosts = hosts_down(session, limit)
     return result
+
+
+def _late(
+    session: Session, now: datetime, grace: timedelta, limit: int | None
+) -> tuple[dict[str, int], list[Problem]]:
+    """Late assignments counted per job, and the first ``limit`` of them."""
+    is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
+    # The rows first (their index), then the grouping: else the planners walk a whole
+    # index in the grouping's order to save a sort, 45-750 ms for no row at all.
+    late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
+    late_by_job: dict[str, int] = dict(
+        session.execute(
+            select(Job.name, func.count())
+            .select_from(late_rows)
+            .join(Job, Job.id == late_rows.c.job_id)
+            .group_by(Job.name)
+        ).all()
+    )
+    late = [
+        Problem("late", row[0], row[1], row[2], f"slot {row[2]:%Y-%m-%d %H:%M} not decided")
+        for row in session.execute(
+            select(Job.name, Target.name, Assignment.next_fire_at)
+            .join(Job, Job.id == Assignment.job_id)
+            .join(Target, Target.id == Assignment.target_id)
+            .where(is_late)
+            .order_by(Assignment.next_fire_at, Assignment.id)
+            .limit(limit)
+        )
+    ]
+    return late_by_job, late
+
+
+def _stuck(
+    session: Session, now: datetime, limit: int | None
+) -> tuple[dict[str, int], list[Problem]]:
+    """Runs running past their deadline counted per job, and the first ``limit``."""
+    is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+    stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
+    stuck_by_job: dict[str, int] = dict(
+        session.execute(
+            select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
+        ).all()
+    )
+    stuck = [
+        Problem(
+            "stuck",
+            run.job_name,
+            run.target_name,
+            run.started_at,
+            f"run {run.id} still running past its deadline",
+            status=run.status,
+            run_id=run.id,
+        )
+        for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
+    ]
+    return stuck_by_job, stuck
+
+
+@dataclass(frozen=True)
+class _Failing:
+    """The failing side of a summary: counts, the lines of unreachable targets and of the
+    other failures, and the job × target detail to list."""
+
+    counts: FailingCounts
+    down_lines: list[GroupedProblem]
+    lines: list[GroupedProblem]
+    problems: list[Problem]
+
+    def totals(self) -> dict[str, tuple[int, int, int]]:
+        """(lines, problems, lines shown) of the ``unreachable`` and ``failing`` causes."""
+        unreachable = sum(c.unreachable for c in self.counts.by_job.values())
+        failing = sum(c.failing for c in self.counts.by_job.values())
+        return {
+            "unreachable": (self.counts.unreachable_targets, unreachable, len(self.down_lines)),
+            "failing": (failing - unreachable, failing - unreachable, len(self.lines)),
+        }
+
+
+def _failing(session: Session, limit: int | None, detail: bool) -> _Failing:
+    counts, shown_down, shown_others = failing_overview(session, limit)
+    failing = failing_rows(session, [*shown_down, *shown_others], None if detail else shown_others)
+    outages = outages_of(
+        session, sorted({f.target_id for f in failing if f.assignment_id in shown_down})
+    )
+    down_lines = unreachable_lines([f for f in failing if f.assignment_id in shown_down], outages)
+    lines = [one_line(failing_problem(f)) for f in failing if f.assignment_id in shown_others]
+    detailed = [f for f in failing if detail or f.assignment_id in shown_others]
+    return _Failing(counts, down_lines, lines, [failing_problem(f) for f in detailed])
 
 
 def _per_job(
@@ -350,6 +390,7 @@ __all__ = [
     "Group",
     "GroupedProblem",
     "HealthSummary",
+    "HostLine",
     "JobProblems",
     "Problem",
     "assignment_health",

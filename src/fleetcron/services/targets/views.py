@@ -9,6 +9,7 @@ from datetime import datetime
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.targets import TargetKind
 from fleetcron.services.fleet.assignments import zone_of
+from fleetcron.services.targets.reach import ReachView, reach_of_row
 from fleetcron.store.schema import Assignment, Run, Target
 
 
@@ -37,6 +38,8 @@ class TargetView:
     paused_by: str | None
     created_at: datetime
     updated_at: datetime
+    #: What the newest host probe found (a fresh connection; local targets: not probed).
+    reach: ReachView
 
     @classmethod
     def of(cls, row: Target) -> TargetView:
@@ -61,6 +64,7 @@ class TargetView:
             paused_by=row.paused_by,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            reach=reach_of_row(row),
         )
 
 

@@ -1,0 +1,199 @@
+"""The host probe in the store: which targets are due, what each probe found, and the views.
+
+The scheduler's probe task (:mod:`fleetcron.scheduler.probes`) asks :func:`due_probes` for
+the SSH targets whose slot in the probe interval passed (:func:`fleetcron.core.reach.due`),
+probes them with fresh connections (:mod:`fleetcron.executors.ssh_probe`) and hands the
+results to :func:`record_probes`, which stores each target's state, when it was probed,
+since when it is in that state and the error (bounded). Alert evaluation turns a target
+that is down into a host incident (:mod:`fleetcron.services.alerts.host_incidents`).
+
+Local targets are not probed (the scheduler's own host), nor SSH targets without a pinned
+host key. Paused ones are (their state stays current), but open no host incident.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fleetcron.app import App
+from fleetcron.core.reach import Reach, due, is_down, last_slot, words
+from fleetcron.core.targets import TargetKind
+from fleetcron.core.topology import Topology
+from fleetcron.executors.base import RunTarget
+from fleetcron.executors.ssh_probe import ProbeResult
+from fleetcron.store.schema import ClusterOwnership, Target
+
+log = logging.getLogger(__name__)
+
+#: Targets one probe round takes at most (the rest are due in the next round).
+ROUND_MAX = 2000
+
+
+@dataclass(frozen=True)
+class ReachView:
+    """A target's reachability as the pages, the CLI and the API show it."""
+
+    state: str | None
+    """A :class:`~fleetcron.core.reach.Reach` value; None: not probed (yet)."""
+    at: datetime | None
+    since: datetime | None
+    error: str | None
+    probed: bool
+    """False for a local target (never probed) and an SSH target not paired."""
+
+    @property
+    def down(self) -> bool:
+        return is_down(Reach(self.state)) if self.state else False
+
+    @property
+    def words(self) -> str:
+        if not self.probed:
+            return "local: not probed" if self.state is None else "not probed"
+        if self.state is None:
+            return "not probed yet"
+        return words(Reach(self.state))
+
+
+def reach_view(
+    kind: TargetKind | str,
+    *,
+    state: str | None,
+    at: datetime | None,
+    since: datetime | None,
+    error: str | None,
+) -> ReachView:
+    return ReachView(state, at, since, error, probed=kind == TargetKind.SSH)
+
+
+def reach_of_row(target: Target) -> ReachView:
+    return reach_view(
+        target.kind,
+        state=target.reach,
+        at=target.reach_at,
+        since=target.reach_since,
+        error=target.reach_error,
+    )
+
+
+def probes_here(app: App) -> bool:
+    """Whether this node probes: a standalone node always, in a cluster or pair only the
+    owner (one node probes each target, not every node)."""
+    if not app.settings.cluster and app.settings.topology is not Topology.REPLICATED_PAIR:
+        return True
+    from fleetcron.coordination.node import Node
+
+    with app.db.read() as session:
+        owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
+    return len(owners) == 1 and owners[0] == Node(app).identity.node_id
+
+
+def due_probes(
+    app: App,
+    now: datetime,
+    *,
+    interval_s: float,
+    limit: int = ROUND_MAX,
+    since: datetime | None = None,
+) -> list[tuple[int, RunTarget]]:
+    """The SSH targets due for a probe at ``now``, the longest overdue first, at most
+    ``limit``; each with its connection (the key still encrypted). A target never probed
+    counts as probed at ``since`` (the prober's start; None: due at once), so that a
+    scheduler starting on a new fleet probes it at each target's offset, not all at once
+    beside the first ticks' handshakes."""
+    if interval_s <= 0:
+        return []
+    with app.db.read() as session:
+        rows = session.execute(
+            select(Target.id, Target.reach_at).where(
+                Target.kind == TargetKind.SSH,
+                Target.host_key.is_not(None),
+            )
+        ).all()
+        picked = sorted(
+            (last_slot(tid, interval_s, now), tid)
+            for tid, at in rows
+            if due(tid, at or since, interval_s, now)
+        )[:limit]
+        return _connections(session, [tid for _, tid in picked])
+
+
+def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]]:
+    found: dict[int, RunTarget] = {}
+    for start in range(0, len(ids), 500):
+        for row in session.execute(
+            select(
+                Target.id,
+                Target.name,
+                Target.host,
+                Target.port,
+                Target.user,
+                Target.private_key_enc,
+                Target.host_key,
+            ).where(Target.id.in_(ids[start : start + 500]))
+        ):
+            found[row.id] = RunTarget(
+                name=row.name,
+                kind=TargetKind.SSH,
+                host=row.host,
+                port=row.port,
+                user=row.user,
+                private_key_enc=row.private_key_enc,
+                host_key=row.host_key,
+            )
+    return [(tid, found[tid]) for tid in ids if tid in found]
+
+
+def record_probes(app: App, results: Sequence[ProbeResult], now: datetime) -> int:
+    """Store what each probe found, probed at ``now``; returns how many targets changed
+    state (each logged as ``target.reach_changed``). A target removed meanwhile is
+    skipped."""
+    if not results:
+        return 0
+    by_id = {r.target_id: r for r in results}
+    changed = 0
+    with app.db.session() as session:
+        ids = sorted(by_id)
+        for start in range(0, len(ids), 500):
+            for target in session.scalars(
+                select(Target).where(Target.id.in_(ids[start : start + 500]))
+            ):
+                changed += _store(target, by_id[target.id], now)
+    return changed
+
+
+def _store(target: Target, result: ProbeResult, now: datetime) -> int:
+    state = result.reach.value
+    moved = target.reach != state
+    target.reach = state
+    target.reach_at = now
+    target.reach_error = result.error
+    if moved or target.reach_since is None:
+        target.reach_since = now
+    if not moved:
+        return 0
+    log.log(
+        logging.WARNING if is_down(result.reach) else logging.INFO,
+        "target: %s %s%s",
+        target.name,
+        words(result.reach),
+        f": {result.error}" if result.error else "",
+        extra={"action": "target.reach_changed", "target": target.name, "reach": state},
+    )
+    return 1
+
+
+__all__ = [
+    "ROUND_MAX",
+    "ReachView",
+    "due_probes",
+    "probes_here",
+    "reach_of_row",
+    "reach_view",
+    "record_probes",
+]
