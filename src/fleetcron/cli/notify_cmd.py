@@ -10,7 +10,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
-from fleetcron.core.incidents import RuleTimers, parse_duration
+from fleetcron.core.incidents import RuleTimers, Thresholds, parse_duration
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -215,6 +215,20 @@ def _seconds(duration: str | None, field: str) -> float | None:
 @click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
 @click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
 @timer_options
+@click.option(
+    "--failures-before",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Consecutive failed slots of a target before this rule hears of it.",
+)
+@click.option(
+    "--successes-before",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Consecutive successes before a target leaves its incident.",
+)
 @as_user_option
 def rule_add(
     *,
@@ -224,6 +238,8 @@ def rule_add(
     late: bool,
     recovery: bool,
     timers: RuleTimers,
+    failures_before: int,
+    successes_before: int,
     as_user: str | None,
 ) -> None:
     """Add a rule for one job or for every job."""
@@ -237,6 +253,7 @@ def rule_add(
             on_late=late,
             on_recovery=recovery,
             timers=timers,
+            thresholds=Thresholds(failures_before, successes_before),
         )
     click.echo(
         f"rule {view.id} added: {', '.join(view.events)} of "
@@ -256,7 +273,16 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "channel", "job", "events", "group wait", "group interval", "repeat"],
+        [
+            "id",
+            "channel",
+            "job",
+            "events",
+            "group wait",
+            "group interval",
+            "repeat",
+            "fail/ok before",
+        ],
         [
             (
                 r.id,
@@ -266,6 +292,7 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
                 f"{r.group_wait_s:g}s",
                 f"{r.group_interval_s:g}s",
                 f"{r.repeat_interval_s:g}s",
+                f"{r.failures_before}/{r.successes_before}",
             )
             for r in rules
         ],

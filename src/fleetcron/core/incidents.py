@@ -141,6 +141,65 @@ class RuleTimers:
         return checked_timers(self.group_wait_s, self.group_interval_s, self.repeat_interval_s)
 
 
+#: (least, most) a rule may ask for consecutive failures before firing and successes
+#: before resolving.
+THRESHOLD_BOUNDS: Final = (1, 100)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How many consecutive failed slots of a target a rule waits for before it hears of
+    it (``failures_before``), and how many consecutive successes take a target out of an
+    incident (``successes_before``). 1 and 1: the first failure and the first success,
+    as before rules had them."""
+
+    failures_before: int = 1
+    successes_before: int = 1
+
+    def checked(self) -> Thresholds:
+        """These thresholds, or InvalidInput naming the field out of
+        :data:`THRESHOLD_BOUNDS`."""
+        low, high = THRESHOLD_BOUNDS
+        for name in ("failures_before", "successes_before"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidInput(
+                    f"{name}: {value!r} is not a whole number from {low} to {high}",
+                    field=name,
+                    value=value,
+                    allowed=f"{low}..{high}",
+                )
+        return self
+
+
+def merged_thresholds(found: Iterable[Thresholds]) -> Thresholds:
+    """The thresholds of a channel that several rules send an incident to: the smallest
+    of each, so no rule hears of a failure later than it asked for."""
+    given = list(found)
+    if not given:
+        return Thresholds()
+    return Thresholds(
+        min(t.failures_before for t in given), min(t.successes_before for t in given)
+    )
+
+
+def reached_at(verdicts: Sequence[tuple[datetime, bool]], failures: int) -> datetime | None:
+    """When a target's current failure streak reached ``failures`` failed slots, given its
+    final verdicts (finished at, failed?) oldest first; None if the streak (the failures
+    after its newest success) is shorter."""
+    streak: list[datetime] = []
+    for at, failed in verdicts:
+        streak = [*streak, at] if failed else []
+    return streak[failures - 1] if len(streak) >= failures else None
+
+
+def released_at(successes: Sequence[datetime], needed: int) -> datetime | None:
+    """When a target held in an incident leaves it: its ``needed``-th success after its
+    newest failure (``successes`` oldest first), or None while it has had fewer."""
+    ordered = sorted(successes)
+    return ordered[needed - 1] if len(ordered) >= needed else None
+
+
 @dataclass(frozen=True)
 class IncidentFacts:
     """What :func:`next_message` needs of an incident: when it opened and resolved,
@@ -644,6 +703,7 @@ __all__ = [
     "SILENCE_MAX",
     "SILENCE_MIN",
     "TARGETS_SHOWN",
+    "THRESHOLD_BOUNDS",
     "TIMER_BOUNDS",
     "Cause",
     "Cluster",
@@ -655,6 +715,7 @@ __all__ = [
     "RuleTimers",
     "SilenceFacts",
     "TargetLine",
+    "Thresholds",
     "Timers",
     "bounded",
     "cause_event",
@@ -666,9 +727,12 @@ __all__ = [
     "is_silenced",
     "job_link",
     "merged",
+    "merged_thresholds",
     "next_message",
     "parse_duration",
     "payload",
+    "reached_at",
+    "released_at",
     "render",
     "rule_event",
     "silence_window",

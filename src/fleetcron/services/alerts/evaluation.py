@@ -154,6 +154,7 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
     # Halts first: their incident's previous state is the stored one before this round.
     _rollout_halts(session, now, since)
     _evaluate_assignments(session, now, grace, since)
+    incidents.release_held(session)
     incidents.recover_halted(session)
     return incidents.queue_messages(session, now)
 

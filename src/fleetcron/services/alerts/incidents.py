@@ -24,9 +24,10 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
 from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerpt
-from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
+from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Thresholds, Timers
 from fleetcron.core.labels import parse_selector
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.services.alerts import thresholds
 from fleetcron.store.schema import (
     Incident,
     IncidentNotice,
@@ -62,6 +63,7 @@ class Route:
     job_id: int | None
     events: frozenset[str]
     timers: Timers
+    thresholds: Thresholds = Thresholds()
 
 
 def routes(session: Session) -> list[Route]:
@@ -75,6 +77,8 @@ def routes(session: Session) -> list[Route]:
             NotificationRule.group_wait_s,
             NotificationRule.group_interval_s,
             NotificationRule.repeat_interval_s,
+            NotificationRule.failures_before,
+            NotificationRule.successes_before,
         )
         .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
         .where(NotificationChannel.enabled.is_(True))
@@ -89,9 +93,45 @@ def routes(session: Session) -> list[Route]:
                 if on
             ),
             Timers(wait, interval, repeat),
+            Thresholds(failures_before, successes_before),
         )
-        for channel_id, job_id, fail, late, recover, wait, interval, repeat in rows
+        for (
+            channel_id,
+            job_id,
+            fail,
+            late,
+            recover,
+            wait,
+            interval,
+            repeat,
+            failures_before,
+            successes_before,
+        ) in rows
     ]
+
+
+@dataclass(frozen=True)
+class SuccessesNeeded:
+    """How many consecutive successes take a target out of an incident of each job: the
+    most any rule routing the job asks for (``core.Thresholds.successes_before``)."""
+
+    by_job: dict[int, int]
+    default: int
+
+    @classmethod
+    def of(cls, all_routes: Iterable[Route]) -> SuccessesNeeded:
+        every = [r.thresholds.successes_before for r in all_routes if r.job_id is None]
+        default = max(every, default=1)
+        by_job: dict[int, int] = {}
+        for route in all_routes:
+            if route.job_id is not None:
+                by_job[route.job_id] = max(
+                    by_job.get(route.job_id, default), route.thresholds.successes_before
+                )
+        return cls(by_job, default)
+
+    def __call__(self, job_id: int) -> int:
+        return self.by_job.get(job_id, self.default)
 
 
 # -- recording ---------------------------------------------------------------------------
@@ -157,7 +197,10 @@ def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
     if not changes:
         return
     book = _Memberships.load(session, changes)
+    needed = SuccessesNeeded.of(routes(session))
     for change in changes:
+        if change.cause is None and needed(change.member.job_id) > 1:
+            continue  # held: it leaves once it has had enough successes (release_held)
         book.leave_other_incidents(change)
         if change.cause is not None:
             book.join_incident(change)
@@ -400,6 +443,24 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
+def release_held(session: Session) -> None:
+    """Targets held in their incidents after a recovery (a rule wants more than one
+    success) leave them at the success that makes enough; an incident whose last target
+    left resolves then."""
+    needed = SuccessesNeeded.of(routes(session))
+    releases = thresholds.held_releases(session, needed.by_job, needed.default)
+    newest: dict[int, datetime] = {}
+    for release in releases:
+        release.row.recovered_at = release.at
+        incident_id = release.row.incident_id
+        newest[incident_id] = max(release.at, newest.get(incident_id, release.at))
+    session.flush()
+    for incident_id, at in sorted(newest.items()):
+        incident = session.get(Incident, incident_id)
+        if incident is not None:
+            _resolve_if_empty(session, incident, at)
+
+
 def _open_incident(session: Session, opening: Opening) -> Incident:
     """The open incident of the job and cause, or a new one recording ``opening``."""
     found = session.scalar(
@@ -507,6 +568,8 @@ class _Round:
     silences: list[core.SilenceFacts]
     #: target -> its labels (read only when a silence is in force).
     labels: dict[int, dict[str, str]]
+    #: incident -> its open targets' final verdicts (read when a threshold asks).
+    verdicts: dict[int, dict[int, thresholds.Verdicts]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, session: Session, found: Sequence[Incident], now: datetime) -> _Round:
@@ -542,6 +605,17 @@ class _Round:
             silences,
             labels,
         )
+
+    def reached(
+        self, incident: Incident, targets: frozenset[int], failures: int
+    ) -> dict[int, datetime]:
+        """The incident's open targets whose failure streak reached ``failures``, and
+        when (their verdicts read once per round)."""
+        if incident.id not in self.verdicts:
+            self.verdicts[incident.id] = thresholds.final_verdicts(
+                self.session, incident.job_id, incident.opened_at, sorted(targets)
+            )
+        return thresholds.streaks_reached(self.verdicts[incident.id], failures)
 
     def notice(self, incident_id: int, channel_id: int) -> tuple[IncidentNotice, core.NoticeFacts]:
         """The channel's notice of the incident (new if it was told nothing yet) and what
@@ -603,13 +677,43 @@ def _queue_about(batch: _Round, incident: Incident) -> int:
     cause = cast(Cause, incident.cause)
     wanted = _wanted(batch.routes, incident.job_id, core.cause_event(cause))
     queued = 0
-    for channel_id, timers in sorted(wanted.items()):
+    for channel_id, (timers, counts) in sorted(wanted.items()):
         notice, seen = batch.notice(incident.id, channel_id)
-        kind = _due(batch, standing, notice, seen, timers)
+        seen_by = _as_seen_by(batch, standing, seen, counts.failures_before)
+        if seen_by is None:
+            # Never told, and no target reached the channel's threshold: it hears
+            # nothing of this incident, not even of its resolution.
+            if incident.status == "resolved":
+                notice.closed = True
+            continue
+        kind = _due(batch, seen_by, notice, seen, timers)
         if kind is not None:
-            _queue_message(batch, standing, notice, seen.notified, kind)
+            _queue_message(batch, seen_by, notice, seen.notified, kind)
             queued += 1
     return queued
+
+
+def _as_seen_by(
+    batch: _Round, standing: _Standing, seen: core.NoticeFacts, failures: int
+) -> _Standing | None:
+    """The incident as a channel that hears of a target after ``failures`` consecutive
+    failed slots sees it: the targets whose streak reached that, and those it was told
+    of that are still in the incident; its group_wait counts from the first target that
+    reached it. None when the channel was told nothing and no target reached it."""
+    incident = standing.incident
+    if failures <= 1 or incident.cause != "failing":
+        return standing
+    reached = batch.reached(incident, standing.facts.targets, failures)
+    told = seen.notified
+    shown = frozenset(a for a in standing.facts.targets if a in reached or a in told)
+    if seen.last_sent_at is None and not shown:
+        return None
+    opened_at = incident.opened_at
+    if seen.last_sent_at is None:
+        opened_at = min(reached[a] for a in shown)
+    facts = replace(standing.facts, opened_at=opened_at, targets=shown)
+    rows = [r for r in standing.rows if r.assignment_id in shown or r.assignment_id in told]
+    return replace(standing, rows=rows, facts=facts)
 
 
 def _due(
@@ -730,14 +834,23 @@ def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: da
     session.flush()
 
 
-def _wanted(all_routes: Iterable[Route], job_id: int, event: str) -> dict[int, Timers]:
-    """Channel -> timers of the rules for this job (or every job) that want this event; a
-    channel named by several rules gets each message once, on the shortest timers."""
-    found: dict[int, list[Timers]] = defaultdict(list)
+def _wanted(
+    all_routes: Iterable[Route], job_id: int, event: str
+) -> dict[int, tuple[Timers, Thresholds]]:
+    """Channel -> timers and thresholds of the rules for this job (or every job) that want
+    this event; a channel named by several rules gets each message once, on the shortest
+    timers and the smallest thresholds."""
+    found: dict[int, list[Route]] = defaultdict(list)
     for route in all_routes:
         if event in route.events and (route.job_id is None or route.job_id == job_id):
-            found[route.channel_id].append(route.timers)
-    return {channel: core.merged(timers) for channel, timers in found.items()}
+            found[route.channel_id].append(route)
+    return {
+        channel: (
+            core.merged(r.timers for r in rules),
+            core.merged_thresholds(r.thresholds for r in rules),
+        )
+        for channel, rules in found.items()
+    }
 
 
 def _wants_recovery(all_routes: Iterable[Route], job_id: int, channel_id: int) -> bool:
@@ -956,5 +1069,6 @@ __all__ = [
     "record_changes",
     "record_halt",
     "recover_halted",
+    "release_held",
     "routes",
 ]
