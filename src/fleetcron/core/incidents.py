@@ -320,6 +320,19 @@ def is_silenced(
     return all(any(s.covers(job_id, tid, labels) for s in live) for tid, labels in targets)
 
 
+def covered(
+    silences: Iterable[SilenceFacts],
+    job_id: int,
+    target_id: int,
+    labels: Mapping[str, str],
+    now: datetime,
+) -> bool:
+    """Whether a silence in force now mutes this job on this target: a silence of part of
+    a job's targets (a target, a label selector) mutes only their share of its incidents,
+    and health shows their failures marked silenced."""
+    return any(s.active(now) and s.covers(job_id, target_id, labels) for s in silences)
+
+
 def silence_window(
     now: datetime, *, duration: timedelta | None, until: datetime | None
 ) -> tuple[datetime, datetime]:
@@ -722,6 +735,7 @@ __all__ = [
     "checked_timers",
     "closes",
     "clusters",
+    "covered",
     "failure_key",
     "is_flapping",
     "is_silenced",

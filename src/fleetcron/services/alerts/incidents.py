@@ -28,6 +28,7 @@ from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Thresho
 from fleetcron.core.labels import parse_selector
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.services.alerts import thresholds
+from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
     Incident,
     IncidentNotice,
@@ -590,7 +591,7 @@ class _Round:
         announced = _flaps_announced(session, now)
         silences = active_silences(session, now)
         labels = (
-            _labels(session, {r.target_id for rows in members.values() for r in rows})
+            target_labels(session, {r.target_id for rows in members.values() for r in rows})
             if silences
             else {}
         )
@@ -647,6 +648,9 @@ class _Standing:
     key: tuple[int, str]
     silenced: bool
     flapping: bool
+    #: Open targets a silence of part of the job's targets mutes: left out of the
+    #: incident's messages (and of what a channel was told) while it is in force.
+    muted: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, batch: _Round, incident: Incident) -> _Standing:
@@ -659,15 +663,28 @@ class _Standing:
             [(r.target_id, batch.labels.get(r.target_id, {})) for r in shown_targets],
             batch.now,
         )
+        muted = frozenset(
+            r.assignment_id
+            for r in active
+            if batch.silences
+            and core.covered(
+                batch.silences,
+                incident.job_id,
+                r.target_id,
+                batch.labels.get(r.target_id, {}),
+                batch.now,
+            )
+        )
         facts = core.IncidentFacts(
             opened_at=incident.opened_at,
             resolved_at=incident.resolved_at,
             acknowledged=incident.acked_at is not None,
-            targets=frozenset(r.assignment_id for r in active),
+            targets=frozenset(r.assignment_id for r in active) - muted,
         )
         key = (incident.job_id, incident.cause)
         flapping = core.is_flapping(batch.opened_recently.get(key, ()), batch.now)
-        return cls(incident, rows, facts, key, silenced=silenced, flapping=flapping)
+        shown_rows = [r for r in rows if r.assignment_id not in muted]
+        return cls(incident, shown_rows, facts, key, silenced, flapping, muted)
 
 
 def _queue_about(batch: _Round, incident: Incident) -> int:
@@ -679,6 +696,8 @@ def _queue_about(batch: _Round, incident: Incident) -> int:
     queued = 0
     for channel_id, (timers, counts) in sorted(wanted.items()):
         notice, seen = batch.notice(incident.id, channel_id)
+        # A target muted since the channel was told of it neither recovered nor left.
+        seen = replace(seen, notified=seen.notified - standing.muted)
         seen_by = _as_seen_by(batch, standing, seen, counts.failures_before)
         if seen_by is None:
             # Never told, and no target reached the channel's threshold: it hears
@@ -934,7 +953,7 @@ def _clusters(
             seen = newest.get(aid)
             if finished is not None and (seen is None or (finished, run_id) > seen[:2]):
                 newest[aid] = (finished, run_id, core.failure_key(str(status), exit_code, error))
-    labels = _labels(session, {r.target_id for r in active})
+    labels = target_labels(session, {r.target_id for r in active})
     return core.clusters(
         (newest[r.assignment_id][2], labels.get(r.target_id, {}))
         for r in active
@@ -1028,34 +1047,6 @@ def _queue(
     )
 
 
-# -- silences in force -------------------------------------------------------------------
-
-
-def active_silences(session: Session, now: datetime) -> list[core.SilenceFacts]:
-    rows = session.scalars(select(Silence).where(Silence.starts_at <= now, Silence.ends_at > now))
-    return [
-        core.SilenceFacts(
-            starts_at=s.starts_at,
-            ends_at=s.ends_at,
-            job_id=s.job_id,
-            target_id=s.target_id,
-            selector=parse_selector(s.selector) if s.selector else None,
-        )
-        for s in rows
-    ]
-
-
-def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]:
-    if not target_ids:
-        return {}
-    return {
-        tid: dict(labels or {})
-        for tid, labels in session.execute(
-            select(Target.id, Target.labels).where(Target.id.in_(sorted(target_ids)))
-        )
-    }
-
-
 __all__ = [
     "RESOLVED_LOOKBACK",
     "STATE_OF",
@@ -1063,7 +1054,6 @@ __all__ = [
     "Opening",
     "Route",
     "StateChange",
-    "active_silences",
     "failed_slots",
     "queue_messages",
     "record_changes",
