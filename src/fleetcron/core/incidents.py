@@ -178,9 +178,7 @@ def merged_thresholds(found: Iterable[Thresholds]) -> Thresholds:
     given = list(found)
     if not given:
         return Thresholds()
-    return Thresholds(
-        min(t.failures_before for t in given), min(t.successes_before for t in given)
-    )
+    return Thresholds(min(t.failures_before for t in given), min(t.successes_before for t in given))
 
 
 def reached_at(verdicts: Sequence[tuple[datetime, bool]], failures: int) -> datetime | None:

@@ -25,7 +25,6 @@ from sqlalchemy.orm import Session
 from fleetcron.core import incidents as core
 from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerpt
 from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Thresholds, Timers
-from fleetcron.core.labels import parse_selector
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.services.alerts import thresholds
 from fleetcron.services.health.silenced import active_silences, target_labels
@@ -38,8 +37,6 @@ from fleetcron.store.schema import (
     NotificationDelivery,
     NotificationRule,
     Run,
-    Silence,
-    Target,
 )
 
 log = logging.getLogger(__name__)
@@ -64,7 +61,7 @@ class Route:
     job_id: int | None
     events: frozenset[str]
     timers: Timers
-    thresholds: Thresholds = Thresholds()
+    thresholds: Thresholds = field(default_factory=Thresholds)
 
 
 def routes(session: Session) -> list[Route]:

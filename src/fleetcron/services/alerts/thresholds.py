@@ -107,9 +107,7 @@ def held_releases(session: Session, needed: dict[int, int], default: int = 1) ->
     return releases
 
 
-def _successes_after(
-    session: Session, rows: Iterable[IncidentTarget]
-) -> dict[int, list[datetime]]:
+def _successes_after(session: Session, rows: Iterable[IncidentTarget]) -> dict[int, list[datetime]]:
     listed = list(rows)
     since = min(r.last_seen_at for r in listed)
     ids = sorted({r.assignment_id for r in listed})
