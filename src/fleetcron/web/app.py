@@ -20,6 +20,7 @@ from fleetcron.app import App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics
+from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
 from fleetcron.web import errors
@@ -71,6 +72,7 @@ def create_app(app: App, *, metrics: Metrics | None = None) -> FastAPI:
     web.state.ownership = ownership_reader(app)
     web.state.metrics = metrics or Metrics()
     web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
+    web.state.metrics.watch_incidents(lambda: incidents_reading(app))
 
     web.add_exception_handler(FleetcronError, errors.fleetcron_error)
     web.add_exception_handler(RequestValidationError, errors.validation_error)

@@ -11,6 +11,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.alerts.silences import SilenceSpec, add_silence
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -125,8 +126,18 @@ async def test_when_only_the_silenced_targets_fail_nothing_is_sent(
     fake.script = failing(unless=lambda name: name not in RACK_R0)
     await drive(app, fake_scheduler, clock, minutes=5)
     expect(webhook)
+    # The metrics' gauges say the same: the incident's two targets, muted.
+    [reading] = incidents_reading(app).incidents
+    assert (reading.job, reading.cause, reading.targets, reading.silenced) == (
+        "backup",
+        "failing",
+        2,
+        True,
+    )
     # One more target failing outside the silence is announced alone.
     fake.script = failing(unless=lambda name: name not in {*RACK_R0, "web01"})
     await drive(app, fake_scheduler, clock, minutes=2)
     expect(webhook, firing=1)
     assert named(messages(webhook)[0]) == {"web01"}
+    [reading] = incidents_reading(app).incidents
+    assert (reading.targets, reading.silenced) == (3, False)

@@ -16,10 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.incidents import CAUSES, Cause, job_link
+from fleetcron.core.incidents import CAUSES, Cause, is_silenced, job_link
 from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.metrics import IncidentReading, IncidentsReading
 from fleetcron.services.alerts.incidents import failed_slots
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
     Incident,
     IncidentTarget,
@@ -218,6 +220,47 @@ def acknowledge(app: App, actor: Actor, incident_id: int, *, note: str = "") -> 
         return _view(session, incident)
 
 
+def incidents_reading(app: App) -> IncidentsReading:
+    """The open incidents as the metrics' incident gauges show them at scrape time: per
+    incident its job, cause, open targets, acknowledged, and silenced (muted as its
+    messages are: every open target under a silence in force, ``core.is_silenced``).
+    Three statements, one more when a silence is in force."""
+    now = app.now()
+    with app.db.read() as session:
+        found = list(session.scalars(select(Incident).where(Incident.status == "open")))
+        ids = [i.id for i in found]
+        members: dict[int, list[int]] = {i: [] for i in ids}
+        for start in range(0, len(ids), 500):
+            for incident_id, target_id in session.execute(
+                select(IncidentTarget.incident_id, IncidentTarget.target_id).where(
+                    IncidentTarget.incident_id.in_(ids[start : start + 500]),
+                    IncidentTarget.recovered_at.is_(None),
+                )
+            ):
+                members[incident_id].append(target_id)
+        silences = active_silences(session, now)
+        labels = (
+            target_labels(session, (t for rows in members.values() for t in rows))
+            if silences
+            else {}
+        )
+    return IncidentsReading(
+        CAUSES,
+        [
+            IncidentReading(
+                i.job_name,
+                i.cause,
+                len(members[i.id]),
+                acknowledged=i.acked_at is not None,
+                silenced=is_silenced(
+                    silences, i.job_id, [(t, labels.get(t, {})) for t in members[i.id]], now
+                ),
+            )
+            for i in found
+        ],
+    )
+
+
 def _get(session: Session, incident_id: int) -> Incident:
     incident = session.get(Incident, incident_id)
     if incident is None:
@@ -260,6 +303,7 @@ __all__ = [
     "MessageRow",
     "TargetRow",
     "acknowledge",
+    "incidents_reading",
     "list_incidents",
     "show_incident",
 ]
