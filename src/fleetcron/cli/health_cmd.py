@@ -48,8 +48,11 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
     An unreachable target is one line, whatever number of its jobs cannot connect; other
     failures are one line per job and target. At most --limit lines of each cause are
     listed, with how many more there are and where to see them; the counts and the exit
-    status cover them all. --json has the lines in "grouped", their job × target detail in
-    "problems", the counts per cause in "groups" and per job in "jobs"."""
+    status cover them all. A problem under a silence (fleetcron alert silence) is listed
+    as the others, marked "silenced", and still counts in the exit status: a silence mutes
+    messages, not health. --json has the lines in "grouped" (each with "silenced"), their
+    job × target detail in "problems", the counts per cause in "groups", per job in
+    "jobs", and those under a silence in "silenced"."""
     if job is not None:
         _job_health(job, as_json, as_user)
         return
@@ -61,11 +64,18 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
     elif result.ok:
         click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
     else:
+        silenced = f"; {result.silenced} silenced" if result.silenced else ""
         print_table(
-            f"{result.line_count} problem(s) ({result.problem_count} job × target)",
+            f"{result.line_count} problem(s) ({result.problem_count} job × target{silenced})",
             ["kind", "target", "job", "since", "detail"],
             [
-                (g.kind, g.target, g.job or f"{len(g.jobs)} job(s)", g.since, g.detail)
+                (
+                    g.kind + (" (silenced)" if g.silenced else ""),
+                    g.target,
+                    g.job or f"{len(g.jobs)} job(s)",
+                    g.since,
+                    g.detail,
+                )
                 for g in result.grouped
             ],
         )

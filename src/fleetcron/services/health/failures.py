@@ -85,6 +85,8 @@ class Problem:
     run_id: int | None = None
     failures_more: bool = False
     """There were more than ``failures`` (counted up to ``STREAK_COUNTED``)."""
+    silenced: bool = False
+    """A silence in force mutes this job on this target (it is still a problem)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class GroupedProblem:
     failures_more: bool = False
     """There were more than ``failures`` (a streak counts up to ``STREAK_COUNTED``, an
     outage's connection errors up to ``ATTEMPTS_COUNTED``)."""
+    silenced: bool = False
+    """A silence in force mutes every job × target of the line (it is still a problem)."""
 
 
 @dataclass(frozen=True)
@@ -540,4 +544,5 @@ def one_line(p: Problem) -> GroupedProblem:
         p.failures,
         p.run_id,
         p.failures_more,
+        p.silenced,
     )

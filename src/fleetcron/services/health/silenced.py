@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
 from fleetcron.core.labels import parse_selector
-from fleetcron.store.schema import Silence, Target
+from fleetcron.store.schema import Job, Silence, Target
 
 
 def active_silences(session: Session, now: datetime) -> list[core.SilenceFacts]:
@@ -61,4 +61,35 @@ def silenced_pairs(
     }
 
 
-__all__ = ["active_silences", "silenced_pairs", "target_labels"]
+def silenced_names(
+    session: Session, pairs: Iterable[tuple[str, str]], now: datetime
+) -> set[tuple[str, str]]:
+    """The (job name, target name) pairs among ``pairs`` that a silence in force mutes
+    now, for the lines health lists (no statement beyond one when none is in force)."""
+    silences = active_silences(session, now)
+    listed = set(pairs)
+    if not silences or not listed:
+        return set()
+    jobs = dict(
+        session.execute(
+            select(Job.name, Job.id).where(Job.name.in_(sorted({j for j, _ in listed})))
+        ).all()
+    )
+    targets = {
+        name: (tid, dict(labels or {}))
+        for name, tid, labels in session.execute(
+            select(Target.name, Target.id, Target.labels).where(
+                Target.name.in_(sorted({t for _, t in listed}))
+            )
+        )
+    }
+    return {
+        (job, target)
+        for job, target in listed
+        if job in jobs
+        and target in targets
+        and core.covered(silences, jobs[job], targets[target][0], targets[target][1], now)
+    }
+
+
+__all__ = ["active_silences", "silenced_names", "silenced_pairs", "target_labels"]
