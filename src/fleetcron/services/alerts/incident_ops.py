@@ -137,6 +137,17 @@ def list_incidents(
         return [_view(session, incident) for incident in found]
 
 
+def count_open(app: App, actor: Actor, *, job: str | None = None) -> int:
+    """How many incidents are open (of one job if given): the dashboard's and the job
+    page's link to the incidents page says it."""
+    actor.authorize("incident.read")
+    with app.db.read() as session:
+        query = select(func.count()).select_from(Incident).where(Incident.status == "open")
+        if job is not None:
+            query = query.where(Incident.job_name == job)
+        return int(session.scalar(query) or 0)
+
+
 def show_incident(app: App, actor: Actor, incident_id: int) -> IncidentDetail:
     """One incident with its targets (the first :data:`TARGETS_LISTED`) and every message
     sent about it with its delivery status. Raises NotFound."""
@@ -303,6 +314,7 @@ __all__ = [
     "MessageRow",
     "TargetRow",
     "acknowledge",
+    "count_open",
     "incidents_reading",
     "list_incidents",
     "show_incident",
