@@ -101,13 +101,15 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
 @as_user_option
 def prune(dry_run: bool, as_user: str | None) -> None:
     """Apply the retention settings once: old runs, runs beyond the per-assignment cap,
-    and (when configured) old audit events."""
+    (when configured) old audit events, and incidents resolved before
+    incident_retention_days."""
     with opened_app() as app:
         result = retention.prune(app, acting(app, as_user), dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     click.echo(
         f"{verb} {result.runs_by_age} run(s) past the age limit, {result.runs_by_count} run(s) "
-        f"beyond the per-assignment cap, {result.audit_events} audit event(s)"
+        f"beyond the per-assignment cap, {result.audit_events} audit event(s), "
+        f"{result.incidents} resolved incident(s)"
     )
 
 

@@ -678,6 +678,8 @@ class Incident(Base):
             postgresql_where=text("status = 'open'"),
         ),
         Index("ix_incidents_opened_at", "opened_at"),
+        # Retention's walk of the resolved ones, oldest first (migration 0032).
+        Index("ix_incidents_resolved_at", "resolved_at"),
         NEVER_REUSED_IDS,
     )
 
