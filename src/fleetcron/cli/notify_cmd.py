@@ -202,6 +202,39 @@ def timer_options(command: Callable[..., None]) -> Callable[..., None]:
     return decorated
 
 
+def threshold_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--failures-before and --successes-before: the command gets them as one
+    ``thresholds`` (:class:`Thresholds`), checked by the service."""
+
+    @functools.wraps(command)
+    def counted(
+        *args: object, failures_before: int, successes_before: int, **kwargs: object
+    ) -> None:
+        command(*args, thresholds=Thresholds(failures_before, successes_before), **kwargs)
+
+    decorated: Callable[..., None] = counted
+    for option in reversed(
+        [
+            click.option(
+                "--failures-before",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Consecutive failed slots of a target before this rule hears of it.",
+            ),
+            click.option(
+                "--successes-before",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Consecutive successes before a target leaves its incident.",
+            ),
+        ]
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
 def _seconds(duration: str | None, field: str) -> float | None:
     return None if duration is None else parse_duration(duration, field=field).total_seconds()
 
@@ -213,20 +246,7 @@ def _seconds(duration: str | None, field: str) -> float | None:
 @click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
 @click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
 @timer_options
-@click.option(
-    "--failures-before",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Consecutive failed slots of a target before this rule hears of it.",
-)
-@click.option(
-    "--successes-before",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Consecutive successes before a target leaves its incident.",
-)
+@threshold_options
 @as_user_option
 def rule_add(
     *,
@@ -236,8 +256,7 @@ def rule_add(
     late: bool,
     recovery: bool,
     timers: RuleTimers,
-    failures_before: int,
-    successes_before: int,
+    thresholds: Thresholds,
     as_user: str | None,
 ) -> None:
     """Add a rule for one job or for every job."""
@@ -247,11 +266,9 @@ def rule_add(
             acting(app, as_user),
             channel_name,
             job=job,
-            on_failure=failure,
-            on_late=late,
-            on_recovery=recovery,
+            events=svc.RuleEvents(failure, late, recovery),
             timers=timers,
-            thresholds=Thresholds(failures_before, successes_before),
+            thresholds=thresholds,
         )
     click.echo(
         f"rule {view.id} added: {', '.join(view.events)} of "

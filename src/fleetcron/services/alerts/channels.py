@@ -183,26 +183,45 @@ class RuleView:
         return {**asdict(self), "events": self.events}
 
 
+@dataclass(frozen=True)
+class RuleEvents:
+    """Which incidents a rule sends: failing or halted (``failure``), late or stuck
+    (``late``), and the resolved messages (``recovery``); at least one."""
+
+    failure: bool = True
+    late: bool = True
+    recovery: bool = True
+
+    def checked(self) -> RuleEvents:
+        if not (self.failure or self.late or self.recovery):
+            raise InvalidInput(
+                "events: a rule needs at least one of failure, late, recovery",
+                field="events",
+                value=[],
+                allowed="failure, late, recovery",
+            )
+        return self
+
+
 def add_rule(
     app: App,
     actor: Actor,
     channel: str,
     *,
     job: str | None = None,
-    on_failure: bool = True,
-    on_late: bool = True,
-    on_recovery: bool = True,
+    events: RuleEvents | None = None,
     timers: RuleTimers | None = None,
     thresholds: Thresholds | None = None,
 ) -> RuleView:
-    """Send a channel the incidents of one job, or of every job (``job`` None), with the
-    rule's ``timers`` (``core/incidents.py``; None, or one of them None: Alertmanager's
-    defaults) and ``thresholds`` (None: the first failure and the first success). One
-    rule per channel and job: a second one is a Conflict (remove the first to change it)."""
+    """Send a channel the ``events`` (None: all) of the incidents of one job, or of every
+    job (``job`` None), with the rule's ``timers`` (``core/incidents.py``; None, or one of
+    them None: Alertmanager's defaults) and ``thresholds`` (None: the first failure and
+    the first success). One rule per channel and job: a second one is a Conflict (remove
+    the first to change it)."""
     note = AuditNote("notify.rule.add", job_name=job, detail={"channel": channel})
     with audited(app, actor, note) as session:
         actor.authorize("settings.manage")
-        _check_events(on_failure=on_failure, on_late=on_late, on_recovery=on_recovery)
+        wanted = (RuleEvents() if events is None else events).checked()
         checked = (RuleTimers() if timers is None else timers).checked()
         counts = (Thresholds() if thresholds is None else thresholds).checked()
         the_channel = get_channel(session, channel)
@@ -213,9 +232,9 @@ def add_rule(
         rule = NotificationRule(
             channel_id=the_channel.id,
             job_id=job_id,
-            on_failure=on_failure,
-            on_late=on_late,
-            on_recovery=on_recovery,
+            on_failure=wanted.failure,
+            on_late=wanted.late,
+            on_recovery=wanted.recovery,
             group_wait_s=checked.group_wait_s,
             group_interval_s=checked.group_interval_s,
             repeat_interval_s=checked.repeat_interval_s,
@@ -230,16 +249,6 @@ def add_rule(
             {"rule": rule.id, "events": view.events, **asdict(checked), **asdict(counts)}
         )
         return view
-
-
-def _check_events(*, on_failure: bool, on_late: bool, on_recovery: bool) -> None:
-    if not (on_failure or on_late or on_recovery):
-        raise InvalidInput(
-            "events: a rule needs at least one of failure, late, recovery",
-            field="events",
-            value=[],
-            allowed="failure, late, recovery",
-        )
 
 
 def _refuse_second_rule(
@@ -382,6 +391,7 @@ __all__ = [
     "DELIVERY_STATUSES",
     "ChannelView",
     "DeliveryView",
+    "RuleEvents",
     "RuleTimers",
     "RuleView",
     "Thresholds",
