@@ -64,36 +64,41 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
     elif result.ok:
         click.echo(f"ok: nothing failing, late or stuck ({result.failures_24h} failure(s) in 24 h)")
     else:
-        silenced = f"; {result.silenced} silenced" if result.silenced else ""
-        print_table(
-            f"{result.line_count} problem(s) ({result.problem_count} job × target{silenced})",
-            ["kind", "target", "job", "since", "detail"],
-            [
-                (
-                    g.kind + (" (silenced)" if g.silenced else ""),
-                    g.target,
-                    g.job or f"{len(g.jobs)} job(s)",
-                    g.since,
-                    g.detail,
-                )
-                for g in result.grouped
-            ],
-        )
-        for group in result.groups:
-            if group.more:
-                click.echo(
-                    f"{group.more} more {WHAT[group.kind]} not listed: "
-                    f"{SEE_ALL_CLI[group.kind]}, or --limit 0 to list all"
-                )
-        if result.jobs_total > len(result.jobs) or any(g.more for g in result.groups):
-            shown = ", ".join(f"{j.job} ({j.total})" for j in result.jobs)
-            more = result.jobs_total - len(result.jobs)
-            click.echo(
-                f"{result.jobs_total} job(s) with problems: {shown}"
-                + (f" and {more} more" if more else "")
-            )
+        _print_problems(result)
     if not result.ok:
         raise SystemExit(1)
+
+
+def _print_problems(result: svc.HealthSummary) -> None:
+    """The lines (a silenced one marked), how many more of each cause, and the jobs."""
+    silenced = f"; {result.silenced} silenced" if result.silenced else ""
+    print_table(
+        f"{result.line_count} problem(s) ({result.problem_count} job × target{silenced})",
+        ["kind", "target", "job", "since", "detail"],
+        [
+            (
+                g.kind + (" (silenced)" if g.silenced else ""),
+                g.target,
+                g.job or f"{len(g.jobs)} job(s)",
+                g.since,
+                g.detail,
+            )
+            for g in result.grouped
+        ],
+    )
+    for group in result.groups:
+        if group.more:
+            click.echo(
+                f"{group.more} more {WHAT[group.kind]} not listed: "
+                f"{SEE_ALL_CLI[group.kind]}, or --limit 0 to list all"
+            )
+    if result.jobs_total > len(result.jobs) or any(g.more for g in result.groups):
+        shown = ", ".join(f"{j.job} ({j.total})" for j in result.jobs)
+        more = result.jobs_total - len(result.jobs)
+        click.echo(
+            f"{result.jobs_total} job(s) with problems: {shown}"
+            + (f" and {more} more" if more else "")
+        )
 
 
 @click.command()

@@ -621,23 +621,31 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "flapping": None
         if message.flapping is None
         else {"incidents": message.flapping, "window_s": FLAP_WINDOW.total_seconds()},
-        "targets": {
-            "count": message.target_count,
-            "shown": [{"id": t.id, "name": t.name} for t in message.targets],
-            "joined": [{"id": t.id, "name": t.name} for t in message.joined],
-            "recovered": [{"id": t.id, "name": t.name} for t in message.recovered],
-        },
-        "run": None
-        if run is None
-        else {
-            "id": run.id,
-            "status": run.status,
-            "exit_code": run.exit_code,
-            "error": run.error,
-            "stderr": run.stderr,
-            "link": run.link,
-        },
+        "targets": _targets_body(message),
+        "run": None if run is None else _run_body(run),
         **dict(message.extra),
+    }
+
+
+def _targets_body(message: IncidentMessage) -> dict[str, Any]:
+    """The payload's ``targets``: the whole count, and the bounded lists of names."""
+    return {
+        "count": message.target_count,
+        "shown": [{"id": t.id, "name": t.name} for t in message.targets],
+        "joined": [{"id": t.id, "name": t.name} for t in message.joined],
+        "recovered": [{"id": t.id, "name": t.name} for t in message.recovered],
+    }
+
+
+def _run_body(run: FirstRun) -> dict[str, Any]:
+    """The payload's ``run``: the incident's first failing run."""
+    return {
+        "id": run.id,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "error": run.error,
+        "stderr": run.stderr,
+        "link": run.link,
     }
 
 

@@ -69,17 +69,31 @@ def prune(
     Audit events are pruned only in a round whose runs were all done, in the same chunks
     under the same budget."""
     actor.authorize("settings.manage")
+    result = _passes(app, dry_run=dry_run, more=_within(budget_s, clock))
+    if not dry_run and result.total:
+        _note(app, actor, result)
+    return result
+
+
+def _within(budget_s: float | None, clock: Callable[[], float]) -> Callable[[], bool] | None:
+    """Whether the round's budget allows another chunk (None: no budget)."""
+    if budget_s is None:
+        return None
+    deadline = clock() + budget_s
+
+    def within_budget() -> bool:
+        return clock() < deadline
+
+    return within_budget
+
+
+def _passes(app: App, *, dry_run: bool, more: Callable[[], bool] | None) -> PruneResult:
+    """Runs by age, then beyond the per-assignment cap, then audit events (when
+    configured), then resolved incidents: each pass only once the ones before it are
+    done, all under the same budget."""
     s = app.settings
     now = app.now()
     batch = s.prune_batch
-    more: Callable[[], bool] | None = None
-    if budget_s is not None:
-        deadline = clock() + budget_s
-
-        def within_budget() -> bool:
-            return clock() < deadline
-
-        more = within_budget
     by_age = prune_runs_older_than(
         app.db, now - timedelta(days=s.retention_days), batch=batch, dry_run=dry_run, more=more
     )
@@ -99,24 +113,26 @@ def prune(
         cutoff = now - timedelta(days=s.incident_retention_days)
         incidents = prune_incidents(app, cutoff, batch=batch, dry_run=dry_run, more=more)
         complete = incidents.complete
-    result = PruneResult(
+    return PruneResult(
         by_age.count, by_count.count, audit.count, dry_run, complete, incidents.count
     )
-    if not dry_run and result.total:
-        note = AuditNote(
-            "retention.prune",
-            detail={
-                "runs_by_age": result.runs_by_age,
-                "runs_by_count": result.runs_by_count,
-                "audit_events": result.audit_events,
-                "incidents": result.incidents,
-                "complete": result.complete,
-            },
-        )
-        with audited(app, actor, note):
-            pass
-        log.info("retention: pruned %d row(s)", result.total, extra={"action": "retention.prune"})
-    return result
+
+
+def _note(app: App, actor: Actor, result: PruneResult) -> None:
+    """The audit note and the log line of a round that deleted something."""
+    note = AuditNote(
+        "retention.prune",
+        detail={
+            "runs_by_age": result.runs_by_age,
+            "runs_by_count": result.runs_by_count,
+            "audit_events": result.audit_events,
+            "incidents": result.incidents,
+            "complete": result.complete,
+        },
+    )
+    with audited(app, actor, note):
+        pass
+    log.info("retention: pruned %d row(s)", result.total, extra={"action": "retention.prune"})
 
 
 def prune_incidents(
