@@ -82,45 +82,72 @@ def channel_add(
             allowed="--url URL or --smtp-host HOST",
         )
     if url is not None:
-        spec = WebhookSpec(
-            url=url,
-            secret=get_secret(
-                given=secret,
-                option="--secret",
-                file=secret_file,
-                file_option="--secret-file",
-                env=SECRET_ENV,
-                field="secret",
-            ),
-        )
+        spec = _webhook_spec(url, secret=secret, secret_file=secret_file)
     else:
         assert smtp_host is not None
-        if not sender:
-            raise InvalidInput(
-                "from: an email channel needs --from ADDRESS",
-                field="from",
-                value=None,
-                allowed="user@domain",
-            )
-        spec = EmailSpec(
+        spec = _email_spec(
             host=smtp_host,
             port=smtp_port,
             starttls=starttls,
             username=username,
-            password=get_secret(
-                given=password,
-                option="--password",
-                file=password_file,
-                file_option="--password-file",
-                env=PASSWORD_ENV if username else None,
-                field="password",
-            ),
+            password=password,
+            password_file=password_file,
             sender=sender,
-            to=list(to),
+            to=to,
         )
     with opened_app() as app:
         view = svc.add_channel(app, acting(app, as_user), name, spec)
     click.echo(f"channel {view.name} added ({view.kind}: {view.summary})")
+
+
+def _webhook_spec(url: str, *, secret: str | None, secret_file: str | None) -> WebhookSpec:
+    return WebhookSpec(
+        url=url,
+        secret=get_secret(
+            given=secret,
+            option="--secret",
+            file=secret_file,
+            file_option="--secret-file",
+            env=SECRET_ENV,
+            field="secret",
+        ),
+    )
+
+
+def _email_spec(
+    *,
+    host: str,
+    port: int,
+    starttls: bool,
+    username: str | None,
+    password: str | None,
+    password_file: str | None,
+    sender: str | None,
+    to: tuple[str, ...],
+) -> EmailSpec:
+    if not sender:
+        raise InvalidInput(
+            "from: an email channel needs --from ADDRESS",
+            field="from",
+            value=None,
+            allowed="user@domain",
+        )
+    return EmailSpec(
+        host=host,
+        port=port,
+        starttls=starttls,
+        username=username,
+        password=get_secret(
+            given=password,
+            option="--password",
+            file=password_file,
+            file_option="--password-file",
+            env=PASSWORD_ENV if username else None,
+            field="password",
+        ),
+        sender=sender,
+        to=list(to),
+    )
 
 
 @channel.command("list")
