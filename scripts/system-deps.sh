@@ -2,7 +2,8 @@
 # Install the system packages the test suite needs, only when they are missing:
 # OpenSSH server (real sshd targets), PostgreSQL server binaries (real database
 # tests), Chromium (browser tests), faketime, systemd-analyze (the checks of the service
-# units in deploy/), and Python's venv module with ensurepip (`make run`, and the virtualenv
+# units in deploy/), promtool from prometheus (the checks of the alert rules in
+# deploy/prometheus/), and Python's venv module with ensurepip (`make run`, and the virtualenv
 # of the wheel install test). Safe to run repeatedly.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if command -v python3 >/dev/null 2>&1 && [ "$(command -v python3)" = /usr/bin/python3 ]; then
   python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 fi

@@ -239,6 +239,13 @@ class Settings(BaseSettings):
     audit_retention_days: int | None = Field(
         default=None, ge=1, description="Audit events older than this are pruned; unset: forever."
     )
+    incident_retention_days: int = Field(
+        default=90,
+        ge=1,
+        le=100 * 365,
+        description="Incidents resolved longer ago than this many days are pruned, with "
+        "their targets and what each channel was told of them.",
+    )
     prune_batch: int = Field(
         default=500,
         ge=1,

@@ -1,13 +1,15 @@
 """Prometheus metrics of one fleetcron process.
 
 Counters and histograms are observed by the scheduler as it works; gauges that describe
-the database (late assignments, ownership) are read at scrape time by a collector, so a
-scrape always reflects the current state and costs two indexed queries.
+the database (late assignments, ownership; open incidents by cause, acknowledged and
+silenced) are read at scrape time by collectors, so a scrape always reflects the current
+state and costs a few indexed queries. The alert rules of ``deploy/prometheus/`` are
+written on these names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -26,6 +28,85 @@ class StateReading:
     running_runs: int
     ownership: str  # standalone | owner | standby | invalid | refused
     generation: int
+
+
+@dataclass(frozen=True)
+class IncidentReading:
+    """One open incident at scrape time: its job and cause, its open targets, whether it
+    was acknowledged and whether a silence mutes every one of its open targets."""
+
+    job: str
+    cause: str
+    targets: int
+    acknowledged: bool
+    silenced: bool
+
+
+@dataclass(frozen=True)
+class IncidentsReading:
+    """Every open incident, and the causes to report (a cause without an open incident
+    is reported 0, so an alert rule can tell "none" from "not scraped")."""
+
+    causes: Sequence[str]
+    incidents: Sequence[IncidentReading]
+
+
+class _IncidentCollector(Collector):
+    """The incident gauges. The job's label is ``fleetcron_job``: ``job`` is the scrape
+    job's label in Prometheus, which would rename it to ``exported_job``."""
+
+    def __init__(self, read: Callable[[], IncidentsReading]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        reading = self._read()
+        causes = sorted({*reading.causes, *(i.cause for i in reading.incidents)})
+        totals = (
+            ("fleetcron_incidents_open", "Open incidents, by cause.", lambda i: True),
+            (
+                "fleetcron_incidents_acknowledged",
+                "Open incidents someone acknowledged, by cause.",
+                lambda i: i.acknowledged,
+            ),
+            (
+                "fleetcron_incidents_silenced",
+                "Open incidents a silence mutes entirely, by cause.",
+                lambda i: i.silenced,
+            ),
+        )
+        for name, text, counted in totals:
+            family = GaugeMetricFamily(name, text, labels=["cause"])
+            for cause in causes:
+                family.add_metric(
+                    [cause], sum(1 for i in reading.incidents if i.cause == cause and counted(i))
+                )
+            yield family
+        yield from self._per_incident(reading.incidents)
+
+    @staticmethod
+    def _per_incident(incidents: Sequence[IncidentReading]) -> Iterator[GaugeMetricFamily]:
+        labels = ["fleetcron_job", "cause"]
+        targets = GaugeMetricFamily(
+            "fleetcron_incident_targets", "Open targets of each open incident.", labels=labels
+        )
+        acked = GaugeMetricFamily(
+            "fleetcron_incident_acknowledged",
+            "1 when the open incident was acknowledged.",
+            labels=labels,
+        )
+        muted = GaugeMetricFamily(
+            "fleetcron_incident_silenced",
+            "1 when a silence mutes every open target of the incident.",
+            labels=labels,
+        )
+        for incident in incidents:
+            key = [incident.job, incident.cause]
+            targets.add_metric(key, incident.targets)
+            acked.add_metric(key, 1 if incident.acknowledged else 0)
+            muted.add_metric(key, 1 if incident.silenced else 0)
+        yield targets
+        yield acked
+        yield muted
 
 
 @dataclass(frozen=True)
@@ -138,6 +219,10 @@ class Metrics:
 
     def watch_state(self, read: Callable[[], StateReading]) -> None:
         self.registry.register(_StateCollector(read))
+
+    def watch_incidents(self, read: Callable[[], IncidentsReading]) -> None:
+        """Export the incident gauges, read by ``read`` at each scrape."""
+        self.registry.register(_IncidentCollector(read))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

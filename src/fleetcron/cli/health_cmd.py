@@ -49,8 +49,11 @@ def health(job: str | None, limit: int, as_json: bool, as_user: str | None) -> N
     An unreachable target is one line, whatever number of its jobs cannot connect; other
     failures are one line per job and target. At most --limit lines of each cause are
     listed, with how many more there are and where to see them; the counts and the exit
-    status cover them all. --json has the lines in "grouped", their job × target detail in
-    "problems", the counts per cause in "groups" and per job in "jobs"."""
+    status cover them all. A problem under a silence (fleetcron alert silence) is listed
+    as the others, marked "silenced", and still counts in the exit status: a silence mutes
+    messages, not health. --json has the lines in "grouped" (each with "silenced"), their
+    job × target detail in "problems", the counts per cause in "groups", per job in
+    "jobs", and those under a silence in "silenced"."""
     if job is not None:
         _job_health(job, as_json, as_user)
         return
@@ -87,11 +90,18 @@ def _print_problems(result: svc.HealthSummary) -> None:
     if result.hosts_down:
         _print_hosts(result)
     if result.line_count:
+        silenced = f"; {result.silenced} silenced" if result.silenced else ""
         print_table(
-            f"{result.line_count} problem(s) ({result.problem_count} job × target)",
+            f"{result.line_count} problem(s) ({result.problem_count} job × target{silenced})",
             ["kind", "target", "job", "since", "detail"],
             [
-                (g.kind, g.target, g.job or f"{len(g.jobs)} job(s)", g.since, g.detail)
+                (
+                    g.kind + (" (silenced)" if g.silenced else ""),
+                    g.target,
+                    g.job or f"{len(g.jobs)} job(s)",
+                    g.since,
+                    g.detail,
+                )
                 for g in result.grouped
             ],
         )
@@ -115,13 +125,15 @@ def _print_problems(result: svc.HealthSummary) -> None:
 @as_user_option
 def prune(dry_run: bool, as_user: str | None) -> None:
     """Apply the retention settings once: old runs, runs beyond the per-assignment cap,
-    and (when configured) old audit events."""
+    (when configured) old audit events, and incidents resolved before
+    incident_retention_days."""
     with opened_app() as app:
         result = retention.prune(app, acting(app, as_user), dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     click.echo(
         f"{verb} {result.runs_by_age} run(s) past the age limit, {result.runs_by_count} run(s) "
-        f"beyond the per-assignment cap, {result.audit_events} audit event(s)"
+        f"beyond the per-assignment cap, {result.audit_events} audit event(s), "
+        f"{result.incidents} resolved incident(s)"
     )
 
 

@@ -11,7 +11,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
 from fleetcron.cli.passwords import get_secret, secret_file_option
-from fleetcron.core.incidents import RuleTimers, parse_duration
+from fleetcron.core.incidents import RuleTimers, Thresholds, parse_duration
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelSpec
 from fleetcron.notify.email import EmailSpec
@@ -46,9 +46,7 @@ def channel() -> None:
     "--secret-file",
     f"webhook: the key to sign each request with HMAC-SHA256 (or {SECRET_ENV})",
 )
-@click.option(
-    "--secret", hidden=True, help="Deprecated: the key shows in `ps`; use --secret-file."
-)
+@click.option("--secret", hidden=True, help="Deprecated: the key shows in `ps`; use --secret-file.")
 @click.option("--smtp-host", help="Email: the SMTP server.")
 @click.option("--smtp-port", type=int, default=25, show_default=True, help="Email: its port.")
 @click.option("--starttls", is_flag=True, help="Email: upgrade to TLS before sending.")
@@ -238,6 +236,39 @@ def timer_options(command: Callable[..., None]) -> Callable[..., None]:
     return decorated
 
 
+def threshold_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--failures-before and --successes-before: the command gets them as one
+    ``thresholds`` (:class:`Thresholds`), checked by the service."""
+
+    @functools.wraps(command)
+    def counted(
+        *args: object, failures_before: int, successes_before: int, **kwargs: object
+    ) -> None:
+        command(*args, thresholds=Thresholds(failures_before, successes_before), **kwargs)
+
+    decorated: Callable[..., None] = counted
+    for option in reversed(
+        [
+            click.option(
+                "--failures-before",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Consecutive failed slots of a target before this rule hears of it.",
+            ),
+            click.option(
+                "--successes-before",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Consecutive successes before a target leaves its incident.",
+            ),
+        ]
+    ):
+        decorated = option(decorated)
+    return decorated
+
+
 def _seconds(duration: str | None, field: str) -> float | None:
     return None if duration is None else parse_duration(duration, field=field).total_seconds()
 
@@ -249,6 +280,7 @@ def _seconds(duration: str | None, field: str) -> float | None:
 @click.option("--late/--no-late", default=True, show_default=True, help="Late or missed slots.")
 @click.option("--recovery/--no-recovery", default=True, show_default=True, help="The next success.")
 @timer_options
+@threshold_options
 @as_user_option
 def rule_add(
     *,
@@ -258,6 +290,7 @@ def rule_add(
     late: bool,
     recovery: bool,
     timers: RuleTimers,
+    thresholds: Thresholds,
     as_user: str | None,
 ) -> None:
     """Add a rule for one job or for every job."""
@@ -267,10 +300,9 @@ def rule_add(
             acting(app, as_user),
             channel_name,
             job=job,
-            on_failure=failure,
-            on_late=late,
-            on_recovery=recovery,
+            events=svc.RuleEvents(failure, late, recovery),
             timers=timers,
+            thresholds=thresholds,
         )
     click.echo(
         f"rule {view.id} added: {', '.join(view.events)} of "
@@ -290,7 +322,16 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["id", "channel", "job", "events", "group wait", "group interval", "repeat"],
+        [
+            "id",
+            "channel",
+            "job",
+            "events",
+            "group wait",
+            "group interval",
+            "repeat",
+            "fail/ok before",
+        ],
         [
             (
                 r.id,
@@ -300,6 +341,7 @@ def rule_list(as_json: bool, as_user: str | None) -> None:
                 f"{r.group_wait_s:g}s",
                 f"{r.group_interval_s:g}s",
                 f"{r.repeat_interval_s:g}s",
+                f"{r.failures_before}/{r.successes_before}",
             )
             for r in rules
         ],

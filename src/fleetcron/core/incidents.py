@@ -146,6 +146,63 @@ class RuleTimers:
         return checked_timers(self.group_wait_s, self.group_interval_s, self.repeat_interval_s)
 
 
+#: (least, most) a rule may ask for consecutive failures before firing and successes
+#: before resolving.
+THRESHOLD_BOUNDS: Final = (1, 100)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How many consecutive failed slots of a target a rule waits for before it hears of
+    it (``failures_before``), and how many consecutive successes take a target out of an
+    incident (``successes_before``). 1 and 1: the first failure and the first success,
+    as before rules had them."""
+
+    failures_before: int = 1
+    successes_before: int = 1
+
+    def checked(self) -> Thresholds:
+        """These thresholds, or InvalidInput naming the field out of
+        :data:`THRESHOLD_BOUNDS`."""
+        low, high = THRESHOLD_BOUNDS
+        for name in ("failures_before", "successes_before"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidInput(
+                    f"{name}: {value!r} is not a whole number from {low} to {high}",
+                    field=name,
+                    value=value,
+                    allowed=f"{low}..{high}",
+                )
+        return self
+
+
+def merged_thresholds(found: Iterable[Thresholds]) -> Thresholds:
+    """The thresholds of a channel that several rules send an incident to: the smallest
+    of each, so no rule hears of a failure later than it asked for."""
+    given = list(found)
+    if not given:
+        return Thresholds()
+    return Thresholds(min(t.failures_before for t in given), min(t.successes_before for t in given))
+
+
+def reached_at(verdicts: Sequence[tuple[datetime, bool]], failures: int) -> datetime | None:
+    """When a target's current failure streak reached ``failures`` failed slots, given its
+    final verdicts (finished at, failed?) oldest first; None if the streak (the failures
+    after its newest success) is shorter."""
+    streak: list[datetime] = []
+    for at, failed in verdicts:
+        streak = [*streak, at] if failed else []
+    return streak[failures - 1] if len(streak) >= failures else None
+
+
+def released_at(successes: Sequence[datetime], needed: int) -> datetime | None:
+    """When a target held in an incident leaves it: its ``needed``-th success after its
+    newest failure (``successes`` oldest first), or None while it has had fewer."""
+    ordered = sorted(successes)
+    return ordered[needed - 1] if len(ordered) >= needed else None
+
+
 @dataclass(frozen=True)
 class IncidentFacts:
     """What :func:`next_message` needs of an incident: when it opened and resolved,
@@ -264,6 +321,19 @@ def is_silenced(
     if not targets:
         return any(s.target_id is None and not s.selector and s.covers(job_id, 0, {}) for s in live)
     return all(any(s.covers(job_id, tid, labels) for s in live) for tid, labels in targets)
+
+
+def covered(
+    silences: Iterable[SilenceFacts],
+    job_id: int,
+    target_id: int,
+    labels: Mapping[str, str],
+    now: datetime,
+) -> bool:
+    """Whether a silence in force now mutes this job on this target: a silence of part of
+    a job's targets (a target, a label selector) mutes only their share of its incidents,
+    and health shows their failures marked silenced."""
+    return any(s.active(now) and s.covers(job_id, target_id, labels) for s in silences)
 
 
 def silence_window(
@@ -575,13 +645,14 @@ def payload(message: IncidentMessage) -> dict[str, Any]:
         "flapping": None
         if message.flapping is None
         else {"incidents": message.flapping, "window_s": FLAP_WINDOW.total_seconds()},
-        "targets": _targets_field(message),
-        "run": None if run is None else _run_field(run),
+        "targets": _targets_body(message),
+        "run": None if run is None else _run_body(run),
         **dict(message.extra),
     }
 
 
-def _targets_field(message: IncidentMessage) -> dict[str, Any]:
+def _targets_body(message: IncidentMessage) -> dict[str, Any]:
+    """The payload's ``targets``: the whole count, and the bounded lists of names."""
     return {
         "count": message.target_count,
         "shown": [{"id": t.id, "name": t.name} for t in message.targets],
@@ -590,7 +661,8 @@ def _targets_field(message: IncidentMessage) -> dict[str, Any]:
     }
 
 
-def _run_field(run: FirstRun) -> dict[str, Any]:
+def _run_body(run: FirstRun) -> dict[str, Any]:
+    """The payload's ``run``: the incident's first failing run."""
     return {
         "id": run.id,
         "status": run.status,
@@ -676,6 +748,7 @@ __all__ = [
     "SILENCE_MAX",
     "SILENCE_MIN",
     "TARGETS_SHOWN",
+    "THRESHOLD_BOUNDS",
     "TIMER_BOUNDS",
     "Cause",
     "Cluster",
@@ -687,21 +760,26 @@ __all__ = [
     "RuleTimers",
     "SilenceFacts",
     "TargetLine",
+    "Thresholds",
     "Timers",
     "bounded",
     "cause_event",
     "checked_timers",
     "closes",
     "clusters",
+    "covered",
     "failure_key",
     "host_link",
     "is_flapping",
     "is_silenced",
     "job_link",
     "merged",
+    "merged_thresholds",
     "next_message",
     "parse_duration",
     "payload",
+    "reached_at",
+    "released_at",
     "render",
     "rule_event",
     "silence_window",

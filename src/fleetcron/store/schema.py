@@ -652,6 +652,10 @@ class NotificationRule(Base):
     group_wait_s: Mapped[float] = mapped_column(Float, default=30.0, server_default="30")
     group_interval_s: Mapped[float] = mapped_column(Float, default=300.0, server_default="300")
     repeat_interval_s: Mapped[float] = mapped_column(Float, default=14400.0, server_default="14400")
+    #: Consecutive failed slots before a target is told, consecutive successes before it
+    #: leaves an incident (core/incidents.Thresholds), migration 0032.
+    failures_before: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    successes_before: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime]
 
 
@@ -713,6 +717,8 @@ class Incident(Base):
             postgresql_where=text("status = 'open' AND target_id IS NOT NULL"),
         ),
         Index("ix_incidents_opened_at", "opened_at"),
+        # Retention's walk of the resolved ones, oldest first (migration 0032).
+        Index("ix_incidents_resolved_at", "resolved_at"),
         NEVER_REUSED_IDS,
     )
 

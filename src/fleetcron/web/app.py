@@ -20,6 +20,7 @@ from fleetcron.app import App
 from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics
+from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
 from fleetcron.web import errors
@@ -94,6 +95,7 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     web.state.ownership = ownership_reader(app)
     web.state.metrics = metrics
     web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
+    web.state.metrics.watch_incidents(lambda: incidents_reading(app))
 
 
 def _add_error_handlers(web: FastAPI) -> None:
@@ -201,5 +203,3 @@ def ownership_reader(app: App) -> Callable[[], str]:
             ).kind
 
     return read
-
-

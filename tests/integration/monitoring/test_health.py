@@ -168,6 +168,9 @@ async def test_probes_and_metrics_answer_without_credentials(
     assert "fleetcron_dispatch_lateness_seconds_count 2.0" in scraped
     assert "fleetcron_late_assignments 0.0" in scraped
     assert 'fleetcron_ownership{state="standalone"} 1.0' in scraped
+    # The incident gauges, read from the database at scrape time (nothing failed).
+    assert 'fleetcron_incidents_open{cause="failing"} 0.0' in scraped
+    assert 'fleetcron_incidents_silenced{cause="halted"} 0.0' in scraped
 
 
 def test_the_health_api_needs_credentials_and_reports_late_slots(

@@ -25,6 +25,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from fixtures.app import FakeClock, make_settings
 from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.executors.fake import FakeExecutor
 from fleetcron.scheduler.service import Scheduler, TickStats
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -212,3 +213,18 @@ async def next_minute(scheduler: Scheduler, clock: FakeClock) -> TickStats:
     stats = await scheduler.tick()
     await scheduler.idle()
     return stats
+
+
+@pytest.fixture
+def fake(clock: FakeClock) -> FakeExecutor:
+    return FakeExecutor(clock=clock)
+
+
+@pytest.fixture
+async def fake_scheduler(
+    app: App, clock: FakeClock, fake: FakeExecutor
+) -> AsyncIterator[Scheduler]:
+    the_scheduler = Scheduler(app, clock=clock, executors={"local": fake})
+    await the_scheduler.start()
+    yield the_scheduler
+    await the_scheduler.shutdown()

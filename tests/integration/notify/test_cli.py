@@ -272,3 +272,33 @@ def test_a_rule_takes_its_timers_and_refuses_one_out_of_range(
         300.0,
         3600.0,
     )
+
+
+def test_a_rule_takes_its_thresholds_and_refuses_one_out_of_range(
+    app: App, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(capsys, "channel", "add", "ops", "--url", "https://example.com/x")
+
+    zero = cli(capsys, "rule", "add", "--channel", "ops", "--failures-before", "0")
+    too_many = cli(capsys, "rule", "add", "--channel", "ops", "--successes-before", "101")
+    nothing = json.loads(cli(capsys, "rule", "list", "--json")[1])
+    added = cli(
+        capsys,
+        "rule",
+        "add",
+        "--channel",
+        "ops",
+        "--failures-before",
+        "3",
+        "--successes-before",
+        "2",
+    )
+    [rule] = json.loads(cli(capsys, "rule", "list", "--json")[1])
+    table = cli(capsys, "rule", "list")[1]
+
+    assert zero[0] == 2 and "failures_before: 0 is not a whole number from 1 to 100" in zero[2]
+    assert too_many[0] == 2 and "successes_before: 101" in too_many[2]
+    assert nothing == []  # nothing half-saved
+    assert added[0] == 0
+    assert (rule["failures_before"], rule["successes_before"]) == (3, 2)
+    assert "3/2" in table

@@ -16,7 +16,13 @@ from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
-from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule, list_rules
+from fleetcron.services.alerts.channels import (
+    RuleEvents,
+    RuleTimers,
+    add_channel,
+    add_rule,
+    list_rules,
+)
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.runs import RunStore
@@ -196,7 +202,7 @@ async def test_a_rule_for_one_job_sends_only_that_job_and_only_its_events(
 ) -> None:
     add_job(app, admin, "backup", FAILING)
     add_job(app, admin, "report", FAILING + " # report")
-    hook(app, admin, job="backup", on_recovery=False)
+    hook(app, admin, job="backup", events=RuleEvents(recovery=False))
 
     await next_minute(scheduler, clock)
     evaluate_alerts(app, clock.now)

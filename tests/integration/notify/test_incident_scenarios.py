@@ -10,101 +10,37 @@ count below is of the HTTP requests the receiver got.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
-from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import ExecRequest, RunTarget
 from fleetcron.executors.fake import FakeExecutor, FakeOutcome
-from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerts import incident_ops
-from fleetcron.services.alerts.channels import RuleTimers, add_channel, add_rule
-from fleetcron.services.alerts.deliveries import deliver_due
-from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.alerts.silences import SilenceSpec, add_silence
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
-from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Run
 from integration.notify.conftest import WebhookReceiver
+from integration.notify.scenario import (
+    FLEET,
+    STDERR,
+    add_fleet,
+    counts,
+    drive,
+    expect,
+    failing,
+    hook,
+    messages,
+)
 
 # Half an hour of slots for 50 targets on a fake clock: about 35 s each on SQLite.
 pytestmark = pytest.mark.slow
-
-FLEET = [f"web{i:02}" for i in range(50)]
-STDERR = "rsync: connection unexpectedly closed\ndisk full"
-Script = Callable[[RunTarget, ExecRequest], FakeOutcome]
-
-
-@pytest.fixture
-def fake(clock: FakeClock) -> FakeExecutor:
-    return FakeExecutor(clock=clock)
-
-
-@pytest.fixture
-async def fake_scheduler(
-    app: App, clock: FakeClock, fake: FakeExecutor
-) -> AsyncIterator[Scheduler]:
-    the_scheduler = Scheduler(app, clock=clock, executors={"local": fake})
-    await the_scheduler.start()
-    yield the_scheduler
-    await the_scheduler.shutdown()
-
-
-def add_fleet(app: App, names: list[str]) -> None:
-    admin = Actor("admin", "admin")
-    for index, name in enumerate(names):
-        targets.add_target(
-            app, admin, TargetSpec(name, TargetKind.LOCAL, labels=[f"rack=r{index % 5}"])
-        )
-
-
-def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:
-    def script(target: RunTarget, request: ExecRequest) -> FakeOutcome:
-        if unless(target.name):
-            return FakeOutcome()
-        return FakeOutcome(exit_code=3, stderr=STDERR)
-
-    return script
-
-
-def hook(app: App, admin: Actor, webhook: WebhookReceiver, **timers: float) -> None:
-    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
-    add_rule(app, admin, "ops", timers=RuleTimers(**timers))
-
-
-async def drive(
-    app: App, scheduler: Scheduler, clock: FakeClock, minutes: float, step_s: float = 10.0
-) -> None:
-    for _ in range(round(minutes * 60 / step_s)):
-        clock.advance(seconds=step_s)
-        await scheduler.tick()
-        await scheduler.idle()
-        evaluate_alerts(app, clock.now)
-        deliver_due(app, clock.now)
-
-
-def messages(webhook: WebhookReceiver) -> list[dict[str, Any]]:
-    return [json.loads(request.body) for request in webhook.requests]
-
-
-def counts(webhook: WebhookReceiver) -> Counter[str]:
-    return Counter(body["message"] for body in messages(webhook))
-
-
-def expect(webhook: WebhookReceiver, **expected: int) -> None:
-    """The receiver got exactly these messages, and no other kind."""
-    got = counts(webhook)
-    assert dict(got) == {k: v for k, v in expected.items() if v}, got
 
 
 def slot_runs(app: App) -> int:

@@ -230,3 +230,62 @@ def test_the_job_page_shows_its_open_incident_at_the_top(
     assert shown.status_code == 200
     assert f'Open incident <a href="/incidents/{incident_id}">#{incident_id}</a>' in shown.text
     assert "failing on 1 target since" in shown.text
+
+
+def test_the_dashboard_links_to_the_incidents_page_with_the_open_count(
+    app: App, browser: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    an_incident(app, clock, resolved=False)
+    an_incident(app, clock, resolved=True)
+
+    shown = browser.get("/")
+
+    assert shown.status_code == 200
+    card = shown.text.split('id="open-incidents"')[1].split("</a>")[0]
+    assert '<span class="big">1</span>' in card and "open incident<" in card
+    assert '<a class="card" href="/incidents" id="open-incidents">' in shown.text
+
+
+def test_the_dashboard_says_when_no_incident_is_open(
+    app: App, browser: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    # Negative control of the count above: a resolved incident is not counted.
+    an_incident(app, clock, resolved=True)
+
+    card = browser.get("/").text.split('id="open-incidents"')[1].split("</a>")[0]
+
+    assert '<span class="big">0</span>' in card and "open incidents<" in card
+
+
+def test_the_job_page_links_to_its_incidents_and_the_page_lists_only_them(
+    app: App, browser: TestClient, clock: FakeClock, fleet: None
+) -> None:
+    open_one = an_incident(app, clock, resolved=False)
+    resolved = an_incident(app, clock, resolved=True)
+    with app.db.session() as session:
+        other = Incident(
+            job_id=99,
+            job_name="reindex",
+            cause="late",
+            status="open",
+            opened_at=clock.now,
+            previous_state="ok",
+            reason="late",
+        )
+        session.add(other)
+        session.flush()
+        other_id = other.id
+
+    job_page = browser.get("/jobs/backup").text
+    listed = browser.get("/incidents?job=backup&status=all")
+
+    assert (
+        '<a id="job-incidents" href="/incidents?job=backup&amp;status=all">1 open; '
+        "every incident of this job</a>" in job_page
+    )
+    assert listed.status_code == 200
+    assert f'href="/incidents/{open_one}"' in listed.text
+    assert f'href="/incidents/{resolved}"' in listed.text
+    assert f'href="/incidents/{other_id}"' not in listed.text
+    # Negative control: every job's list has the other job's incident.
+    assert f'href="/incidents/{other_id}"' in browser.get("/incidents?status=all").text

@@ -25,6 +25,7 @@ from fleetcron.core.incidents import (
     DEFAULT_GROUP_WAIT_S,
     DEFAULT_REPEAT_INTERVAL_S,
     RuleTimers,
+    Thresholds,
 )
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput, NotFound
 from fleetcron.notify import ChannelSpec
@@ -170,6 +171,8 @@ class RuleView:
     group_wait_s: float = DEFAULT_GROUP_WAIT_S
     group_interval_s: float = DEFAULT_GROUP_INTERVAL_S
     repeat_interval_s: float = DEFAULT_REPEAT_INTERVAL_S
+    failures_before: int = 1
+    successes_before: int = 1
 
     @property
     def events(self) -> list[str]:
@@ -180,65 +183,89 @@ class RuleView:
         return {**asdict(self), "events": self.events}
 
 
-def add_rule(
-    app: App,
-    actor: Actor,
-    channel: str,
-    *,
-    job: str | None = None,
-    on_failure: bool = True,
-    on_late: bool = True,
-    on_recovery: bool = True,
-    timers: RuleTimers | None = None,
-) -> RuleView:
-    """Send a channel the incidents of one job, or of every job (``job`` None), with the
-    rule's ``timers`` (``core/incidents.py``; None, or one of them None: Alertmanager's
-    defaults). One rule per channel and job: a second one is a Conflict (remove the first
-    to change it)."""
-    note = AuditNote("notify.rule.add", job_name=job, detail={"channel": channel})
-    with audited(app, actor, note) as session:
-        actor.authorize("settings.manage")
-        if not (on_failure or on_late or on_recovery):
+@dataclass(frozen=True)
+class RuleEvents:
+    """Which incidents a rule sends: failing or halted (``failure``), late or stuck
+    (``late``), and the resolved messages (``recovery``); at least one."""
+
+    failure: bool = True
+    late: bool = True
+    recovery: bool = True
+
+    def checked(self) -> RuleEvents:
+        if not (self.failure or self.late or self.recovery):
             raise InvalidInput(
                 "events: a rule needs at least one of failure, late, recovery",
                 field="events",
                 value=[],
                 allowed="failure, late, recovery",
             )
+        return self
+
+
+def add_rule(
+    app: App,
+    actor: Actor,
+    channel: str,
+    *,
+    job: str | None = None,
+    events: RuleEvents | None = None,
+    timers: RuleTimers | None = None,
+    thresholds: Thresholds | None = None,
+) -> RuleView:
+    """Send a channel the ``events`` (None: all) of the incidents of one job, or of every
+    job (``job`` None), with the rule's ``timers`` (``core/incidents.py``; None, or one of
+    them None: Alertmanager's defaults) and ``thresholds`` (None: the first failure and
+    the first success). One rule per channel and job: a second one is a Conflict (remove
+    the first to change it)."""
+    note = AuditNote("notify.rule.add", job_name=job, detail={"channel": channel})
+    with audited(app, actor, note) as session:
+        actor.authorize("settings.manage")
+        wanted = (RuleEvents() if events is None else events).checked()
         checked = (RuleTimers() if timers is None else timers).checked()
+        counts = (Thresholds() if thresholds is None else thresholds).checked()
         the_channel = get_channel(session, channel)
         job_id: int | None = None
         if job is not None:
             job_id = note.job_id = get_job(session, job).id
-        same = select(NotificationRule.id).where(NotificationRule.channel_id == the_channel.id)
-        same = same.where(
-            NotificationRule.job_id.is_(None)
-            if job_id is None
-            else NotificationRule.job_id == job_id
-        )
-        existing = session.scalar(same)
-        if existing is not None:
-            raise Conflict(
-                f"channel {channel} already has rule {existing} for "
-                f"{'job ' + job if job else 'every job'}; remove it to change the events",
-                field="job",
-            )
+        _refuse_second_rule(session, the_channel, job_id, job)
         rule = NotificationRule(
             channel_id=the_channel.id,
             job_id=job_id,
-            on_failure=on_failure,
-            on_late=on_late,
-            on_recovery=on_recovery,
+            on_failure=wanted.failure,
+            on_late=wanted.late,
+            on_recovery=wanted.recovery,
             group_wait_s=checked.group_wait_s,
             group_interval_s=checked.group_interval_s,
             repeat_interval_s=checked.repeat_interval_s,
+            failures_before=counts.failures_before,
+            successes_before=counts.successes_before,
             created_at=app.now(),
         )
         session.add(rule)
         session.flush()
         view = _rule_view(rule, channel, job)
-        note.detail.update({"rule": rule.id, "events": view.events, **asdict(checked)})
+        note.detail.update(
+            {"rule": rule.id, "events": view.events, **asdict(checked), **asdict(counts)}
+        )
         return view
+
+
+def _refuse_second_rule(
+    session: Session, channel: NotificationChannel, job_id: int | None, job: str | None
+) -> None:
+    """A Conflict when the channel already has a rule for this job (or every job)."""
+    same = select(NotificationRule.id).where(NotificationRule.channel_id == channel.id)
+    same = same.where(
+        NotificationRule.job_id.is_(None) if job_id is None else NotificationRule.job_id == job_id
+    )
+    existing = session.scalar(same)
+    if existing is not None:
+        raise Conflict(
+            f"channel {channel.name} already has rule {existing} for "
+            f"{'job ' + job if job else 'every job'}; remove it to change the events",
+            field="job",
+        )
 
 
 def list_rules(app: App, actor: Actor) -> list[RuleView]:
@@ -265,6 +292,8 @@ def _rule_view(rule: NotificationRule, channel: str, job: str | None) -> RuleVie
         rule.group_wait_s,
         rule.group_interval_s,
         rule.repeat_interval_s,
+        rule.failures_before,
+        rule.successes_before,
     )
 
 
@@ -362,8 +391,10 @@ __all__ = [
     "DELIVERY_STATUSES",
     "ChannelView",
     "DeliveryView",
+    "RuleEvents",
     "RuleTimers",
     "RuleView",
+    "Thresholds",
     "add_channel",
     "add_rule",
     "get_channel",

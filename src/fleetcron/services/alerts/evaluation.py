@@ -154,13 +154,39 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
     # Halts first: their incident's previous state is the stored one before this round.
     _rollout_halts(session, now, since)
     _evaluate_assignments(session, now, grace, since)
+    incidents.release_held(session)
     incidents.recover_halted(session)
     return incidents.queue_messages(session, now)
 
 
-def _evaluate_assignments(
-    session: Session, now: datetime, grace: timedelta, since: datetime
-) -> int:
+@dataclass(frozen=True)
+class _Observed:
+    """What a round reads of what changed: runs with a verdict other than success finished
+    in the window, slots undecided past the grace, runs running past their deadline, and
+    the assignments whose stored state is not ``ok``."""
+
+    flagged: list[_RunRow]
+    overdue: dict[int, datetime]
+    stuck: dict[int, _RunRow]
+    unsettled: set[int]
+
+    def concerned(self) -> set[int]:
+        """The assignments whose alert state may change this round."""
+        flagged = {r.assignment_id for r in self.flagged}
+        return flagged | set(self.overdue) | set(self.stuck) | self.unsettled
+
+
+@dataclass(frozen=True)
+class _Context:
+    """One round: its moment, the misfire grace, the window's start, what it observed."""
+
+    now: datetime
+    grace: timedelta
+    since: datetime
+    seen: _Observed
+
+
+def _observe(session: Session, now: datetime, grace: timedelta, since: datetime) -> _Observed:
     # Runs with a verdict other than success, finished in the window (ix_runs_status):
     # only these can turn an "ok" assignment into something else.
     flagged = [
@@ -195,7 +221,14 @@ def _evaluate_assignments(
     unsettled = set(
         session.scalars(select(AlertState.assignment_id).where(AlertState.state != "ok"))
     )
-    concerned = {r.assignment_id for r in flagged} | set(overdue) | set(stuck) | unsettled
+    return _Observed(flagged, overdue, stuck, unsettled)
+
+
+def _evaluate_assignments(
+    session: Session, now: datetime, grace: timedelta, since: datetime
+) -> int:
+    seen = _observe(session, now, grace, since)
+    concerned = seen.concerned()
     if not concerned:
         return 0
 
@@ -206,62 +239,89 @@ def _evaluate_assignments(
         session.execute(delete(AlertState).where(AlertState.assignment_id.in_(chunk)))
     states = _states(session, subjects)
     runs: dict[int, list[_RunRow]] = defaultdict(list)
-    for run in [*flagged, *_successes(session, subjects, since)]:
+    for run in [*seen.flagged, *_successes(session, subjects, since)]:
         runs[run.assignment_id].append(run)
 
-    changed_count = 0
+    context = _Context(now, grace, since, seen)
     recorded: list[incidents.StateChange] = []
     for aid in sorted(subjects):
-        subject = subjects[aid]
-        previous: AlertStateName = "ok"
-        changed_at: datetime | None = None
-        if aid in states:
-            previous, changed_at = states[aid]
-        # Runs finished before the last change were judged by an earlier evaluation.
-        cutoff = max(since, changed_at) if changed_at is not None else since
-        verdicts = _verdicts(runs.get(aid, ()), subject, cutoff)
-        _, changes = replay(
-            previous, [outcome for _, outcome in verdicts], overdue=aid in overdue or aid in stuck
+        found, state, changed = _subject_changes(
+            context, subjects[aid], states.get(aid), runs.get(aid, ())
         )
-        for change in changes:
-            cause: Cause | None
-            if change.cause is None:
-                changed = now
-                alert = _overdue_alert(
-                    change, subject, now, overdue.get(aid), stuck.get(aid), grace
-                )
-                cause = "stuck" if aid in stuck else "late"
-            else:
-                run, outcome = verdicts[change.cause]
-                assert run.finished_at is not None
-                changed = run.finished_at
-                alert = _run_alert(change, subject, now, run)
-                cause = _CAUSE_OF[outcome]
-            _log_change(alert)
-            recorded.append(
-                incidents.StateChange(
-                    incidents.Member(
-                        aid,
-                        subject.job_id,
-                        subject.job_name,
-                        subject.target_id,
-                        subject.target_name,
-                    ),
-                    cause,
-                    changed,
-                    previous_state=alert.previous_state,
-                    reason=alert.reason,
-                    run_id=alert.run.id if alert.run else None,
-                )
-            )
-        if changes:
-            changed_count += len(changes)
-            _save_state(session, aid, changes[-1].decision.state, changed, exists=aid in states)
+        if state is not None:
+            recorded.extend(found)
+            _save_state(session, aid, state, changed, exists=aid in states)
     # Oldest first, so a target that failed and recovered within the window ends up
     # recovered, and incidents open in the order their first target failed.
     recorded.sort(key=lambda c: (c.at, c.member.assignment_id))
     incidents.record_changes(session, recorded)
-    return changed_count
+    return len(recorded)
+
+
+def _subject_changes(
+    context: _Context,
+    subject: _Subject,
+    stored: tuple[AlertStateName, datetime] | None,
+    runs: Iterable[_RunRow],
+) -> tuple[list[incidents.StateChange], AlertStateName | None, datetime]:
+    """One assignment's changes of alert state this round (each logged), its new state
+    (None: unchanged) and when it last changed."""
+    previous: AlertStateName = "ok"
+    changed_at: datetime | None = None
+    if stored is not None:
+        previous, changed_at = stored
+    # Runs finished before the last change were judged by an earlier evaluation.
+    cutoff = max(context.since, changed_at) if changed_at is not None else context.since
+    verdicts = _verdicts(runs, subject, cutoff)
+    seen = context.seen
+    _, changes = replay(
+        previous,
+        [outcome for _, outcome in verdicts],
+        overdue=subject.id in seen.overdue or subject.id in seen.stuck,
+    )
+    found: list[incidents.StateChange] = []
+    changed = context.now
+    for change in changes:
+        changed, alert, cause = _what_changed(context, subject, change, verdicts)
+        _log_change(alert)
+        member = incidents.Member(
+            subject.id, subject.job_id, subject.job_name, subject.target_id, subject.target_name
+        )
+        found.append(
+            incidents.StateChange(
+                member,
+                cause,
+                changed,
+                previous_state=alert.previous_state,
+                reason=alert.reason,
+                run_id=alert.run.id if alert.run else None,
+            )
+        )
+    return found, (changes[-1].decision.state if changes else None), changed
+
+
+def _what_changed(
+    context: _Context,
+    subject: _Subject,
+    change: Change,
+    verdicts: Sequence[tuple[_RunRow, Outcome]],
+) -> tuple[datetime, Alert, Cause | None]:
+    """When a change happened, its alert, and the incident cause it joins (None: it
+    recovered): from the run behind it, or from the assignment being overdue now."""
+    seen = context.seen
+    if change.cause is None:
+        alert = _overdue_alert(
+            change,
+            subject,
+            context.now,
+            seen.overdue.get(subject.id),
+            seen.stuck.get(subject.id),
+            context.grace,
+        )
+        return context.now, alert, "stuck" if subject.id in seen.stuck else "late"
+    run, outcome = verdicts[change.cause]
+    assert run.finished_at is not None
+    return run.finished_at, _run_alert(change, subject, context.now, run), _CAUSE_OF[outcome]
 
 
 _CAUSE_OF: dict[Outcome, Cause | None] = {"failure": "failing", "late": "late", "success": None}
@@ -292,41 +352,20 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
     ).all()
     recorded = 0
     for job_id, slot, reason, skipped, halted_at, first_skipped in halts:
-        cause = session.execute(
-            select(*_RUN_COLUMNS, Run.target_id, Run.target_name, Run.job_name)
-            .where(
-                Run.job_id == job_id,
-                Run.scheduled_for == slot,
-                or_(Run.status.in_(ROLLOUT_FAILURES), Run.id == first_skipped),
-            )
-            .order_by(Run.status == RunStatus.SKIPPED, Run.finished_at.desc(), Run.id.desc())
-            .limit(1)
-        ).first()
+        cause = _halt_cause(session, job_id, slot, first_skipped)
         if cause is None:
             continue
-        members = [
-            incidents.Member(aid, job_id, job_name, tid, tname)
-            for aid, job_name, tid, tname in session.execute(
-                select(Run.assignment_id, Run.job_name, Run.target_id, Run.target_name).where(
-                    Run.job_id == job_id,
-                    Run.scheduled_for == slot,
-                    Run.status == RunStatus.SKIPPED,
-                    Run.skip_kind == SkipKind.ROLLOUT_HALTED,
-                )
-            )
-        ]
         stored = session.scalar(
             select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
         )
-        text = f"{reason}; {skipped} target(s) of the slot were skipped"
         if incidents.record_halt(
             session,
             job_id,
             cause.job_name,
             halted_at or now,
-            members,
+            _halted_members(session, job_id, slot),
             previous_state=stored if stored in ALERT_STATES else "ok",
-            reason=text,
+            reason=f"{reason}; {skipped} target(s) of the slot were skipped",
             run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
         ):
             recorded += 1
@@ -338,6 +377,36 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
                 extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
             )
     return recorded
+
+
+def _halt_cause(session: Session, job_id: int, slot: datetime, first_skipped: int) -> Any:
+    """The run that halted a slot's rollout: its newest failure, or (none found) its
+    first skipped run."""
+    return session.execute(
+        select(*_RUN_COLUMNS, Run.target_id, Run.target_name, Run.job_name)
+        .where(
+            Run.job_id == job_id,
+            Run.scheduled_for == slot,
+            or_(Run.status.in_(ROLLOUT_FAILURES), Run.id == first_skipped),
+        )
+        .order_by(Run.status == RunStatus.SKIPPED, Run.finished_at.desc(), Run.id.desc())
+        .limit(1)
+    ).first()
+
+
+def _halted_members(session: Session, job_id: int, slot: datetime) -> list[incidents.Member]:
+    """The targets a halted rollout skipped in a slot."""
+    return [
+        incidents.Member(aid, job_id, job_name, tid, tname)
+        for aid, job_name, tid, tname in session.execute(
+            select(Run.assignment_id, Run.job_name, Run.target_id, Run.target_name).where(
+                Run.job_id == job_id,
+                Run.scheduled_for == slot,
+                Run.status == RunStatus.SKIPPED,
+                Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+            )
+        )
+    ]
 
 
 def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateName, datetime]]:

@@ -16,10 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.incidents import CAUSES, Cause, host_link, job_link
+from fleetcron.core.incidents import CAUSES, Cause, host_link, is_silenced, job_link
 from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.metrics import IncidentReading, IncidentsReading
 from fleetcron.services.alerts.incidents import failed_slots
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
     Incident,
     IncidentTarget,
@@ -135,6 +137,17 @@ def list_incidents(
         return [_view(session, incident) for incident in found]
 
 
+def count_open(app: App, actor: Actor, *, job: str | None = None) -> int:
+    """How many incidents are open (of one job if given): the dashboard's and the job
+    page's link to the incidents page says it."""
+    actor.authorize("incident.read")
+    with app.db.read() as session:
+        query = select(func.count()).select_from(Incident).where(Incident.status == "open")
+        if job is not None:
+            query = query.where(Incident.job_name == job)
+        return int(session.scalar(query) or 0)
+
+
 def show_incident(app: App, actor: Actor, incident_id: int) -> IncidentDetail:
     """One incident with its targets (the first :data:`TARGETS_LISTED`) and every message
     sent about it with its delivery status. Raises NotFound."""
@@ -218,6 +231,47 @@ def acknowledge(app: App, actor: Actor, incident_id: int, *, note: str = "") -> 
         return _view(session, incident)
 
 
+def incidents_reading(app: App) -> IncidentsReading:
+    """The open incidents as the metrics' incident gauges show them at scrape time: per
+    incident its job, cause, open targets, acknowledged, and silenced (muted as its
+    messages are: every open target under a silence in force, ``core.is_silenced``).
+    Three statements, one more when a silence is in force."""
+    now = app.now()
+    with app.db.read() as session:
+        found = list(session.scalars(select(Incident).where(Incident.status == "open")))
+        ids = [i.id for i in found]
+        members: dict[int, list[int]] = {i: [] for i in ids}
+        for start in range(0, len(ids), 500):
+            for incident_id, target_id in session.execute(
+                select(IncidentTarget.incident_id, IncidentTarget.target_id).where(
+                    IncidentTarget.incident_id.in_(ids[start : start + 500]),
+                    IncidentTarget.recovered_at.is_(None),
+                )
+            ):
+                members[incident_id].append(target_id)
+        silences = active_silences(session, now)
+        labels = (
+            target_labels(session, (t for rows in members.values() for t in rows))
+            if silences
+            else {}
+        )
+    return IncidentsReading(
+        CAUSES,
+        [
+            IncidentReading(
+                i.job_name,
+                i.cause,
+                len(members[i.id]),
+                acknowledged=i.acked_at is not None,
+                silenced=is_silenced(
+                    silences, i.job_id, [(t, labels.get(t, {})) for t in members[i.id]], now
+                ),
+            )
+            for i in found
+        ],
+    )
+
+
 def _get(session: Session, incident_id: int) -> Incident:
     incident = session.get(Incident, incident_id)
     if incident is None:
@@ -262,6 +316,8 @@ __all__ = [
     "MessageRow",
     "TargetRow",
     "acknowledge",
+    "count_open",
+    "incidents_reading",
     "list_incidents",
     "show_incident",
 ]

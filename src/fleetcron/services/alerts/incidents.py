@@ -24,10 +24,11 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
 from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerpt
-from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Timers
-from fleetcron.core.labels import parse_selector
+from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Thresholds, Timers
 from fleetcron.core.statuses import RunStatus, SkipKind
+from fleetcron.services.alerts import thresholds
 from fleetcron.services.alerts.host_incidents import flap_key, host_mutes, sync_host_incidents
+from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
     Incident,
     IncidentNotice,
@@ -37,8 +38,6 @@ from fleetcron.store.schema import (
     NotificationDelivery,
     NotificationRule,
     Run,
-    Silence,
-    Target,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +63,7 @@ class Route:
     job_id: int | None
     events: frozenset[str]
     timers: Timers
+    thresholds: Thresholds = field(default_factory=Thresholds)
 
 
 def routes(session: Session) -> list[Route]:
@@ -77,6 +77,8 @@ def routes(session: Session) -> list[Route]:
             NotificationRule.group_wait_s,
             NotificationRule.group_interval_s,
             NotificationRule.repeat_interval_s,
+            NotificationRule.failures_before,
+            NotificationRule.successes_before,
         )
         .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
         .where(NotificationChannel.enabled.is_(True))
@@ -91,9 +93,45 @@ def routes(session: Session) -> list[Route]:
                 if on
             ),
             Timers(wait, interval, repeat),
+            Thresholds(failures_before, successes_before),
         )
-        for channel_id, job_id, fail, late, recover, wait, interval, repeat in rows
+        for (
+            channel_id,
+            job_id,
+            fail,
+            late,
+            recover,
+            wait,
+            interval,
+            repeat,
+            failures_before,
+            successes_before,
+        ) in rows
     ]
+
+
+@dataclass(frozen=True)
+class SuccessesNeeded:
+    """How many consecutive successes take a target out of an incident of each job: the
+    most any rule routing the job asks for (``core.Thresholds.successes_before``)."""
+
+    by_job: dict[int, int]
+    default: int
+
+    @classmethod
+    def of(cls, all_routes: Iterable[Route]) -> SuccessesNeeded:
+        every = [r.thresholds.successes_before for r in all_routes if r.job_id is None]
+        default = max(every, default=1)
+        by_job: dict[int, int] = {}
+        for route in all_routes:
+            if route.job_id is not None:
+                by_job[route.job_id] = max(
+                    by_job.get(route.job_id, default), route.thresholds.successes_before
+                )
+        return cls(by_job, default)
+
+    def __call__(self, job_id: int) -> int:
+        return self.by_job.get(job_id, self.default)
 
 
 # -- recording ---------------------------------------------------------------------------
@@ -159,7 +197,10 @@ def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
     if not changes:
         return
     book = _Memberships.load(session, changes)
+    needed = SuccessesNeeded.of(routes(session))
     for change in changes:
+        if change.cause is None and needed(change.member.job_id) > 1:
+            continue  # held: it leaves once it has had enough successes (release_held)
         book.leave_other_incidents(change)
         if change.cause is not None:
             book.join_incident(change)
@@ -402,6 +443,24 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
+def release_held(session: Session) -> None:
+    """Targets held in their incidents after a recovery (a rule wants more than one
+    success) leave them at the success that makes enough; an incident whose last target
+    left resolves then."""
+    needed = SuccessesNeeded.of(routes(session))
+    releases = thresholds.held_releases(session, needed.by_job, needed.default)
+    newest: dict[int, datetime] = {}
+    for release in releases:
+        release.row.recovered_at = release.at
+        incident_id = release.row.incident_id
+        newest[incident_id] = max(release.at, newest.get(incident_id, release.at))
+    session.flush()
+    for incident_id, at in sorted(newest.items()):
+        incident = session.get(Incident, incident_id)
+        if incident is not None:
+            _resolve_if_empty(session, incident, at)
+
+
 def _open_incident(session: Session, opening: Opening) -> Incident:
     """The open incident of the job and cause, or a new one recording ``opening``."""
     found = session.scalar(
@@ -516,6 +575,8 @@ class _Round:
     hosts_down: list[core.SilenceFacts]
     #: target -> its labels (read only when a silence is in force).
     labels: dict[int, dict[str, str]]
+    #: incident -> its open targets' final verdicts (read when a threshold asks).
+    verdicts: dict[int, dict[int, thresholds.Verdicts]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, session: Session, found: Sequence[Incident], now: datetime) -> _Round:
@@ -536,7 +597,7 @@ class _Round:
         announced = _flaps_announced(session, now)
         silences = active_silences(session, now)
         labels = (
-            _labels(session, {r.target_id for rows in members.values() for r in rows})
+            target_labels(session, {r.target_id for rows in members.values() for r in rows})
             if silences
             else {}
         )
@@ -557,6 +618,17 @@ class _Round:
     def all_mutes(self) -> list[core.SilenceFacts]:
         """The silences in force and the mutes of unreachable hosts (for job incidents)."""
         return [*self.silences, *self.hosts_down]
+
+    def reached(
+        self, incident: Incident, targets: frozenset[int], failures: int
+    ) -> dict[int, datetime]:
+        """The incident's open targets whose failure streak reached ``failures``, and
+        when (their verdicts read once per round)."""
+        if incident.id not in self.verdicts:
+            self.verdicts[incident.id] = thresholds.final_verdicts(
+                self.session, incident.job_id, incident.opened_at, sorted(targets)
+            )
+        return thresholds.streaks_reached(self.verdicts[incident.id], failures)
 
     def notice(self, incident_id: int, channel_id: int) -> tuple[IncidentNotice, core.NoticeFacts]:
         """The channel's notice of the incident (new if it was told nothing yet) and what
@@ -588,6 +660,9 @@ class _Standing:
     key: tuple[int, str]
     silenced: bool
     flapping: bool
+    #: Open targets a silence of part of the job's targets mutes: left out of the
+    #: incident's messages (and of what a channel was told) while it is in force.
+    muted: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, batch: _Round, incident: Incident) -> _Standing:
@@ -601,15 +676,28 @@ class _Standing:
             [(r.target_id, batch.labels.get(r.target_id, {})) for r in shown_targets],
             batch.now,
         )
+        muted = frozenset(
+            r.assignment_id
+            for r in active
+            if batch.silences
+            and core.covered(
+                batch.silences,
+                incident.job_id,
+                r.target_id,
+                batch.labels.get(r.target_id, {}),
+                batch.now,
+            )
+        )
         facts = core.IncidentFacts(
             opened_at=incident.opened_at,
             resolved_at=incident.resolved_at,
             acknowledged=incident.acked_at is not None,
-            targets=frozenset(r.assignment_id for r in active),
+            targets=frozenset(r.assignment_id for r in active) - muted,
         )
         key = flap_key(incident)
         flapping = core.is_flapping(batch.opened_recently.get(key, ()), batch.now)
-        return cls(incident, rows, facts, key, silenced=silenced, flapping=flapping)
+        shown_rows = [r for r in rows if r.assignment_id not in muted]
+        return cls(incident, shown_rows, facts, key, silenced, flapping, muted)
 
 
 def _queue_about(batch: _Round, incident: Incident) -> int:
@@ -619,13 +707,45 @@ def _queue_about(batch: _Round, incident: Incident) -> int:
     cause = cast(Cause, incident.cause)
     wanted = _wanted(batch.routes, incident.job_id, core.cause_event(cause))
     queued = 0
-    for channel_id, timers in sorted(wanted.items()):
+    for channel_id, (timers, counts) in sorted(wanted.items()):
         notice, seen = batch.notice(incident.id, channel_id)
-        kind = _due(batch, standing, notice, seen, timers)
+        # A target muted since the channel was told of it neither recovered nor left.
+        seen = replace(seen, notified=seen.notified - standing.muted)
+        seen_by = _as_seen_by(batch, standing, seen, counts.failures_before)
+        if seen_by is None:
+            # Never told, and no target reached the channel's threshold: it hears
+            # nothing of this incident, not even of its resolution.
+            if incident.status == "resolved":
+                notice.closed = True
+            continue
+        kind = _due(batch, seen_by, notice, seen, timers)
         if kind is not None:
-            _queue_message(batch, standing, notice, seen.notified, kind)
+            _queue_message(batch, seen_by, notice, seen.notified, kind)
             queued += 1
     return queued
+
+
+def _as_seen_by(
+    batch: _Round, standing: _Standing, seen: core.NoticeFacts, failures: int
+) -> _Standing | None:
+    """The incident as a channel that hears of a target after ``failures`` consecutive
+    failed slots sees it: the targets whose streak reached that, and those it was told
+    of that are still in the incident; its group_wait counts from the first target that
+    reached it. None when the channel was told nothing and no target reached it."""
+    incident = standing.incident
+    if failures <= 1 or incident.cause != "failing":
+        return standing
+    reached = batch.reached(incident, standing.facts.targets, failures)
+    told = seen.notified
+    shown = frozenset(a for a in standing.facts.targets if a in reached or a in told)
+    if seen.last_sent_at is None and not shown:
+        return None
+    opened_at = incident.opened_at
+    if seen.last_sent_at is None:
+        opened_at = min(reached[a] for a in shown)
+    facts = replace(standing.facts, opened_at=opened_at, targets=shown)
+    rows = [r for r in standing.rows if r.assignment_id in shown or r.assignment_id in told]
+    return replace(standing, rows=rows, facts=facts)
 
 
 def _due(
@@ -744,14 +864,23 @@ def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: da
     session.flush()
 
 
-def _wanted(all_routes: Iterable[Route], job_id: int, event: str) -> dict[int, Timers]:
-    """Channel -> timers of the rules for this job (or every job) that want this event; a
-    channel named by several rules gets each message once, on the shortest timers."""
-    found: dict[int, list[Timers]] = defaultdict(list)
+def _wanted(
+    all_routes: Iterable[Route], job_id: int, event: str
+) -> dict[int, tuple[Timers, Thresholds]]:
+    """Channel -> timers and thresholds of the rules for this job (or every job) that want
+    this event; a channel named by several rules gets each message once, on the shortest
+    timers and the smallest thresholds."""
+    found: dict[int, list[Route]] = defaultdict(list)
     for route in all_routes:
         if event in route.events and (route.job_id is None or route.job_id == job_id):
-            found[route.channel_id].append(route.timers)
-    return {channel: core.merged(timers) for channel, timers in found.items()}
+            found[route.channel_id].append(route)
+    return {
+        channel: (
+            core.merged(r.timers for r in rules),
+            core.merged_thresholds(r.thresholds for r in rules),
+        )
+        for channel, rules in found.items()
+    }
 
 
 def _wants_recovery(all_routes: Iterable[Route], job_id: int, channel_id: int) -> bool:
@@ -838,7 +967,7 @@ def _clusters(
             seen = newest.get(aid)
             if finished is not None and (seen is None or (finished, run_id) > seen[:2]):
                 newest[aid] = (finished, run_id, core.failure_key(str(status), exit_code, error))
-    labels = _labels(session, {r.target_id for r in active})
+    labels = target_labels(session, {r.target_id for r in active})
     return core.clusters(
         (newest[r.assignment_id][2], labels.get(r.target_id, {}))
         for r in active
@@ -947,34 +1076,6 @@ def _queue(
     )
 
 
-# -- silences in force -------------------------------------------------------------------
-
-
-def active_silences(session: Session, now: datetime) -> list[core.SilenceFacts]:
-    rows = session.scalars(select(Silence).where(Silence.starts_at <= now, Silence.ends_at > now))
-    return [
-        core.SilenceFacts(
-            starts_at=s.starts_at,
-            ends_at=s.ends_at,
-            job_id=s.job_id,
-            target_id=s.target_id,
-            selector=parse_selector(s.selector) if s.selector else None,
-        )
-        for s in rows
-    ]
-
-
-def _labels(session: Session, target_ids: set[int]) -> dict[int, dict[str, str]]:
-    if not target_ids:
-        return {}
-    return {
-        tid: dict(labels or {})
-        for tid, labels in session.execute(
-            select(Target.id, Target.labels).where(Target.id.in_(sorted(target_ids)))
-        )
-    }
-
-
 __all__ = [
     "RESOLVED_LOOKBACK",
     "STATE_OF",
@@ -982,11 +1083,11 @@ __all__ = [
     "Opening",
     "Route",
     "StateChange",
-    "active_silences",
     "failed_slots",
     "queue_messages",
     "record_changes",
     "record_halt",
     "recover_halted",
+    "release_held",
     "routes",
 ]

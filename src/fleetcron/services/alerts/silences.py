@@ -76,21 +76,7 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
     with audited(app, actor, note) as session:
         actor.authorize("silence.add")
         now = app.now()
-        reason = spec.reason.strip()
-        if not reason or len(reason) > REASON_MAX:
-            raise InvalidInput(
-                f"reason: say why, in 1 to {REASON_MAX} characters",
-                field="reason",
-                value=len(reason),
-                allowed=f"1..{REASON_MAX} characters",
-            )
-        named = spec.job is not None or spec.target is not None or bool(spec.selector)
-        if named == spec.everything:
-            raise InvalidInput(
-                "job: name a job, a target or a selector, or mute everything with --all (not both)",
-                field="job",
-                allowed="--job, --target, --selector or --all",
-            )
+        reason = _checked_reason(spec)
         duration = None if spec.duration_s is None else timedelta(seconds=spec.duration_s)
         starts, ends = silence_window(now, duration=duration, until=spec.until)
         job_id = target_id = None
@@ -118,6 +104,27 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
         session.flush()
         note.detail.update({"silence": silence.id, "ends_at": ends.isoformat()})
         return _view(silence, now)
+
+
+def _checked_reason(spec: SilenceSpec) -> str:
+    """The reason, stripped; InvalidInput for an empty or long one, or for a silence that
+    names nothing without ``everything`` (or names something with it)."""
+    reason = spec.reason.strip()
+    if not reason or len(reason) > REASON_MAX:
+        raise InvalidInput(
+            f"reason: say why, in 1 to {REASON_MAX} characters",
+            field="reason",
+            value=len(reason),
+            allowed=f"1..{REASON_MAX} characters",
+        )
+    named = spec.job is not None or spec.target is not None or bool(spec.selector)
+    if named == spec.everything:
+        raise InvalidInput(
+            "job: name a job, a target or a selector, or mute everything with --all (not both)",
+            field="job",
+            allowed="--job, --target, --selector or --all",
+        )
+    return reason
 
 
 def list_silences(

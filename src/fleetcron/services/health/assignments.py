@@ -3,11 +3,13 @@ success, failures in a row and since when, late; one statement for all its targe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import aliased
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session, aliased
 
 from fleetcron.app import Actor, App
 from fleetcron.core.bounded import Bounded
@@ -49,52 +51,56 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
     with app.db.read() as session:
         if session.scalar(select(Job.id).where(Job.name == job)) is None:
             raise NotFound("job", job)
-        # The newest success is read once per assignment, in the CTE (failure_streak.py).
-        assigned = materialized(
-            select(
-                Assignment.id.label("assignment_id"),
-                Assignment.enabled,
-                Assignment.next_fire_at,
-                Target.name.label("target"),
-                Assignment.newest_finished_run_id.label("run_id"),
-                newest_success(Assignment.id, "finished_at").label("success_at"),
-                newest_success(Assignment.id).label("ok_at"),
-            )
-            .join(Job, Job.id == Assignment.job_id)
-            .join(Target, Target.id == Assignment.target_id)
-            .where(Job.name == job)
-            .cte("assigned")
+        rows = _rows(session, job)
+    return [_health(job, row, late_before=now - grace) for row in rows]
+
+
+def _rows(session: Session, job: str) -> Sequence[Row[Any]]:
+    """Each target of the job with its newest run, newest success and failure streak."""
+    # The newest success is read once per assignment, in the CTE (failure_streak.py).
+    assigned = materialized(
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.enabled,
+            Assignment.next_fire_at,
+            Target.name.label("target"),
+            Assignment.newest_finished_run_id.label("run_id"),
+            newest_success(Assignment.id, "finished_at").label("success_at"),
+            newest_success(Assignment.id).label("ok_at"),
         )
-        streak = failure_streak(assigned.c.assignment_id, assigned.c.ok_at, since="start")
-        last = aliased(Run, name="last_run")
-        rows = session.execute(
-            select(
-                assigned,
-                streak.failures.label("failures"),
-                streak.since.label("since"),
-                last.status,
-                last.scheduled_for,
-            )
-            .outerjoin(last, last.id == assigned.c.run_id)
-            .order_by(assigned.c.target)
-        ).all()
-    out = []
-    for row in rows:
-        failures = counted(row.failures)
-        late = bool(row.enabled and row.next_fire_at is not None and row.next_fire_at < now - grace)
-        out.append(
-            AssignmentHealth(
-                job,
-                row.target,
-                row.enabled,
-                row.next_fire_at,
-                row.scheduled_for,
-                row.status,
-                row.success_at,
-                failures.n,
-                late,
-                row.since if failures.n else None,
-                failures.more,
-            )
+        .join(Job, Job.id == Assignment.job_id)
+        .join(Target, Target.id == Assignment.target_id)
+        .where(Job.name == job)
+        .cte("assigned")
+    )
+    streak = failure_streak(assigned.c.assignment_id, assigned.c.ok_at, since="start")
+    last = aliased(Run, name="last_run")
+    return session.execute(
+        select(
+            assigned,
+            streak.failures.label("failures"),
+            streak.since.label("since"),
+            last.status,
+            last.scheduled_for,
         )
-    return out
+        .outerjoin(last, last.id == assigned.c.run_id)
+        .order_by(assigned.c.target)
+    ).all()
+
+
+def _health(job: str, row: Any, *, late_before: datetime) -> AssignmentHealth:
+    failures = counted(row.failures)
+    late = bool(row.enabled and row.next_fire_at is not None and row.next_fire_at < late_before)
+    return AssignmentHealth(
+        job,
+        row.target,
+        row.enabled,
+        row.next_fire_at,
+        row.scheduled_for,
+        row.status,
+        row.success_at,
+        failures.n,
+        late,
+        row.since if failures.n else None,
+        failures.more,
+    )

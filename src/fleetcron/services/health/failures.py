@@ -85,6 +85,8 @@ class Problem:
     run_id: int | None = None
     failures_more: bool = False
     """There were more than ``failures`` (counted up to ``STREAK_COUNTED``)."""
+    silenced: bool = False
+    """A silence in force mutes this job on this target (it is still a problem)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class GroupedProblem:
     failures_more: bool = False
     """There were more than ``failures`` (a streak counts up to ``STREAK_COUNTED``, an
     outage's connection errors up to ``ATTEMPTS_COUNTED``)."""
+    silenced: bool = False
+    """A silence in force mutes every job × target of the line (it is still a problem)."""
 
 
 @dataclass(frozen=True)
@@ -192,24 +196,7 @@ def classified(session: Session) -> CTE:
     # (store/run_newest.py): the failing ones come from the index on that status. Only a
     # connection error's start is compared with its target's last reach, so only those
     # runs are looked up (by primary key; a CASE evaluates its subquery for its rows alone).
-    is_connect_error = Assignment.newest_finished_status == RunStatus.CONNECT_ERROR.value
-    started = (
-        select(func.coalesce(LAST_RUN.started_at, LAST_RUN.finished_at))
-        .where(LAST_RUN.id == Assignment.newest_finished_run_id)
-        .correlate(Assignment)
-        .scalar_subquery()
-    )
-    failing = materialized(
-        select(
-            Assignment.id.label("assignment_id"),
-            Assignment.job_id.label("job_id"),
-            Assignment.target_id.label("target_id"),
-            Assignment.newest_finished_status.label("status"),
-            case((is_connect_error, started), else_=null()).label("started"),
-        )
-        .where(rare(session, Assignment.newest_finished_status.in_(FAILED)))
-        .cte("failing")
-    )
+    failing = _failing_assignments(session)
     reached_at = last_reached_at()
     # Once per target with a connection error, not once per failing assignment there.
     last_reached = materialized(
@@ -247,6 +234,29 @@ def classified(session: Session) -> CTE:
     )
 
 
+def _failing_assignments(session: Session) -> CTE:
+    """The current assignments whose newest finished run failed, with that status and, for
+    a connection error, when its run started."""
+    is_connect_error = Assignment.newest_finished_status == RunStatus.CONNECT_ERROR.value
+    started = (
+        select(func.coalesce(LAST_RUN.started_at, LAST_RUN.finished_at))
+        .where(LAST_RUN.id == Assignment.newest_finished_run_id)
+        .correlate(Assignment)
+        .scalar_subquery()
+    )
+    return materialized(
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.job_id.label("job_id"),
+            Assignment.target_id.label("target_id"),
+            Assignment.newest_finished_status.label("status"),
+            case((is_connect_error, started), else_=null()).label("started"),
+        )
+        .where(rare(session, Assignment.newest_finished_status.in_(FAILED)))
+        .cte("failing")
+    )
+
+
 def failing_overview(
     session: Session, limit: int | None
 ) -> tuple[FailingCounts, set[int], set[int]]:
@@ -254,6 +264,27 @@ def failing_overview(
     targets in an outage, and the assignments behind the lines listed: those of the first
     ``limit`` unreachable targets (by name) and the first ``limit`` other failing ones (by
     job, then target)."""
+    by_job: dict[str, JobTally] = {}
+    unreachable_targets = 0
+    shown_down: set[int] = set()
+    shown_others: set[int] = set()
+    for what, assignment_id, is_down, job, n in session.execute(_overview(session, limit)).all():
+        if what == "shown":
+            (shown_down if is_down else shown_others).add(assignment_id)
+        elif what == "targets":
+            unreachable_targets = n
+        else:
+            tally = by_job.setdefault(job, JobTally())
+            tally.failing += n
+            if is_down:
+                tally.unreachable += n
+    return FailingCounts(by_job, unreachable_targets), shown_down, shown_others
+
+
+def _overview(session: Session, limit: int | None) -> Any:
+    """One statement: the assignments behind the lines listed (``shown``), the failing
+    ones per job and whether in an outage (``job``), the targets in an outage
+    (``targets``)."""
     c = classified(session)
     named = materialized(
         select(
@@ -298,23 +329,7 @@ def failing_overview(
         null(),
         func.count(distinct(named.c.target_id)),
     ).where(named.c.down == 1)
-    by_job: dict[str, JobTally] = {}
-    unreachable_targets = 0
-    shown_down: set[int] = set()
-    shown_others: set[int] = set()
-    for what, assignment_id, is_down, job, n in session.execute(
-        union_all(shown, per_job, targets)
-    ).all():
-        if what == "shown":
-            (shown_down if is_down else shown_others).add(assignment_id)
-        elif what == "targets":
-            unreachable_targets = n
-        else:
-            tally = by_job.setdefault(job, JobTally())
-            tally.failing += n
-            if is_down:
-                tally.unreachable += n
-    return FailingCounts(by_job, unreachable_targets), shown_down, shown_others
+    return union_all(shown, per_job, targets)
 
 
 def failing_rows(
@@ -328,23 +343,7 @@ def failing_rows(
     # through its index, the planner walked every failing assignment and compared each
     # with the whole list).
     last = LAST_RUN
-    # The newest success, read once per assignment (and only where a streak is wanted):
-    # the streak's subqueries compare each run with it.
-    ok_at: Any = newest_success(Assignment.id)
-    if streak_of is not None:
-        ok_at = case((Assignment.id.in_(sorted(streak_of)), ok_at), else_=null())
-    failed = materialized(
-        select(
-            Assignment.id.label("assignment_id"),
-            Assignment.newest_finished_run_id.label("run_id"),
-            ok_at.label("ok_at"),
-        )
-        .where(
-            Assignment.id.in_(assignment_ids),
-            unindexed(Assignment.newest_finished_status).in_(statuses.FAILED_VALUES),
-        )
-        .cte("failing")
-    )
+    failed = _failed_of(assignment_ids, streak_of)
     # The streak (services/health/failure_streak.py), only where asked for: none is counted for
     # the rows of an unreachable target's line, which shows its outage instead.
     streak = failure_streak(failed.c.assignment_id, failed.c.ok_at, since="start")
@@ -377,24 +376,47 @@ def failing_rows(
         .join(Target, Target.id == Assignment.target_id)
         .order_by(Job.name, Target.name)
     ).all()
-    return [
-        Failing(
-            assignment_id=row[0],
-            job=row[1],
-            target_id=row[2],
-            target=row[3],
-            run_id=row[4],
-            status=row[5],
-            error=row[6],
-            exit_code=row[7],
-            started_at=row[8],
-            finished_at=row[9],
-            failures=counted(row[10]),
-            streak_since=row[11],
-            reason=row[12],
+    return [_failing(row) for row in rows]
+
+
+def _failed_of(assignment_ids: Sequence[int], streak_of: Iterable[int] | None) -> CTE:
+    """These assignments, when their newest finished run failed: that run, and their
+    newest success where a streak is wanted."""
+    # The newest success, read once per assignment (and only where a streak is wanted):
+    # the streak's subqueries compare each run with it.
+    ok_at: Any = newest_success(Assignment.id)
+    if streak_of is not None:
+        ok_at = case((Assignment.id.in_(sorted(streak_of)), ok_at), else_=null())
+    return materialized(
+        select(
+            Assignment.id.label("assignment_id"),
+            Assignment.newest_finished_run_id.label("run_id"),
+            ok_at.label("ok_at"),
         )
-        for row in rows
-    ]
+        .where(
+            Assignment.id.in_(assignment_ids),
+            unindexed(Assignment.newest_finished_status).in_(statuses.FAILED_VALUES),
+        )
+        .cte("failing")
+    )
+
+
+def _failing(row: Any) -> Failing:
+    return Failing(
+        assignment_id=row[0],
+        job=row[1],
+        target_id=row[2],
+        target=row[3],
+        run_id=row[4],
+        status=row[5],
+        error=row[6],
+        exit_code=row[7],
+        started_at=row[8],
+        finished_at=row[9],
+        failures=counted(row[10]),
+        streak_since=row[11],
+        reason=row[12],
+    )
 
 
 def rare(session: Session, condition: ColumnElement[bool]) -> ColumnElement[bool]:
@@ -540,4 +562,5 @@ def one_line(p: Problem) -> GroupedProblem:
         p.failures,
         p.run_id,
         p.failures_more,
+        p.silenced,
     )

@@ -38,7 +38,7 @@ one probe interval, before its jobs fail. Any such host makes the summary not ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -60,6 +60,7 @@ from fleetcron.services.health.failures import (
     GroupedProblem,
     JobTally,
     Problem,
+    classified,
     failing_overview,
     failing_problem,
     failing_rows,
@@ -69,6 +70,7 @@ from fleetcron.services.health.failures import (
     unreachable_lines,
 )
 from fleetcron.services.health.hosts import HostLine, hosts_down
+from fleetcron.services.health.silenced import active_silences, silenced_names, silenced_pairs
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target
@@ -136,6 +138,9 @@ class HealthSummary:
     """SSH targets the newest host probe found unreachable (a fresh connection fails)."""
     hosts: list[HostLine] = field(default_factory=list)
     """At most ``limit`` of them, longest down first."""
+    silenced: int = 0
+    """Job × target problems (and stuck runs) under a silence in force: listed and
+    counted as the others (in ``ok`` and the exit status too), marked ``silenced``."""
 
     @property
     def line_count(self) -> int:
@@ -223,7 +228,9 @@ def summary(
     grouped by cause (``grouped``, at most ``limit`` lines of each cause; None: all) with
     their job × target detail (``problems``; with ``detail=False`` only that of the lines
     that are one job × target, so that the streaks of an unreachable target's jobs are not
-    read), and counted in full (``groups``, ``jobs``)."""
+    read), and counted in full (``groups``, ``jobs``). A line under a silence in force is
+    listed as any other, marked ``silenced`` (and counted in ``silenced``): silences mute
+    messages, not health, so it still counts in ``ok`` and the exit status."""
     actor.authorize("run.read")
     check_limit(limit)
     now = app.now()
@@ -232,32 +239,24 @@ def summary(
     with app.db.read() as session:
         late_by_job, late = _late(session, now, grace, limit)
         stuck_by_job, stuck = _stuck(session, now, limit)
-        failing = _failing(session, limit, detail)
-        result.problems = [*late, *stuck, *failing.problems]
+        failing = _failing(session, limit, detail=detail)
+        result.problems = [*late, *stuck, *failing.detailed]
         result.grouped = [
             *failing.down_lines,
             *failing.lines,
             *(one_line(p) for p in stuck),
             *(one_line(p) for p in late),
         ]
-        totals = {
-            **failing.totals(),
-            "stuck": (sum(stuck_by_job.values()), sum(stuck_by_job.values()), len(stuck)),
-            "late": (sum(late_by_job.values()), sum(late_by_job.values()), len(late)),
-        }
-        result.groups = [
-            Group(kind, total, problems, shown, total - shown, SEE_ALL[kind])
-            for kind, (total, problems, shown) in totals.items()
-        ]
+        result.groups = _groups(failing, stuck_by_job, late_by_job, len(stuck), len(late))
         per_job = _per_job(failing.counts.by_job, late_by_job, stuck_by_job)
         result.jobs_total = len(per_job)
         result.jobs = per_job[:limit] if limit is not None else per_job
-        day_ago = now - timedelta(hours=24)
         # Kept per minute and status by triggers on the runs (store/run_counts.py): the
         # day's runs are not read.
-        result.runs_24h = run_counts.counts_since(session, day_ago)
+        result.runs_24h = run_counts.counts_since(session, now - timedelta(hours=24))
         result.failures_24h = sum(result.runs_24h.get(s, 0) for s in FAILED)
         result.hosts_down, result.hosts = hosts_down(session, limit)
+        _mark_silenced(session, now, grace, result)
     return result
 
 
@@ -269,7 +268,7 @@ def _late(
     # The rows first (their index), then the grouping: else the planners walk a whole
     # index in the grouping's order to save a sort, 45-750 ms for no row at all.
     late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
-    late_by_job: dict[str, int] = dict(
+    by_job: dict[str, int] = dict(
         session.execute(
             select(Job.name, func.count())
             .select_from(late_rows)
@@ -288,7 +287,7 @@ def _late(
             .limit(limit)
         )
     ]
-    return late_by_job, late
+    return by_job, late
 
 
 def _stuck(
@@ -297,7 +296,7 @@ def _stuck(
     """Runs running past their deadline counted per job, and the first ``limit``."""
     is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
     stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
-    stuck_by_job: dict[str, int] = dict(
+    by_job: dict[str, int] = dict(
         session.execute(
             select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
         ).all()
@@ -314,30 +313,21 @@ def _stuck(
         )
         for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
     ]
-    return stuck_by_job, stuck
+    return by_job, stuck
 
 
 @dataclass(frozen=True)
-class _Failing:
-    """The failing side of a summary: counts, the lines of unreachable targets and of the
-    other failures, and the job × target detail to list."""
+class _FailingPart:
+    """The failing assignments as a summary shows them: counted, their lines (those of
+    unreachable targets and the others), and the job × target detail kept."""
 
     counts: FailingCounts
     down_lines: list[GroupedProblem]
     lines: list[GroupedProblem]
-    problems: list[Problem]
-
-    def totals(self) -> dict[str, tuple[int, int, int]]:
-        """(lines, problems, lines shown) of the ``unreachable`` and ``failing`` causes."""
-        unreachable = sum(c.unreachable for c in self.counts.by_job.values())
-        failing = sum(c.failing for c in self.counts.by_job.values())
-        return {
-            "unreachable": (self.counts.unreachable_targets, unreachable, len(self.down_lines)),
-            "failing": (failing - unreachable, failing - unreachable, len(self.lines)),
-        }
+    detailed: list[Problem]
 
 
-def _failing(session: Session, limit: int | None, detail: bool) -> _Failing:
+def _failing(session: Session, limit: int | None, *, detail: bool) -> _FailingPart:
     counts, shown_down, shown_others = failing_overview(session, limit)
     failing = failing_rows(session, [*shown_down, *shown_others], None if detail else shown_others)
     outages = outages_of(
@@ -345,8 +335,78 @@ def _failing(session: Session, limit: int | None, detail: bool) -> _Failing:
     )
     down_lines = unreachable_lines([f for f in failing if f.assignment_id in shown_down], outages)
     lines = [one_line(failing_problem(f)) for f in failing if f.assignment_id in shown_others]
-    detailed = [f for f in failing if detail or f.assignment_id in shown_others]
-    return _Failing(counts, down_lines, lines, [failing_problem(f) for f in detailed])
+    detailed = [failing_problem(f) for f in failing if detail or f.assignment_id in shown_others]
+    return _FailingPart(counts, down_lines, lines, detailed)
+
+
+def _groups(
+    failing: _FailingPart,
+    stuck_by_job: dict[str, int],
+    late_by_job: dict[str, int],
+    stuck_shown: int,
+    late_shown: int,
+) -> list[Group]:
+    """Each cause counted in full: its lines, its job × target problems, how many shown."""
+    by_job = failing.counts.by_job.values()
+    unreachable_problems = sum(c.unreachable for c in by_job)
+    other_failing = sum(c.failing for c in by_job) - unreachable_problems
+    stuck, late = sum(stuck_by_job.values()), sum(late_by_job.values())
+    totals = {
+        "unreachable": (
+            failing.counts.unreachable_targets,
+            unreachable_problems,
+            len(failing.down_lines),
+        ),
+        "failing": (other_failing, other_failing, len(failing.lines)),
+        "stuck": (stuck, stuck, stuck_shown),
+        "late": (late, late, late_shown),
+    }
+    return [
+        Group(kind, total, problems, shown, total - shown, SEE_ALL[kind])
+        for kind, (total, problems, shown) in totals.items()
+    ]
+
+
+def _mark_silenced(
+    session: Session, now: datetime, grace: timedelta, result: HealthSummary
+) -> None:
+    """Mark the lines under a silence in force and count every problem under one (a few
+    more statements only while a silence is in force)."""
+    if not active_silences(session, now):
+        return
+    pairs = {(p.job, p.target) for p in result.problems}
+    pairs |= {(job, g.target) for g in result.grouped for job in g.jobs}
+    muted = silenced_names(session, pairs, now)
+    result.problems = [
+        replace(p, silenced=True) if (p.job, p.target) in muted else p for p in result.problems
+    ]
+    result.grouped = [
+        replace(g, silenced=True) if all((j, g.target) in muted for j in g.jobs) else g
+        for g in result.grouped
+    ]
+    every = _problem_pairs(session, now, grace)
+    covered = silenced_pairs(session, every, now)
+    result.silenced = sum(1 for pair in every if pair in covered)
+
+
+def _problem_pairs(session: Session, now: datetime, grace: timedelta) -> list[tuple[int, int]]:
+    """(job, target) of every problem: failing and late job × target, stuck runs."""
+    c = classified(session)
+    statements = [
+        select(c.c.job_id, c.c.target_id),
+        select(Assignment.job_id, Assignment.target_id).where(
+            Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace
+        ),
+        select(Run.job_id, Run.target_id).where(
+            Run.status == RunStatus.RUNNING, Run.deadline_at < now
+        ),
+    ]
+    return [
+        (job_id, target_id)
+        for statement in statements
+        for job_id, target_id in session.execute(statement)
+        if job_id is not None and target_id is not None
+    ]
 
 
 def _per_job(

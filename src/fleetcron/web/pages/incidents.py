@@ -22,13 +22,16 @@ def incidents_page(
     request: Request,
     caller: Annotated[Caller, Depends(requires("incident.read"))],
     status: Annotated[str, Query(max_length=20)] = "open",
+    job: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
+    """Incidents by status, of every job or of one (``job``: the job page links here)."""
+    app = the_app(request)
     error = ""
     try:
-        found = ops.list_incidents(the_app(request), caller.actor, status=status, limit=200)
+        found = ops.list_incidents(app, caller.actor, status=status, job=job, limit=200)
     except InvalidInput as exc:
         error, status = exc.message, "open"
-        found = ops.list_incidents(the_app(request), caller.actor, status=status, limit=200)
+        found = ops.list_incidents(app, caller.actor, status=status, job=job, limit=200)
     return page(
         request,
         "incidents.html",
@@ -36,6 +39,7 @@ def incidents_page(
         incidents=found,
         status=status,
         statuses=ops.LIST_STATUSES,
+        job=job or None,
         error=error,
     )
 

@@ -141,6 +141,7 @@ def job_page(
         open_incidents=incident_ops.list_incidents(
             app, caller.actor, status="open", job=view.name, limit=5
         ),
+        open_incident_count=incident_ops.count_open(app, caller.actor, job=view.name),
     )
 
 

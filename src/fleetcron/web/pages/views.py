@@ -12,6 +12,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
+from fleetcron.core.permissions import allowed
+from fleetcron.services.alerts import incident_ops
 from fleetcron.services.cluster import status as cluster_svc
 from fleetcron.services.fleet import grid as fleet_grid
 from fleetcron.services.health import report as health_svc
@@ -83,6 +85,9 @@ def dashboard(
         job_counts=fleet_grid.job_counts(app, caller.actor),
         grid=fleet_grid.fleet_grid(app, caller.actor, offset=grid_offset),
         grid_page=fleet_grid.GRID_TARGETS,
+        open_incidents=incident_ops.count_open(app, caller.actor)
+        if allowed(caller.actor.role, "incident.read", caller.actor.scope)
+        else None,
     )
 
 

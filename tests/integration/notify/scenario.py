@@ -1,0 +1,83 @@
+"""What the incident scenario tests share: a fleet of local targets on a fake executor, a
+failing script, one webhook channel, and ``drive``: the clock moved 10 s at a time (the
+scheduler's notification interval), each step ticking the scheduler, waiting for its runs,
+evaluating alerts and sending what is due, as ``services/alerts/runner.py`` does."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from fixtures.app import FakeClock
+from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.executors.base import ExecRequest, RunTarget
+from fleetcron.executors.fake import FakeOutcome
+from fleetcron.notify.webhook import WebhookSpec
+from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts.channels import RuleTimers, Thresholds, add_channel, add_rule
+from fleetcron.services.alerts.deliveries import deliver_due
+from fleetcron.services.alerts.evaluation import evaluate_alerts
+from fleetcron.services.targets import edit as targets
+from integration.notify.conftest import WebhookReceiver
+
+FLEET = [f"web{i:02}" for i in range(50)]
+STDERR = "rsync: connection unexpectedly closed\ndisk full"
+Script = Callable[[RunTarget, ExecRequest], FakeOutcome]
+
+
+def add_fleet(app: App, names: list[str]) -> None:
+    admin = Actor("admin", "admin")
+    for index, name in enumerate(names):
+        targets.add_target(
+            app, admin, TargetSpec(name, TargetKind.LOCAL, labels=[f"rack=r{index % 5}"])
+        )
+
+
+def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:
+    def script(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+        if unless(target.name):
+            return FakeOutcome()
+        return FakeOutcome(exit_code=3, stderr=STDERR)
+
+    return script
+
+
+def hook(app: App, admin: Actor, webhook: WebhookReceiver, **timers: float) -> None:
+    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
+    add_rule(app, admin, "ops", timers=RuleTimers(**timers))
+
+
+def hook_counting(
+    app: App, admin: Actor, webhook: WebhookReceiver, *, failures: int, successes: int
+) -> None:
+    """The channel, with a rule waiting for ``failures`` failed slots and ``successes``."""
+    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
+    add_rule(app, admin, "ops", thresholds=Thresholds(failures, successes))
+
+
+async def drive(
+    app: App, scheduler: Scheduler, clock: FakeClock, minutes: float, step_s: float = 10.0
+) -> None:
+    for _ in range(round(minutes * 60 / step_s)):
+        clock.advance(seconds=step_s)
+        await scheduler.tick()
+        await scheduler.idle()
+        evaluate_alerts(app, clock.now)
+        deliver_due(app, clock.now)
+
+
+def messages(webhook: WebhookReceiver) -> list[dict[str, Any]]:
+    return [json.loads(request.body) for request in webhook.requests]
+
+
+def counts(webhook: WebhookReceiver) -> Counter[str]:
+    return Counter(body["message"] for body in messages(webhook))
+
+
+def expect(webhook: WebhookReceiver, **expected: int) -> None:
+    """The receiver got exactly these messages, and no other kind."""
+    got = counts(webhook)
+    assert dict(got) == {k: v for k, v in expected.items() if v}, got
