@@ -269,9 +269,7 @@ class CronSchedule:
         return text
 
 
-def parse(
-    text: str, tz: str | ZoneInfo = "UTC", dst: DstPolicy = DEFAULT_DST
-) -> CronSchedule:
+def parse(text: str, tz: str | ZoneInfo = "UTC", dst: DstPolicy = DEFAULT_DST) -> CronSchedule:
     """Parse a cron expression; raise CronError naming the field, token and allowed values.
     ``dst``: what the schedule does at DST transitions (default: Debian cron's rule)."""
     zone = tz if isinstance(tz, ZoneInfo) else validate_timezone(tz)
