@@ -355,6 +355,10 @@ class JobState:
     max_failures: str = ""
     canary: str = ""
     spread: int = 0
+    dst_gap: str = "cronie"
+    dst_fold: str = "cronie"
+    keep_successes_days: int = 0
+    keep_failures_days: int = 0
 
 
 #: The fields a plan compares, in the order a diff shows them.

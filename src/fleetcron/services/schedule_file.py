@@ -190,7 +190,10 @@ def _wanted(
             )
     if len(problems) == before:
         try:
-            check_job({**spec, "origin": "bulk" if decl.bulk else "individual"})
+            check_job(
+                {**spec, "timezone": timezone, "today": app.now()}
+                | {"origin": "bulk" if decl.bulk else "individual"}
+            )
         except InvalidInput as exc:
             key = str(exc.field)
             problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))

@@ -48,7 +48,7 @@ from fleetcron.core.planning import (
     wait_for_old_claims,
 )
 from fleetcron.core.statuses import RunStatus, SkipKind
-from fleetcron.core.target_zones import assignment_schedule
+from fleetcron.core.target_zones import assignment_schedule, dst_policy
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
@@ -205,7 +205,11 @@ class RunStore:
         it (``None``: leave it due)."""
         planned = plan_assignment(
             assignment_schedule(
-                row.schedule, row.timezone, row.target_timezone, self.policy.default_timezone
+                row.schedule,
+                row.timezone,
+                row.target_timezone,
+                self.policy.default_timezone,
+                dst_policy(row.dst_gap, row.dst_fold),
             ),
             AssignmentState(row.next_fire_at, row.overlap, row.catchup, running),
             now,

@@ -12,7 +12,12 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector, selector_matches
-from fleetcron.core.target_zones import TARGET_LOCAL, assignment_schedule, effective_zone
+from fleetcron.core.target_zones import (
+    TARGET_LOCAL,
+    assignment_schedule,
+    dst_policy,
+    effective_zone,
+)
 from fleetcron.errors import NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
@@ -32,9 +37,10 @@ def next_fire(job: Job, after: datetime, *, target: Target | None, default_zone:
     target has none). The one home of this computation outside the run store, which
     advances ``next_fire_at`` with the same :func:`assignment_schedule`."""
     target_zone = target.timezone if target is not None and job.timezone == TARGET_LOCAL else None
-    return assignment_schedule(job.schedule, job.timezone, target_zone, default_zone).next_after(
-        after
-    )
+    dst = dst_policy(job.dst_gap, job.dst_fold)
+    return assignment_schedule(
+        job.schedule, job.timezone, target_zone, default_zone, dst
+    ).next_after(after)
 
 
 def zone_of(job: Job, target: Target | None, default_zone: str) -> str:

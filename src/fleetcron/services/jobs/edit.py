@@ -86,6 +86,10 @@ class JobView:
     batch_pause_s: int
     max_failures: str
     canary: str
+    dst_gap: str
+    dst_fold: str
+    keep_successes_days: int
+    keep_failures_days: int
     created_by: str
     updated_by: str
     created_at: datetime
@@ -124,6 +128,10 @@ class JobSpec:
     batch_pause_s: int = _DEFAULT["batch_pause_s"]
     max_failures: str = _DEFAULT["max_failures"]
     canary: str = _DEFAULT["canary"]
+    dst_gap: str = _DEFAULT["dst_gap"]
+    dst_fold: str = _DEFAULT["dst_fold"]
+    keep_successes_days: int = _DEFAULT["keep_successes_days"]
+    keep_failures_days: int = _DEFAULT["keep_failures_days"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.
@@ -206,7 +214,7 @@ def add_job(
                 allowed="use them with --bulk",
             )
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
-        job_options.check_job({**values, "origin": origin})
+        job_options.check_job({**values, "origin": origin, "today": app.now()})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
             raise Conflict(f"job {name} already exists", field="name")
         now = app.now()
@@ -305,7 +313,8 @@ def edit_job(
         if {"command", "selector"} & set(values):
             stamp_author(job, actor)
         job_options.check_job(
-            {o.name: getattr(job, o.name) for o in job_options.OPTIONS} | {"origin": job.origin}
+            {o.name: getattr(job, o.name) for o in job_options.OPTIONS}
+            | {"origin": job.origin, "today": app.now()}
         )
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from fleetcron.app import Actor, App
 from fleetcron.core.rollout import RolloutOptions, rollout_options
+from fleetcron.core.target_zones import dst_policy
 from fleetcron.core.upcoming import MAX_HOURS, JobFacts, Member, Upcoming, upcoming
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.store.schema import Assignment, Job, Target
@@ -99,6 +100,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
                 rollout=_rollout(job),
                 jitter_s=int(job.jitter_s or 0),
                 job_id=job.id,
+                dst=dst_policy(job.dst_gap, job.dst_fold),
             )
             for job in session.scalars(jobs_q)
         ]
