@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 import click
 
+from fleetcron.core.job_options import option
 from fleetcron.core.target_zones import validate_zone
-from fleetcron.cron import parse
+from fleetcron.cron import DstPolicy, dst, parse
 from fleetcron.errors import InvalidInput
 
 TIMEZONE_ENV = "FLEETCRON_TIMEZONE"
@@ -71,8 +72,31 @@ def check(expression: str) -> None:
     help=f"IANA time zone (default: ${TIMEZONE_ENV} or UTC); --tz is an alias.",
 )
 @click.option("-n", "count", default="5", metavar="N", help="How many fire times (default 5).")
-def next_(expression: str, from_: str | None, tz: str | None, count: str) -> None:
-    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset."""
+@click.option(
+    "--dst-gap",
+    "dst_gap",
+    default=dst.CRONIE,
+    metavar="CHOICE",
+    help=f"{option('dst_gap').help} Allowed: {option('dst_gap').allowed}.",
+)
+@click.option(
+    "--dst-fold",
+    "dst_fold",
+    default=dst.CRONIE,
+    metavar="CHOICE",
+    help=f"{option('dst_fold').help} Allowed: {option('dst_fold').allowed}.",
+)
+def next_(
+    expression: str,
+    *,
+    from_: str | None,
+    tz: str | None,
+    count: str,
+    dst_gap: str,
+    dst_fold: str,
+) -> None:
+    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset,
+    under a job's DST choices (default: cron's rule)."""
     if not count.isdigit() or not 1 <= int(count) <= MAX_COUNT:
         raise InvalidInput(
             f"-n: {count!r} is not a count; expected a whole number 1-{MAX_COUNT}",
@@ -82,7 +106,10 @@ def next_(expression: str, from_: str | None, tz: str | None, count: str) -> Non
         )
     zone = _zone_option(tz if tz is not None else configured_timezone())
     start = _from_option(from_, zone)
-    schedule = parse(expression, zone)
+    policy = DstPolicy(
+        dst.check_gap(dst_gap, field="--dst-gap"), dst.check_fold(dst_fold, field="--dst-fold")
+    )
+    schedule = parse(expression, zone, policy)
     try:
         for fire in itertools.islice(schedule.iter_after(start), int(count)):
             click.echo(fire.isoformat())

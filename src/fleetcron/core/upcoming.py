@@ -331,7 +331,7 @@ def _job_fires(
     for member in job.members:
         zone = effective_zone(job.timezone, member.target_zone, default_zone)
         zones.setdefault(zone, []).append(member)
-    times, at_instant = _fire_times(job.schedule, zones, now, end, limit, job.dst)
+    times, at_instant = _fire_times(job.schedule, zones, now, end, limit, dst=job.dst)
     plans: dict[tuple[str, ...], Rollout | None] = {}
     fires: list[Fire] = []
     for zone, members in zones.items():
@@ -372,6 +372,7 @@ def _fire_times(
     now: datetime,
     end: datetime,
     limit: int,
+    *,
     dst: DstPolicy = DEFAULT_DST,
 ) -> tuple[dict[str, list[datetime]], dict[datetime, list[str]]]:
     """The instants ``schedule`` fires in (now, end] in each zone (at most ``limit`` per
