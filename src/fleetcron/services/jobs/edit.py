@@ -199,64 +199,18 @@ def add_job(
     with audited(app, actor, note) as session:
         actor.authorize("job.add")
         v.validate_job_name(name)
-        if bulk == (target is not None):
-            raise InvalidInput(
-                "a job needs exactly one of --target T (individual) or --bulk",
-                field="target",
-                value=target,
-                allowed="--target NAME or --bulk",
-            )
-        if not bulk and (selector or disabled_on):
-            raise InvalidInput(
-                "--selector and --disabled-on apply to bulk jobs only",
-                field="selector",
-                value=selector,
-                allowed="use them with --bulk",
-            )
+        _check_kind(bulk=bulk, target=target, selector=selector, disabled_on=disabled_on)
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
         job_options.check_job({**values, "origin": origin, "today": app.now()})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
             raise Conflict(f"job {name} already exists", field="name")
-        now = app.now()
-        job = Job(
-            name=name,
-            origin=origin,
-            created_by=actor.name,
-            updated_by=actor.name,
-            created_at=now,
-            updated_at=now,
-            **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
-        )
+        job = _new_job(app, actor, name, origin, values)
         session.add(job)
-        stamp_author(job, actor)
         if bulk:
-            for disabled in disabled_on:
-                try:
-                    get_target(session, disabled)
-                except NotFound:
-                    raise NotFound("target", disabled, field="disabled_on") from None
-            sync_bulk_membership(session, app, job, disabled_on=disabled_on)
-            covered = {a.target.name for a in job.assignments}
-            stray = sorted(set(disabled_on) - covered)
-            if stray:
-                raise InvalidInput(
-                    f"disabled-on: {', '.join(stray)} would not run this job "
-                    "(unpaired, or not matched by the selector)",
-                    field="disabled_on",
-                    value=stray,
-                    allowed="paired targets the job's selector matches",
-                )
-
-            note.detail["selector"] = format_selector(job.selector)
+            _cover_selected(session, app, job, disabled_on, note)
         else:
             assert target is not None
-            the_target = get_target(session, target)
-            note.target_id, note.target_name = the_target.id, the_target.name
-            job.target_id = the_target.id
-            stamp_author(job, actor)  # setting the target cleared it
-            # On an unpaired target the job waits; pairing gives it its assignment.
-            if the_target.paired:
-                new_assignment(session, app, job, the_target, enabled=True, now=now)
+            _assign_individual(session, app, actor, job, target=target, note=note)
         session.flush()
         require_cleared(app, job)
         refuse_duplicates(session, job)
@@ -265,6 +219,79 @@ def add_job(
         view = _view(job)
         note.detail.update({"enabled": view.enabled, "total": view.total})
         return view
+
+
+def _new_job(app: App, actor: Actor, name: str, origin: str, values: dict[str, Any]) -> Job:
+    """The job row, made by ``actor`` now (the timeout from the settings when not given)."""
+    now = app.now()
+    job = Job(
+        name=name,
+        origin=origin,
+        created_by=actor.name,
+        updated_by=actor.name,
+        created_at=now,
+        updated_at=now,
+        **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
+    )
+    stamp_author(job, actor)
+    return job
+
+
+def _check_kind(
+    *, bulk: bool, target: str | None, selector: str | None, disabled_on: Sequence[str]
+) -> None:
+    """A job is bulk or on one target, and only a bulk job takes a selector."""
+    if bulk == (target is not None):
+        raise InvalidInput(
+            "a job needs exactly one of --target T (individual) or --bulk",
+            field="target",
+            value=target,
+            allowed="--target NAME or --bulk",
+        )
+    if not bulk and (selector or disabled_on):
+        raise InvalidInput(
+            "--selector and --disabled-on apply to bulk jobs only",
+            field="selector",
+            value=selector,
+            allowed="use them with --bulk",
+        )
+
+
+def _cover_selected(
+    session: Session, app: App, job: Job, disabled_on: Sequence[str], note: AuditNote
+) -> None:
+    """A new bulk job's assignments: every paired target its selector matches, those in
+    ``disabled_on`` paused (each must be one of them)."""
+    for disabled in disabled_on:
+        try:
+            get_target(session, disabled)
+        except NotFound:
+            raise NotFound("target", disabled, field="disabled_on") from None
+    sync_bulk_membership(session, app, job, disabled_on=disabled_on)
+    covered = {a.target.name for a in job.assignments}
+    stray = sorted(set(disabled_on) - covered)
+    if stray:
+        raise InvalidInput(
+            f"disabled-on: {', '.join(stray)} would not run this job "
+            "(unpaired, or not matched by the selector)",
+            field="disabled_on",
+            value=stray,
+            allowed="paired targets the job's selector matches",
+        )
+    note.detail["selector"] = format_selector(job.selector)
+
+
+def _assign_individual(
+    session: Session, app: App, actor: Actor, job: Job, *, target: str, note: AuditNote
+) -> None:
+    """A new individual job's target, and its assignment once the target is paired."""
+    the_target = get_target(session, target)
+    note.target_id, note.target_name = the_target.id, the_target.name
+    job.target_id = the_target.id
+    stamp_author(job, actor)  # setting the target cleared it
+    # On an unpaired target the job waits; pairing gives it its assignment.
+    if the_target.paired:
+        new_assignment(session, app, job, the_target, enabled=True, now=job.created_at)
 
 
 def edit_job(
@@ -280,14 +307,7 @@ def edit_job(
     note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
     with audited(app, actor, note) as session:
         actor.authorize("job.edit")
-        unknown = set(changes) - set(EDITABLE)
-        if unknown:
-            raise InvalidInput(
-                f"cannot edit {', '.join(sorted(unknown))}",
-                field=sorted(unknown)[0],
-                value=None,
-                allowed=", ".join(EDITABLE),
-            )
+        _check_editable(changes)
         job = get_job(session, name)
         note.job_id = job.id
         if "selector" in changes and job.origin != "bulk":
@@ -297,25 +317,7 @@ def edit_job(
                 value=changes["selector"],
                 allowed="--selector on bulk jobs",
             )
-        values = validated_job_fields(
-            app,
-            {
-                **changes,
-                **(
-                    {"timezone": changes.get("timezone") or job.timezone}
-                    if "schedule" in changes or "timezone" in changes
-                    else {}
-                ),
-            },
-        )
-        for key, value in values.items():
-            setattr(job, key, value)
-        if {"command", "selector"} & set(values):
-            stamp_author(job, actor)
-        job_options.check_job(
-            {o.name: getattr(job, o.name) for o in job_options.OPTIONS}
-            | {"origin": job.origin, "today": app.now()}
-        )
+        values = _set_fields(app, actor, job, changes)
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
         if "schedule" in values or "timezone" in values:
@@ -326,18 +328,60 @@ def edit_job(
         for target, enabled in (enabled_on or {}).items():
             actor.authorize("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
-        if {"command", "selector"} & set(values):
-            session.flush()
-            require_cleared(app, job)
-        if {"command", "selector", "allow_duplicate"} & set(values):
-            session.flush()
-            refuse_duplicates(session, job)
+        _recheck_command(session, app, job, set(values))
         if enabled_on:
             note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
         record_version(session, app, actor, job, note)
         session.flush()
         return _view(job)
+
+
+def _check_editable(changes: Mapping[str, Any]) -> None:
+    unknown = set(changes) - set(EDITABLE)
+    if unknown:
+        raise InvalidInput(
+            f"cannot edit {', '.join(sorted(unknown))}",
+            field=sorted(unknown)[0],
+            value=None,
+            allowed=", ".join(EDITABLE),
+        )
+
+
+def _set_fields(app: App, actor: Actor, job: Job, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The changed fields checked and set on ``job``, then the rules over all of its
+    options (a refusal rolls the whole edit back); returns the fields as set."""
+    values = validated_job_fields(
+        app,
+        {
+            **changes,
+            **(
+                {"timezone": changes.get("timezone") or job.timezone}
+                if "schedule" in changes or "timezone" in changes
+                else {}
+            ),
+        },
+    )
+    for key, value in values.items():
+        setattr(job, key, value)
+    if {"command", "selector"} & set(values):
+        stamp_author(job, actor)
+    job_options.check_job(
+        {o.name: getattr(job, o.name) for o in job_options.OPTIONS}
+        | {"origin": job.origin, "today": app.now()}
+    )
+    return values
+
+
+def _recheck_command(session: Session, app: App, job: Job, changed: set[str]) -> None:
+    """After a change of command, selector or duplicates: the local gate and the rule
+    against a duplicate registration, again."""
+    if {"command", "selector"} & changed:
+        session.flush()
+        require_cleared(app, job)
+    if {"command", "selector", "allow_duplicate"} & changed:
+        session.flush()
+        refuse_duplicates(session, job)
 
 
 def set_enabled(
