@@ -184,3 +184,20 @@ def test_a_schedule_file_sets_the_choices_and_names_a_bad_one(
     with pytest.raises(ScheduleFileError, match="dst_fold"):
         apply_schedule(app, admin, text.replace("dst_fold: last", "dst_fold: twice"))
     assert jobs.show_job(app, admin, "nightly").timezone == WARSAW
+
+
+@pytest.mark.usefixtures("box")
+def test_changing_the_policy_moves_the_next_fire_at_once(
+    app: App, admin: Actor, clock: FakeClock
+) -> None:
+    clock.now = datetime(2027, 3, 27, 12, 0, tzinfo=UTC)
+    add(app, admin, "nightly", "30 2 * * *")
+
+    def next_fire() -> datetime | None:
+        return jobs.show_job(app, admin, "nightly").assignments[0].next_fire_at
+
+    assert next_fire() == datetime(2027, 3, 28, 1, 0, tzinfo=UTC)  # 03:00 CEST
+    jobs.edit_job(app, admin, "nightly", dst_gap="skip")
+    assert next_fire() == datetime(2027, 3, 29, 0, 30, tzinfo=UTC)
+    jobs.edit_job(app, admin, "nightly", dst_gap="cronie")
+    assert next_fire() == datetime(2027, 3, 28, 1, 0, tzinfo=UTC)

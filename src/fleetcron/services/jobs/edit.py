@@ -320,7 +320,7 @@ def edit_job(
         values = _set_fields(app, actor, job, changes)
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
-        if "schedule" in values or "timezone" in values:
+        if {"schedule", "timezone", "dst_gap", "dst_fold"} & set(values):
             refire_assignments(job.assignments, job, now, app.settings.timezone)
         if "selector" in values:
             added, removed = sync_bulk_membership(session, app, job)
