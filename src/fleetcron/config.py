@@ -236,6 +236,28 @@ class Settings(BaseSettings):
         le=10_000_000,
         description="At most this many runs are kept per assignment (the newest).",
     )
+    retention_success_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=100 * 365,
+        description="Successful runs older than this many days are pruned; unset: "
+        "retention_days. A job's keep_successes_days overrides it.",
+    )
+    retention_failure_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=100 * 365,
+        description="Failed runs (failed, timed out, connect error, interrupted) older than "
+        "this many days are pruned; unset: retention_days. A job's keep_failures_days "
+        "overrides it.",
+    )
+    retention_keep_last: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="The newest this many runs of each job on each target are kept whatever "
+        "their age; 0: none kept for that reason.",
+    )
     audit_retention_days: int | None = Field(
         default=None, ge=1, description="Audit events older than this are pruned; unset: forever."
     )

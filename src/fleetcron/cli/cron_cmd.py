@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 import click
 
 from fleetcron.core.calendars import CalendarSchedule
+from fleetcron.core.job_options import option
 from fleetcron.core.target_zones import validate_zone
-from fleetcron.cron import CronSchedule, parse
+from fleetcron.cron import CronSchedule, DstPolicy, dst, parse
 from fleetcron.errors import InvalidInput
 
 TIMEZONE_ENV = "FLEETCRON_TIMEZONE"
@@ -91,18 +92,35 @@ def _with_calendars(
     help="Only on this calendar's dates (or NAME:last, ...), as the job option.",
 )
 @click.option("--never-on", default="", metavar="CALENDAR", help="Never on this calendar's dates.")
+@click.option(
+    "--dst-gap",
+    "dst_gap",
+    default=dst.CRONIE,
+    metavar="CHOICE",
+    help=f"{option('dst_gap').help} Allowed: {option('dst_gap').allowed}.",
+)
+@click.option(
+    "--dst-fold",
+    "dst_fold",
+    default=dst.CRONIE,
+    metavar="CHOICE",
+    help=f"{option('dst_fold').help} Allowed: {option('dst_fold').allowed}.",
+)
 def next_(
-    *,
     expression: str,
+    *,
     from_: str | None,
     tz: str | None,
     count: str,
     run_only_on: str,
     never_on: str,
+    dst_gap: str,
+    dst_fold: str,
 ) -> None:
-    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset.
-    With --run-only-on/--never-on (read from the installation's calendars), the dates the
-    calendars refuse are left out, as the scheduler does."""
+    """Print the next N fire times of EXPRESSION, one per line, ISO-8601 with UTC offset,
+    under a job's DST choices (default: cron's rule). With --run-only-on/--never-on (read
+    from the installation's calendars), the dates the calendars refuse are left out, as the
+    scheduler does."""
     if not count.isdigit() or not 1 <= int(count) <= MAX_COUNT:
         raise InvalidInput(
             f"-n: {count!r} is not a count; expected a whole number 1-{MAX_COUNT}",
@@ -112,7 +130,10 @@ def next_(
         )
     zone = _zone_option(tz if tz is not None else configured_timezone())
     start = _from_option(from_, zone)
-    schedule: CronSchedule | CalendarSchedule = parse(expression, zone)
+    policy = DstPolicy(
+        dst.check_gap(dst_gap, field="--dst-gap"), dst.check_fold(dst_fold, field="--dst-fold")
+    )
+    schedule: CronSchedule | CalendarSchedule = parse(expression, zone, policy)
     if run_only_on or never_on:
         schedule = _with_calendars(schedule, run_only_on, never_on)
     try:

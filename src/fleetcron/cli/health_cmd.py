@@ -130,10 +130,12 @@ def prune(dry_run: bool, as_user: str | None) -> None:
     with opened_app() as app:
         result = retention.prune(app, acting(app, as_user), dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
+    outcome = result.by_outcome
     click.echo(
-        f"{verb} {result.runs_by_age} run(s) past the age limit, {result.runs_by_count} run(s) "
-        f"beyond the per-assignment cap, {result.audit_events} audit event(s), "
-        f"{result.incidents} resolved incident(s)"
+        f"{verb} {result.runs_by_age} run(s) past the age limit ({outcome.get('succeeded', 0)} "
+        f"succeeded, {outcome.get('failed', 0)} failed, {outcome.get('other', 0)} other), "
+        f"{result.runs_by_count} run(s) beyond the per-assignment cap, "
+        f"{result.audit_events} audit event(s), {result.incidents} resolved incident(s)"
     )
 
 

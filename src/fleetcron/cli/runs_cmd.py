@@ -11,6 +11,7 @@ from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, FiniteFloatRange, echo, parse_time, print_json, print_table
 from fleetcron.core.stopping import StopFacts
 from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs import retention
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
 from fleetcron.services.runs.views import RunView, list_run_views, show_run
 
@@ -295,3 +296,62 @@ def stop(run_id: int, wait: bool, wait_timeout: float, as_json: bool, as_user: s
             raise SystemExit(1)
     else:
         echo(f"run {run_id} {run.status}" + (f": {run.reason}" if run.reason else ""))
+
+
+@runs.command("retention")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="How many of the newest rounds that deleted something.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@as_user_option
+def retention_status(limit: int, as_json: bool, as_user: str | None) -> None:
+    """How long runs are kept (by outcome, with the jobs keeping their own days) and what
+    the cleaner deleted lately, and when (the audit's retention.prune events)."""
+    with opened_app() as app:
+        found = retention.status(app, acting(app, as_user), limit=limit)
+    if as_json:
+        print_json(found.as_dict())
+        return
+    p = found.policy
+    echo(
+        f"successes kept {p.success_days} days, failures {p.failure_days} days, "
+        f"other runs {p.other_days} days"
+    )
+    echo(
+        f"newest {p.keep_last} run(s) of each job on each target always kept; "
+        f"at most {p.max_runs} per job on each target"
+    )
+    for days, ids in sorted(p.job_successes.items()):
+        echo(f"{len(ids)} job(s) keep their successes {days} days")
+    for days, ids in sorted(p.job_failures.items()):
+        echo(f"{len(ids)} job(s) keep their failures {days} days")
+    echo("audit events kept " + (f"{p.audit_days} days" if p.audit_days else "forever"))
+    if not found.recent:
+        echo("the cleaner has deleted nothing yet")
+        return
+    print_table(
+        "recent rounds",
+        ["at", "by", "succeeded", "failed", "other", "beyond count", "audit", "complete"],
+        [
+            _round_row(r.at.isoformat(sep=" ", timespec="seconds"), r.actor, r.detail)
+            for r in found.recent
+        ],
+    )
+
+
+def _round_row(at: str, actor: str, detail: Any) -> list[Any]:
+    outcome = detail.get("runs_by_outcome") or {}
+    return [
+        at,
+        actor,
+        outcome.get("succeeded", ""),
+        outcome.get("failed", ""),
+        outcome.get("other", detail.get("runs_by_age", "") if not outcome else ""),
+        detail.get("runs_by_count", 0),
+        detail.get("audit_events", 0),
+        "yes" if detail.get("complete", True) else "no (continues)",
+    ]

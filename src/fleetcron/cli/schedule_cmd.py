@@ -3,11 +3,14 @@ group of ``apply_cmd``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table
-from fleetcron.core.upcoming import MAX_HOURS, Fire
+from fleetcron.core.dst_preview import DstNote
+from fleetcron.core.upcoming import MAX_HOURS, Fire, Upcoming
 from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
 
 
@@ -60,9 +63,16 @@ def upcoming(
                 "until": result.end.isoformat(),
                 "truncated": result.truncated,
                 "fires": [f.as_dict() for f in result.fires],
+                "dst": [n.as_dict() for n in result.dst],
             }
         )
         return
+    _print_fires(result, hours, limit)
+    _print_dst(result.dst)
+
+
+def _print_fires(result: Upcoming, hours: float, limit: int) -> None:
+    """The table of fires, or that nothing fires."""
     if not result.fires:
         echo(f"nothing fires in the next {hours:g} hours")
         return
@@ -89,3 +99,13 @@ def upcoming(
     )
     if result.truncated:
         echo(f"(only the first {limit}; narrow with --hours, --job or --target)")
+
+
+def _print_dst(notes: Sequence[DstNote]) -> None:
+    """The next DST transitions and what each job does at them, one line each."""
+    if not notes:
+        return
+    echo("")
+    echo("DST transitions ahead:")
+    for note in notes:
+        echo(f"  {note.job}: {note.text}")

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from fleetcron.core import rollout
 from fleetcron.core import validation as v
 from fleetcron.core.blackouts import ON_BLACKOUT
 from fleetcron.core.calendars import calendar_reference
+from fleetcron.cron import dst
+from fleetcron.cron.zones import validate_timezone
 from fleetcron.errors import InvalidInput
 
 #: text: a string; int: a whole number; choice: one of ``choices``; choices: a list of
@@ -38,6 +41,8 @@ OptionKind = Literal["text", "int", "choice", "choices", "flag"]
 
 #: The longest ``canary`` option (target names or a selector).
 CANARY_MAX_CHARS = 2000
+#: The longest a job may keep its runs by outcome (100 years, as ``retention_days``).
+MAX_KEEP_DAYS = 100 * 365
 
 
 @dataclass(frozen=True)
@@ -326,6 +331,63 @@ OPTIONS: tuple[JobOption, ...] = (
         max_chars=80,
         check=lambda value: calendar_reference(value, field_name="never_on"),
     ),
+    # -- Time policy: DST choices (cron/dst.py) and history kept by outcome
+    # (services/runs/retention.py).
+    JobOption(
+        "dst_gap",
+        "dst_gap",
+        "choice",
+        dst.CRONIE,
+        "A scheduled time that a DST jump skips: cronie: as cron does (a fixed time runs "
+        "right after the jump, a */N or * schedule skips it); run_at_gap_end: runs right "
+        "after the jump; skip: does not run that day.",
+        label="Time skipped by DST",
+        choices=dst.GAP_CHOICES,
+        choice_labels={
+            "cronie": "as cron does",
+            "run_at_gap_end": "run right after the jump",
+            "skip": "skip it",
+        },
+    ),
+    JobOption(
+        "dst_fold",
+        "dst_fold",
+        "choice",
+        dst.CRONIE,
+        "A scheduled time that a DST change repeats: cronie: as cron does (a fixed time "
+        "runs once, on the first pass; a */N or * schedule on both); first, last: once, on "
+        "that pass; both: on each pass.",
+        label="Time repeated by DST",
+        choices=dst.FOLD_CHOICES,
+        choice_labels={
+            "cronie": "as cron does",
+            "first": "once, first pass",
+            "last": "once, second pass",
+            "both": "on both passes",
+        },
+    ),
+    JobOption(
+        "keep_successes_days",
+        "keep_successes_days",
+        "int",
+        0,
+        "Days this job's successful runs are kept; 0: as configured "
+        "(retention_success_days, else retention_days).",
+        label="Keep successes (days)",
+        low=0,
+        high=MAX_KEEP_DAYS,
+    ),
+    JobOption(
+        "keep_failures_days",
+        "keep_failures_days",
+        "int",
+        0,
+        "Days this job's failed runs are kept; 0: as configured "
+        "(retention_failure_days, else retention_days).",
+        label="Keep failures (days)",
+        low=0,
+        high=MAX_KEEP_DAYS,
+    ),
 )
 
 BY_NAME: Mapping[str, JobOption] = {option.name: option for option in OPTIONS}
@@ -432,12 +494,45 @@ def _rollout_is_for_bulk_jobs(values: Mapping[str, Any]) -> None:
             )
 
 
-JOB_RULES: tuple[JobRule, ...] = (_start_delay_bounded, _rollout_is_for_bulk_jobs)
+#: How far ahead a zone is looked at for a DST transition when a job asks for a DST choice.
+DST_HORIZON = timedelta(days=10 * 366)
+DST_KEYS = ("dst_gap", "dst_fold")
+
+
+def _dst_choice_needs_dst(values: Mapping[str, Any]) -> None:
+    """A DST choice other than cronie's on a job whose own zone has no transition in the
+    next ten years (from ``today``, when the caller gives it) would never act: refused, so
+    the job does not promise what it cannot do. A job in the ``target`` zone is accepted:
+    the choice acts on its targets whose zone has DST (the previews say which have none)."""
+    today, zone = values.get("today"), values.get("timezone")
+    if today is None or not zone or zone == "target":
+        return
+    for key in DST_KEYS:
+        choice = values.get(key) or dst.CRONIE
+        if choice == dst.CRONIE:
+            continue
+        if not dst.has_dst(validate_timezone(zone), today, today + DST_HORIZON):
+            raise InvalidInput(
+                f"{key}: {choice!r} would never act: the job's zone {zone} has no DST "
+                "transition in the next ten years; leave it cronie, or choose a zone with "
+                'DST (or "target", each target\'s own)',
+                field=key,
+                value=choice,
+                allowed=f"cronie in {zone}",
+            )
+
+
+JOB_RULES: tuple[JobRule, ...] = (
+    _start_delay_bounded,
+    _rollout_is_for_bulk_jobs,
+    _dst_choice_needs_dst,
+)
 
 
 def check_job(values: Mapping[str, Any]) -> None:
     """Every rule over several options of one job (``values``: each option by name, and
-    ``origin``, ``bulk`` or ``individual``, for the rules that depend on it)."""
+    ``origin``, ``bulk`` or ``individual``, and ``today``, the aware instant a change is
+    made, for the rules that depend on them)."""
     for rule in JOB_RULES:
         rule(values)
 

@@ -358,6 +358,10 @@ class JobState:
     on_blackout: str = "skip"
     run_only_on: str = ""
     never_on: str = ""
+    dst_gap: str = "cronie"
+    dst_fold: str = "cronie"
+    keep_successes_days: int = 0
+    keep_failures_days: int = 0
 
 
 #: The fields a plan compares, in the order a diff shows them.

@@ -17,7 +17,9 @@ import difflib
 from functools import lru_cache
 from zoneinfo import available_timezones
 
-from fleetcron.cron import CronSchedule, parse_cached, validate_timezone
+from fleetcron.cron import CronSchedule, DstPolicy, parse_cached, validate_timezone
+from fleetcron.cron.dst import CRONIE
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
 from fleetcron.errors import InvalidInput
 
 #: The job time zone meaning "each target's own zone".
@@ -108,10 +110,21 @@ def effective_zone(job_zone: str, target_zone: str | None, default_zone: str) ->
 
 
 def assignment_schedule(
-    schedule: str, job_zone: str, target_zone: str | None, default_zone: str
+    schedule: str,
+    job_zone: str,
+    target_zone: str | None,
+    default_zone: str,
+    dst: DstPolicy = DEFAULT_DST,
 ) -> CronSchedule:
-    """The parsed schedule of one assignment, in its effective zone (cached)."""
-    return parse_cached(schedule, effective_zone(job_zone, target_zone, default_zone))
+    """The parsed schedule of one assignment, in its effective zone, under the job's DST
+    policy (cached)."""
+    return parse_cached(schedule, effective_zone(job_zone, target_zone, default_zone), dst)
+
+
+def dst_policy(gap: str | None, fold: str | None) -> DstPolicy:
+    """A job's DST policy from its two columns (``None``, a row read before migration 0029
+    ran: Debian cron's rule)."""
+    return DstPolicy(gap or CRONIE, fold or CRONIE)
 
 
 def parse_detected_zone(output: str) -> tuple[str | None, str]:

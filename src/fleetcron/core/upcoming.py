@@ -12,16 +12,18 @@ record nothing; ``disabled``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleetcron.core import rollout as slot_rollout
 from fleetcron.core.calendars import CalendarSchedule, DateRule
+from fleetcron.core.dst_preview import DstNote, dst_notes
 from fleetcron.core.rollout import RolloutOptions
 from fleetcron.core.start_window import start_window, window_words
 from fleetcron.core.statuses import RunStatus
-from fleetcron.cron import parse_cached
+from fleetcron.cron import DstPolicy, parse_cached
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
 
 #: The longest window asked for: a week.
 MAX_HOURS = 168
@@ -66,6 +68,16 @@ class JobFacts:
     job_id: int = 0
     #: The job's calendars (``run_only_on``/``never_on``): dates they refuse are no fires.
     dates: DateRule | None = None
+    #: What the job's schedule does at DST transitions (``cron/dst.py``).
+    dst: DstPolicy = DEFAULT_DST
+
+    def zones(self, default_zone: str, target: str | None = None) -> set[str]:
+        """The zones the job runs in (with ``target``, that target's alone)."""
+        return {
+            effective_zone(self.timezone, m.target_zone, default_zone)
+            for m in self.members
+            if target is None or m.target == target
+        }
 
     def start_bounds(self, members: Sequence[Member]) -> tuple[float, float]:
         """Seconds after a fire at which the first of ``members`` starts and by which the
@@ -182,6 +194,38 @@ class Upcoming:
     start: datetime
     end: datetime
     truncated: bool
+    #: The next DST transitions of the zones the jobs run in, with what each job does at
+    #: them (``core/dst_preview.py``): every one for one job, else those that change a
+    #: scheduled time.
+    dst: list[DstNote] = field(default_factory=list)
+
+
+#: How far ahead the DST preview looks, and how many transitions of each zone it shows.
+DST_PREVIEW_DAYS = 366
+DST_PREVIEW_PER_ZONE = 2
+
+
+def dst_preview(
+    jobs: Sequence[JobFacts],
+    now: datetime,
+    default_zone: str,
+    *,
+    target: str | None = None,
+    all_notes: bool = False,
+) -> list[DstNote]:
+    """The next :data:`DST_PREVIEW_PER_ZONE` transitions of each zone each job runs in,
+    within :data:`DST_PREVIEW_DAYS`, with what the job does at each; unless ``all_notes``,
+    only those where the job has a scheduled time inside the skipped or repeated interval."""
+    end = now + timedelta(days=DST_PREVIEW_DAYS)
+    notes: list[DstNote] = []
+    for job in jobs:
+        found = dst_notes(job.schedule, job.zones(default_zone, target), job.dst, now, end)
+        seen: dict[str, int] = {}
+        for note in found:
+            seen[note.zone] = seen.get(note.zone, 0) + 1
+            if seen[note.zone] <= DST_PREVIEW_PER_ZONE and (all_notes or note.affected):
+                notes.append(replace(note, job=job.name))
+    return sorted(notes, key=lambda n: (n.at, n.job, n.zone))
 
 
 def rollout_plan(
@@ -266,11 +310,13 @@ def upcoming(
     them, as the scheduler decides it."""
     end = now + timedelta(hours=hours)
     fires: list[Fire] = []
+    jobs = list(jobs)
     for job in jobs:
         fires += _job_fires(job, now, end, default_zone, limit=limit, target=target)
     # By the instant: two fires of one zone in a DST fold have the same wall time.
     fires.sort(key=lambda f: (f.at.astimezone(UTC), f.job, f.zone))
-    return Upcoming(fires[:limit], now, end, len(fires) > limit)
+    notes = dst_preview(jobs, now, default_zone, target=target, all_notes=len(jobs) == 1)
+    return Upcoming(fires[:limit], now, end, len(fires) > limit, notes)
 
 
 def _job_fires(
@@ -288,7 +334,9 @@ def _job_fires(
     for member in job.members:
         zone = effective_zone(job.timezone, member.target_zone, default_zone)
         zones.setdefault(zone, []).append(member)
-    times, at_instant = _fire_times(job.schedule, zones, now, end, limit, dates=job.dates)
+    times, at_instant = _fire_times(
+        job.schedule, zones, now, end, limit, dates=job.dates, dst=job.dst
+    )
     plans: dict[tuple[str, ...], Rollout | None] = {}
     fires: list[Fire] = []
     for zone, members in zones.items():
@@ -331,6 +379,7 @@ def _fire_times(
     limit: int,
     *,
     dates: DateRule | None = None,
+    dst: DstPolicy = DEFAULT_DST,
 ) -> tuple[dict[str, list[datetime]], dict[datetime, list[str]]]:
     """The instants ``schedule`` fires in (now, end] in each zone (at most ``limit`` per
     zone) on the dates ``dates`` allows, and the zones firing at each instant (by UTC)."""
@@ -338,7 +387,7 @@ def _fire_times(
     at_instant: dict[datetime, list[str]] = {}
     for zone in zones:
         found = []
-        cron = parse_cached(schedule, zone)
+        cron = parse_cached(schedule, zone, dst)
         fires = (
             cron.between(now, end)
             if dates is None

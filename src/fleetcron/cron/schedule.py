@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
+from fleetcron.cron.dst import DstPolicy
 from fleetcron.cron.fields import MONTH_NAMES, SPECS, ParsedField, parse_field
 from fleetcron.cron.search import Finder, Tables, day_mask, exhausted, require_aware
 from fleetcron.cron.zones import utc_naive, validate_timezone
@@ -137,7 +139,10 @@ class CronSchedule:
 
     __slots__ = (
         "_describe",
+        "_fields",
         "_finder",
+        "_tables",
+        "dst",
         "extensions",
         "is_fixed_time",
         "normalized",
@@ -150,10 +155,19 @@ class CronSchedule:
     tz: ZoneInfo
     extensions: tuple[str, ...]
     is_fixed_time: bool
+    dst: DstPolicy
+    _fields: tuple[ParsedField, ...]
     _finder: Finder
+    _tables: Tables
     _describe: str | None
 
-    def __init__(self, text: str, fields: tuple[ParsedField, ...], tz: ZoneInfo) -> None:
+    def __init__(
+        self,
+        text: str,
+        fields: tuple[ParsedField, ...],
+        tz: ZoneInfo,
+        dst: DstPolicy = DEFAULT_DST,
+    ) -> None:
         minute, hour, dom, month, dow = fields
         set_ = object.__setattr__
         set_(self, "text", text)
@@ -163,8 +177,12 @@ class CronSchedule:
         # Debian cron: a job is "fixed-time" unless its minute or hour field starts with "*".
         set_(self, "is_fixed_time", not (minute.star or hour.star))
         tables = Tables(minute, hour, dom, month, dow)
-        set_(self, "_finder", Finder(tables, tz, self.is_fixed_time))
+        set_(self, "_tables", tables)
+        set_(self, "dst", dst)
+        gap_end, fold = dst.resolved(self.is_fixed_time)
+        set_(self, "_finder", Finder(tables, tz, gap_end, fold))
         set_(self, "_describe", None)
+        set_(self, "_fields", fields)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"CronSchedule is immutable; cannot set {name}")
@@ -179,14 +197,31 @@ class CronSchedule:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CronSchedule):
             return NotImplemented
-        return (self.normalized, self._zone_id()) == (other.normalized, other._zone_id())
+        return (self.normalized, self._zone_id(), self.dst) == (
+            other.normalized,
+            other._zone_id(),
+            other.dst,
+        )
 
     def __hash__(self) -> int:
-        return hash((self.normalized, self._zone_id()))
+        return hash((self.normalized, self._zone_id(), self.dst))
 
     def __repr__(self) -> str:
         zone = repr(self.tz.key) if self.tz.key is not None else repr(self.tz)
-        return f"CronSchedule({self.text!r}, tz={zone})"
+        dst = "" if self.dst.is_default else f", dst={self.dst!r}"
+        return f"CronSchedule({self.text!r}, tz={zone}{dst})"
+
+    def with_dst(self, dst: DstPolicy) -> CronSchedule:
+        """The same schedule under another DST policy (see :mod:`fleetcron.cron.dst`)."""
+        if dst == self.dst:
+            return self
+        return CronSchedule(self.text, self._fields, self.tz, dst)
+
+    def matches(self, wall: datetime) -> bool:
+        """Whether the wall time ``wall`` (its fields, whatever its zone) is one the
+        expression names."""
+        w = (wall.year, wall.month, wall.day, wall.hour, wall.minute)
+        return self._tables.next_wall(*w) == w
 
     def next_after(self, t: datetime) -> datetime:
         """The first fire time strictly after ``t`` (aware), as an aware datetime in ``tz``."""
@@ -234,8 +269,9 @@ class CronSchedule:
         return text
 
 
-def parse(text: str, tz: str | ZoneInfo = "UTC") -> CronSchedule:
-    """Parse a cron expression; raise CronError naming the field, token and allowed values."""
+def parse(text: str, tz: str | ZoneInfo = "UTC", dst: DstPolicy = DEFAULT_DST) -> CronSchedule:
+    """Parse a cron expression; raise CronError naming the field, token and allowed values.
+    ``dst``: what the schedule does at DST transitions (default: Debian cron's rule)."""
     zone = tz if isinstance(tz, ZoneInfo) else validate_timezone(tz)
     raw_fields = _split(text)
     try:
@@ -247,11 +283,11 @@ def parse(text: str, tz: str | ZoneInfo = "UTC") -> CronSchedule:
             f"expression: {text!r} is not valid ({exc})", text, "a cron expression"
         ) from exc
     _check_can_fire(text, fields[2], fields[3], fields[4])
-    return CronSchedule(text, fields, zone)
+    return CronSchedule(text, fields, zone, dst)
 
 
 @functools.lru_cache(maxsize=4096)
-def parse_cached(text: str, tz: str = "UTC") -> CronSchedule:
+def parse_cached(text: str, tz: str = "UTC", dst: DstPolicy = DEFAULT_DST) -> CronSchedule:
     """:func:`parse`, remembered: schedules are immutable, and the scheduler and services
     look up the same few expressions again and again."""
-    return parse(text, tz)
+    return parse(text, tz, dst)

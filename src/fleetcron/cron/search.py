@@ -18,6 +18,9 @@ DST, as Debian cron handles it:
 * A *wildcard* job (minute or hour starts with ``*``; ``@hourly``) fires at every matching
   wall-clock time that exists, in real elapsed time: nothing for the skipped hour and both
   passes of the repeated hour.
+* A job's DST policy (cron/dst.py) may choose otherwise: the finder takes whether a skipped
+  time runs at the gap's end and which passes of a repeated time run; the two rules above
+  are the default.
 * Unlike Debian cron, an instant never fires twice: several skipped slots, or a skipped slot
   and the slot right after the jump, collapse into one fire time. Results strictly increase.
 
@@ -29,11 +32,15 @@ from __future__ import annotations
 import calendar
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from fleetcron.cron.fields import ParsedField
 from fleetcron.cron.zones import has_fixed_offset, transition_after, utc_naive
 from fleetcron.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from fleetcron.cron.dst import FoldRule
 
 Wall = tuple[int, int, int, int, int]
 
@@ -287,12 +294,17 @@ def _ceil_minute(w: datetime) -> datetime:
 class Finder:
     """Fire-time search for one schedule in one zone."""
 
-    __slots__ = ("_fixed_offset", "_fixed_time", "_tables", "_tz")
+    __slots__ = ("_first", "_fixed_offset", "_runs_gap", "_second", "_tables", "_tz")
 
-    def __init__(self, tables: Tables, tz: ZoneInfo, fixed_time: bool) -> None:
+    def __init__(self, tables: Tables, tz: ZoneInfo, gap_end: bool, fold: FoldRule) -> None:
+        """``gap_end``: a skipped wall time runs at the first minute after the jump (else not
+        at all); ``fold``: which passes of a repeated wall time run (Debian cron: a fixed-time
+        schedule ``True, "first"``, a wildcard one ``False, "both"``; see cron/dst.py)."""
         self._tables = tables
         self._tz = tz
-        self._fixed_time = fixed_time
+        self._runs_gap = gap_end
+        self._first = fold != "last"  # the first pass of a repeated time runs
+        self._second = fold != "first"  # the second pass runs
         self._fixed_offset = has_fixed_offset(tz)
 
     # -- fast path: no DST -------------------------------------------------------------
@@ -402,14 +414,14 @@ class Finder:
         next fire within the interval, if any, and the wall time the search continues from."""
         window_start, window_end = self._fold_window(wall, first, second)
         if local.fold == 1:
-            if self._fixed_time:
-                # a fixed-time job already fired on the first pass of this interval
+            if not self._second:
+                # only the first pass runs, and it is over
                 start = max(start, _ceil_minute(window_end))
             return None, start
-        if self._fixed_time:
+        if not self._second:
             return None, start
         candidate = self._next_wall(start)
-        if candidate < window_end:
+        if self._first and candidate < window_end:
             return self._at(candidate), start
         repeat = self._next_wall(_ceil_minute(window_start))
         if repeat < window_end:
@@ -423,12 +435,12 @@ class Finder:
             first, second = self._offsets(candidate)
             if first == second:
                 return self._at(candidate)
-            if first > second:  # repeated: first pass, or the second pass for wildcards
-                if candidate - first > moment:
+            if first > second:  # repeated: the first pass, or the second, as the policy says
+                if self._first and candidate - first > moment:
                     return self._at(candidate)
-                if not self._fixed_time and candidate - second > moment:
+                if self._second and candidate - second > moment:
                     return self._at(candidate, fold=1)
-            elif self._fixed_time:  # skipped: fixed-time jobs run right after the jump
+            elif self._runs_gap:  # skipped: run right after the jump, or not at all
                 fire = self._gap_end(candidate, first, second)
                 if utc_naive(fire) > moment:
                     return fire
@@ -459,11 +471,13 @@ class Finder:
         from."""
         window_start, window_end = self._fold_window(wall, first, second)
         last_in_window = _ceil_minute(window_end) - _MINUTE
-        if self._fixed_time:
+        if not self._second:
             return None, max(start, last_in_window)
         candidate = self._prev_wall(start)
         if candidate >= window_start:
             return self._at(candidate, fold=1), start
+        if not self._first:
+            return None, candidate
         repeat = self._prev_wall(last_in_window)
         if repeat >= window_start:
             return self._at(repeat), start
@@ -477,11 +491,11 @@ class Finder:
             if first == second:
                 return self._at(candidate)
             if first > second:
-                if not self._fixed_time and candidate - second < moment:
+                if self._second and candidate - second < moment:
                     return self._at(candidate, fold=1)
-                if candidate - first < moment:
+                if self._first and candidate - first < moment:
                     return self._at(candidate)
-            elif self._fixed_time:
+            elif self._runs_gap:
                 fire = self._gap_end(candidate, first, second)
                 if utc_naive(fire) < moment:
                     return fire

@@ -145,52 +145,18 @@ def _wanted(
     """The state a declaration asks for, with its values checked by the jobs service's
     rules; problems (each at its field's line) go to ``problems``."""
     before = len(problems)
-    spec = asdict(JobSpec(**decl.spec))
-
-    def check(key: str, values: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return validated_fields(app, values)
-        except InvalidInput as exc:
-            problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
-            return {}
-
-    timezone = check("timezone", {"timezone": spec["timezone"]}).get("timezone")
-    if timezone is not None:
-        check("schedule", {"schedule": spec["schedule"], "timezone": timezone})
-    for key, name in SPEC_FIELDS.items():
-        if key not in ("schedule", "timezone"):
-            spec[name] = check(key, {name: spec[name]}).get(name, spec[name])
-    selector = check("selector", {"selector": decl.selector}).get("selector", {})
-
-    target: Target | None = None
+    spec, timezone, selector = _checked_fields(app, decl, problems)
     if decl.bulk:
-        covered = {
-            t.name for t in targets.values() if t.paired and selector_matches(selector, t.labels)
-        }
-        for name in decl.disabled_on:
-            if name not in targets:
-                problems.append(decl.problem("disabled_on", f"target {name} does not exist"))
-            elif name not in covered:
-                problems.append(
-                    decl.problem(
-                        "disabled_on",
-                        f"{name} would not run this job (unpaired, or not matched by the selector)",
-                    )
-                )
+        _check_disabled_on(decl, targets, selector, problems)
+        target = None
     else:
-        assert decl.target is not None
-        target = targets.get(decl.target)
-        if target is None:
-            problems.append(
-                decl.problem(
-                    "target",
-                    f"target {decl.target} does not exist (a schedule file refers to "
-                    "targets; add them with `fleetcron target add`)",
-                )
-            )
+        target = _declared_target(decl, targets, problems)
     if len(problems) == before:
         try:
-            check_job({**spec, "origin": "bulk" if decl.bulk else "individual"})
+            check_job(
+                {**spec, "timezone": timezone, "today": app.now()}
+                | {"origin": "bulk" if decl.bulk else "individual"}
+            )
         except InvalidInput as exc:
             key = str(exc.field)
             problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
@@ -211,6 +177,66 @@ def _wanted(
         }
         | {"timezone": timezone, "allow_duplicate": decl.allow_duplicate},
     )
+
+
+def _checked_fields(
+    app: App, decl: JobDecl, problems: list[Problem]
+) -> tuple[dict[str, Any], str | None, dict[str, str]]:
+    """The declaration's fields, each checked by the jobs service's rules: the spec, the
+    zone (None when it is wrong) and the selector; problems go to ``problems``."""
+    spec = asdict(JobSpec(**decl.spec))
+
+    def check(key: str, values: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return validated_fields(app, values)
+        except InvalidInput as exc:
+            problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
+            return {}
+
+    timezone = check("timezone", {"timezone": spec["timezone"]}).get("timezone")
+    if timezone is not None:
+        check("schedule", {"schedule": spec["schedule"], "timezone": timezone})
+    for key, name in SPEC_FIELDS.items():
+        if key not in ("schedule", "timezone"):
+            spec[name] = check(key, {name: spec[name]}).get(name, spec[name])
+    selector = check("selector", {"selector": decl.selector}).get("selector", {})
+    return spec, timezone, selector
+
+
+def _check_disabled_on(
+    decl: JobDecl, targets: Mapping[str, Target], selector: dict[str, str], problems: list[Problem]
+) -> None:
+    """A bulk job's ``disabled_on``: targets that exist and that the job covers."""
+    covered = {
+        t.name for t in targets.values() if t.paired and selector_matches(selector, t.labels)
+    }
+    for name in decl.disabled_on:
+        if name not in targets:
+            problems.append(decl.problem("disabled_on", f"target {name} does not exist"))
+        elif name not in covered:
+            problems.append(
+                decl.problem(
+                    "disabled_on",
+                    f"{name} would not run this job (unpaired, or not matched by the selector)",
+                )
+            )
+
+
+def _declared_target(
+    decl: JobDecl, targets: Mapping[str, Target], problems: list[Problem]
+) -> Target | None:
+    """An individual job's target, which must exist."""
+    assert decl.target is not None
+    target = targets.get(decl.target)
+    if target is None:
+        problems.append(
+            decl.problem(
+                "target",
+                f"target {decl.target} does not exist (a schedule file refers to "
+                "targets; add them with `fleetcron target add`)",
+            )
+        )
+    return target
 
 
 def _plan(
@@ -347,6 +373,23 @@ def _carry_out(
         )
 
 
+def _keep_one_target(
+    session: Session, app: App, job: Job, target: Target, *, state: JobState, now: datetime
+) -> tuple[int, int]:
+    """An individual job's one assignment, on ``target``: others removed, its own made when
+    the target is paired; returns (added, removed)."""
+    added = removed = 0
+    for assignment in list(job.assignments):
+        if assignment.target is not target:
+            job.assignments.remove(assignment)
+            removed += 1
+    # On an unpaired target the job waits; pairing gives it its assignment.
+    if target.paired and not job.assignments:
+        new_assignment(session, app, job, target, enabled=state.enabled is not False, now=now)
+        added += 1
+    return added, removed
+
+
 def _write(
     session: Session,
     app: App,
@@ -365,7 +408,7 @@ def _write(
         setattr(job, option.name, option.stored(getattr(state, option.key)))
     job.selector = parse_selector(state.selector)
     job.updated_by, job.updated_at = actor.name, now
-    if change.changed("schedule", "timezone"):
+    if change.changed("schedule", "timezone", "dst_gap", "dst_fold"):
         refire_assignments(job.assignments, job, now, app.settings.timezone)
     session.add(job)
     job.target = None if state.bulk else targets[state.target or ""]
@@ -376,17 +419,10 @@ def _write(
         enabled = {a.target.name: a.target.name not in state.disabled_on for a in job.assignments}
     else:
         assert state.target is not None
-        target = targets[state.target]
-        added = removed = 0
-        for assignment in list(job.assignments):
-            if assignment.target is not target:
-                job.assignments.remove(assignment)
-                removed += 1
-        # On an unpaired target the job waits; pairing gives it its assignment.
-        if target.paired and not job.assignments:
-            new_assignment(session, app, job, target, enabled=state.enabled is not False, now=now)
-            added += 1
-        enabled = {target.name: state.enabled is not False}
+        added, removed = _keep_one_target(
+            session, app, job, targets[state.target], state=state, now=now
+        )
+        enabled = {state.target: state.enabled is not False}
     for assignment in job.assignments:
         want = enabled[assignment.target.name]
         if assignment.enabled != want:

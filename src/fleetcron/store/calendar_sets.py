@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.calendars import Calendar, CalendarSchedule, parse_weekdays, rule_of
-from fleetcron.core.target_zones import assignment_schedule
+from fleetcron.core.target_zones import assignment_schedule, dst_policy
 from fleetcron.cron import CronSchedule
 from fleetcron.store.schema import CalendarDate, CalendarRow
 
@@ -53,8 +53,14 @@ def filtered_schedule(
     row: Any, default_zone: str, calendars: Mapping[str, Calendar]
 ) -> CronSchedule | CalendarSchedule:
     """The schedule of an assignment (``row`` has the job's ``schedule``, ``timezone``,
-    ``run_only_on`` and ``never_on`` and the target's ``target_timezone``), with its
-    calendars' filter when the job names any."""
-    schedule = assignment_schedule(row.schedule, row.timezone, row.target_timezone, default_zone)
+    DST choices, ``run_only_on`` and ``never_on`` and the target's ``target_timezone``),
+    with its calendars' filter when the job names any."""
+    schedule = assignment_schedule(
+        row.schedule,
+        row.timezone,
+        row.target_timezone,
+        default_zone,
+        dst_policy(row.dst_gap, row.dst_fold),
+    )
     rule = rule_of(row.run_only_on or "", row.never_on or "", calendars)
     return schedule if rule is None else CalendarSchedule(schedule, rule)

@@ -90,6 +90,8 @@ DISPATCH_COLUMNS = (
     Job.batch,
     Job.max_failures,
     Job.canary,
+    Job.dst_gap,
+    Job.dst_fold,
     Job.version.label("job_version"),
     Job.command_by,
     Job.command_role,

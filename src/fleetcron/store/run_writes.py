@@ -11,9 +11,11 @@ Together the two modules are the only code that writes the runs table:
   not started is ``cancelled`` at once, a running one is marked for its node to kill;
 - :func:`fence_runs` ends the ``running`` runs of an owner that lost its claims (revoked by
   a change of owner, or expired), in the caller's transaction under the ownership lock;
-- :func:`prune_runs_older_than` and :func:`prune_runs_beyond` delete decided runs for
-  retention, in small batches, each its own transaction, stopping at the caller's time
-  budget; runs still ``queued`` or ``running`` are never deleted.
+- :func:`prune_runs_by_rule` (by age and outcome, an :class:`AgeRule`) and
+  :func:`prune_runs_beyond` delete decided runs for retention, in small batches, each its
+  own transaction, stopping at the caller's time budget; runs still ``queued``,
+  ``pending`` or ``running`` are never deleted, nor (by age) a run whose claim is live or
+  one of its assignment's newest ``keep_last``.
 
 Every status written here and in ``store/runs.py`` is checked against the run vocabulary's
 allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``.
@@ -22,25 +24,27 @@ allowed moves (:func:`moved`): a refused move is a bug and raises ``ValueError``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.statuses import STOPPABLE, RunStatus, may_become
 from fleetcron.errors import Conflict, NotFound
 from fleetcron.store.db import Database, Pruned, count_selected, delete_in_rounds
 from fleetcron.store.run_newest import delete_runs, refresh, refresh_for_runs
-from fleetcron.store.schema import Assignment, Job, Run
+from fleetcron.store.schema import Assignment, ExecutionClaim, Job, Run
 
 __all__ = [
+    "AgeRule",
     "Pruned",
     "fence_runs",
     "moved",
     "prune_runs_beyond",
-    "prune_runs_older_than",
+    "prune_runs_by_rule",
     "queue_manual_runs",
     "request_stop",
     "set_status",
@@ -189,10 +193,6 @@ def fence_runs(session: Session, run_ids: Sequence[int], now: datetime, reason: 
 # -- retention --------------------------------------------------------------------------------
 
 
-def _old_runs(cutoff: datetime) -> Any:
-    return select(Run.id).where(Run.scheduled_for < cutoff, Run.status.not_in(statuses.ACTIVE))
-
-
 def _crowded_assignments(keep: int) -> Any:
     """The assignments with more than ``keep`` runs of any status: a superset of those
     with decided runs beyond their newest ``keep``. One pass over the covering slot index,
@@ -219,23 +219,6 @@ def _excess_runs(keep: int) -> Any:
     return select(ranked.c.id).where(ranked.c.n > keep)
 
 
-def prune_runs_older_than(
-    db: Database,
-    cutoff: datetime,
-    *,
-    batch: int,
-    dry_run: bool,
-    more: Callable[[], bool] | None = None,
-) -> Pruned:
-    """Delete (``dry_run``: count) the decided runs scheduled before ``cutoff``; with
-    ``more``, stop when it answers False before a chunk (see :class:`Pruned`). A round with
-    nothing to delete is one probe of the slot-time index."""
-    ids = _old_runs(cutoff)
-    if dry_run:
-        return Pruned(count_selected(db, ids))
-    return delete_in_rounds(db, Run, ids, batch, more, delete_chunk=delete_runs)
-
-
 def prune_runs_beyond(
     db: Database,
     keep: int,
@@ -245,7 +228,7 @@ def prune_runs_beyond(
     more: Callable[[], bool] | None = None,
 ) -> Pruned:
     """Delete (``dry_run``: count) the decided runs of each assignment beyond its newest
-    ``keep``; ``more`` as for :func:`prune_runs_older_than`. A round with nothing to delete
+    ``keep``; ``more`` as for :func:`prune_runs_by_rule`. A round with nothing to delete
     reads the slot index once (no window over every run); that read waits for a round
     with budget left."""
     if more is not None and not more():
@@ -254,6 +237,72 @@ def prune_runs_beyond(
         if session.scalar(_crowded_assignments(keep).limit(1)) is None:
             return Pruned(0)
     ids = _excess_runs(keep)
+    if dry_run:
+        return Pruned(count_selected(db, ids))
+    return delete_in_rounds(db, Run, ids, batch, more, delete_chunk=delete_runs)
+
+
+# -- retention by outcome ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgeRule:
+    """Runs of ``statuses`` scheduled before ``cutoff`` are pruned: of the jobs ``jobs``
+    only, or (``jobs`` None) of every job but ``except_jobs`` (a job with its own rule)."""
+
+    statuses: tuple[RunStatus, ...]
+    cutoff: datetime
+    jobs: tuple[int, ...] | None = None
+    except_jobs: tuple[int, ...] = ()
+
+
+def _nth_newest_slot(keep: int) -> Any:
+    """The slot time of the ``keep``-th newest run of the run's own assignment (NULL when
+    it has fewer): a seek of the slot index per candidate."""
+    newer = aliased(Run)
+    return (
+        select(newer.scheduled_for)
+        .where(newer.assignment_id == Run.assignment_id)
+        .order_by(newer.scheduled_for.desc())
+        .offset(keep - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _aged_runs(rule: AgeRule, keep_last: int) -> Any:
+    """The ids a rule prunes: never an active run, nor one whose claim is still live, nor
+    (``keep_last``) one of its assignment's newest ``keep_last`` slots."""
+    live_claim = select(ExecutionClaim.id).where(
+        ExecutionClaim.run_id == Run.id, ExecutionClaim.state == "live"
+    )
+    terminal = tuple(s for s in rule.statuses if s not in statuses.ACTIVE)
+    query = select(Run.id).where(
+        Run.status.in_(terminal), Run.scheduled_for < rule.cutoff, ~live_claim.exists()
+    )
+    if rule.jobs is not None:
+        query = query.where(Run.job_id.in_(rule.jobs))
+    if rule.except_jobs:
+        query = query.where(Run.job_id.not_in(rule.except_jobs))
+    if keep_last:
+        query = query.where(Run.scheduled_for < _nth_newest_slot(keep_last))
+    return query
+
+
+def prune_runs_by_rule(
+    db: Database,
+    rule: AgeRule,
+    *,
+    keep_last: int,
+    batch: int,
+    dry_run: bool,
+    more: Callable[[], bool] | None = None,
+) -> Pruned:
+    """Delete (``dry_run``: count) the runs ``rule`` selects, ``batch`` per transaction;
+    with ``more``, stop when it answers False before a chunk after the first (see
+    :class:`Pruned`). A rule with nothing to delete is one probe of the status-and-slot
+    index."""
+    ids = _aged_runs(rule, keep_last)
     if dry_run:
         return Pruned(count_selected(db, ids))
     return delete_in_rounds(db, Run, ids, batch, more, delete_chunk=delete_runs)

@@ -186,6 +186,8 @@ class Job(Base):
         CheckConstraint("origin IN ('bulk', 'individual')", name="origin"),
         CheckConstraint("overlap IN ('allow', 'forbid')", name="overlap"),
         CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
+        CheckConstraint("dst_gap IN ('cronie', 'run_at_gap_end', 'skip')", name="dst_gap"),
+        CheckConstraint("dst_fold IN ('cronie', 'first', 'both', 'last')", name="dst_fold"),
         NEVER_REUSED_IDS,
     )
 
@@ -224,6 +226,13 @@ class Job(Base):
     #: Calendars filtering the fire times (``core/calendars.py``); empty: not set.
     run_only_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
     never_on: Mapped[str] = mapped_column(String(80), default="", server_default="")
+    #: Time policy (migration 0029): what a time skipped or repeated by DST does
+    #: (``cron/dst.py``; ``cronie``: Debian cron's rule), and how many days the job's
+    #: successful and failed runs are kept (0: the retention settings).
+    dst_gap: Mapped[str] = mapped_column(String(16), default="cronie", server_default="cronie")
+    dst_fold: Mapped[str] = mapped_column(String(16), default="cronie", server_default="cronie")
+    keep_successes_days: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    keep_failures_days: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     created_by: Mapped[str] = mapped_column(String(64))
     updated_by: Mapped[str] = mapped_column(String(64))

@@ -15,6 +15,7 @@ from fleetcron.errors import CronError, FleetcronError, InvalidInput
 def test_the_package_exports_exactly_its_public_api() -> None:
     assert sorted(fleetcron.cron.__all__) == [
         "CronSchedule",
+        "DstPolicy",
         "parse",
         "parse_cached",
         "validate_timezone",

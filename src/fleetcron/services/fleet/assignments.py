@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session, object_session
 from fleetcron.app import Actor, App
 from fleetcron.core.calendars import CalendarSchedule, rule_of
 from fleetcron.core.labels import format_selector, selector_matches
-from fleetcron.core.target_zones import TARGET_LOCAL, assignment_schedule, effective_zone
+from fleetcron.core.target_zones import (
+    TARGET_LOCAL,
+    assignment_schedule,
+    dst_policy,
+    effective_zone,
+)
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
@@ -35,7 +40,8 @@ def next_fire(job: Job, after: datetime, *, target: Target | None, default_zone:
     target has none). The one home of this computation outside the run store, which
     advances ``next_fire_at`` with the same :func:`assignment_schedule`."""
     target_zone = target.timezone if target is not None and job.timezone == TARGET_LOCAL else None
-    schedule = assignment_schedule(job.schedule, job.timezone, target_zone, default_zone)
+    dst = dst_policy(job.dst_gap, job.dst_fold)
+    schedule = assignment_schedule(job.schedule, job.timezone, target_zone, default_zone, dst)
     session = object_session(job)
     if (job.run_only_on or job.never_on) and session is not None:
         # The job's calendars drop dates (core/calendars.py); should they leave none,

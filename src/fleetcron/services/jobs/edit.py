@@ -91,6 +91,10 @@ class JobView:
     on_blackout: str
     run_only_on: str
     never_on: str
+    dst_gap: str
+    dst_fold: str
+    keep_successes_days: int
+    keep_failures_days: int
     created_by: str
     updated_by: str
     created_at: datetime
@@ -132,6 +136,10 @@ class JobSpec:
     on_blackout: str = _DEFAULT["on_blackout"]
     run_only_on: str = _DEFAULT["run_only_on"]
     never_on: str = _DEFAULT["never_on"]
+    dst_gap: str = _DEFAULT["dst_gap"]
+    dst_fold: str = _DEFAULT["dst_fold"]
+    keep_successes_days: int = _DEFAULT["keep_successes_days"]
+    keep_failures_days: int = _DEFAULT["keep_failures_days"]
 
 
 #: The fields :func:`edit_job` changes: every declared option, and a bulk job's selector.
@@ -209,28 +217,18 @@ def add_job(
     with audited(app, actor, note) as session:
         actor.authorize("job.add")
         v.validate_job_name(name)
-        _check_placement(bulk=bulk, target=target, selector=selector, disabled_on=disabled_on)
+        _check_kind(bulk=bulk, target=target, selector=selector, disabled_on=disabled_on)
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
-        job_options.check_job({**values, "origin": origin})
+        job_options.check_job({**values, "origin": origin, "today": app.now()})
         if session.scalar(select(Job.id).where(Job.name == name)) is not None:
             raise Conflict(f"job {name} already exists", field="name")
-        now = app.now()
-        job = Job(
-            name=name,
-            origin=origin,
-            created_by=actor.name,
-            updated_by=actor.name,
-            created_at=now,
-            updated_at=now,
-            **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
-        )
+        job = _new_job(app, actor, name, origin, values)
         session.add(job)
-        stamp_author(job, actor)
         if bulk:
-            _place_bulk(session, app, job, disabled_on, note)
+            _cover_selected(session, app, job, disabled_on, note)
         else:
             assert target is not None
-            _place_individual(session, app, job, target, note, actor=actor, now=now)
+            _assign_individual(session, app, actor, job, target=target, note=note)
         session.flush()
         require_cleared(app, job)
         refuse_duplicates(session, job)
@@ -241,11 +239,26 @@ def add_job(
         return view
 
 
-def _check_placement(
+def _new_job(app: App, actor: Actor, name: str, origin: str, values: dict[str, Any]) -> Job:
+    """The job row, made by ``actor`` now (the timeout from the settings when not given)."""
+    now = app.now()
+    job = Job(
+        name=name,
+        origin=origin,
+        created_by=actor.name,
+        updated_by=actor.name,
+        created_at=now,
+        updated_at=now,
+        **{**values, "timeout_s": values["timeout_s"] or app.settings.job_timeout_s},
+    )
+    stamp_author(job, actor)
+    return job
+
+
+def _check_kind(
     *, bulk: bool, target: str | None, selector: str | None, disabled_on: Sequence[str]
 ) -> None:
-    """An individual job names its target; only a bulk job has a selector and paused
-    targets."""
+    """A job is bulk or on one target, and only a bulk job takes a selector."""
     if bulk == (target is not None):
         raise InvalidInput(
             "a job needs exactly one of --target T (individual) or --bulk",
@@ -262,11 +275,11 @@ def _check_placement(
         )
 
 
-def _place_bulk(
+def _cover_selected(
     session: Session, app: App, job: Job, disabled_on: Sequence[str], note: AuditNote
 ) -> None:
-    """A new bulk job's assignments: the targets its selector matches, those in
-    ``disabled_on`` paused (each of which must be among them)."""
+    """A new bulk job's assignments: every paired target its selector matches, those in
+    ``disabled_on`` paused (each must be one of them)."""
     for disabled in disabled_on:
         try:
             get_target(session, disabled)
@@ -286,15 +299,8 @@ def _place_bulk(
     note.detail["selector"] = format_selector(job.selector)
 
 
-def _place_individual(
-    session: Session,
-    app: App,
-    job: Job,
-    target: str,
-    note: AuditNote,
-    *,
-    actor: Actor,
-    now: datetime,
+def _assign_individual(
+    session: Session, app: App, actor: Actor, job: Job, *, target: str, note: AuditNote
 ) -> None:
     """A new individual job's target, and its assignment once the target is paired."""
     the_target = get_target(session, target)
@@ -303,7 +309,11 @@ def _place_individual(
     stamp_author(job, actor)  # setting the target cleared it
     # On an unpaired target the job waits; pairing gives it its assignment.
     if the_target.paired:
-        new_assignment(session, app, job, the_target, enabled=True, now=now)
+        new_assignment(session, app, job, the_target, enabled=True, now=job.created_at)
+
+
+#: The fields whose change moves each assignment to its next fire time.
+_REFIRED_BY = frozenset({"schedule", "timezone", "dst_gap", "dst_fold", "run_only_on", "never_on"})
 
 
 def edit_job(
@@ -319,23 +329,28 @@ def edit_job(
     note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
     with audited(app, actor, note) as session:
         actor.authorize("job.edit")
-        job = get_job(session, _editable(name, changes))
+        _check_editable(changes)
+        job = get_job(session, name)
         note.job_id = job.id
-        values = _edited_values(app, job, changes)
-        for key, value in values.items():
-            setattr(job, key, value)
-        if {"command", "selector"} & set(values):
-            stamp_author(job, actor)
-        job_options.check_job(
-            {o.name: getattr(job, o.name) for o in job_options.OPTIONS} | {"origin": job.origin}
-        )
+        if "selector" in changes and job.origin != "bulk":
+            raise InvalidInput(
+                "only bulk jobs have a selector",
+                field="selector",
+                value=changes["selector"],
+                allowed="--selector on bulk jobs",
+            )
+        values = _set_fields(app, actor, job, changes)
         now = app.now()
         job.updated_by, job.updated_at = actor.name, now
-        _follow_edit(session, app, job, values, note, now=now)
+        if _REFIRED_BY & set(values):
+            refire_assignments(job.assignments, job, now, app.settings.timezone)
+        if "selector" in values:
+            added, removed = sync_bulk_membership(session, app, job)
+            note.detail.update({"added": added, "removed": removed})
         for target, enabled in (enabled_on or {}).items():
             actor.authorize("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
-        _check_edited(session, app, job, values)
+        _recheck_command(session, app, job, set(values))
         if enabled_on:
             note.detail["enabled_on"] = dict(enabled_on)
         note.detail.update({"schedule": job.schedule, "command": command_excerpt(job.command)})
@@ -344,8 +359,7 @@ def edit_job(
         return _view(job)
 
 
-def _editable(name: str, changes: Mapping[str, Any]) -> str:
-    """``name``, once every field in ``changes`` is one a job edit accepts."""
+def _check_editable(changes: Mapping[str, Any]) -> None:
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise InvalidInput(
@@ -354,53 +368,40 @@ def _editable(name: str, changes: Mapping[str, Any]) -> str:
             value=None,
             allowed=", ".join(EDITABLE),
         )
-    return name
 
 
-def _edited_values(app: App, job: Job, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """The changed fields, checked (the zone given along with a new schedule)."""
-    if "selector" in changes and job.origin != "bulk":
-        raise InvalidInput(
-            "only bulk jobs have a selector",
-            field="selector",
-            value=changes["selector"],
-            allowed="--selector on bulk jobs",
-        )
-    zone = (
-        {"timezone": changes.get("timezone") or job.timezone}
-        if "schedule" in changes or "timezone" in changes
-        else {}
+def _set_fields(app: App, actor: Actor, job: Job, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The changed fields checked and set on ``job``, then the rules over all of its
+    options (a refusal rolls the whole edit back); returns the fields as set."""
+    values = validated_job_fields(
+        app,
+        {
+            **changes,
+            **(
+                {"timezone": changes.get("timezone") or job.timezone}
+                if "schedule" in changes or "timezone" in changes
+                else {}
+            ),
+        },
     )
-    return validated_job_fields(app, {**changes, **zone})
-
-
-#: The fields whose change moves each assignment to its next fire time.
-_REFIRED_BY = frozenset({"schedule", "timezone", "run_only_on", "never_on"})
-
-
-def _follow_edit(
-    session: Session,
-    app: App,
-    job: Job,
-    values: Mapping[str, Any],
-    note: AuditNote,
-    *,
-    now: datetime,
-) -> None:
-    """What follows from the changed fields: next fire times, a bulk job's targets."""
-    if _REFIRED_BY & set(values):
-        refire_assignments(job.assignments, job, now, app.settings.timezone)
-    if "selector" in values:
-        added, removed = sync_bulk_membership(session, app, job)
-        note.detail.update({"added": added, "removed": removed})
-
-
-def _check_edited(session: Session, app: App, job: Job, values: Mapping[str, Any]) -> None:
-    """The rules an edited job must still keep: the local gate, no duplicate command."""
+    for key, value in values.items():
+        setattr(job, key, value)
     if {"command", "selector"} & set(values):
+        stamp_author(job, actor)
+    job_options.check_job(
+        {o.name: getattr(job, o.name) for o in job_options.OPTIONS}
+        | {"origin": job.origin, "today": app.now()}
+    )
+    return values
+
+
+def _recheck_command(session: Session, app: App, job: Job, changed: set[str]) -> None:
+    """After a change of command, selector or duplicates: the local gate and the rule
+    against a duplicate registration, again."""
+    if {"command", "selector"} & changed:
         session.flush()
         require_cleared(app, job)
-    if {"command", "selector", "allow_duplicate"} & set(values):
+    if {"command", "selector", "allow_duplicate"} & changed:
         session.flush()
         refuse_duplicates(session, job)
 

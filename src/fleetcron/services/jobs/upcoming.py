@@ -12,8 +12,17 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.calendars import Calendar, DateRule, rule_of
+from fleetcron.core.dst_preview import DstNote
 from fleetcron.core.rollout import RolloutOptions, rollout_options
-from fleetcron.core.upcoming import MAX_HOURS, JobFacts, Member, Upcoming, upcoming
+from fleetcron.core.target_zones import dst_policy
+from fleetcron.core.upcoming import (
+    MAX_HOURS,
+    JobFacts,
+    Member,
+    Upcoming,
+    dst_preview,
+    upcoming,
+)
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
@@ -64,10 +73,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
     actor.authorize("job.read")
     _check(query)
     with app.db.read() as session:
-        jobs_q, members_q = _queries(session, query)
-        members = _members(session, members_q)
-        calendars = load_calendars(session)
-        facts = [_facts(job, members, calendars) for job in session.scalars(jobs_q)]
+        facts = _job_facts(session, query.job, query.target)
     return upcoming(
         facts,
         app.now(),
@@ -78,32 +84,19 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
     )
 
 
-def _queries(session: Session, query: UpcomingQuery) -> tuple[Any, Any]:
-    """The jobs asked about and their assignments (as plain ids)."""
-    jobs_q = select(Job).order_by(Job.name)
-    members_q = select(Assignment.job_id, Assignment.target_id, Assignment.enabled)
-    if query.job is not None:
-        job_id = session.scalar(select(Job.id).where(Job.name == query.job))
-        if job_id is None:
-            raise NotFound("job", query.job)
-        jobs_q = jobs_q.where(Job.id == job_id)
-        members_q = members_q.where(Assignment.job_id == job_id)
-    if query.target is not None:
-        target_id = session.scalar(select(Target.id).where(Target.name == query.target))
-        if target_id is None:
-            raise NotFound("target", query.target)
-        # Every assignment of the target's jobs: a rollout is planned over the whole
-        # slot, whichever of its targets is asked about.
-        its_jobs = select(Assignment.job_id).where(Assignment.target_id == target_id)
-        members_q = members_q.where(Assignment.job_id.in_(its_jobs))
-        jobs_q = jobs_q.where(Job.id.in_(its_jobs))
-    return jobs_q, members_q
+def dst_preview_of(app: App, actor: Actor, job: str) -> list[DstNote]:
+    """The next DST transitions of every zone the job's targets are in, and what the job
+    does at each (the job page's preview)."""
+    actor.authorize("job.read")
+    with app.db.read() as session:
+        facts = _job_facts(session, job, None)
+    return dst_preview(facts, app.now(), app.settings.timezone, all_notes=True)
 
 
-def _members(session: Session, members_q: Any) -> dict[int, list[Member]]:
-    """Each job's paired targets. Targets are read once (their labels are JSON: decoded
-    5,000 times, not once per assignment), then the assignments as plain ids."""
-    targets = {
+def _paired_targets(session: Session) -> dict[int, tuple[str, str | None, bool, dict[str, str]]]:
+    """Every paired target once (their labels are JSON: decoded 5,000 times, not once per
+    assignment): name, zone, paused, labels by id."""
+    return {
         target_id: (name, zone, bool(paused), labels or {})
         for target_id, name, zone, paused, labels in session.execute(
             select(Target.id, Target.name, Target.timezone, Target.paused, Target.labels).where(
@@ -111,30 +104,52 @@ def _members(session: Session, members_q: Any) -> dict[int, list[Member]]:
             )
         )
     }
+
+
+def _job_facts(session: Session, job: str | None, target: str | None) -> list[JobFacts]:
+    """What decides the fires of every job (or ``job``; with ``target``, its jobs)."""
+    targets = _paired_targets(session)
+    jobs_q = select(Job).order_by(Job.name)
+    members_q = select(Assignment.job_id, Assignment.target_id, Assignment.enabled)
+    if job is not None:
+        job_id = session.scalar(select(Job.id).where(Job.name == job))
+        if job_id is None:
+            raise NotFound("job", job)
+        jobs_q = jobs_q.where(Job.id == job_id)
+        members_q = members_q.where(Assignment.job_id == job_id)
+    if target is not None:
+        target_id = session.scalar(select(Target.id).where(Target.name == target))
+        if target_id is None:
+            raise NotFound("target", target)
+        # Every assignment of the target's jobs: a rollout is planned over the whole
+        # slot, whichever of its targets is asked about.
+        its_jobs = select(Assignment.job_id).where(Assignment.target_id == target_id)
+        members_q = members_q.where(Assignment.job_id.in_(its_jobs))
+        jobs_q = jobs_q.where(Job.id.in_(its_jobs))
     members: dict[int, list[Member]] = {}
     for job_id, target_id, enabled in session.execute(members_q):
-        target = targets.get(target_id)
-        if target is None:
+        found = targets.get(target_id)
+        if found is None:
             continue  # an unpaired target runs nothing
-        name, zone, paused, labels = target
+        name, zone, paused, labels = found
         members.setdefault(job_id, []).append(
             Member(name, zone, bool(enabled), paused, labels, target_id)
         )
-    return members
+    calendars = load_calendars(session)
+    return [_facts(job, members.get(job.id, []), calendars) for job in session.scalars(jobs_q)]
 
 
-def _facts(
-    job: Job, members: Mapping[int, list[Member]], calendars: Mapping[str, Calendar]
-) -> JobFacts:
+def _facts(job: Job, members: list[Member], calendars: Mapping[str, Calendar]) -> JobFacts:
     return JobFacts(
         job.name,
         job.origin,
         job.schedule,
         job.timezone,
-        members.get(job.id, []),
+        members,
         spread_s=int(job.spread_s or 0),
         rollout=_rollout(job),
         jitter_s=int(job.jitter_s or 0),
         job_id=job.id,
         dates=_dates(job, calendars),
+        dst=dst_policy(job.dst_gap, job.dst_fold),
     )

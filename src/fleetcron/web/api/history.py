@@ -152,11 +152,27 @@ class FireOut(BaseModel):
     rollout: RolloutOut | None
 
 
+class DstNoteOut(BaseModel):
+    job: str
+    zone: str
+    at: datetime = Field(description="the transition's instant")
+    day: str = Field(description="its local date")
+    kind: str = Field(description="gap (a time skipped) or fold (a time repeated)")
+    times: list[str] = Field(description="the job's scheduled times in the interval (a few)")
+    affected: int = Field(description="how many scheduled times are in the interval")
+    text: str = Field(description="what the job does there, in words")
+
+
 class UpcomingOut(BaseModel):
     start: datetime = Field(alias="from")
     until: datetime
     truncated: bool
     fires: list[FireOut]
+    dst: list[DstNoteOut] = Field(
+        default_factory=list,
+        description="the next DST transitions of the jobs' zones and what each job does at "
+        "them (every one with ?job=, else those that change a scheduled time)",
+    )
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -179,5 +195,6 @@ def upcoming(
             "until": result.end,
             "truncated": result.truncated,
             "fires": [f.as_dict() for f in result.fires],
+            "dst": [n.as_dict() for n in result.dst],
         }
     )

@@ -18,6 +18,7 @@ from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
 from fleetcron.services.audit import AuditFilter
 from fleetcron.services.runs import reads as svc
+from fleetcron.services.runs import retention
 from fleetcron.services.runs import views as run_views
 from fleetcron.services.runs.reads import LiveSource, LiveView, RunFilter, RunStatus
 from fleetcron.services.runs.search import search_runs
@@ -285,3 +286,14 @@ def cron_preview(
         extensions=list(schedule.extensions),
         next=fires,
     )
+
+
+@router.get("/retention")
+def retention_status(
+    request: Request,
+    caller: Annotated[Caller, Depends(requires("settings.manage"))],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+) -> dict[str, Any]:
+    """How long runs are kept (by outcome, the jobs keeping their own days) and the
+    cleaner's newest rounds that deleted something (``fleetcron runs retention``)."""
+    return retention.status(the_app(request), caller.actor, limit=limit).as_dict()

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
+from fleetcron.app import App
 from fleetcron.core.labels import parse_selector
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
@@ -27,6 +28,7 @@ from fleetcron.services.fleet.job_page import TargetQuery, TargetsPage
 from fleetcron.services.jobs.plan import not_succeeded_counts
 from fleetcron.services.jobs.selection import Selection, set_enabled_on
 from fleetcron.services.jobs.slots import SlotsPage, halted, job_slots
+from fleetcron.services.jobs.upcoming import dst_preview_of
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, page, plural, redirect, text, texts
@@ -102,13 +104,7 @@ def job_page(
     app = the_app(request)
     view = fleet_svc.job_header(app, caller.actor, name)
     filters = Filters(tuple(s for s in status or () if s), label.strip(), sort or "target", offset)
-    error = ""
-    try:
-        targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
-    except InvalidInput as exc:
-        error = exc.message
-        filters = Filters((), "", "target", 0)
-        targets = fleet_svc.job_targets(app, caller.actor, name, filters.query())
+    filters, targets, error = _filtered_targets(app, caller, name, filters)
     slots = job_slots(app, caller.actor, name, limit=SLOTS_SHOWN)
     stopped = halted(
         app,
@@ -117,16 +113,13 @@ def job_page(
         [slot.scheduled_for for slot in slots.items],
         [row.last.run_id for row in targets.items if row.last is not None],
     )
-    try:
-        description = parse(view.schedule, effective_zone(view.timezone, None, "UTC")).describe()
-    except (InvalidInput, ValueError):
-        description = "(schedule no longer valid)"
     return page(
         request,
         "job_page.html",
         status_code=422 if error else 200,
         job=view,
-        description=description,
+        description=_description(view.schedule, view.timezone),
+        dst_notes=dst_preview_of(app, caller.actor, name),
         targets=targets,
         slots=slots,
         halted=stopped,
@@ -143,6 +136,25 @@ def job_page(
         ),
         open_incident_count=incident_ops.count_open(app, caller.actor, job=view.name),
     )
+
+
+def _filtered_targets(
+    app: App, caller: Caller, name: str, filters: Filters
+) -> tuple[Filters, TargetsPage, str]:
+    """The page of targets the filters ask for; with filters that do not parse, the
+    first page unfiltered and the error."""
+    try:
+        return filters, fleet_svc.job_targets(app, caller.actor, name, filters.query()), ""
+    except InvalidInput as exc:
+        plain = Filters((), "", "target", 0)
+        return plain, fleet_svc.job_targets(app, caller.actor, name, plain.query()), exc.message
+
+
+def _description(schedule: str, timezone: str) -> str:
+    try:
+        return parse(schedule, effective_zone(timezone, None, "UTC")).describe()
+    except (InvalidInput, ValueError):
+        return "(schedule no longer valid)"
 
 
 @dataclass(frozen=True)
