@@ -160,6 +160,21 @@ class Settings(BaseSettings):
         le=24 * 3600,
         description="A pooled SSH connection unused this long is closed.",
     )
+    ssh_jump_max_connections: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="SSH connections kept open at most to one jump host: every target behind "
+        "it is reached over one of them (a channel each), so the bastion sees this many "
+        "logins, not one per target (its MaxStartups).",
+    )
+    ssh_jump_targets_per_connection: int = Field(
+        default=250,
+        ge=1,
+        le=100_000,
+        description="Targets one jump host connection carries before another one is opened "
+        "(up to ssh_jump_max_connections; past it, the least loaded one takes more).",
+    )
     ssh_max_connecting: int = Field(
         default=128,
         ge=1,

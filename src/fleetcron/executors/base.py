@@ -210,6 +210,8 @@ class SshTarget:
     ``private_key`` is the decrypted client key (OpenSSH or PEM text); it is kept in
     memory only and never appears in ``repr``. ``host_key`` is the pinned server key
     as an OpenSSH public key line (``"ssh-ed25519 AAAA..."``); no other key is trusted.
+    ``via`` is the chain of jump hosts the connection goes through, the first one reached
+    directly (empty: the server is reached directly, never otherwise).
     """
 
     name: str
@@ -218,6 +220,7 @@ class SshTarget:
     user: str
     private_key: str | bytes = field(repr=False)
     host_key: str
+    via: tuple[SshTarget, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -249,6 +252,8 @@ class RunTarget:
     user: str | None = None
     private_key_enc: bytes | None = field(default=None, repr=False)
     host_key: str | None = None
+    #: The jump hosts to go through, the first one reached directly (kind ``jump``).
+    via: tuple[RunTarget, ...] = ()
 
 
 class Executor(Protocol):

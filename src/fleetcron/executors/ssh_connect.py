@@ -49,15 +49,24 @@ class PinnedClient(asyncssh.SSHClient):
 PROBE_OUTPUT_MAX = 4096
 
 
-async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
+async def fetch_host_key(
+    host: str,
+    port: int,
+    timeout_s: float = 10,
+    *,
+    tunnel: asyncssh.SSHClientConnection | None = None,
+) -> str:
     """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
 
     Used for trust-on-first-use pairing: show the fingerprint to a human, then pin it.
+    With ``tunnel`` (a jump host's connection) the server is reached through it.
     Raises :class:`ConnectError` when the server cannot be reached.
     """
     try:
         async with asyncio.timeout(timeout_s):
-            key = await asyncssh.get_server_host_key(host, port, config=None)
+            key = await asyncssh.get_server_host_key(
+                host, port, config=None, tunnel=tunnel if tunnel is not None else ()
+            )
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise connect_failure(exc, host, port, timeout_s) from exc
     if key is None:
@@ -67,7 +76,11 @@ async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
 
 
 async def verify_target(
-    target: SshTarget, timeout_s: float = 15, *, probe: str | None = None
+    target: SshTarget,
+    timeout_s: float = 15,
+    *,
+    probe: str | None = None,
+    tunnel: asyncssh.SSHClientConnection | None = None,
 ) -> str | None:
     """Log in with the pinned host key and run ``true``.
 
@@ -75,8 +88,9 @@ async def verify_target(
     message naming the target and what to do; returns ``None`` when all is well. With
     ``probe``, also runs that command in the same connection and returns the start of
     what it printed (empty when it failed: a probe is informational, never a failure).
+    With ``tunnel`` (the last jump host's connection) the target is reached through it.
     """
-    conn, _ = await open_pinned(target, import_private_key(target), timeout_s)
+    conn, _ = await open_pinned(target, import_private_key(target), timeout_s, tunnel=tunnel)
     async with conn:
         try:
             result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
@@ -98,8 +112,19 @@ async def verify_target(
 
 
 async def open_pinned(
-    target: SshTarget, client_key: asyncssh.SSHKey, timeout_s: float
+    target: SshTarget,
+    client_key: asyncssh.SSHKey,
+    timeout_s: float,
+    *,
+    tunnel: asyncssh.SSHClientConnection | None = None,
 ) -> tuple[asyncssh.SSHClientConnection, PinnedClient]:
+    """Connect and log in with only the pinned host key trusted; with ``tunnel`` (a jump
+    host's connection) through it, never directly."""
+    if target.via and tunnel is None:
+        raise ConnectError(
+            f"target {target.name} is reached through jump host {target.via[-1].name}; "
+            "it is never connected to directly"
+        )
     pinned = asyncssh.import_public_key(target.host_key)
     client = PinnedClient()
     try:
@@ -118,6 +143,7 @@ async def open_pinned(
             preferred_auth="publickey",
             connect_timeout=timeout_s,
             keepalive_interval=30,
+            tunnel=tunnel if tunnel is not None else (),
         )
     except asyncssh.HostKeyNotVerifiable as exc:
         presented = (

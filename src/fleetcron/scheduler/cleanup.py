@@ -212,6 +212,11 @@ def _cleanup_target(ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:
         raise ValueError(f"target {target.name} is missing its SSH settings")
     if not target.host_key:
         raise ValueError(f"target {target.name} has no pinned host key")
+    if target.via_id is not None:
+        raise ValueError(
+            f"target {target.name} is reached through a jump host, which active cleanup "
+            "does not go through"
+        )
     return SshTarget(
         name=target.name,
         host=target.host,

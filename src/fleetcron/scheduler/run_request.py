@@ -80,6 +80,18 @@ def run_target(dispatch: Dispatch) -> RunTarget:
         user=dispatch.user,
         private_key_enc=dispatch.private_key_enc,
         host_key=dispatch.host_key,
+        via=tuple(
+            RunTarget(
+                name=hop.name,
+                kind="jump",
+                host=hop.host,
+                port=hop.port,
+                user=hop.user,
+                private_key_enc=hop.private_key_enc,
+                host_key=hop.host_key,
+            )
+            for hop in dispatch.via
+        ),
     )
 
 

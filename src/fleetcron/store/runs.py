@@ -58,6 +58,7 @@ from fleetcron.store.run_dispatch import (
     Stamp,
     dispatch_from,
     dispatch_query,
+    with_jumps,
     start_wait,
     take_stamp,
     target_hold_of,
@@ -173,7 +174,7 @@ class RunStore:
                 session.add(run)
         self._advance(session, next_fires)
         self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
-        dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
+        dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in firing])
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
     def _due_rows(
@@ -346,7 +347,7 @@ class RunStore:
                 starting.append((row, run))
             refresh(session, {run.assignment_id for run in runs})
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
-            return [dispatch_from(row, run, stamp) for row, run in starting]
+            return with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
 
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
@@ -374,7 +375,7 @@ class RunStore:
             session.add(run)
             refresh(session, [row.assignment_id])
             self.guard.claim(session, verdict, [run], stamp.at)
-            return dispatch_from(row, run, stamp)
+            return with_jumps(session, [dispatch_from(row, run, stamp)])[0]
 
     # -- finishing --------------------------------------------------------------------
 

@@ -144,12 +144,17 @@ class Target(Base):
     #: Ids of the jobs whose assignment was disabled when the target was unpaired, so that
     #: pairing it again restores those per-job pauses.
     unpaired_disabled_jobs: Mapped[list[int] | None] = mapped_column(JSON)
+    #: The jump host (a target of kind ``jump``) this target is reached through; empty:
+    #: reached directly.
+    via_id: Mapped[int | None] = mapped_column(ForeignKey("targets.id"), index=True)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
     assignments: Mapped[list[Assignment]] = relationship(
         back_populates="target", cascade="all, delete-orphan", passive_deletes=True
     )
+    #: Loaded with the target, so that views of a detached row can name it.
+    via: Mapped[Target | None] = relationship(remote_side=[id], lazy="joined", join_depth=1)
 
     def __repr__(self) -> str:
         return f"Target(id={self.id!r}, name={self.name!r}, kind={self.kind!r})"

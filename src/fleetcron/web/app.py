@@ -185,5 +185,3 @@ def ownership_reader(app: App) -> Callable[[], str]:
             ).kind
 
     return read
-
-

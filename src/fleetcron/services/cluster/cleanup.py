@@ -65,6 +65,8 @@ class CleanupTarget:
     user: str | None
     private_key_enc: bytes | None
     host_key: str | None
+    #: The jump host it is reached through (active cleanup does not go through one).
+    via_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ def active_cleanup_plan(
         wanted = targets_to_clean(claims, generation)
         targets = (
             tuple(
-                CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
+                CleanupTarget(
+                    t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key, t.via_id
+                )
                 for t in session.scalars(
                     select(Target)
                     .where(Target.id.in_(wanted))

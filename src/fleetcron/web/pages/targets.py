@@ -164,9 +164,7 @@ def target_page(
     enabled_here = {a.job.name: a.enabled for a in assignments}
     individual = jobs_svc.list_jobs(app, caller.actor, origin="individual", target=name)
     bulk = jobs_svc.list_jobs(app, caller.actor, origin="bulk", target=name)
-    runs, total_runs = list_run_views(
-        app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS
-    )
+    runs, total_runs = list_run_views(app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS)
     return page(
         request,
         "target.html",

@@ -1,0 +1,45 @@
+"""targets: jump hosts (kind ``jump``) and the jump host a target is reached through
+
+Revision ID: 0030
+Revises: 0027
+Create Date: 2026-12-06
+
+A target of kind ``jump`` is a bastion other targets are reached through; ``via_id`` names
+the jump host of a target (empty: reached directly). Existing targets keep being reached
+directly.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0030"
+down_revision = "0027"
+branch_labels = None
+depends_on = None
+
+OLD = "kind IN ('ssh', 'local')"
+NEW = "kind IN ('ssh', 'local', 'jump')"
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("targets", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
+        batch_op.create_foreign_key(
+            op.f("fk_targets_via_id_targets"), "targets", ["via_id"], ["id"]
+        )
+        batch_op.create_index(op.f("ix_targets_via_id"), ["via_id"], unique=False)
+        batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
+        batch_op.create_check_constraint("kind", NEW)
+
+
+def downgrade() -> None:
+    op.execute("UPDATE targets SET via_id = NULL")
+    op.execute("DELETE FROM targets WHERE kind = 'jump'")
+    with op.batch_alter_table("targets", schema=None) as batch_op:
+        batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
+        batch_op.create_check_constraint("kind", OLD)
+        batch_op.drop_index(op.f("ix_targets_via_id"))
+        batch_op.drop_constraint(op.f("fk_targets_via_id_targets"), type_="foreignkey")
+        batch_op.drop_column("via_id")
