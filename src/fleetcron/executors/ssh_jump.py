@@ -116,6 +116,16 @@ async def verify_via(
     return await _through_chain(target.via, timeout_s, step)
 
 
+async def login_via(target: SshTarget, timeout_s: float) -> None:
+    """Log in to a jump host (through its own jump hosts) and log out: a jump host need
+    only allow forwarding, so no command is run there."""
+
+    async def step(_: asyncssh.SSHClientConnection) -> None:
+        return None
+
+    await _through_chain((*target.via, target), timeout_s, step)
+
+
 async def fetch_host_key_via(
     hops: tuple[SshTarget, ...], host: str, port: int, timeout_s: float
 ) -> str:

@@ -26,7 +26,6 @@ from fleetcron.store.db import Database
 from fleetcron.store.run_guard import RunGuard
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
-
 #: The longest chain of jump hosts followed (a loop is refused when saved; this bounds it).
 MAX_JUMPS = 8
 

@@ -51,10 +51,10 @@ from fleetcron.store.run_dispatch import (
     RunWriter,
     dispatch_from,
     dispatch_query,
-    with_jumps,
     start_wait,
     take_stamp,
     target_hold_of,
+    with_jumps,
 )
 from fleetcron.store.run_newest import refresh_for_runs
 from fleetcron.store.run_writes import moved, set_status

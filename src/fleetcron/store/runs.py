@@ -58,10 +58,10 @@ from fleetcron.store.run_dispatch import (
     Stamp,
     dispatch_from,
     dispatch_query,
-    with_jumps,
     start_wait,
     take_stamp,
     target_hold_of,
+    with_jumps,
 )
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
 from fleetcron.store.run_guard import RunGuard as RunGuard

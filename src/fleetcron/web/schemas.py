@@ -52,6 +52,11 @@ class TargetIn(Body):
         default=False, description="accept a second target on the same user@host:port"
     )
     timezone: str | None = Field(default=None, max_length=64, description=TARGET_ZONE_HELP)
+    via: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the jump host (a target of kind jump) to reach this target through",
+    )
 
 
 class TargetPatch(Body):
@@ -73,6 +78,11 @@ class TargetPatch(Body):
     allow_same_host: bool = False
     timezone: str | None = Field(
         default=None, max_length=64, description=f'{TARGET_ZONE_HELP}; "" clears it'
+    )
+    via: str | None = Field(
+        default=None,
+        max_length=64,
+        description='a new jump host to reach the target through; "" reaches it directly',
     )
 
 
@@ -127,6 +137,7 @@ class TargetOut(BaseModel):
     timezone: str | None = Field(default=None, description="IANA zone; null: unknown")
     timezone_source: str | None = Field(default=None, description="detected or operator")
     created_at: datetime
+    via: str | None = Field(default=None, description="the jump host; null: reached directly")
 
     @classmethod
     def of(cls, t: TargetView) -> TargetOut:
@@ -150,6 +161,7 @@ class TargetOut(BaseModel):
             paused_by=t.paused_by,
             timezone=t.timezone,
             timezone_source=t.timezone_source,
+            via=t.via,
             created_at=t.created_at,
         )
 

@@ -37,6 +37,13 @@ class TargetView:
     paused_by: str | None
     created_at: datetime
     updated_at: datetime
+    #: The jump host the target is reached through (None: directly).
+    via: str | None = None
+
+    @property
+    def path(self) -> str:
+        """How the target is reached, as the lists show it."""
+        return f"via {self.via}" if self.via else "direct"
 
     @classmethod
     def of(cls, row: Target) -> TargetView:
@@ -61,6 +68,7 @@ class TargetView:
             paused_by=row.paused_by,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            via=row.via.name if row.via_id is not None and row.via is not None else None,
         )
 
 

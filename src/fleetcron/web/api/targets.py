@@ -117,6 +117,7 @@ def add_target(
         labels=[f"{k}={v}" for k, v in body.labels.items()],
         notes=body.notes,
         timezone=body.timezone,
+        via=body.via,
     )
     result = svc.add_target(
         app,
@@ -161,6 +162,7 @@ def edit_target(
             labels=None if body.labels is None else [f"{k}={v}" for k, v in body.labels.items()],
             notes=body.notes,
             timezone=body.timezone,
+            via=body.via,
         ),
         verify=body.verify,
         allow_same_host=body.allow_same_host,

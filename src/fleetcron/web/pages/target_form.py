@@ -84,6 +84,7 @@ class TargetFields:
     allow_same_host: bool = False
     no_verify: bool = False
     timezone: str = ""
+    via: str = ""
 
     @classmethod
     def posted(cls, form: FormData) -> TargetFields:
@@ -100,6 +101,7 @@ class TargetFields:
             allow_same_host=checked(form, "allow_same_host"),
             no_verify=checked(form, "no_verify"),
             timezone=text(form, "timezone").strip(),
+            via=text(form, "via").strip(),
         )
 
     @classmethod
@@ -114,6 +116,7 @@ class TargetFields:
             labels=", ".join(f"{k}={val}" for k, val in sorted(target.labels.items())),
             notes=target.notes,
             timezone=target.timezone or "",
+            via=target.via or "",
         )
 
 

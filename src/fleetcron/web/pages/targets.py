@@ -112,6 +112,7 @@ def add_target(
             labels=split_items(fields.labels),
             notes=fields.notes,
             timezone=fields.timezone or None,
+            via=None if local else fields.via or None,
         )
         result = svc.add_target(
             app,
@@ -246,6 +247,7 @@ def edit_target(
             private_key=None if local or not private_key else (private_key + "\n").encode(),
             host_key=None if local else fields.host_key or None,
             trust_on_first_use=not local and fields.trust_on_first_use,
+            via=None if local else fields.via,
             labels=split_items(fields.labels),
             notes=fields.notes,
             # Only a changed field is the operator's zone (kept over detection); a form
