@@ -10,40 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from fixtures.sshd import ClientKey, SshServer, running_sshd
+from fixtures.sshd import BASTION_SETTINGS, ClientKey, SshServer, forwarded_to, running_sshd
 from fleetcron.errors import ConnectError
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
 from fleetcron.executors.ssh_jump import fetch_host_key_via, login_via, verify_via
 from integration.executors.conftest import closed_port, target_for
 
 pytestmark = pytest.mark.sshd
-
-#: A bastion that forwards and does nothing else: every command it is asked to run fails.
-BASTION_SETTINGS = {
-    "AllowTcpForwarding": "local",
-    "ForceCommand": "/bin/false",
-    "PermitTTY": "no",
-    "X11Forwarding": "no",
-    # DEBUG1 logs each forwarded channel ("server_request_direct_tcpip ... port N").
-    "LogLevel": "DEBUG1",
-}
-
-
-@pytest.fixture(scope="module")
-def bastion(
-    tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
-) -> Iterator[SshServer]:
-    with running_sshd(
-        tmp_path_factory.mktemp("bastion"),
-        authorized_keys=[sshd_client_key.public_key_line],
-        client_key=sshd_client_key,
-        settings=BASTION_SETTINGS,
-    ) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -66,16 +42,6 @@ def jump(server: SshServer, name: str = "b1") -> SshTarget:
 
 def behind(target: SshServer, bastion: SshServer, name: str = "t42") -> SshTarget:
     return dataclasses.replace(target_for(target), name=name, via=(jump(bastion),))
-
-
-def forwarded_to(bastion: SshServer, port: int) -> int:
-    """How many channels the bastion forwarded to ``port`` so far (from its log)."""
-    log = Path(bastion.log_path).read_text(errors="replace")
-    return sum(
-        1
-        for line in log.splitlines()
-        if "direct" in line and "tcpip" in line and f"port {port}" in line
-    )
 
 
 async def test_a_run_goes_through_the_bastion(sshd: SshServer, bastion: SshServer) -> None:
