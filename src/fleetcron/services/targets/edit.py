@@ -383,6 +383,26 @@ def _save_edit(
     if plan.detected is not None:
         zone_note = take_detected_zone(app, target, plan.detected, now)
         note.detail["timezone"] = {"zone": target.timezone, "note": zone_note}
+    return (
+        target,
+        zone_note,
+        _save_jobs(session, app, actor, plan, target=target, note=note, unpair=unpair),
+    )
+
+
+def _save_jobs(
+    session: Session,
+    app: App,
+    actor: Actor,
+    plan: _EditPlan,
+    *,
+    target: Target,
+    note: AuditNote,
+    unpair: bool,
+) -> list[str]:
+    """The edited target's assignments: none for a jump host or an unpaired target, else
+    the bulk jobs that now select it; returns the jobs extended to it."""
+    now = target.updated_at
     if target.kind is TargetKind.JUMP and target.assignments:
         # A jump host runs no jobs: a target made one keeps none.
         note.detail["assignments_removed"] = len(target.assignments)
@@ -397,7 +417,7 @@ def _save_edit(
         note.detail["extended_jobs"] = len(extended)
         if extension.refused:
             note.detail["refused_jobs"] = extension.refused
-    return target, zone_note, extended
+    return extended
 
 
 def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -> PauseResult:

@@ -139,7 +139,7 @@ def pair_target(
         raise shown from None
     with audited(app, actor, note) as session:
         current, zone_note, extended, kept_disabled = _save_pairing(
-            session, app, actor, target, checked, note
+            session, app, actor, target, checked=checked, note=note
         )
     return PairResult(
         TargetView.of(current),
@@ -185,7 +185,13 @@ def _check_pairing(
 
 
 def _save_pairing(
-    session: Session, app: App, actor: Actor, target: Target, checked: _Checked, note: AuditNote
+    session: Session,
+    app: App,
+    actor: Actor,
+    target: Target,
+    *,
+    checked: _Checked,
+    note: AuditNote,
 ) -> tuple[Target, str, list[str], list[str]]:
     """Mark the target paired with the checked key and extend its jobs to it; returns it,
     the zone note, the jobs extended and those kept disabled."""
