@@ -17,7 +17,6 @@ from fixtures.sshd import BASTION_SETTINGS, ClientKey, SshServer, forwarded_to, 
 from fleetcron.errors import ConnectError
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
 from fleetcron.executors.ssh_jump import fetch_host_key_via, login_via, verify_via
-from integration.executors.conftest import closed_port, target_for
 
 pytestmark = pytest.mark.sshd
 
@@ -34,6 +33,17 @@ def closed_bastion(
         settings={**BASTION_SETTINGS, "AllowTcpForwarding": "no"},
     ) as server:
         yield server
+
+
+def target_for(server: SshServer) -> SshTarget:
+    return SshTarget(
+        name=f"test-{server.port}",
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        private_key=server.client_private_key,
+        host_key=server.host_key_line,
+    )
 
 
 def jump(server: SshServer, name: str = "b1") -> SshTarget:
@@ -90,8 +100,10 @@ async def test_a_bastion_that_does_not_forward_fails_the_run_and_never_goes_dire
     assert "target t42 (via b1)" in result.error
 
 
-async def test_a_bastion_that_is_down_is_named_as_the_hop_that_fails(sshd: SshServer) -> None:
-    down = dataclasses.replace(target_for(sshd), name="b1", port=closed_port())
+async def test_a_bastion_that_is_down_is_named_as_the_hop_that_fails(
+    sshd: SshServer, free_port: int
+) -> None:
+    down = dataclasses.replace(target_for(sshd), name="b1", port=free_port)
     target = dataclasses.replace(target_for(sshd), name="t42", via=(down,))
     executor = SshExecutor(kill_grace_s=1.0, connect_attempts=1)
     try:
