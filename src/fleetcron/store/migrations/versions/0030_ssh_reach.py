@@ -11,6 +11,8 @@ directly.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -23,8 +25,14 @@ OLD = "kind IN ('ssh', 'local')"
 NEW = "kind IN ('ssh', 'local', 'jump')"
 
 
+def _targets_batch() -> Any:
+    """The targets table altered in batch mode; on SQLite a rebuild, which keeps its
+    ``AUTOINCREMENT`` (migration 0020: ids of removed targets are never reused)."""
+    return op.batch_alter_table("targets", table_kwargs={"sqlite_autoincrement": True})
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("targets", schema=None) as batch_op:
+    with _targets_batch() as batch_op:
         batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
         batch_op.create_foreign_key(
             op.f("fk_targets_via_id_targets"), "targets", ["via_id"], ["id"]
@@ -37,7 +45,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("UPDATE targets SET via_id = NULL")
     op.execute("DELETE FROM targets WHERE kind = 'jump'")
-    with op.batch_alter_table("targets", schema=None) as batch_op:
+    with _targets_batch() as batch_op:
         batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
         batch_op.create_check_constraint("kind", OLD)
         batch_op.drop_index(op.f("ix_targets_via_id"))
