@@ -3,16 +3,23 @@ that allows forwarding only, and the session's target sshd behind it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from fixtures.app import FakeClock
 from fixtures.sshd import SshServer, forwarded_to
 from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind
 from fleetcron.errors import Conflict, InvalidInput
+from fleetcron.executors.base import ExecRequest, ExecResult
+from fleetcron.executors.kinds import standard_executors
+from fleetcron.scheduler.run_request import run_target
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.fields import TargetChanges
+from fleetcron.store.runs import RunStore
 
 pytestmark = pytest.mark.sshd
 
@@ -76,3 +83,46 @@ def test_a_jump_host_in_use_is_not_unpaired_or_removed(
         targets.remove_target(app, admin, "b1")
     targets.edit_target(app, admin, "t42", TargetChanges(via=""), verify=False)
     targets.unpair_target(app, admin, "b1")  # control: unused now, so it may go
+
+
+def test_a_claimed_run_goes_through_the_jump_host_chain(
+    app: App, admin: Actor, clock: FakeClock, sshd: SshServer, bastion: SshServer
+) -> None:
+    """The run store hands the scheduler the chain (b0 -> b1) and the standard SSH
+    executor runs the command through both bastions, never directly."""
+    targets.add_target(
+        app, admin, bastion.spec("b0", kind=TargetKind.JUMP), trust_on_first_use=True
+    )
+    targets.add_target(
+        app,
+        admin,
+        bastion.spec("b1", kind=TargetKind.JUMP, via="b0"),
+        trust_on_first_use=True,
+        allow_same_host=True,
+    )
+    targets.add_target(app, admin, sshd.spec("t42", via="b1"), trust_on_first_use=True)
+    jobs.add_job(app, admin, "hello", JobSpec("* * * * *", "echo hi"), target="t42")
+    store = RunStore(app.db, node="test", clock=clock)
+    clock.advance(minutes=1)
+    [dispatch] = store.claim_due(clock.now).dispatches
+    assert [hop.name for hop in dispatch.via] == ["b0", "b1"]
+
+    before_target = forwarded_to(bastion, sshd.port)
+    before_bastion = forwarded_to(bastion, bastion.port)
+
+    async def run() -> ExecResult:
+        table = standard_executors(
+            app.settings, clock, lambda enc: app.master_key.decrypt(enc).reveal()
+        )
+        ssh = table[TargetKind.SSH]
+        try:
+            return await ssh.run(run_target(dispatch), ExecRequest("echo hi"))
+        finally:
+            await ssh.close()
+
+    result = asyncio.run(run())
+    assert result.status == "succeeded", result.error
+    assert result.stdout.head == "hi\n"
+    # b0 forwarded to b1 (the same sshd here), and b1 to the target.
+    assert forwarded_to(bastion, bastion.port) == before_bastion + 1
+    assert forwarded_to(bastion, sshd.port) == before_target + 1
