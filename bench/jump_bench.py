@@ -8,8 +8,8 @@ connection is a new handshake) and a pooled fire (connections reused).
 - **direct**: the executor connects to each target itself.
 - **via bastion**: every target is reached through a real OpenSSH bastion on loopback that
   allows forwarding only (``tests/fixtures/sshd.py``'s ``BASTION_SETTINGS``), with the
-  executor's jump host pool (``ssh_jump_max_connections`` default 2, 250 targets per
-  connection). The bastion's logins are counted from its own log ("Accepted publickey").
+  executor's jump host pool (``ssh_jump_max_connections`` default 8, 64 targets per
+  connection; ``--jump-connections``/``--per-connection`` change them). The bastion's logins are counted from its own log ("Accepted publickey").
 
 The scheduler-to-bastion leg is loopback without added latency; the bastion-to-target leg
 has the simulator's RTT, as the direct path does. Wall times are shown, but the machine is
@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixtures.sshd import BASTION_SETTINGS, running_sshd
 from fleet_sim import FleetSim, raise_fd_limit
 from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+from fleetcron.executors.ssh_jump import JumpLimits
 
 
 def cpu_s() -> float:
@@ -56,11 +57,12 @@ async def fire(executor: SshExecutor, targets: list[SshTarget]) -> dict[str, flo
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
 
 
-async def design(targets: list[SshTarget]) -> dict[str, Any]:
+async def design(targets: list[SshTarget], limits: JumpLimits) -> dict[str, Any]:
     n = len(targets)
     executor = SshExecutor(
         max_concurrency=n, max_connections=max(n, 64), max_connecting=128, kill_grace_s=1.0
     )
+    executor.pool.jumps.limit(limits)
     try:
         first = await fire(executor, targets)
         pooled = await fire(executor, targets)
@@ -78,7 +80,7 @@ def logins(log: Path) -> int:
     return sum(1 for line in log.read_text(errors="replace").splitlines() if "Accepted" in line)
 
 
-async def main(n: int, rtt_ms: float) -> dict[str, Any]:
+async def main(n: int, rtt_ms: float, limits: JumpLimits) -> dict[str, Any]:
     raise_fd_limit()
     work = Path(tempfile.mkdtemp(prefix="fleetcron-jump-bench-"))
     key = asyncssh.generate_private_key("ssh-ed25519")
@@ -91,8 +93,7 @@ async def main(n: int, rtt_ms: float) -> dict[str, Any]:
         ) as bastion,
     ):
         direct = [
-            SshTarget(t.name, t.host, t.port, t.user, t.client_key, t.host_key)
-            for t in sim.targets
+            SshTarget(t.name, t.host, t.port, t.user, t.client_key, t.host_key) for t in sim.targets
         ]
         jump = SshTarget(
             "b1",
@@ -103,10 +104,11 @@ async def main(n: int, rtt_ms: float) -> dict[str, Any]:
             bastion.host_key_line,
         )
         behind = [dataclasses.replace(t, via=(jump,)) for t in direct]
-        results = {"direct": await design(direct)}
+        results = {"direct": await design(direct, limits)}
         before = logins(bastion.log_path)
-        results["via bastion"] = await design(behind)
-        results["via bastion"]["bastion_logins"] = logins(bastion.log_path) - before
+        via = f"via bastion ({limits.max_connections} x {limits.targets_per_connection})"
+        results[via] = await design(behind, limits)
+        results[via]["bastion_logins"] = logins(bastion.log_path) - before
     return {"targets": n, "rtt_ms": rtt_ms, "results": results}
 
 
@@ -130,7 +132,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=500)
     parser.add_argument("--rtt-ms", type=float, default=50.0)
+    parser.add_argument("--jump-connections", type=int, default=8, help="ssh_jump_max_connections")
+    parser.add_argument(
+        "--per-connection", type=int, default=64, help="ssh_jump_targets_per_connection"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report = asyncio.run(main(args.targets, args.rtt_ms))
+    limits = JumpLimits(args.jump_connections, args.per_connection)
+    report = asyncio.run(main(args.targets, args.rtt_ms, limits))
     print(json.dumps(report, indent=2) if args.json else table(report))

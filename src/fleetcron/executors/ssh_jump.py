@@ -44,8 +44,8 @@ ChainKey = tuple[str, ...]
 class JumpLimits:
     """How jump host connections are shared (the ``ssh_jump_*`` settings)."""
 
-    max_connections: int = 2
-    targets_per_connection: int = 250
+    max_connections: int = 8
+    targets_per_connection: int = 64
 
 
 def hop_key(hop: SshTarget) -> str:
