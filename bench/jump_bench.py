@@ -9,7 +9,8 @@ connection is a new handshake) and a pooled fire (connections reused).
 - **via bastion**: every target is reached through a real OpenSSH bastion on loopback that
   allows forwarding only (``tests/fixtures/sshd.py``'s ``BASTION_SETTINGS``), with the
   executor's jump host pool (``ssh_jump_max_connections`` default 8, 64 targets per
-  connection; ``--jump-connections``/``--per-connection`` change them). The bastion's logins are counted from its own log ("Accepted publickey").
+  connection; ``--jump-connections``/``--per-connection`` change them). The bastion's
+  logins are counted from its own log ("Accepted publickey").
 
 The scheduler-to-bastion leg is loopback without added latency; the bastion-to-target leg
 has the simulator's RTT, as the direct path does. Wall times are shown, but the machine is
