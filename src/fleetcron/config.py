@@ -167,7 +167,7 @@ class Settings(BaseSettings):
         description="SSH connections kept open at most to one jump host: every target behind "
         "it is reached over one of them (a channel each), so the bastion sees this many "
         "logins, not one per target (its MaxStartups); each is one sshd process there, "
-        "which bounds its throughput (docs/benchmarks.md, \"Jump hosts\").",
+        'which bounds its throughput (docs/benchmarks.md, "Jump hosts").',
     )
     ssh_jump_targets_per_connection: int = Field(
         default=64,

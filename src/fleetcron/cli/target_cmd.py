@@ -60,6 +60,7 @@ def target_dict(target: TargetView) -> dict[str, object]:
         "paused_by": target.paused_by,
         "created_at": target.created_at,
         "via": target.via,
+        "host_ca": target.host_ca,
     }
 
 
@@ -107,6 +108,18 @@ def _read_key(path: str | None) -> bytes | None:
         field="key",
         allowed="a readable OpenSSH private key file",
     )
+
+
+def _read_host_ca(path: str | None) -> str | None:
+    """The host CA file's text; ``""`` (given as the path) clears the CA."""
+    if path is None or path == "":
+        return path
+    return read_bounded(
+        path,
+        limit=PRIVATE_KEY_MAX_BYTES * 10,
+        field="host_ca",
+        allowed="a readable file of CA public key lines",
+    ).decode(errors="replace")
 
 
 def cli_hint(exc: FleetcronError, name: str, command: str) -> str | None:
@@ -192,6 +205,7 @@ class Connection:
     key_file: str | None
     host_key: str | None
     via: str | None
+    host_ca_file: str | None
 
 
 def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -228,12 +242,20 @@ def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Calla
             help="Reach the target through this jump host (a target of kind jump); never "
             "directly." + ("" if adding else ' "" reaches it directly again.'),
         ),
+        click.option(
+            "--host-ca",
+            "host_ca_file",
+            type=click.Path(dir_okay=False),
+            help="Trust the host by a host certificate from this CA instead of pinning its "
+            "key: a file with the CA's public key line(s) and optional "
+            '"@revoked <key>" lines' + ("." if adding else '; "" pins a key again.'),
+        ),
     ]
 
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(command)
         def inner(**kwargs: Any) -> None:
-            fields = ("host", "port", "user", "key_file", "host_key", "via")
+            fields = ("host", "port", "user", "key_file", "host_key", "via", "host_ca_file")
             connection = Connection(*(kwargs.pop(name) for name in fields))
             command(connection=connection, **kwargs)
 
@@ -294,6 +316,7 @@ def add(
             notes=notes,
             timezone=timezone,
             via=connection.via,
+            host_ca=_read_host_ca(connection.host_ca_file),
         )
         result = svc.add_target(
             app,
@@ -420,6 +443,7 @@ def _edit_changes(
         notes=notes,
         timezone=timezone,
         via=connection.via,
+        host_ca=_read_host_ca(connection.host_ca_file),
     )
 
 

@@ -66,6 +66,8 @@ class CheckedTarget:
     timezone: str | None
     #: The name of the jump host this target is reached through; None: directly.
     via: str | None = None
+    #: Host CA lines trusted instead of a pinned host key (checked with the SSH library).
+    host_ca: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ class TargetSpec:
     timezone: str | None = None
     #: The jump host (a target of kind ``jump``) to reach this target through.
     via: str | None = None
+    #: Trust the host by a certificate from this CA (and ``@revoked`` lines) instead of
+    #: pinning its key.
+    host_ca: str | None = None
 
     def checked(self) -> CheckedTarget:
         """The fields checked in the order a user reads them (name, notes, labels, zone,
@@ -96,7 +101,7 @@ class TargetSpec:
         zone = validate_target_timezone(self.timezone) if self.timezone else None
         via = check_via(self.via, self.name, self.kind)
         if self.kind is TargetKind.LOCAL:
-            if self.host or self.user or self.private_key:
+            if self.host or self.user or self.private_key or self.host_ca:
                 raise InvalidInput(
                     "kind: a local target takes no host, user or key",
                     field="kind",
@@ -118,6 +123,7 @@ class TargetSpec:
             notes,
             zone,
             via,
+            self.host_ca.strip() if self.host_ca and self.host_ca.strip() else None,
         )
 
 

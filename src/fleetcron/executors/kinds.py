@@ -73,13 +73,13 @@ class SshKind:
 
     def ssh_target(self, target: RunTarget) -> SshTarget:
         """The connection of ``target`` and of its jump hosts; raises ``ValueError`` when a
-        record lacks the SSH settings or the pinned host key."""
+        record lacks the SSH settings or the pinned host key (or host CA)."""
         if not (
             target.host
             and target.port
             and target.user
             and target.private_key_enc
-            and target.host_key
+            and (target.host_key or target.host_ca)
         ):
             raise ValueError(f"target {target.name} is missing its SSH settings or host key")
         return SshTarget(
@@ -88,8 +88,9 @@ class SshKind:
             port=target.port,
             user=target.user,
             private_key=self.private_key(target.private_key_enc),
-            host_key=target.host_key,
+            host_key=target.host_key or "",
             via=tuple(self.ssh_target(hop) for hop in target.via),
+            host_ca=target.host_ca or "",
         )
 
     def private_key(self, encrypted: bytes) -> bytes:

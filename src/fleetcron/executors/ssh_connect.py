@@ -18,7 +18,7 @@ import asyncssh
 
 from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch
 from fleetcron.executors.base import SshTarget
-from fleetcron.executors.hostkeys import fingerprint
+from fleetcron.executors.hostkeys import fingerprint, split_host_ca
 
 RETRYABLE = (
     asyncssh.ConnectionLost,
@@ -125,7 +125,6 @@ async def open_pinned(
             f"target {target.name} is reached through jump host {target.via[-1].name}; "
             "it is never connected to directly"
         )
-    pinned = asyncssh.import_public_key(target.host_key)
     client = PinnedClient()
     try:
         conn = await asyncssh.connect(
@@ -133,7 +132,10 @@ async def open_pinned(
             target.port,
             username=target.user,
             client_keys=[client_key],
-            known_hosts=([pinned], [], []),
+            known_hosts=trusted_keys(target),
+            # Under CA trust, accept plain host keys in the handshake too, so that a server
+            # without a certificate is refused by name rather than by a failed handshake.
+            server_host_key_algs="default" if target.host_ca else (),
             client_factory=lambda: client,
             config=None,
             agent_path=None,
@@ -149,6 +151,8 @@ async def open_pinned(
         presented = (
             client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
         )
+        if target.host_ca:
+            raise ca_refusal(target, presented, exc) from exc
         raise HostKeyMismatch(
             f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
             f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
@@ -165,6 +169,33 @@ async def open_pinned(
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise connect_failure(exc, target.host, target.port, timeout_s) from exc
     return conn, client
+
+
+def trusted_keys(
+    target: SshTarget,
+) -> tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey], list[asyncssh.SSHKey]]:
+    """What asyncssh trusts for ``target``: its pinned key, or its host CA keys and the
+    keys they must not vouch for (``@revoked``)."""
+    if not target.host_ca:
+        return [asyncssh.import_public_key(target.host_key)], [], []
+    cas, revoked = split_host_ca(target.host_ca)
+    return (
+        [],
+        [asyncssh.import_public_key(line) for line in cas],
+        [asyncssh.import_public_key(line) for line in revoked],
+    )
+
+
+def ca_refusal(target: SshTarget, presented: str, exc: asyncssh.Error) -> HostKeyMismatch:
+    """The server's host key was not vouched for by the target's host CA."""
+    cas, _ = split_host_ca(target.host_ca)
+    fingerprints = ", ".join(fingerprint(line) for line in cas)
+    return HostKeyMismatch(
+        f"host not trusted: {target.host}:{target.port} (target {target.name}) presented "
+        f"no valid certificate from its host CA {fingerprints} for the name {target.host} "
+        f"(got {presented}; {exc.reason}); nothing was run. A host certificate must name "
+        "the host as a principal, be valid now, and its key must not be revoked."
+    )
 
 
 def connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) -> ConnectError:

@@ -50,7 +50,7 @@ class JumpLimits:
 
 def hop_key(hop: SshTarget) -> str:
     """One hop as pooled: where, as whom, with which key and pinned host key."""
-    return f"{hop.user}@{hop.host}:{hop.port}/{key_digest(hop)}/{hop.host_key}"
+    return f"{hop.user}@{hop.host}:{hop.port}/{key_digest(hop)}/{hop.host_key or hop.host_ca}"
 
 
 def chain_key(hops: tuple[SshTarget, ...]) -> ChainKey:

@@ -53,7 +53,7 @@ def pool_key(target: SshTarget) -> PoolKey:
         target.port,
         target.user,
         key_digest(target),
-        target.host_key,
+        target.host_key or target.host_ca,
         chain_key(target.via),
     )
 

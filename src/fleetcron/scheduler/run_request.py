@@ -89,9 +89,11 @@ def run_target(dispatch: Dispatch) -> RunTarget:
                 user=hop.user,
                 private_key_enc=hop.private_key_enc,
                 host_key=hop.host_key,
+                host_ca=hop.host_ca,
             )
             for hop in dispatch.via
         ),
+        host_ca=dispatch.host_ca,
     )
 
 

@@ -41,6 +41,7 @@ class Hop:
     private_key_enc: bytes | None = field(repr=False)
     host_key: str | None
     via_id: int | None
+    host_ca: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Dispatch:
     #: reached directly (filled in by :func:`with_jumps`).
     via_id: int | None = None
     via: tuple[Hop, ...] = ()
+    host_ca: str | None = None
     command: str = ""
     timeout_s: int = 300
     scheduled_for: datetime | None = None
@@ -122,6 +124,7 @@ DISPATCH_COLUMNS = (
     Target.private_key_enc,
     Target.host_key,
     Target.via_id,
+    Target.host_ca,
     Target.paused.label("target_paused"),
     Target.paused_reason.label("target_paused_reason"),
     Target.timezone.label("target_timezone"),
@@ -199,6 +202,7 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
         private_key_enc=row.private_key_enc,
         host_key=row.host_key,
         via_id=row.via_id,
+        host_ca=row.host_ca,
         scheduled_for=run.scheduled_for,
         trigger=run.trigger,
         attempt=run.attempt,
@@ -252,6 +256,7 @@ def with_jumps(session: Session, dispatches: list[Dispatch]) -> list[Dispatch]:
                 Target.private_key_enc,
                 Target.host_key,
                 Target.via_id,
+                Target.host_ca,
             ).where(Target.id.in_(wanted))
         )
         for row in rows:

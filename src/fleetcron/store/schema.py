@@ -147,6 +147,9 @@ class Target(Base):
     #: The jump host (a target of kind ``jump``) this target is reached through; empty:
     #: reached directly.
     via_id: Mapped[int | None] = mapped_column(ForeignKey("targets.id"), index=True)
+    #: Host trust by CA instead of a pinned key: the CA public key lines, then
+    #: ``@revoked`` key lines (``executors/hostkeys.normalize_host_ca``); empty: pinned.
+    host_ca: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -57,6 +57,12 @@ class TargetIn(Body):
         max_length=64,
         description="the jump host (a target of kind jump) to reach this target through",
     )
+    host_ca: str | None = Field(
+        default=None,
+        max_length=100_000,
+        description="trust the host by a host certificate from these CA key lines (and "
+        "@revoked lines) instead of a pinned key",
+    )
 
 
 class TargetPatch(Body):
@@ -83,6 +89,11 @@ class TargetPatch(Body):
         default=None,
         max_length=64,
         description='a new jump host to reach the target through; "" reaches it directly',
+    )
+    host_ca: str | None = Field(
+        default=None,
+        max_length=100_000,
+        description='new host CA lines (trust by certificate); "" pins a key again',
     )
 
 
@@ -138,6 +149,9 @@ class TargetOut(BaseModel):
     timezone_source: str | None = Field(default=None, description="detected or operator")
     created_at: datetime
     via: str | None = Field(default=None, description="the jump host; null: reached directly")
+    host_ca: str | None = Field(
+        default=None, description="the host CA lines trusted instead of a pinned key"
+    )
 
     @classmethod
     def of(cls, t: TargetView) -> TargetOut:
@@ -162,6 +176,7 @@ class TargetOut(BaseModel):
             timezone=t.timezone,
             timezone_source=t.timezone_source,
             via=t.via,
+            host_ca=t.host_ca,
             created_at=t.created_at,
         )
 

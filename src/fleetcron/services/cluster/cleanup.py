@@ -67,6 +67,7 @@ class CleanupTarget:
     host_key: str | None
     #: The jump host it is reached through (active cleanup does not go through one).
     via_id: int | None = None
+    host_ca: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,15 @@ def active_cleanup_plan(
         targets = (
             tuple(
                 CleanupTarget(
-                    t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key, t.via_id
+                    t.id,
+                    t.name,
+                    t.host,
+                    t.port,
+                    t.user,
+                    t.private_key_enc,
+                    t.host_key,
+                    t.via_id,
+                    t.host_ca,
                 )
                 for t in session.scalars(
                     select(Target)

@@ -153,7 +153,7 @@ def add_target(
         else:
             fill_ssh_fields(app, target, fields)
             target.via = resolve_via(session, name, fields.via)
-            if verify and not target.host_key and not trust_on_first_use:
+            if verify and not (target.host_key or target.host_ca) and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
         if session.scalar(select(Target.id).where(Target.name == name)) is not None:
@@ -272,7 +272,8 @@ def _plan_edit(
     note.target_id = current.id
     updated = edited(app, actor, current, changes, via=via)
     tofu = False
-    if changes.trust_on_first_use and updated["kind"].over_ssh and not changes.host_key:
+    tofu_wanted = changes.trust_on_first_use and not changes.host_key and not updated["host_ca"]
+    if tofu_wanted and updated["kind"].over_ssh:
         updated["host_key"] = run_ssh(
             ssh_jump.fetch_host_key_via(
                 hops_via(app, updated["via_id"]),
@@ -333,14 +334,14 @@ def _check_edited(app: App, plan: _EditPlan) -> tuple[str | None, str] | None:
     """Check the new connection over SSH (through its jump hosts); returns the zone read
     there when it should be detected again (a moved target may be another server)."""
     current, updated = plan.current, plan.updated
-    if not updated["host_key"]:
+    if not (updated["host_key"] or updated["host_ca"]):
         raise missing_host_key(current.name)
     detect = current.timezone_source != SOURCE_OPERATOR and "timezone" not in plan.changed
     try:
         output = verify_connection(
             app,
             probe_target(current, updated),
-            updated["host_key"],
+            updated["host_key"] or "",
             probe=DETECT_COMMAND if detect else None,
         )
     except FleetcronError as exc:

@@ -19,12 +19,21 @@ from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import validate_target_timezone
 from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
-from fleetcron.executors.hostkeys import normalize_key_line
+from fleetcron.executors.hostkeys import normalize_host_ca, normalize_key_line
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
 
 #: Fields whose change means the connection must be checked again.
-CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key", "via_id")
+CONNECTION_FIELDS = (
+    "kind",
+    "host",
+    "port",
+    "user",
+    "private_key",
+    "host_key",
+    "via_id",
+    "host_ca",
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class TargetChanges:
     timezone: str | None = None
     #: A new jump host to reach the target through; ``""``: reach it directly.
     via: str | None = None
+    #: New host CA lines (trust by certificate); ``""``: back to a pinned host key.
+    host_ca: str | None = None
 
 
 def check_local_allowed(app: App, actor: Actor) -> None:
@@ -77,6 +88,8 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
     target.private_key_enc = app.master_key.encrypt(fields.private_key)
     if fields.host_key:
         target.host_key = normalize_key_line(fields.host_key)
+    if fields.host_ca:
+        target.host_ca = normalize_host_ca(fields.host_ca)
 
 
 def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
@@ -128,6 +141,7 @@ def edited(
                 "private_key": None,
                 "host_key": None,
                 "via_id": None,
+                "host_ca": None,
             }
         )
         return values
@@ -157,7 +171,8 @@ def _plain_values(current: Target, changes: TargetChanges) -> dict[str, Any]:
 def _check_local_change(app: App, actor: Actor, current: Target, changes: TargetChanges) -> None:
     """A target becoming (or staying) local takes no connection; becoming one needs the
     right to add local targets."""
-    if changes.host or changes.user or changes.private_key or changes.host_key or changes.via:
+    given = (changes.host, changes.user, changes.private_key, changes.host_key, changes.via)
+    if any(given) or changes.host_ca:
         raise InvalidInput(
             "kind: a local target takes no host, user, key or jump host",
             field="kind",
@@ -185,7 +200,10 @@ def _connection_values(app: App, current: Target, changes: TargetChanges) -> dic
         "port": v.validate_port(port),
         "user": v.validate_user(user),
         "host_key": normalize_key_line(changes.host_key) if changes.host_key else current.host_key,
+        "host_ca": current.host_ca,
     }
+    if changes.host_ca is not None:
+        values["host_ca"] = normalize_host_ca(changes.host_ca) if changes.host_ca.strip() else None
     if changes.private_key is not None:
         check_private_key(changes.private_key)
         values["private_key"] = app.master_key.encrypt(changes.private_key)
@@ -205,6 +223,7 @@ def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
         user=updated["user"],
         private_key_enc=updated["private_key"],
         via_id=updated["via_id"],
+        host_ca=updated["host_ca"],
     )
 
 

@@ -116,7 +116,8 @@ def hops_via(app: App, via_id: int | None) -> tuple[SshTarget, ...]:
 def _hop_targets(app: App, chain: list[Target]) -> tuple[SshTarget, ...]:
     hops: list[SshTarget] = []
     for hop in chain:
-        if not (hop.host and hop.port and hop.user and hop.private_key_enc and hop.host_key):
+        trusted = hop.host_key or hop.host_ca
+        if not (hop.host and hop.port and hop.user and hop.private_key_enc and trusted):
             raise InvalidInput(
                 f"via: jump host {hop.name} has no pinned host key or connection yet; pair "
                 f"it first (`fleetcron target pair {hop.name}`)",
@@ -131,7 +132,8 @@ def _hop_targets(app: App, chain: list[Target]) -> tuple[SshTarget, ...]:
                 port=hop.port,
                 user=hop.user,
                 private_key=app.master_key.decrypt(hop.private_key_enc).reveal(),
-                host_key=hop.host_key,
+                host_key=hop.host_key or "",
+                host_ca=hop.host_ca or "",
             )
         )
     return tuple(hops)

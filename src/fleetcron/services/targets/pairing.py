@@ -49,7 +49,7 @@ from fleetcron.errors import (
 )
 from fleetcron.executors import ssh_jump
 from fleetcron.executors.base import SshTarget
-from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
+from fleetcron.executors.hostkeys import fingerprint, normalize_key_line, split_host_ca
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
 from fleetcron.services.targets.jumps import hops_via
@@ -131,6 +131,8 @@ def pair_target(
             note.detail.update(
                 {"host_key": fingerprint(checked.pinned), "trust_on_first_use": checked.tofu}
             )
+        elif target.host_ca:
+            note.detail["host_ca"] = ca_fingerprints(target.host_ca)
     except FleetcronError as exc:
         shown = coarse_for(actor, name, exc)
         record_failure(app, actor, note, shown)
@@ -181,7 +183,7 @@ def _check_pairing(
     except HostKeyMismatch as exc:
         exc.args = (repin_wording(exc),)
         raise
-    return _Checked(pinned, tofu, parse_detected_zone(output or "") if probe else None)
+    return _Checked(pinned or None, tofu, parse_detected_zone(output or "") if probe else None)
 
 
 def _save_pairing(
@@ -198,9 +200,10 @@ def _save_pairing(
     name = target.name
     current = get_target(session, name)
     if current.kind.over_ssh:
-        if current.host_key not in (None, checked.pinned) or current.id != target.id:
+        changed = current.host_key not in (None, checked.pinned) or current.id != target.id
+        if changed or current.host_ca != target.host_ca:
             raise Conflict(f"target {name} changed while it was being paired; try again")
-        current.host_key = checked.pinned
+        current.host_key = checked.pinned or current.host_key
     now = app.now()
     note.detail["repair"] = current.paired
     zone_note = take_detected_zone(app, current, checked.detected, now)
@@ -334,10 +337,21 @@ def repin_wording(exc: FleetcronError) -> str:
 def _resolve_host_key(
     app: App, target: Target, given: str | None, trust_on_first_use: bool
 ) -> tuple[str, bool]:
-    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered.
+    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered;
+    none (``""``) for a target trusted by its host CA.
 
     A pinned key is never replaced here (neither by a given key nor by trust on first use):
     that is :func:`repin_target`'s job, which shows both fingerprints first."""
+    if target.host_ca:
+        if given:
+            raise InvalidInput(
+                f"host key: target {target.name} is trusted by its host CA, so no key is "
+                "pinned; clear its host CA to pin one",
+                field="host_key",
+                value=given[:80],
+                allowed="no host key for a target trusted by a host CA",
+            )
+        return "", False
     if given:
         given = normalize_key_line(given)
         if target.host_key and target.host_key != given:
@@ -374,6 +388,7 @@ def verify_connection(
         private_key=app.master_key.decrypt(target.private_key_enc).reveal(),
         host_key=host_key,
         via=hops_via(app, target.via_id),
+        host_ca=target.host_ca or "",
     )
     timeout = app.settings.ssh_connect_timeout_s
     if target.kind is TargetKind.JUMP:
@@ -399,6 +414,14 @@ def plan_repin(
     actor.authorize("target.repin")
     with app.db.read() as session:
         target = get_target(session, name)
+    if target.host_ca:
+        raise InvalidInput(
+            f"name: target {name} is trusted by its host CA; it has no pinned key to re-pin "
+            "(a reinstalled server needs a new host certificate)",
+            field="name",
+            value=name,
+            allowed="a target with a pinned host key",
+        )
     if not target.kind.over_ssh:
         raise InvalidInput(
             f"name: target {name} is local; only ssh and jump targets have a host key",
@@ -473,6 +496,11 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         current.host_key = plan.new_key
         current.updated_at = app.now()
     return TargetView.of(current)
+
+
+def ca_fingerprints(host_ca: str) -> list[str]:
+    """The fingerprints of a host CA field's CA keys."""
+    return [fingerprint(line) for line in split_host_ca(host_ca)[0]]
 
 
 def fingerprint_or_none(host_key: str | None) -> str | None:

@@ -7,6 +7,7 @@ once from a ``known_hosts`` file or ``ssh-keyscan`` output.
   whose pinned key is among the file's keys is left as it is. **A different key already
   pinned is never replaced** (that is a re-pin, which shows both fingerprints first): it
   is reported as a conflict. Pinning does not pair: ``target pair`` checks the login.
+- A target trusted by its host CA is left as it is (``CA-trusted``): nothing is pinned.
 - Each pin is audited (``target.pin_imported``, with the fingerprint and the file's line),
   in one transaction with the others: an import is written whole or not at all.
 """
@@ -20,12 +21,13 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind
-from fleetcron.executors.hostkeys import fingerprint
+from fleetcron.executors.hostkeys import fingerprint, split_host_ca
 from fleetcron.executors.known_hosts import KnownHostsFile, keys_for, parse_known_hosts
 from fleetcron.services.audit import AuditNote, audited, record
 from fleetcron.store.schema import Target
 
 PINNED = "pinned"
+CA_TRUSTED = "CA-trusted"
 ALREADY = "already pinned"
 CONFLICT = "conflict"
 ABSENT = "not in file"
@@ -39,7 +41,7 @@ class TrustState:
     name: str
     kind: TargetKind
     address: str
-    #: ``pinned``, ``not yet trusted``, or ``-`` for a local target (no SSH).
+    #: ``pinned``, ``CA-trusted``, ``not yet trusted``, or ``-`` for a local target.
     state: str
     fingerprint: str | None
     via: str | None
@@ -81,13 +83,18 @@ def trust_states(app: App, actor: Actor) -> list[TrustState]:
 def _state_of(row: Target) -> TrustState:
     if not row.kind.over_ssh:
         return TrustState(row.name, row.kind, "-", "-", None, None)
+    address = f"{row.user}@{row.host}:{row.port}"
+    via = row.via.name if row.via is not None else None
+    if row.host_ca:
+        cas = ", ".join(fingerprint(line) for line in split_host_ca(row.host_ca)[0])
+        return TrustState(row.name, row.kind, address, CA_TRUSTED, cas, via)
     return TrustState(
         row.name,
         row.kind,
-        f"{row.user}@{row.host}:{row.port}",
+        address,
         PINNED if row.host_key else NOT_TRUSTED,
         fingerprint(row.host_key) if row.host_key else None,
-        row.via.name if row.via is not None else None,
+        via,
     )
 
 
@@ -112,7 +119,7 @@ def import_trust(app: App, actor: Actor, text: str, *, dry_run: bool = False) ->
         note.detail.update(
             {
                 outcome: sum(1 for o in outcomes if o.outcome == outcome)
-                for outcome in (PINNED, ALREADY, CONFLICT, ABSENT)
+                for outcome in (PINNED, ALREADY, CONFLICT, ABSENT, CA_TRUSTED)
             }
         )
         note.detail["conflicts"] = [o.name for o in outcomes if o.outcome == CONFLICT][:100]
@@ -122,6 +129,9 @@ def import_trust(app: App, actor: Actor, text: str, *, dry_run: bool = False) ->
 
 
 def _decide(known: KnownHostsFile, row: Target) -> ImportOutcome:
+    if row.host_ca:
+        # Trusted by its host CA: nothing is pinned (an import does not change the mode).
+        return ImportOutcome(row.name, CA_TRUSTED)
     keys = keys_for(known, row.host or "", row.port or 22)
     if not keys:
         return ImportOutcome(row.name, ABSENT)

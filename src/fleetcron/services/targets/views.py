@@ -39,6 +39,8 @@ class TargetView:
     updated_at: datetime
     #: The jump host the target is reached through (None: directly).
     via: str | None = None
+    #: The host CA lines the host is trusted by instead of a pinned key (None: pinned).
+    host_ca: str | None = None
 
     @property
     def path(self) -> str:
@@ -69,6 +71,7 @@ class TargetView:
             created_at=row.created_at,
             updated_at=row.updated_at,
             via=row.via.name if row.via_id is not None and row.via is not None else None,
+            host_ca=row.host_ca,
         )
 
 

@@ -118,6 +118,7 @@ def add_target(
         notes=body.notes,
         timezone=body.timezone,
         via=body.via,
+        host_ca=body.host_ca,
     )
     result = svc.add_target(
         app,
@@ -163,6 +164,7 @@ def edit_target(
             notes=body.notes,
             timezone=body.timezone,
             via=body.via,
+            host_ca=body.host_ca,
         ),
         verify=body.verify,
         allow_same_host=body.allow_same_host,

@@ -85,6 +85,7 @@ class TargetFields:
     no_verify: bool = False
     timezone: str = ""
     via: str = ""
+    host_ca: str = ""
 
     @classmethod
     def posted(cls, form: FormData) -> TargetFields:
@@ -102,6 +103,7 @@ class TargetFields:
             no_verify=checked(form, "no_verify"),
             timezone=text(form, "timezone").strip(),
             via=text(form, "via").strip(),
+            host_ca=text(form, "host_ca").replace("\r\n", "\n").strip(),
         )
 
     @classmethod
@@ -117,6 +119,7 @@ class TargetFields:
             notes=target.notes,
             timezone=target.timezone or "",
             via=target.via or "",
+            host_ca=target.host_ca or "",
         )
 
 

@@ -113,6 +113,7 @@ def add_target(
             notes=fields.notes,
             timezone=fields.timezone or None,
             via=None if local else fields.via or None,
+            host_ca=None if local else fields.host_ca or None,
         )
         result = svc.add_target(
             app,
@@ -248,6 +249,7 @@ def edit_target(
             host_key=None if local else fields.host_key or None,
             trust_on_first_use=not local and fields.trust_on_first_use,
             via=None if local else fields.via,
+            host_ca=None if local else fields.host_ca,
             labels=split_items(fields.labels),
             notes=fields.notes,
             # Only a changed field is the operator's zone (kept over detection); a form

@@ -5,8 +5,9 @@ Revises: 0027
 Create Date: 2026-12-06
 
 A target of kind ``jump`` is a bastion other targets are reached through; ``via_id`` names
-the jump host of a target (empty: reached directly). Existing targets keep being reached
-directly.
+the jump host of a target (empty: reached directly). ``host_ca`` trusts a target's host by
+a host certificate from a CA instead of a pinned key. Existing targets keep being reached
+directly, with their pinned keys.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _targets_batch() -> Any:
 def upgrade() -> None:
     with _targets_batch() as batch_op:
         batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("host_ca", sa.Text(), nullable=True))
         batch_op.create_foreign_key(
             op.f("fk_targets_via_id_targets"), "targets", ["via_id"], ["id"]
         )
@@ -50,4 +52,5 @@ def downgrade() -> None:
         batch_op.create_check_constraint("kind", OLD)
         batch_op.drop_index(op.f("ix_targets_via_id"))
         batch_op.drop_constraint(op.f("fk_targets_via_id_targets"), type_="foreignkey")
+        batch_op.drop_column("host_ca")
         batch_op.drop_column("via_id")
