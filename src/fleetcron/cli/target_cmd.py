@@ -61,6 +61,7 @@ def target_dict(target: TargetView) -> dict[str, object]:
         "created_at": target.created_at,
         "via": target.via,
         "host_ca": target.host_ca,
+        "client_cert_expires_at": target.client_cert_expires_at,
     }
 
 
@@ -120,6 +121,18 @@ def _read_host_ca(path: str | None) -> str | None:
         field="host_ca",
         allowed="a readable file of CA public key lines",
     ).decode(errors="replace")
+
+
+def _read_cert(path: str | None) -> bytes | None:
+    """The user certificate file's bytes; ``""`` (given as the path) removes it."""
+    if path is None or path == "":
+        return None if path is None else b""
+    return read_bounded(
+        path,
+        limit=PRIVATE_KEY_MAX_BYTES,
+        field="client_cert",
+        allowed="a readable OpenSSH user certificate (-cert.pub) file",
+    )
 
 
 def cli_hint(exc: FleetcronError, name: str, command: str) -> str | None:
@@ -206,6 +219,7 @@ class Connection:
     host_key: str | None
     via: str | None
     host_ca_file: str | None
+    cert_file: str | None
 
 
 def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -250,12 +264,28 @@ def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Calla
             "key: a file with the CA's public key line(s) and optional "
             '"@revoked <key>" lines' + ("." if adding else '; "" pins a key again.'),
         ),
+        click.option(
+            "--cert",
+            "cert_file",
+            type=click.Path(dir_okay=False),
+            help="OpenSSH user certificate for the key (its -cert.pub file), encrypted at rest"
+            + ("." if adding else '; "" logs in with the bare key again.'),
+        ),
     ]
 
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(command)
         def inner(**kwargs: Any) -> None:
-            fields = ("host", "port", "user", "key_file", "host_key", "via", "host_ca_file")
+            fields = (
+                "host",
+                "port",
+                "user",
+                "key_file",
+                "host_key",
+                "via",
+                "host_ca_file",
+                "cert_file",
+            )
             connection = Connection(*(kwargs.pop(name) for name in fields))
             command(connection=connection, **kwargs)
 
@@ -317,6 +347,7 @@ def add(
             timezone=timezone,
             via=connection.via,
             host_ca=_read_host_ca(connection.host_ca_file),
+            client_cert=_read_cert(connection.cert_file),
         )
         result = svc.add_target(
             app,
@@ -444,6 +475,7 @@ def _edit_changes(
         timezone=timezone,
         via=connection.via,
         host_ca=_read_host_ca(connection.host_ca_file),
+        client_cert=_read_cert(connection.cert_file),
     )
 
 
@@ -632,7 +664,8 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     if as_json:
         print_json(data)
         return
-    keys = ["name", "kind", "host", "port", "user", "via", "host_key_fingerprint", "paired"]
+    keys = ["name", "kind", "host", "port", "user", "via", "host_key_fingerprint"]
+    keys += ["client_cert_expires_at", "paired"]
     keys += ["paired_at", "paused", "paused_reason", "paused_at", "paused_by", "notes"]
     for key in keys:
         if key.startswith("paused_") and not the_target.paused:

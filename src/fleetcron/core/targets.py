@@ -68,6 +68,8 @@ class CheckedTarget:
     via: str | None = None
     #: Host CA lines trusted instead of a pinned host key (checked with the SSH library).
     host_ca: str | None = None
+    #: A user certificate for the private key (checked with the SSH library).
+    client_cert: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class TargetSpec:
     #: Trust the host by a certificate from this CA (and ``@revoked`` lines) instead of
     #: pinning its key.
     host_ca: str | None = None
+    #: Log in with this OpenSSH user certificate for ``private_key``.
+    client_cert: bytes | None = None
 
     def checked(self) -> CheckedTarget:
         """The fields checked in the order a user reads them (name, notes, labels, zone,
@@ -101,7 +105,7 @@ class TargetSpec:
         zone = validate_target_timezone(self.timezone) if self.timezone else None
         via = check_via(self.via, self.name, self.kind)
         if self.kind is TargetKind.LOCAL:
-            if self.host or self.user or self.private_key or self.host_ca:
+            if self.host or self.user or self.private_key or self.host_ca or self.client_cert:
                 raise InvalidInput(
                     "kind: a local target takes no host, user or key",
                     field="kind",
@@ -124,6 +128,7 @@ class TargetSpec:
             zone,
             via,
             self.host_ca.strip() if self.host_ca and self.host_ca.strip() else None,
+            self.client_cert or None,
         )
 
 

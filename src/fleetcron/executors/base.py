@@ -226,6 +226,8 @@ class SshTarget:
     host_key: str
     via: tuple[SshTarget, ...] = ()
     host_ca: str = ""
+    #: A user certificate for ``private_key`` (OpenSSH ``-cert.pub`` text); empty: none.
+    client_cert: str | bytes = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -264,6 +266,8 @@ class RunTarget:
     via: tuple[RunTarget, ...] = ()
     #: The host CA trusted instead of a pinned key (see :class:`SshTarget`).
     host_ca: str | None = None
+    #: The user certificate, encrypted like the key.
+    client_cert_enc: bytes | None = field(default=None, repr=False)
 
 
 class Executor(Protocol):

@@ -91,6 +91,7 @@ class SshKind:
             host_key=target.host_key or "",
             via=tuple(self.ssh_target(hop) for hop in target.via),
             host_ca=target.host_ca or "",
+            client_cert=self.private_key(target.client_cert_enc) if target.client_cert_enc else "",
         )
 
     def private_key(self, encrypted: bytes) -> bytes:

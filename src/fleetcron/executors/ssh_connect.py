@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import socket
+from datetime import UTC, datetime
 
 import asyncssh
 
-from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch
+from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, split_host_ca
+from fleetcron.executors.user_certs import expires_soon, parse_user_cert, refuse_expired
+
+# The executor's logger: connection events are the SSH executor's events.
+logger = logging.getLogger("fleetcron.executors.ssh")
 
 RETRYABLE = (
     asyncssh.ConnectionLost,
@@ -125,13 +131,14 @@ async def open_pinned(
             f"target {target.name} is reached through jump host {target.via[-1].name}; "
             "it is never connected to directly"
         )
+    cert = user_certificate(target)
     client = PinnedClient()
     try:
         conn = await asyncssh.connect(
             target.host,
             target.port,
             username=target.user,
-            client_keys=[client_key],
+            client_keys=[client_key] if cert is None else [(client_key, cert)],
             known_hosts=trusted_keys(target),
             # Under CA trust, accept plain host keys in the handshake too, so that a server
             # without a certificate is refused by name rather than by a failed handshake.
@@ -212,8 +219,39 @@ def connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) 
 
 
 def key_digest(target: SshTarget) -> str:
-    raw = target.private_key.encode() if isinstance(target.private_key, str) else target.private_key
-    return hashlib.sha256(raw).hexdigest()
+    """The client credentials as pooled: the key and its certificate, if any."""
+    digest = hashlib.sha256(_raw(target.private_key))
+    if target.client_cert:
+        digest.update(b"\0" + _raw(target.client_cert))
+    return digest.hexdigest()
+
+
+def _raw(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def user_certificate(target: SshTarget) -> object | None:
+    """The target's user certificate for the login, checked: an expired one is refused
+    before connecting, one expiring within a week is logged as a warning."""
+    if not target.client_cert:
+        return None
+    try:
+        info, cert = parse_user_cert(target.client_cert)
+    except InvalidInput as exc:
+        raise AuthError(
+            f"the user certificate of target {target.name} cannot be used: {exc}"
+        ) from None
+    now = datetime.now(UTC)
+    refuse_expired(target.name, info, now)
+    if expires_soon(info, now):
+        assert info.valid_before is not None
+        logger.warning(
+            "the user certificate of target %s expires at %s",
+            target.name,
+            info.valid_before.isoformat(timespec="seconds"),
+            extra={"action": "ssh.cert_expiring", "target": target.name},
+        )
+    return cert
 
 
 def import_private_key(target: SshTarget) -> asyncssh.SSHKey:

@@ -225,4 +225,5 @@ def _cleanup_target(ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:
         private_key=ssh.private_key(target.private_key_enc),
         host_key=target.host_key or "",
         host_ca=target.host_ca or "",
+        client_cert=ssh.private_key(target.client_cert_enc) if target.client_cert_enc else "",
     )

@@ -90,10 +90,12 @@ def run_target(dispatch: Dispatch) -> RunTarget:
                 private_key_enc=hop.private_key_enc,
                 host_key=hop.host_key,
                 host_ca=hop.host_ca,
+                client_cert_enc=hop.client_cert_enc,
             )
             for hop in dispatch.via
         ),
         host_ca=dispatch.host_ca,
+        client_cert_enc=dispatch.client_cert_enc,
     )
 
 

@@ -42,6 +42,7 @@ class Hop:
     host_key: str | None
     via_id: int | None
     host_ca: str | None = None
+    client_cert_enc: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Dispatch:
     via_id: int | None = None
     via: tuple[Hop, ...] = ()
     host_ca: str | None = None
+    client_cert_enc: bytes | None = None
     command: str = ""
     timeout_s: int = 300
     scheduled_for: datetime | None = None
@@ -125,6 +127,7 @@ DISPATCH_COLUMNS = (
     Target.host_key,
     Target.via_id,
     Target.host_ca,
+    Target.client_cert_enc,
     Target.paused.label("target_paused"),
     Target.paused_reason.label("target_paused_reason"),
     Target.timezone.label("target_timezone"),
@@ -203,6 +206,7 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
         host_key=row.host_key,
         via_id=row.via_id,
         host_ca=row.host_ca,
+        client_cert_enc=row.client_cert_enc,
         scheduled_for=run.scheduled_for,
         trigger=run.trigger,
         attempt=run.attempt,
@@ -257,10 +261,21 @@ def with_jumps(session: Session, dispatches: list[Dispatch]) -> list[Dispatch]:
                 Target.host_key,
                 Target.via_id,
                 Target.host_ca,
+                Target.client_cert_enc,
             ).where(Target.id.in_(wanted))
         )
         for row in rows:
-            hops[row.id] = Hop(*row[1:])
+            hops[row.id] = Hop(
+                name=row.name,
+                host=row.host,
+                port=row.port,
+                user=row.user,
+                private_key_enc=row.private_key_enc,
+                host_key=row.host_key,
+                via_id=row.via_id,
+                host_ca=row.host_ca,
+                client_cert_enc=row.client_cert_enc,
+            )
         wanted = {hop.via_id for hop in hops.values() if hop.via_id is not None}
     return [d if d.via_id is None else replace(d, via=chain(d.via_id, hops)) for d in dispatches]
 

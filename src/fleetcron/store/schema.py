@@ -150,6 +150,9 @@ class Target(Base):
     #: Host trust by CA instead of a pinned key: the CA public key lines, then
     #: ``@revoked`` key lines (``executors/hostkeys.normalize_host_ca``); empty: pinned.
     host_ca: Mapped[str | None] = mapped_column(Text)
+    #: A user certificate for the private key, encrypted like it; and when it expires.
+    client_cert_enc: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    client_cert_expires_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -63,6 +63,9 @@ class TargetIn(Body):
         description="trust the host by a host certificate from these CA key lines (and "
         "@revoked lines) instead of a pinned key",
     )
+    client_cert: str | None = Field(
+        default=None, max_length=20_000, description="an OpenSSH user certificate for the key"
+    )
 
 
 class TargetPatch(Body):
@@ -94,6 +97,11 @@ class TargetPatch(Body):
         default=None,
         max_length=100_000,
         description='new host CA lines (trust by certificate); "" pins a key again',
+    )
+    client_cert: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description='a new user certificate for the key; "" logs in with the bare key',
     )
 
 
@@ -152,6 +160,9 @@ class TargetOut(BaseModel):
     host_ca: str | None = Field(
         default=None, description="the host CA lines trusted instead of a pinned key"
     )
+    client_cert_expires_at: datetime | None = Field(
+        default=None, description="when the user certificate expires; null: none or never"
+    )
 
     @classmethod
     def of(cls, t: TargetView) -> TargetOut:
@@ -177,6 +188,7 @@ class TargetOut(BaseModel):
             timezone_source=t.timezone_source,
             via=t.via,
             host_ca=t.host_ca,
+            client_cert_expires_at=t.client_cert_expires_at,
             created_at=t.created_at,
         )
 

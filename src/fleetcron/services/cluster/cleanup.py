@@ -68,6 +68,7 @@ class CleanupTarget:
     #: The jump host it is reached through (active cleanup does not go through one).
     via_id: int | None = None
     host_ca: str | None = None
+    client_cert_enc: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,12 @@ def active_cleanup_plan(
                     t.host_key,
                     t.via_id,
                     t.host_ca,
+                    t.client_cert_enc,
                 )
                 for t in session.scalars(
                     select(Target)
                     .where(Target.id.in_(wanted))
-                    .options(undefer(Target.private_key_enc))
+                    .options(undefer(Target.private_key_enc), undefer(Target.client_cert_enc))
                     .order_by(Target.id)
                 )
             )

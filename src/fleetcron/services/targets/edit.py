@@ -267,7 +267,7 @@ def _plan_edit(
     fetched now) and which changed; raises when nothing would."""
     with app.db.read() as session:
         current = get_target(session, name)
-        _ = current.private_key_enc
+        _ = (current.private_key_enc, current.client_cert_enc)
         via = _edited_via(session, current, changes)
     note.target_id = current.id
     updated = edited(app, actor, current, changes, via=via)
@@ -366,8 +366,9 @@ def _save_edit(
     target = get_target(session, current.name)
     if target.updated_at != current.updated_at:
         raise Conflict(f"target {current.name} changed while it was being edited; try again")
+    stored = {"private_key": "private_key_enc", "client_cert": "client_cert_enc"}
     for key in plan.changed:
-        setattr(target, "private_key_enc" if key == "private_key" else key, updated[key])
+        setattr(target, stored.get(key, key), updated[key])
     if "via_id" in plan.changed:
         target.via = session.get(Target, updated["via_id"]) if updated["via_id"] else None
         note.detail["via"] = target.via.name if target.via else None

@@ -20,6 +20,7 @@ from fleetcron.core.target_zones import validate_target_timezone
 from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_host_ca, normalize_key_line
+from fleetcron.executors.user_certs import read_user_cert
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
 
@@ -33,6 +34,7 @@ CONNECTION_FIELDS = (
     "host_key",
     "via_id",
     "host_ca",
+    "client_cert",
 )
 
 
@@ -60,6 +62,8 @@ class TargetChanges:
     via: str | None = None
     #: New host CA lines (trust by certificate); ``""``: back to a pinned host key.
     host_ca: str | None = None
+    #: A new user certificate for the key; ``b""``: log in with the bare key again.
+    client_cert: bytes | None = None
 
 
 def check_local_allowed(app: App, actor: Actor) -> None:
@@ -90,6 +94,10 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
         target.host_key = normalize_key_line(fields.host_key)
     if fields.host_ca:
         target.host_ca = normalize_host_ca(fields.host_ca)
+    if fields.client_cert:
+        info = read_user_cert(fields.client_cert, fields.private_key, now=app.now())
+        target.client_cert_enc = app.master_key.encrypt(fields.client_cert)
+        target.client_cert_expires_at = info.valid_before
 
 
 def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
@@ -119,6 +127,8 @@ def check_same_host(session: Session, target: Target, allow_same_host: bool) -> 
 def current_value(target: Target, key: str) -> Any:
     if key == "private_key":
         return target.private_key_enc
+    if key == "client_cert":
+        return target.client_cert_enc
     return getattr(target, key)
 
 
@@ -142,6 +152,8 @@ def edited(
                 "host_key": None,
                 "via_id": None,
                 "host_ca": None,
+                "client_cert": None,
+                "client_cert_expires_at": None,
             }
         )
         return values
@@ -172,7 +184,7 @@ def _check_local_change(app: App, actor: Actor, current: Target, changes: Target
     """A target becoming (or staying) local takes no connection; becoming one needs the
     right to add local targets."""
     given = (changes.host, changes.user, changes.private_key, changes.host_key, changes.via)
-    if any(given) or changes.host_ca:
+    if any(given) or changes.host_ca or changes.client_cert:
         raise InvalidInput(
             "kind: a local target takes no host, user, key or jump host",
             field="kind",
@@ -209,7 +221,31 @@ def _connection_values(app: App, current: Target, changes: TargetChanges) -> dic
         values["private_key"] = app.master_key.encrypt(changes.private_key)
     else:
         values["private_key"] = current.private_key_enc
+    values.update(_cert_values(app, current, changes))
     return values
+
+
+def _cert_values(app: App, current: Target, changes: TargetChanges) -> dict[str, Any]:
+    """The user certificate after ``changes`` (checked against the key it will go with),
+    encrypted, and its expiry; a new key without a new certificate drops the old one."""
+    keep = changes.private_key is None
+    if changes.client_cert is None:
+        return {
+            "client_cert": current.client_cert_enc if keep else None,
+            "client_cert_expires_at": current.client_cert_expires_at if keep else None,
+        }
+    if not changes.client_cert.strip():
+        return {"client_cert": None, "client_cert_expires_at": None}
+    key = (
+        changes.private_key
+        if changes.private_key is not None
+        else app.master_key.decrypt(current.private_key_enc or b"").reveal()
+    )
+    info = read_user_cert(changes.client_cert, key, now=app.now())
+    return {
+        "client_cert": app.master_key.encrypt(changes.client_cert),
+        "client_cert_expires_at": info.valid_before,
+    }
 
 
 def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
@@ -224,6 +260,7 @@ def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
         private_key_enc=updated["private_key"],
         via_id=updated["via_id"],
         host_ca=updated["host_ca"],
+        client_cert_enc=updated["client_cert"],
     )
 
 

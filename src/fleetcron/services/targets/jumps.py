@@ -134,6 +134,9 @@ def _hop_targets(app: App, chain: list[Target]) -> tuple[SshTarget, ...]:
                 private_key=app.master_key.decrypt(hop.private_key_enc).reveal(),
                 host_key=hop.host_key or "",
                 host_ca=hop.host_ca or "",
+                client_cert=app.master_key.decrypt(hop.client_cert_enc).reveal()
+                if hop.client_cert_enc
+                else "",
             )
         )
     return tuple(hops)

@@ -124,7 +124,7 @@ def pair_target(
         actor.authorize("target.pair")
         with app.db.read() as session:
             target = get_target(session, name)
-            _ = target.private_key_enc
+            _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
         checked = _check_pairing(app, target, host_key, trust_on_first_use)
         if checked.pinned is not None:
@@ -389,6 +389,9 @@ def verify_connection(
         host_key=host_key,
         via=hops_via(app, target.via_id),
         host_ca=target.host_ca or "",
+        client_cert=app.master_key.decrypt(target.client_cert_enc).reveal()
+        if target.client_cert_enc
+        else "",
     )
     timeout = app.settings.ssh_connect_timeout_s
     if target.kind is TargetKind.JUMP:
@@ -479,7 +482,7 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         actor.authorize("target.repin")
         with app.db.read() as session:
             target = get_target(session, plan.target_name)
-            _ = target.private_key_enc
+            _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
         verify_connection(app, target, plan.new_key)
     except FleetcronError as exc:

@@ -15,6 +15,7 @@ once from a ``known_hosts`` file or ``ssh-keyscan`` output.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -45,6 +46,8 @@ class TrustState:
     state: str
     fingerprint: str | None
     via: str | None
+    #: When its user certificate expires (None: none, or it never does).
+    client_cert_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,9 @@ def _state_of(row: Target) -> TrustState:
     via = row.via.name if row.via is not None else None
     if row.host_ca:
         cas = ", ".join(fingerprint(line) for line in split_host_ca(row.host_ca)[0])
-        return TrustState(row.name, row.kind, address, CA_TRUSTED, cas, via)
+        return TrustState(
+            row.name, row.kind, address, CA_TRUSTED, cas, via, row.client_cert_expires_at
+        )
     return TrustState(
         row.name,
         row.kind,
@@ -95,6 +100,7 @@ def _state_of(row: Target) -> TrustState:
         PINNED if row.host_key else NOT_TRUSTED,
         fingerprint(row.host_key) if row.host_key else None,
         via,
+        row.client_cert_expires_at,
     )
 
 

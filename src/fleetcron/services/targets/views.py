@@ -41,6 +41,8 @@ class TargetView:
     via: str | None = None
     #: The host CA lines the host is trusted by instead of a pinned key (None: pinned).
     host_ca: str | None = None
+    #: When the target's user certificate expires (None: no certificate, or never).
+    client_cert_expires_at: datetime | None = None
 
     @property
     def path(self) -> str:
@@ -72,6 +74,7 @@ class TargetView:
             updated_at=row.updated_at,
             via=row.via.name if row.via_id is not None and row.via is not None else None,
             host_ca=row.host_ca,
+            client_cert_expires_at=row.client_cert_expires_at,
         )
 
 

@@ -119,6 +119,7 @@ def add_target(
         timezone=body.timezone,
         via=body.via,
         host_ca=body.host_ca,
+        client_cert=body.client_cert.encode() if body.client_cert else None,
     )
     result = svc.add_target(
         app,
@@ -165,6 +166,7 @@ def edit_target(
             timezone=body.timezone,
             via=body.via,
             host_ca=body.host_ca,
+            client_cert=None if body.client_cert is None else body.client_cert.encode(),
         ),
         verify=body.verify,
         allow_same_host=body.allow_same_host,

@@ -99,6 +99,7 @@ def add_target(
     fields = TargetFields.posted(form)
     local = fields.kind == TargetKind.LOCAL
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
+    client_cert = text(form, "client_cert").strip()
     existed = bool(fields.name) and _exists(request, caller, fields.name)
     try:
         spec = TargetSpec(
@@ -114,6 +115,7 @@ def add_target(
             timezone=fields.timezone or None,
             via=None if local else fields.via or None,
             host_ca=None if local else fields.host_ca or None,
+            client_cert=None if local or not client_cert else client_cert.encode(),
         )
         result = svc.add_target(
             app,
@@ -238,6 +240,7 @@ def edit_target(
     target, _ = target_reads.show_target(app, caller.actor, name)
     fields = replace(TargetFields.posted(form), name=name)
     private_key = text(form, "private_key").replace("\r\n", "\n").strip()
+    client_cert = text(form, "client_cert").strip()
     local = fields.kind == TargetKind.LOCAL
     try:
         changes = svc.TargetChanges(
@@ -250,6 +253,7 @@ def edit_target(
             trust_on_first_use=not local and fields.trust_on_first_use,
             via=None if local else fields.via,
             host_ca=None if local else fields.host_ca,
+            client_cert=None if local or not client_cert else client_cert.encode(),
             labels=split_items(fields.labels),
             notes=fields.notes,
             # Only a changed field is the operator's zone (kept over detection); a form

@@ -6,7 +6,9 @@ Create Date: 2026-12-06
 
 A target of kind ``jump`` is a bastion other targets are reached through; ``via_id`` names
 the jump host of a target (empty: reached directly). ``host_ca`` trusts a target's host by
-a host certificate from a CA instead of a pinned key. Existing targets keep being reached
+a host certificate from a CA instead of a pinned key; ``client_cert_enc`` is a user
+certificate for the target's key (encrypted like it) and ``client_cert_expires_at`` its
+expiry. Existing targets keep being reached
 directly, with their pinned keys.
 """
 
@@ -36,6 +38,8 @@ def upgrade() -> None:
     with _targets_batch() as batch_op:
         batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("host_ca", sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column("client_cert_enc", sa.LargeBinary(), nullable=True))
+        batch_op.add_column(sa.Column("client_cert_expires_at", sa.DateTime(), nullable=True))
         batch_op.create_foreign_key(
             op.f("fk_targets_via_id_targets"), "targets", ["via_id"], ["id"]
         )
@@ -52,5 +56,7 @@ def downgrade() -> None:
         batch_op.create_check_constraint("kind", OLD)
         batch_op.drop_index(op.f("ix_targets_via_id"))
         batch_op.drop_constraint(op.f("fk_targets_via_id_targets"), type_="foreignkey")
+        batch_op.drop_column("client_cert_expires_at")
+        batch_op.drop_column("client_cert_enc")
         batch_op.drop_column("host_ca")
         batch_op.drop_column("via_id")
