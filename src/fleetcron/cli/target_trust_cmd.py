@@ -4,11 +4,13 @@ known_hosts file or ssh-keyscan output."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 
 import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
+from fleetcron.executors.user_certs import EXPIRY_WARNING
 from fleetcron.services.targets.trust import (
     ABSENT,
     ALREADY,
@@ -45,10 +47,22 @@ def trust_list(as_json: bool, as_user: str | None) -> None:
             s.address + (f" via {s.via}" if s.via else ""),
             s.state,
             s.fingerprint or "",
+            _cert_text(s.client_cert_expires_at),
         )
         for s in states
     ]
-    print_table(None, ["name", "kind", "address", "trust", "fingerprint"], rows)
+    print_table(None, ["name", "kind", "address", "trust", "fingerprint", "user cert"], rows)
+
+
+def _cert_text(expires: datetime | None) -> str:
+    """When the user certificate expires, flagged within a week or once expired."""
+    if expires is None:
+        return ""
+    shown = expires.isoformat(sep=" ", timespec="minutes")
+    left = expires - datetime.now(UTC)
+    if left <= timedelta(0):
+        return f"EXPIRED {shown}"
+    return f"expires {shown}" + (" (soon)" if left <= EXPIRY_WARNING else "")
 
 
 @trust.command("import")
