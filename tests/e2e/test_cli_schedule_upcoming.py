@@ -30,7 +30,8 @@ def fleet(
         "target add box2 --local",
         "job add every30 --bulk --schedule '*/30 * * * *' --command 'echo 30' "
         "--disabled-on box1 --tz UTC",
-        "job add daily --target box1 --schedule '0 2 * * *' --command 'echo d' --tz Asia/Tokyo",
+        "job add daily --target box1 --schedule '0 2 * * *' --command 'echo d' "
+        "--tz Asia/Tokyo",
         "target pause box2 --reason 'disk swap'",
     ):
         the_fleet.ok(command, **env)

@@ -98,7 +98,6 @@ def _remove_bounds() -> None:
     PATCH.setattr(fleetcron.app, "session_bounds", unbounded)
     PATCH.setattr(cluster_lease.Lease, "_end_expired_owner_sessions", end_nothing)
 
-
 #: FAULT_NODE_POLICY's values: the guard policies of the negative controls.
 POLICIES = {
     "": GUARDED,

@@ -45,7 +45,9 @@ def channel() -> None:
     "--secret-file",
     f"webhook: the key to sign each request with HMAC-SHA256 (or {SECRET_ENV})",
 )
-@click.option("--secret", hidden=True, help="Deprecated: the key shows in `ps`; use --secret-file.")
+@click.option(
+    "--secret", hidden=True, help="Deprecated: the key shows in `ps`; use --secret-file."
+)
 @click.option("--smtp-host", help="Email: the SMTP server.")
 @click.option("--smtp-port", type=int, default=25, show_default=True, help="Email: its port.")
 @click.option("--starttls", is_flag=True, help="Email: upgrade to TLS before sending.")

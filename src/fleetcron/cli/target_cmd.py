@@ -222,11 +222,10 @@ class Connection:
     cert_file: str | None
 
 
-def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``--host``, ``--port``, ``--user``, ``--key``, ``--host-key`` and ``--via``, handed to
-    the command as one :class:`Connection` (``connection``)."""
+def _connection_flags(*, adding: bool) -> list[Callable[[Any], Any]]:
+    """The click options :func:`connection_options` adds, worded for add or edit."""
     new = "" if adding else "New "
-    options = [
+    return [
         click.option(
             "--host", help="New SSH host name or address." if new else "SSH host name or address."
         ),
@@ -272,6 +271,12 @@ def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Calla
             + ("." if adding else '; "" logs in with the bare key again.'),
         ),
     ]
+
+
+def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--host``, ``--port``, ``--user``, ``--key``, ``--host-key`` and ``--via``, handed to
+    the command as one :class:`Connection` (``connection``)."""
+    options = _connection_flags(adding=adding)
 
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(command)

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import socket
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncssh
 
@@ -144,28 +145,12 @@ async def open_pinned(
             # without a certificate is refused by name rather than by a failed handshake.
             server_host_key_algs="default" if target.host_ca else (),
             client_factory=lambda: client,
-            config=None,
-            agent_path=None,
-            password=None,
-            kbdint_auth=False,
-            gss_auth=False,
-            preferred_auth="publickey",
             connect_timeout=timeout_s,
-            keepalive_interval=30,
             tunnel=tunnel if tunnel is not None else (),
+            **ONLY_THE_GIVEN_KEY,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
-        presented = (
-            client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
-        )
-        if target.host_ca:
-            raise ca_refusal(target, presented, exc) from exc
-        raise HostKeyMismatch(
-            f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
-            f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
-            "If the server's key was changed on purpose, re-pin its host key "
-            f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
-        ) from exc
+        raise host_refusal(target, client, exc) from exc
     except asyncssh.PermissionDenied as exc:
         raise AuthError(
             f"authentication failed for user {target.user} on {target.host}:{target.port} "
@@ -176,6 +161,33 @@ async def open_pinned(
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise connect_failure(exc, target.host, target.port, timeout_s) from exc
     return conn, client
+
+
+#: No ~/.ssh/config, agent, password or other method: the given client key only.
+ONLY_THE_GIVEN_KEY: dict[str, Any] = {
+    "config": None,
+    "agent_path": None,
+    "password": None,
+    "kbdint_auth": False,
+    "gss_auth": False,
+    "preferred_auth": "publickey",
+    "keepalive_interval": 30,
+}
+
+
+def host_refusal(
+    target: SshTarget, client: PinnedClient, exc: asyncssh.HostKeyNotVerifiable
+) -> HostKeyMismatch:
+    """The server's host key was not the pinned one (or not vouched for by its host CA)."""
+    presented = client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
+    if target.host_ca:
+        return ca_refusal(target, presented, exc)
+    return HostKeyMismatch(
+        f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
+        f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
+        "If the server's key was changed on purpose, re-pin its host key "
+        f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
+    )
 
 
 def trusted_keys(

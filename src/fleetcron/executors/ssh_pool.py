@@ -257,17 +257,9 @@ class SshPool:
             wait = delay * random.uniform(0.5, 1.0)
             out_of_tries = self.connect_attempts is not None and attempt >= self.connect_attempts
             if out_of_tries or time.monotonic() + wait >= deadline:
+                why = f"{attempt} attempts allowed" if out_of_tries else None
                 spent = time.monotonic() - first
-                why = (
-                    f"{attempt} attempts allowed"
-                    if out_of_tries
-                    else "the run's time budget is spent"
-                )
-                raise ConnectError(
-                    f"connection to {target.host}:{target.port} was dropped during the "
-                    f"handshake {attempt} times in {spent:.1f} s ({why}; sshd MaxStartups?): "
-                    f"{dropped}"
-                ) from dropped
+                raise _dropped(target, attempt, spent, why, dropped) from dropped
             self.connect_retries += 1
             logger.info(
                 "ssh handshake with %s:%s dropped, retry %s in %.2f s",
@@ -288,3 +280,14 @@ class SshPool:
             key = import_private_key(target)
             self._keys[digest] = key
         return key
+
+
+def _dropped(
+    target: SshTarget, attempt: int, spent: float, why: str | None, cause: BaseException
+) -> ConnectError:
+    """A handshake dropped too often: by the attempts allowed, or the run's budget."""
+    reason = why or "the run's time budget is spent"
+    return ConnectError(
+        f"connection to {target.host}:{target.port} was dropped during the handshake "
+        f"{attempt} times in {spent:.1f} s ({reason}; sshd MaxStartups?): {cause}"
+    )

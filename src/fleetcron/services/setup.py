@@ -163,7 +163,9 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def _init(app: App, made: Made, *, admin_name: str, admin_password: str | None) -> InitResult:
+def _init(
+    app: App, made: Made, *, admin_name: str, admin_password: str | None
+) -> InitResult:
     settings = app.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     warning = data_dir_warning(settings)
@@ -184,3 +186,5 @@ def _init(app: App, made: Made, *, admin_name: str, admin_password: str | None) 
         admin,
         warnings=(warning,) if warning else (),
     )
+
+

@@ -185,3 +185,5 @@ def ownership_reader(app: App) -> Callable[[], str]:
             ).kind
 
     return read
+
+

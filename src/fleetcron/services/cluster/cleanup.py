@@ -70,6 +70,21 @@ class CleanupTarget:
     host_ca: str | None = None
     client_cert_enc: bytes | None = None
 
+    @classmethod
+    def of(cls, row: Target) -> CleanupTarget:
+        return cls(
+            row.id,
+            row.name,
+            row.host,
+            row.port,
+            row.user,
+            row.private_key_enc,
+            row.host_key,
+            row.via_id,
+            row.host_ca,
+            row.client_cert_enc,
+        )
+
 
 @dataclass(frozen=True)
 class CleanupPlan:
@@ -119,18 +134,7 @@ def active_cleanup_plan(
         wanted = targets_to_clean(claims, generation)
         targets = (
             tuple(
-                CleanupTarget(
-                    t.id,
-                    t.name,
-                    t.host,
-                    t.port,
-                    t.user,
-                    t.private_key_enc,
-                    t.host_key,
-                    t.via_id,
-                    t.host_ca,
-                    t.client_cert_enc,
-                )
+                CleanupTarget.of(t)
                 for t in session.scalars(
                     select(Target)
                     .where(Target.id.in_(wanted))

@@ -417,21 +417,7 @@ def plan_repin(
     actor.authorize("target.repin")
     with app.db.read() as session:
         target = get_target(session, name)
-    if target.host_ca:
-        raise InvalidInput(
-            f"name: target {name} is trusted by its host CA; it has no pinned key to re-pin "
-            "(a reinstalled server needs a new host certificate)",
-            field="name",
-            value=name,
-            allowed="a target with a pinned host key",
-        )
-    if not target.kind.over_ssh:
-        raise InvalidInput(
-            f"name: target {name} is local; only ssh and jump targets have a host key",
-            field="name",
-            value=name,
-            allowed="an ssh target",
-        )
+    _check_repinnable(target)
     if bool(host_key) == bool(trust_on_first_use):
         raise InvalidInput(
             "host key: give the server's new host key, or trust the key it offers now "
@@ -461,6 +447,26 @@ def plan_repin(
     return RepinPlan(
         name, fingerprint_or_none(target.host_key), new_key, fingerprint(new_key), not host_key
     )
+
+
+def _check_repinnable(target: Target) -> None:
+    """Only a target with a pinned host key (ssh or jump, not trusted by a CA) is re-pinned."""
+    name = target.name
+    if target.host_ca:
+        raise InvalidInput(
+            f"name: target {name} is trusted by its host CA; it has no pinned key to re-pin "
+            "(a reinstalled server needs a new host certificate)",
+            field="name",
+            value=name,
+            allowed="a target with a pinned host key",
+        )
+    if not target.kind.over_ssh:
+        raise InvalidInput(
+            f"name: target {name} is local; only ssh and jump targets have a host key",
+            field="name",
+            value=name,
+            allowed="an ssh target",
+        )
 
 
 def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
