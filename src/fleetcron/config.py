@@ -174,6 +174,22 @@ class Settings(BaseSettings):
         le=24 * 3600,
         description="A pooled SSH connection unused this long is closed.",
     )
+    ssh_jump_max_connections: int = Field(
+        default=8,
+        ge=1,
+        le=1000,
+        description="SSH connections kept open at most to one jump host: every target behind "
+        "it is reached over one of them (a channel each), so the bastion sees this many "
+        "logins, not one per target (its MaxStartups); each is one sshd process there, "
+        'which bounds its throughput (docs/benchmarks.md, "Jump hosts").',
+    )
+    ssh_jump_targets_per_connection: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="Targets one jump host connection carries before another one is opened "
+        "(up to ssh_jump_max_connections; past it, the least loaded one takes more).",
+    )
     ssh_max_connecting: int = Field(
         default=128,
         ge=1,

@@ -79,10 +79,12 @@ class LazyGroup(click.Group):
             for history_command in HISTORY_COMMANDS:
                 command.add_command(history_command)
         if cmd_name == "target":
+            from fleetcron.cli.target_trust_cmd import trust
             from fleetcron.cli.target_zone_cmd import detect_zone
 
             assert isinstance(command, click.Group)
             command.add_command(detect_zone)
+            command.add_command(trust)
         if cmd_name == "schedule":
             from fleetcron.cli.schedule_cmd import upcoming
 

@@ -3,10 +3,13 @@ remove targets."""
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import click
@@ -60,6 +63,9 @@ def target_dict(target: TargetView) -> dict[str, object]:
         "reach_at": target.reach.at,
         "reach_since": target.reach.since,
         "reach_error": target.reach.error,
+        "via": target.via,
+        "host_ca": target.host_ca,
+        "client_cert_expires_at": target.client_cert_expires_at,
     }
 
 
@@ -117,6 +123,30 @@ def _read_key(path: str | None) -> bytes | None:
         limit=PRIVATE_KEY_MAX_BYTES,
         field="key",
         allowed="a readable OpenSSH private key file",
+    )
+
+
+def _read_host_ca(path: str | None) -> str | None:
+    """The host CA file's text; ``""`` (given as the path) clears the CA."""
+    if path is None or path == "":
+        return path
+    return read_bounded(
+        path,
+        limit=PRIVATE_KEY_MAX_BYTES * 10,
+        field="host_ca",
+        allowed="a readable file of CA public key lines",
+    ).decode(errors="replace")
+
+
+def _read_cert(path: str | None) -> bytes | None:
+    """The user certificate file's bytes; ``""`` (given as the path) removes it."""
+    if path is None or path == "":
+        return None if path is None else b""
+    return read_bounded(
+        path,
+        limit=PRIVATE_KEY_MAX_BYTES,
+        field="client_cert",
+        allowed="a readable OpenSSH user certificate (-cert.pub) file",
     )
 
 
@@ -193,21 +223,110 @@ def _say_paired(result: PairResult, default_zone: str) -> None:
         click.echo("still disabled here, as before the unpair: " + ", ".join(result.kept_disabled))
 
 
+@dataclass(frozen=True)
+class Connection:
+    """The connection flags of ``target add`` and ``target edit``, read together."""
+
+    host: str | None
+    port: int | None
+    user: str | None
+    key_file: str | None
+    host_key: str | None
+    via: str | None
+    host_ca_file: str | None
+    cert_file: str | None
+
+
+def _connection_flags(*, adding: bool) -> list[Callable[[Any], Any]]:
+    """The click options :func:`connection_options` adds, worded for add or edit."""
+    new = "" if adding else "New "
+    return [
+        click.option(
+            "--host", help="New SSH host name or address." if new else "SSH host name or address."
+        ),
+        click.option(
+            "--port",
+            type=int,
+            default=DEFAULT_SSH_PORT if adding else None,
+            show_default=adding,
+            help=None if adding else "New SSH port.",
+        ),
+        click.option("--user", help="New SSH user." if new else "SSH user."),
+        click.option(
+            "--key",
+            "key_file",
+            type=click.Path(dir_okay=False),
+            help="Private key file (encrypted at rest)." if adding else "New private key file.",
+        ),
+        click.option(
+            "--host-key",
+            help='Pinned host key, e.g. "ssh-ed25519 AAAA...".'
+            if adding
+            else "Pin this host key instead of the current one.",
+        ),
+        click.option(
+            "--via",
+            metavar="JUMP",
+            help="Reach the target through this jump host (a target of kind jump); never "
+            "directly." + ("" if adding else ' "" reaches it directly again.'),
+        ),
+        click.option(
+            "--host-ca",
+            "host_ca_file",
+            type=click.Path(dir_okay=False),
+            help="Trust the host by a host certificate from this CA instead of pinning its "
+            "key: a file with the CA's public key line(s) and optional "
+            '"@revoked <key>" lines' + ("." if adding else '; "" pins a key again.'),
+        ),
+        click.option(
+            "--cert",
+            "cert_file",
+            type=click.Path(dir_okay=False),
+            help="OpenSSH user certificate for the key (its -cert.pub file), encrypted at rest"
+            + ("." if adding else '; "" logs in with the bare key again.'),
+        ),
+    ]
+
+
+def connection_options(*, adding: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--host``, ``--port``, ``--user``, ``--key``, ``--host-key`` and ``--via``, handed to
+    the command as one :class:`Connection` (``connection``)."""
+    options = _connection_flags(adding=adding)
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def inner(**kwargs: Any) -> None:
+            fields = (
+                "host",
+                "port",
+                "user",
+                "key_file",
+                "host_key",
+                "via",
+                "host_ca_file",
+                "cert_file",
+            )
+            connection = Connection(*(kwargs.pop(name) for name in fields))
+            command(connection=connection, **kwargs)
+
+        for option in reversed(options):
+            inner = option(inner)
+        return inner
+
+    return wrap
+
+
 @target.command("add")
 @click.argument("name")
 @click.option(
     "--local", is_flag=True, help="The scheduler's own host (admins only; must be enabled)."
 )
-@click.option("--host", help="SSH host name or address.")
-@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True)
-@click.option("--user", help="SSH user.")
 @click.option(
-    "--key",
-    "key_file",
-    type=click.Path(dir_okay=False),
-    help="Private key file (encrypted at rest).",
+    "--jump",
+    is_flag=True,
+    help="A jump host (bastion) other targets are reached through with --via; runs no jobs.",
 )
-@click.option("--host-key", help='Pinned host key, e.g. "ssh-ed25519 AAAA...".')
+@connection_options(adding=True)
 @click.option("--trust-on-first-use", is_flag=True, help="Pin the host key the server offers now.")
 @click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeatable).")
 @click.option("--notes", default="")
@@ -219,12 +338,10 @@ def _say_paired(result: PairResult, default_zone: str) -> None:
 @as_user_option
 def add(
     name: str,
+    *,
     local: bool,
-    host: str | None,
-    port: int,
-    user: str | None,
-    key_file: str | None,
-    host_key: str | None,
+    jump: bool,
+    connection: Connection,
     trust_on_first_use: bool,
     labels: tuple[str, ...],
     notes: str,
@@ -234,19 +351,23 @@ def add(
     as_user: str | None,
 ) -> None:
     """Add a target and pair it (unless --no-verify). Pairing detects its time zone
-    unless --timezone gives one."""
+    unless --timezone gives one. A target behind a bastion names it with --via; the
+    bastion itself is added with --jump first."""
     with opened_app() as app, hints(name, "add"):
         spec = TargetSpec(
             name,
-            TargetKind.LOCAL if local else TargetKind.SSH,
-            host=host,
-            port=port,
-            user=user,
-            private_key=_read_key(key_file),
-            host_key=host_key,
+            _kind_of(local=local, jump=jump),
+            host=connection.host,
+            port=connection.port or DEFAULT_SSH_PORT,
+            user=connection.user,
+            private_key=_read_key(connection.key_file),
+            host_key=connection.host_key,
             labels=labels,
             notes=notes,
             timezone=timezone,
+            via=connection.via,
+            host_ca=_read_host_ca(connection.host_ca_file),
+            client_cert=_read_cert(connection.cert_file),
         )
         result = svc.add_target(
             app,
@@ -263,14 +384,21 @@ def add(
         _say_paired(result, default_zone)
 
 
+def _kind_of(*, local: bool, jump: bool) -> TargetKind:
+    if local and jump:
+        raise InvalidInput(
+            "kind: give --local or --jump, not both",
+            field="kind",
+            value="local, jump",
+            allowed="--local, --jump, or neither (ssh)",
+        )
+    return TargetKind.LOCAL if local else TargetKind.JUMP if jump else TargetKind.SSH
+
+
 @target.command("edit")
 @click.argument("name")
 @click.option("--kind", type=click.Choice([k.value for k in TargetKind]), help="Change the kind.")
-@click.option("--host", help="New SSH host name or address.")
-@click.option("--port", type=int, help="New SSH port.")
-@click.option("--user", help="New SSH user.")
-@click.option("--key", "key_file", type=click.Path(dir_okay=False), help="New private key file.")
-@click.option("--host-key", help="Pin this host key instead of the current one.")
+@connection_options(adding=False)
 @click.option(
     "--trust-on-first-use", is_flag=True, help="Pin the host key the (new) address offers now."
 )
@@ -294,12 +422,9 @@ def add(
 @as_user_option
 def edit(
     name: str,
+    *,
     kind: str | None,
-    host: str | None,
-    port: int | None,
-    user: str | None,
-    key_file: str | None,
-    host_key: str | None,
+    connection: Connection,
     trust_on_first_use: bool,
     labels: tuple[str, ...],
     clear_labels: bool,
@@ -311,20 +436,16 @@ def edit(
 ) -> None:
     """Change a target's connection, labels, notes or time zone.
 
-    A paired SSH target whose connection changes (host, port, user, key, host key) is
-    checked over SSH first; if the check fails, nothing is saved. With --no-verify the
-    change is saved and the target is unpaired until `fleetcron target pair NAME`.
+    A paired SSH target whose connection changes (host, port, user, key, host key, jump
+    host) is checked over SSH first; if the check fails, nothing is saved. With
+    --no-verify the change is saved and the target is unpaired until
+    `fleetcron target pair NAME`.
     """
-    _one_way_to_change_labels(labels, clear_labels)
-    changes = TargetChanges(
-        kind=None if kind is None else TargetKind(kind),
-        host=host,
-        port=port,
-        user=user,
-        private_key=_read_key(key_file),
-        host_key=host_key,
+    changes = _edit_changes(
+        kind,
+        connection,
         trust_on_first_use=trust_on_first_use,
-        labels=() if clear_labels else (labels or None),
+        labels=_edited_labels(labels, clear_labels),
         notes=notes,
         timezone=timezone,
     )
@@ -337,10 +458,11 @@ def edit(
             verify=not no_verify,
             allow_same_host=allow_same_host,
         )
-    _say_what_changed(name, result)
+    _say_edited(name, result)
 
 
-def _one_way_to_change_labels(labels: tuple[str, ...], clear_labels: bool) -> None:
+def _edited_labels(labels: tuple[str, ...], clear_labels: bool) -> tuple[str, ...] | None:
+    """The labels an edit sets: the given ones, none (--clear-labels) or unchanged (None)."""
     if labels and clear_labels:
         raise InvalidInput(
             "labels: give --label or --clear-labels, not both",
@@ -348,9 +470,36 @@ def _one_way_to_change_labels(labels: tuple[str, ...], clear_labels: bool) -> No
             value=list(labels),
             allowed="--label K=V (repeatable) or --clear-labels",
         )
+    return () if clear_labels else (labels or None)
 
 
-def _say_what_changed(name: str, result: svc.EditResult) -> None:
+def _edit_changes(
+    kind: str | None,
+    connection: Connection,
+    *,
+    trust_on_first_use: bool,
+    labels: tuple[str, ...] | None,
+    notes: str | None,
+    timezone: str | None,
+) -> TargetChanges:
+    return TargetChanges(
+        kind=None if kind is None else TargetKind(kind),
+        host=connection.host,
+        port=connection.port,
+        user=connection.user,
+        private_key=_read_key(connection.key_file),
+        host_key=connection.host_key,
+        trust_on_first_use=trust_on_first_use,
+        labels=labels,
+        notes=notes,
+        timezone=timezone,
+        via=connection.via,
+        host_ca=_read_host_ca(connection.host_ca_file),
+        client_cert=_read_cert(connection.cert_file),
+    )
+
+
+def _say_edited(name: str, result: svc.EditResult) -> None:
     click.echo(f"target {name} changed: {', '.join(result.changed)}")
     if "timezone" in result.changed:
         click.echo(f"time zone: {result.target.timezone or '(none)'}")
@@ -448,7 +597,9 @@ def _list_row(t: TargetView, default_zone: str) -> tuple[str, ...]:
     return (
         t.name,
         t.kind,
-        f"{t.user}@{t.host}:{t.port}" if t.kind is TargetKind.SSH else "-",
+        (f"{t.user}@{t.host}:{t.port}" + (f" via {t.via}" if t.via else ""))
+        if t.kind.over_ssh
+        else "-",
         state_of(t),
         t.reach.words,
         t.timezone or f"- (default {default_zone})",
@@ -534,7 +685,8 @@ def show(name: str, as_json: bool, as_user: str | None) -> None:
     if as_json:
         print_json(data)
         return
-    keys = ["name", "kind", "host", "port", "user", "host_key_fingerprint", "paired"]
+    keys = ["name", "kind", "host", "port", "user", "via", "host_key_fingerprint"]
+    keys += ["client_cert_expires_at", "paired"]
     keys += ["paired_at", "paused", "paused_reason", "paused_at", "paused_by", "notes"]
     for key in keys:
         if key.startswith("paused_") and not the_target.paused:

@@ -28,6 +28,14 @@ class TargetKind(StrEnum):
     SSH = "ssh"
     #: The scheduler's own host, as the scheduler's user (``allow_local_targets``).
     LOCAL = "local"
+    #: A bastion other targets are reached through (``via``); reached like an ssh target
+    #: (own key, pinned host key) but runs no jobs.
+    JUMP = "jump"
+
+    @property
+    def over_ssh(self) -> bool:
+        """Reached over SSH with a host, a user, a key and a pinned host key."""
+        return self is not TargetKind.LOCAL
 
     @classmethod
     def parse(cls, value: str, *, field: str = "kind") -> TargetKind:
@@ -56,6 +64,12 @@ class CheckedTarget:
     labels: dict[str, str]
     notes: str
     timezone: str | None
+    #: The name of the jump host this target is reached through; None: directly.
+    via: str | None = None
+    #: Host CA lines trusted instead of a pinned host key (checked with the SSH library).
+    host_ca: str | None = None
+    #: A user certificate for the private key (checked with the SSH library).
+    client_cert: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,13 @@ class TargetSpec:
     notes: str = ""
     #: A zone set by the operator (kept over detection at pairing); None: detect it.
     timezone: str | None = None
+    #: The jump host (a target of kind ``jump``) to reach this target through.
+    via: str | None = None
+    #: Trust the host by a certificate from this CA (and ``@revoked`` lines) instead of
+    #: pinning its key.
+    host_ca: str | None = None
+    #: Log in with this OpenSSH user certificate for ``private_key``.
+    client_cert: bytes | None = None
 
     def checked(self) -> CheckedTarget:
         """The fields checked in the order a user reads them (name, notes, labels, zone,
@@ -82,8 +103,9 @@ class TargetSpec:
         notes = v.validate_length(self.notes, field="notes", limit=v.NOTES_MAX_CHARS)
         labels = parse_labels(self.labels, field="labels")
         zone = validate_target_timezone(self.timezone) if self.timezone else None
+        via = check_via(self.via, self.name, self.kind)
         if self.kind is TargetKind.LOCAL:
-            if self.host or self.user or self.private_key:
+            if self.host or self.user or self.private_key or self.host_ca or self.client_cert:
                 raise InvalidInput(
                     "kind: a local target takes no host, user or key",
                     field="kind",
@@ -104,6 +126,9 @@ class TargetSpec:
             labels,
             notes,
             zone,
+            via,
+            self.host_ca.strip() if self.host_ca and self.host_ca.strip() else None,
+            self.client_cert or None,
         )
 
 
@@ -124,3 +149,27 @@ def check_ssh_present(
             value=None,
             allowed=allowed,
         )
+
+
+def check_via(via: str | None, name: str, kind: TargetKind) -> str | None:
+    """The jump host's name, checked as a target name; a local target takes none and a
+    target is not its own jump host. Whether it exists, is of kind ``jump`` and makes no
+    loop needs the database (``services/targets/jumps.py``)."""
+    if not via or not via.strip():
+        return None
+    if kind is TargetKind.LOCAL:
+        raise InvalidInput(
+            "via: a local target is not reached over SSH, so it takes no jump host",
+            field="via",
+            value=via,
+            allowed="no jump host for a local target",
+        )
+    checked = v.validate_target_name(via.strip(), field="via")
+    if checked == name:
+        raise InvalidInput(
+            f"via: target {name} cannot be its own jump host",
+            field="via",
+            value=via,
+            allowed="the name of another target of kind jump",
+        )
+    return checked

@@ -24,7 +24,7 @@ from typing import Final, Protocol
 from fleetcron.core.ownership import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
 from fleetcron.core.statuses import ExecutorStatus
 from fleetcron.errors import InvalidInput
-from fleetcron.executors.hostkeys import parse_key_line
+from fleetcron.executors.hostkeys import parse_key_line, split_host_ca
 from fleetcron.executors.output import EMPTY_OUTPUT as EMPTY_OUTPUT
 from fleetcron.executors.output import LiveOutput
 from fleetcron.executors.output import OutputExcerpt as OutputExcerpt
@@ -210,6 +210,12 @@ class SshTarget:
     ``private_key`` is the decrypted client key (OpenSSH or PEM text); it is kept in
     memory only and never appears in ``repr``. ``host_key`` is the pinned server key
     as an OpenSSH public key line (``"ssh-ed25519 AAAA..."``); no other key is trusted.
+    ``via`` is the chain of jump hosts the connection goes through, the first one reached
+    directly (empty: the server is reached directly, never otherwise). ``host_ca``, when
+    set, trusts the server by a host certificate from one of its CA keys instead of a
+    pinned key (``@cert-authority`` semantics: the certificate must name the host as a
+    principal, be valid now and its key not be among the ``@revoked`` lines); ``host_key``
+    is then empty.
     """
 
     name: str
@@ -218,6 +224,10 @@ class SshTarget:
     user: str
     private_key: str | bytes = field(repr=False)
     host_key: str
+    via: tuple[SshTarget, ...] = ()
+    host_ca: str = ""
+    #: A user certificate for ``private_key`` (OpenSSH ``-cert.pub`` text); empty: none.
+    client_cert: str | bytes = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -227,7 +237,10 @@ class SshTarget:
                 value=self.port,
                 allowed="1-65535",
             )
-        parse_key_line(self.host_key)
+        if self.host_ca:
+            split_host_ca(self.host_ca)
+        else:
+            parse_key_line(self.host_key)
         for name in ("host", "user"):
             if not getattr(self, name):
                 raise InvalidInput(
@@ -249,6 +262,12 @@ class RunTarget:
     user: str | None = None
     private_key_enc: bytes | None = field(default=None, repr=False)
     host_key: str | None = None
+    #: The jump hosts to go through, the first one reached directly (kind ``jump``).
+    via: tuple[RunTarget, ...] = ()
+    #: The host CA trusted instead of a pinned key (see :class:`SshTarget`).
+    host_ca: str | None = None
+    #: The user certificate, encrypted like the key.
+    client_cert_enc: bytes | None = field(default=None, repr=False)
 
 
 class Executor(Protocol):

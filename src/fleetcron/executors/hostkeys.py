@@ -50,3 +50,52 @@ def normalize_key_line(line: str) -> str:
     """The line without its comment: ``"<type> <base64>"``."""
     kind, blob = parse_key_line(line)
     return f"{kind} {base64.b64encode(blob).decode()}"
+
+
+#: What a host CA field holds, in its errors.
+HOST_CA_ALLOWED = (
+    "one or more CA public key lines (as in a .pub file), optionally with "
+    '"@revoked <type> <base64>" lines for revoked host keys'
+)
+
+
+def split_host_ca(text: str, field: str = "host_ca") -> tuple[list[str], list[str]]:
+    """The CA key lines and the revoked key lines of a host CA field, each normalized
+    (``@cert-authority PATTERN`` prefixes, as copied from known_hosts, are accepted)."""
+    cas: list[str] = []
+    revoked: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        words = line.split()
+        if words[0] == "@revoked":
+            revoked.append(_normalized(" ".join(words[1:]), field))
+        elif words[0] == "@cert-authority":
+            cas.append(_normalized(" ".join(words[2:]), field))
+        else:
+            cas.append(_normalized(line, field))
+    if not cas:
+        raise InvalidInput(
+            f"{field}: no CA public key given",
+            field=field,
+            value=text[:80],
+            allowed=HOST_CA_ALLOWED,
+        )
+    return cas, revoked
+
+
+def normalize_host_ca(text: str, field: str = "host_ca") -> str:
+    """A host CA field as stored: its CA lines, then ``@revoked`` lines, normalized."""
+    cas, revoked = split_host_ca(text, field)
+    return "\n".join([*cas, *(f"@revoked {line}" for line in revoked)])
+
+
+def _normalized(line: str, field: str) -> str:
+    try:
+        kind, blob = parse_key_line(line, field)
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"{field}: {exc.message}", field=field, value=line[:80], allowed=HOST_CA_ALLOWED
+        ) from None
+    return f"{kind} {base64.b64encode(blob).decode()}"

@@ -21,6 +21,7 @@ from fleetcron.core.targets import TargetKind
 from fleetcron.executors.base import Clock, ExecRequest, ExecResult, RunTarget, SshTarget
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.ssh import SshExecutor
+from fleetcron.executors.ssh_jump import JumpLimits
 
 Decrypt = Callable[[bytes], bytes]
 """Decrypts a stored private key (the app's master key)."""
@@ -71,14 +72,14 @@ class SshKind:
         await self.executor.close()
 
     def ssh_target(self, target: RunTarget) -> SshTarget:
-        """The connection of ``target``; raises ``ValueError`` when its record lacks the
-        SSH settings or the pinned host key."""
+        """The connection of ``target`` and of its jump hosts; raises ``ValueError`` when a
+        record lacks the SSH settings or the pinned host key (or host CA)."""
         if not (
             target.host
             and target.port
             and target.user
             and target.private_key_enc
-            and target.host_key
+            and (target.host_key or target.host_ca)
         ):
             raise ValueError(f"target {target.name} is missing its SSH settings or host key")
         return SshTarget(
@@ -87,7 +88,10 @@ class SshKind:
             port=target.port,
             user=target.user,
             private_key=self.private_key(target.private_key_enc),
-            host_key=target.host_key,
+            host_key=target.host_key or "",
+            via=tuple(self.ssh_target(hop) for hop in target.via),
+            host_ca=target.host_ca or "",
+            client_cert=self.private_key(target.client_cert_enc) if target.client_cert_enc else "",
         )
 
     def private_key(self, encrypted: bytes) -> bytes:
@@ -108,7 +112,25 @@ class SshKind:
 def standard_executors(
     settings: Settings, clock: Clock, decrypt: Decrypt
 ) -> dict[str, LocalKind | SshKind]:
-    """The production table: one executor per :class:`TargetKind`, sized from ``settings``."""
+    """The production table: one executor per :class:`TargetKind`, sized from ``settings``
+    (a jump host runs no jobs, so it has no executor)."""
+    ssh = SshKind(
+        SshExecutor(
+            clock=clock,
+            max_concurrency=settings.ssh_max_concurrency,
+            per_target_concurrency=settings.ssh_per_target_concurrency,
+            max_connections=settings.ssh_max_connections,
+            idle_timeout_s=settings.ssh_idle_timeout_s,
+            connect_timeout_s=settings.ssh_connect_timeout_s,
+            connect_backoff_s=settings.ssh_connect_backoff_s,
+            connect_backoff_max_s=settings.ssh_connect_backoff_max_s,
+            max_connecting=settings.ssh_max_connecting,
+        ),
+        decrypt,
+    )
+    ssh.executor.pool.jumps.limit(
+        JumpLimits(settings.ssh_jump_max_connections, settings.ssh_jump_targets_per_connection)
+    )
     return {
         TargetKind.LOCAL: LocalKind(
             LocalExecutor(
@@ -116,18 +138,5 @@ def standard_executors(
             ),
             settings.local_max_concurrency,
         ),
-        TargetKind.SSH: SshKind(
-            SshExecutor(
-                clock=clock,
-                max_concurrency=settings.ssh_max_concurrency,
-                per_target_concurrency=settings.ssh_per_target_concurrency,
-                max_connections=settings.ssh_max_connections,
-                idle_timeout_s=settings.ssh_idle_timeout_s,
-                connect_timeout_s=settings.ssh_connect_timeout_s,
-                connect_backoff_s=settings.ssh_connect_backoff_s,
-                connect_backoff_max_s=settings.ssh_connect_backoff_max_s,
-                max_connecting=settings.ssh_max_connecting,
-            ),
-            decrypt,
-        ),
+        TargetKind.SSH: ssh,
     }

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import socket
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncssh
 
-from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch
+from fleetcron.errors import AuthError, ConnectError, HostKeyMismatch, InvalidInput
 from fleetcron.executors.base import SshTarget
-from fleetcron.executors.hostkeys import fingerprint
+from fleetcron.executors.hostkeys import fingerprint, split_host_ca
+from fleetcron.executors.user_certs import expires_soon, parse_user_cert, refuse_expired
+
+# The executor's logger: connection events are the SSH executor's events.
+logger = logging.getLogger("fleetcron.executors.ssh")
 
 RETRYABLE = (
     asyncssh.ConnectionLost,
@@ -49,15 +56,24 @@ class PinnedClient(asyncssh.SSHClient):
 PROBE_OUTPUT_MAX = 4096
 
 
-async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
+async def fetch_host_key(
+    host: str,
+    port: int,
+    timeout_s: float = 10,
+    *,
+    tunnel: asyncssh.SSHClientConnection | None = None,
+) -> str:
     """The host key the server at ``host:port`` presents, as ``"<type> <base64>"``.
 
     Used for trust-on-first-use pairing: show the fingerprint to a human, then pin it.
+    With ``tunnel`` (a jump host's connection) the server is reached through it.
     Raises :class:`ConnectError` when the server cannot be reached.
     """
     try:
         async with asyncio.timeout(timeout_s):
-            key = await asyncssh.get_server_host_key(host, port, config=None)
+            key = await asyncssh.get_server_host_key(
+                host, port, config=None, tunnel=tunnel if tunnel is not None else ()
+            )
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise connect_failure(exc, host, port, timeout_s) from exc
     if key is None:
@@ -67,7 +83,11 @@ async def fetch_host_key(host: str, port: int, timeout_s: float = 10) -> str:
 
 
 async def verify_target(
-    target: SshTarget, timeout_s: float = 15, *, probe: str | None = None
+    target: SshTarget,
+    timeout_s: float = 15,
+    *,
+    probe: str | None = None,
+    tunnel: asyncssh.SSHClientConnection | None = None,
 ) -> str | None:
     """Log in with the pinned host key and run ``true``.
 
@@ -75,8 +95,9 @@ async def verify_target(
     message naming the target and what to do; returns ``None`` when all is well. With
     ``probe``, also runs that command in the same connection and returns the start of
     what it printed (empty when it failed: a probe is informational, never a failure).
+    With ``tunnel`` (the last jump host's connection) the target is reached through it.
     """
-    conn, _ = await open_pinned(target, import_private_key(target), timeout_s)
+    conn, _ = await open_pinned(target, import_private_key(target), timeout_s, tunnel=tunnel)
     async with conn:
         try:
             result = await asyncio.wait_for(conn.run("true", check=False), timeout_s)
@@ -98,37 +119,38 @@ async def verify_target(
 
 
 async def open_pinned(
-    target: SshTarget, client_key: asyncssh.SSHKey, timeout_s: float
+    target: SshTarget,
+    client_key: asyncssh.SSHKey,
+    timeout_s: float,
+    *,
+    tunnel: asyncssh.SSHClientConnection | None = None,
 ) -> tuple[asyncssh.SSHClientConnection, PinnedClient]:
-    pinned = asyncssh.import_public_key(target.host_key)
+    """Connect and log in with only the pinned host key trusted; with ``tunnel`` (a jump
+    host's connection) through it, never directly."""
+    if target.via and tunnel is None:
+        raise ConnectError(
+            f"target {target.name} is reached through jump host {target.via[-1].name}; "
+            "it is never connected to directly"
+        )
+    cert = user_certificate(target)
     client = PinnedClient()
     try:
         conn = await asyncssh.connect(
             target.host,
             target.port,
             username=target.user,
-            client_keys=[client_key],
-            known_hosts=([pinned], [], []),
+            client_keys=[client_key] if cert is None else [(client_key, cert)],
+            known_hosts=trusted_keys(target),
+            # Under CA trust, accept plain host keys in the handshake too, so that a server
+            # without a certificate is refused by name rather than by a failed handshake.
+            server_host_key_algs="default" if target.host_ca else (),
             client_factory=lambda: client,
-            config=None,
-            agent_path=None,
-            password=None,
-            kbdint_auth=False,
-            gss_auth=False,
-            preferred_auth="publickey",
             connect_timeout=timeout_s,
-            keepalive_interval=30,
+            tunnel=tunnel if tunnel is not None else (),
+            **ONLY_THE_GIVEN_KEY,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
-        presented = (
-            client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
-        )
-        raise HostKeyMismatch(
-            f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
-            f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
-            "If the server's key was changed on purpose, re-pin its host key "
-            f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
-        ) from exc
+        raise host_refusal(target, client, exc) from exc
     except asyncssh.PermissionDenied as exc:
         raise AuthError(
             f"authentication failed for user {target.user} on {target.host}:{target.port} "
@@ -139,6 +161,60 @@ async def open_pinned(
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise connect_failure(exc, target.host, target.port, timeout_s) from exc
     return conn, client
+
+
+#: No ~/.ssh/config, agent, password or other method: the given client key only.
+ONLY_THE_GIVEN_KEY: dict[str, Any] = {
+    "config": None,
+    "agent_path": None,
+    "password": None,
+    "kbdint_auth": False,
+    "gss_auth": False,
+    "preferred_auth": "publickey",
+    "keepalive_interval": 30,
+}
+
+
+def host_refusal(
+    target: SshTarget, client: PinnedClient, exc: asyncssh.HostKeyNotVerifiable
+) -> HostKeyMismatch:
+    """The server's host key was not the pinned one (or not vouched for by its host CA)."""
+    presented = client.presented.get_fingerprint("sha256") if client.presented else "an unknown key"
+    if target.host_ca:
+        return ca_refusal(target, presented, exc)
+    return HostKeyMismatch(
+        f"host key mismatch: expected {fingerprint(target.host_key)}, got {presented} "
+        f"from {target.host}:{target.port} (target {target.name}); nothing was run. "
+        "If the server's key was changed on purpose, re-pin its host key "
+        f"(`fleetcron target repin {target.name}`, or Re-pin host key on its page)."
+    )
+
+
+def trusted_keys(
+    target: SshTarget,
+) -> tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey], list[asyncssh.SSHKey]]:
+    """What asyncssh trusts for ``target``: its pinned key, or its host CA keys and the
+    keys they must not vouch for (``@revoked``)."""
+    if not target.host_ca:
+        return [asyncssh.import_public_key(target.host_key)], [], []
+    cas, revoked = split_host_ca(target.host_ca)
+    return (
+        [],
+        [asyncssh.import_public_key(line) for line in cas],
+        [asyncssh.import_public_key(line) for line in revoked],
+    )
+
+
+def ca_refusal(target: SshTarget, presented: str, exc: asyncssh.Error) -> HostKeyMismatch:
+    """The server's host key was not vouched for by the target's host CA."""
+    cas, _ = split_host_ca(target.host_ca)
+    fingerprints = ", ".join(fingerprint(line) for line in cas)
+    return HostKeyMismatch(
+        f"host not trusted: {target.host}:{target.port} (target {target.name}) presented "
+        f"no valid certificate from its host CA {fingerprints} for the name {target.host} "
+        f"(got {presented}; {exc.reason}); nothing was run. A host certificate must name "
+        "the host as a principal, be valid now, and its key must not be revoked."
+    )
 
 
 def connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) -> ConnectError:
@@ -155,8 +231,39 @@ def connect_failure(exc: BaseException, host: str, port: int, timeout_s: float) 
 
 
 def key_digest(target: SshTarget) -> str:
-    raw = target.private_key.encode() if isinstance(target.private_key, str) else target.private_key
-    return hashlib.sha256(raw).hexdigest()
+    """The client credentials as pooled: the key and its certificate, if any."""
+    digest = hashlib.sha256(_raw(target.private_key))
+    if target.client_cert:
+        digest.update(b"\0" + _raw(target.client_cert))
+    return digest.hexdigest()
+
+
+def _raw(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def user_certificate(target: SshTarget) -> object | None:
+    """The target's user certificate for the login, checked: an expired one is refused
+    before connecting, one expiring within a week is logged as a warning."""
+    if not target.client_cert:
+        return None
+    try:
+        info, cert = parse_user_cert(target.client_cert)
+    except InvalidInput as exc:
+        raise AuthError(
+            f"the user certificate of target {target.name} cannot be used: {exc}"
+        ) from None
+    now = datetime.now(UTC)
+    refuse_expired(target.name, info, now)
+    if expires_soon(info, now):
+        assert info.valid_before is not None
+        logger.warning(
+            "the user certificate of target %s expires at %s",
+            target.name,
+            info.valid_before.isoformat(timespec="seconds"),
+            extra={"action": "ssh.cert_expiring", "target": target.name},
+        )
+    return cert
 
 
 def import_private_key(target: SshTarget) -> asyncssh.SSHKey:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import asyncssh
 
-from fleetcron.errors import ConnectError
+from fleetcron.errors import ConnectError, FleetcronError
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.ssh_connect import (
     RETRYABLE,
@@ -31,15 +31,31 @@ from fleetcron.executors.ssh_connect import (
     key_digest,
     open_pinned,
 )
+from fleetcron.executors.ssh_jump import (
+    ChainKey,
+    JumpConn,
+    JumpLimits,
+    JumpPool,
+    chain_key,
+    through,
+)
 
 # The executor's logger: pool events are the SSH executor's events.
 logger = logging.getLogger("fleetcron.executors.ssh")
 
-PoolKey = tuple[str, int, str, str, str]
+PoolKey = tuple[str, int, str, str, str, ChainKey]
 
 
 def pool_key(target: SshTarget) -> PoolKey:
-    return (target.host, target.port, target.user, key_digest(target), target.host_key)
+    """A target as pooled; the same server reached another way is another connection."""
+    return (
+        target.host,
+        target.port,
+        target.user,
+        key_digest(target),
+        target.host_key or target.host_ca,
+        chain_key(target.via),
+    )
 
 
 @dataclass
@@ -48,6 +64,8 @@ class Pooled:
     client: PinnedClient
     users: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    #: The jump host connection this one goes through (held while it is open).
+    jump: JumpConn | None = None
 
     @property
     def usable(self) -> bool:
@@ -89,6 +107,12 @@ class SshPool:
         """Successful handshakes so far; a reused connection does not count."""
         self.connect_retries = 0
         """Handshakes retried after the server dropped or reset them."""
+        self.jumps = JumpPool(
+            max_connections=JumpLimits.max_connections,
+            targets_per_connection=JumpLimits.targets_per_connection,
+            connect_timeout_s=connect_timeout_s,
+        )
+        """The jump host connections the pooled ones go through."""
 
     def __len__(self) -> int:
         """Connections currently held open."""
@@ -112,10 +136,9 @@ class SshPool:
                 self._make_room()
                 self._opening += 1
                 try:
-                    conn, client = await self._connect(target, deadline)
+                    entry = await self._connect_through(target, deadline)
                 finally:
                     self._opening -= 1
-                entry = Pooled(conn, client)
                 self._pool[key] = entry
             else:
                 self._idle.pop(key, None)
@@ -146,11 +169,31 @@ class SshPool:
             entry.conn.close()
         for entry in pooled:
             await entry.conn.wait_closed()
+        await self.jumps.close()
 
     def _drop(self, key: PoolKey) -> None:
         entry = self._pool.pop(key)
         self._idle.pop(key, None)
         entry.conn.close()
+        if entry.jump is not None:
+            self.jumps.release(entry.jump)
+
+    async def _connect_through(self, target: SshTarget, deadline: float) -> Pooled:
+        """A new pooled connection to ``target``: through a shared jump host connection
+        when it has jump hosts (never directly then), else directly."""
+        if not target.via:
+            conn, client = await self._connect(target, deadline)
+            return Pooled(conn, client)
+        jump = await self.jumps.acquire(target.via, deadline)
+        try:
+            conn, client = await self._connect(target, deadline, tunnel=jump.conn)
+        except FleetcronError as exc:
+            self.jumps.release(jump)
+            raise through(target, exc) from exc
+        except BaseException:
+            self.jumps.release(jump)
+            raise
+        return Pooled(conn, client, jump=jump)
 
     def _expire_idle(self) -> None:
         """Close the idle connections unused for longer than ``idle_timeout_s``: they are
@@ -186,7 +229,11 @@ class SshPool:
             self._schedule_expiry(head.idle_since + self.idle_timeout_s - time.monotonic())
 
     async def _connect(
-        self, target: SshTarget, deadline: float
+        self,
+        target: SshTarget,
+        deadline: float,
+        *,
+        tunnel: asyncssh.SSHClientConnection | None = None,
     ) -> tuple[asyncssh.SSHClientConnection, PinnedClient]:
         """Open a connection to ``target``; a handshake dropped or reset by the server is
         retried with capped exponential backoff and jitter until ``deadline`` (or
@@ -201,7 +248,7 @@ class SshPool:
             async with self.connecting:
                 timeout = min(self.connect_timeout_s, max(deadline - time.monotonic(), 0.1))
                 try:
-                    conn, client = await open_pinned(target, client_key, timeout)
+                    conn, client = await open_pinned(target, client_key, timeout, tunnel=tunnel)
                 except RETRYABLE as exc:
                     dropped: BaseException = exc
                 else:
@@ -210,17 +257,9 @@ class SshPool:
             wait = delay * random.uniform(0.5, 1.0)
             out_of_tries = self.connect_attempts is not None and attempt >= self.connect_attempts
             if out_of_tries or time.monotonic() + wait >= deadline:
+                why = f"{attempt} attempts allowed" if out_of_tries else None
                 spent = time.monotonic() - first
-                why = (
-                    f"{attempt} attempts allowed"
-                    if out_of_tries
-                    else "the run's time budget is spent"
-                )
-                raise ConnectError(
-                    f"connection to {target.host}:{target.port} was dropped during the "
-                    f"handshake {attempt} times in {spent:.1f} s ({why}; sshd MaxStartups?): "
-                    f"{dropped}"
-                ) from dropped
+                raise _dropped(target, attempt, spent, why, dropped) from dropped
             self.connect_retries += 1
             logger.info(
                 "ssh handshake with %s:%s dropped, retry %s in %.2f s",
@@ -241,3 +280,14 @@ class SshPool:
             key = import_private_key(target)
             self._keys[digest] = key
         return key
+
+
+def _dropped(
+    target: SshTarget, attempt: int, spent: float, why: str | None, cause: BaseException
+) -> ConnectError:
+    """A handshake dropped too often: by the attempts allowed, or the run's budget."""
+    reason = why or "the run's time budget is spent"
+    return ConnectError(
+        f"connection to {target.host}:{target.port} was dropped during the handshake "
+        f"{attempt} times in {spent:.1f} s ({reason}; sshd MaxStartups?): {cause}"
+    )

@@ -105,6 +105,22 @@ def run_target(dispatch: Dispatch) -> RunTarget:
         user=dispatch.user,
         private_key_enc=dispatch.private_key_enc,
         host_key=dispatch.host_key,
+        via=tuple(
+            RunTarget(
+                name=hop.name,
+                kind="jump",
+                host=hop.host,
+                port=hop.port,
+                user=hop.user,
+                private_key_enc=hop.private_key_enc,
+                host_key=hop.host_key,
+                host_ca=hop.host_ca,
+                client_cert_enc=hop.client_cert_enc,
+            )
+            for hop in dispatch.via
+        ),
+        host_ca=dispatch.host_ca,
+        client_cert_enc=dispatch.client_cert_enc,
     )
 
 

@@ -11,7 +11,7 @@ describes what they need of the run store.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -25,6 +25,24 @@ from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.store.db import Database
 from fleetcron.store.run_guard import RunGuard
 from fleetcron.store.schema import Assignment, Job, Run, Target
+
+#: The longest chain of jump hosts followed (a loop is refused when saved; this bounds it).
+MAX_JUMPS = 8
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A jump host on a run's way, with what connecting needs (the key still encrypted)."""
+
+    name: str
+    host: str | None
+    port: int | None
+    user: str | None
+    private_key_enc: bytes | None = field(repr=False)
+    host_key: str | None
+    via_id: int | None
+    host_ca: str | None = None
+    client_cert_enc: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,12 @@ class Dispatch:
     user: str | None
     private_key_enc: bytes | None = None
     host_key: str | None = None
+    #: The jump host the target is reached through, and the chain of them, the first one
+    #: reached directly (filled in by :func:`with_jumps`).
+    via_id: int | None = None
+    via: tuple[Hop, ...] = ()
+    host_ca: str | None = None
+    client_cert_enc: bytes | None = None
     command: str = ""
     timeout_s: int = 300
     scheduled_for: datetime | None = None
@@ -106,6 +130,9 @@ DISPATCH_COLUMNS = (
     Target.user,
     Target.private_key_enc,
     Target.host_key,
+    Target.via_id,
+    Target.host_ca,
+    Target.client_cert_enc,
     Target.paused.label("target_paused"),
     Target.paused_reason.label("target_paused_reason"),
     Target.timezone.label("target_timezone"),
@@ -183,6 +210,9 @@ def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
         user=row.user,
         private_key_enc=row.private_key_enc,
         host_key=row.host_key,
+        via_id=row.via_id,
+        host_ca=row.host_ca,
+        client_cert_enc=row.client_cert_enc,
         scheduled_for=run.scheduled_for,
         trigger=run.trigger,
         attempt=run.attempt,
@@ -215,3 +245,52 @@ def target_hold_of(row: Row[Any], policy: SlotPolicy) -> Skip | None:
         target_name=row.target_name,
     )
     return None if refused is None else Skip(SkipKind.LOCAL_GATE, GATE_PREFIX + refused)
+
+
+def with_jumps(session: Session, dispatches: list[Dispatch]) -> list[Dispatch]:
+    """``dispatches`` with the jump host chain of each target behind one (a query per
+    level of the chains, only when there is one)."""
+    hops: dict[int, Hop] = {}
+    wanted = {d.via_id for d in dispatches if d.via_id is not None}
+    for _ in range(MAX_JUMPS):
+        wanted -= hops.keys()
+        if not wanted:
+            break
+        rows = session.execute(
+            select(
+                Target.id,
+                Target.name,
+                Target.host,
+                Target.port,
+                Target.user,
+                Target.private_key_enc,
+                Target.host_key,
+                Target.via_id,
+                Target.host_ca,
+                Target.client_cert_enc,
+            ).where(Target.id.in_(wanted))
+        )
+        for row in rows:
+            hops[row.id] = Hop(
+                name=row.name,
+                host=row.host,
+                port=row.port,
+                user=row.user,
+                private_key_enc=row.private_key_enc,
+                host_key=row.host_key,
+                via_id=row.via_id,
+                host_ca=row.host_ca,
+                client_cert_enc=row.client_cert_enc,
+            )
+        wanted = {hop.via_id for hop in hops.values() if hop.via_id is not None}
+    return [d if d.via_id is None else replace(d, via=chain(d.via_id, hops)) for d in dispatches]
+
+
+def chain(first: int, hops: dict[int, Hop]) -> tuple[Hop, ...]:
+    """The hops from the one reached directly to ``first`` (the target's own jump host)."""
+    path: list[Hop] = []
+    at: int | None = first
+    while at is not None and at in hops and len(path) < MAX_JUMPS:
+        path.append(hops[at])
+        at = hops[at].via_id
+    return tuple(reversed(path))

@@ -54,6 +54,7 @@ from fleetcron.store.run_dispatch import (
     start_wait,
     take_stamp,
     target_hold_of,
+    with_jumps,
 )
 from fleetcron.store.run_newest import refresh_for_runs
 from fleetcron.store.run_writes import moved, set_status
@@ -137,7 +138,7 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         session.flush()
         refresh_for_runs(session, [*changed, *(run.id for _, run in starting)])
         store.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
-        dispatches = [dispatch_from(row, run, stamp) for row, run in starting]
+        dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
 
 

@@ -66,6 +66,7 @@ from fleetcron.store.run_dispatch import (
     start_wait,
     take_stamp,
     target_hold_of,
+    with_jumps,
 )
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
 from fleetcron.store.run_guard import RunGuard as RunGuard
@@ -190,7 +191,7 @@ class RunStore:
                 session.add(run)
         self._advance(session, next_fires)
         self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
-        dispatches = [dispatch_from(row, run, stamp) for row, run in firing]
+        dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in firing])
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
     def _due_rows(
@@ -418,7 +419,7 @@ class RunStore:
                     starting.append((row, run))
             refresh(session, {run.assignment_id for run in runs})
             self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
-            return [dispatch_from(row, run, stamp) for row, run in starting]
+            return with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
 
     def _queued_may_start(
         self,
@@ -479,7 +480,7 @@ class RunStore:
             session.add(run)
             refresh(session, [row.assignment_id])
             self.guard.claim(session, verdict, [run], stamp.at)
-            return dispatch_from(row, run, stamp)
+            return with_jumps(session, [dispatch_from(row, run, stamp)])[0]
 
     # -- finishing --------------------------------------------------------------------
 

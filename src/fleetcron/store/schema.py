@@ -167,12 +167,23 @@ class Target(Base):
     reach_at: Mapped[datetime | None]
     reach_since: Mapped[datetime | None]
     reach_error: Mapped[str | None] = mapped_column(String(300))
+    #: The jump host (a target of kind ``jump``) this target is reached through; empty:
+    #: reached directly.
+    via_id: Mapped[int | None] = mapped_column(ForeignKey("targets.id"), index=True)
+    #: Host trust by CA instead of a pinned key: the CA public key lines, then
+    #: ``@revoked`` key lines (``executors/hostkeys.normalize_host_ca``); empty: pinned.
+    host_ca: Mapped[str | None] = mapped_column(Text)
+    #: A user certificate for the private key, encrypted like it; and when it expires.
+    client_cert_enc: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    client_cert_expires_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
     assignments: Mapped[list[Assignment]] = relationship(
         back_populates="target", cascade="all, delete-orphan", passive_deletes=True
     )
+    #: Loaded with the target, so that views of a detached row can name it.
+    via: Mapped[Target | None] = relationship(remote_side=[id], lazy="joined", join_depth=1)
 
     def __repr__(self) -> str:
         return f"Target(id={self.id!r}, name={self.name!r}, kind={self.kind!r})"

@@ -52,6 +52,20 @@ class TargetIn(Body):
         default=False, description="accept a second target on the same user@host:port"
     )
     timezone: str | None = Field(default=None, max_length=64, description=TARGET_ZONE_HELP)
+    via: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the jump host (a target of kind jump) to reach this target through",
+    )
+    host_ca: str | None = Field(
+        default=None,
+        max_length=100_000,
+        description="trust the host by a host certificate from these CA key lines (and "
+        "@revoked lines) instead of a pinned key",
+    )
+    client_cert: str | None = Field(
+        default=None, max_length=20_000, description="an OpenSSH user certificate for the key"
+    )
 
 
 class TargetPatch(Body):
@@ -73,6 +87,21 @@ class TargetPatch(Body):
     allow_same_host: bool = False
     timezone: str | None = Field(
         default=None, max_length=64, description=f'{TARGET_ZONE_HELP}; "" clears it'
+    )
+    via: str | None = Field(
+        default=None,
+        max_length=64,
+        description='a new jump host to reach the target through; "" reaches it directly',
+    )
+    host_ca: str | None = Field(
+        default=None,
+        max_length=100_000,
+        description='new host CA lines (trust by certificate); "" pins a key again',
+    )
+    client_cert: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description='a new user certificate for the key; "" logs in with the bare key',
     )
 
 
@@ -136,6 +165,13 @@ class TargetOut(BaseModel):
     reach_at: datetime | None = Field(default=None, description="When it was probed")
     reach_since: datetime | None = Field(default=None, description="In this state since")
     reach_error: str | None = Field(default=None, description="The probe's error (bounded)")
+    via: str | None = Field(default=None, description="the jump host; null: reached directly")
+    host_ca: str | None = Field(
+        default=None, description="the host CA lines trusted instead of a pinned key"
+    )
+    client_cert_expires_at: datetime | None = Field(
+        default=None, description="when the user certificate expires; null: none or never"
+    )
 
     @classmethod
     def of(cls, t: TargetView) -> TargetOut:
@@ -159,6 +195,9 @@ class TargetOut(BaseModel):
             paused_by=t.paused_by,
             timezone=t.timezone,
             timezone_source=t.timezone_source,
+            via=t.via,
+            host_ca=t.host_ca,
+            client_cert_expires_at=t.client_cert_expires_at,
             created_at=t.created_at,
             reach=t.reach.state,
             reach_at=t.reach.at,

@@ -537,3 +537,33 @@ def test_with_local_targets_disabled_an_admin_gets_422_naming_the_kind(
     error = error_of(response)
     assert error["field"] == "kind"
     assert "FLEETCRON_ALLOW_LOCAL_TARGETS" in str(error["message"])
+
+
+@pytest.mark.sshd
+def test_a_target_is_added_behind_a_jump_host_and_shows_it(
+    client: TestClient, as_operator: Headers, sshd: SshServer, bastion: SshServer
+) -> None:
+    jump = ssh_body("b1", bastion, kind="jump", trust_on_first_use=True)
+    assert client.post(f"{API}/targets", json=jump, headers=as_operator).status_code == 201
+    body = ssh_body("t42", sshd, via="b1", trust_on_first_use=True)
+    response = client.post(f"{API}/targets", json=body, headers=as_operator)
+
+    assert response.status_code == 201, response.text
+    target = response.json()["target"]
+    assert (target["via"], target["paired"]) == ("b1", True)
+    assert client.get(f"{API}/targets/b1", headers=as_operator).json()["via"] is None
+
+
+@sqlite_only
+@pytest.mark.sshd
+def test_a_via_that_is_not_a_jump_host_is_a_422_naming_the_field(
+    client: TestClient, as_operator: Headers, as_admin: Headers, sshd: SshServer
+) -> None:
+    client.post(f"{API}/targets", json={"name": "box", "kind": "local"}, headers=as_admin)
+    body = ssh_body("t1", sshd, via="box", verify=False)
+    response = client.post(f"{API}/targets", json=body, headers=as_operator)
+
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "via"
+    assert "target box is of kind local, not jump" in response.text
+    assert client.get(f"{API}/targets/t1", headers=as_operator).status_code == 404

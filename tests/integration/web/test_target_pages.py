@@ -297,3 +297,58 @@ def test_with_local_targets_disabled_the_form_says_so_and_the_page_warns(
     assert 'value="local"' not in form.text
     assert "Local targets (this machine) are disabled on this server." in form.text
     assert "Local targets are disabled on this server" in html.unescape(shown.text)
+
+
+@sqlite_only
+@pytest.mark.sshd
+def test_the_form_adds_a_target_behind_a_jump_host_and_the_pages_show_the_path(
+    app: App, operator_browser: TestClient, sshd: SshServer, bastion: SshServer
+) -> None:
+    targets.add_target(
+        app, ADMIN, bastion.spec("b1", kind=TargetKind.JUMP), trust_on_first_use=True
+    )
+    form = operator_browser.get("/targets/new")
+    saved = post(
+        operator_browser,
+        "/targets/new",
+        name="t42",
+        kind="ssh",
+        host=sshd.host,
+        port=str(sshd.port),
+        user=sshd.user,
+        private_key=sshd.client_private_key,
+        trust_on_first_use="1",
+        via="b1",
+        labels="",
+        notes="",
+    )
+
+    assert 'name="via"' in form.text and 'value="jump"' in form.text
+    shown = flash_after(operator_browser, saved)
+    assert 'via <a href="/targets/b1">b1</a>' in shown
+    assert "via b1" in operator_browser.get("/targets").text
+    assert target_reads.show_target(app, ADMIN, "t42")[0].via == "b1"
+
+
+@sqlite_only
+@pytest.mark.sshd
+def test_a_via_that_does_not_exist_comes_back_under_its_field(
+    app: App, operator_browser: TestClient, sshd: SshServer
+) -> None:
+    response = post(
+        operator_browser,
+        "/targets/new",
+        name="t42",
+        kind="ssh",
+        host=sshd.host,
+        port=str(sshd.port),
+        user=sshd.user,
+        private_key=sshd.client_private_key,
+        via="nowhere",
+        labels="",
+        notes="",
+    )
+
+    assert response.status_code == 422
+    assert 'id="via-error"' in response.text and "no target named nowhere" in response.text
+    assert 'value="nowhere"' in response.text

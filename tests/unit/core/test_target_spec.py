@@ -15,8 +15,23 @@ KEY = b"-----BEGIN OPENSSH PRIVATE KEY-----\n"
 
 
 def test_the_kinds_are_the_strings_the_column_stores() -> None:
-    assert [kind.value for kind in TargetKind] == ["ssh", "local"]
-    assert KIND_CHECK_SQL == "kind IN ('ssh', 'local')"
+    assert [kind.value for kind in TargetKind] == ["ssh", "local", "jump"]
+    assert KIND_CHECK_SQL == "kind IN ('ssh', 'local', 'jump')"
+
+
+def test_a_jump_host_is_checked_like_an_ssh_target_and_via_is_checked() -> None:
+    spec = TargetSpec(
+        "b1", TargetKind.JUMP, host="bastion", user="fleet", private_key=b"k", via=" b0 "
+    )
+    checked = spec.checked()
+    assert (checked.kind, checked.host, checked.via) == (TargetKind.JUMP, "bastion", "b0")
+    with pytest.raises(InvalidInput, match="via: target b1 cannot be its own jump host"):
+        TargetSpec("b1", TargetKind.JUMP, host="h", user="u", private_key=b"k", via="b1").checked()
+    with pytest.raises(InvalidInput, match="via: a local target") as info:
+        TargetSpec("l1", TargetKind.LOCAL, via="b1").checked()
+    assert info.value.field == "via"
+    # Control: no via (or an empty one) is reached directly.
+    assert TargetSpec("t1", host="h", user="u", private_key=b"k", via="").checked().via is None
 
 
 def test_the_topologies_are_the_strings_the_setting_takes() -> None:

@@ -65,6 +65,25 @@ class CleanupTarget:
     user: str | None
     private_key_enc: bytes | None
     host_key: str | None
+    #: The jump host it is reached through (active cleanup does not go through one).
+    via_id: int | None = None
+    host_ca: str | None = None
+    client_cert_enc: bytes | None = None
+
+    @classmethod
+    def of(cls, row: Target) -> CleanupTarget:
+        return cls(
+            row.id,
+            row.name,
+            row.host,
+            row.port,
+            row.user,
+            row.private_key_enc,
+            row.host_key,
+            row.via_id,
+            row.host_ca,
+            row.client_cert_enc,
+        )
 
 
 @dataclass(frozen=True)
@@ -115,11 +134,11 @@ def active_cleanup_plan(
         wanted = targets_to_clean(claims, generation)
         targets = (
             tuple(
-                CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
+                CleanupTarget.of(t)
                 for t in session.scalars(
                     select(Target)
                     .where(Target.id.in_(wanted))
-                    .options(undefer(Target.private_key_enc))
+                    .options(undefer(Target.private_key_enc), undefer(Target.client_cert_enc))
                     .order_by(Target.id)
                 )
             )

@@ -20,6 +20,7 @@ from fleetcron.core.target_zones import (
     dst_policy,
     effective_zone,
 )
+from fleetcron.core.targets import TargetKind
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
@@ -93,7 +94,14 @@ def new_assignment(
 ) -> Assignment:
     """A new assignment, in the session and linked into ``job`` and ``target``: the one
     constructor of assignments, so every path passes the local gate here (raises
-    :class:`~fleetcron.services.fleet.local_gate.LocalRefused`)."""
+    :class:`~fleetcron.services.fleet.local_gate.LocalRefused`). A jump host runs no jobs."""
+    if target.kind is TargetKind.JUMP:
+        raise InvalidInput(
+            f"target: {target.name} is a jump host; jump hosts run no jobs",
+            field="target",
+            value=target.name,
+            allowed="a target of kind ssh or local",
+        )
     admit(app, job, target)
     assignment = Assignment(
         job=job,
@@ -150,8 +158,12 @@ def zone_spread(app: App, actor: Actor, schedule: str, count: int) -> list[ZoneS
 
 
 def matching_targets(session: Session, selector: dict[str, str]) -> list[Target]:
-    """Paired targets a bulk job with this selector covers."""
-    paired = session.scalars(select(Target).where(Target.paired.is_(True)).order_by(Target.name))
+    """Paired targets a bulk job with this selector covers (never a jump host)."""
+    paired = session.scalars(
+        select(Target)
+        .where(Target.paired.is_(True), Target.kind != TargetKind.JUMP)
+        .order_by(Target.name)
+    )
     return [t for t in paired if selector_matches(selector, t.labels)]
 
 
@@ -172,7 +184,10 @@ def extend_jobs_to(
     bulk jobs whose selector no longer matches. Each change is audited. A job the local
     gate refuses is left off the target (audited as refused) and the rest goes on; with
     ``recheck`` (the target has just become local) the gate is asked again of the
-    assignments it has, and a refused one is dropped."""
+    assignments it has, and a refused one is dropped. A jump host gets none (it runs no
+    jobs)."""
+    if target.kind is TargetKind.JUMP:
+        return Extension([], [])
     now = app.now()
     have = {a.job_id: a for a in target.assignments}
     extended: list[str] = []

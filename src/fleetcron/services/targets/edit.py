@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.labels import parse_labels
@@ -41,13 +42,13 @@ from fleetcron.core.target_zones import (
     SOURCE_OPERATOR,
     parse_detected_zone,
 )
-from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.core.targets import CheckedTarget, TargetKind, TargetSpec
 from fleetcron.errors import (
     Conflict,
     FleetcronError,
     InvalidInput,
 )
-from fleetcron.executors import ssh_connect
+from fleetcron.executors import ssh_jump
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
 from fleetcron.services.fleet.assignments import (
     extend_jobs_to,
@@ -65,6 +66,7 @@ from fleetcron.services.targets.fields import (
     fill_ssh_fields,
     probe_target,
 )
+from fleetcron.services.targets.jumps import hops_via, refuse_if_used, resolve_via
 from fleetcron.services.targets.pairing import (
     REPIN_ADVICE,
     PairResult,
@@ -144,25 +146,14 @@ def add_target(
     with audited(app, actor, note) as session:
         actor.authorize("target.add")
         fields = spec.checked()
-        zone = fields.timezone
-        now = app.now()
-        target = Target(
-            name=name,
-            labels=fields.labels,
-            notes=fields.notes,
-            timezone=zone,
-            timezone_source=SOURCE_OPERATOR if zone else None,
-            paired=False,
-            paused=False,
-            created_at=now,
-            updated_at=now,
-        )
+        target = _new_row(app, fields)
         if fields.kind is TargetKind.LOCAL:
             check_local_allowed(app, actor)
             target.kind = TargetKind.LOCAL
         else:
             fill_ssh_fields(app, target, fields)
-            if verify and not target.host_key and not trust_on_first_use:
+            target.via = resolve_via(session, name, fields.via)
+            if verify and not (target.host_key or target.host_ca) and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
         if session.scalar(select(Target.id).where(Target.name == name)) is not None:
@@ -171,22 +162,62 @@ def add_target(
         session.flush()
         note.target_id = target.id
         note.detail.update({"host": target.host, "labels": fields.labels})
-        if zone:
-            note.detail["timezone"] = zone
+        if fields.via:
+            note.detail["via"] = fields.via
+        if fields.timezone:
+            note.detail["timezone"] = fields.timezone
     if not verify:
-        return PairResult(
-            TargetView.of(target),
-            fingerprint_or_none(target.host_key),
-            False,
-            (),
-            timezone=zone,
-            timezone_note="set by an operator" if zone else "not detected (not paired)",
-        )
+        return _unpaired_result(target)
     try:
         return pair_target(app, actor, name, trust_on_first_use=trust_on_first_use)
     except FleetcronError as exc:
         exc.args = (f"target {name} was added but not paired: {exc.message}",)
         raise
+
+
+def _new_row(app: App, fields: CheckedTarget) -> Target:
+    """A new target's row with what every kind has (the connection is filled in after)."""
+    now = app.now()
+    return Target(
+        name=fields.name,
+        labels=fields.labels,
+        notes=fields.notes,
+        timezone=fields.timezone,
+        timezone_source=SOURCE_OPERATOR if fields.timezone else None,
+        paired=False,
+        paused=False,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _unpaired_result(target: Target) -> PairResult:
+    zone = target.timezone
+    return PairResult(
+        TargetView.of(target),
+        fingerprint_or_none(target.host_key),
+        False,
+        (),
+        timezone=zone,
+        timezone_note="set by an operator" if zone else "not detected (not paired)",
+    )
+
+
+@dataclass
+class _EditPlan:
+    """An edit worked out before anything is saved: the target as read, its values after
+    the change, which of them changed, and what the connection check detected."""
+
+    current: Target
+    updated: dict[str, Any]
+    changed: tuple[str, ...]
+    #: The connection changed on a paired target reached over SSH: checked, or unpaired.
+    check: bool
+    detected: tuple[str | None, str] | None = None
+
+    @property
+    def moved(self) -> bool:
+        return bool({"kind", "host", "port", "user", "via_id"} & set(self.changed))
 
 
 def edit_target(
@@ -203,116 +234,192 @@ def edit_target(
     note = AuditNote("target.edit", target_name=name)
     try:
         actor.authorize("target.edit")
-        with app.db.read() as session:
-            current = get_target(session, name)
-            _ = current.private_key_enc
-        note.target_id = current.id
-        updated = edited(app, actor, current, changes)
-        tofu = False
-        if (
-            changes.trust_on_first_use
-            and updated["kind"] is TargetKind.SSH
-            and not changes.host_key
-        ):
-            updated["host_key"] = run_ssh(
-                ssh_connect.fetch_host_key(
-                    updated["host"], updated["port"], app.settings.ssh_connect_timeout_s
-                )
-            )
-            tofu = True
-        changed = tuple(k for k, val in updated.items() if val != current_value(current, k))
-        given_zone = changes.timezone is not None and updated["timezone"]
-        if given_zone and current.timezone_source != SOURCE_OPERATOR:
-            # Confirming a detected zone makes it the operator's (kept over detection).
-            changed += ("timezone",) if "timezone" not in changed else ()
-        if not changed:
-            raise InvalidInput(
-                f"name: nothing to change on target {name}: every given value is its current one",
-                field="name",
-                value=name,
-                allowed="at least one new value (host, port, user, key, host key, labels, notes, "
-                "time zone)",
-            )
-        note.detail["changed"] = list(changed)
-        if "host_key" in changed:
-            note.detail["host_key"] = {
-                "old": fingerprint_or_none(current.host_key),
-                "new": fingerprint_or_none(updated["host_key"]),
-                "trust_on_first_use": tofu,
-            }
-        moved = bool({"kind", "host", "port", "user"} & set(changed))
-        if moved and not allow_same_host:
+        plan = _plan_edit(app, actor, name, changes, note)
+        if plan.moved and not allow_same_host:
             with app.db.read() as session:
-                check_same_host(session, probe_target(current, updated), allow_same_host)
-        check = (
-            any(k in CONNECTION_FIELDS for k in changed)
-            and current.paired
-            and updated["kind"] is TargetKind.SSH
-        )
-        detected: tuple[str | None, str] | None = None
-        if check and verify:
-            if not updated["host_key"]:
-                raise missing_host_key(name)
-            # A moved target may be another server: its zone is read again, as at pairing,
-            # unless an operator set it (or sets it now).
-            detect = current.timezone_source != SOURCE_OPERATOR and "timezone" not in changed
-            try:
-                output = verify_connection(
-                    app,
-                    probe_target(current, updated),
-                    updated["host_key"],
-                    probe=DETECT_COMMAND if detect else None,
-                )
-            except FleetcronError as exc:
-                exc.args = (f"target {name} was not changed: {repin_wording(exc)}",)
-                raise
-            detected = parse_detected_zone(output or "") if detect else None
+                check_same_host(session, probe_target(plan.current, plan.updated), allow_same_host)
+        if plan.check and verify:
+            plan.detected = _check_edited(app, plan)
     except FleetcronError as exc:
         record_failure(app, actor, note, exc)
         raise
-    unpair = check and not verify
+    unpair = plan.check and not verify
     with audited(app, actor, note) as session:
-        target = get_target(session, name)
-        if target.updated_at != current.updated_at:
-            raise Conflict(f"target {name} changed while it was being edited; try again")
-        for key in changed:
-            if key == "private_key":
-                target.private_key_enc = updated["private_key"]
-            else:
-                setattr(target, key, updated[key])
-        if moved:
-            check_same_host(session, target, allow_same_host)
-        now = app.now()
-        target.updated_at = now
-        if "timezone" in changed:
-            note.detail["timezone"] = {"old": current.timezone, "new": target.timezone}
-            target.timezone_source = SOURCE_OPERATOR if target.timezone else None
-            moved_fires = refire_target_local(target, now, app.settings.timezone)
-            note.detail["timezone"]["assignments_moved"] = moved_fires
-        zone_note = ""
-        if detected is not None:
-            zone_note = take_detected_zone(app, target, detected, now)
-            note.detail["timezone"] = {"zone": target.timezone, "note": zone_note}
-        extended: list[str] = []
-        if unpair:
-            removed = _unpair(target, now)
-            note.detail.update({"unpaired": True, "assignments_removed": removed})
-        elif target.paired:
-            extension = extend_jobs_to(session, app, actor, target, recheck="kind" in changed)
-            extended = extension.extended
-            note.detail["extended_jobs"] = len(extended)
-            if extension.refused:
-                note.detail["refused_jobs"] = extension.refused
-        note.detail["verified"] = check and verify
+        target, zone_note, extended = _save_edit(
+            session, app, actor, plan, note, unpair=unpair, allow_same_host=allow_same_host
+        )
+        note.detail["verified"] = plan.check and verify
     return EditResult(
         TargetView.of(target),
-        changed,
-        verified=check and verify,
+        plan.changed,
+        verified=plan.check and verify,
         unpaired=unpair,
         host_key_fingerprint=fingerprint_or_none(target.host_key),
         extended_jobs=tuple(extended),
         timezone_note=zone_note,
     )
+
+
+def _plan_edit(
+    app: App, actor: Actor, name: str, changes: TargetChanges, note: AuditNote
+) -> _EditPlan:
+    """Read the target, work out its values after ``changes`` (a key trusted on first use
+    fetched now) and which changed; raises when nothing would."""
+    with app.db.read() as session:
+        current = get_target(session, name)
+        _ = (current.private_key_enc, current.client_cert_enc)
+        via = _edited_via(session, current, changes)
+    note.target_id = current.id
+    updated = edited(app, actor, current, changes, via=via)
+    tofu = False
+    tofu_wanted = changes.trust_on_first_use and not changes.host_key and not updated["host_ca"]
+    if tofu_wanted and updated["kind"].over_ssh:
+        updated["host_key"] = run_ssh(
+            ssh_jump.fetch_host_key_via(
+                hops_via(app, updated["via_id"]),
+                updated["host"],
+                updated["port"],
+                app.settings.ssh_connect_timeout_s,
+            )
+        )
+        tofu = True
+    changed = tuple(k for k, val in updated.items() if val != current_value(current, k))
+    given_zone = changes.timezone is not None and updated["timezone"]
+    if given_zone and current.timezone_source != SOURCE_OPERATOR and "timezone" not in changed:
+        # Confirming a detected zone makes it the operator's (kept over detection).
+        changed += ("timezone",)
+    if not changed:
+        raise InvalidInput(
+            f"name: nothing to change on target {name}: every given value is its current one",
+            field="name",
+            value=name,
+            allowed="at least one new value (host, port, user, key, host key, jump host, "
+            "labels, notes, time zone)",
+        )
+    _note_changes(note, current, updated, changed, tofu=tofu)
+    check = (
+        any(k in CONNECTION_FIELDS for k in changed) and current.paired and updated["kind"].over_ssh
+    )
+    return _EditPlan(current, updated, changed, check)
+
+
+def _edited_via(session: Session, current: Target, changes: TargetChanges) -> Target | None:
+    """The jump host after ``changes``, checked; a jump host changed into another kind
+    while in use is refused."""
+    if changes.kind is not None and changes.kind is not current.kind:
+        refuse_if_used(session, current, "change the kind of")
+    if changes.via is None:
+        return current.via
+    return resolve_via(session, current.name, changes.via.strip() or None)
+
+
+def _note_changes(
+    note: AuditNote,
+    current: Target,
+    updated: Mapping[str, Any],
+    changed: tuple[str, ...],
+    *,
+    tofu: bool,
+) -> None:
+    note.detail["changed"] = list(changed)
+    if "host_key" in changed:
+        note.detail["host_key"] = {
+            "old": fingerprint_or_none(current.host_key),
+            "new": fingerprint_or_none(updated["host_key"]),
+            "trust_on_first_use": tofu,
+        }
+
+
+def _check_edited(app: App, plan: _EditPlan) -> tuple[str | None, str] | None:
+    """Check the new connection over SSH (through its jump hosts); returns the zone read
+    there when it should be detected again (a moved target may be another server)."""
+    current, updated = plan.current, plan.updated
+    if not (updated["host_key"] or updated["host_ca"]):
+        raise missing_host_key(current.name)
+    detect = current.timezone_source != SOURCE_OPERATOR and "timezone" not in plan.changed
+    try:
+        output = verify_connection(
+            app,
+            probe_target(current, updated),
+            updated["host_key"] or "",
+            probe=DETECT_COMMAND if detect else None,
+        )
+    except FleetcronError as exc:
+        exc.args = (f"target {current.name} was not changed: {repin_wording(exc)}",)
+        raise
+    return parse_detected_zone(output or "") if detect else None
+
+
+def _save_edit(
+    session: Session,
+    app: App,
+    actor: Actor,
+    plan: _EditPlan,
+    note: AuditNote,
+    *,
+    unpair: bool,
+    allow_same_host: bool,
+) -> tuple[Target, str, list[str]]:
+    """Write the planned edit (refused when the target changed meanwhile); returns the
+    target, what the zone note says and the jobs extended to it."""
+    current, updated = plan.current, plan.updated
+    target = get_target(session, current.name)
+    if target.updated_at != current.updated_at:
+        raise Conflict(f"target {current.name} changed while it was being edited; try again")
+    stored = {"private_key": "private_key_enc", "client_cert": "client_cert_enc"}
+    for key in plan.changed:
+        setattr(target, stored.get(key, key), updated[key])
+    if "via_id" in plan.changed:
+        target.via = session.get(Target, updated["via_id"]) if updated["via_id"] else None
+        note.detail["via"] = target.via.name if target.via else None
+    if plan.moved:
+        check_same_host(session, target, allow_same_host)
+    now = app.now()
+    target.updated_at = now
+    if "timezone" in plan.changed:
+        note.detail["timezone"] = {"old": current.timezone, "new": target.timezone}
+        target.timezone_source = SOURCE_OPERATOR if target.timezone else None
+        moved_fires = refire_target_local(target, now, app.settings.timezone)
+        note.detail["timezone"]["assignments_moved"] = moved_fires
+    zone_note = ""
+    if plan.detected is not None:
+        zone_note = take_detected_zone(app, target, plan.detected, now)
+        note.detail["timezone"] = {"zone": target.timezone, "note": zone_note}
+    return (
+        target,
+        zone_note,
+        _save_jobs(session, app, actor, plan, target=target, note=note, unpair=unpair),
+    )
+
+
+def _save_jobs(
+    session: Session,
+    app: App,
+    actor: Actor,
+    plan: _EditPlan,
+    *,
+    target: Target,
+    note: AuditNote,
+    unpair: bool,
+) -> list[str]:
+    """The edited target's assignments: none for a jump host or an unpaired target, else
+    the bulk jobs that now select it; returns the jobs extended to it."""
+    now = target.updated_at
+    if target.kind is TargetKind.JUMP and target.assignments:
+        # A jump host runs no jobs: a target made one keeps none.
+        note.detail["assignments_removed"] = len(target.assignments)
+        target.assignments.clear()
+    extended: list[str] = []
+    if unpair:
+        removed = _unpair(target, now)
+        note.detail.update({"unpaired": True, "assignments_removed": removed})
+    elif target.paired:
+        extension = extend_jobs_to(session, app, actor, target, recheck="kind" in plan.changed)
+        extended = extension.extended
+        note.detail["extended_jobs"] = len(extended)
+        if extension.refused:
+            note.detail["refused_jobs"] = extension.refused
+    return extended
 
 
 def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -> PauseResult:
@@ -404,6 +511,7 @@ def unpair_target(app: App, actor: Actor, name: str) -> int:
         actor.authorize("target.unpair")
         target = get_target(session, name)
         note.target_id = target.id
+        refuse_if_used(session, target, "unpair")
         removed = _unpair(target, app.now())
         note.detail["assignments_removed"] = removed
         if target.unpaired_disabled_jobs:
@@ -458,6 +566,7 @@ def remove_target(app: App, actor: Actor, name: str, *, with_jobs: bool = False)
         actor.authorize("target.remove")
         target = get_target(session, name)
         note.target_id = target.id
+        refuse_if_used(session, target, "remove")
         jobs = list(
             session.scalars(select(Job).where(Job.target_id == target.id).order_by(Job.name))
         )

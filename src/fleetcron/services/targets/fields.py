@@ -19,12 +19,23 @@ from fleetcron.core.labels import parse_labels
 from fleetcron.core.target_zones import validate_target_timezone
 from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
-from fleetcron.executors.hostkeys import normalize_key_line
+from fleetcron.executors.hostkeys import normalize_host_ca, normalize_key_line
+from fleetcron.executors.user_certs import read_user_cert
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
 
 #: Fields whose change means the connection must be checked again.
-CONNECTION_FIELDS = ("kind", "host", "port", "user", "private_key", "host_key")
+CONNECTION_FIELDS = (
+    "kind",
+    "host",
+    "port",
+    "user",
+    "private_key",
+    "host_key",
+    "via_id",
+    "host_ca",
+    "client_cert",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,12 @@ class TargetChanges:
     notes: str | None = None
     #: A new zone set by the operator (kept over detection); ``""`` clears the zone.
     timezone: str | None = None
+    #: A new jump host to reach the target through; ``""``: reach it directly.
+    via: str | None = None
+    #: New host CA lines (trust by certificate); ``""``: back to a pinned host key.
+    host_ca: str | None = None
+    #: A new user certificate for the key; ``b""``: log in with the bare key again.
+    client_cert: bytes | None = None
 
 
 def check_local_allowed(app: App, actor: Actor) -> None:
@@ -67,7 +84,7 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
     """The connection of a checked SSH target on its row: the key checked and encrypted,
     the host key normalized."""
     assert fields.private_key is not None
-    target.kind = TargetKind.SSH
+    target.kind = fields.kind
     target.host = fields.host
     target.port = fields.port
     target.user = fields.user
@@ -75,11 +92,18 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
     target.private_key_enc = app.master_key.encrypt(fields.private_key)
     if fields.host_key:
         target.host_key = normalize_key_line(fields.host_key)
+    if fields.host_ca:
+        target.host_ca = normalize_host_ca(fields.host_ca)
+    if fields.client_cert:
+        info = read_user_cert(fields.client_cert, fields.private_key, now=app.now())
+        target.client_cert_enc = app.master_key.encrypt(fields.client_cert)
+        target.client_cert_expires_at = info.valid_before
 
 
 def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
-    """Refuse a second target on the same ``user@host:port`` unless it is declared on
-    purpose: every bulk job would run twice on that server."""
+    """Refuse a second target on the same ``user@host:port`` (reached the same way: the
+    same address behind two jump hosts is two servers) unless it is declared on purpose:
+    every bulk job would run twice on that server."""
     if allow_same_host or target.kind != TargetKind.SSH or not target.host:
         return
     query = select(Target).where(
@@ -87,6 +111,7 @@ def check_same_host(session: Session, target: Target, allow_same_host: bool) -> 
         func.lower(Target.host) == target.host.lower(),
         Target.port == target.port,
         Target.user == target.user,
+        Target.via_id.is_(None) if target.via_id is None else Target.via_id == target.via_id,
     )
     if target.id is not None:
         query = query.where(Target.id != target.id)
@@ -102,15 +127,44 @@ def check_same_host(session: Session, target: Target, allow_same_host: bool) -> 
 def current_value(target: Target, key: str) -> Any:
     if key == "private_key":
         return target.private_key_enc
+    if key == "client_cert":
+        return target.client_cert_enc
     return getattr(target, key)
 
 
-def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> dict[str, Any]:
+def edited(
+    app: App, actor: Actor, current: Target, changes: TargetChanges, *, via: Target | None
+) -> dict[str, Any]:
     """The target's fields after ``changes``, validated (the private key encrypted, or the
-    stored ciphertext when unchanged)."""
+    stored ciphertext when unchanged); ``via`` is the jump host after the change, already
+    resolved (:func:`~fleetcron.services.targets.jumps.resolve_via`)."""
     kind = TargetKind(current.kind) if changes.kind is None else changes.kind
+    values = _plain_values(current, changes)
+    values["kind"] = kind
+    if kind is TargetKind.LOCAL:
+        _check_local_change(app, actor, current, changes)
+        values.update(
+            {
+                "host": None,
+                "port": None,
+                "user": None,
+                "private_key": None,
+                "host_key": None,
+                "via_id": None,
+                "host_ca": None,
+                "client_cert": None,
+                "client_cert_expires_at": None,
+            }
+        )
+        return values
+    values.update(_connection_values(app, current, changes))
+    values["via_id"] = via.id if via is not None else None
+    return values
+
+
+def _plain_values(current: Target, changes: TargetChanges) -> dict[str, Any]:
+    """Labels, notes and zone after ``changes``, validated."""
     values: dict[str, Any] = {
-        "kind": kind,
         "labels": dict(current.labels),
         "notes": current.notes,
         "timezone": current.timezone,
@@ -123,20 +177,26 @@ def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> d
         values["labels"] = parse_labels(changes.labels, field="labels")
     if changes.notes is not None:
         values["notes"] = v.validate_length(changes.notes, field="notes", limit=v.NOTES_MAX_CHARS)
-    if kind is TargetKind.LOCAL:
-        if changes.host or changes.user or changes.private_key or changes.host_key:
-            raise InvalidInput(
-                "kind: a local target takes no host, user or key",
-                field="kind",
-                value=TargetKind.LOCAL.value,
-                allowed="local alone, or host, user and key for ssh",
-            )
-        if current.kind != TargetKind.LOCAL:
-            check_local_allowed(app, actor)
-        values.update(
-            {"host": None, "port": None, "user": None, "private_key": None, "host_key": None}
+    return values
+
+
+def _check_local_change(app: App, actor: Actor, current: Target, changes: TargetChanges) -> None:
+    """A target becoming (or staying) local takes no connection; becoming one needs the
+    right to add local targets."""
+    given = (changes.host, changes.user, changes.private_key, changes.host_key, changes.via)
+    if any(given) or changes.host_ca or changes.client_cert:
+        raise InvalidInput(
+            "kind: a local target takes no host, user, key or jump host",
+            field="kind",
+            value=TargetKind.LOCAL.value,
+            allowed="local alone, or host, user and key for ssh",
         )
-        return values
+    if current.kind != TargetKind.LOCAL:
+        check_local_allowed(app, actor)
+
+
+def _connection_values(app: App, current: Target, changes: TargetChanges) -> dict[str, Any]:
+    """Host, port, user, host key and (encrypted) private key after ``changes``."""
     host = changes.host if changes.host is not None else current.host
     user = changes.user if changes.user is not None else current.user
     port = changes.port if changes.port is not None else (current.port or DEFAULT_SSH_PORT)
@@ -147,22 +207,45 @@ def edited(app: App, actor: Actor, current: Target, changes: TargetChanges) -> d
         allowed="host, user and key for ssh",
     )
     assert host and user
-    values.update(
-        {
-            "host": v.validate_host(host),
-            "port": v.validate_port(port),
-            "user": v.validate_user(user),
-            "host_key": normalize_key_line(changes.host_key)
-            if changes.host_key
-            else current.host_key,
-        }
-    )
+    values: dict[str, Any] = {
+        "host": v.validate_host(host),
+        "port": v.validate_port(port),
+        "user": v.validate_user(user),
+        "host_key": normalize_key_line(changes.host_key) if changes.host_key else current.host_key,
+        "host_ca": current.host_ca,
+    }
+    if changes.host_ca is not None:
+        values["host_ca"] = normalize_host_ca(changes.host_ca) if changes.host_ca.strip() else None
     if changes.private_key is not None:
         check_private_key(changes.private_key)
         values["private_key"] = app.master_key.encrypt(changes.private_key)
     else:
         values["private_key"] = current.private_key_enc
+    values.update(_cert_values(app, current, changes))
     return values
+
+
+def _cert_values(app: App, current: Target, changes: TargetChanges) -> dict[str, Any]:
+    """The user certificate after ``changes`` (checked against the key it will go with),
+    encrypted, and its expiry; a new key without a new certificate drops the old one."""
+    keep = changes.private_key is None
+    if changes.client_cert is None:
+        return {
+            "client_cert": current.client_cert_enc if keep else None,
+            "client_cert_expires_at": current.client_cert_expires_at if keep else None,
+        }
+    if not changes.client_cert.strip():
+        return {"client_cert": None, "client_cert_expires_at": None}
+    key = (
+        changes.private_key
+        if changes.private_key is not None
+        else app.master_key.decrypt(current.private_key_enc or b"").reveal()
+    )
+    info = read_user_cert(changes.client_cert, key, now=app.now())
+    return {
+        "client_cert": app.master_key.encrypt(changes.client_cert),
+        "client_cert_expires_at": info.valid_before,
+    }
 
 
 def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
@@ -175,6 +258,9 @@ def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
         port=updated["port"],
         user=updated["user"],
         private_key_enc=updated["private_key"],
+        via_id=updated["via_id"],
+        host_ca=updated["host_ca"],
+        client_cert_enc=updated["client_cert"],
     )
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from fleetcron.app import Actor, App
 from fleetcron.core.addresses import private_reason
 from fleetcron.core.permissions import allowed
@@ -45,11 +47,12 @@ from fleetcron.errors import (
     HostKeyMismatch,
     InvalidInput,
 )
-from fleetcron.executors import ssh_connect
+from fleetcron.executors import ssh_jump
 from fleetcron.executors.base import SshTarget
-from fleetcron.executors.hostkeys import fingerprint, normalize_key_line
+from fleetcron.executors.hostkeys import fingerprint, normalize_key_line, split_host_ca
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
+from fleetcron.services.targets.jumps import hops_via
 from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Target
 
@@ -112,37 +115,24 @@ def pair_target(
     The SSH check runs before the write transaction so no database lock is held while
     waiting on the network; the transaction then rechecks that the pinned key is unchanged.
     Jobs that were disabled on the target when it was unpaired stay disabled. The zone
-    is detected in the same connection (see the module docstring).
+    is detected in the same connection (see the module docstring). A target behind a jump
+    host is checked through it; a jump host itself is checked like an ssh target and
+    gets no jobs.
     """
     note = AuditNote("target.pair", target_name=name)
-    key_fingerprint: str | None = None
-    pinned: str | None = None
-    tofu = False
     try:
         actor.authorize("target.pair")
         with app.db.read() as session:
             target = get_target(session, name)
-            _ = target.private_key_enc
+            _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
-        detect = target.timezone_source != SOURCE_OPERATOR
-        detected: tuple[str | None, str] | None = None
-        if target.kind is TargetKind.LOCAL:
-            check_local_enabled(app)
-            detected = local_zone() if detect else None
-        if target.kind is TargetKind.SSH:
-            if app.settings.ssh_refuse_private_hosts:
-                refuse_private_host(target.host or "")
-            pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
-            key_fingerprint = fingerprint(pinned)
-            note.detail.update({"host_key": key_fingerprint, "trust_on_first_use": tofu})
-            try:
-                output = verify_connection(
-                    app, target, pinned, probe=DETECT_COMMAND if detect else None
-                )
-            except HostKeyMismatch as exc:
-                exc.args = (repin_wording(exc),)
-                raise
-            detected = parse_detected_zone(output or "") if detect else None
+        checked = _check_pairing(app, target, host_key, trust_on_first_use)
+        if checked.pinned is not None:
+            note.detail.update(
+                {"host_key": fingerprint(checked.pinned), "trust_on_first_use": checked.tofu}
+            )
+        elif target.host_ca:
+            note.detail["host_ca"] = ca_fingerprints(target.host_ca)
     except FleetcronError as exc:
         shown = coarse_for(actor, name, exc)
         record_failure(app, actor, note, shown)
@@ -150,36 +140,86 @@ def pair_target(
             raise
         raise shown from None
     with audited(app, actor, note) as session:
-        current = get_target(session, name)
-        if current.kind is TargetKind.SSH:
-            if current.host_key not in (None, pinned) or current.id != target.id:
-                raise Conflict(f"target {name} changed while it was being paired; try again")
-            current.host_key = pinned
-        now = app.now()
-        note.detail["repair"] = current.paired
-        zone_note = take_detected_zone(app, current, detected, now)
-        note.detail["timezone"] = {"zone": current.timezone, "note": zone_note}
-        current.paired = True
-        current.paired_at = now
-        current.unpaired_at = None
-        current.updated_at = now
-        extension = extend_jobs_to(session, app, actor, current)
-        extended = extension.extended
-        kept_disabled = _restore_disabled(current)
-        note.detail["extended_jobs"] = len(extended)
-        if extension.refused:
-            note.detail["refused_jobs"] = extension.refused
-        if kept_disabled:
-            note.detail["kept_disabled"] = kept_disabled
+        current, zone_note, extended, kept_disabled = _save_pairing(
+            session, app, actor, target, checked=checked, note=note
+        )
     return PairResult(
         TargetView.of(current),
-        key_fingerprint,
-        tofu,
+        fingerprint_or_none(checked.pinned),
+        checked.tofu,
         tuple(extended),
         tuple(kept_disabled),
         current.timezone,
         zone_note,
     )
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What pairing found over the network: the key to pin (None for a local target),
+    whether it was trusted on first use, and the zone detected (None: not asked)."""
+
+    pinned: str | None
+    tofu: bool
+    detected: tuple[str | None, str] | None
+
+
+def _check_pairing(
+    app: App, target: Target, host_key: str | None, trust_on_first_use: bool
+) -> _Checked:
+    """Check the target's connection (through its jump hosts) with the key to pin, and
+    read its zone unless an operator set it."""
+    detect = target.timezone_source != SOURCE_OPERATOR
+    if target.kind is TargetKind.LOCAL:
+        check_local_enabled(app)
+        return _Checked(None, False, local_zone() if detect else None)
+    if app.settings.ssh_refuse_private_hosts and target.via_id is None:
+        # Behind a jump host the address is the jump host's network, not this one's.
+        refuse_private_host(target.host or "")
+    pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
+    probe = DETECT_COMMAND if detect and target.kind is TargetKind.SSH else None
+    try:
+        output = verify_connection(app, target, pinned, probe=probe)
+    except HostKeyMismatch as exc:
+        exc.args = (repin_wording(exc),)
+        raise
+    return _Checked(pinned or None, tofu, parse_detected_zone(output or "") if probe else None)
+
+
+def _save_pairing(
+    session: Session,
+    app: App,
+    actor: Actor,
+    target: Target,
+    *,
+    checked: _Checked,
+    note: AuditNote,
+) -> tuple[Target, str, list[str], list[str]]:
+    """Mark the target paired with the checked key and extend its jobs to it; returns it,
+    the zone note, the jobs extended and those kept disabled."""
+    name = target.name
+    current = get_target(session, name)
+    if current.kind.over_ssh:
+        changed = current.host_key not in (None, checked.pinned) or current.id != target.id
+        if changed or current.host_ca != target.host_ca:
+            raise Conflict(f"target {name} changed while it was being paired; try again")
+        current.host_key = checked.pinned or current.host_key
+    now = app.now()
+    note.detail["repair"] = current.paired
+    zone_note = take_detected_zone(app, current, checked.detected, now)
+    note.detail["timezone"] = {"zone": current.timezone, "note": zone_note}
+    current.paired = True
+    current.paired_at = now
+    current.unpaired_at = None
+    current.updated_at = now
+    extension = extend_jobs_to(session, app, actor, current)
+    kept_disabled = _restore_disabled(current)
+    note.detail["extended_jobs"] = len(extension.extended)
+    if extension.refused:
+        note.detail["refused_jobs"] = extension.refused
+    if kept_disabled:
+        note.detail["kept_disabled"] = kept_disabled
+    return current, zone_note, extension.extended, kept_disabled
 
 
 #: What a user who may not see why pairing failed is told (``target.diagnose``).
@@ -297,10 +337,21 @@ def repin_wording(exc: FleetcronError) -> str:
 def _resolve_host_key(
     app: App, target: Target, given: str | None, trust_on_first_use: bool
 ) -> tuple[str, bool]:
-    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered.
+    """The host key to pin: the one given, the one already pinned, or (TOFU) the one offered;
+    none (``""``) for a target trusted by its host CA.
 
     A pinned key is never replaced here (neither by a given key nor by trust on first use):
     that is :func:`repin_target`'s job, which shows both fingerprints first."""
+    if target.host_ca:
+        if given:
+            raise InvalidInput(
+                f"host key: target {target.name} is trusted by its host CA, so no key is "
+                "pinned; clear its host CA to pin one",
+                field="host_key",
+                value=given[:80],
+                allowed="no host key for a target trusted by a host CA",
+            )
+        return "", False
     if given:
         given = normalize_key_line(given)
         if target.host_key and target.host_key != given:
@@ -317,15 +368,17 @@ def _resolve_host_key(
         raise missing_host_key(target.name)
     assert target.host and target.port
     timeout = app.settings.ssh_connect_timeout_s
-    offered = run_ssh(ssh_connect.fetch_host_key(target.host, target.port, timeout))
+    hops = hops_via(app, target.via_id)
+    offered = run_ssh(ssh_jump.fetch_host_key_via(hops, target.host, target.port, timeout))
     return offered, True
 
 
 def verify_connection(
     app: App, target: Target, host_key: str, *, probe: str | None = None
 ) -> str | None:
-    """Log in with ``host_key`` pinned and check the command channel; with ``probe``, run
-    that command too and return what it printed (``None`` without)."""
+    """Log in with ``host_key`` pinned (through the target's jump hosts, each with its own
+    pinned key) and check the command channel; with ``probe``, run that command too and
+    return what it printed (``None`` without)."""
     assert target.host and target.port and target.user and target.private_key_enc
     endpoint = SshTarget(
         name=target.name,
@@ -334,10 +387,18 @@ def verify_connection(
         user=target.user,
         private_key=app.master_key.decrypt(target.private_key_enc).reveal(),
         host_key=host_key,
+        via=hops_via(app, target.via_id),
+        host_ca=target.host_ca or "",
+        client_cert=app.master_key.decrypt(target.client_cert_enc).reveal()
+        if target.client_cert_enc
+        else "",
     )
-    output: str | None = run_ssh(
-        ssh_connect.verify_target(endpoint, app.settings.ssh_connect_timeout_s, probe=probe)
-    )
+    timeout = app.settings.ssh_connect_timeout_s
+    if target.kind is TargetKind.JUMP:
+        # A jump host need only allow forwarding: logging in is the check.
+        run_ssh(ssh_jump.login_via(endpoint, timeout))
+        return None
+    output: str | None = run_ssh(ssh_jump.verify_via(endpoint, timeout, probe=probe))
     return output
 
 
@@ -356,13 +417,7 @@ def plan_repin(
     actor.authorize("target.repin")
     with app.db.read() as session:
         target = get_target(session, name)
-    if target.kind is not TargetKind.SSH:
-        raise InvalidInput(
-            f"name: target {name} is local; only ssh targets have a host key",
-            field="name",
-            value=name,
-            allowed="an ssh target",
-        )
+    _check_repinnable(target)
     if bool(host_key) == bool(trust_on_first_use):
         raise InvalidInput(
             "host key: give the server's new host key, or trust the key it offers now "
@@ -376,7 +431,12 @@ def plan_repin(
     else:
         assert target.host and target.port
         new_key = run_ssh(
-            ssh_connect.fetch_host_key(target.host, target.port, app.settings.ssh_connect_timeout_s)
+            ssh_jump.fetch_host_key_via(
+                hops_via(app, target.via_id),
+                target.host,
+                target.port,
+                app.settings.ssh_connect_timeout_s,
+            )
         )
     if new_key == target.host_key:
         raise Conflict(
@@ -387,6 +447,26 @@ def plan_repin(
     return RepinPlan(
         name, fingerprint_or_none(target.host_key), new_key, fingerprint(new_key), not host_key
     )
+
+
+def _check_repinnable(target: Target) -> None:
+    """Only a target with a pinned host key (ssh or jump, not trusted by a CA) is re-pinned."""
+    name = target.name
+    if target.host_ca:
+        raise InvalidInput(
+            f"name: target {name} is trusted by its host CA; it has no pinned key to re-pin "
+            "(a reinstalled server needs a new host certificate)",
+            field="name",
+            value=name,
+            allowed="a target with a pinned host key",
+        )
+    if not target.kind.over_ssh:
+        raise InvalidInput(
+            f"name: target {name} is local; only ssh and jump targets have a host key",
+            field="name",
+            value=name,
+            allowed="an ssh target",
+        )
 
 
 def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
@@ -408,7 +488,7 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         actor.authorize("target.repin")
         with app.db.read() as session:
             target = get_target(session, plan.target_name)
-            _ = target.private_key_enc
+            _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
         verify_connection(app, target, plan.new_key)
     except FleetcronError as exc:
@@ -425,6 +505,11 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         current.host_key = plan.new_key
         current.updated_at = app.now()
     return TargetView.of(current)
+
+
+def ca_fingerprints(host_ca: str) -> list[str]:
+    """The fingerprints of a host CA field's CA keys."""
+    return [fingerprint(line) for line in split_host_ca(host_ca)[0]]
 
 
 def fingerprint_or_none(host_key: str | None) -> str | None:

@@ -8,7 +8,11 @@ since when it is in that state and the error (bounded). Alert evaluation turns a
 that is down into a host incident (:mod:`fleetcron.services.alerts.host_incidents`).
 
 Local targets are not probed (the scheduler's own host), nor SSH targets without a pinned
-host key. Paused ones are (their state stays current), but open no host incident.
+host key or host CA. Jump hosts are probed like SSH targets (a dead bastion is one host
+incident). A target reached through a jump host is not probed yet: it is never connected to
+directly (``executors/ssh_connect.open_pinned`` refuses), and a probe through its chain is
+left for later; its jump host's probe covers the first hop. Paused ones are probed (their
+state stays current), but open no host incident.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
@@ -45,7 +49,7 @@ class ReachView:
     since: datetime | None
     error: str | None
     probed: bool
-    """False for a local target (never probed) and an SSH target not paired."""
+    """False for a local target (never probed) and one behind a jump host."""
 
     @property
     def down(self) -> bool:
@@ -54,26 +58,33 @@ class ReachView:
     @property
     def words(self) -> str:
         if not self.probed:
-            return "local: not probed" if self.state is None else "not probed"
+            return "not probed"
         if self.state is None:
             return "not probed yet"
         return words(Reach(self.state))
 
 
+#: The kinds the probe connects to (when reached directly).
+PROBED_KINDS = (TargetKind.SSH, TargetKind.JUMP)
+
+
 def reach_view(
     kind: TargetKind | str,
     *,
+    behind_jump: bool = False,
     state: str | None,
     at: datetime | None,
     since: datetime | None,
     error: str | None,
 ) -> ReachView:
-    return ReachView(state, at, since, error, probed=kind == TargetKind.SSH)
+    probed = kind in PROBED_KINDS and not behind_jump
+    return ReachView(state, at, since, error, probed=probed)
 
 
 def reach_of_row(target: Target) -> ReachView:
     return reach_view(
         target.kind,
+        behind_jump=target.via_id is not None,
         state=target.reach,
         at=target.reach_at,
         since=target.reach_since,
@@ -111,8 +122,9 @@ def due_probes(
     with app.db.read() as session:
         rows = session.execute(
             select(Target.id, Target.reach_at).where(
-                Target.kind == TargetKind.SSH,
-                Target.host_key.is_not(None),
+                Target.kind.in_(PROBED_KINDS),
+                Target.via_id.is_(None),
+                or_(Target.host_key.is_not(None), Target.host_ca.is_not(None)),
             )
         ).all()
         picked = sorted(
@@ -135,7 +147,9 @@ def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]
                 Target.user,
                 Target.private_key_enc,
                 Target.host_key,
-            ).where(Target.id.in_(ids[start : start + 500]))
+                Target.host_ca,
+                Target.client_cert_enc,
+            ).where(Target.id.in_(ids[start : start + 500]), Target.via_id.is_(None))
         ):
             found[row.id] = RunTarget(
                 name=row.name,
@@ -145,6 +159,8 @@ def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]
                 user=row.user,
                 private_key_enc=row.private_key_enc,
                 host_key=row.host_key,
+                host_ca=row.host_ca,
+                client_cert_enc=row.client_cert_enc,
             )
     return [(tid, found[tid]) for tid in ids if tid in found]
 

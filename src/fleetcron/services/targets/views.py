@@ -40,6 +40,17 @@ class TargetView:
     updated_at: datetime
     #: What the newest host probe found (a fresh connection; local targets: not probed).
     reach: ReachView
+    #: The jump host the target is reached through (None: directly).
+    via: str | None = None
+    #: The host CA lines the host is trusted by instead of a pinned key (None: pinned).
+    host_ca: str | None = None
+    #: When the target's user certificate expires (None: no certificate, or never).
+    client_cert_expires_at: datetime | None = None
+
+    @property
+    def path(self) -> str:
+        """How the target is reached, as the lists show it."""
+        return f"via {self.via}" if self.via else "direct"
 
     @classmethod
     def of(cls, row: Target) -> TargetView:
@@ -65,6 +76,9 @@ class TargetView:
             created_at=row.created_at,
             updated_at=row.updated_at,
             reach=reach_of_row(row),
+            via=row.via.name if row.via_id is not None and row.via is not None else None,
+            host_ca=row.host_ca,
+            client_cert_expires_at=row.client_cert_expires_at,
         )
 
 

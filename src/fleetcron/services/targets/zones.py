@@ -107,7 +107,7 @@ def detect_zones(
                         field="target",
                     )
         for target in targets:
-            _ = target.private_key_enc  # loaded before the session closes
+            _ = (target.private_key_enc, target.client_cert_enc)  # loaded before the session closes
     with ThreadPoolExecutor(max_workers=min(PARALLEL_READS, max(len(targets), 1))) as pool:
         read = list(pool.map(lambda t: _read_zone(app, t), targets))
     checks = []

@@ -117,6 +117,9 @@ def add_target(
         labels=[f"{k}={v}" for k, v in body.labels.items()],
         notes=body.notes,
         timezone=body.timezone,
+        via=body.via,
+        host_ca=body.host_ca,
+        client_cert=body.client_cert.encode() if body.client_cert else None,
     )
     result = svc.add_target(
         app,
@@ -161,6 +164,9 @@ def edit_target(
             labels=None if body.labels is None else [f"{k}={v}" for k, v in body.labels.items()],
             notes=body.notes,
             timezone=body.timezone,
+            via=body.via,
+            host_ca=body.host_ca,
+            client_cert=None if body.client_cert is None else body.client_cert.encode(),
         ),
         verify=body.verify,
         allow_same_host=body.allow_same_host,

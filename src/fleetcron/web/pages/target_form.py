@@ -84,6 +84,8 @@ class TargetFields:
     allow_same_host: bool = False
     no_verify: bool = False
     timezone: str = ""
+    via: str = ""
+    host_ca: str = ""
 
     @classmethod
     def posted(cls, form: FormData) -> TargetFields:
@@ -100,6 +102,8 @@ class TargetFields:
             allow_same_host=checked(form, "allow_same_host"),
             no_verify=checked(form, "no_verify"),
             timezone=text(form, "timezone").strip(),
+            via=text(form, "via").strip(),
+            host_ca=text(form, "host_ca").replace("\r\n", "\n").strip(),
         )
 
     @classmethod
@@ -114,6 +118,8 @@ class TargetFields:
             labels=", ".join(f"{k}={val}" for k, val in sorted(target.labels.items())),
             notes=target.notes,
             timezone=target.timezone or "",
+            via=target.via or "",
+            host_ca=target.host_ca or "",
         )
 
 

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.datastructures import FormData
 
 from fleetcron.core import statuses
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -97,22 +98,9 @@ def add_target(
 ) -> Response:
     app = the_app(request)
     fields = TargetFields.posted(form)
-    local = fields.kind == TargetKind.LOCAL
-    private_key = text(form, "private_key").replace("\r\n", "\n").strip()
     existed = bool(fields.name) and _exists(request, caller, fields.name)
     try:
-        spec = TargetSpec(
-            fields.name,
-            TargetKind.parse(fields.kind),
-            host=None if local else fields.host,
-            port=typed_port(fields.port),
-            user=None if local else fields.user,
-            private_key=None if local or not private_key else (private_key + "\n").encode(),
-            host_key=None if local else fields.host_key or None,
-            labels=split_items(fields.labels),
-            notes=fields.notes,
-            timezone=fields.timezone or None,
-        )
+        spec = _posted_spec(fields, form)
         result = svc.add_target(
             app,
             caller.actor,
@@ -137,6 +125,28 @@ def add_target(
         message += f" {plural(len(result.extended_jobs), 'bulk job')} now cover it."
     message += f" {_zone_sentence(result, app.settings.timezone)}"
     return redirect(target_url(result.target.name), message)
+
+
+def _posted_spec(fields: TargetFields, form: FormData) -> TargetSpec:
+    """The target the add form describes (a local one takes no connection fields)."""
+    local = fields.kind == TargetKind.LOCAL
+    private_key = text(form, "private_key").replace("\r\n", "\n").strip()
+    client_cert = text(form, "client_cert").strip()
+    return TargetSpec(
+        fields.name,
+        TargetKind.parse(fields.kind),
+        host=None if local else fields.host,
+        port=typed_port(fields.port),
+        user=None if local else fields.user,
+        private_key=None if local or not private_key else (private_key + "\n").encode(),
+        host_key=None if local else fields.host_key or None,
+        labels=split_items(fields.labels),
+        notes=fields.notes,
+        timezone=fields.timezone or None,
+        via=None if local else fields.via or None,
+        host_ca=None if local else fields.host_ca or None,
+        client_cert=None if local or not client_cert else client_cert.encode(),
+    )
 
 
 def _zone_sentence(result: PairResult, default_zone: str) -> str:
@@ -164,9 +174,7 @@ def target_page(
     enabled_here = {a.job.name: a.enabled for a in assignments}
     individual = jobs_svc.list_jobs(app, caller.actor, origin="individual", target=name)
     bulk = jobs_svc.list_jobs(app, caller.actor, origin="bulk", target=name)
-    runs, total_runs = list_run_views(
-        app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS
-    )
+    runs, total_runs = list_run_views(app, caller.actor, RunFilter(target=name), limit=RECENT_RUNS)
     return page(
         request,
         "target.html",
@@ -237,25 +245,8 @@ def edit_target(
     app = the_app(request)
     target, _ = target_reads.show_target(app, caller.actor, name)
     fields = replace(TargetFields.posted(form), name=name)
-    private_key = text(form, "private_key").replace("\r\n", "\n").strip()
-    local = fields.kind == TargetKind.LOCAL
     try:
-        changes = svc.TargetChanges(
-            kind=TargetKind.parse(fields.kind),
-            host=None if local else fields.host,
-            port=None if local else typed_port(fields.port),
-            user=None if local else fields.user,
-            private_key=None if local or not private_key else (private_key + "\n").encode(),
-            host_key=None if local else fields.host_key or None,
-            trust_on_first_use=not local and fields.trust_on_first_use,
-            labels=split_items(fields.labels),
-            notes=fields.notes,
-            # Only a changed field is the operator's zone (kept over detection); a form
-            # without the field keeps the zone.
-            timezone=fields.timezone
-            if "timezone" in form and fields.timezone != (target.timezone or "")
-            else None,
-        )
+        changes = _posted_changes(fields, form, target.timezone)
         result = svc.edit_target(
             app,
             caller.actor,
@@ -278,6 +269,32 @@ def edit_target(
     if result.unpaired:
         message += " It is not paired any more: press Pair once the server is ready."
     return redirect(target_url(name), message)
+
+
+def _posted_changes(fields: TargetFields, form: FormData, zone: str | None) -> svc.TargetChanges:
+    """The changes the edit form describes (a local target takes no connection fields)."""
+    private_key = text(form, "private_key").replace("\r\n", "\n").strip()
+    client_cert = text(form, "client_cert").strip()
+    local = fields.kind == TargetKind.LOCAL
+    return svc.TargetChanges(
+        kind=TargetKind.parse(fields.kind),
+        host=None if local else fields.host,
+        port=None if local else typed_port(fields.port),
+        user=None if local else fields.user,
+        private_key=None if local or not private_key else (private_key + "\n").encode(),
+        host_key=None if local else fields.host_key or None,
+        trust_on_first_use=not local and fields.trust_on_first_use,
+        via=None if local else fields.via,
+        host_ca=None if local else fields.host_ca,
+        client_cert=None if local or not client_cert else client_cert.encode(),
+        labels=split_items(fields.labels),
+        notes=fields.notes,
+        # Only a changed field is the operator's zone (kept over detection); a form
+        # without the field keeps the zone.
+        timezone=fields.timezone
+        if "timezone" in form and fields.timezone != (zone or "")
+        else None,
+    )
 
 
 # -- pair and re-pin ----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """host probe states on targets; host incidents
 
 Revision ID: 0031
-Revises: 0029
+Revises: 0030
 Create Date: 2026-12-06
 
 The host probe (``core/reach.py``) records on each SSH target what a fresh connection
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0031"
-down_revision = "0029"
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 

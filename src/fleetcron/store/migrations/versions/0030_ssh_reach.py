@@ -1,0 +1,62 @@
+"""targets: jump hosts (kind ``jump``) and the jump host a target is reached through
+
+Revision ID: 0030
+Revises: 0029
+Create Date: 2026-12-06
+
+A target of kind ``jump`` is a bastion other targets are reached through; ``via_id`` names
+the jump host of a target (empty: reached directly). ``host_ca`` trusts a target's host by
+a host certificate from a CA instead of a pinned key; ``client_cert_enc`` is a user
+certificate for the target's key (encrypted like it) and ``client_cert_expires_at`` its
+expiry. Existing targets keep being reached
+directly, with their pinned keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0030"
+down_revision = "0029"
+branch_labels = None
+depends_on = None
+
+OLD = "kind IN ('ssh', 'local')"
+NEW = "kind IN ('ssh', 'local', 'jump')"
+
+
+def _targets_batch() -> Any:
+    """The targets table altered in batch mode; on SQLite a rebuild, which keeps its
+    ``AUTOINCREMENT`` (migration 0020: ids of removed targets are never reused)."""
+    return op.batch_alter_table("targets", table_kwargs={"sqlite_autoincrement": True})
+
+
+def upgrade() -> None:
+    with _targets_batch() as batch_op:
+        batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("host_ca", sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column("client_cert_enc", sa.LargeBinary(), nullable=True))
+        batch_op.add_column(sa.Column("client_cert_expires_at", sa.DateTime(), nullable=True))
+        batch_op.create_foreign_key(
+            op.f("fk_targets_via_id_targets"), "targets", ["via_id"], ["id"]
+        )
+        batch_op.create_index(op.f("ix_targets_via_id"), ["via_id"], unique=False)
+        batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
+        batch_op.create_check_constraint("kind", NEW)
+
+
+def downgrade() -> None:
+    op.execute("UPDATE targets SET via_id = NULL")
+    op.execute("DELETE FROM targets WHERE kind = 'jump'")
+    with _targets_batch() as batch_op:
+        batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
+        batch_op.create_check_constraint("kind", OLD)
+        batch_op.drop_index(op.f("ix_targets_via_id"))
+        batch_op.drop_constraint(op.f("fk_targets_via_id_targets"), type_="foreignkey")
+        batch_op.drop_column("client_cert_expires_at")
+        batch_op.drop_column("client_cert_enc")
+        batch_op.drop_column("host_ca")
+        batch_op.drop_column("via_id")
