@@ -40,6 +40,8 @@ class IncidentReading:
     targets: int
     acknowledged: bool
     silenced: bool
+    #: A host incident's target (empty for a job's incident).
+    target: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class _IncidentCollector(Collector):
 
     @staticmethod
     def _per_incident(incidents: Sequence[IncidentReading]) -> Iterator[GaugeMetricFamily]:
-        labels = ["fleetcron_job", "cause"]
+        labels = ["fleetcron_job", "fleetcron_target", "cause"]
         targets = GaugeMetricFamily(
             "fleetcron_incident_targets", "Open targets of each open incident.", labels=labels
         )
@@ -100,7 +102,7 @@ class _IncidentCollector(Collector):
             labels=labels,
         )
         for incident in incidents:
-            key = [incident.job, incident.cause]
+            key = [incident.job, incident.target, incident.cause]
             targets.add_metric(key, incident.targets)
             acked.add_metric(key, 1 if incident.acknowledged else 0)
             muted.add_metric(key, 1 if incident.silenced else 0)

@@ -97,7 +97,7 @@ def test_the_rebuild_keeps_every_row_and_ids_are_not_reused(
 
     assert app.db.current_revision() == app.db.head_revision()
     assert counts(app) == before  # nothing went with the rebuilt parents
-    assert all("AUTOINCREMENT" in table_sql(app.db.engine, t) for t in REBUILT)
+    assert [t for t in REBUILT if "AUTOINCREMENT" not in table_sql(app.db.engine, t)] == []
     assert len(users.list_tokens(app, ADMIN, "admin")) == 1
     with app.db.engine.connect() as conn:
         assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1  # back on

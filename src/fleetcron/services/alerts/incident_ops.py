@@ -266,6 +266,7 @@ def incidents_reading(app: App) -> IncidentsReading:
                 silenced=is_silenced(
                     silences, i.job_id, [(t, labels.get(t, {})) for t in members[i.id]], now
                 ),
+                target=i.target_name or "",
             )
             for i in found
         ],

@@ -12,6 +12,9 @@ settings for one job; existing jobs get 0, the settings' (unchanged behaviour).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,8 +24,40 @@ branch_labels = None
 depends_on = None
 
 
+@contextmanager
+def _sequence_kept(table: str) -> Iterator[None]:
+    """On SQLite a batch rebuild copies the rows into a new table, whose id sequence
+    starts from the largest id left: the ids of removed rows would be given again
+    (migration 0020 forbids it). The sequence is put back where it was."""
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
+        yield
+        return
+    seq = bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}
+    ).scalar()
+    yield
+    if seq is None:
+        return
+    now = bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}
+    ).scalar()
+    if now is None:
+        bind.execute(
+            sa.text("INSERT INTO sqlite_sequence (name, seq) VALUES (:t, :n)"),
+            {"t": table, "n": seq},
+        )
+    elif now < seq:
+        bind.execute(
+            sa.text("UPDATE sqlite_sequence SET seq = :n WHERE name = :t"), {"t": table, "n": seq}
+        )
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
+    with (
+        _sequence_kept("jobs"),
+        op.batch_alter_table("jobs", table_kwargs={"sqlite_autoincrement": True}) as batch,
+    ):
         batch.add_column(
             sa.Column("dst_gap", sa.String(length=16), server_default="cronie", nullable=False)
         )
@@ -40,7 +75,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
+    with (
+        _sequence_kept("jobs"),
+        op.batch_alter_table("jobs", table_kwargs={"sqlite_autoincrement": True}) as batch,
+    ):
         batch.drop_constraint(op.f("ck_jobs_dst_fold"), type_="check")
         batch.drop_constraint(op.f("ck_jobs_dst_gap"), type_="check")
         batch.drop_column("keep_failures_days")

@@ -14,6 +14,8 @@ directly, with their pinned keys.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,6 +30,35 @@ OLD = "kind IN ('ssh', 'local')"
 NEW = "kind IN ('ssh', 'local', 'jump')"
 
 
+@contextmanager
+def _sequence_kept(table: str) -> Iterator[None]:
+    """On SQLite a batch rebuild copies the rows into a new table, whose id sequence
+    starts from the largest id left: the ids of removed rows would be given again
+    (migration 0020 forbids it). The sequence is put back where it was."""
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
+        yield
+        return
+    seq = bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}
+    ).scalar()
+    yield
+    if seq is None:
+        return
+    now = bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}
+    ).scalar()
+    if now is None:
+        bind.execute(
+            sa.text("INSERT INTO sqlite_sequence (name, seq) VALUES (:t, :n)"),
+            {"t": table, "n": seq},
+        )
+    elif now < seq:
+        bind.execute(
+            sa.text("UPDATE sqlite_sequence SET seq = :n WHERE name = :t"), {"t": table, "n": seq}
+        )
+
+
 def _targets_batch() -> Any:
     """The targets table altered in batch mode; on SQLite a rebuild, which keeps its
     ``AUTOINCREMENT`` (migration 0020: ids of removed targets are never reused)."""
@@ -35,7 +66,7 @@ def _targets_batch() -> Any:
 
 
 def upgrade() -> None:
-    with _targets_batch() as batch_op:
+    with _sequence_kept("targets"), _targets_batch() as batch_op:
         batch_op.add_column(sa.Column("via_id", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("host_ca", sa.Text(), nullable=True))
         batch_op.add_column(sa.Column("client_cert_enc", sa.LargeBinary(), nullable=True))
@@ -51,7 +82,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("UPDATE targets SET via_id = NULL")
     op.execute("DELETE FROM targets WHERE kind = 'jump'")
-    with _targets_batch() as batch_op:
+    with _sequence_kept("targets"), _targets_batch() as batch_op:
         batch_op.drop_constraint(op.f("ck_targets_kind"), type_="check")
         batch_op.create_check_constraint("kind", OLD)
         batch_op.drop_index(op.f("ix_targets_via_id"))

@@ -28,7 +28,7 @@ _DOWN_WHERE = "reach IN ('refused', 'timeout', 'auth_failed', 'host_key_changed'
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("targets") as batch:
+    with op.batch_alter_table("targets", table_kwargs={"sqlite_autoincrement": True}) as batch:
         batch.add_column(sa.Column("reach", sa.String(length=16), nullable=True))
         batch.add_column(sa.Column("reach_at", sa.DateTime(), nullable=True))
         batch.add_column(sa.Column("reach_since", sa.DateTime(), nullable=True))
@@ -79,7 +79,7 @@ def downgrade() -> None:
         batch.drop_column("target_name")
         batch.drop_column("target_id")
     op.drop_index("ix_targets_down", table_name="targets")
-    with op.batch_alter_table("targets") as batch:
+    with op.batch_alter_table("targets", table_kwargs={"sqlite_autoincrement": True}) as batch:
         batch.drop_column("reach_error")
         batch.drop_column("reach_since")
         batch.drop_column("reach_at")
