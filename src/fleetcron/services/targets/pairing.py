@@ -120,6 +120,36 @@ def pair_target(
     gets no jobs.
     """
     note = AuditNote("target.pair", target_name=name)
+    target, checked = _verify_for_pairing(
+        app, actor, name, note, host_key=host_key, trust_on_first_use=trust_on_first_use
+    )
+    with audited(app, actor, note) as session:
+        current, zone_note, extended, kept_disabled = _save_pairing(
+            session, app, actor, target, checked=checked, note=note
+        )
+    return PairResult(
+        TargetView.of(current),
+        fingerprint_or_none(checked.pinned),
+        checked.tofu,
+        tuple(extended),
+        tuple(kept_disabled),
+        current.timezone,
+        zone_note,
+    )
+
+
+def _verify_for_pairing(
+    app: App,
+    actor: Actor,
+    name: str,
+    note: AuditNote,
+    *,
+    host_key: str | None,
+    trust_on_first_use: bool,
+) -> tuple[Target, _Checked]:
+    """Authorize, load the target and check it over the network, outside any write
+    transaction; the key or host CA trusted goes into the audit note. A failure is
+    audited and raised (coarsened for an actor who may not see the target)."""
     try:
         actor.authorize("target.pair")
         with app.db.read() as session:
@@ -139,19 +169,7 @@ def pair_target(
         if shown is exc:
             raise
         raise shown from None
-    with audited(app, actor, note) as session:
-        current, zone_note, extended, kept_disabled = _save_pairing(
-            session, app, actor, target, checked=checked, note=note
-        )
-    return PairResult(
-        TargetView.of(current),
-        fingerprint_or_none(checked.pinned),
-        checked.tofu,
-        tuple(extended),
-        tuple(kept_disabled),
-        current.timezone,
-        zone_note,
-    )
+    return target, checked
 
 
 @dataclass(frozen=True)
