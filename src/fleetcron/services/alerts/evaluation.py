@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import Row, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
@@ -333,25 +333,8 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
     incident, whose first message names the threshold and the failure that reached it.
     Its previous state is the stored alert state of that failure's target. Returns how
     many halts were new."""
-    halts = session.execute(
-        select(
-            Run.job_id,
-            Run.scheduled_for,
-            func.min(Run.reason),
-            func.count(),
-            func.min(Run.finished_at),
-            func.min(Run.id),
-        )
-        .where(
-            Run.status == RunStatus.SKIPPED,
-            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
-            Run.finished_at > since,
-        )
-        .group_by(Run.job_id, Run.scheduled_for)
-        .order_by(func.min(Run.finished_at))
-    ).all()
     recorded = 0
-    for job_id, slot, reason, skipped, halted_at, first_skipped in halts:
+    for job_id, slot, reason, skipped, halted_at, first_skipped in _halted_slots(session, since):
         cause = _halt_cause(session, job_id, slot, first_skipped)
         if cause is None:
             continue
@@ -377,6 +360,30 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
                 extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
             )
     return recorded
+
+
+def _halted_slots(
+    session: Session, since: datetime
+) -> Sequence[Row[int, datetime, str | None, int, datetime | None, int]]:
+    """One row per slot whose rollout halted after ``since``, oldest halt first: job id,
+    slot, a skip reason, how many runs were skipped, when and the first skipped run's id."""
+    return session.execute(
+        select(
+            Run.job_id,
+            Run.scheduled_for,
+            func.min(Run.reason),
+            func.count(),
+            func.min(Run.finished_at),
+            func.min(Run.id),
+        )
+        .where(
+            Run.status == RunStatus.SKIPPED,
+            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+            Run.finished_at > since,
+        )
+        .group_by(Run.job_id, Run.scheduled_for)
+        .order_by(func.min(Run.finished_at))
+    ).all()
 
 
 def _halt_cause(session: Session, job_id: int, slot: datetime, first_skipped: int) -> Any:

@@ -361,12 +361,7 @@ def record_halt(
     """The targets a halted rollout skipped join the job's ``halted`` incident; returns
     False when the halt was already recorded (evaluation reads a window of several
     rounds). A target that recovered after this halt does not join again."""
-    newest_resolved = session.scalar(
-        select(func.max(Incident.resolved_at)).where(
-            Incident.job_id == job_id, Incident.cause == "halted"
-        )
-    )
-    if newest_resolved is not None and halted_at <= newest_resolved:
+    if _halt_resolved_since(session, job_id, halted_at):
         return False
     incident = _open_incident(
         session,
@@ -380,6 +375,25 @@ def record_halt(
             run_id=run_id,
         ),
     )
+    return _join_halted(session, incident, skipped, halted_at)
+
+
+def _halt_resolved_since(session: Session, job_id: int, halted_at: datetime) -> bool:
+    """Whether the job's newest resolved ``halted`` incident closed at or after this halt,
+    so the halt was recorded (and dealt with) already."""
+    newest_resolved = session.scalar(
+        select(func.max(Incident.resolved_at)).where(
+            Incident.job_id == job_id, Incident.cause == "halted"
+        )
+    )
+    return newest_resolved is not None and halted_at <= newest_resolved
+
+
+def _join_halted(
+    session: Session, incident: Incident, skipped: Sequence[Member], halted_at: datetime
+) -> bool:
+    """The skipped targets join the incident, except those already seen at or after the
+    halt or recovered since; returns whether any joined."""
     rows = {
         row.assignment_id: row
         for row in session.scalars(
@@ -903,14 +917,7 @@ def _message(
 ) -> IncidentMessage:
     cause = cast(Cause, incident.cause)
     active = [r for r in rows if r.recovered_at is None]
-    current = {r.assignment_id for r in active}
-    state = STATE_OF[cause]
-    if kind == "firing":
-        previous = incident.previous_state
-    elif kind == "resolved":
-        previous, state = state, "ok"
-    else:
-        previous = state
+    previous, state = _transition(incident, kind, cause)
     shown = active if kind != "resolved" else list(rows)
     return IncidentMessage(
         kind=kind,
@@ -926,14 +933,8 @@ def _message(
         targets=core.bounded(_lines(shown)),
         target_count=len(shown),
         failed_slots=failed_slots(session, incident, now),
-        joined=core.bounded(_lines(r for r in active if r.assignment_id not in notified))
-        if notified
-        else (),
-        recovered=core.bounded(
-            _lines(
-                r for r in rows if r.assignment_id in notified and r.assignment_id not in current
-            )
-        ),
+        joined=_joined(active, notified),
+        recovered=_recovered(rows, active, notified),
         resolved_at=incident.resolved_at,
         acknowledged_by=incident.acked_by,
         first_run=_first_run(session, incident.first_run_id),
@@ -941,6 +942,36 @@ def _message(
         host=TargetLine(incident.target_id, incident.target_name or "")
         if incident.target_id is not None
         else None,
+    )
+
+
+def _transition(incident: Incident, kind: core.MessageKind, cause: Cause) -> tuple[str, str]:
+    """The (previous, new) alert state a message reports: a firing message moves from the
+    state before the incident, a resolved one back to ok, any other stays in the cause's."""
+    state = STATE_OF[cause]
+    if kind == "firing":
+        return incident.previous_state, state
+    if kind == "resolved":
+        return state, "ok"
+    return state, state
+
+
+def _joined(active: Sequence[IncidentTarget], notified: frozenset[int]) -> Sequence[TargetLine]:
+    """The open targets not yet notified (none on the first message, which names all)."""
+    if not notified:
+        return ()
+    return core.bounded(_lines(r for r in active if r.assignment_id not in notified))
+
+
+def _recovered(
+    rows: Sequence[IncidentTarget],
+    active: Sequence[IncidentTarget],
+    notified: frozenset[int],
+) -> Sequence[TargetLine]:
+    """The notified targets that are no longer open."""
+    current = {r.assignment_id for r in active}
+    return core.bounded(
+        _lines(r for r in rows if r.assignment_id in notified and r.assignment_id not in current)
     )
 
 
