@@ -11,7 +11,7 @@ record nothing; ``disabled``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -330,45 +330,65 @@ def _job_fires(
 ) -> list[Fire]:
     """One job's fires in (now, end], a line per zone its members run in (with
     ``target``, only that target's zone)."""
-    zones: dict[str, list[Member]] = {}
-    for member in job.members:
-        zone = effective_zone(job.timezone, member.target_zone, default_zone)
-        zones.setdefault(zone, []).append(member)
+    zones = _members_by_zone(job, default_zone)
     times, at_instant = _fire_times(
         job.schedule, zones, now, end, limit, dates=job.dates, dst=job.dst
     )
     plans: dict[tuple[str, ...], Rollout | None] = {}
+
+    def plan(at: datetime) -> Rollout | None:
+        """The rollout plan of the slot at ``at``, shared by the zones firing with it."""
+        return _slot_plan(job, zones, tuple(sorted(at_instant[at.astimezone(UTC)])), plans)
+
     fires: list[Fire] = []
     for zone, members in zones.items():
         if target is not None:
             members = [m for m in members if m.target == target]
             if not members:
                 continue
-        active = sum(1 for m in members if m.enabled and not m.target_paused)
-        paused = sum(1 for m in members if m.enabled and m.target_paused)
-        disabled = sum(1 for m in members if not m.enabled)
-        first_s, last_s = job.start_bounds(
-            [m for m in members if m.enabled and not m.target_paused]
-        )
-        for at in times[zone]:
-            shared = tuple(sorted(at_instant[at.astimezone(UTC)]))
-            fires.append(
-                Fire(
-                    at,
-                    job.name,
-                    job.origin,
-                    zone,
-                    active,
-                    paused,
-                    disabled,
-                    job.spread_s + job.jitter_s,
-                    _slot_plan(job, zones, shared, plans) if active else None,
-                    first_s,
-                    last_s,
-                    window_words(job.spread_s, job.jitter_s),
-                )
-            )
+        fires.extend(_zone_fires(job, zone, members, times[zone], plan))
     return fires
+
+
+def _members_by_zone(job: JobFacts, default_zone: str) -> dict[str, list[Member]]:
+    """The job's members grouped by the zone its schedule runs in for each."""
+    zones: dict[str, list[Member]] = {}
+    for member in job.members:
+        zone = effective_zone(job.timezone, member.target_zone, default_zone)
+        zones.setdefault(zone, []).append(member)
+    return zones
+
+
+def _zone_fires(
+    job: JobFacts,
+    zone: str,
+    members: Sequence[Member],
+    times: Iterable[datetime],
+    plan: Callable[[datetime], Rollout | None],
+) -> list[Fire]:
+    """The fires of one zone's ``members`` at ``times``, with their counts by state, start
+    window and (when some member would run) the slot's rollout plan."""
+    active = sum(1 for m in members if m.enabled and not m.target_paused)
+    paused = sum(1 for m in members if m.enabled and m.target_paused)
+    disabled = sum(1 for m in members if not m.enabled)
+    first_s, last_s = job.start_bounds([m for m in members if m.enabled and not m.target_paused])
+    return [
+        Fire(
+            at,
+            job.name,
+            job.origin,
+            zone,
+            active,
+            paused,
+            disabled,
+            job.spread_s + job.jitter_s,
+            plan(at) if active else None,
+            first_s,
+            last_s,
+            window_words(job.spread_s, job.jitter_s),
+        )
+        for at in times
+    ]
 
 
 def _fire_times(
