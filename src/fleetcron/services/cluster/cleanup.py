@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, text
-from sqlalchemy.orm import undefer
+from sqlalchemy.orm import Session, undefer
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict
@@ -105,47 +105,64 @@ def active_cleanup_plan(
 
     Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
     with app.db.read() as session:
-        owner = session.execute(
-            select(ClusterOwnership.owner_node_id, ClusterOwnership.generation)
-        ).all()
-        if len(owner) != 1 or owner[0][0] != node_id or owner[0][1] == done_generation:
+        generation = _owned_generation(session, node_id, fingerprint, done_generation)
+        if generation is None:
             return None
-        verdict = current_verdict(session, node_id, fingerprint, lock=False)
-        if verdict.kind != "owner":
-            return None
-        generation = verdict.generation
-        rows = session.execute(
-            select(
-                ExecutionClaim.id,
-                ExecutionClaim.generation,
-                Target.id,
-                Target.kind,
-                Run.assignment_id,
-            )
-            .join(Run, Run.id == ExecutionClaim.run_id)
-            .join(Target, Target.id == Run.target_id)
-            .where(
-                ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
-                ExecutionClaim.generation < generation,
-                ExecutionClaim.deadline_at > func.clock_timestamp(),
-            )
-        ).all()
-        claims = tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4]) for r in rows)
-        wanted = targets_to_clean(claims, generation)
-        targets = (
-            tuple(
-                CleanupTarget.of(t)
-                for t in session.scalars(
-                    select(Target)
-                    .where(Target.id.in_(wanted))
-                    .options(undefer(Target.private_key_enc), undefer(Target.client_cert_enc))
-                    .order_by(Target.id)
-                )
-            )
-            if wanted
-            else ()
-        )
+        claims = _older_claims(session, generation)
+        targets = _cleanup_targets(session, targets_to_clean(claims, generation))
     return CleanupPlan(generation, claims, targets)
+
+
+def _owned_generation(
+    session: Session, node_id: str, fingerprint: str, done_generation: int | None
+) -> int | None:
+    """The generation this node owns the cluster at, unless it is ``done_generation``;
+    ``None`` when the node is not the owner."""
+    owner = session.execute(
+        select(ClusterOwnership.owner_node_id, ClusterOwnership.generation)
+    ).all()
+    if len(owner) != 1 or owner[0][0] != node_id or owner[0][1] == done_generation:
+        return None
+    verdict = current_verdict(session, node_id, fingerprint, lock=False)
+    if verdict.kind != "owner":
+        return None
+    return verdict.generation
+
+
+def _older_claims(session: Session, generation: int) -> tuple[CleanupClaim, ...]:
+    """The unfinished, unexpired claims of generations older than ``generation``."""
+    rows = session.execute(
+        select(
+            ExecutionClaim.id,
+            ExecutionClaim.generation,
+            Target.id,
+            Target.kind,
+            Run.assignment_id,
+        )
+        .join(Run, Run.id == ExecutionClaim.run_id)
+        .join(Target, Target.id == Run.target_id)
+        .where(
+            ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+            ExecutionClaim.generation < generation,
+            ExecutionClaim.deadline_at > func.clock_timestamp(),
+        )
+    ).all()
+    return tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4]) for r in rows)
+
+
+def _cleanup_targets(session: Session, wanted: Sequence[int]) -> tuple[CleanupTarget, ...]:
+    """How to reach each target to clean, by id (with its private key)."""
+    if not wanted:
+        return ()
+    return tuple(
+        CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
+        for t in session.scalars(
+            select(Target)
+            .where(Target.id.in_(wanted))
+            .options(undefer(Target.private_key_enc))
+            .order_by(Target.id)
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -44,6 +45,7 @@ from fleetcron.coordination.identity import NodeIdentity, normalize_endpoint
 from fleetcron.coordination.node import Node as Node
 from fleetcron.coordination.ownership_change import (
     LockHolder,
+    OwnerChange,
     change_owner,
     complete_drained_handoff,
     complete_transfer,
@@ -102,44 +104,69 @@ def request_transfer(
         actor.authorize("cluster.manage")
         ownership = lock_ownership(session)
         _require_writer_here(app, session, ownership.owner_node_id, "transfer")
-        existing = session.scalar(
-            select(ClusterTransfer).where(ClusterTransfer.idempotency_key == key)
-        )
+        existing = _transfer_by_key(session, key, to_node)
         if existing is not None:
-            if existing.to_node_id != to_node:
-                raise Conflict(
-                    f"idempotency key {key} was used for a transfer to {existing.to_node_id}"
-                )
             return _transfer_result(existing)
-        target = get_node(session, to_node)
-        if not may_own(target):
-            raise InvalidInput(
-                f"node {to_node} is {target.state}{' and fenced' if target.fenced_at else ''}; "
-                "only an approved, unfenced node can own the jobs",
-                field="to",
-                value=to_node,
-                allowed="an approved node",
-            )
-        now = app.now()
-        transfer = ClusterTransfer(
-            idempotency_key=key,
-            from_node_id=ownership.owner_node_id,
-            to_node_id=to_node,
-            requested_by=actor.name,
-            requested_at=now,
-            state="pending",
-            note="",
-            kind="initial" if ownership.owner_node_id is None else "handoff",
+        _check_may_own(session, to_node)
+        transfer = _start_transfer(
+            session, ownership, to_node, key=key, requested_by=actor.name, now=app.now()
         )
-        session.add(transfer)
-        session.flush()
-        if ownership.owner_node_id is None or ownership.owner_node_id == to_node:
-            complete_transfer(session, ownership, transfer, now)
-        else:
-            supersede_pending(session, transfer.id, now, keep=transfer.id)
-            ownership.draining, ownership.transfer_id, ownership.updated_at = True, transfer.id, now
         note.detail.update({"transfer": transfer.id, "state": transfer.state})
         return _transfer_result(transfer)
+
+
+def _transfer_by_key(session: Session, key: str, to_node: str) -> ClusterTransfer | None:
+    """The transfer already requested with idempotency key ``key``, if any; a conflict
+    when that one went to another node."""
+    existing = session.scalar(select(ClusterTransfer).where(ClusterTransfer.idempotency_key == key))
+    if existing is not None and existing.to_node_id != to_node:
+        raise Conflict(f"idempotency key {key} was used for a transfer to {existing.to_node_id}")
+    return existing
+
+
+def _check_may_own(session: Session, to_node: str) -> None:
+    """Only an approved, unfenced node may be handed the jobs."""
+    target = get_node(session, to_node)
+    if not may_own(target):
+        raise InvalidInput(
+            f"node {to_node} is {target.state}{' and fenced' if target.fenced_at else ''}; "
+            "only an approved, unfenced node can own the jobs",
+            field="to",
+            value=to_node,
+            allowed="an approved node",
+        )
+
+
+def _start_transfer(
+    session: Session,
+    ownership: ClusterOwnership,
+    to_node: str,
+    *,
+    key: str,
+    requested_by: str,
+    now: datetime,
+) -> ClusterTransfer:
+    """Record the transfer to ``to_node``: completed at once when there is no owner yet or
+    ``to_node`` owns already, otherwise pending (superseding any other pending one) while
+    the owner drains."""
+    transfer = ClusterTransfer(
+        idempotency_key=key,
+        from_node_id=ownership.owner_node_id,
+        to_node_id=to_node,
+        requested_by=requested_by,
+        requested_at=now,
+        state="pending",
+        note="",
+        kind="initial" if ownership.owner_node_id is None else "handoff",
+    )
+    session.add(transfer)
+    session.flush()
+    if ownership.owner_node_id is None or ownership.owner_node_id == to_node:
+        complete_transfer(session, ownership, transfer, now)
+    else:
+        supersede_pending(session, transfer.id, now, keep=transfer.id)
+        ownership.draining, ownership.transfer_id, ownership.updated_at = True, transfer.id, now
+    return transfer
 
 
 def _require_writer_here(app: App, session: object, owner: str | None, action: str) -> None:
@@ -198,16 +225,20 @@ def takeover(
             now=app.now(),
             clear_waiting=targets_verified,
         )
-        note.detail.update(
-            {
-                "from": old.node_id,
-                "generation": ownership.generation,
-                "revoked_claims": change.revoked,
-                "cleared_claims": change.cleared,
-                **waiting_detail(change.waiting),
-            }
-        )
+        note.detail.update(_takeover_detail(change, old, ownership.generation))
         return _transfer_result(change.transfer)
+
+
+def _takeover_detail(change: OwnerChange, old: ClusterNode, generation: int) -> dict[str, Any]:
+    """What the takeover's audit records of the change: the old owner, the new generation
+    and the old owner's claims revoked, cleared and still waited for."""
+    return {
+        "from": old.node_id,
+        "generation": generation,
+        "revoked_claims": change.revoked,
+        "cleared_claims": change.cleared,
+        **waiting_detail(change.waiting),
+    }
 
 
 def _check_takeover_confirmed(app: App, *, confirm_fenced: bool, verified: bool) -> None:
