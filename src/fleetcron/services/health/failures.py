@@ -285,8 +285,24 @@ def _overview(session: Session, limit: int | None) -> Any:
     """One statement: the assignments behind the lines listed (``shown``), the failing
     ones per job and whether in an outage (``job``), the targets in an outage
     (``targets``)."""
+    named = _named_failures(session)
+    per_job = select(literal("job"), null(), named.c.down, named.c.job, func.count()).group_by(
+        named.c.job, named.c.down
+    )
+    targets = select(
+        literal("targets"),
+        null(),
+        literal(1, Integer),
+        null(),
+        func.count(distinct(named.c.target_id)),
+    ).where(named.c.down == 1)
+    return union_all(_shown_lines(named, limit), per_job, targets)
+
+
+def _named_failures(session: Session) -> CTE:
+    """The failing assignments (:func:`classified`) with their job's and target's names."""
     c = classified(session)
-    named = materialized(
+    return materialized(
         select(
             c.c.assignment_id,
             c.c.target_id,
@@ -299,6 +315,11 @@ def _overview(session: Session, limit: int | None) -> Any:
         .join(Target, Target.id == c.c.target_id)
         .cte("named")
     )
+
+
+def _shown_lines(named: CTE, limit: int | None) -> Any:
+    """The assignments behind the first ``limit`` lines listed, outages and failures each
+    ranked on their own: by target, then by job and target."""
     # An unreachable target's assignments share its rank: its line lists them together.
     rank = case(
         (
@@ -319,17 +340,7 @@ def _overview(session: Session, limit: int | None) -> Any:
     )
     if limit is not None:
         shown = shown.where(ranked.c.rank <= limit)
-    per_job = select(literal("job"), null(), named.c.down, named.c.job, func.count()).group_by(
-        named.c.job, named.c.down
-    )
-    targets = select(
-        literal("targets"),
-        null(),
-        literal(1, Integer),
-        null(),
-        func.count(distinct(named.c.target_id)),
-    ).where(named.c.down == 1)
-    return union_all(shown, per_job, targets)
+    return shown
 
 
 def failing_rows(

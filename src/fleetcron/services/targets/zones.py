@@ -13,7 +13,7 @@ naming the target, so a sweep over the fleet never undoes a deliberate choice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -83,6 +83,21 @@ def detect_zones(
     ``NotFound`` for an unknown name, ``Conflict`` for a named target that is not paired.
     Unreachable targets are no error: their row says why nothing was detected."""
     actor.authorize("target.edit")
+    targets = _targets_to_read(app, names, every=every)
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_READS, max(len(targets), 1))) as pool:
+        read = list(pool.map(lambda t: _read_zone(app, t), targets))
+    checks = []
+    for target, (detected, how) in zip(targets, read, strict=True):
+        check = _compare(target, detected, how, named=not every)
+        if apply and check.result == WOULD_CHANGE:
+            check = _apply(app, actor, target, check)
+        checks.append(check)
+    return checks
+
+
+def _targets_to_read(app: App, names: Sequence[str], *, every: bool) -> list[Target]:
+    """The targets named (each once, each paired) or every paired target by name, their
+    keys loaded for the reads made after the session closes."""
     if bool(names) == every:
         raise InvalidInput(
             "name one or more targets, or ask for every target (--all), not both",
@@ -99,24 +114,21 @@ def detect_zones(
             )
         else:
             targets = [get_target(session, name) for name in dict.fromkeys(names)]
-            for target in targets:
-                if not target.paired:
-                    raise Conflict(
-                        f"target {target.name} is not paired; pair it first "
-                        f"(`fleetcron target pair {target.name}`), which reads its zone",
-                        field="target",
-                    )
+            _check_paired(targets)
         for target in targets:
             _ = (target.private_key_enc, target.client_cert_enc)  # loaded before the session closes
-    with ThreadPoolExecutor(max_workers=min(PARALLEL_READS, max(len(targets), 1))) as pool:
-        read = list(pool.map(lambda t: _read_zone(app, t), targets))
-    checks = []
-    for target, (detected, how) in zip(targets, read, strict=True):
-        check = _compare(target, detected, how, named=not every)
-        if apply and check.result == WOULD_CHANGE:
-            check = _apply(app, actor, target, check)
-        checks.append(check)
-    return checks
+    return targets
+
+
+def _check_paired(targets: Iterable[Target]) -> None:
+    """A conflict for the first of ``targets`` that is not paired (pairing reads its zone)."""
+    for target in targets:
+        if not target.paired:
+            raise Conflict(
+                f"target {target.name} is not paired; pair it first "
+                f"(`fleetcron target pair {target.name}`), which reads its zone",
+                field="target",
+            )
 
 
 def _read_zone(app: App, target: Target) -> tuple[str | None, str]:
