@@ -368,22 +368,8 @@ def create_token(
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
         v.validate_name(token_name, field="name")
-        if scope not in SCOPES:
-            raise InvalidInput(
-                f"scope: {scope!r} is not a token scope (one of {', '.join(SCOPES)})",
-                field="scope",
-                value=scope,
-                allowed=", ".join(SCOPES),
-            )
+        _check_token_terms(scope, expires_in_days)
         if expires_in_days is not None:
-            if not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
-                raise InvalidInput(
-                    f"expires_in_days: {expires_in_days!r} is out of range 1-{MAX_TOKEN_DAYS} "
-                    "(days; empty: no expiry)",
-                    field="expires_in_days",
-                    value=expires_in_days,
-                    allowed=f"1 to {MAX_TOKEN_DAYS} days, or none for no expiry",
-                )
             note.detail["expires_in_days"] = expires_in_days
 
         user = get_user(session, owner)
@@ -401,6 +387,25 @@ def create_token(
         session.add(row)
         session.flush()
         return token, row.id
+
+
+def _check_token_terms(scope: str, expires_in_days: int | None) -> None:
+    """Refuse a scope that is not a token scope, or a lifetime out of 1 to the maximum days."""
+    if scope not in SCOPES:
+        raise InvalidInput(
+            f"scope: {scope!r} is not a token scope (one of {', '.join(SCOPES)})",
+            field="scope",
+            value=scope,
+            allowed=", ".join(SCOPES),
+        )
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+        raise InvalidInput(
+            f"expires_in_days: {expires_in_days!r} is out of range 1-{MAX_TOKEN_DAYS} "
+            "(days; empty: no expiry)",
+            field="expires_in_days",
+            value=expires_in_days,
+            allowed=f"1 to {MAX_TOKEN_DAYS} days, or none for no expiry",
+        )
 
 
 def list_tokens(app: App, actor: Actor, owner: str) -> list[TokenView]:

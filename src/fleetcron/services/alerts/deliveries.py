@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from fleetcron.app import App
+from fleetcron.config import Settings
 from fleetcron.core.alerts import delivery_delay
 from fleetcron.crypto import Secret
 from fleetcron.errors import FleetcronError
@@ -186,6 +187,8 @@ def _attempt(app: App, outbound: Outbound) -> tuple[bool, str | None]:
 def _record(
     app: App, now: datetime, results: list[tuple[Outbound, tuple[bool, str | None]]]
 ) -> None:
+    """Write and log each attempt's outcome on its delivery: sent, pending a retry after
+    the backoff, or failed for good after the last attempt."""
     settings = app.settings
     with app.db.session() as session:
         for outbound, (sent, detail) in results:
@@ -193,28 +196,7 @@ def _record(
             mine = (NotificationDelivery.id == outbound.delivery_id) & (
                 NotificationDelivery.attempts == outbound.attempt
             )
-            if sent:
-                values: dict[str, Any] = {
-                    "status": "sent",
-                    "sent_at": now,
-                    "next_attempt_at": None,
-                    "last_error": detail,
-                }
-                action, level = "notify.sent", logging.INFO
-            else:
-                delay = delivery_delay(
-                    outbound.attempt, settings.notify_backoff_s, settings.notify_max_attempts
-                )
-                if delay is None:
-                    values = {"status": "failed", "next_attempt_at": None, "last_error": detail}
-                    action, level = "notify.failed", logging.WARNING
-                else:
-                    values = {
-                        "status": "pending",
-                        "next_attempt_at": now + timedelta(seconds=delay),
-                        "last_error": detail,
-                    }
-                    action, level = "notify.retry", logging.INFO
+            values, action, level = _outcome(settings, outbound, now, sent=sent, detail=detail)
             session.execute(update(NotificationDelivery).where(mine).values(**values))
             log.log(
                 level,
@@ -231,6 +213,32 @@ def _record(
                     "attempt": outbound.attempt,
                 },
             )
+
+
+def _outcome(
+    settings: Settings, outbound: Outbound, now: datetime, *, sent: bool, detail: str | None
+) -> tuple[dict[str, Any], str, int]:
+    """The delivery's new values after an attempt, and the log action and level for it."""
+    if sent:
+        values: dict[str, Any] = {
+            "status": "sent",
+            "sent_at": now,
+            "next_attempt_at": None,
+            "last_error": detail,
+        }
+        return values, "notify.sent", logging.INFO
+    delay = delivery_delay(
+        outbound.attempt, settings.notify_backoff_s, settings.notify_max_attempts
+    )
+    if delay is None:
+        values = {"status": "failed", "next_attempt_at": None, "last_error": detail}
+        return values, "notify.failed", logging.WARNING
+    values = {
+        "status": "pending",
+        "next_attempt_at": now + timedelta(seconds=delay),
+        "last_error": detail,
+    }
+    return values, "notify.retry", logging.INFO
 
 
 def _bounded(text: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
@@ -173,37 +173,59 @@ def job_slots(
             if target_id is None:
                 raise NotFound("target", target)
             where.append(Run.target_id == target_id)
-            # One target's runs of one job: few rows, read through the target's index.
-            times = list(
-                session.scalars(
-                    select(Run.scheduled_for)
-                    .where(*where)
-                    .group_by(Run.scheduled_for)
-                    .order_by(Run.scheduled_for.desc())
-                    .limit(limit)
-                )
-            )
+            times = _target_slot_times(session, where, limit)
         else:
-            width = session.scalar(
-                select(func.count()).select_from(Assignment).where(Assignment.job_id == job_id)
-            )
-            limit = min(limit, max(MIN_SLOTS, CHART_RUN_BUDGET // max(width or 1, 1)))
-            times = _newest_slot_times(session, job_id, limit)
+            times = _budgeted_slot_times(session, job_id, limit)
         if not times:
             return []
-        rows = session.execute(
-            select(
-                Run.scheduled_for,
-                Run.status,
-                func.count(),
-                func.max(Run.duration_ms),
-                func.min(Run.id),
-            )
-            .where(*where, Run.scheduled_for.in_(times))
-            .group_by(Run.scheduled_for, Run.status)
-        ).all()
-    slots = _slots_from_rows(rows)
+        slots = _slots_at(session, where, times)
     return sorted(slots, key=lambda s: s.scheduled_for, reverse=True)
+
+
+def _slots_at(
+    session: Session, where: Sequence[ColumnElement[bool]], times: Sequence[datetime]
+) -> list[Slot]:
+    """The slots at ``times`` of the runs ``where`` selects, counted by status."""
+    rows = session.execute(
+        select(
+            Run.scheduled_for,
+            Run.status,
+            func.count(),
+            func.max(Run.duration_ms),
+            func.min(Run.id),
+        )
+        .where(*where, Run.scheduled_for.in_(times))
+        .group_by(Run.scheduled_for, Run.status)
+    ).all()
+    return _slots_from_rows(rows)
+
+
+def _target_slot_times(
+    session: Session, where: Sequence[ColumnElement[bool]], limit: int
+) -> list[datetime]:
+    """The newest ``limit`` slot times of one job's runs on one target (``where``).
+
+    One target's runs of one job: few rows, read through the target's index."""
+    return list(
+        session.scalars(
+            select(Run.scheduled_for)
+            .where(*where)
+            .group_by(Run.scheduled_for)
+            .order_by(Run.scheduled_for.desc())
+            .limit(limit)
+        )
+    )
+
+
+def _budgeted_slot_times(session: Session, job_id: int, limit: int) -> list[datetime]:
+    """The newest slot times of a job on all its targets: at most ``limit``, and no more
+    than :data:`CHART_RUN_BUDGET` runs allow for its number of targets (at least
+    :data:`MIN_SLOTS`)."""
+    width = session.scalar(
+        select(func.count()).select_from(Assignment).where(Assignment.job_id == job_id)
+    )
+    limit = min(limit, max(MIN_SLOTS, CHART_RUN_BUDGET // max(width or 1, 1)))
+    return _newest_slot_times(session, job_id, limit)
 
 
 def job_chart(app: App, actor: Actor, name: str, *, limit: int = SLOTS) -> Chart:
