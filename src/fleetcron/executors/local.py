@@ -209,6 +209,19 @@ class LocalExecutor:
         )
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
+        return await self._run_as(request, account, steps, started_at=started_at, called=called)
+
+    async def _run_as(
+        self,
+        request: ExecRequest,
+        account: RunAs,
+        steps: Plan,
+        *,
+        started_at: datetime,
+        called: float,
+    ) -> ExecResult:
+        """Run the command as ``account`` under the deadline ``steps``, its output kept
+        within bounds and its claim file removed after."""
         env = self.environment(request, account)
         claim = self._claim_file(request, account)
         script = self._script(request, env, steps, remove_claim_file=claim is None)
@@ -222,13 +235,9 @@ class LocalExecutor:
             return _not_started(
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
             )
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(
-            _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
-        )
         try:
-            status, exit_code, error = await self._outcome(
-                request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
+            status, exit_code, error = await self._watch(
+                request, proc, stdout=stdout, splitter=splitter, steps=steps, t0=t0
             )
         finally:
             self._forget_claim_file(claim)
@@ -243,6 +252,26 @@ class LocalExecutor:
             finished_at=self._clock(),
             duration_ms=int((time.monotonic() - t0) * 1000),
             error=error,
+        )
+
+    async def _watch(
+        self,
+        request: ExecRequest,
+        proc: asyncio.subprocess.Process,
+        *,
+        stdout: BoundedOutput,
+        splitter: MarkerLineSplitter,
+        steps: Plan,
+        t0: float,
+    ) -> tuple[Status, int | None, str | None]:
+        """Read the started command's output (stderr through ``splitter``, which picks out
+        its process group) while waiting for its outcome."""
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = asyncio.gather(
+            _drain(proc.stdout, tee(stdout, request.live)), _drain(proc.stderr, splitter)
+        )
+        return await self._outcome(
+            request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
         )
 
     def _forget_claim_file(self, claim: str | None) -> None:

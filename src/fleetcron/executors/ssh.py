@@ -308,16 +308,7 @@ class SshExecutor:
             raise ConnectError(
                 f"{target.name}: active cleanup did not finish within {timeout_s:g} s"
             ) from exc
-        values = dict(
-            line.split("=", 1)
-            for line in out.splitlines()
-            if "=" in line and line.split("=", 1)[1].isdigit()
-        )
-        if status != 0 or "mark" not in values or "killed" not in values:
-            raise ExecutionError(
-                f"{target.name}: active cleanup failed (exit {status}): {err[:200]}"
-            )
-        mark, killed = int(values["mark"]), int(values["killed"])
+        mark, killed = _mark_and_killed(target, out, status, err)
         logger.info(
             "marked generation %d and killed %d older process group(s) on %s",
             mark,
@@ -601,3 +592,16 @@ def _exit_outcome(chan: asyncssh.SSHClientChannel[bytes]) -> tuple[Status, int |
     if code is None:
         return "failed", None, "the server closed the session without an exit status"
     return ("succeeded" if code == 0 else "failed"), code, None
+
+
+def _mark_and_killed(target: SshTarget, out: str, status: int | None, err: str) -> tuple[int, int]:
+    """The ``mark=`` and ``killed=`` counts the mark-and-scan script printed; an
+    ``ExecutionError`` when it failed or did not print both."""
+    values = dict(
+        line.split("=", 1)
+        for line in out.splitlines()
+        if "=" in line and line.split("=", 1)[1].isdigit()
+    )
+    if status != 0 or "mark" not in values or "killed" not in values:
+        raise ExecutionError(f"{target.name}: active cleanup failed (exit {status}): {err[:200]}")
+    return int(values["mark"]), int(values["killed"])

@@ -40,6 +40,7 @@ from fleetcron.core.rollout import (
     Attempt,
     Member,
     RolloutOptions,
+    RolloutPlan,
     manual_run_options,
     plan_rollout,
     rollout_options,
@@ -178,13 +179,7 @@ def _advance_slot(
     claimed_at: datetime,
 ) -> _SlotOutcome:
     """One rolled-out slot: what its plan starts now, skips, halts or leaves waiting."""
-    # The slot's rows as plain tuples (a rollout of thousands of targets is read every
-    # tick); only the rows that change are loaded as objects.
-    rows = session.execute(
-        select(*_SLOT_COLUMNS)
-        .where(Run.job_id == job_id, Run.scheduled_for == slot, Run.trigger.in_(SLOT_TRIGGERS))
-        .order_by(Run.assignment_id, Run.attempt)
-    ).all()
+    rows = _slot_rows(session, job_id, slot)
     pending = {r.assignment_id: r.id for r in rows if r.status == RunStatus.PENDING}
     if not pending:
         return _SlotOutcome()
@@ -198,11 +193,7 @@ def _advance_slot(
     except InvalidInput as exc:
         reason = f"rollout halted: the job's rollout options are not valid: {exc}"
         return _halted(session, job, slot, list(pending.values()), reason, now=now)
-    labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
-    members = _members(rows, options, labels)
-    if any(r.trigger == "manual" for r in rows):
-        options = manual_run_options(options, any(m.canary for m in members))
-    plan = plan_rollout(members, options, now)
+    plan = _plan_slot(session, rows, options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
         halted = _halted(
@@ -216,6 +207,31 @@ def _advance_slot(
         outcome.starting, outcome.skipped = started.starting, started.skipped
         outcome.waiting += started.waiting
     return outcome
+
+
+def _slot_rows(
+    session: Session, job_id: int, slot: datetime
+) -> Sequence[Row[int, int, int, str, int, RunStatus, datetime | None, str]]:
+    """The slot's rows as plain tuples (a rollout of thousands of targets is read every
+    tick; only the rows that change are loaded as objects), by assignment and attempt."""
+    return session.execute(
+        select(*_SLOT_COLUMNS)
+        .where(Run.job_id == job_id, Run.scheduled_for == slot, Run.trigger.in_(SLOT_TRIGGERS))
+        .order_by(Run.assignment_id, Run.attempt)
+    ).all()
+
+
+def _plan_slot(
+    session: Session, rows: Sequence[Any], options: RolloutOptions, now: datetime
+) -> RolloutPlan:
+    """The slot's next step under the job's rollout ``options``: its targets' labels read
+    only when a canary selector needs them; a manual run gated by canaries only when it
+    includes one."""
+    labels = _labels(session, {r.target_id for r in rows}) if options.canary.selector else {}
+    members = _members(rows, options, labels)
+    if any(r.trigger == "manual" for r in rows):
+        options = manual_run_options(options, any(m.canary for m in members))
+    return plan_rollout(members, options, now)
 
 
 def _halted(
