@@ -180,6 +180,14 @@ def run_job(
         if wait_timeout is None:
             wait_timeout = jobs_svc.show_job(app, actor, name).timeout_s + WAIT_MARGIN_S
         rows = _wait(app, actor, run_ids, wait_timeout)
+    _echo_outcomes(rows)
+    if any(r.status != "succeeded" for r in rows):
+        raise SystemExit(1)
+
+
+def _echo_outcomes(rows: Sequence[RunView]) -> None:
+    """Each run's outcome by id: status and exit code, then why, the error and the heads
+    of its output, as far as there are any."""
     for r in sorted(rows, key=lambda r: r.id):
         echo(f"run {r.id} on {r.target_name}: {r.status} exit={r.exit_code}")
         if r.reason:
@@ -190,8 +198,6 @@ def run_job(
             echo(r.stdout_head.rstrip("\n"))
         if r.stderr_head:
             echo("stderr: " + r.stderr_head.rstrip("\n"))
-    if any(r.status != "succeeded" for r in rows):
-        raise SystemExit(1)
 
 
 def _wait(app: App, actor: Actor, run_ids: list[int], wait_timeout: float) -> Sequence[RunView]:

@@ -103,6 +103,11 @@ def list_(
     if not rows:
         click.echo("no runs match")
         return
+    _print_runs(rows, total)
+
+
+def _print_runs(rows: list[RunView], total: int) -> None:
+    """The runs as a table, each status with its reason (or, pending, why it may wait)."""
     print_table(
         f"{len(rows)} of {total} run(s)",
         ["id", "slot", "job", "target", "trigger", "status", "exit", "took", "node"],
@@ -113,11 +118,7 @@ def list_(
                 r.job_name,
                 r.target_name,
                 r.trigger,
-                f"{r.status}: {r.reason}"
-                if r.reason
-                else f"{r.status}: {PENDING_NOTE}"
-                if r.status == "pending"
-                else r.status,
+                _status_cell(r),
                 r.exit_code,
                 None if r.duration_ms is None else f"{r.duration_ms}ms",
                 r.node,
@@ -125,6 +126,14 @@ def list_(
             for r in rows
         ],
     )
+
+
+def _status_cell(r: RunView) -> str:
+    if r.reason:
+        return f"{r.status}: {r.reason}"
+    if r.status == "pending":
+        return f"{r.status}: {PENDING_NOTE}"
+    return r.status
 
 
 def _show(run: RunView) -> None:
