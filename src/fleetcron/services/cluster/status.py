@@ -201,14 +201,7 @@ def takeover(
     deadlines, unless ``targets_verified``: the operator confirms no command of the old
     owner is still running on any target, and the old claims are cleared (audited)."""
     me = node.identity
-    note = AuditNote(
-        "cluster.takeover",
-        detail={
-            "to": me.node_id,
-            "fenced_endpoint": fenced_endpoint,
-            "targets_verified": targets_verified,
-        },
-    )
+    note = _takeover_note(me, fenced_endpoint, targets_verified)
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
         _check_takeover_confirmed(app, confirm_fenced=confirm_fenced, verified=targets_verified)
@@ -227,6 +220,19 @@ def takeover(
         )
         note.detail.update(_takeover_detail(change, old, ownership.generation))
         return _transfer_result(change.transfer)
+
+
+def _takeover_note(me: NodeIdentity, fenced_endpoint: str, targets_verified: bool) -> AuditNote:
+    """The takeover's audit note as asked: by whom, of which fenced endpoint, and whether
+    the operator verified that no old command runs on a target."""
+    return AuditNote(
+        "cluster.takeover",
+        detail={
+            "to": me.node_id,
+            "fenced_endpoint": fenced_endpoint,
+            "targets_verified": targets_verified,
+        },
+    )
 
 
 def _takeover_detail(change: OwnerChange, old: ClusterNode, generation: int) -> dict[str, Any]:
