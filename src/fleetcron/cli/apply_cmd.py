@@ -87,12 +87,22 @@ def describe_calendar(change: CalendarChange) -> str:
 def describe_plan(plan: Plan) -> list[str]:
     lines = [describe_calendar(change) for change in plan.calendars]
     lines += [line for change in plan.changes for line in describe_change(change)]
+    lines += [
+        f"{_SIGNS[c.kind]} blackout window {c.name}"
+        + (f" ({', '.join(c.fields)})" if c.fields else "")
+        for c in plan.blackouts
+    ]
+    return lines + _summary(plan)
+
+
+def _summary(plan: Plan) -> list[str]:
+    lines = []
     if plan.changes:
         lines.append(
             f"{plan.count('create')} to create, {plan.count('change')} to change, "
             f"{plan.count('delete')} to delete"
         )
-    elif not plan.calendars:
+    elif not plan.calendars and not plan.blackouts:
         lines.append("no changes")
     if plan.kept:
         lines.append(

@@ -46,6 +46,13 @@ from fleetcron.core.schedule_file import (
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
+from fleetcron.services.blackouts.declared import (
+    FileWindows,
+    plan_blackouts,
+    rows_in_force,
+    window_mapping,
+    write_blackout_changes,
+)
 from fleetcron.services.calendars.declared import (
     calendar_states,
     check_declared,
@@ -252,7 +259,7 @@ def _declared_target(
 
 
 def _plan(
-    session: Session, app: App, parsed: ScheduleFile, *, prune: bool
+    session: Session, app: App, actor: Actor, parsed: ScheduleFile, *, prune: bool
 ) -> tuple[Plan, dict[str, Job], dict[str, Target]]:
     """The plan from the store to the file; raises :class:`ScheduleFileError` on any
     problem, duplicate registrations included."""
@@ -267,12 +274,17 @@ def _plan(
         state = _wanted(app, decl, targets, problems, calendars)
         if state is not None:
             wanted.append(state)
+    windows, window_problems = plan_blackouts(
+        session, actor, FileWindows(parsed.blackouts, parsed.names), app.now()
+    )
+    problems += window_problems
     if problems:
         raise ScheduleFileError(parsed.source, problems)
 
     plan = dataclasses.replace(
         plan_changes(wanted, (state_of(job) for job in jobs.values()), prune=prune),
         calendars=calendar_changes(file_calendars, current_calendars),
+        blackouts=windows,
     )
     decls = {decl.name: decl for decl in parsed.jobs}
     registrations = [
@@ -325,7 +337,7 @@ def apply_schedule(
         actor.authorize("job.read")
         parsed = parse_schedule_file(text, source=source)
         with app.db.read() as session:
-            plan, _, _ = _plan(session, app, parsed, prune=prune)
+            plan, _, _ = _plan(session, app, actor, parsed, prune=prune)
         if dry_run or plan.empty:
             return ApplyResult(source, plan, applied=False)
         _authorize(actor, plan)
@@ -334,14 +346,17 @@ def apply_schedule(
             record_failure(app, actor, note, exc)
         raise
     with audited(app, actor, note) as session:
-        plan, jobs, targets = _plan(session, app, parsed, prune=prune)
+        plan, jobs, targets = _plan(session, app, actor, parsed, prune=prune)
         _authorize(actor, plan)
         write_calendar_changes(session, app, actor, plan.calendars, source=source)
         _carry_out(session, app, actor, plan, jobs, targets, source=source)
+        session.flush()  # the windows may cover the jobs just written
+        write_blackout_changes(session, app, actor, plan.blackouts, parsed.blackouts, source=source)
         note.detail.update(
             {kind: plan.count(kind) for kind in ("create", "change", "delete")}
             | {"jobs": [change.name for change in plan.changes]}
             | {"calendars": [change.name for change in plan.calendars]}
+            | {"blackouts": [change.name for change in plan.blackouts]}
         )
     return ApplyResult(source, plan, applied=True)
 
@@ -349,6 +364,9 @@ def apply_schedule(
 def _authorize(actor: Actor, plan: Plan) -> None:
     if plan.calendars:
         actor.authorize("calendar.add")
+    for kind, action in (("create", "blackout.add"), ("change", "blackout.change")):
+        if any(change.kind == kind for change in plan.blackouts):
+            actor.authorize(action)
     for kind, action in (("create", "job.add"), ("change", "job.edit"), ("delete", "job.remove")):
         if plan.count(kind):
             actor.authorize(action)
@@ -515,11 +533,13 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
     """
     actor.authorize("job.read")
     actor.authorize("calendar.read")
+    actor.authorize("blackout.read")
     with app.db.read() as session:
         jobs = _load_jobs(session)
         targets = _load_targets(session)
         states = [state_of(job) for job in jobs.values()]
         calendars = list(calendar_states(session).values())
+        windows = [window_mapping(row) for row in rows_in_force(session, app.now()).values()]
     marked = duplicates_to_allow(
         find_duplicates(
             Registration(s.name, s.command, _covered(s, targets), s.allow_duplicate) for s in states
@@ -537,7 +557,9 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
         )
         for state in states
     ]
-    return render_schedule_file(rendered, job_defaults(), header=header, calendars=calendars)
+    return render_schedule_file(
+        rendered, job_defaults(), header=header, calendars=calendars, blackouts=windows
+    )
 
 
 def _other(pair: tuple[str, str], name: str) -> str:
