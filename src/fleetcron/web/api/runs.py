@@ -265,6 +265,7 @@ def list_audit(
 def cron_preview(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("job.read"))],
+    *,
     expr: Annotated[str, Query(min_length=1, max_length=255)],
     tz: Annotated[str | None, Query(max_length=64)] = None,
     n: Annotated[int, Query(ge=1, le=50)] = 5,
