@@ -6,12 +6,15 @@ with nothing saved, each window audited as the CLI's are."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+import click
 import pytest
 from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
-from fleetcron.cli.apply_cmd import describe_plan
+from fleetcron.cli.apply_cmd import apply, describe_plan, export
+from fleetcron.cli.output import run_cli
 from fleetcron.core.schedule_file import ScheduleFileError
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import PermissionDenied
@@ -163,3 +166,44 @@ def test_a_viewer_may_plan_windows_but_not_apply_them(app: App, viewer: Actor, f
     with pytest.raises(PermissionDenied):
         schedule_file.apply_schedule(app, viewer, FILE)
     assert counts(app) == (0, 0)
+
+
+@pytest.fixture
+def cli(app: App, fleet: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> click.Group:
+    """``apply`` and ``export`` on the fixture's database (with the real clock)."""
+    assert app.settings.database_url
+    monkeypatch.setenv("FLEETCRON_DATABASE_URL", app.settings.database_url)
+    monkeypatch.setenv("FLEETCRON_DATA_DIR", str(tmp_path / "cli"))
+    monkeypatch.setenv("FLEETCRON_LOCAL_JOB_ROLE", "operator")
+    group = click.Group("fleetcron")
+    for command in (apply, export):
+        group.add_command(command)
+    return group
+
+
+def test_the_commands_apply_and_export_windows_and_refuse_a_bad_one(
+    cli: click.Group, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = FILE.replace("2026-12-31", "2040-12-31").replace("2027-01-01", "2041-01-01")
+    text = text.replace("2027-03-31", "2041-03-31")
+    path = tmp_path / "schedule.yaml"
+    path.write_text(text.replace("duration: 2h", "duration: 2 hours"))
+
+    assert run_cli(cli, ["apply", str(path), "--as", "olivia"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {path}:13: blackouts[0].duration: '2 hours' is not a duration "
+        "(e.g. 90m, 2h, 1d12h)\n"
+    )
+
+    path.write_text(text)
+    assert run_cli(cli, ["apply", str(path), "--as", "olivia"]) == 0
+    applied = capsys.readouterr().out.splitlines()
+    assert applied[-4:] == [
+        "+ blackout window patch-night",
+        "+ blackout window year-end",
+        "1 to create, 0 to change, 0 to delete",
+        "applied",
+    ]
+    assert run_cli(cli, ["export", "--output", str(tmp_path / "out.yaml")]) == 0
+    assert run_cli(cli, ["apply", str(tmp_path / "out.yaml"), "--dry-run"]) == 0
+    assert capsys.readouterr().out == "no changes\n"

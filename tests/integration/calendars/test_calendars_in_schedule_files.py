@@ -113,6 +113,7 @@ def test_a_changed_calendar_is_planned_applied_and_audited_as_a_change(
         ).one()
     assert last is not None and last.action == "schedule.apply"
     assert change.detail["changed"] == ["dates"]
+    assert (change.detail["via"], change.detail["file"]) == ("schedule.apply", "schedule.yaml")
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,8 @@ def write_calendar_changes(
         session.add_all(CalendarDate(calendar_id=row.id, day=day) for day in state.dates)
         detail: dict[str, object] = {
             "calendar": state.name,
-            "source": "schedule.apply",
+            "source": "hand",
+            "via": "schedule.apply",
             "file": source,
             "dates": len(state.dates),
         }
