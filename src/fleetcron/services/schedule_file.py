@@ -286,12 +286,26 @@ def _plan(
         calendars=calendar_changes(file_calendars, current_calendars),
         blackouts=windows,
     )
+    problems = _duplicate_problems(parsed, wanted, plan.kept, jobs, targets)
+    if problems:
+        raise ScheduleFileError(parsed.source, problems)
+    return plan, jobs, targets
+
+
+def _duplicate_problems(
+    parsed: ScheduleFile,
+    wanted: Sequence[JobState],
+    kept: Sequence[str],
+    jobs: Mapping[str, Job],
+    targets: Mapping[str, Target],
+) -> list[Problem]:
+    """The duplicate registrations the file's jobs would make, each at the command of the
+    job declared last (the one that adds it); the ``kept`` jobs still hold their targets."""
     decls = {decl.name: decl for decl in parsed.jobs}
     registrations = [
         Registration(s.name, s.command, _covered(s, targets), decls[s.name].allow_duplicate)
         for s in wanted
     ]
-    # Jobs the file leaves alone still hold their targets, unless this apply prunes them.
     registrations += [
         Registration(
             name,
@@ -299,18 +313,16 @@ def _plan(
             _covered(state_of(jobs[name]), targets),
             jobs[name].allow_duplicate,
         )
-        for name in plan.kept
+        for name in kept
     ]
+    problems: list[Problem] = []
     for duplicate in find_duplicates(registrations, among=parsed.names):
-        # Report at the command of the job declared last: the one that adds the duplicate.
         declared = [decls[name] for name in duplicate.jobs if name in decls]
         culprit = max(declared, key=lambda d: d.index)
         problems.append(
             culprit.problem("command", f"duplicate registration: {duplicate.describe()}")
         )
-    if problems:
-        raise ScheduleFileError(parsed.source, problems)
-    return plan, jobs, targets
+    return problems
 
 
 # --- applying ---------------------------------------------------------------------------
