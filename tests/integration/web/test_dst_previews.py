@@ -98,3 +98,16 @@ def test_the_job_forms_preview_follows_the_jobs_choices(
     assert f"Europe/Warsaw, {GAP_DAY}: 02:30 does not exist → skipped" in skips.text
     assert f"Europe/Warsaw, {GAP_DAY}: 02:30 does not exist → runs at 03:00" in usual.text
     assert 'data-dst-inputs="dst_gap dst_fold"' in usual.text
+
+
+@sqlite_only
+def test_the_target_zone_preview_follows_the_choices_too(
+    app: App, client: TestClient, as_viewer: Headers
+) -> None:
+    targets.add_target(app, SYSTEM, TargetSpec("waw", TargetKind.LOCAL, timezone="Europe/Warsaw"))
+
+    default = preview(client, as_viewer, tz="target")
+    skipped = preview(client, as_viewer, tz="target", dst_gap="skip")
+
+    assert fires_on(default, GAP_DAY) == [f"{GAP_DAY}T03:00:00+02:00"]
+    assert fires_on(skipped, GAP_DAY) == []

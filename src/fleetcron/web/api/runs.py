@@ -279,7 +279,7 @@ def cron_preview(
     the paired targets, and ``zones`` gives each zone's count of targets and its fires."""
     dst = dst_policy(dst_gap, dst_fold)
     if tz == TARGET_LOCAL:
-        return target_local_preview(app, caller.actor, expr, n)
+        return target_local_preview(app, caller.actor, expr, n, dst=dst)
     schedule = parse(expr, tz or app.settings.timezone, dst)
     fires = []
     for when in schedule.iter_after(app.now()):

@@ -27,6 +27,8 @@ from fleetcron.core.job_options import BY_KEY, FORM_OPTIONS, START_WINDOW_KEYS, 
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.target_zones import TARGET_LOCAL, dst_policy, effective_zone
 from fleetcron.cron import parse
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
+from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
 from fleetcron.services.fleet import assignments as fleet_svc
 from fleetcron.services.fleet import grid as fleet_grid
@@ -197,10 +199,13 @@ def schedule_preview(app: App, fields: JobFields) -> Preview | None:
     schedule, timezone = fields.schedule, fields.timezone
     if not schedule.strip():
         return None
-    if timezone == TARGET_LOCAL:
-        return target_local_preview(app, schedule)
     try:
         dst = dst_policy(*(_choice(fields.options.get(key)) for key in ("dst_gap", "dst_fold")))
+    except InvalidInput as exc:
+        return Preview(error=exc.message)
+    if timezone == TARGET_LOCAL:
+        return target_local_preview(app, schedule, dst)
+    try:
         parsed = parse(schedule, timezone or app.settings.timezone, dst)
     except InvalidInput as exc:
         return Preview(error=exc.message)
@@ -213,10 +218,10 @@ def schedule_preview(app: App, fields: JobFields) -> Preview | None:
     )
 
 
-def target_local_preview(app: App, schedule: str) -> Preview:
+def target_local_preview(app: App, schedule: str, dst: DstPolicy = DEFAULT_DST) -> Preview:
     """A job in the ``target`` zone: its next fire in each zone of the paired targets."""
     try:
-        spread = fleet_svc.zone_spread(app, SYSTEM, schedule, 3)
+        spread = fleet_svc.zone_spread(app, SYSTEM, schedule, 3, dst=dst)
         description = parse(schedule, app.settings.timezone).describe()
     except InvalidInput as exc:
         return Preview(error=exc.message)
