@@ -12,6 +12,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table, read_bounded
+from fleetcron.core.schedule_calendars import CalendarChange
 from fleetcron.core.schedule_file import FieldChange, JobChange, JobState, Plan
 from fleetcron.errors import InvalidInput
 from fleetcron.services import schedule_file as svc
@@ -74,14 +75,34 @@ def _field_line(change: FieldChange) -> str:
     return f"    {change.field}: {_value(change.old)} → {_value(change.new)}"
 
 
+def describe_calendar(change: CalendarChange) -> str:
+    """One line for a calendar the file creates or changes."""
+    state = change.after
+    what = ", ".join(change.fields) if change.fields else f"{len(state.dates)} dates"
+    if state.weekdays:
+        what += f", {state.weekdays}" + (f" less {state.except_name}" if state.except_name else "")
+    return f"{_SIGNS[change.kind]} calendar {change.name} ({what})"
+
+
 def describe_plan(plan: Plan) -> list[str]:
-    lines = [line for change in plan.changes for line in describe_change(change)]
+    lines = [describe_calendar(change) for change in plan.calendars]
+    lines += [line for change in plan.changes for line in describe_change(change)]
+    lines += [
+        f"{_SIGNS[c.kind]} blackout window {c.name}"
+        + (f" ({', '.join(c.fields)})" if c.fields else "")
+        for c in plan.blackouts
+    ]
+    return lines + _summary(plan)
+
+
+def _summary(plan: Plan) -> list[str]:
+    lines = []
     if plan.changes:
         lines.append(
             f"{plan.count('create')} to create, {plan.count('change')} to change, "
             f"{plan.count('delete')} to delete"
         )
-    else:
+    elif not plan.calendars and not plan.blackouts:
         lines.append("no changes")
     if plan.kept:
         lines.append(

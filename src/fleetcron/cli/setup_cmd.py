@@ -21,12 +21,8 @@ ADMIN_PASSWORD_ENV = "FLEETCRON_ADMIN_PASSWORD"
     "--admin", "admin_name", default="admin", show_default=True, help="Name of the first admin."
 )
 @password_file_option("--admin-password-file")
-@click.option(
-    "--password-stdin", is_flag=True, help="Read the first admin's password from stdin."
-)
-@click.option(
-    "--admin-password", hidden=True, help="Deprecated: the password shows in `ps`."
-)
+@click.option("--password-stdin", is_flag=True, help="Read the first admin's password from stdin.")
+@click.option("--admin-password", hidden=True, help="Deprecated: the password shows in `ps`.")
 def init(
     admin_name: str, password_file: str | None, password_stdin: bool, admin_password: str | None
 ) -> None:

@@ -71,6 +71,16 @@ def dst_notes(
     return sorted(notes, key=lambda n: (n.at, n.zone))
 
 
+#: How far ahead a schedule's preview looks for DST transitions.
+AHEAD = timedelta(days=366)
+
+
+def notes_ahead(schedule: str, zone: str, dst: DstPolicy, now: datetime) -> list[DstNote]:
+    """What ``schedule`` under ``dst`` does at the DST transitions of ``zone`` in the next
+    year (the schedule previews of the API and the job form; none in a zone without DST)."""
+    return dst_notes(schedule, [zone], dst, now, now + AHEAD)
+
+
 def _walls(schedule: str, zone: str, transition: Transition) -> list[datetime]:
     """The schedule's wall times in the skipped or repeated interval (naive)."""
     parsed = parse_cached(schedule, zone)

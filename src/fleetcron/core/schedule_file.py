@@ -40,12 +40,20 @@ from fleetcron.core.duplicates import (
     find_duplicates,
 )
 from fleetcron.core.job_options import BY_KEY, OPTIONS
+from fleetcron.core.schedule_blackouts import BlackoutChange, BlackoutDecl, read_blackouts
+from fleetcron.core.schedule_calendars import (
+    CalendarChange,
+    CalendarDecl,
+    CalendarState,
+    calendar_mapping,
+    read_calendars,
+)
 from fleetcron.core.yaml_nodes import TAGS, Problem, Reader, kind_of, line_of
 from fleetcron.errors import InvalidInput
 
 FILE_VERSION = 1
 
-TOP_KEYS = ("version", "jobs")
+TOP_KEYS = ("version", "calendars", "jobs", "blackouts")
 
 #: The keys that say where a job runs and whether it is paused; the rest are the job's
 #: options, declared in :mod:`fleetcron.core.job_options`.
@@ -139,6 +147,8 @@ class ScheduleFile:
     source: str
     version: int
     jobs: tuple[JobDecl, ...]
+    calendars: tuple[CalendarDecl, ...] = ()
+    blackouts: tuple[BlackoutDecl, ...] = ()
 
     @property
     def names(self) -> frozenset[str]:
@@ -159,11 +169,19 @@ def parse_schedule_file(text: str, *, source: str = "schedule.yaml") -> Schedule
     if top is None:
         raise ScheduleFileError(source, reader.problems)
     version = _read_version(reader, root, top)
+    calendars = read_calendars(reader, top["calendars"][1]) if "calendars" in top else []
     jobs = _read_jobs(reader, top["jobs"][1]) if "jobs" in top else []
+    blackouts = read_blackouts(reader, top["blackouts"][1]) if "blackouts" in top else []
     if reader.problems:
         raise ScheduleFileError(source, reader.problems)
     assert version is not None
-    return ScheduleFile(source=source, version=version, jobs=tuple(jobs))
+    return ScheduleFile(
+        source=source,
+        version=version,
+        jobs=tuple(jobs),
+        calendars=tuple(calendars),
+        blackouts=tuple(blackouts),
+    )
 
 
 def _compose(text: str, source: str) -> Node:
@@ -394,10 +412,14 @@ class Plan:
     changes: tuple[JobChange, ...]
     #: Jobs in the store but not in the file, kept because --prune was not given.
     kept: tuple[str, ...] = ()
+    #: The calendars the file creates or changes (never deleted by an apply).
+    calendars: tuple[CalendarChange, ...] = ()
+    #: The blackout windows the file creates or changes (never lifted by an apply).
+    blackouts: tuple[BlackoutChange, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.changes
+        return not self.changes and not self.calendars and not self.blackouts
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -527,30 +549,52 @@ class Rendered:
 
 
 def render_schedule_file(
-    jobs: Iterable[Rendered], defaults: Defaults, *, header: Sequence[str] = ()
+    jobs: Iterable[Rendered],
+    defaults: Defaults,
+    *,
+    header: Sequence[str] = (),
+    calendars: Sequence[CalendarState] = (),
+    blackouts: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The YAML text of a schedule file holding ``jobs`` (in the given order)."""
+    """The YAML text of a schedule file holding ``calendars``, ``jobs`` and ``blackouts``
+    (windows as mappings of their file keys), in the given order."""
     parts = [f"# {line}\n" if line else "#\n" for line in header]
     parts.append(f"version: {FILE_VERSION}\n")
+    if calendars:
+        parts.append("calendars:\n")
+        body = _dump([calendar_mapping(c) for c in calendars])
+        parts.extend(f"  {line}\n" for line in body.splitlines())
     items = list(jobs)
-    if not items:
-        parts.append("jobs: []\n")
-        return "".join(parts)
-    parts.append("jobs:\n")
+    parts.append("jobs:\n" if items else "jobs: []\n")
     for index, item in enumerate(items):
         if index:
             parts.append("\n")
         parts.extend(f"  # {line}\n" for line in item.comments)
-        body = yaml.dump(
-            [job_mapping(item.state, defaults, allow_duplicate=item.allow_duplicate)],
-            Dumper=_Dumper,
-            sort_keys=False,
-            default_flow_style=False,
-            allow_unicode=True,
-            width=100,
-        )
+        body = _dump([job_mapping(item.state, defaults, allow_duplicate=item.allow_duplicate)])
         parts.extend(f"  {line}\n" for line in body.splitlines())
+    parts.extend(_blackouts_text(blackouts))
     return "".join(parts)
+
+
+def _blackouts_text(blackouts: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not blackouts:
+        return []
+    windows = [
+        {key: _Quoted(value) if key == "cron" else value for key, value in window.items()}
+        for window in blackouts
+    ]
+    return ["blackouts:\n"] + [f"  {line}\n" for line in _dump(windows).splitlines()]
+
+
+def _dump(items: list[dict[str, Any]]) -> str:
+    return yaml.dump(
+        items,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=100,
+    )
 
 
 __all__ = [

@@ -23,9 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from fleetcron.app import Actor, App
+from fleetcron.core.calendars import Calendar
 from fleetcron.core.duplicates import Registration, duplicates_to_allow, find_duplicates
 from fleetcron.core.job_options import BY_KEY, OPTIONS, check_job
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
+from fleetcron.core.schedule_calendars import build_calendars, calendar_changes
 from fleetcron.core.schedule_file import (
     SPEC_FIELDS,
     Defaults,
@@ -44,6 +46,18 @@ from fleetcron.core.schedule_file import (
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.errors import FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
+from fleetcron.services.blackouts.declared import (
+    FileWindows,
+    plan_blackouts,
+    rows_in_force,
+    window_mapping,
+    write_blackout_changes,
+)
+from fleetcron.services.calendars.declared import (
+    calendar_states,
+    check_declared,
+    write_calendar_changes,
+)
 from fleetcron.services.fleet.assignments import (
     new_assignment,
     next_fire,
@@ -140,12 +154,17 @@ def _covered(state: JobState, targets: Mapping[str, Target]) -> frozenset[str]:
 
 
 def _wanted(
-    app: App, decl: JobDecl, targets: Mapping[str, Target], problems: list[Problem]
+    app: App,
+    decl: JobDecl,
+    targets: Mapping[str, Target],
+    problems: list[Problem],
+    calendars: Mapping[str, Calendar],
 ) -> JobState | None:
     """The state a declaration asks for, with its values checked by the jobs service's
-    rules; problems (each at its field's line) go to ``problems``."""
+    rules (``calendars``: those a job may name, the file's own included); problems (each
+    at its field's line) go to ``problems``."""
     before = len(problems)
-    spec, timezone, selector = _checked_fields(app, decl, problems)
+    spec, timezone, selector = _checked_fields(app, decl, problems, calendars)
     if decl.bulk:
         _check_disabled_on(decl, targets, selector, problems)
         target = None
@@ -180,7 +199,7 @@ def _wanted(
 
 
 def _checked_fields(
-    app: App, decl: JobDecl, problems: list[Problem]
+    app: App, decl: JobDecl, problems: list[Problem], calendars: Mapping[str, Calendar]
 ) -> tuple[dict[str, Any], str | None, dict[str, str]]:
     """The declaration's fields, each checked by the jobs service's rules: the spec, the
     zone (None when it is wrong) and the selector; problems go to ``problems``."""
@@ -188,7 +207,7 @@ def _checked_fields(
 
     def check(key: str, values: dict[str, Any]) -> dict[str, Any]:
         try:
-            return validated_fields(app, values)
+            return validated_fields(app, values, calendars=calendars)
         except InvalidInput as exc:
             problems.append(decl.problem(key, exc.message.removeprefix(f"{key}: ")))
             return {}
@@ -240,28 +259,53 @@ def _declared_target(
 
 
 def _plan(
-    session: Session, app: App, parsed: ScheduleFile, *, prune: bool
+    session: Session, app: App, actor: Actor, parsed: ScheduleFile, *, prune: bool
 ) -> tuple[Plan, dict[str, Job], dict[str, Target]]:
     """The plan from the store to the file; raises :class:`ScheduleFileError` on any
     problem, duplicate registrations included."""
     jobs = _load_jobs(session)
     targets = _load_targets(session)
-    problems: list[Problem] = []
+    current_calendars = calendar_states(session)
+    problems = check_declared(current_calendars, parsed.calendars)
+    file_calendars = [decl.state for decl in parsed.calendars]
+    calendars = build_calendars(current_calendars | {c.name: c for c in file_calendars})
     wanted: list[JobState] = []
     for decl in parsed.jobs:
-        state = _wanted(app, decl, targets, problems)
+        state = _wanted(app, decl, targets, problems, calendars)
         if state is not None:
             wanted.append(state)
+    windows, window_problems = plan_blackouts(
+        session, actor, FileWindows(parsed.blackouts, parsed.names), app.now()
+    )
+    problems += window_problems
     if problems:
         raise ScheduleFileError(parsed.source, problems)
 
-    plan = plan_changes(wanted, (state_of(job) for job in jobs.values()), prune=prune)
+    plan = dataclasses.replace(
+        plan_changes(wanted, (state_of(job) for job in jobs.values()), prune=prune),
+        calendars=calendar_changes(file_calendars, current_calendars),
+        blackouts=windows,
+    )
+    problems = _duplicate_problems(parsed, wanted, plan.kept, jobs, targets)
+    if problems:
+        raise ScheduleFileError(parsed.source, problems)
+    return plan, jobs, targets
+
+
+def _duplicate_problems(
+    parsed: ScheduleFile,
+    wanted: Sequence[JobState],
+    kept: Sequence[str],
+    jobs: Mapping[str, Job],
+    targets: Mapping[str, Target],
+) -> list[Problem]:
+    """The duplicate registrations the file's jobs would make, each at the command of the
+    job declared last (the one that adds it); the ``kept`` jobs still hold their targets."""
     decls = {decl.name: decl for decl in parsed.jobs}
     registrations = [
         Registration(s.name, s.command, _covered(s, targets), decls[s.name].allow_duplicate)
         for s in wanted
     ]
-    # Jobs the file leaves alone still hold their targets, unless this apply prunes them.
     registrations += [
         Registration(
             name,
@@ -269,18 +313,16 @@ def _plan(
             _covered(state_of(jobs[name]), targets),
             jobs[name].allow_duplicate,
         )
-        for name in plan.kept
+        for name in kept
     ]
+    problems: list[Problem] = []
     for duplicate in find_duplicates(registrations, among=parsed.names):
-        # Report at the command of the job declared last: the one that adds the duplicate.
         declared = [decls[name] for name in duplicate.jobs if name in decls]
         culprit = max(declared, key=lambda d: d.index)
         problems.append(
             culprit.problem("command", f"duplicate registration: {duplicate.describe()}")
         )
-    if problems:
-        raise ScheduleFileError(parsed.source, problems)
-    return plan, jobs, targets
+    return problems
 
 
 # --- applying ---------------------------------------------------------------------------
@@ -307,7 +349,7 @@ def apply_schedule(
         actor.authorize("job.read")
         parsed = parse_schedule_file(text, source=source)
         with app.db.read() as session:
-            plan, _, _ = _plan(session, app, parsed, prune=prune)
+            plan, _, _ = _plan(session, app, actor, parsed, prune=prune)
         if dry_run or plan.empty:
             return ApplyResult(source, plan, applied=False)
         _authorize(actor, plan)
@@ -316,17 +358,27 @@ def apply_schedule(
             record_failure(app, actor, note, exc)
         raise
     with audited(app, actor, note) as session:
-        plan, jobs, targets = _plan(session, app, parsed, prune=prune)
+        plan, jobs, targets = _plan(session, app, actor, parsed, prune=prune)
         _authorize(actor, plan)
+        write_calendar_changes(session, app, actor, plan.calendars, source=source)
         _carry_out(session, app, actor, plan, jobs, targets, source=source)
+        session.flush()  # the windows may cover the jobs just written
+        write_blackout_changes(session, app, actor, plan.blackouts, parsed.blackouts, source=source)
         note.detail.update(
             {kind: plan.count(kind) for kind in ("create", "change", "delete")}
             | {"jobs": [change.name for change in plan.changes]}
+            | {"calendars": [change.name for change in plan.calendars]}
+            | {"blackouts": [change.name for change in plan.blackouts]}
         )
     return ApplyResult(source, plan, applied=True)
 
 
 def _authorize(actor: Actor, plan: Plan) -> None:
+    if plan.calendars:
+        actor.authorize("calendar.add")
+    for kind, action in (("create", "blackout.add"), ("change", "blackout.change")):
+        if any(change.kind == kind for change in plan.blackouts):
+            actor.authorize(action)
     for kind, action in (("create", "job.add"), ("change", "job.edit"), ("delete", "job.remove")):
         if plan.count(kind):
             actor.authorize(action)
@@ -492,10 +544,14 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
     the pair, so that they show in review instead of breaking the round trip.
     """
     actor.authorize("job.read")
+    actor.authorize("calendar.read")
+    actor.authorize("blackout.read")
     with app.db.read() as session:
         jobs = _load_jobs(session)
         targets = _load_targets(session)
         states = [state_of(job) for job in jobs.values()]
+        calendars = list(calendar_states(session).values())
+        windows = [window_mapping(row) for row in rows_in_force(session, app.now()).values()]
     marked = duplicates_to_allow(
         find_duplicates(
             Registration(s.name, s.command, _covered(s, targets), s.allow_duplicate) for s in states
@@ -513,7 +569,9 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
         )
         for state in states
     ]
-    return render_schedule_file(rendered, job_defaults(), header=header)
+    return render_schedule_file(
+        rendered, job_defaults(), header=header, calendars=calendars, blackouts=windows
+    )
 
 
 def _other(pair: tuple[str, str], name: str) -> str:

@@ -552,3 +552,8 @@ class CronPreview(BaseModel):
     zones: list[ZoneFires] = Field(
         default_factory=list, description="tz=target: the spread over the zones in use"
     )
+    dst: list[str] = Field(
+        default_factory=list,
+        description="what the schedule does, under dst_gap and dst_fold, at the zone's DST "
+        "transitions in the next year",
+    )

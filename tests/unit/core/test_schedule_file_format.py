@@ -197,7 +197,7 @@ def test_the_error_message_lists_all_problems_under_the_file_name() -> None:
     assert str(caught.value).splitlines() == [
         "2 problems in fleet.yaml:",
         "  fleet.yaml:2: jobs: expected a list of jobs, got an integer '3'",
-        "  fleet.yaml:3: extra: unknown key; allowed keys: version, jobs",
+        "  fleet.yaml:3: extra: unknown key; allowed keys: version, calendars, jobs, blackouts",
     ]
 
 

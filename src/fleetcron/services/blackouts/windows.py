@@ -186,13 +186,22 @@ def _note(action: str, spec: BlackoutSpec, blackout_id: int | None = None) -> Au
     return AuditNote(action, job_name=spec.job, target_name=spec.target, detail=detail)
 
 
-def _fill(session: Session, row: Blackout, spec: BlackoutSpec, now: datetime, actor: Actor) -> None:
+def _fill(
+    session: Session,
+    row: Blackout,
+    spec: BlackoutSpec,
+    now: datetime,
+    actor: Actor,
+    *,
+    known_jobs: frozenset[str] = frozenset(),
+) -> None:
     """Check every field of ``spec`` and write it into ``row`` (nothing is flushed before
-    all checks passed, so a refusal saves nothing)."""
+    all checks passed, so a refusal saves nothing). ``known_jobs``: jobs taken as existing
+    (those a schedule file declares, before its apply writes them)."""
     name = _check_name(session, spec.name, now, row.id)
     reason = _check_reason(spec.reason)
     zone = _check_zone(spec.zone)
-    job, target, selector = _check_scope(session, spec)
+    job, target, selector = _check_scope(session, spec, known_jobs)
     window = _check_time(spec, zone, now)
     row.name, row.reason, row.zone = name, reason, zone
     row.job_name, row.target_name, row.selector = job, target, selector
@@ -245,14 +254,16 @@ def _check_zone(zone: str) -> str:
     return validate_zone(zone, field="zone", extra=f', or "{TARGET_LOCAL}" (each target\'s own)')
 
 
-def _check_scope(session: Session, spec: BlackoutSpec) -> tuple[str | None, str | None, str | None]:
+def _check_scope(
+    session: Session, spec: BlackoutSpec, known_jobs: frozenset[str] = frozenset()
+) -> tuple[str | None, str | None, str | None]:
     if spec.job is None and spec.target is None and not spec.selector:
         raise InvalidInput(
             "job: name a job, a target and/or a selector the window covers",
             field="job",
             allowed="--job, --target and/or --selector",
         )
-    if spec.job is not None:
+    if spec.job is not None and spec.job not in known_jobs:
         _found(lambda: get_job(session, spec.job or ""), "job")
     if spec.target is not None:
         _found(lambda: get_target(session, spec.target or ""), "target")

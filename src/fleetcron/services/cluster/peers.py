@@ -84,9 +84,7 @@ def approve_endpoint(app: App, actor: Actor, endpoint: str) -> ClusterNode:
     return cluster.approve(app, actor, dataclasses.replace(identity, endpoint=url))
 
 
-def _check_database_cluster(
-    app: App, url: str, identity: NodeIdentity, mine: NodeIdentity
-) -> None:
+def _check_database_cluster(app: App, url: str, identity: NodeIdentity, mine: NodeIdentity) -> None:
     """The nodes of a shared-database cluster use one PostgreSQL; each node of a replicated
     pair its own."""
     if app.settings.topology is Topology.REPLICATED_PAIR:

@@ -21,6 +21,8 @@ from fleetcron.core.target_zones import (
     effective_zone,
 )
 from fleetcron.core.targets import TargetKind
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
+from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
@@ -125,10 +127,13 @@ class ZoneSpread:
     fires: tuple[datetime, ...]
 
 
-def zone_spread(app: App, actor: Actor, schedule: str, count: int) -> list[ZoneSpread]:
-    """The next ``count`` fires of ``schedule`` in each zone of the paired targets
-    (targets without a zone count in the default zone), earliest first; the default
-    zone alone when there is no paired target. Raises CronError for a bad schedule."""
+def zone_spread(
+    app: App, actor: Actor, schedule: str, count: int, *, dst: DstPolicy = DEFAULT_DST
+) -> list[ZoneSpread]:
+    """The next ``count`` fires of ``schedule`` (under the DST choices ``dst``) in each zone
+    of the paired targets (targets without a zone count in the default zone), earliest
+    first; the default zone alone when there is no paired target. Raises CronError for a
+    bad schedule."""
     actor.authorize("job.read")
     default = app.settings.timezone
     with app.db.read() as session:
@@ -147,7 +152,7 @@ def zone_spread(app: App, actor: Actor, schedule: str, count: int) -> list[ZoneS
             n,
             tuple(
                 islice(
-                    assignment_schedule(schedule, TARGET_LOCAL, zone, default).iter_after(now),
+                    assignment_schedule(schedule, TARGET_LOCAL, zone, default, dst).iter_after(now),
                     count,
                 )
             ),

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from fleetcron.app import Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
-from fleetcron.core.calendars import rule_of
+from fleetcron.core.calendars import Calendar, rule_of
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
 from fleetcron.core.start_window import start_window
@@ -159,9 +159,13 @@ def get_job(session: Session, name: str) -> Job:
 _CONTEXT_CHECKED = frozenset({"timezone", "schedule", "command"})
 
 
-def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
+def validated_job_fields(
+    app: App, values: dict[str, Any], *, calendars: Mapping[str, Calendar] | None = None
+) -> dict[str, Any]:
     """Check every given job field (as in :data:`EDITABLE`); returns them normalized.
-    Shared by the jobs service and schedules as code, so both apply the same rules."""
+    Shared by the jobs service and schedules as code, so both apply the same rules.
+    ``calendars``: those a job may name (a schedule file's own with the store's, read in
+    its transaction); by default the store's."""
     out = dict(values)
     if "timezone" in out:
         out["timezone"] = validate_job_timezone(out["timezone"] or app.settings.timezone)
@@ -179,16 +183,19 @@ def validated_job_fields(app: App, values: dict[str, Any]) -> dict[str, Any]:
     if "selector" in out:
         out["selector"] = parse_selector(out["selector"])
     if out.get("run_only_on") or out.get("never_on"):
-        _require_calendars(app, out)
+        _require_calendars(app, out, calendars)
     return out
 
 
-def _require_calendars(app: App, values: Mapping[str, Any]) -> None:
+def _require_calendars(
+    app: App, values: Mapping[str, Any], calendars: Mapping[str, Calendar] | None
+) -> None:
     """The calendars a job names exist (InvalidInput naming ``run_only_on`` or ``never_on``
     and the calendars there are)."""
-    with app.db.read() as session:
-        known = load_calendars(session)
-    rule_of(values.get("run_only_on") or "", values.get("never_on") or "", known)
+    if calendars is None:
+        with app.db.read() as session:
+            calendars = load_calendars(session)
+    rule_of(values.get("run_only_on") or "", values.get("never_on") or "", calendars)
 
 
 def add_job(

@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel
 
 from fleetcron.app import App
+from fleetcron.core.dst_preview import notes_ahead
 from fleetcron.core.stopping import StopFacts
-from fleetcron.core.target_zones import TARGET_LOCAL
+from fleetcron.core.target_zones import TARGET_LOCAL, dst_policy
 from fleetcron.cron import parse
 from fleetcron.errors import InvalidInput
 from fleetcron.services import audit as audit_svc
@@ -264,16 +265,22 @@ def list_audit(
 def cron_preview(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("job.read"))],
+    *,
     expr: Annotated[str, Query(min_length=1, max_length=255)],
     tz: Annotated[str | None, Query(max_length=64)] = None,
     n: Annotated[int, Query(ge=1, le=50)] = 5,
+    dst_gap: Annotated[str | None, Query(max_length=32)] = None,
+    dst_fold: Annotated[str | None, Query(max_length=32)] = None,
 ) -> CronPreview:
-    """Validate an expression and show its next fire times (for live form validation).
+    """Validate an expression and show its next fire times (for live form validation),
+    under the job's DST choices ``dst_gap`` and ``dst_fold`` (default: Debian cron's rule),
+    with ``dst``: what it does at the zone's DST transitions in the next year.
     ``tz=target`` (each target's own zone): ``next`` merges the fires over the zones of
     the paired targets, and ``zones`` gives each zone's count of targets and its fires."""
+    dst = dst_policy(dst_gap, dst_fold)
     if tz == TARGET_LOCAL:
-        return target_local_preview(app, caller.actor, expr, n)
-    schedule = parse(expr, tz or app.settings.timezone)
+        return target_local_preview(app, caller.actor, expr, n, dst=dst)
+    schedule = parse(expr, tz or app.settings.timezone, dst)
     fires = []
     for when in schedule.iter_after(app.now()):
         fires.append(when)
@@ -285,6 +292,7 @@ def cron_preview(
         timezone=schedule.tz.key,
         extensions=list(schedule.extensions),
         next=fires,
+        dst=[note.text for note in notes_ahead(expr, schedule.tz.key, dst, app.now())],
     )
 
 

@@ -11,6 +11,8 @@ from fleetcron.app import Actor, App
 from fleetcron.core.target_zones import TARGET_LOCAL
 from fleetcron.core.targets import TargetSpec
 from fleetcron.cron import parse
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
+from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import Conflict
 from fleetcron.services.fleet.assignments import zone_spread
 from fleetcron.services.targets import edit as svc
@@ -51,10 +53,13 @@ def _pair_out(result: svc.PairResult) -> PairOut:
     )
 
 
-def target_local_preview(app: App, actor: Actor, expr: str, n: int) -> CronPreview:
+def target_local_preview(
+    app: App, actor: Actor, expr: str, n: int, *, dst: DstPolicy = DEFAULT_DST
+) -> CronPreview:
     """The schedule preview of a job in the ``target`` zone: its fires spread over the
-    zones of the paired targets (``/api/v1/cron/preview?tz=target``)."""
-    spread = zone_spread(app, actor, expr, max(n, ZONE_PREVIEW_FIRES))
+    zones of the paired targets, under the DST choices ``dst``
+    (``/api/v1/cron/preview?tz=target``)."""
+    spread = zone_spread(app, actor, expr, max(n, ZONE_PREVIEW_FIRES), dst=dst)
     schedule = parse(expr, app.settings.timezone)
     merged = sorted(
         (fire for zone in spread for fire in zone.fires), key=lambda f: f.astimezone(UTC)

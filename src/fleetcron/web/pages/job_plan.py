@@ -45,9 +45,7 @@ class PreviewQuery(BaseModel):
     all_at_once: bool = False
 
     def selection(self) -> Selection | None:
-        return _selection(
-            self.failed, self.only or [], self.selector, self.target or [], self.slot
-        )
+        return _selection(self.failed, self.only or [], self.selector, self.target or [], self.slot)
 
 
 def plan_url(name: str, selection: Selection | None, **extra: str) -> str:

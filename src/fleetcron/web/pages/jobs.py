@@ -22,10 +22,13 @@ from starlette.datastructures import FormData
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.dst_preview import notes_ahead
 from fleetcron.core.job_options import BY_KEY, FORM_OPTIONS, START_WINDOW_KEYS, JobOption
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
-from fleetcron.core.target_zones import TARGET_LOCAL, effective_zone
+from fleetcron.core.target_zones import TARGET_LOCAL, dst_policy, effective_zone
 from fleetcron.cron import parse
+from fleetcron.cron.dst import DEFAULT as DEFAULT_DST
+from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import CronError, FleetcronError, InvalidInput
 from fleetcron.services.fleet import assignments as fleet_svc
 from fleetcron.services.fleet import grid as fleet_grid
@@ -178,6 +181,8 @@ class Preview:
     fires: tuple[str, ...] = ()
     timezone: str = ""
     error: str = ""
+    #: What the schedule does at the zone's DST transitions in the next year.
+    dst: tuple[str, ...] = ()
 
 
 def job_errors(error: FleetcronError) -> FieldErrors:
@@ -188,13 +193,20 @@ def job_errors(error: FleetcronError) -> FieldErrors:
     return field_errors(error, FIELD_NAMES)
 
 
-def schedule_preview(app: App, schedule: str, timezone: str) -> Preview | None:
+def schedule_preview(app: App, fields: JobFields) -> Preview | None:
+    """The form's schedule in its zone under its DST choices: the next fire times and
+    what it does at the zone's next DST transitions."""
+    schedule, timezone = fields.schedule, fields.timezone
     if not schedule.strip():
         return None
-    if timezone == TARGET_LOCAL:
-        return target_local_preview(app, schedule)
     try:
-        parsed = parse(schedule, timezone or app.settings.timezone)
+        dst = dst_policy(*(_choice(fields.options.get(key)) for key in ("dst_gap", "dst_fold")))
+    except InvalidInput as exc:
+        return Preview(error=exc.message)
+    if timezone == TARGET_LOCAL:
+        return target_local_preview(app, schedule, dst)
+    try:
+        parsed = parse(schedule, timezone or app.settings.timezone, dst)
     except InvalidInput as exc:
         return Preview(error=exc.message)
     fires = islice(parsed.iter_after(app.now()), PREVIEW_FIRES)
@@ -202,13 +214,14 @@ def schedule_preview(app: App, schedule: str, timezone: str) -> Preview | None:
         description=parsed.describe(),
         fires=tuple(fire_time(when) for when in fires),
         timezone=parsed.tz.key,
+        dst=tuple(n.text for n in notes_ahead(schedule, parsed.tz.key, dst, app.now())),
     )
 
 
-def target_local_preview(app: App, schedule: str) -> Preview:
+def target_local_preview(app: App, schedule: str, dst: DstPolicy = DEFAULT_DST) -> Preview:
     """A job in the ``target`` zone: its next fire in each zone of the paired targets."""
     try:
-        spread = fleet_svc.zone_spread(app, SYSTEM, schedule, 3)
+        spread = fleet_svc.zone_spread(app, SYSTEM, schedule, 3, dst=dst)
         description = parse(schedule, app.settings.timezone).describe()
     except InvalidInput as exc:
         return Preview(error=exc.message)
@@ -218,6 +231,11 @@ def target_local_preview(app: App, schedule: str) -> Preview:
         for z in spread
     )
     return Preview(description=description, fires=fires, timezone="each target's local time")
+
+
+def _choice(value: Typed | None) -> str | None:
+    """A form's choice as typed (None: not in the form, the default)."""
+    return value if isinstance(value, str) and value else None
 
 
 def fire_time(value: datetime) -> str:
@@ -286,7 +304,7 @@ def _form_page(
         picker=picker,
         errors=errors,
         target=target,
-        preview=schedule_preview(app, fields.schedule, fields.timezone),
+        preview=schedule_preview(app, fields),
         **job_form_context(app),
     )
 

@@ -146,6 +146,13 @@
     var list = element("ol", "fires");
     data.next.forEach(function (iso) { list.appendChild(element("li", "", fireTime(iso))); });
     box.appendChild(list);
+    if (data.dst && data.dst.length) {
+      // What the schedule does at the zone's next DST transitions, under the DST choices.
+      box.appendChild(element("p", "muted small", "DST ahead:"));
+      var notes = element("ul", "dst-notes");
+      data.dst.forEach(function (text) { notes.appendChild(element("li", "", text)); });
+      box.appendChild(notes);
+    }
   }
 
   function showProblem(box, message) {
@@ -156,6 +163,9 @@
     document.querySelectorAll("[data-preview]").forEach(function (input) {
       var box = document.getElementById(input.getAttribute("data-preview"));
       var zoneInput = document.getElementById(input.getAttribute("data-zone-input"));
+      var dstInputs = (input.getAttribute("data-dst-inputs") || "").split(" ")
+        .map(function (id) { return id && document.getElementById(id); })
+        .filter(function (el) { return el; });
       if (!box) return;
       var timer = null;
       var asked = 0;
@@ -169,6 +179,9 @@
         var query = "expr=" + encodeURIComponent(expr);
         var zone = zoneInput ? zoneInput.value.trim() : "";
         if (zone) query += "&tz=" + encodeURIComponent(zone);
+        dstInputs.forEach(function (el) {
+          if (el.value) query += "&" + el.name + "=" + encodeURIComponent(el.value);
+        });
         fetch("/api/v1/cron/preview?" + query, {
           credentials: "same-origin",
           headers: { Accept: "application/json" },
@@ -188,6 +201,7 @@
       };
       input.addEventListener("input", later);
       if (zoneInput) zoneInput.addEventListener("change", later);
+      dstInputs.forEach(function (el) { el.addEventListener("change", later); });
     });
   }
 
