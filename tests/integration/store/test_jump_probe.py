@@ -26,7 +26,11 @@ from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind
 from fleetcron.executors.ssh_probe import probe
 from fleetcron.scheduler.probes import HostProber
-from fleetcron.services.alerts.host_incidents import behind_down, sync_host_incidents
+from fleetcron.services.alerts.host_incidents import (
+    behind_down,
+    host_mutes,
+    sync_host_incidents,
+)
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import Incident, Target
 
@@ -84,10 +88,10 @@ def states(app: App) -> dict[str, tuple[str | None, str | None]]:
         }
 
 
-def open_host_incidents(app: App) -> list[str | None]:
+def open_host_incidents(app: App) -> list[str]:
     with app.db.read() as session:
         return sorted(
-            i.target_name
+            i.target_name or ""
             for i in session.scalars(
                 select(Incident).where(Incident.cause == "unreachable", Incident.status == "open")
             )
@@ -146,8 +150,15 @@ def test_a_bastion_that_is_down_is_one_incident_and_the_targets_behind_name_it(
     # none for the three behind the bastion.
     assert open_host_incidents(app) == ["b1", "direct"]
     with app.db.read() as session:
-        b1 = session.scalars(select(Target.id).where(Target.name == "b1")).one()
-        assert len(behind_down(session, {b1})) == len(BEHIND)
+        ids = dict(session.execute(select(Target.name, Target.id)).all())
+        assert sorted(behind_down(session, {ids["b1"]}).values()) == [ids["b1"]] * len(BEHIND)
+        # The job incidents of the targets behind the bastion are muted with its incident;
+        # a target reached directly is muted by its own only.
+        opened = list(session.scalars(select(Incident).where(Incident.status == "open")))
+        behind = behind_down(session, {ids["b1"], ids["direct"]})
+        muted = {m.target_id for m in host_mutes(opened, clock.now, behind)}
+        assert muted == {ids[name] for name in ("b1", "direct", *BEHIND)}
+        assert {m.target_id for m in host_mutes(opened, clock.now)} == {ids["b1"], ids["direct"]}
 
 
 async def test_a_target_behind_a_down_bastion_is_never_probed_directly(
