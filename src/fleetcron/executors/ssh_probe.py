@@ -20,9 +20,10 @@ jump host's own (:mod:`fleetcron.services.targets.reach`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 
 import asyncssh
@@ -31,7 +32,13 @@ from fleetcron.core.reach import Reach, error_text, reach_of
 from fleetcron.errors import FleetcronError
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.ssh_connect import import_private_key, open_pinned
-from fleetcron.executors.ssh_jump import open_hop, through
+from fleetcron.executors.ssh_jump import hop_key, open_hop, through
+
+#: Probes open at once through one jump host (its own apart): the bastion's sshd sees
+#: at most this many unauthenticated connections from the probe, under its
+#: ``MaxStartups`` (10 by default, past which it drops new ones), so that many targets
+#: behind one bastion do not make the bastion look down.
+PER_FIRST_HOP = 4
 
 
 @dataclass(frozen=True)
@@ -125,11 +132,18 @@ async def probe_many(
     concurrency: int,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[ProbeResult]:
-    """Probe each (id, target), at most ``concurrency`` at once; one result each."""
+    """Probe each (id, target), at most ``concurrency`` at once, and at most
+    :data:`PER_FIRST_HOP` at once through one jump host; one result each."""
     gate = asyncio.Semaphore(max(1, concurrency))
+    hops: dict[str, asyncio.Semaphore] = {}
+
+    def hop_gate(target: SshTarget) -> AbstractAsyncContextManager[object]:
+        if not target.via:
+            return contextlib.nullcontext()
+        return hops.setdefault(hop_key(target.via[0]), asyncio.Semaphore(PER_FIRST_HOP))
 
     async def one(target_id: int, target: SshTarget) -> ProbeResult:
-        async with gate:
+        async with hop_gate(target), gate:
             started = clock()
             found = await probe_path(target, timeout_s)
             return ProbeResult(
@@ -139,4 +153,4 @@ async def probe_many(
     return list(await asyncio.gather(*(one(tid, t) for tid, t in targets)))
 
 
-__all__ = ["Found", "ProbeResult", "probe", "probe_many", "probe_path"]
+__all__ = ["PER_FIRST_HOP", "Found", "ProbeResult", "probe", "probe_many", "probe_path"]
