@@ -62,7 +62,7 @@ def test_adding_an_ssh_target_trusted_on_first_use_shows_its_host_key_fingerprin
     page.get_by_label("Name").fill("db-01")
     page.get_by_label("Host", exact=True).fill(sshd.host)
     page.get_by_label("Port").fill(str(sshd.port))
-    page.get_by_label("User").fill(sshd.user)
+    page.get_by_label("User", exact=True).fill(sshd.user)
     page.get_by_label("Private key").fill(sshd.client_private_key)
     page.get_by_label("trust on first use").check()
     page.get_by_role("button", name="Add and pair").click()
@@ -84,7 +84,7 @@ def test_a_refused_ssh_target_comes_back_without_its_private_key(
     page.goto(server.at("/targets/new"))
     page.get_by_label("Name").fill("bad-key")
     page.get_by_label("Host", exact=True).fill("192.0.2.10")
-    page.get_by_label("User").fill("root")
+    page.get_by_label("User", exact=True).fill("root")
     page.get_by_label("Private key").fill("-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-key\n")
     page.get_by_role("button", name="Add and pair").click()
 
