@@ -62,7 +62,10 @@ def validate_name(value: str, *, field: str = "name") -> str:
 #: shadows.) One that exists from before is still shown by the CLI and the API, and its edit,
 #: delete and versions pages answer.
 RESERVED_JOB_NAMES = {"new": "/jobs/new is the form that adds a job"}
-RESERVED_TARGET_NAMES = {"new": "/targets/new is the form that adds a target"}
+RESERVED_TARGET_NAMES = {
+    "new": "/targets/new is the form that adds a target",
+    "trust": "/api/v1/targets/trust is the list of how each host is trusted",
+}
 
 
 def validate_job_name(value: str, *, field: str = "name") -> str:

@@ -72,27 +72,8 @@ class SshKind:
         await self.executor.close()
 
     def ssh_target(self, target: RunTarget) -> SshTarget:
-        """The connection of ``target`` and of its jump hosts; raises ``ValueError`` when a
-        record lacks the SSH settings or the pinned host key (or host CA)."""
-        if not (
-            target.host
-            and target.port
-            and target.user
-            and target.private_key_enc
-            and (target.host_key or target.host_ca)
-        ):
-            raise ValueError(f"target {target.name} is missing its SSH settings or host key")
-        return SshTarget(
-            name=target.name,
-            host=target.host,
-            port=target.port,
-            user=target.user,
-            private_key=self.private_key(target.private_key_enc),
-            host_key=target.host_key or "",
-            via=tuple(self.ssh_target(hop) for hop in target.via),
-            host_ca=target.host_ca or "",
-            client_cert=self.private_key(target.client_cert_enc) if target.client_cert_enc else "",
-        )
+        """The connection of ``target`` and of its jump hosts (see :func:`ssh_target`)."""
+        return ssh_target(target, self.private_key)
 
     def private_key(self, encrypted: bytes) -> bytes:
         """The decrypted key of this ciphertext: decrypted on its first use, then kept among
@@ -107,6 +88,31 @@ class SshKind:
         else:
             self._keys.move_to_end(encrypted)
         return key
+
+
+def ssh_target(target: RunTarget, key: Decrypt) -> SshTarget:
+    """The connection of ``target`` and of its jump hosts, each key revealed by ``key``;
+    raises ``ValueError`` when a record lacks the SSH settings or the pinned host key (or
+    host CA). The runs and the host probe build their connections so."""
+    if not (
+        target.host
+        and target.port
+        and target.user
+        and target.private_key_enc
+        and (target.host_key or target.host_ca)
+    ):
+        raise ValueError(f"target {target.name} is missing its SSH settings or host key")
+    return SshTarget(
+        name=target.name,
+        host=target.host,
+        port=target.port,
+        user=target.user,
+        private_key=key(target.private_key_enc),
+        host_key=target.host_key or "",
+        via=tuple(ssh_target(hop, key) for hop in target.via),
+        host_ca=target.host_ca or "",
+        client_cert=key(target.client_cert_enc) if target.client_cert_enc else "",
+    )
 
 
 def standard_executors(

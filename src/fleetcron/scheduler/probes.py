@@ -2,8 +2,9 @@
 
 Beside the ticks, never in them: :meth:`HostProber.poke` (called after every tick) starts a
 round every :attr:`HostProber.every_s` when the previous one finished. A round reads the
-targets due (:func:`fleetcron.services.targets.reach.due_probes`) on a worker thread,
-probes them with at most ``probe_concurrency`` connections open
+targets due (:func:`fleetcron.services.targets.reach.due_probes`; those behind jump hosts
+with their chains) on a worker thread, probes them with at most ``probe_concurrency``
+connections open
 (:func:`fleetcron.executors.ssh_probe.probe_many`) and records the results on a worker
 thread. Only the owner node probes. A round never raises: errors are logged and the next
 round tries again.
@@ -22,7 +23,7 @@ from datetime import datetime
 
 from fleetcron.app import App
 from fleetcron.executors.base import RunTarget, SshTarget
-from fleetcron.executors.kinds import KEY_CACHE_SIZE
+from fleetcron.executors.kinds import KEY_CACHE_SIZE, ssh_target
 from fleetcron.executors.ssh_probe import probe_many
 from fleetcron.services.targets.reach import due_probes, probes_here, record_probes
 
@@ -104,21 +105,7 @@ class HostProber:
         out: list[tuple[int, SshTarget]] = []
         for target_id, record in due:
             try:
-                assert record.host and record.port and record.user
-                assert record.private_key_enc and record.host_key
-                out.append(
-                    (
-                        target_id,
-                        SshTarget(
-                            name=record.name,
-                            host=record.host,
-                            port=record.port,
-                            user=record.user,
-                            private_key=self._key(record.private_key_enc),
-                            host_key=record.host_key,
-                        ),
-                    )
-                )
+                out.append((target_id, ssh_target(record, self._key)))
             except Exception:
                 log.warning(
                     "probe: target %s cannot be probed: its key or settings are unusable",

@@ -250,8 +250,15 @@ def target_hold_of(row: Row[Any], policy: SlotPolicy) -> Skip | None:
 def with_jumps(session: Session, dispatches: list[Dispatch]) -> list[Dispatch]:
     """``dispatches`` with the jump host chain of each target behind one (a query per
     level of the chains, only when there is one)."""
+    hops = load_hops(session, {d.via_id for d in dispatches if d.via_id is not None})
+    return [d if d.via_id is None else replace(d, via=chain(d.via_id, hops)) for d in dispatches]
+
+
+def load_hops(session: Session, first: set[int]) -> dict[int, Hop]:
+    """The jump hosts of ids ``first`` and every one they are reached through, by id (a
+    query per level of the chains); the run path and the host probe read chains so."""
     hops: dict[int, Hop] = {}
-    wanted = {d.via_id for d in dispatches if d.via_id is not None}
+    wanted = set(first)
     for _ in range(MAX_JUMPS):
         wanted -= hops.keys()
         if not wanted:
@@ -283,7 +290,7 @@ def with_jumps(session: Session, dispatches: list[Dispatch]) -> list[Dispatch]:
                 client_cert_enc=row.client_cert_enc,
             )
         wanted = {hop.via_id for hop in hops.values() if hop.via_id is not None}
-    return [d if d.via_id is None else replace(d, via=chain(d.via_id, hops)) for d in dispatches]
+    return hops
 
 
 def chain(first: int, hops: dict[int, Hop]) -> tuple[Hop, ...]:

@@ -126,6 +126,49 @@ class PauseIn(Body):
     reason: str | None = Field(default=None, max_length=PAUSE_REASON_MAX)
 
 
+#: The largest known_hosts text ``POST /api/v1/targets/trust/import`` takes (characters;
+#: the request body limit, ``max_body_bytes``, may be lower).
+TRUST_TEXT_MAX = 20_000_000
+
+
+class TrustImportIn(Body):
+    text: str = Field(
+        min_length=1,
+        max_length=TRUST_TEXT_MAX,
+        description="a known_hosts file (hashed or not) or ssh-keyscan output",
+    )
+    dry_run: bool = Field(default=False, description="show what would be pinned; change nothing")
+
+
+class TrustOutcomeOut(BaseModel):
+    name: str
+    outcome: str
+    fingerprint: str | None
+    pinned: str | None
+
+
+class TrustImportOut(BaseModel):
+    dry_run: bool
+    #: Key lines read, ``@cert-authority``/``@revoked`` lines skipped, unreadable lines.
+    entries: int
+    markers: int
+    bad_lines: list[int]
+    #: How many targets had each outcome (pinned, already pinned, conflict, ...).
+    counts: dict[str, int]
+    outcomes: list[TrustOutcomeOut]
+
+
+class TrustStateOut(BaseModel):
+    name: str
+    kind: str
+    address: str
+    #: ``pinned``, ``CA-trusted``, ``not yet trusted``, or ``-`` for a local target.
+    state: str
+    fingerprint: str | None
+    via: str | None
+    client_cert_expires_at: datetime | None
+
+
 class PairIn(Body):
     host_key: str | None = Field(default=None, max_length=10_000)
     trust_on_first_use: bool = False

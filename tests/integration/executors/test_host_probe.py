@@ -6,6 +6,8 @@ are the real ones asyncssh and the socket raise.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -16,7 +18,7 @@ import pytest
 from fixtures.sshd import ClientKey, SshServer, generate_client_key
 from fleetcron.core.reach import Reach
 from fleetcron.executors import SshTarget
-from fleetcron.executors.ssh_probe import probe, probe_many
+from fleetcron.executors.ssh_probe import PER_FIRST_HOP, probe, probe_many
 from waiting import eventually_async
 
 pytestmark = pytest.mark.sshd
@@ -102,3 +104,45 @@ async def test_a_probe_opens_a_new_connection_each_time(
     # sshd may write its log line just after the client returned.
     await eventually_async(lambda: logged() >= 2, 5, "two logins in the sshd log")
     assert logged() == 2
+
+
+async def held_at_once(targets: list[SshTarget], port: int) -> int:
+    """Start probing ``targets`` (all reaching the silent server on ``port`` first) with
+    room for all at once; how many connections that server holds once it holds a steady
+    number (none closes meanwhile: each probe waits far longer for an answer)."""
+    held: list[asyncio.StreamWriter] = []
+    done = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        await done.wait()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", port)
+    probing = asyncio.create_task(
+        probe_many(list(enumerate(targets, 1)), timeout_s=30, concurrency=len(targets))
+    )
+    try:
+        await eventually_async(lambda: len(held) >= min(len(targets), PER_FIRST_HOP), 10)
+        await asyncio.sleep(0.5)  # the others had time to connect, had they been let
+        return len(held)
+    finally:
+        probing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await probing
+        done.set()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_probes_through_one_jump_host_are_a_few_at_once(
+    sshd: SshServer, make_target: TargetFactory, free_port: int
+) -> None:
+    """Many targets behind one bastion never open more than ``PER_FIRST_HOP`` connections
+    to it at once (its sshd drops new ones past ``MaxStartups``); the control: as many
+    targets reached directly at the same address are all probed at once."""
+    bastion = replace(make_target(sshd), name="b1", port=free_port)
+    behind = [replace(make_target(sshd), name=f"t{i}", via=(bastion,)) for i in range(12)]
+    assert await held_at_once(behind, free_port) == PER_FIRST_HOP
+    direct = [replace(bastion, name=f"d{i}") for i in range(12)]
+    assert await held_at_once(direct, free_port) == 12

@@ -68,3 +68,40 @@ def test_with_every_host_reachable_the_dashboard_lists_none(
     add_ssh(app, "db1", Reach.REACHABLE, None)
     assert 'id="hosts-down"' not in client.get("/", headers=as_viewer).text
     assert reach_badges(client.get("/targets", headers=as_viewer).text) == ["reachable"]
+
+
+def test_a_target_behind_a_down_jump_host_shows_its_state_with_the_hop_named(
+    app: App, client: TestClient, as_viewer: dict[str, str]
+) -> None:
+    jump = TargetSpec(
+        "b1",
+        TargetKind.JUMP,
+        host="192.0.2.1",
+        user="ops",
+        private_key=ssh_private_key(),
+        host_key=HOST_KEY,
+    )
+    targets.add_target(app, SYSTEM, jump, verify=False, allow_same_host=True)
+    spec = TargetSpec(
+        "t42",
+        host="10.0.0.42",
+        user="ops",
+        private_key=ssh_private_key(),
+        host_key=HOST_KEY,
+        via="b1",
+    )
+    added = targets.add_target(app, SYSTEM, spec, verify=False, allow_same_host=True)
+    error = "jump host b1: connection refused: 192.0.2.1:22"
+    record_probes(
+        app, [ProbeResult(added.target.id, Reach.REFUSED, error, 0.01, hop="b1")], app.now()
+    )
+
+    page = client.get("/targets/t42", headers=as_viewer).text
+    assert reach_badges(page) == ["refused"]
+    assert "through jump host b1" in page and error in page
+    assert "not probed" not in page
+    # The jump host records the failure as its own, without the hop prefix.
+    bastion = client.get("/targets/b1", headers=as_viewer).text
+    assert reach_badges(bastion) == ["refused"]
+    assert "connection refused: 192.0.2.1:22" in bastion
+    assert "jump host b1:" not in bastion

@@ -9,6 +9,14 @@ host incident has no job (``job_id`` 0) and one member row, the target (``assign
 0). While it is open, the target's job incidents are muted as if a silence covered the
 target (:func:`host_mutes`): their runs are recorded, the incidents kept, but a job incident
 all of whose targets are on unreachable hosts sends nothing.
+
+Through a jump host: a target whose jump host (or one further up its chain) is down opens no
+incident of its own, since the probe through a dead bastion fails on the bastion and records
+it there (:mod:`fleetcron.services.targets.reach`): one incident, the bastion's ("b1:
+connection refused"), not one per target behind it. The targets behind it keep their own
+state and the error naming the hop, and their job incidents are muted with the bastion's
+(:func:`host_mutes` with the chains, :func:`behind_down`). One opened before its bastion went
+down stays open until the target is reachable again.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core import incidents as core
 from fleetcron.core.reach import DOWN, Reach, is_down, words
+from fleetcron.core.targets import TargetKind
 from fleetcron.store.planner import written_in
+from fleetcron.store.run_dispatch import MAX_JUMPS
 from fleetcron.store.schema import Incident, IncidentTarget, Target
 
 log = logging.getLogger(__name__)
@@ -39,6 +49,7 @@ class _Down:
     since: datetime
     error: str | None
     paused: bool
+    via_id: int | None = None
 
     @property
     def reason(self) -> str:
@@ -56,19 +67,56 @@ def _down_targets(session: Session, now: datetime) -> dict[int, _Down]:
             Target.reach_since,
             Target.reach_error,
             Target.paused,
+            Target.via_id,
         ).where(written_in(Target.reach, list(DOWN)))
     )
     return {
-        tid: _Down(tid, name, Reach(reach), since or now, error, paused)
-        for tid, name, reach, since, error, paused in rows
+        tid: _Down(tid, name, Reach(reach), since or now, error, paused, via)
+        for tid, name, reach, since, error, paused, via in rows
         if reach is not None and is_down(Reach(reach))
     }
+
+
+def _jump_chains(session: Session) -> dict[int, int | None]:
+    """Each jump host's own jump host (None: reached directly)."""
+    rows = session.execute(
+        select(Target.id, Target.via_id).where(Target.kind == TargetKind.JUMP)
+    ).all()
+    return {tid: via for tid, via in rows}
+
+
+def _behind(via: int | None, down: set[int], jumps: dict[int, int | None]) -> int | None:
+    """The first down jump host on the chain that starts at ``via`` (None: none is down)."""
+    for _ in range(MAX_JUMPS):
+        if via is None:
+            return None
+        if via in down:
+            return via
+        via = jumps.get(via)
+    return None
+
+
+def behind_down(session: Session, down: set[int]) -> dict[int, int]:
+    """The targets reached through a jump host among ``down`` (directly or further up
+    their chains), each with the first such jump host."""
+    if not down:
+        return {}
+    jumps = _jump_chains(session)
+    out: dict[int, int] = {}
+    for tid, via in session.execute(
+        select(Target.id, Target.via_id).where(Target.via_id.is_not(None))
+    ):
+        hop = _behind(via, down, jumps)
+        if hop is not None:
+            out[tid] = hop
+    return out
 
 
 def sync_host_incidents(session: Session, now: datetime) -> None:
     """Open a host incident for each target found down without one, resolve those whose
     target is reachable again (at the time its probe found it so) or gone."""
     down = _down_targets(session, now)
+    jumps = _jump_chains(session) if any(d.via_id is not None for d in down.values()) else {}
     open_ones = {
         i.target_id: i
         for i in session.scalars(
@@ -78,7 +126,9 @@ def sync_host_incidents(session: Session, now: datetime) -> None:
     }
     for target_id, found in sorted(down.items()):
         # A paused target (maintenance) opens none; one open before the pause stays open.
-        if target_id not in open_ones and not found.paused:
+        # Nor does one behind a down jump host (the jump host's incident is the one).
+        folded = _behind(found.via_id, set(down), jumps) is not None
+        if target_id not in open_ones and not found.paused and not folded:
             _open(session, found)
     back = {
         tid: since
@@ -159,13 +209,22 @@ def _resolve(session: Session, incident: Incident, at: datetime) -> None:
 _MUTE_AHEAD = timedelta(days=1)
 
 
-def host_mutes(incidents: list[Incident], now: datetime) -> list[core.SilenceFacts]:
-    """A mute per target with an open host incident among ``incidents``: the job incidents
-    over it are silenced as long as the host is unreachable."""
-    return [
-        core.SilenceFacts(starts_at=i.opened_at, ends_at=now + _MUTE_AHEAD, target_id=i.target_id)
+def host_mutes(
+    incidents: list[Incident], now: datetime, behind: dict[int, int] | None = None
+) -> list[core.SilenceFacts]:
+    """A mute per target with an open host incident among ``incidents``, and per target
+    ``behind`` one of those (a jump host: target id → the jump host's id): the job
+    incidents over them are silenced as long as the host is unreachable."""
+    opened = {
+        i.target_id: i.opened_at
         for i in incidents
         if i.status == "open" and i.target_id is not None
+    }
+    hosts = [*opened.items()]
+    hosts += [(tid, opened[hop]) for tid, hop in (behind or {}).items() if hop in opened]
+    return [
+        core.SilenceFacts(starts_at=at, ends_at=now + _MUTE_AHEAD, target_id=tid)
+        for tid, at in hosts
     ]
 
 
@@ -177,4 +236,4 @@ def flap_key(incident: Incident) -> tuple[int, str]:
     return (incident.job_id, incident.cause)
 
 
-__all__ = ["HOST_MEMBER", "flap_key", "host_mutes", "sync_host_incidents"]
+__all__ = ["HOST_MEMBER", "behind_down", "flap_key", "host_mutes", "sync_host_incidents"]

@@ -27,7 +27,12 @@ from fleetcron.core.alerts import FAILURE_STATUSES, LATE_STATUSES, stderr_excerp
 from fleetcron.core.incidents import Cause, IncidentMessage, TargetLine, Thresholds, Timers
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.services.alerts import thresholds
-from fleetcron.services.alerts.host_incidents import flap_key, host_mutes, sync_host_incidents
+from fleetcron.services.alerts.host_incidents import (
+    behind_down,
+    flap_key,
+    host_mutes,
+    sync_host_incidents,
+)
 from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
     Incident,
@@ -569,6 +574,11 @@ def queue_messages(session: Session, now: datetime) -> int:
     return queued
 
 
+def _hosts_open(found: Sequence[Incident]) -> set[int]:
+    """The targets of the open host incidents among ``found``."""
+    return {i.target_id for i in found if i.status == "open" and i.target_id is not None}
+
+
 @dataclass
 class _Round:
     """What a round of messages reads once for all the incidents it looks at: the rules,
@@ -624,7 +634,7 @@ class _Round:
             opened_recently,
             announced,
             silences,
-            host_mutes(list(found), now),
+            host_mutes(list(found), now, behind_down(session, _hosts_open(found))),
             labels,
         )
 

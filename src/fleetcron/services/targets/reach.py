@@ -8,19 +8,24 @@ since when it is in that state and the error (bounded). Alert evaluation turns a
 that is down into a host incident (:mod:`fleetcron.services.alerts.host_incidents`).
 
 Local targets are not probed (the scheduler's own host), nor SSH targets without a pinned
-host key or host CA. Jump hosts are probed like SSH targets (a dead bastion is one host
-incident). A target reached through a jump host is not probed yet: it is never connected to
-directly (``executors/ssh_connect.open_pinned`` refuses), and a probe through its chain is
-left for later; its jump host's probe covers the first hop. Paused ones are probed (their
-state stays current), but open no host incident.
+host key or host CA. Jump hosts are probed like SSH targets. A target reached through jump
+hosts is probed through a fresh chain of them (never directly: the chain is read as the run
+path reads it, :func:`fleetcron.store.run_dispatch.load_hops`). When a hop of the chain
+fails, the target records that state with the error naming the hop (``jump host b1:
+connection refused: …``), and the jump host records it too (the chain up to it is its own
+probe's path), unless its own probe in the same round said otherwise: so a dead bastion is
+one host incident, the bastion's, and the targets behind it open none of their own
+(:mod:`fleetcron.services.alerts.host_incidents`). Paused ones are probed (their state stays
+current), but open no host incident.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -31,6 +36,7 @@ from fleetcron.core.targets import TargetKind
 from fleetcron.core.topology import Topology
 from fleetcron.executors.base import RunTarget
 from fleetcron.executors.ssh_probe import ProbeResult
+from fleetcron.store.run_dispatch import chain, load_hops
 from fleetcron.store.schema import ClusterOwnership, Target
 
 log = logging.getLogger(__name__)
@@ -49,7 +55,7 @@ class ReachView:
     since: datetime | None
     error: str | None
     probed: bool
-    """False for a local target (never probed) and one behind a jump host."""
+    """False for a local target (never probed)."""
 
     @property
     def down(self) -> bool:
@@ -64,27 +70,24 @@ class ReachView:
         return words(Reach(self.state))
 
 
-#: The kinds the probe connects to (when reached directly).
+#: The kinds the probe connects to (directly or through their jump hosts).
 PROBED_KINDS = (TargetKind.SSH, TargetKind.JUMP)
 
 
 def reach_view(
     kind: TargetKind | str,
     *,
-    behind_jump: bool = False,
     state: str | None,
     at: datetime | None,
     since: datetime | None,
     error: str | None,
 ) -> ReachView:
-    probed = kind in PROBED_KINDS and not behind_jump
-    return ReachView(state, at, since, error, probed=probed)
+    return ReachView(state, at, since, error, probed=kind in PROBED_KINDS)
 
 
 def reach_of_row(target: Target) -> ReachView:
     return reach_view(
         target.kind,
-        behind_jump=target.via_id is not None,
         state=target.reach,
         at=target.reach_at,
         since=target.reach_since,
@@ -123,7 +126,6 @@ def due_probes(
         rows = session.execute(
             select(Target.id, Target.reach_at).where(
                 Target.kind.in_(PROBED_KINDS),
-                Target.via_id.is_(None),
                 or_(Target.host_key.is_not(None), Target.host_ca.is_not(None)),
             )
         ).all()
@@ -136,12 +138,13 @@ def due_probes(
 
 
 def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]]:
-    found: dict[int, RunTarget] = {}
+    found: dict[int, tuple[RunTarget, int | None]] = {}
     for start in range(0, len(ids), 500):
         for row in session.execute(
             select(
                 Target.id,
                 Target.name,
+                Target.kind,
                 Target.host,
                 Target.port,
                 Target.user,
@@ -149,20 +152,55 @@ def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]
                 Target.host_key,
                 Target.host_ca,
                 Target.client_cert_enc,
-            ).where(Target.id.in_(ids[start : start + 500]), Target.via_id.is_(None))
+                Target.via_id,
+            ).where(Target.id.in_(ids[start : start + 500]))
         ):
-            found[row.id] = RunTarget(
-                name=row.name,
-                kind=TargetKind.SSH,
-                host=row.host,
-                port=row.port,
-                user=row.user,
-                private_key_enc=row.private_key_enc,
-                host_key=row.host_key,
-                host_ca=row.host_ca,
-                client_cert_enc=row.client_cert_enc,
+            found[row.id] = (_run_target(row.name, row.kind, row), row.via_id)
+    hops = load_hops(session, {via for _, via in found.values() if via is not None})
+    out: list[tuple[int, RunTarget]] = []
+    for tid in ids:
+        if tid not in found:
+            continue
+        target, via = found[tid]
+        if via is not None:
+            target = replace(
+                target, via=tuple(_run_target(h.name, TargetKind.JUMP, h) for h in chain(via, hops))
             )
-    return [(tid, found[tid]) for tid in ids if tid in found]
+        out.append((tid, target))
+    return out
+
+
+class _Connection(Protocol):
+    """What connecting needs of a target row or a hop (read-only)."""
+
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def private_key_enc(self) -> bytes | None: ...
+    @property
+    def host_key(self) -> str | None: ...
+    @property
+    def host_ca(self) -> str | None: ...
+    @property
+    def client_cert_enc(self) -> bytes | None: ...
+
+
+def _run_target(name: str, kind: str, row: _Connection) -> RunTarget:
+    return RunTarget(
+        name=name,
+        kind=kind,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        private_key_enc=row.private_key_enc,
+        host_key=row.host_key,
+        host_ca=row.host_ca,
+        client_cert_enc=row.client_cert_enc,
+    )
 
 
 def record_probes(app: App, results: Sequence[ProbeResult], now: datetime) -> int:
@@ -180,7 +218,36 @@ def record_probes(app: App, results: Sequence[ProbeResult], now: datetime) -> in
                 select(Target).where(Target.id.in_(ids[start : start + 500]))
             ):
                 changed += _store(target, by_id[target.id], now)
+        changed += _store_hops(session, results, now)
     return changed
+
+
+def _store_hops(session: Session, results: Sequence[ProbeResult], now: datetime) -> int:
+    """The jump hosts a probe through them found failing, recorded as failing (the chain up
+    to a hop is that hop's own probe's path), except those probed themselves this round."""
+    own = {r.target_id for r in results}
+    failed: dict[str, ProbeResult] = {}
+    for result in results:
+        if result.hop is not None:
+            failed.setdefault(result.hop, result)
+    if not failed:
+        return 0
+    changed = 0
+    for hop in session.scalars(
+        select(Target).where(Target.name.in_(sorted(failed)), Target.kind == TargetKind.JUMP)
+    ):
+        if hop.id not in own:
+            changed += _store(hop, _as_hop(failed[hop.name], hop.name), now)
+    return changed
+
+
+def _as_hop(result: ProbeResult, name: str) -> ProbeResult:
+    """A target's probe result that failed on jump host ``name``, as that host's own."""
+    prefix = f"jump host {name}: "
+    error = result.error
+    if error is not None and error.startswith(prefix):
+        error = error[len(prefix) :]
+    return ProbeResult(result.target_id, result.reach, error, result.seconds)
 
 
 def _store(target: Target, result: ProbeResult, now: datetime) -> int:

@@ -33,6 +33,8 @@ ALREADY = "already pinned"
 CONFLICT = "conflict"
 ABSENT = "not in file"
 NOT_TRUSTED = "not yet trusted"
+#: Every outcome of an import, in the order they are reported.
+OUTCOMES = (PINNED, ALREADY, CONFLICT, ABSENT, CA_TRUSTED)
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,7 @@ def import_trust(app: App, actor: Actor, text: str, *, dry_run: bool = False) ->
                     row.updated_at = now
                     _audit_pin(session, app, actor, row, outcome)
         note.detail.update(
-            {
-                outcome: sum(1 for o in outcomes if o.outcome == outcome)
-                for outcome in (PINNED, ALREADY, CONFLICT, ABSENT, CA_TRUSTED)
-            }
+            {outcome: sum(1 for o in outcomes if o.outcome == outcome) for outcome in OUTCOMES}
         )
         note.detail["conflicts"] = [o.name for o in outcomes if o.outcome == CONFLICT][:100]
     return ImportReport(

@@ -17,6 +17,7 @@ from fleetcron.errors import Conflict
 from fleetcron.services.fleet.assignments import zone_spread
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
+from fleetcron.services.targets import trust
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import (
     CronPreview,
@@ -30,6 +31,10 @@ from fleetcron.web.schemas import (
     TargetIn,
     TargetOut,
     TargetPatch,
+    TrustImportIn,
+    TrustImportOut,
+    TrustOutcomeOut,
+    TrustStateOut,
     ZoneFires,
 )
 
@@ -135,6 +140,50 @@ def add_target(
         allow_same_host=body.allow_same_host,
     )
     return _pair_out(result)
+
+
+@router.get("/trust", response_model=list[TrustStateOut])
+def list_trust(
+    app: AppDep, caller: Annotated[Caller, Depends(requires("target.read"))]
+) -> list[TrustStateOut]:
+    """Every target and how its host is trusted (``fleetcron target trust list``)."""
+    return [
+        TrustStateOut(
+            name=s.name,
+            kind=s.kind,
+            address=s.address,
+            state=s.state,
+            fingerprint=s.fingerprint,
+            via=s.via,
+            client_cert_expires_at=s.client_cert_expires_at,
+        )
+        for s in trust.trust_states(app, caller.actor)
+    ]
+
+
+@router.post("/trust/import", response_model=TrustImportOut)
+def import_trust(
+    body: TrustImportIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.pair"))],
+) -> TrustImportOut:
+    """Pin the host keys of ``text`` for the targets that have none (``fleetcron target
+    trust import``): a different key already pinned is a conflict, left as it is (re-pin
+    to change it); an import is written whole or not at all, each pin audited."""
+    report = trust.import_trust(app, caller.actor, body.text, dry_run=body.dry_run)
+    return TrustImportOut(
+        dry_run=report.dry_run,
+        entries=report.entries,
+        markers=report.markers,
+        bad_lines=list(report.bad_lines),
+        counts={o: report.count(o) for o in trust.OUTCOMES},
+        outcomes=[
+            TrustOutcomeOut(
+                name=o.name, outcome=o.outcome, fingerprint=o.fingerprint, pinned=o.pinned
+            )
+            for o in report.outcomes
+        ],
+    )
 
 
 @router.get("/{name}", response_model=TargetOut)
