@@ -25,7 +25,7 @@ def test_an_operator_adds_and_lifts_a_window_through_the_form(
         server.app,
         ADMIN,
         "patch-night",
-        JobSpec(schedule="0 3 * * *", command="true"),
+        JobSpec(schedule="0 3 * * *", command="echo patch night"),
         target="alpha",
     )
     page = open_page("olivia")
