@@ -55,6 +55,7 @@ from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.coordination import guard, ownership_change
 from fleetcron.coordination.node import GUARDED, GuardPolicy
+from fleetcron.core import planning
 from fleetcron.core.planning import OldClaim, Plan, SlotPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
@@ -117,7 +118,7 @@ def _remove_bounds() -> None:
 
 def _claim_wait_on_the_scheduler_clock(speed: float) -> None:
     """The planner's claim-versus-grace comparison on one clock (see the module's doc)."""
-    original = run_store.wait_for_old_claims
+    original = planning.wait_for_old_claims
 
     def wait_for_old_claims(
         plan: Plan, claims: Sequence[OldClaim], now: datetime, policy: SlotPolicy

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
+from fleetcron.coordination import ownership_change
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.planning import OldClaim
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -441,7 +442,7 @@ def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_
     with a.app.db.read() as session:
         before = session.scalars(select(ClusterOwnership.lease_expires_at)).one()
 
-    original = lease_module.renew_lease
+    original = ownership_change.renew_lease
 
     def renew_then_lose_the_commit(session: Session, ownership: ClusterOwnership, s: float) -> None:
         original(session, ownership, s)
