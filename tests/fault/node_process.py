@@ -5,6 +5,18 @@ Settings come from the environment (FLEETCRON_*). Time runs SPEED times faster t
 time from SIM_EPOCH, the same for every node, so a minute of schedule passes in seconds;
 timeouts and claim deadlines stay in real seconds on the database clock. SIGTERM stops it.
 
+One decision compares a duration of each clock: after a change of owner, whether an older
+generation's claim ends (its real seconds left, on the database clock) within a slot's
+misfire grace (its seconds left on the scheduler's clock), so the slot fires late, or not,
+so it is recorded skipped at once (``core.planning.wait_for_old_claims``). In production
+the two clocks run at one rate. Here the claim's real seconds are counted in the scheduler's
+seconds (``SPEED`` times as many) before that comparison, so the decision is the one
+production makes (on real time: does the claim end before the slot's grace does?).
+Otherwise the planner, comparing real seconds with ten-times-fast ones, waits for a claim
+that outlasts the grace and, once the grace has run out meanwhile, records the slot missed
+instead of skipped. Nothing else changes: which claims block, and until when, is still
+decided on the database clock.
+
 The negative controls weaken the ownership guard of their node by composition, never through
 a setting: ``FAULT_NODE_POLICY`` (read here only, by the test harness) is ``unguarded`` (no
 guard) or ``no-claim-wait`` (a new owner does not wait for the previous owners' claims).
@@ -28,6 +40,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,9 +55,12 @@ from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.coordination import guard, ownership_change
 from fleetcron.coordination.node import GUARDED, GuardPolicy
+from fleetcron.core import planning
+from fleetcron.core.planning import OldClaim, Plan, SlotPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
 from fleetcron.services.cluster import lease as cluster_lease
+from fleetcron.store import runs as run_store
 from waiting import eventually
 
 #: The hooks replace functions for the life of the process (never undone).
@@ -98,6 +115,20 @@ def _remove_bounds() -> None:
     PATCH.setattr(fleetcron.app, "session_bounds", unbounded)
     PATCH.setattr(cluster_lease.Lease, "_end_expired_owner_sessions", end_nothing)
 
+
+def _claim_wait_on_the_scheduler_clock(speed: float) -> None:
+    """The planner's claim-versus-grace comparison on one clock (see the module's doc)."""
+    original = planning.wait_for_old_claims
+
+    def wait_for_old_claims(
+        plan: Plan, claims: Sequence[OldClaim], now: datetime, policy: SlotPolicy
+    ) -> Plan | None:
+        in_scheduler_seconds = [replace(c, remaining_s=c.remaining_s * speed) for c in claims]
+        return original(plan, in_scheduler_seconds, now, policy)
+
+    PATCH.setattr(run_store, "wait_for_old_claims", wait_for_old_claims)
+
+
 #: FAULT_NODE_POLICY's values: the guard policies of the negative controls.
 POLICIES = {
     "": GUARDED,
@@ -108,6 +139,7 @@ POLICIES = {
 
 def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     configure_logging()
+    _claim_wait_on_the_scheduler_clock(speed)
     if os.environ.get("FAULT_HOLD_AT"):
         _install_hold(os.environ["FAULT_HOLD_AT"], Path(os.environ["FAULT_HOLD_DIR"]))
     if os.environ.get("FAULT_NO_BOUNDS") == "1":

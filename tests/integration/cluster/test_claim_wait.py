@@ -17,16 +17,21 @@ from pathlib import Path
 from typing import TypedDict, Unpack
 
 import pytest
-from sqlalchemy import func, select, text, update
+from sqlalchemy import event, func, select, text, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
+from fleetcron.coordination import ownership_change
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.planning import OldClaim
 from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.errors import StoreError
 from fleetcron.executors.base import EMPTY_OUTPUT, NOT_STARTED_DEADLINE, ExecRequest, ExecResult
 from fleetcron.scheduler.service import SELF_FENCED, Scheduler
+from fleetcron.services.cluster import lease as lease_module
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -420,6 +425,42 @@ def test_a_draining_owner_keeps_its_lease_so_it_does_not_fence_itself_during_a_h
         now = session.execute(select(func.clock_timestamp())).scalar_one()
     assert ownership.draining
     assert ownership.lease_expires_at is not None and ownership.lease_expires_at > now
+
+
+def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_in_time(
+    pair: tuple[ClusterNode, ClusterNode], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link to PostgreSQL cut between the lease's update and its commit: the lease by
+    the database clock is the previous renewal's, and the node must count from that one,
+    not from the renewal that never committed."""
+    a, _b = pair
+    lease = ShortLease(a.app, a.node)
+    assert lease.step() == "renewed"
+    assert lease._renewed_at is not None
+    lease._renewed_at -= 2.5  # the last committed renewal, 2.5 s ago: fenced by now
+    assert not lease.holds()
+    with a.app.db.read() as session:
+        before = session.scalars(select(ClusterOwnership.lease_expires_at)).one()
+
+    original = ownership_change.renew_lease
+
+    def renew_then_lose_the_commit(session: Session, ownership: ClusterOwnership, s: float) -> None:
+        original(session, ownership, s)
+
+        def cut(_session: Session) -> None:
+            raise OperationalError("COMMIT", {}, ConnectionError("server closed the connection"))
+
+        event.listen(session, "before_commit", cut, once=True)
+
+    monkeypatch.setattr(lease_module, "renew_lease", renew_then_lose_the_commit)
+    with pytest.raises(StoreError, match="server closed the connection"):
+        lease.step()
+    assert not lease.holds()
+    with a.app.db.read() as session:
+        assert session.scalars(select(ClusterOwnership.lease_expires_at)).one() == before
+
+    monkeypatch.undo()
+    assert lease.step() == "renewed" and lease.holds()
 
 
 def test_a_standby_takes_over_an_expired_lease_and_audits_the_claims_it_waits_for(

@@ -34,6 +34,10 @@ __all__ = ["Lease"]
 
 log = logging.getLogger(__name__)
 
+#: What :meth:`Lease.step` returns when it renewed this node's lease (as owner, or by
+#: taking over an expired one).
+RENEWED = frozenset({"renewed", "draining", "took over"})
+
 
 @dataclass
 class Lease:
@@ -65,27 +69,37 @@ class Lease:
         )
 
     def step(self) -> str:
-        """Renew (as owner) or take over an expired lease (as standby); returns what happened."""
-        me = self.node.identity
+        """Renew (as owner) or take over an expired lease (as standby); returns what happened.
+
+        A renewal counts from the start of this step, and only once its transaction has
+        committed: a commit that fails (the link cut between the update and its commit)
+        leaves the lease where the last renewal put it by the database clock, and so must
+        :meth:`holds`, or this node would keep executing up to a renewal interval past it."""
         started = time.monotonic()
         if self.terminate_expired_owner:
             self._end_expired_owner_sessions()
         with self.app.db.session() as session:
-            ownership = locked_ownership(session)
-            if ownership is None or ownership.owner_node_id is None:
-                return "no owner"
-            if ownership.owner_node_id == me.node_id:
-                # Renewed while draining for a handoff too: the lease says this node is
-                # alive; without it the owner would fence itself and kill the runs the
-                # handoff is waiting for.
-                renew_lease(session, ownership, self.duration)
-                self._renewed_at = started
-                return "draining" if ownership.draining else "renewed"
-            if not lease_expired(session, ownership):
-                return "standby"
-            if not eligible(get_node(session, me.node_id), me):
-                return "not eligible"
-            return self._fail_over(session, ownership)
+            outcome = self._step_in(session)
+        if outcome in RENEWED:
+            self._renewed_at = started
+        return outcome
+
+    def _step_in(self, session: Session) -> str:
+        me = self.node.identity
+        ownership = locked_ownership(session)
+        if ownership is None or ownership.owner_node_id is None:
+            return "no owner"
+        if ownership.owner_node_id == me.node_id:
+            # Renewed while draining for a handoff too: the lease says this node is
+            # alive; without it the owner would fence itself and kill the runs the
+            # handoff is waiting for.
+            renew_lease(session, ownership, self.duration)
+            return "draining" if ownership.draining else "renewed"
+        if not lease_expired(session, ownership):
+            return "standby"
+        if not eligible(get_node(session, me.node_id), me):
+            return "not eligible"
+        return self._fail_over(session, ownership)
 
     def _end_expired_owner_sessions(self) -> None:
         """As a standby, before waiting for the ownership lock: if the owner's lease has
@@ -136,7 +150,6 @@ class Lease:
             now=self.app.now(),
         )
         renew_lease(session, ownership, self.duration)
-        self._renewed_at = time.monotonic()
         record(
             session,
             self.app,
