@@ -30,7 +30,10 @@ completion is recorded in ``fenced_writes`` (see :mod:`fleetcron.store.runs`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class FleetcronError(Exception):
@@ -75,6 +78,16 @@ class NotFound(FleetcronError):
         #: the input field that named it, when that is not the object's own name
         self.field = field
 
+
+
+def found(get: Callable[[], T], field: str) -> T:
+    """``get()``, whose :class:`NotFound` (if any) names the input ``field`` that named the
+    missing object (a silence's or a blackout window's ``job``, ``target``)."""
+    try:
+        return get()
+    except NotFound as exc:
+        exc.field = field
+        raise
 
 class Conflict(FleetcronError):
     """The change conflicts with existing data."""

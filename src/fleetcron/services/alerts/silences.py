@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.incidents import silence_window
-from fleetcron.core.labels import format_selector, parse_selector, selector_matches
-from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
-from fleetcron.store.schema import Silence, Target
+from fleetcron.services.targets.reads import matching_selector
+from fleetcron.store.schema import Silence
 
 REASON_MAX: Final = 500
 LIST_MAX: Final = 500
@@ -81,12 +81,12 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
         starts, ends = silence_window(now, duration=duration, until=spec.until)
         job_id = target_id = None
         if spec.job is not None:
-            job_id = note.job_id = _found(lambda: get_job(session, spec.job or ""), "job").id
+            job_id = note.job_id = found(lambda: get_job(session, spec.job or ""), "job").id
         if spec.target is not None:
-            target_id = note.target_id = _found(
+            target_id = note.target_id = found(
                 lambda: get_target(session, spec.target or ""), "target"
             ).id
-        selector = _selector(session, spec.selector) if spec.selector else None
+        selector = matching_selector(session, spec.selector) if spec.selector else None
         _no_overlap(session, now, ends, job_id=job_id, target_id=target_id, selector=selector)
         silence = Silence(
             job_id=job_id,
@@ -171,25 +171,6 @@ def expire_silence(app: App, actor: Actor, silence_id: int) -> SilenceView:
         return _view(silence, now)
 
 
-def _found(get: Any, field: str) -> Any:
-    try:
-        return get()
-    except NotFound as exc:
-        exc.field = field
-        raise
-
-
-def _selector(session: Session, text: str) -> str:
-    wanted = parse_selector(text)
-    for labels in session.scalars(select(Target.labels)):
-        if selector_matches(wanted, labels or {}):
-            return format_selector(wanted)
-    raise InvalidInput(
-        f"selector: {text!r} matches no target (no target carries these labels)",
-        field="selector",
-        value=text,
-        allowed="key=value labels of existing targets",
-    )
 
 
 def _no_overlap(

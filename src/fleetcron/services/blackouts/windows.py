@@ -29,16 +29,16 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import blackouts as rule
-from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.core.target_zones import TARGET_LOCAL, validate_zone
 from fleetcron.cron import CronSchedule, parse
-from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
+from fleetcron.services.targets.reads import matching_selector
 from fleetcron.store.blackout_windows import as_window, in_force
 from fleetcron.store.run_writes import release_deferred
-from fleetcron.store.schema import Blackout, Target
+from fleetcron.store.schema import Blackout
 
 NAME_MAX: Final = 64
 REASON_MAX: Final = 500
@@ -264,32 +264,13 @@ def _check_scope(
             allowed="--job, --target and/or --selector",
         )
     if spec.job is not None and spec.job not in known_jobs:
-        _found(lambda: get_job(session, spec.job or ""), "job")
+        found(lambda: get_job(session, spec.job or ""), "job")
     if spec.target is not None:
-        _found(lambda: get_target(session, spec.target or ""), "target")
-    selector = _selector(session, spec.selector) if spec.selector else None
+        found(lambda: get_target(session, spec.target or ""), "target")
+    selector = matching_selector(session, spec.selector) if spec.selector else None
     return spec.job, spec.target, selector
 
 
-def _found(get: Any, field_name: str) -> Any:
-    try:
-        return get()
-    except NotFound as exc:
-        exc.field = field_name
-        raise
-
-
-def _selector(session: Session, text: str) -> str:
-    wanted = parse_selector(text)
-    for labels in session.scalars(select(Target.labels)):
-        if selector_matches(wanted, labels or {}):
-            return format_selector(wanted)
-    raise InvalidInput(
-        f"selector: {text!r} matches no target (no target carries these labels)",
-        field="selector",
-        value=text,
-        allowed="key=value labels of existing targets",
-    )
 
 
 def _check_time(spec: BlackoutSpec, zone: str, now: datetime) -> rule.Window:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
+from fleetcron.core.labels import format_selector, parse_selector, selector_matches
 from fleetcron.errors import InvalidInput
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.targets.views import AssignmentView, TargetView
@@ -145,3 +147,19 @@ def individual_jobs(app: App, actor: Actor, name: str) -> list[str]:
         return list(
             session.scalars(select(Job.name).where(Job.target_id == target.id).order_by(Job.name))
         )
+
+
+def matching_selector(session: Session, text: str) -> str:
+    """``text`` as a selector in its normal form, once some target carries its labels
+    (InvalidInput naming ``selector`` otherwise): what a silence or a blackout window
+    scoped by labels must match."""
+    wanted = parse_selector(text)
+    for labels in session.scalars(select(Target.labels)):
+        if selector_matches(wanted, labels or {}):
+            return format_selector(wanted)
+    raise InvalidInput(
+        f"selector: {text!r} matches no target (no target carries these labels)",
+        field="selector",
+        value=text,
+        allowed="key=value labels of existing targets",
+    )
