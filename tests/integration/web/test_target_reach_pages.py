@@ -8,13 +8,17 @@ from __future__ import annotations
 import re
 
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.core.reach import Reach
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.ssh_probe import ProbeResult
+from fleetcron.services.jobs import edit as jobs
+from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.reach import record_probes
+from fleetcron.store.schema import Target
 from integration.test_backup import ssh_private_key
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkCY9H2yZ1aBeq1Gx7pCD3uNcD9S7i2nV3Cz7pZr5xJ"
@@ -105,3 +109,28 @@ def test_a_target_behind_a_down_jump_host_shows_its_state_with_the_hop_named(
     assert reach_badges(bastion) == ["refused"]
     assert "connection refused: 192.0.2.1:22" in bastion
     assert "jump host b1:" not in bastion
+
+
+def grid_rows(html: str) -> dict[str, list[str]]:
+    """Target row -> the reach badges in its row header, from the dashboard's grid."""
+    grid = html.split('id="fleet-grid"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<tr data-target="([^"]+)"[^>]*>\s*<th scope="row">(.*?)</th>', grid, re.S)
+    return {name: reach_badges(header) for name, header in rows}
+
+
+def test_the_fleet_grid_marks_the_rows_of_hosts_found_down(
+    app: App, client: TestClient, as_viewer: dict[str, str]
+) -> None:
+    """The grid's cells show each target's newest run, which may predate the outage: the
+    row of a host the probe cannot reach says so; a reachable one's row does not (control)."""
+    add_ssh(app, "db1", Reach.REFUSED, "connection refused")
+    add_ssh(app, "db2", Reach.REACHABLE, None)
+    with app.db.session() as session:  # as a verified pairing would (tests/integration/store)
+        session.execute(update(Target).values(paired=True))
+    jobs.add_job(app, SYSTEM, "backup", JobSpec("0 3 * * *", "echo grid"), bulk=True)
+
+    dashboard = client.get("/", headers=as_viewer)
+    assert dashboard.status_code == 200, dashboard.text
+    assert grid_rows(dashboard.text) == {"db1": ["down"], "db2": []}
+    assert 'class="row-unreachable"' in dashboard.text
+    assert "connection refused" in dashboard.text.split('id="fleet-grid"', 1)[1]

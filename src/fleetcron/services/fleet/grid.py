@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, String, and_, case, func, or_, select, tru
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
+from fleetcron.core.reach import Reach, is_down, words
 from fleetcron.core.status_display import STATE_OF, STATES, State, state_of
 from fleetcron.services.fleet.states import (
     PAGE_MAX,
@@ -29,8 +30,17 @@ class GridCell:
 
 
 @dataclass(frozen=True)
+class Unreachable:
+    """What the newest host probe found on a target it could not reach."""
+
+    words: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class FleetGrid:
-    """Targets (rows) by bulk jobs (columns), capped on both sides."""
+    """Targets (rows) by bulk jobs (columns), capped on both sides; ``unreachable``: the
+    rows whose host the newest probe could not reach (their cells show older runs)."""
 
     jobs: list[str]
     targets: list[str]
@@ -38,6 +48,7 @@ class FleetGrid:
     total_targets: int
     total_jobs: int
     offset: int
+    unreachable: dict[str, Unreachable]
 
     @property
     def more_targets(self) -> int:
@@ -104,7 +115,10 @@ def fleet_grid(
         total_targets = session.scalar(select(func.count(Target.id))) or 0
         total_jobs = session.scalar(select(func.count(Job.id)).where(Job.origin == "bulk")) or 0
         target_rows = session.execute(
-            select(Target.id, Target.name).order_by(Target.name).offset(offset).limit(limit)
+            select(Target.id, Target.name, Target.reach, Target.reach_error)
+            .order_by(Target.name)
+            .offset(offset)
+            .limit(limit)
         ).all()
         job_rows = session.execute(
             select(Job.id, Job.name).where(Job.origin == "bulk").order_by(Job.name).limit(jobs)
@@ -126,4 +140,9 @@ def fleet_grid(
             total_targets=total_targets,
             total_jobs=total_jobs,
             offset=offset,
+            unreachable={
+                t.name: Unreachable(words(Reach(t.reach)), t.reach_error)
+                for t in target_rows
+                if t.reach and is_down(Reach(t.reach))
+            },
         )
