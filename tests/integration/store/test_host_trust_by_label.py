@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from test_host_ca import certified_sshd
 
 from fixtures.sshd import ClientKey, SshServer, new_ca
 from fleetcron.app import Actor, App
@@ -23,6 +22,7 @@ from fleetcron.services.targets.trust_rules import (
     trust_rules,
 )
 from fleetcron.store.schema import AuditEvent, HostTrustRule, Target
+from integration.store.test_host_ca import certified_sshd
 
 pytestmark = pytest.mark.sshd
 

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind
+from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import fingerprint, split_host_ca
 from fleetcron.executors.known_hosts import KnownHostsFile, keys_for, parse_known_hosts
 from fleetcron.services.audit import AuditNote, audited, record
@@ -120,6 +121,16 @@ def _state_of(row: Target, selectors: dict[int, str]) -> TrustState:
         fingerprint(row.host_key) if row.host_key else None,
         via,
         row.client_cert_expires_at,
+    )
+
+
+def empty_import() -> InvalidInput:
+    """The refusal of an import of nothing (the API's body model refuses it itself)."""
+    return InvalidInput(
+        "known_hosts: nothing to import; paste a known_hosts file or ssh-keyscan output",
+        field="known_hosts",
+        value="",
+        allowed="known_hosts lines (hashed or not) or ssh-keyscan output",
     )
 
 
