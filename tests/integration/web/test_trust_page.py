@@ -153,3 +153,38 @@ def test_an_empty_import_is_refused_naming_the_field(fleet: None, browser: TestC
     )
     assert refused.status_code == 422
     assert "known_hosts: nothing to import" in refused.text
+
+
+def test_the_edit_form_leaves_a_labels_ca_alone(app: App, fleet: None, browser: TestClient) -> None:
+    """The form shows only the target's own CA; saving it with the field empty keeps the
+    label's CA (the control: a CA typed in becomes the target's own, which wins)."""
+    form = browser.get("/targets/p1/edit")
+    assert form.status_code == 200
+    assert CA not in form.text and 'id="host_ca-label"' in form.text
+    fields = {
+        "kind": "ssh",
+        "host": "10.0.0.3",
+        "port": "22",
+        "user": "root",
+        "labels": "site=paris",
+        "notes": "edited",
+        "host_ca": "",
+        "no_verify": "1",
+    }
+    saved = browser.post("/targets/p1/edit", data={**fields, "csrf_token": csrf_token_of(browser)})
+    assert saved.status_code == 303, saved.text
+    states = {s.name: (s.state, s.ca_from) for s in trust_states(app, OPERATOR)}
+    assert states["p1"] == ("CA-trusted", "label site=paris")
+    with app.db.read() as session:
+        edit = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "target.edit").order_by(AuditEvent.id)
+        ).all()[-1]
+    assert edit.detail["changed"] == ["notes"]  # not the CA: nothing to check or unpair
+
+    own = browser.post(
+        "/targets/p1/edit",
+        data={**fields, "host_ca": KEY_C, "csrf_token": csrf_token_of(browser)},
+    )
+    assert own.status_code == 303, own.text
+    states = {s.name: (s.state, s.ca_from) for s in trust_states(app, OPERATOR)}
+    assert states["p1"] == ("CA-trusted", "target")

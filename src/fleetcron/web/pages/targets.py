@@ -249,6 +249,8 @@ def edit_target(
     fields = replace(TargetFields.posted(form), name=name)
     try:
         changes = _posted_changes(fields, form, target.timezone)
+        if target.host_ca_rule_id is not None and not fields.host_ca:
+            changes = replace(changes, host_ca=None)  # the label's CA stays, as shown
         result = svc.edit_target(
             app,
             caller.actor,
