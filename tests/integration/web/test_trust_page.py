@@ -18,7 +18,7 @@ from fleetcron.core.targets import TargetSpec
 from fleetcron.executors.hostkeys import fingerprint
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.trust import trust_states
-from fleetcron.services.targets.trust_rules import add_trust_rule
+from fleetcron.services.targets.trust_rules import add_trust_rule, trust_rules
 from fleetcron.store.schema import AuditEvent
 from integration.web.conftest import csrf_token_of, log_in, new_client, sqlite_only
 
@@ -85,6 +85,7 @@ def test_the_page_shows_each_targets_trust_and_where_a_ca_comes_from(
     assert "from label site=paris" in shown and "from the target" in shown
     assert "<code>site=paris</code>" in shown  # the label rule's row
     assert 'id="trust-import"' not in shown  # a viewer has no import form
+    assert 'id="trust-ca-form"' not in shown and "Remove the host CA" not in shown
     target_page = rows(viewer_browser.get("/targets/p1").text)
     assert "by a host CA, from label site=paris" in target_page
     assert "by a host CA, from the target" in rows(viewer_browser.get("/targets/own").text)
@@ -188,3 +189,34 @@ def test_the_edit_form_leaves_a_labels_ca_alone(app: App, fleet: None, browser: 
     assert own.status_code == 303, own.text
     states = {s.name: (s.state, s.ca_from) for s in trust_states(app, OPERATOR)}
     assert states["p1"] == ("CA-trusted", "target")
+
+
+def test_an_operator_attaches_and_removes_a_labels_ca_through_the_page(
+    app: App, fleet: None, browser: TestClient
+) -> None:
+    refused = browser.post(
+        "/targets/trust/cas",
+        data={"label": "site=lyon", "ca": "not a key", "csrf_token": csrf_token_of(browser)},
+    )
+    assert refused.status_code == 422
+    assert "ca: " in html.unescape(refused.text) and 'id="ca-key"' in refused.text
+    assert "not a key" in refused.text  # what was typed is kept
+    assert len(trust_rules(app, OPERATOR)) == 1  # nothing saved: site=paris only
+
+    added = browser.post(
+        "/targets/trust/cas",
+        data={"label": "site=paris,rack=r1", "ca": KEY_A, "csrf_token": csrf_token_of(browser)},
+        follow_redirects=True,
+    )
+    assert added.status_code == 200
+    assert "Host CA attached to rack=r1,site=paris" in html.unescape(added.text)
+    removed = browser.post(
+        "/targets/trust/cas/remove",
+        data={"label": "site=paris", "csrf_token": csrf_token_of(browser)},
+        follow_redirects=True,
+    )
+    assert "Host CA of site=paris removed: 1 target(s)" in html.unescape(removed.text)
+    assert [r.selector for r in trust_rules(app, OPERATOR)] == ["rack=r1,site=paris"]
+    assert {s.name: s.state for s in trust_states(app, OPERATOR)}["p1"] == "not yet trusted"
+    without = browser.post("/targets/trust/cas/remove", data={"label": "rack=r1,site=paris"})
+    assert without.status_code == 403  # the CSRF token is needed
