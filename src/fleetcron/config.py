@@ -320,7 +320,7 @@ class Settings(BaseSettings):
         default=False,
         description="Refuse SSH targets whose host is, or resolves to, a loopback, "
         "link-local (cloud metadata), private or other non-public address (checked when "
-        "the target is paired).",
+        "the target is paired, for every hop of its jump host chain too).",
     )
     webhook_refuse_private: bool = Field(
         default=False,

@@ -74,3 +74,27 @@ def test_trust_import_pins_from_keyscan_output_and_trust_list_shows_it(
     states = {s["name"]: s for s in fleet.json("target trust list --json")}
     assert states["scanned"]["state"] == "pinned"
     assert states["scanned"]["fingerprint"] == sshd.host_key_fingerprint
+
+
+def test_a_host_ca_by_label_is_added_listed_and_refused_when_malformed(
+    fleet: Fleet, sshd: SshServer
+) -> None:
+    fleet.ok(ssh_add(sshd, "lyon1", "--no-verify", "--allow-same-host", "--label site=lyon"))
+    (fleet.workdir / "ca.pub").write_text(sshd.host_key_line + " some-ca\n")
+    (fleet.workdir / "bad.pub").write_text("not a key\n")
+    assert_refused(fleet.run("target trust ca add --label site=lyon --ca-file bad.pub"), "ca: ")
+    assert_refused(fleet.run("target trust ca add --label lyon --ca-file ca.pub"), "label: ")
+    assert fleet.json("target trust ca list --json") == []  # nothing half-saved
+
+    out = fleet.ok("target trust ca add --label site=lyon --ca-file ca.pub")
+
+    assert "attached to site=lyon: 1 target(s) now CA-trusted" in out
+    states = {s["name"]: s for s in fleet.json("target trust list --json")}
+    assert (states["lyon1"]["state"], states["lyon1"]["ca_from"]) == (
+        "CA-trusted",
+        "label site=lyon",
+    )
+    assert "CA-trusted (label site=lyon)" in fleet.ok("target trust list")
+    fleet.ok("target trust ca remove --label site=lyon")
+    after = {s["name"]: s for s in fleet.json("target trust list --json")}
+    assert (after["lyon1"]["state"], after["lyon1"]["ca_from"]) == ("not yet trusted", None)

@@ -20,6 +20,12 @@ from fleetcron.services.targets.trust import (
     import_trust,
     trust_states,
 )
+from fleetcron.services.targets.trust_rules import (
+    TrustRuleView,
+    add_trust_rule,
+    remove_trust_rule,
+    trust_rules,
+)
 
 #: The largest file read (a known_hosts line is under 1 KB; 20,000 hosts fit).
 TRUST_FILE_MAX_BYTES = 20_000_000
@@ -27,7 +33,7 @@ TRUST_FILE_MAX_BYTES = 20_000_000
 
 @click.group("trust")
 def trust() -> None:
-    """Host trust: pinned host keys, imported from known_hosts files."""
+    """Host trust: pinned host keys, imported from known_hosts files; host CAs by label."""
 
 
 @trust.command("list")
@@ -45,7 +51,7 @@ def trust_list(as_json: bool, as_user: str | None) -> None:
             s.name,
             s.kind,
             s.address + (f" via {s.via}" if s.via else ""),
-            s.state,
+            s.state + (f" ({s.ca_from})" if s.ca_from else ""),
             s.fingerprint or "",
             _cert_text(s.client_cert_expires_at),
         )
@@ -116,3 +122,59 @@ def _say(report: ImportReport) -> None:
             "`fleetcron target repin NAME --host-key KEY` to change it",
             err=True,
         )
+
+
+@trust.group("ca")
+def trust_ca() -> None:
+    """Host CAs attached to label selectors: a target whose labels match is trusted by the
+    CA (its own --host-ca wins, then the oldest matching label, then its pinned key)."""
+
+
+@trust_ca.command("add")
+@click.option("--label", "selector", required=True, help="Label selector, e.g. site=paris.")
+@click.option(
+    "--ca-file",
+    required=True,
+    help="The CA public key(s), @cert-authority and @revoked lines accepted (- for stdin).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@as_user_option
+def trust_ca_add(selector: str, ca_file: str, as_json: bool, as_user: str | None) -> None:
+    """Trust the hosts of the targets matching --label by a host CA."""
+    text = read_bounded(
+        ca_file, limit=1_000_000, field="ca_file", allowed="a readable CA public key file"
+    ).decode(errors="replace")
+    with opened_app() as app:
+        view = add_trust_rule(app, acting(app, as_user), selector, text)
+    if as_json:
+        print_json(asdict(view))
+        return
+    cas = ", ".join(view.ca_fingerprints)
+    echo(f"host CA {cas} attached to {view.selector}: {len(view.targets)} target(s) now CA-trusted")
+
+
+@trust_ca.command("remove")
+@click.option("--label", "selector", required=True, help="The label selector it is attached to.")
+@as_user_option
+def trust_ca_remove(selector: str, as_user: str | None) -> None:
+    """Remove the host CA attached to --label; its targets go back to their pinned keys."""
+    with opened_app() as app:
+        changed = remove_trust_rule(app, acting(app, as_user), selector)
+    echo(f"host CA of {selector} removed: {len(changed)} target(s) changed trust")
+
+
+@trust_ca.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@as_user_option
+def trust_ca_list(as_json: bool, as_user: str | None) -> None:
+    """The host CAs attached to labels, with the targets each applies to."""
+    with opened_app() as app:
+        views: list[TrustRuleView] = trust_rules(app, acting(app, as_user))
+    if as_json:
+        print_json([asdict(v) for v in views])
+        return
+    rows = [
+        (v.selector, ", ".join(v.ca_fingerprints), str(v.revoked), str(len(v.targets)))
+        for v in views
+    ]
+    print_table(None, ["label", "CA", "revoked keys", "targets"], rows)

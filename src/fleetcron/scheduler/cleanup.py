@@ -208,22 +208,6 @@ async def _clean_target(
 
 
 def _cleanup_target(ssh: SshKind, target: cluster.CleanupTarget) -> SshTarget:
-    if not (target.host and target.port and target.user and target.private_key_enc):
-        raise ValueError(f"target {target.name} is missing its SSH settings")
-    if not (target.host_key or target.host_ca):
-        raise ValueError(f"target {target.name} has no pinned host key or host CA")
-    if target.via_id is not None:
-        raise ValueError(
-            f"target {target.name} is reached through a jump host, which active cleanup "
-            "does not go through"
-        )
-    return SshTarget(
-        name=target.name,
-        host=target.host,
-        port=target.port,
-        user=target.user,
-        private_key=ssh.private_key(target.private_key_enc),
-        host_key=target.host_key or "",
-        host_ca=target.host_ca or "",
-        client_cert=ssh.private_key(target.client_cert_enc) if target.client_cert_enc else "",
-    )
+    """The connection of ``target``, through its jump hosts (each with its own key and
+    trust), as a run's; raises ``ValueError`` when a record lacks its SSH settings."""
+    return ssh.ssh_target(target.connection)

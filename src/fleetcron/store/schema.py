@@ -173,6 +173,9 @@ class Target(Base):
     #: Host trust by CA instead of a pinned key: the CA public key lines, then
     #: ``@revoked`` key lines (``executors/hostkeys.normalize_host_ca``); empty: pinned.
     host_ca: Mapped[str | None] = mapped_column(Text)
+    #: The label rule (``host_trust_rules``) ``host_ca`` came from; empty: the target's own
+    #: CA (which wins over a label's) or none; migration 0033.
+    host_ca_rule_id: Mapped[int | None] = mapped_column(Integer)
     #: A user certificate for the private key, encrypted like it; and when it expires.
     client_cert_enc: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     client_cert_expires_at: Mapped[datetime | None]
@@ -187,6 +190,22 @@ class Target(Base):
 
     def __repr__(self) -> str:
         return f"Target(id={self.id!r}, name={self.name!r}, kind={self.kind!r})"
+
+
+class HostTrustRule(Base):
+    """A host CA for the SSH targets and jump hosts whose labels match ``selector``
+    (``core/host_trust.py``: a target's own CA wins, then the oldest matching rule, then
+    its pinned key); migration 0033."""
+
+    __tablename__ = "host_trust_rules"
+    __table_args__ = (UniqueConstraint("selector"), NEVER_REUSED_IDS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: The selector as ``core.labels.format_selector`` writes it (``site=paris``).
+    selector: Mapped[str] = mapped_column(String(512))
+    host_ca: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
 
 
 class Job(Base):

@@ -167,6 +167,27 @@ class TrustStateOut(BaseModel):
     fingerprint: str | None
     via: str | None
     client_cert_expires_at: datetime | None
+    #: Where its host CA comes from: ``target`` or ``label SELECTOR``; null: no CA.
+    ca_from: str | None = None
+
+
+class TrustCaIn(Body):
+    label: str = Field(max_length=512, description="a label selector, e.g. site=paris")
+    ca: str = Field(
+        min_length=1,
+        max_length=1_000_000,
+        description="the CA public key line(s); @cert-authority and @revoked lines accepted",
+    )
+
+
+class TrustCaOut(BaseModel):
+    label: str
+    ca_fingerprints: list[str]
+    revoked: int
+    created_by: str
+    created_at: datetime
+    #: The targets it applies to now (after an add: those whose trust it changed).
+    targets: list[str]
 
 
 class PairIn(Body):

@@ -25,6 +25,7 @@ from fleetcron.services.cluster import status as cluster
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets.fields import TargetChanges
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run, Target
 
@@ -284,3 +285,26 @@ def test_while_a_targets_cleanup_is_under_way_its_slot_stays_undecided(
             await scheduler.shutdown()
 
         asyncio.run(scenario())
+
+
+def test_the_plan_reaches_a_target_behind_a_jump_host_through_its_chain(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode], bastion: SshServer
+) -> None:
+    """The plan hands the cleanup the target's chain of jump hosts, as the run path does
+    (the cleanup through it, on real sshds: test_generation_mark.py)."""
+    _, b, _ = nodes
+    targets.add_target(
+        b.app,
+        SYSTEM,
+        bastion.spec("b1", kind=TargetKind.JUMP, host_key=bastion.host_key_line),
+        verify=False,
+    )
+    targets.edit_target(b.app, SYSTEM, "remote", TargetChanges(via="b1"), verify=False)
+    plan = plan_for(b)
+    assert plan is not None
+    [remote] = plan.targets
+    assert remote.name == "remote" and remote.connection.host_key is not None
+    assert [(hop.name, hop.kind, hop.port) for hop in remote.connection.via] == [
+        ("b1", "jump", bastion.port)
+    ]
+    assert remote.connection.via[0].host_key == bastion.host_key_line

@@ -17,18 +17,23 @@ import shutil
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from procs import kill_all, marker_seconds, sleeping
 from test_kill_generations import sshd_in_its_own_pid_namespace
 
-from fixtures.sshd import ClientKey, SshServer
+from fixtures.sshd import ClientKey, SshServer, forwarded_to
+from fleetcron.core.planning import TargetCleanup
 from fleetcron.errors import ConnectError
 from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
-from fleetcron.executors.base import SUPERSEDED
+from fleetcron.executors.base import SUPERSEDED, RunTarget
+from fleetcron.executors.kinds import SshKind
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.watchdog import MARK_AND_SCAN_SCRIPT, MARK_SCRIPT, SUPERSEDED_EXIT
+from fleetcron.scheduler.cleanup import _clean_target
+from fleetcron.services.cluster.status import CleanupTarget
 from waiting import eventually
 
 UNSHARE_PID = ["unshare", "--pid", "--fork", "--mount-proc"]
@@ -260,3 +265,72 @@ def test_a_target_whose_scan_could_not_see_or_kill_is_not_reported_clean(
         env={"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert (ok.returncode, ok.stdout.split()) == (0, ["mark=2", "killed=0"]), ok
+
+
+def _as_run_target(target: SshTarget, kind: str) -> RunTarget:
+    """``target`` as a plan carries it; the key is plain bytes here, so the SSH kind's
+    decryption is the identity."""
+    key = target.private_key
+    return RunTarget(
+        name=target.name,
+        kind=kind,
+        host=target.host,
+        port=target.port,
+        user=target.user,
+        private_key_enc=key.encode() if isinstance(key, str) else key,
+        host_key=target.host_key,
+    )
+
+
+@pytest.mark.parametrize("bastion_key", ["pinned", "wrong"])
+async def test_active_cleanup_reaches_a_target_through_its_jump_host(
+    ssh: SshExecutor,
+    target: SshTarget,
+    bastion: SshServer,
+    sshd_other_host_key: SshServer,
+    scope: str,
+    bastion_key: str,
+) -> None:
+    """The takeover's cleanup of a target behind a bastion goes through the bastion, as
+    its runs do: the old generation's command is killed and the bastion forwarded the
+    cleanup's channel. The control pins a wrong key for the bastion: the cleanup fails
+    there, although the target itself is reachable directly, and the command lives on."""
+    b1 = SshTarget(
+        "b1",
+        bastion.host,
+        bastion.port,
+        bastion.user,
+        bastion.client_private_key,
+        bastion.host_key_line,
+    )
+    chained = replace(target, via=(b1,))
+    old = marker_seconds()
+    task = asyncio.create_task(ssh.run(chained, sleeper(old, 1, scope, 1)))
+    # The new owner's executor: a process of its own, none of the old one's connections.
+    kind = SshKind(SshExecutor(kill_grace_s=1.0), lambda key: key)
+    try:
+        await asyncio.to_thread(eventually, lambda: len(sleeping(old)) == 1, 15, "old to start")
+        hop = (
+            b1
+            if bastion_key == "pinned"
+            else replace(b1, host_key=sshd_other_host_key.host_key_line)
+        )
+        plan_target = CleanupTarget(
+            42, replace(_as_run_target(target, "ssh"), via=(_as_run_target(hop, "jump"),))
+        )
+        before = forwarded_to(bastion, target.port)
+        outcome = await _clean_target(kind, plan_target, 2, scope, asyncio.Semaphore(1))
+        if bastion_key == "wrong":
+            assert outcome.mark is None and outcome.error is not None
+            assert "b1" in outcome.error, outcome.error
+            assert len(sleeping(old)) == 1 and forwarded_to(bastion, target.port) == before
+            return
+        assert outcome == TargetCleanup(42, mark=2, killed=1)
+        assert forwarded_to(bastion, target.port) == before + 1
+        await asyncio.to_thread(eventually, lambda: not sleeping(old), 5, "the old to go")
+        assert (await asyncio.wait_for(task, 10)).status == "failed"  # SIGKILLed
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kind.close()
+        kill_all(old)

@@ -4,6 +4,8 @@ that allows forwarding only, and the session's target sshd behind it."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +20,7 @@ from fleetcron.scheduler.run_request import run_target
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import pairing
 from fleetcron.services.targets.fields import TargetChanges
 from fleetcron.store.runs import RunStore
 
@@ -126,3 +129,50 @@ def test_a_claimed_run_goes_through_the_jump_host_chain(
     # b0 forwarded to b1 (the same sshd here), and b1 to the target.
     assert forwarded_to(bastion, bastion.port) == before_bastion + 1
     assert forwarded_to(bastion, sshd.port) == before_target + 1
+
+
+@pytest.mark.parametrize("second_hop", ["private", "public"])
+def test_refusing_private_hosts_checks_every_hop_of_the_chain(
+    app: App,
+    admin: Actor,
+    sshd: SshServer,
+    bastion: SshServer,
+    monkeypatch: pytest.MonkeyPatch,
+    second_hop: str,
+) -> None:
+    """``ssh_refuse_private_hosts`` checks each hop of b1 -> b2 -> t42, not only the one
+    reached directly. Loopback stands for both networks here: b2's host is written
+    ``localhost`` and the resolver the check asks says that name is private and
+    127.0.0.1 public. The control (b2 public too) pairs through the real chain, so the
+    refusal is b2's address, not the setting refusing everything; b1, the first hop, is
+    public in both, so a check of the first hop only would let the private b2 pass."""
+    addresses = {
+        "127.0.0.1": "93.184.216.34",
+        "localhost": "10.20.0.7" if second_hop == "private" else "93.184.216.35",
+    }
+    monkeypatch.setattr(
+        pairing, "resolve_host", lambda host: [ipaddress.ip_address(addresses[host])]
+    )
+    targets.add_target(
+        app, admin, bastion.spec("b1", kind=TargetKind.JUMP), trust_on_first_use=True
+    )
+    b2 = replace(bastion.spec("b2", kind=TargetKind.JUMP, via="b1"), host="localhost")
+    targets.add_target(app, admin, b2, trust_on_first_use=True, allow_same_host=True)
+    targets.add_target(app, admin, sshd.spec("t42", via="b2"), verify=False)
+    app.settings = app.settings.model_copy(update={"ssh_refuse_private_hosts": True})
+    before = forwarded_to(bastion, sshd.port)
+
+    if second_hop == "public":
+        targets.pair_target(app, admin, "t42", trust_on_first_use=True)
+        assert forwarded_to(bastion, sshd.port) > before
+        return
+    with pytest.raises(InvalidInput) as refused:
+        targets.pair_target(app, admin, "t42", trust_on_first_use=True)
+    assert refused.value.field == "via" and refused.value.value == "b2"
+    assert "jump host b2 on the way to t42: host: localhost is a non-public address" in str(
+        refused.value
+    )
+    assert forwarded_to(bastion, sshd.port) == before  # refused before any connection
+    with app.db.read() as session:
+        t42 = targets.get_target(session, "t42")
+        assert not t42.paired and t42.host_key is None

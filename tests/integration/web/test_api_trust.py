@@ -126,3 +126,70 @@ def test_a_target_may_not_be_named_trust(client: TestClient, as_operator: Header
     assert error_of(refused)["field"] == "name"
     # Control: another name is taken.
     add_unpinned(client, as_operator, "trusty", "10.0.0.1")
+
+
+def add_labelled(client: TestClient, headers: Headers, name: str, site: str, host: str) -> None:
+    body = {
+        "name": name,
+        "kind": "ssh",
+        "host": host,
+        "port": 22,
+        "user": "root",
+        "private_key": PRIVATE_KEY,
+        "labels": {"site": site},
+        "verify": False,
+    }
+    response = client.post(f"{API}/targets", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+
+
+def test_a_host_ca_attached_to_a_label_trusts_its_targets_and_the_list_says_from_where(
+    app: App, client: TestClient, as_operator: Headers, as_viewer: Headers
+) -> None:
+    add_labelled(client, as_operator, "p1", "paris", "10.0.1.1")
+    add_labelled(client, as_operator, "l1", "lyon", "10.0.1.2")
+
+    added = client.post(
+        f"{API}/targets/trust/cas", json={"label": "site=paris", "ca": KEY_A}, headers=as_operator
+    )
+
+    assert added.status_code == 201, added.text
+    assert (added.json()["label"], added.json()["targets"]) == ("site=paris", ["p1"])
+    listed = client.get(f"{API}/targets/trust", headers=as_viewer).json()
+    assert {s["name"]: (s["state"], s["ca_from"]) for s in listed} == {
+        "l1": ("not yet trusted", None),
+        "p1": ("CA-trusted", "label site=paris"),
+    }
+    cas = client.get(f"{API}/targets/trust/cas", headers=as_viewer).json()
+    assert [(c["label"], c["targets"]) for c in cas] == [("site=paris", ["p1"])]
+    shown = client.get(f"{API}/targets/p1", headers=as_viewer).json()
+    assert shown["host_ca"] == KEY_A
+
+    removed = client.delete(
+        f"{API}/targets/trust/cas", params={"label": "site=paris"}, headers=as_operator
+    )
+    assert removed.status_code == 200 and removed.json() == ["p1"]
+    assert states(client, as_viewer)["p1"] == "not yet trusted"
+    with app.db.read() as session:
+        actions = [
+            e.action
+            for e in session.scalars(
+                select(AuditEvent).where(AuditEvent.action.like("target.trust_ca%"))
+            )
+        ]
+    assert actions == ["target.trust_ca_add", "target.trust_ca_remove"]
+
+
+@sqlite_only
+def test_a_bad_ca_or_label_is_a_422_naming_the_field_and_a_viewer_is_refused(
+    client: TestClient, as_operator: Headers, as_viewer: Headers
+) -> None:
+    url = f"{API}/targets/trust/cas"
+    bad_ca = client.post(url, json={"label": "site=paris", "ca": "nope"}, headers=as_operator)
+    bad_label = client.post(url, json={"label": "paris", "ca": KEY_A}, headers=as_operator)
+    viewer = client.post(url, json={"label": "site=paris", "ca": KEY_A}, headers=as_viewer)
+    assert bad_ca.status_code == 422 and error_of(bad_ca)["field"] == "ca"
+    assert bad_label.status_code == 422 and error_of(bad_label)["field"] == "label"
+    assert "paris" in str(error_of(bad_label)["message"])
+    assert viewer.status_code == 403
+    assert client.get(url, headers=as_viewer).json() == []  # nothing saved

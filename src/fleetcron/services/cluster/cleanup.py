@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, text
-from sqlalchemy.orm import Session, undefer
+from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict
 from fleetcron.coordination.ownership_change import clear_claims, unfinished_claims, waiting_detail
 from fleetcron.core.planning import CleanupClaim, TargetCleanup, claims_cleared_by, targets_to_clean
+from fleetcron.executors.base import RunTarget
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run, Target
+from fleetcron.store.target_connections import connections
 
 __all__ = [
     "CleanupPlan",
@@ -56,34 +58,16 @@ def mark_scope(app: App) -> str:
 
 @dataclass(frozen=True)
 class CleanupTarget:
-    """An SSH target to clean, with what is needed to connect (the key still encrypted)."""
+    """An SSH target to clean, with what is needed to connect (the keys still encrypted):
+    its connection and, for a target behind jump hosts, the chain of them, which the
+    cleanup goes through (never directly)."""
 
     target_id: int
-    name: str
-    host: str | None
-    port: int | None
-    user: str | None
-    private_key_enc: bytes | None
-    host_key: str | None
-    #: The jump host it is reached through (active cleanup does not go through one).
-    via_id: int | None = None
-    host_ca: str | None = None
-    client_cert_enc: bytes | None = None
+    connection: RunTarget
 
-    @classmethod
-    def of(cls, row: Target) -> CleanupTarget:
-        return cls(
-            row.id,
-            row.name,
-            row.host,
-            row.port,
-            row.user,
-            row.private_key_enc,
-            row.host_key,
-            row.via_id,
-            row.host_ca,
-            row.client_cert_enc,
-        )
+    @property
+    def name(self) -> str:
+        return self.connection.name
 
 
 @dataclass(frozen=True)
@@ -151,17 +135,9 @@ def _older_claims(session: Session, generation: int) -> tuple[CleanupClaim, ...]
 
 
 def _cleanup_targets(session: Session, wanted: Sequence[int]) -> tuple[CleanupTarget, ...]:
-    """How to reach each target to clean, by id (with its private key)."""
-    if not wanted:
-        return ()
+    """How to reach each target to clean, by id, through its jump hosts if it has any."""
     return tuple(
-        CleanupTarget(t.id, t.name, t.host, t.port, t.user, t.private_key_enc, t.host_key)
-        for t in session.scalars(
-            select(Target)
-            .where(Target.id.in_(wanted))
-            .options(undefer(Target.private_key_enc))
-            .order_by(Target.id)
-        )
+        CleanupTarget(tid, connection) for tid, connection in connections(session, sorted(wanted))
     )
 
 

@@ -81,6 +81,7 @@ from fleetcron.services.targets.pairing import (
     take_detected_zone,
     verify_connection,
 )
+from fleetcron.services.targets.trust_rules import apply_label_trust
 from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Job, Target
 
@@ -153,6 +154,7 @@ def add_target(
         else:
             fill_ssh_fields(app, target, fields)
             target.via = resolve_via(session, name, fields.via)
+            apply_label_trust(session, [target])
             if verify and not (target.host_key or target.host_ca) and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
@@ -248,6 +250,9 @@ def edit_target(
         target, zone_note, extended = _save_edit(
             session, app, actor, plan, note, unpair=unpair, allow_same_host=allow_same_host
         )
+        if "host_ca" in plan.changed:
+            target.host_ca_rule_id = None  # set on the target: its own, which wins
+        apply_label_trust(session, [target])
         note.detail["verified"] = plan.check and verify
     return EditResult(
         TargetView.of(target),
@@ -541,6 +546,8 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
         merged = _merge_labels(target.labels, labels)
         target.labels = merged
         target.updated_at = app.now()
+        if apply_label_trust(session, [target]):
+            note.detail["host_ca_by_label"] = target.host_ca_rule_id is not None
         extension = extend_jobs_to(session, app, actor, target) if target.paired else None
         extended = extension.extended if extension else []
         note.detail.update({"labels": merged, "extended_jobs": len(extended)})

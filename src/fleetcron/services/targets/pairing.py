@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.addresses import private_reason
+from fleetcron.core.addresses import IPAddress, private_reason
 from fleetcron.core.permissions import allowed
 from fleetcron.core.target_zones import (
     DETECT_COMMAND,
@@ -52,7 +52,7 @@ from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line, split_host_ca
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
-from fleetcron.services.targets.jumps import hops_via
+from fleetcron.services.targets.jumps import chain_of, hops_via
 from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Target
 
@@ -191,9 +191,7 @@ def _check_pairing(
     if target.kind is TargetKind.LOCAL:
         check_local_enabled(app)
         return _Checked(None, False, local_zone() if detect else None)
-    if app.settings.ssh_refuse_private_hosts and target.via_id is None:
-        # Behind a jump host the address is the jump host's network, not this one's.
-        refuse_private_host(target.host or "")
+    refuse_private_path(app, target)
     pinned, tofu = _resolve_host_key(app, target, host_key, trust_on_first_use)
     probe = DETECT_COMMAND if detect and target.kind is TargetKind.SSH else None
     try:
@@ -264,16 +262,44 @@ def coarse_for(actor: Actor, name: str, exc: FleetcronError) -> FleetcronError:
     return type(exc)(COARSE_PAIRING_ERROR.format(name=name))
 
 
+def refuse_private_path(app: App, target: Target) -> None:
+    """With ``ssh_refuse_private_hosts`` on, check every host on the way to ``target``:
+    each jump host of its chain, the one reached directly first, then the target itself.
+    A non-public one is refused (:func:`refuse_private_host`), a jump host under the field
+    ``via`` naming it, before any connection."""
+    if not app.settings.ssh_refuse_private_hosts:
+        return
+    with app.db.read() as session:
+        hops = [(hop.name, hop.host or "") for hop in chain_of(session, target.via_id)]
+    for name, host in hops:
+        try:
+            refuse_private_host(host)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"via: jump host {name} on the way to {target.name}: {exc.message} "
+                "(every hop of a jump chain is checked)",
+                field="via",
+                value=name,
+                allowed="jump hosts with public addresses",
+            ) from None
+    refuse_private_host(target.host or "")
+
+
+def resolve_host(host: str) -> list[IPAddress]:
+    """The addresses ``host`` resolves to here (an address is itself); none when it does
+    not resolve (the connection then fails with its own coarse error)."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return []
+    return [ipaddress.ip_address(str(info[4][0]).partition("%")[0]) for info in infos]
+
+
 def refuse_private_host(host: str) -> None:
     """Raise InvalidInput (field ``host``) when ``host`` is, or resolves to, a non-public
     address (:func:`fleetcron.core.addresses.private_reason`): the
     ``ssh_refuse_private_hosts`` setting."""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return  # the connection fails with its own (coarse) error
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
+    for address in resolve_host(host):
         reason = private_reason(address)
         if reason is not None:
             raise InvalidInput(
@@ -448,6 +474,7 @@ def plan_repin(
         new_key = normalize_key_line(host_key)
     else:
         assert target.host and target.port
+        refuse_private_path(app, target)
         new_key = run_ssh(
             ssh_jump.fetch_host_key_via(
                 hops_via(app, target.via_id),

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -36,8 +35,8 @@ from fleetcron.core.targets import TargetKind
 from fleetcron.core.topology import Topology
 from fleetcron.executors.base import RunTarget
 from fleetcron.executors.ssh_probe import ProbeResult
-from fleetcron.store.run_dispatch import chain, load_hops
 from fleetcron.store.schema import ClusterOwnership, Target
+from fleetcron.store.target_connections import connections
 
 log = logging.getLogger(__name__)
 
@@ -134,73 +133,7 @@ def due_probes(
             for tid, at in rows
             if due(tid, at or since, interval_s, now)
         )[:limit]
-        return _connections(session, [tid for _, tid in picked])
-
-
-def _connections(session: Session, ids: list[int]) -> list[tuple[int, RunTarget]]:
-    found: dict[int, tuple[RunTarget, int | None]] = {}
-    for start in range(0, len(ids), 500):
-        for row in session.execute(
-            select(
-                Target.id,
-                Target.name,
-                Target.kind,
-                Target.host,
-                Target.port,
-                Target.user,
-                Target.private_key_enc,
-                Target.host_key,
-                Target.host_ca,
-                Target.client_cert_enc,
-                Target.via_id,
-            ).where(Target.id.in_(ids[start : start + 500]))
-        ):
-            found[row.id] = (_run_target(row.name, row.kind, row), row.via_id)
-    hops = load_hops(session, {via for _, via in found.values() if via is not None})
-    out: list[tuple[int, RunTarget]] = []
-    for tid in ids:
-        if tid not in found:
-            continue
-        target, via = found[tid]
-        if via is not None:
-            target = replace(
-                target, via=tuple(_run_target(h.name, TargetKind.JUMP, h) for h in chain(via, hops))
-            )
-        out.append((tid, target))
-    return out
-
-
-class _Connection(Protocol):
-    """What connecting needs of a target row or a hop (read-only)."""
-
-    @property
-    def host(self) -> str | None: ...
-    @property
-    def port(self) -> int | None: ...
-    @property
-    def user(self) -> str | None: ...
-    @property
-    def private_key_enc(self) -> bytes | None: ...
-    @property
-    def host_key(self) -> str | None: ...
-    @property
-    def host_ca(self) -> str | None: ...
-    @property
-    def client_cert_enc(self) -> bytes | None: ...
-
-
-def _run_target(name: str, kind: str, row: _Connection) -> RunTarget:
-    return RunTarget(
-        name=name,
-        kind=kind,
-        host=row.host,
-        port=row.port,
-        user=row.user,
-        private_key_enc=row.private_key_enc,
-        host_key=row.host_key,
-        host_ca=row.host_ca,
-        client_cert_enc=row.client_cert_enc,
-    )
+        return connections(session, [tid for _, tid in picked])
 
 
 def record_probes(app: App, results: Sequence[ProbeResult], now: datetime) -> int:

@@ -22,10 +22,11 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.targets import TargetKind
+from fleetcron.errors import InvalidInput
 from fleetcron.executors.hostkeys import fingerprint, split_host_ca
 from fleetcron.executors.known_hosts import KnownHostsFile, keys_for, parse_known_hosts
 from fleetcron.services.audit import AuditNote, audited, record
-from fleetcron.store.schema import Target
+from fleetcron.store.schema import HostTrustRule, Target
 
 PINNED = "pinned"
 CA_TRUSTED = "CA-trusted"
@@ -50,6 +51,9 @@ class TrustState:
     via: str | None
     #: When its user certificate expires (None: none, or it never does).
     client_cert_expires_at: datetime | None = None
+    #: Where its host CA comes from: ``target`` (its own), ``label SELECTOR`` (a label
+    #: rule, :mod:`~fleetcron.services.targets.trust_rules`); None when not CA-trusted.
+    ca_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +86,17 @@ def trust_states(app: App, actor: Actor) -> list[TrustState]:
     actor.authorize("target.read")
     with app.db.read() as session:
         rows = session.scalars(select(Target).order_by(Target.name)).all()
-        return [_state_of(row) for row in rows]
+        selectors = dict(session.execute(select(HostTrustRule.id, HostTrustRule.selector)).all())
+        return [_state_of(row, selectors) for row in rows]
 
 
-def _state_of(row: Target) -> TrustState:
+def _ca_from(row: Target, selectors: dict[int, str]) -> str:
+    if row.host_ca_rule_id is None:
+        return "target"
+    return f"label {selectors.get(row.host_ca_rule_id, '?')}"
+
+
+def _state_of(row: Target, selectors: dict[int, str]) -> TrustState:
     if not row.kind.over_ssh:
         return TrustState(row.name, row.kind, "-", "-", None, None)
     address = f"{row.user}@{row.host}:{row.port}"
@@ -93,7 +104,14 @@ def _state_of(row: Target) -> TrustState:
     if row.host_ca:
         cas = ", ".join(fingerprint(line) for line in split_host_ca(row.host_ca)[0])
         return TrustState(
-            row.name, row.kind, address, CA_TRUSTED, cas, via, row.client_cert_expires_at
+            row.name,
+            row.kind,
+            address,
+            CA_TRUSTED,
+            cas,
+            via,
+            row.client_cert_expires_at,
+            _ca_from(row, selectors),
         )
     return TrustState(
         row.name,
@@ -103,6 +121,16 @@ def _state_of(row: Target) -> TrustState:
         fingerprint(row.host_key) if row.host_key else None,
         via,
         row.client_cert_expires_at,
+    )
+
+
+def empty_import() -> InvalidInput:
+    """The refusal of an import of nothing (the API's body model refuses it itself)."""
+    return InvalidInput(
+        "known_hosts: nothing to import; paste a known_hosts file or ssh-keyscan output",
+        field="known_hosts",
+        value="",
+        allowed="known_hosts lines (hashed or not) or ssh-keyscan output",
     )
 
 

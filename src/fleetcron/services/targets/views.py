@@ -46,6 +46,8 @@ class TargetView:
     host_ca: str | None = None
     #: When the target's user certificate expires (None: no certificate, or never).
     client_cert_expires_at: datetime | None = None
+    #: The label rule ``host_ca`` came from (None: the target's own, or no CA).
+    host_ca_rule_id: int | None = None
 
     @property
     def path(self) -> str:
@@ -79,6 +81,7 @@ class TargetView:
             via=row.via.name if row.via_id is not None and row.via is not None else None,
             host_ca=row.host_ca,
             client_cert_expires_at=row.client_cert_expires_at,
+            host_ca_rule_id=row.host_ca_rule_id,
         )
 
 

@@ -17,7 +17,7 @@ from fleetcron.errors import Conflict
 from fleetcron.services.fleet.assignments import zone_spread
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.services.targets import trust
+from fleetcron.services.targets import trust, trust_rules
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.schemas import (
     CronPreview,
@@ -31,6 +31,8 @@ from fleetcron.web.schemas import (
     TargetIn,
     TargetOut,
     TargetPatch,
+    TrustCaIn,
+    TrustCaOut,
     TrustImportIn,
     TrustImportOut,
     TrustOutcomeOut,
@@ -156,9 +158,50 @@ def list_trust(
             fingerprint=s.fingerprint,
             via=s.via,
             client_cert_expires_at=s.client_cert_expires_at,
+            ca_from=s.ca_from,
         )
         for s in trust.trust_states(app, caller.actor)
     ]
+
+
+def _ca_out(view: trust_rules.TrustRuleView) -> TrustCaOut:
+    return TrustCaOut(
+        label=view.selector,
+        ca_fingerprints=list(view.ca_fingerprints),
+        revoked=view.revoked,
+        created_by=view.created_by,
+        created_at=view.created_at,
+        targets=list(view.targets),
+    )
+
+
+@router.get("/trust/cas", response_model=list[TrustCaOut])
+def list_trust_cas(
+    app: AppDep, caller: Annotated[Caller, Depends(requires("target.read"))]
+) -> list[TrustCaOut]:
+    """The host CAs attached to label selectors (``fleetcron target trust ca list``)."""
+    return [_ca_out(v) for v in trust_rules.trust_rules(app, caller.actor)]
+
+
+@router.post("/trust/cas", response_model=TrustCaOut, status_code=201)
+def add_trust_ca(
+    body: TrustCaIn,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.edit"))],
+) -> TrustCaOut:
+    """Trust the hosts of the targets matching ``label`` by a host CA (a target's own
+    host CA wins, then the oldest matching label, then its pinned key); audited."""
+    return _ca_out(trust_rules.add_trust_rule(app, caller.actor, body.label, body.ca))
+
+
+@router.delete("/trust/cas", response_model=list[str])
+def remove_trust_ca(
+    label: str,
+    app: AppDep,
+    caller: Annotated[Caller, Depends(requires("target.edit"))],
+) -> list[str]:
+    """Remove the host CA attached to ``label``; answers the targets whose trust changed."""
+    return trust_rules.remove_trust_rule(app, caller.actor, label)
 
 
 @router.post("/trust/import", response_model=TrustImportOut)

@@ -119,7 +119,8 @@ class TargetFields:
             notes=target.notes,
             timezone=target.timezone or "",
             via=target.via or "",
-            host_ca=target.host_ca or "",
+            # Only the target's own CA: one a label gives it is not this form's to change.
+            host_ca=(target.host_ca or "") if target.host_ca_rule_id is None else "",
         )
 
 

@@ -24,6 +24,7 @@ from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import runs as target_runs
+from fleetcron.services.targets import trust_rules
 from fleetcron.services.targets.pairing import PairResult
 from fleetcron.services.targets.views import AssignmentView
 from fleetcron.web.deps import Caller, requires, the_app
@@ -181,6 +182,7 @@ def target_page(
         status_code=422 if errors or pause_errors else 200,
         target=target,
         host_key_fingerprint=fingerprint(target.host_key) if target.host_key else None,
+        ca_from=trust_rules.ca_source(app, target),
         local_disabled=target.kind is TargetKind.LOCAL and not app.settings.allow_local_targets,
         individual=individual,
         bulk=bulk,
@@ -247,6 +249,8 @@ def edit_target(
     fields = replace(TargetFields.posted(form), name=name)
     try:
         changes = _posted_changes(fields, form, target.timezone)
+        if target.host_ca_rule_id is not None and not fields.host_ca:
+            changes = replace(changes, host_ca=None)  # the label's CA stays, as shown
         result = svc.edit_target(
             app,
             caller.actor,

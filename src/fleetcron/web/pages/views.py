@@ -33,6 +33,7 @@ from fleetcron.web.pages import (
     runs,
     target_actions,
     targets,
+    trust,
 )
 from fleetcron.web.pages.cluster import cluster_node
 from fleetcron.web.pages.forms import page
@@ -92,7 +93,8 @@ def dashboard(
 
 
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".
-for _module in (jobs, history, job_page, targets, target_actions, runs, accounts, cluster):
+# The trust page before the target page: /targets/trust is not a target named "trust".
+for _module in (jobs, history, job_page, trust, targets, target_actions, runs, accounts, cluster):
     router.include_router(_module.router)
 router.include_router(job_plan.router)
 router.include_router(incidents.router)
