@@ -394,6 +394,56 @@ class Settings(BaseSettings):
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )
+    # Single sign-on (docs/access.md). Each *_role_mapping is a list of entries
+    # {group = "...", role = "viewer|operator|admin"} (core/sso_mapping.py).
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="OpenID Connect issuer URL (its /.well-known/openid-configuration is "
+        "read); unset: no OIDC log-in. https, or http on a loopback address only.",
+    )
+    oidc_client_id: str | None = Field(
+        default=None, description="The client id fleetcron is registered under at the issuer."
+    )
+    oidc_client_secret: SecretStr | None = Field(
+        default=None,
+        description="The client's secret (client_secret_basic); unset: a public client "
+        "(PKCE only).",
+    )
+    oidc_redirect_uri: str | None = Field(
+        default=None,
+        description="The callback URL registered at the issuer, as browsers reach fleetcron: "
+        "https://<host>/login/oidc/callback.",
+    )
+    oidc_scopes: str = Field(
+        default="openid profile email groups",
+        description="Scopes asked for, space-separated (openid is always asked).",
+    )
+    oidc_groups_claim: str = Field(
+        default="groups",
+        min_length=1,
+        description="The ID token claim holding the user's groups or roles (a list, or one "
+        "string); a dotted path reaches into an object, e.g. realm_access.roles.",
+    )
+    oidc_username_claim: str = Field(
+        default="preferred_username",
+        min_length=1,
+        description="The ID token claim that names the fleetcron account made for a user.",
+    )
+    oidc_label: str = Field(
+        default="single sign-on",
+        min_length=1,
+        max_length=64,
+        description="The provider's name on the log-in page's button and in the audit log.",
+    )
+    oidc_role_mapping: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Groups to roles: [{group = \"ops\", role = \"operator\"}, ...]; the "
+        "highest role of a user's groups counts; a user none of whose groups is listed is "
+        "refused.",
+    )
+    oidc_timeout_s: float = Field(
+        default=10.0, gt=0, le=120, description="Timeout of each request to the issuer."
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -464,7 +514,25 @@ class Settings(BaseSettings):
         self._check_cluster()
         self._check_lease()
         self._check_limits()
+        self._check_oidc()
         return self
+
+    def _check_oidc(self) -> None:
+        """OIDC needs its client and callback; the mapping's entries are checked here."""
+        from fleetcron.core.sso_mapping import parse_mapping
+        from fleetcron.errors import InvalidInput
+
+        try:
+            parse_mapping(self.oidc_role_mapping, field="FLEETCRON_OIDC_ROLE_MAPPING")
+        except InvalidInput as bad:
+            raise ValueError(bad.message) from None
+        if self.oidc_issuer is None:
+            return
+        for name in ("oidc_client_id", "oidc_redirect_uri"):
+            if not getattr(self, name):
+                raise ValueError(
+                    f"FLEETCRON_OIDC_ISSUER is set: set {env_variable(name)} too (docs/access.md)"
+                )
 
     def _check_cluster(self) -> None:
         """Cluster mode and the replicated pair: a shared database, an endpoint, no lease."""
