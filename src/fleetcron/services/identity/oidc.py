@@ -436,9 +436,8 @@ def verified_claims(
     except ExpiredTokenError:
         raise _untrusted("token_expired", "the ID token has expired") from None
     except ClaimError as exc:
-        claim = getattr(exc, "claim", "") or ""
         reason = {"aud": "token_audience", "nonce": "nonce_mismatch", "iss": "token_issuer"}
-        raise _untrusted(reason.get(claim, "token_claims"), f"ID token: {exc}") from None
+        raise _untrusted(reason.get(exc.claim, "token_claims"), f"ID token: {exc}") from None
     audiences = token.claims["aud"]
     several = isinstance(audiences, list) and len(audiences) > 1
     if several and token.claims.get("azp") != config.client_id:
