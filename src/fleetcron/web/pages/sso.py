@@ -34,6 +34,7 @@ STATUS = {
     "name_taken": 403,
     "bad_name": 403,
     "no_username": 403,
+    "nonce_mismatch": 401,
 }
 
 
