@@ -523,7 +523,7 @@ class Settings(BaseSettings):
         from fleetcron.errors import InvalidInput
 
         try:
-            parse_mapping(self.oidc_role_mapping, field="FLEETCRON_OIDC_ROLE_MAPPING")
+            parse_mapping(self.oidc_role_mapping, field="oidc_role_mapping")
         except InvalidInput as bad:
             raise ValueError(bad.message) from None
         if self.oidc_issuer is None:
