@@ -76,7 +76,8 @@ def sso(fleet: TestClient, idp: httpx.Client, login: str, next: str = "/") -> ht
     started = fleet.get("/login/oidc", params={"next": next})
     assert started.status_code == 303, started.text
     back = sign_in_at_provider(idp, started.headers["location"], user(login), back_to=FLEET)
-    return fleet.get(back)
+    answer: httpx.Response = fleet.get(back)
+    return answer
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
