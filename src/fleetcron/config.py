@@ -437,12 +437,71 @@ class Settings(BaseSettings):
     )
     oidc_role_mapping: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="Groups to roles: [{group = \"ops\", role = \"operator\"}, ...]; the "
+        description='Groups to roles: [{group = "ops", role = "operator"}, ...]; the '
         "highest role of a user's groups counts; a user none of whose groups is listed is "
         "refused.",
     )
     oidc_timeout_s: float = Field(
         default=10.0, gt=0, le=120, description="Timeout of each request to the issuer."
+    )
+    ldap_url: str | None = Field(
+        default=None,
+        description="The directory's URL: ldaps://host[:636], or ldap://host[:389] which is "
+        "always upgraded with StartTLS (no password crosses the network in clear); unset: no "
+        "LDAP log-in.",
+    )
+    ldap_ca_file: Path | None = Field(
+        default=None,
+        description="CA certificates (PEM) that verify the directory's certificate; unset: "
+        "the system's.",
+    )
+    ldap_bind_dn: str | None = Field(
+        default=None,
+        description="The DN fleetcron binds as to search for users and groups; unset: an "
+        "anonymous search.",
+    )
+    ldap_bind_password: SecretStr | None = Field(
+        default=None, description="The password of ldap_bind_dn."
+    )
+    ldap_user_base: str = Field(
+        default="", description="Where users are searched (the subtree's DN)."
+    )
+    ldap_user_filter: str = Field(
+        default="(&(objectClass=inetOrgPerson)(uid={username}))",
+        description="The filter that finds one user; {username} is the name typed, escaped. "
+        "Leave disabled accounts out here (e.g. Active Directory's "
+        "(!(userAccountControl:1.2.840.113556.1.4.803:=2))): a user it does not find cannot "
+        "log in.",
+    )
+    ldap_username_attribute: str = Field(
+        default="uid", min_length=1, description="The attribute that names the account."
+    )
+    ldap_group_base: str = Field(
+        default="", description="Where groups are searched; empty: ldap_user_base."
+    )
+    ldap_group_filter: str = Field(
+        default="(|(&(objectClass=groupOfNames)(member={dn}))"
+        "(&(objectClass=groupOfUniqueNames)(uniqueMember={dn}))"
+        "(&(objectClass=posixGroup)(memberUid={username})))",
+        description="The filter of the user's groups; {dn} is the user's DN, {username} the "
+        "name, both escaped. A group counts by its cn and by its DN in the mapping.",
+    )
+    ldap_label: str = Field(
+        default="LDAP",
+        min_length=1,
+        max_length=64,
+        description="The directory's name in messages and in the audit log.",
+    )
+    ldap_role_mapping: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Groups to roles, as oidc_role_mapping: "
+        '[{group = "ops", role = "operator"}, ...].',
+    )
+    ldap_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="Timeout of connecting to and of each answer of the directory.",
     )
 
     @classmethod
@@ -518,14 +577,20 @@ class Settings(BaseSettings):
         return self
 
     def _check_oidc(self) -> None:
-        """OIDC needs its client and callback; the mapping's entries are checked here."""
+        """OIDC needs its client and callback; LDAP an ldap(s) URL; the mappings' entries
+        are checked here."""
         from fleetcron.core.sso_mapping import parse_mapping
         from fleetcron.errors import InvalidInput
 
         try:
             parse_mapping(self.oidc_role_mapping, field="oidc_role_mapping")
+            parse_mapping(self.ldap_role_mapping, field="ldap_role_mapping")
         except InvalidInput as bad:
             raise ValueError(bad.message) from None
+        if self.ldap_url is not None and not self.ldap_url.startswith(("ldaps://", "ldap://")):
+            raise ValueError(
+                f"FLEETCRON_LDAP_URL: {self.ldap_url!r} is not an ldaps:// or ldap:// URL"
+            )
         if self.oidc_issuer is None:
             return
         for name in ("oidc_client_id", "oidc_redirect_uri"):

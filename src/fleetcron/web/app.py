@@ -23,6 +23,7 @@ from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
+from fleetcron.services.identity.ldap import LdapConfig
 from fleetcron.services.identity.oidc import OidcConfig
 from fleetcron.web import errors
 from fleetcron.web.api import (
@@ -91,6 +92,7 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     ownership reader and the metrics (which read the state)."""
     web.state.fleetcron = app
     web.state.oidc = OidcConfig.of(app.settings)
+    web.state.ldap = LdapConfig.of(app.settings)
     web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
     web.state.refusals = RefusalTally()
     web.state.scheduler = None

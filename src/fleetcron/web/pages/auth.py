@@ -11,8 +11,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
-from fleetcron.errors import AuthenticationFailed, TooManyAttempts
+from fleetcron.errors import AuthenticationFailed, SsoRefused, TooManyAttempts
 from fleetcron.services.accounts import sessions
+from fleetcron.services.identity.ldap import form_login
 from fleetcron.services.identity.oidc import OidcConfig, logout_url
 from fleetcron.web.deps import (
     SESSION_COOKIE,
@@ -130,11 +131,16 @@ def login(
         token, _ = checked_password(
             request,
             username,
-            lambda: sessions.login(app, username, password, address),
+            lambda: form_login(app, request.app.state.ldap, username, password, address),
             audit_refusal,
         )
     except TooManyAttempts as refused:
         return _refused(request, next, 429, refused.message, username)
+    except SsoRefused as refused:
+        status = {"ldap_unreachable": 503, "ldap_tls": 502, "ldap_error": 502}.get(
+            refused.reason, 403
+        )
+        return _refused(request, next, status, refused.message, username)
     except AuthenticationFailed:
         return _refused(request, next, 401, "Unknown user or wrong password.", username)
     return with_session(request, RedirectResponse(safe_next(next), status_code=303), token)
