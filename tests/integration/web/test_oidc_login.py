@@ -29,6 +29,7 @@ from fixtures.oidc_provider import (
 )
 from fleetcron.app import Actor, App
 from fleetcron.services.audit import AuditFilter, list_event_views
+from fleetcron.services.identity import oidc
 from fleetcron.services.identity.oidc import forget_provider
 from fleetcron.store.schema import SsoLogin, User, WebSession
 from integration.web.conftest import ACCOUNTS, new_client, sqlite_only
@@ -292,3 +293,34 @@ def test_logging_out_goes_on_to_the_providers_logout(
         csrf = local.get("/").text.split('name="csrf_token" value="')[1].split('"')[0]
         assert local.post("/logout", data={"csrf_token": csrf}).status_code == 303
     assert ACCOUNTS["operator"][0] == "olivia"
+
+
+def test_log_ins_under_way_are_bounded(
+    app: App, client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone may start a log-in; the rows they leave are capped until they expire."""
+    monkeypatch.setattr(oidc, "MAX_PENDING", 2)
+    assert client.get("/login/oidc").status_code == 303
+    assert client.get("/login/oidc").status_code == 303
+
+    refused = client.get("/login/oidc")
+
+    assert refused.status_code == 429
+    assert "Too many log-ins are under way" in refused.text
+    with app.db.read() as session:
+        assert len(session.scalars(select(SsoLogin)).all()) == 2
+
+
+def test_over_https_the_state_cookie_cannot_be_planted_by_a_sibling_domain(
+    database_url: str, tmp_path: Path, provider: OidcProvider
+) -> None:
+    app = open_app(database_url, tmp_path, provider, cookie_secure=True)
+    try:
+        with new_client(app) as fleet:
+            started = fleet.get("/login/oidc")
+        cookie = started.headers["set-cookie"]
+        assert cookie.startswith("__Host-fleetcron_sso_state=")
+        assert "Secure" in cookie and "Path=/" in cookie and "HttpOnly" in cookie
+        assert "Domain" not in cookie
+    finally:
+        app.close()

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from ipaddress import ip_address
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -52,7 +52,8 @@ from joserfc.errors import (
     UnsupportedAlgorithmError,
 )
 from joserfc.jwk import KeySet
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from fleetcron.app import App
 from fleetcron.config import Settings
@@ -74,6 +75,8 @@ JWKS_REFRESH_S = 60.0
 LEEWAY_S = 60
 #: The signature algorithms an ID token may use: asymmetric ones only.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA")
+#: Log-ins under way (started, not back, not expired) at most.
+MAX_PENDING = 10_000
 #: The longest JSON document read from the provider.
 MAX_DOCUMENT_BYTES = 1 << 20
 
@@ -299,14 +302,19 @@ def begin(app: App, config: OidcConfig, next_path: str, address: str) -> Started
     challenge (S256); the log-in is stored until it comes back or expires. A provider that
     cannot be read is logged and audited before :class:`SsoRefused` is raised."""
     try:
-        metadata = discover(config)
+        return _begin(app, config, next_path)
     except SsoRefused as refused:
         refusal(refused, provider=config.label, address=address, app=app)
         raise
+
+
+def _begin(app: App, config: OidcConfig, next_path: str) -> Started:
+    metadata = discover(config)
     state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(64)
     now = app.now()
     with app.db.session() as session:
+        _check_room(session, now)
         session.add(
             SsoLogin(
                 state_hash=_state_hash(state),
@@ -329,6 +337,22 @@ def begin(app: App, config: OidcConfig, next_path: str, address: str) -> Started
     }
     separator = "&" if "?" in metadata.authorization_endpoint else "?"
     return Started(metadata.authorization_endpoint + separator + urlencode(query), state)
+
+
+def _check_room(session: Session, now: datetime) -> None:
+    """Refuse a new log-in while :data:`MAX_PENDING` are under way (anyone may start one:
+    the table must not grow without bound between two prunings)."""
+    pending = session.scalar(
+        select(func.count()).select_from(
+            select(SsoLogin.id).where(SsoLogin.expires_at > now).limit(MAX_PENDING).subquery()
+        )
+    )
+    if (pending or 0) >= MAX_PENDING:
+        raise SsoRefused(
+            "Too many log-ins are under way. Try again in a few minutes.",
+            reason="too_many_logins",
+            detail=f"{MAX_PENDING} log-ins started in the last {LOGIN_TTL} have not come back",
+        )
 
 
 @dataclass(frozen=True)

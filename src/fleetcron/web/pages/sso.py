@@ -19,9 +19,17 @@ from fleetcron.web.password_checks import client_address
 
 router = APIRouter(include_in_schema=False)
 
-#: The cookie that holds the state of the log-in this browser started (only sent to the
-#: callback's path).
+#: The cookie that holds the state of the log-in this browser started; over https with
+#: the ``__Host-`` prefix (as the session cookie), so a sibling subdomain cannot plant a
+#: state of its own making (a log-in to the attacker's account).
 STATE_COOKIE = "fleetcron_sso_state"
+SECURE_STATE_COOKIE = "__Host-" + STATE_COOKIE
+
+
+def state_cookie(request: Request) -> str:
+    return SECURE_STATE_COOKIE if cookie_is_secure(request) else STATE_COOKIE
+
+
 CALLBACK_PATH = "/login/oidc/callback"
 
 #: The status of a refusal's page, by the refusal's reason.
@@ -35,6 +43,7 @@ STATUS = {
     "bad_name": 403,
     "no_username": 403,
     "nonce_mismatch": 401,
+    "too_many_logins": 429,
 }
 
 
@@ -46,7 +55,7 @@ def oidc_config(request: Request) -> oidc.OidcConfig | None:
 def refused_page(request: Request, refused: SsoRefused) -> Response:
     status = STATUS.get(refused.reason, 401 if refused.reason.startswith("token") else 400)
     response = render(request, "sso_error.html", status_code=status, message=refused.message)
-    response.delete_cookie(STATE_COOKIE, path=CALLBACK_PATH)
+    response.delete_cookie(state_cookie(request), secure=cookie_is_secure(request))
     return response
 
 
@@ -61,10 +70,9 @@ def start(request: Request, next: str = "/") -> Response:
         return refused_page(request, refused)
     response = RedirectResponse(started.url, status_code=303)
     response.set_cookie(
-        STATE_COOKIE,
+        state_cookie(request),
         started.state,
         max_age=int(oidc.LOGIN_TTL.total_seconds()),
-        path=CALLBACK_PATH,
         httponly=True,
         samesite="lax",
         secure=cookie_is_secure(request),
@@ -86,12 +94,15 @@ def callback(
     if config is None:
         return render(request, "error.html", status_code=404, status=404, message=NOT_SET)
     answer = oidc.Callback(
-        state=state, code=code, error=error, browser_state=request.cookies.get(STATE_COOKIE)
+        state=state,
+        code=code,
+        error=error,
+        browser_state=request.cookies.get(state_cookie(request)),
     )
     try:
         finished = oidc.finish(the_app(request), config, answer, client_address(request))
     except SsoRefused as refused:
         return refused_page(request, refused)
     response = RedirectResponse(safe_next(finished.next_path), status_code=303)
-    response.delete_cookie(STATE_COOKIE, path=CALLBACK_PATH)
+    response.delete_cookie(state_cookie(request), secure=cookie_is_secure(request))
     return with_session(request, response, finished.token)
