@@ -362,7 +362,7 @@ class _Pending:
     next_path: str
 
 
-def _take_login(app: App, callback: Callback) -> _Pending:
+def take_login(app: App, callback: Callback) -> _Pending:
     """The stored log-in of the callback's state, deleted as it is read (used once)."""
     if not callback.state:
         raise _restart("state_missing", "the callback carries no state")
@@ -538,7 +538,7 @@ def finish(app: App, config: OidcConfig, callback: Callback, address: str) -> Fi
 
 
 def _finish(app: App, config: OidcConfig, callback: Callback, address: str) -> Finished:
-    pending = _take_login(app, callback)
+    pending = take_login(app, callback)
     if callback.error or not callback.code:
         error = "".join(c for c in (callback.error or "no code")[:64] if c.isalnum() or c in "_ ")
         raise SsoRefused(
