@@ -23,8 +23,7 @@ from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
-from fleetcron.services.identity.ldap import LdapConfig
-from fleetcron.services.identity.oidc import OidcConfig
+from fleetcron.services.identity.configs import LdapConfig, OidcConfig
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,

@@ -32,7 +32,6 @@ import ssl
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,64 +46,16 @@ from ldap3.utils.conv import escape_filter_chars
 from sqlalchemy import delete, select
 
 from fleetcron.app import App
-from fleetcron.config import Settings
-from fleetcron.core.sso_mapping import GroupRole, parse_mapping
 from fleetcron.errors import AuthenticationFailed, FleetcronError, SsoRefused
-from fleetcron.services.accounts import sessions
 from fleetcron.services.accounts.sessions import ANONYMOUS, LoggedIn, open_session
 from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.identity.configs import LdapConfig
 from fleetcron.services.identity.provision import Identity, provision, refusal
 from fleetcron.store.schema import User, WebSession
 
 WRONG = "unknown user or wrong password"
 #: The groups read of one user at most.
 MAX_GROUPS = 500
-
-
-@dataclass(frozen=True)
-class LdapConfig:
-    """The LDAP settings, checked (``Settings`` checks them at start)."""
-
-    url: str
-    ca_file: str | None
-    bind_dn: str | None
-    bind_password: str | None
-    user_base: str
-    user_filter: str
-    username_attribute: str
-    group_base: str
-    group_filter: str
-    label: str
-    mapping: tuple[GroupRole, ...]
-    timeout_s: float
-
-    @classmethod
-    def of(cls, settings: Settings) -> LdapConfig | None:
-        if not settings.ldap_url:
-            return None
-        password = settings.ldap_bind_password
-        return cls(
-            url=settings.ldap_url,
-            ca_file=str(settings.ldap_ca_file) if settings.ldap_ca_file else None,
-            bind_dn=settings.ldap_bind_dn,
-            bind_password=password.get_secret_value() if password else None,
-            user_base=settings.ldap_user_base,
-            user_filter=settings.ldap_user_filter,
-            username_attribute=settings.ldap_username_attribute,
-            group_base=settings.ldap_group_base or settings.ldap_user_base,
-            group_filter=settings.ldap_group_filter,
-            label=settings.ldap_label,
-            mapping=parse_mapping(settings.ldap_role_mapping, field="ldap_role_mapping"),
-            timeout_s=settings.ldap_timeout_s,
-        )
-
-    def __repr__(self) -> str:
-        return f"LdapConfig(url={self.url!r}, bind_dn={self.bind_dn!r})"
-
-    @property
-    def provider(self) -> str:
-        """The namespace of this directory's subjects (its URL, as ``ldap:<url>``)."""
-        return f"ldap:{self.url}"
 
 
 class _StdlibTls(ldap3.Tls):  # type: ignore[misc]
@@ -297,19 +248,3 @@ def login(
     detail = {"address": address, "provider": config.label, "directory": config.url}
     detail["subject"] = identity.subject
     return open_session(app, actor, detail)
-
-
-def form_login(
-    app: App, config: LdapConfig | None, name: str, password: str, address: str
-) -> tuple[str, LoggedIn]:
-    """The log-in form's check: a local account's password (always, so the local admin
-    is the break-glass way in), else the directory's when one is configured."""
-    if config is None or _is_local(app, name):
-        return sessions.login(app, name, password, address)
-    return login(app, config, name, password, address)
-
-
-def _is_local(app: App, name: str) -> bool:
-    with app.db.read() as session:
-        provider = session.execute(select(User.identity_provider).where(User.name == name)).first()
-    return provider is not None and provider[0] is None

@@ -56,10 +56,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
-from fleetcron.config import Settings
-from fleetcron.core.sso_mapping import GroupRole, parse_mapping
 from fleetcron.errors import SsoRefused
 from fleetcron.services.accounts.sessions import LoggedIn, open_session
+from fleetcron.services.identity.configs import OidcConfig
 from fleetcron.services.identity.provision import Identity, provision, refusal
 from fleetcron.store.schema import SsoLogin
 
@@ -79,45 +78,6 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 MAX_PENDING = 10_000
 #: The longest JSON document read from the provider.
 MAX_DOCUMENT_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class OidcConfig:
-    """The OIDC settings, checked (``Settings`` checks them at start)."""
-
-    issuer: str
-    client_id: str
-    client_secret: str | None
-    redirect_uri: str
-    scopes: str
-    groups_claim: str
-    username_claim: str
-    label: str
-    mapping: tuple[GroupRole, ...]
-    timeout_s: float
-
-    @classmethod
-    def of(cls, settings: Settings) -> OidcConfig | None:
-        """The configuration, or None when no issuer is set (no OIDC log-in)."""
-        if not settings.oidc_issuer:
-            return None
-        secret = settings.oidc_client_secret
-        scopes = settings.oidc_scopes.split()
-        return cls(
-            issuer=settings.oidc_issuer,
-            client_id=settings.oidc_client_id or "",
-            client_secret=secret.get_secret_value() if secret else None,
-            redirect_uri=settings.oidc_redirect_uri or "",
-            scopes=" ".join(["openid", *(s for s in scopes if s != "openid")]),
-            groups_claim=settings.oidc_groups_claim,
-            username_claim=settings.oidc_username_claim,
-            label=settings.oidc_label,
-            mapping=parse_mapping(settings.oidc_role_mapping, field="oidc_role_mapping"),
-            timeout_s=settings.oidc_timeout_s,
-        )
-
-    def __repr__(self) -> str:
-        return f"OidcConfig(issuer={self.issuer!r}, client_id={self.client_id!r})"
 
 
 @dataclass(frozen=True)

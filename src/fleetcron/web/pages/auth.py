@@ -13,8 +13,7 @@ from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
 from fleetcron.errors import AuthenticationFailed, SsoRefused, TooManyAttempts
 from fleetcron.services.accounts import sessions
-from fleetcron.services.identity.ldap import form_login
-from fleetcron.services.identity.oidc import OidcConfig, logout_url
+from fleetcron.services.identity.configs import OidcConfig, form_login
 from fleetcron.web.deps import (
     SESSION_COOKIE,
     SESSION_COOKIES,
@@ -186,6 +185,8 @@ async def _after_logout(request: Request, provider: str | None) -> Response:
     config: OidcConfig | None = request.app.state.oidc
     if config is None or provider != config.issuer:
         return RedirectResponse("/login", status_code=303)
+    from fleetcron.services.identity.oidc import logout_url  # httpx: once OIDC is used
+
     url = await run_in_threadpool(logout_url, config)
     if url is None:
         return RedirectResponse("/login", status_code=303)

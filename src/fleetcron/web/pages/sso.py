@@ -1,8 +1,9 @@
 """Single sign-on's pages: the start of an OIDC log-in and the provider's callback.
 
-The flow is :mod:`fleetcron.services.identity.oidc`'s; these routes carry the browser's
-side of it: the state cookie that ties the callback to the browser that started the
-log-in, the session cookie, and a page that says why a log-in was refused (never a 500).
+The flow is :mod:`fleetcron.services.identity.oidc`'s (imported by the routes, so its
+libraries load only where OIDC is used); these routes carry the browser's side of it: the
+state cookie that ties the callback to the browser that started the log-in, the session
+cookie, and a page that says why a log-in was refused (never a 500).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetcron.errors import SsoRefused
-from fleetcron.services.identity import oidc
+from fleetcron.services.identity.configs import OidcConfig
 from fleetcron.web.deps import cookie_is_secure, the_app
 from fleetcron.web.pages.auth import safe_next, with_session
 from fleetcron.web.pages.render import render
@@ -47,8 +48,8 @@ STATUS = {
 }
 
 
-def oidc_config(request: Request) -> oidc.OidcConfig | None:
-    config: oidc.OidcConfig | None = request.app.state.oidc
+def oidc_config(request: Request) -> OidcConfig | None:
+    config: OidcConfig | None = request.app.state.oidc
     return config
 
 
@@ -64,6 +65,8 @@ def start(request: Request, next: str = "/") -> Response:
     config = oidc_config(request)
     if config is None:
         return render(request, "error.html", status_code=404, status=404, message=NOT_SET)
+    from fleetcron.services.identity import oidc
+
     try:
         started = oidc.begin(the_app(request), config, safe_next(next), client_address(request))
     except SsoRefused as refused:
@@ -93,6 +96,8 @@ def callback(
     config = oidc_config(request)
     if config is None:
         return render(request, "error.html", status_code=404, status=404, message=NOT_SET)
+    from fleetcron.services.identity import oidc
+
     answer = oidc.Callback(
         state=state,
         code=code,
