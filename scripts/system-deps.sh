@@ -3,7 +3,9 @@
 # OpenSSH server (real sshd targets), PostgreSQL server binaries (real database
 # tests), Chromium (browser tests), faketime, systemd-analyze (the checks of the service
 # units in deploy/), promtool from prometheus (the checks of the alert rules in
-# deploy/prometheus/), and Python's venv module with ensurepip (`make run`, and the virtualenv
+# deploy/prometheus/), OpenLDAP's slapd and its client tools (the LDAP log-in's tests),
+# Node.js and npm (the OIDC provider of the single sign-on tests),
+# and Python's venv module with ensurepip (`make run`, and the virtualenv
 # of the wheel install test). Safe to run repeatedly.
 set -euo pipefail
 
@@ -14,6 +16,11 @@ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromi
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/sbin/slapd ] || need+=(slapd)
+command -v ldapsearch >/dev/null 2>&1 || need+=(ldap-utils)
+# Node.js and npm run the OIDC provider of the single sign-on tests (tests/fixtures/oidc/).
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if command -v python3 >/dev/null 2>&1 && [ "$(command -v python3)" = /usr/bin/python3 ]; then
   python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 fi

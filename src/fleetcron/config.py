@@ -394,6 +394,115 @@ class Settings(BaseSettings):
     node_name: str | None = Field(
         default=None, description="Name this node records on runs; default: the hostname."
     )
+    # Single sign-on (docs/access.md). Each *_role_mapping is a list of entries
+    # {group = "...", role = "viewer|operator|admin"} (core/sso_mapping.py).
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="OpenID Connect issuer URL (its /.well-known/openid-configuration is "
+        "read); unset: no OIDC log-in. https, or http on a loopback address only.",
+    )
+    oidc_client_id: str | None = Field(
+        default=None, description="The client id fleetcron is registered under at the issuer."
+    )
+    oidc_client_secret: SecretStr | None = Field(
+        default=None,
+        description="The client's secret (client_secret_basic); unset: a public client "
+        "(PKCE only).",
+    )
+    oidc_redirect_uri: str | None = Field(
+        default=None,
+        description="The callback URL registered at the issuer, as browsers reach fleetcron: "
+        "https://<host>/login/oidc/callback.",
+    )
+    oidc_scopes: str = Field(
+        default="openid profile email groups",
+        description="Scopes asked for, space-separated (openid is always asked).",
+    )
+    oidc_groups_claim: str = Field(
+        default="groups",
+        min_length=1,
+        description="The ID token claim holding the user's groups or roles (a list, or one "
+        "string); a dotted path reaches into an object, e.g. realm_access.roles.",
+    )
+    oidc_username_claim: str = Field(
+        default="preferred_username",
+        min_length=1,
+        description="The ID token claim that names the fleetcron account made for a user.",
+    )
+    oidc_label: str = Field(
+        default="single sign-on",
+        min_length=1,
+        max_length=64,
+        description="The provider's name on the log-in page's button and in the audit log.",
+    )
+    oidc_role_mapping: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='Groups to roles: [{group = "ops", role = "operator"}, ...]; the '
+        "highest role of a user's groups counts; a user none of whose groups is listed is "
+        "refused.",
+    )
+    oidc_timeout_s: float = Field(
+        default=10.0, gt=0, le=120, description="Timeout of each request to the issuer."
+    )
+    ldap_url: str | None = Field(
+        default=None,
+        description="The directory's URL: ldaps://host[:636], or ldap://host[:389] which is "
+        "always upgraded with StartTLS (no password crosses the network in clear); unset: no "
+        "LDAP log-in.",
+    )
+    ldap_ca_file: Path | None = Field(
+        default=None,
+        description="CA certificates (PEM) that verify the directory's certificate; unset: "
+        "the system's.",
+    )
+    ldap_bind_dn: str | None = Field(
+        default=None,
+        description="The DN fleetcron binds as to search for users and groups; unset: an "
+        "anonymous search.",
+    )
+    ldap_bind_password: SecretStr | None = Field(
+        default=None, description="The password of ldap_bind_dn."
+    )
+    ldap_user_base: str = Field(
+        default="", description="Where users are searched (the subtree's DN)."
+    )
+    ldap_user_filter: str = Field(
+        default="(&(objectClass=inetOrgPerson)(uid={username}))",
+        description="The filter that finds one user; {username} is the name typed, escaped. "
+        "Leave disabled accounts out here (e.g. Active Directory's "
+        "(!(userAccountControl:1.2.840.113556.1.4.803:=2))): a user it does not find cannot "
+        "log in.",
+    )
+    ldap_username_attribute: str = Field(
+        default="uid", min_length=1, description="The attribute that names the account."
+    )
+    ldap_group_base: str = Field(
+        default="", description="Where groups are searched; empty: ldap_user_base."
+    )
+    ldap_group_filter: str = Field(
+        default="(|(&(objectClass=groupOfNames)(member={dn}))"
+        "(&(objectClass=groupOfUniqueNames)(uniqueMember={dn}))"
+        "(&(objectClass=posixGroup)(memberUid={username})))",
+        description="The filter of the user's groups; {dn} is the user's DN, {username} the "
+        "name, both escaped. A group counts by its cn and by its DN in the mapping.",
+    )
+    ldap_label: str = Field(
+        default="LDAP",
+        min_length=1,
+        max_length=64,
+        description="The directory's name in messages and in the audit log.",
+    )
+    ldap_role_mapping: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Groups to roles, as oidc_role_mapping: "
+        '[{group = "ops", role = "operator"}, ...].',
+    )
+    ldap_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="Timeout of connecting to and of each answer of the directory.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -464,7 +573,31 @@ class Settings(BaseSettings):
         self._check_cluster()
         self._check_lease()
         self._check_limits()
+        self._check_oidc()
         return self
+
+    def _check_oidc(self) -> None:
+        """OIDC needs its client and callback; LDAP an ldap(s) URL; the mappings' entries
+        are checked here."""
+        from fleetcron.core.sso_mapping import parse_mapping
+        from fleetcron.errors import InvalidInput
+
+        try:
+            parse_mapping(self.oidc_role_mapping, field="oidc_role_mapping")
+            parse_mapping(self.ldap_role_mapping, field="ldap_role_mapping")
+        except InvalidInput as bad:
+            raise ValueError(bad.message) from None
+        if self.ldap_url is not None and not self.ldap_url.startswith(("ldaps://", "ldap://")):
+            raise ValueError(
+                f"FLEETCRON_LDAP_URL: {self.ldap_url!r} is not an ldaps:// or ldap:// URL"
+            )
+        if self.oidc_issuer is None:
+            return
+        for name in ("oidc_client_id", "oidc_redirect_uri"):
+            if not getattr(self, name):
+                raise ValueError(
+                    f"FLEETCRON_OIDC_ISSUER is set: set {env_variable(name)} too (docs/access.md)"
+                )
 
     def _check_cluster(self) -> None:
         """Cluster mode and the replicated pair: a shared database, an endpoint, no lease."""

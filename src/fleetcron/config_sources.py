@@ -38,7 +38,13 @@ __all__ = [
 ]
 
 ENV_PREFIX = "FLEETCRON_"
-SECRET_FIELDS = ("database_url", "master_key", "replication_peer_dsn")
+SECRET_FIELDS = (
+    "database_url",
+    "master_key",
+    "replication_peer_dsn",
+    "oidc_client_secret",
+    "ldap_bind_password",
+)
 """Settings that are secrets: masked wherever settings are shown, kept out of the process
 environment (:func:`hide_secret_environment`), and readable from a file named by
 ``FLEETCRON_<NAME>_FILE`` (unless the setting has a ``<name>_file`` field of its own, as
@@ -83,7 +89,8 @@ def hide_secret_environment() -> None:
     Removing a variable from ``os.environ`` does not remove it from the environment block
     the kernel shows in ``/proc/<pid>/environ``. So when a secret setting
     (``FLEETCRON_MASTER_KEY``, ``FLEETCRON_DATABASE_URL``,
-    ``FLEETCRON_REPLICATION_PEER_DSN``) is in the environment, the
+    ``FLEETCRON_REPLICATION_PEER_DSN``, ``FLEETCRON_OIDC_CLIENT_SECRET``,
+    ``FLEETCRON_LDAP_BIND_PASSWORD``) is in the environment, the
     process re-executes itself once without it and reads it from an inherited pipe
     (:data:`SECRETS_FD_VARIABLE`); the settings take it from there as if it came from
     the environment. Called first by the long-running commands (``serve``,

@@ -11,6 +11,7 @@ to an exit code or an HTTP status without parsing text::
     ├── Conflict                              a unique name or rule would be broken
     ├── PermissionDenied                      the actor's role does not allow the action
     ├── AuthenticationFailed                  bad credentials or token
+    │   └── SsoRefused                        a single sign-on log-in refused (its reason)
     ├── TooManyAttempts                       a password check refused by the rate limit
     ├── ConfigError                           configuration invalid or inconsistent at start
     ├── StoreError                            the database is unreachable or not usable
@@ -103,6 +104,19 @@ class PermissionDenied(FleetcronError):
 
 class AuthenticationFailed(FleetcronError):
     """The credentials were not accepted."""
+
+
+class SsoRefused(AuthenticationFailed):
+    """The identity provider's answer was not accepted; log in again."""
+
+    def __init__(self, message: str, *, reason: str, detail: str = "") -> None:
+        super().__init__(message)
+        #: a stable word for the admin's log and the audit log (``state_expired``,
+        #: ``token_signature``, ``no_role``, ...): the log line's action is ``sso.<reason>``
+        self.reason = reason
+        #: what went wrong in the admin's words (never shown to the user: it may name the
+        #: provider's internals)
+        self.detail = detail
 
 
 class TooManyAttempts(FleetcronError):

@@ -525,7 +525,10 @@ class User(Base):
     """An account of the web UI, the API and the CLI."""
 
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),)
+    __table_args__ = (
+        CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),
+        UniqueConstraint("identity_provider", "subject", name="uq_users_identity"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
@@ -533,6 +536,11 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    #: Where a single sign-on account comes from (an OIDC issuer's URL, ``ldap:<server>``)
+    #: and who it is there (the ``sub`` claim, the entry's DN); both NULL for a local
+    #: account. Such an account has no password (:data:`NO_PASSWORD`).
+    identity_provider: Mapped[str | None] = mapped_column(String(255), default=None)
+    subject: Mapped[str | None] = mapped_column(String(255), default=None)
 
     tokens: Mapped[list[ApiToken]] = relationship(
         back_populates="user", cascade="all, delete-orphan", passive_deletes=True
@@ -922,6 +930,25 @@ class WebSession(Base):
     address: Mapped[str] = mapped_column(String(64), default="")
 
     user: Mapped[User] = relationship()
+
+
+class SsoLogin(Base):
+    """A single sign-on log-in under way: sent to the identity provider, not yet back.
+
+    Keyed by the SHA-256 of its ``state`` (which the browser also holds in a cookie); the
+    row is deleted when the provider's answer is taken, so a state and its nonce are used
+    once, and refused after ``expires_at``.
+    """
+
+    __tablename__ = "sso_logins"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    state_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    nonce: Mapped[str] = mapped_column(String(64))
+    code_verifier: Mapped[str] = mapped_column(String(128))
+    next_path: Mapped[str] = mapped_column(String(2000), default="/")
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)
 
 
 class ApiToken(Base):

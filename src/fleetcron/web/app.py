@@ -23,6 +23,7 @@ from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
+from fleetcron.services.identity.configs import LdapConfig, OidcConfig
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
@@ -42,7 +43,7 @@ from fleetcron.web.api.cluster_pair import router as cluster_pair_router
 from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES
 from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
-from fleetcron.web.pages import auth, views
+from fleetcron.web.pages import auth, sso, views
 from fleetcron.web.ratelimit import LoginLimiter, RefusalTally
 
 SECURITY_HEADERS = {
@@ -89,6 +90,8 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     """What the routes share: the app, the login limiter, the refusal tally, the
     ownership reader and the metrics (which read the state)."""
     web.state.fleetcron = app
+    web.state.oidc = OidcConfig.of(app.settings)
+    web.state.ldap = LdapConfig.of(app.settings)
     web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
     web.state.refusals = RefusalTally()
     web.state.scheduler = None
@@ -158,6 +161,7 @@ def include_routes(web: FastAPI) -> None:
     web.include_router(calendars.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
+    web.include_router(sso.router)
     web.include_router(views.router)
 
 

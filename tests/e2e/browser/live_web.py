@@ -73,13 +73,20 @@ class LiveServer:
     def at(self, path: str) -> str:
         return self.url + path
 
-    @classmethod
-    def start(cls, app: App) -> LiveServer:
+    @staticmethod
+    def bound_socket() -> socket.socket:
+        """A listening loopback socket on a free port (its URL can be known, e.g. by an
+        identity provider, before the app that will serve it is made)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # Without it, a response written as headers then body waits out a delayed ACK (~40 ms).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
+        return sock
+
+    @classmethod
+    def start(cls, app: App, sock: socket.socket | None = None) -> LiveServer:
+        sock = sock or cls.bound_socket()
         ready, box = threading.Event(), dict[str, Any]()
         thread = threading.Thread(
             target=asyncio.run, args=(_serve(app, sock, ready, box),), name="web", daemon=True

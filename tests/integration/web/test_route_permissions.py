@@ -34,7 +34,14 @@ from integration.web.conftest import ACCOUNTS, API, bearer, error_of, sqlite_onl
 # SQLite is enough; the API tests run the same routes on both databases.
 pytestmark = sqlite_only
 
-UNGUARDED_PAGES = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout")}
+UNGUARDED_PAGES = {
+    ("GET", "/login"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+    # single sign-on: the start of a log-in and the provider's callback
+    ("GET", "/login/oidc"),
+    ("GET", "/login/oidc/callback"),
+}
 MISSING = "nothing-here"  # a name no object has: allowed callers get a 404, nothing is destroyed
 MISSING_ID = 987654
 #: A key for an unverified ssh target (a local one needs the admin role, not the route's).

@@ -6,6 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import delete, select
 
@@ -13,7 +14,7 @@ from fleetcron.app import Actor, App
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.services.accounts.users import authenticate
 from fleetcron.services.audit import ANONYMOUS_ACTOR, AuditNote, record
-from fleetcron.store.schema import User, WebSession
+from fleetcron.store.schema import SsoLogin, User, WebSession
 
 SESSION_LIFETIME = timedelta(hours=12)
 #: The actor of failed and refused logins: the name typed is the attacker's text, so it is
@@ -40,6 +41,13 @@ def login(app: App, name: str, password: str, address: str) -> tuple[str, Logged
     except AuthenticationFailed:
         _audit_login(app, name, address, success=False)
         raise
+    return open_session(app, actor, {"address": address})
+
+
+def open_session(app: App, actor: Actor, detail: dict[str, Any]) -> tuple[str, LoggedIn]:
+    """A new session of ``actor``, whose credentials the caller has checked (a password,
+    or an identity provider's answer: ``detail`` then names the provider); audited as a
+    login with ``detail``. Returns (cookie value, session)."""
     token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     now = app.now()
     with app.db.session() as session:
@@ -51,10 +59,10 @@ def login(app: App, name: str, password: str, address: str) -> tuple[str, Logged
                 csrf_token=csrf,
                 created_at=now,
                 expires_at=now + SESSION_LIFETIME,
-                address=address[:64],
+                address=str(detail.get("address", ""))[:64],
             )
         )
-        record(session, app, actor, AuditNote("login", detail={"address": address}), success=True)
+        record(session, app, actor, AuditNote("login", detail=detail), success=True)
     return token, LoggedIn(actor, csrf)
 
 
@@ -83,17 +91,24 @@ def resolve(app: App, token: str) -> LoggedIn | None:
         return LoggedIn(Actor(row.user.name, row.user.role), row.csrf_token)
 
 
-def logout(app: App, token: str) -> None:
+def logout(app: App, token: str) -> str | None:
+    """End the session of ``token``; returns the identity provider its user came from
+    (None for a local account or an unknown session), whose own session the caller may end
+    too."""
     with app.db.session() as session:
         row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
         if row is None:
-            return
+            return None
         actor = Actor(row.user.name, row.user.role)
+        provider = row.user.identity_provider
         session.delete(row)
         record(session, app, actor, AuditNote("logout"), success=True)
+        return provider
 
 
 def prune_expired(app: App) -> int:
+    """Delete expired sessions, and single sign-on log-ins that never came back."""
     with app.db.session() as session:
+        session.execute(delete(SsoLogin).where(SsoLogin.expires_at <= app.now()))
         result = session.execute(delete(WebSession).where(WebSession.expires_at <= app.now()))
         return int(getattr(result, "rowcount", 0) or 0)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlparse
 
 from fastapi import APIRouter, Form, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
-from fleetcron.errors import AuthenticationFailed, TooManyAttempts
+from fleetcron.errors import AuthenticationFailed, SsoRefused, TooManyAttempts
 from fleetcron.services.accounts import sessions
+from fleetcron.services.identity.configs import OidcConfig, form_login
 from fleetcron.web.deps import (
     SESSION_COOKIE,
     SESSION_COOKIES,
@@ -33,7 +35,7 @@ router = APIRouter(include_in_schema=False)
 NEXT_MAX_CHARS = 2000
 
 
-def _safe_next(target: str | None) -> str:
+def safe_next(target: str | None) -> str:
     """Only local paths: never redirect a fresh login to another site."""
     if (
         not target
@@ -53,8 +55,16 @@ def login_form(request: Request, next: str = "/") -> Response:
     except AuthenticationFailed:
         caller = None  # a bad bearer token: show the form, do not redirect to it again
     if caller is not None:
-        return RedirectResponse(_safe_next(next), status_code=303)
-    return render(request, "login.html", next=_safe_next(next), error=None, username="")
+        return RedirectResponse(safe_next(next), status_code=303)
+    return render(
+        request, "login.html", next=safe_next(next), error=None, username="", **_sso(request)
+    )
+
+
+def _sso(request: Request) -> dict[str, Any]:
+    """The log-in page's single sign-on button: the provider's label, or None."""
+    config: OidcConfig | None = request.app.state.oidc
+    return {"sso_label": config.label if config else None}
 
 
 def cross_site(request: Request) -> bool:
@@ -80,9 +90,10 @@ def _refused(request: Request, next: str, status: int, error: str, username: str
         request,
         "login.html",
         status_code=status,
-        next=_safe_next(next),
+        next=safe_next(next),
         error=error,
         username=username,
+        **_sso(request),
     )
     if status == 429:
         response.headers["Retry-After"] = "60"
@@ -119,14 +130,23 @@ def login(
         token, _ = checked_password(
             request,
             username,
-            lambda: sessions.login(app, username, password, address),
+            lambda: form_login(app, request.app.state.ldap, username, password, address),
             audit_refusal,
         )
     except TooManyAttempts as refused:
         return _refused(request, next, 429, refused.message, username)
+    except SsoRefused as refused:
+        status = {"ldap_unreachable": 503, "ldap_tls": 502, "ldap_error": 502}.get(
+            refused.reason, 403
+        )
+        return _refused(request, next, status, refused.message, username)
     except AuthenticationFailed:
         return _refused(request, next, 401, "Unknown user or wrong password.", username)
-    response = RedirectResponse(_safe_next(next), status_code=303)
+    return with_session(request, RedirectResponse(safe_next(next), status_code=303), token)
+
+
+def with_session(request: Request, response: Response, token: str) -> Response:
+    """``response`` setting the session cookie of a fresh log-in."""
     response.set_cookie(
         session_cookie_name(request),
         token,
@@ -140,16 +160,34 @@ def login(
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
+    """End the session; a user who came through single sign-on is then sent to the
+    provider's end-session endpoint (when it has one) to end their session there too."""
     caller = optional_caller(request)
+    provider: str | None = None
     if caller is not None:
         from fleetcron.web.deps import check_csrf
 
         await check_csrf(request, caller)
         token = session_token(request)
         if token:
-            sessions.logout(the_app(request), token)
-    response = RedirectResponse("/login", status_code=303)
+            provider = sessions.logout(the_app(request), token)
+    response = await _after_logout(request, provider)
     for name in SESSION_COOKIES:
         if name in request.cookies:
             response.delete_cookie(name, secure=name != SESSION_COOKIE, httponly=True)
     return response
+
+
+async def _after_logout(request: Request, provider: str | None) -> Response:
+    """The log-in form; or, for a user of the configured OIDC provider, a page that goes
+    on to the provider's logout (a page, not a redirect: the pages' Content-Security-Policy
+    lets a form post go to this site only, redirects included)."""
+    config: OidcConfig | None = request.app.state.oidc
+    if config is None or provider != config.issuer:
+        return RedirectResponse("/login", status_code=303)
+    from fleetcron.services.identity.oidc import logout_url  # httpx: once OIDC is used
+
+    url = await run_in_threadpool(logout_url, config)
+    if url is None:
+        return RedirectResponse("/login", status_code=303)
+    return render(request, "logged_out.html", provider_url=url, label=config.label)

@@ -1,0 +1,123 @@
+"""The single sign-on settings as the flows take them, and the log-in form's choice
+between a local password and the directory.
+
+Kept apart from :mod:`~fleetcron.services.identity.oidc` and
+:mod:`~fleetcron.services.identity.ldap` so that the web application imports their
+libraries (httpx, joserfc, ldap3) only once a provider is configured and used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from fleetcron.app import App
+from fleetcron.config import Settings
+from fleetcron.core.sso_mapping import GroupRole, parse_mapping
+from fleetcron.services.accounts import sessions
+from fleetcron.services.accounts.sessions import LoggedIn
+from fleetcron.store.schema import User
+
+
+@dataclass(frozen=True)
+class OidcConfig:
+    """The OIDC settings, checked (``Settings`` checks them at start)."""
+
+    issuer: str
+    client_id: str
+    client_secret: str | None
+    redirect_uri: str
+    scopes: str
+    groups_claim: str
+    username_claim: str
+    label: str
+    mapping: tuple[GroupRole, ...]
+    timeout_s: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> OidcConfig | None:
+        """The configuration, or None when no issuer is set (no OIDC log-in)."""
+        if not settings.oidc_issuer:
+            return None
+        secret = settings.oidc_client_secret
+        scopes = settings.oidc_scopes.split()
+        return cls(
+            issuer=settings.oidc_issuer,
+            client_id=settings.oidc_client_id or "",
+            client_secret=secret.get_secret_value() if secret else None,
+            redirect_uri=settings.oidc_redirect_uri or "",
+            scopes=" ".join(["openid", *(s for s in scopes if s != "openid")]),
+            groups_claim=settings.oidc_groups_claim,
+            username_claim=settings.oidc_username_claim,
+            label=settings.oidc_label,
+            mapping=parse_mapping(settings.oidc_role_mapping, field="oidc_role_mapping"),
+            timeout_s=settings.oidc_timeout_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"OidcConfig(issuer={self.issuer!r}, client_id={self.client_id!r})"
+
+
+@dataclass(frozen=True)
+class LdapConfig:
+    """The LDAP settings, checked (``Settings`` checks them at start)."""
+
+    url: str
+    ca_file: str | None
+    bind_dn: str | None
+    bind_password: str | None
+    user_base: str
+    user_filter: str
+    username_attribute: str
+    group_base: str
+    group_filter: str
+    label: str
+    mapping: tuple[GroupRole, ...]
+    timeout_s: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> LdapConfig | None:
+        if not settings.ldap_url:
+            return None
+        password = settings.ldap_bind_password
+        return cls(
+            url=settings.ldap_url,
+            ca_file=str(settings.ldap_ca_file) if settings.ldap_ca_file else None,
+            bind_dn=settings.ldap_bind_dn,
+            bind_password=password.get_secret_value() if password else None,
+            user_base=settings.ldap_user_base,
+            user_filter=settings.ldap_user_filter,
+            username_attribute=settings.ldap_username_attribute,
+            group_base=settings.ldap_group_base or settings.ldap_user_base,
+            group_filter=settings.ldap_group_filter,
+            label=settings.ldap_label,
+            mapping=parse_mapping(settings.ldap_role_mapping, field="ldap_role_mapping"),
+            timeout_s=settings.ldap_timeout_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"LdapConfig(url={self.url!r}, bind_dn={self.bind_dn!r})"
+
+    @property
+    def provider(self) -> str:
+        """The namespace of this directory's subjects (its URL, as ``ldap:<url>``)."""
+        return f"ldap:{self.url}"
+
+
+def form_login(
+    app: App, config: LdapConfig | None, name: str, password: str, address: str
+) -> tuple[str, LoggedIn]:
+    """The log-in form's check: a local account's password (always, so the local admin
+    is the break-glass way in), else the directory's when one is configured."""
+    if config is None or _is_local(app, name):
+        return sessions.login(app, name, password, address)
+    from fleetcron.services.identity.ldap import login
+
+    return login(app, config, name, password, address)
+
+
+def _is_local(app: App, name: str) -> bool:
+    with app.db.read() as session:
+        provider = session.execute(select(User.identity_provider).where(User.name == name)).first()
+    return provider is not None and provider[0] is None
