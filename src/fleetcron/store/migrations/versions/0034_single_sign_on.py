@@ -1,7 +1,7 @@
 """single sign-on: accounts from an identity provider, log-ins under way
 
 Revision ID: 0034
-Revises: 0032
+Revises: 0033
 Create Date: 2026-12-06
 
 A user may come from an identity provider (``users.identity_provider``, ``users.subject``:
