@@ -9,8 +9,9 @@ from sqlalchemy import func, select
 
 from fleetcron.app import Actor, App
 from fleetcron.core.sso_mapping import parse_mapping
-from fleetcron.errors import SsoRefused
+from fleetcron.errors import AuthenticationFailed, InvalidInput, SsoRefused
 from fleetcron.services.accounts.sessions import open_session, resolve
+from fleetcron.services.accounts.users import add_user, authenticate, set_password
 from fleetcron.services.audit import AuditFilter, list_event_views
 from fleetcron.services.identity.provision import Identity, provision
 from fleetcron.store.schema import User, WebSession
@@ -76,3 +77,22 @@ def test_a_name_fleetcron_cannot_take_is_refused(app: App) -> None:
     with pytest.raises(SsoRefused) as refused:
         provision(app, olga("ops", name="olga@example.org "), MAPPING)
     assert refused.value.reason == "bad_name"
+
+
+def test_an_admin_cannot_give_an_account_of_the_provider_a_local_password(
+    app: App, admin: Actor
+) -> None:
+    """A password would log the person in past the directory (its groups, its disabling);
+    a local account's password is still set (the control)."""
+    provision(app, olga("ops"), MAPPING)
+    add_user(app, admin, "local", "a-long-password-1", "viewer")
+
+    with pytest.raises(InvalidInput) as refused:
+        set_password(app, admin, "olga", "a-long-password-2")
+
+    assert refused.value.field == "user"
+    assert f"olga signs in through {ISSUER}" in str(refused.value)
+    with pytest.raises(AuthenticationFailed):
+        authenticate(app, "olga", "a-long-password-2")
+    set_password(app, admin, "local", "a-long-password-3")
+    assert authenticate(app, "local", "a-long-password-3") == Actor("local", "viewer")

@@ -159,6 +159,7 @@ def set_password(
             actor.authorize("user.edit")
         _check_password(password)
         user = get_user(session, name)
+        _check_local(user)
         user.password_hash = _hasher.hash(password)
         user.updated_at = app.now()
         changed = _end_access(session, app, user, keep_session, revoke_tokens)
@@ -166,6 +167,19 @@ def set_password(
             sessions_ended=changed.sessions_ended, tokens_revoked=changed.tokens_revoked
         )
         return changed
+
+
+def _check_local(user: User) -> None:
+    """A password is set only on a local account: one a directory signs in would then
+    also log in with it, past the directory's groups, disabling and removal."""
+    if user.identity_provider is not None:
+        raise InvalidInput(
+            f"user: {user.name} signs in through {user.identity_provider}; "
+            "its password is the directory's",
+            field="user",
+            value=user.name,
+            allowed="a local account (one not made by single sign-on)",
+        )
 
 
 #: Runs a password check (a callable that raises when the password is wrong) under the
