@@ -125,7 +125,6 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
         production_scheduler,
         quiet_production_logging,
     )
-    from fleetcron import heap
     from fleetcron.app import SYSTEM
     from fleetcron.executors import SshExecutor
     from fleetcron.scheduler.service import Scheduler
@@ -236,7 +235,6 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     async def main() -> dict[str, Any]:
         scheduler: Scheduler = production_scheduler(app)
         assert isinstance(scheduler.ssh, SshExecutor)
-        heap.settle()  # as `fleetcron serve` does once what it serves with is built
         await scheduler.start()
         assert scheduler.maintenance is not None
         await scheduler._in_db(scheduler.maintenance)  # its first round, as serve() would have
