@@ -41,9 +41,11 @@ dispatch lateness (from the fire to the moment the run's command was sent: fleet
 recorded ``started_at`` minus ``scheduled_for``, the same point in bare asyncssh;
 parallel-ssh and Ansible do not expose it); client CPU per dispatch (the design's process
 user+sys, in parentheses the event-loop thread's and, for fleetcron, the database
-thread's share; Ansible: its process tree's, waited-for children included); peak RSS
-(``ru_maxrss``; for Ansible the largest proportional set size summed over its process
-tree, sampled every 0.2 s, as its forks share most pages); connections opened (counted
+thread's share, and for fleetcron and asyncssh the garbage collector's, in any thread,
+with the number of full collections in the fire; Ansible: its process tree's,
+waited-for children included); peak RSS (``ru_maxrss``; for Ansible the largest
+proportional set size summed over its process tree, sampled every 0.2 s, as its forks
+share most pages); connections opened (counted
 by the simulator); errors by kind (runs that did not succeed, handshakes retried, and
 connections the simulator refused at its MaxStartups-like limit).
 
@@ -226,6 +228,8 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
             "cpu_s": u1.cpu_s - u0.cpu_s,
             "loop_cpu_s": u1.thread_s - u0.thread_s,
             "db_cpu_s": db_cpu,
+            "gc_cpu_s": u1.gc_s - u0.gc_s,
+            "gc_full": u1.gc_full - u0.gc_full,
             "transactions": commits["commit"] - c0,
             "errors": dict(errors),
             "sim": sim_delta(s0, s1),
@@ -339,6 +343,8 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
                 "ok": sum(ok),
                 "cpu_s": u1.cpu_s - u0.cpu_s,
                 "loop_cpu_s": u1.thread_s - u0.thread_s,
+                "gc_cpu_s": u1.gc_s - u0.gc_s,
+                "gc_full": u1.gc_full - u0.gc_full,
                 "errors": dict(errors),
                 "sim": sim_delta(s0, control.stats()),
                 **lateness(late),
@@ -650,6 +656,8 @@ def results_table(results: dict[str, dict[str, Any]], n: int, command: str, rtt:
                 parts.append(f"loop {f['loop_cpu_s'] / n * 1000:.2f}")
             if "db_cpu_s" in f:
                 parts.append(f"db {f['db_cpu_s'] / n * 1000:.2f}")
+            if "gc_cpu_s" in f:
+                parts.append(f"gc {f['gc_cpu_s'] / n * 1000:.2f}, {f['gc_full']} full")
             if parts:
                 cpu += f" ({', '.join(parts)})"
             vs = f"{f['wall_s'] / base[which]['wall_s']:.2f}x" if base else "-"

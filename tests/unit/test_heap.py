@@ -18,9 +18,11 @@ class Node:
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 def test_settle_collects_startup_garbage_and_freezes_the_rest(unfrozen: None) -> None:
@@ -46,3 +48,14 @@ def test_without_settle_the_kept_objects_are_walked(unfrozen: None) -> None:
     kept = Node()
     gc.collect()
     assert any(o is kept for o in gc.get_objects())
+
+
+def test_settle_collects_young_objects_less_often(unfrozen: None) -> None:
+    """Run objects that live a second are freed by reference counting before a young
+    collection promotes them; the older generations keep their thresholds."""
+    before = gc.get_threshold()
+    assert before[0] < heap.YOUNG_THRESHOLD  # the control: Python's default is lower
+
+    heap.settle()
+
+    assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, before[1], before[2])

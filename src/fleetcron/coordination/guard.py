@@ -26,16 +26,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Row, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
 from fleetcron.core.planning import OldClaim
+from fleetcron.store.run_guard import NewClaim
 from fleetcron.store.schema import ClusterNode, ClusterOwnership, ExecutionClaim, Run
 
 #: Claim states whose command may still be running until the claim's deadline.
 UNFINISHED_CLAIM_STATES = ("live", "revoked")
+
+CLAIMS = cast(Table, ExecutionClaim.__table__)
 
 UNGUARDED = Verdict("owner", "UNSAFE: the ownership guard is switched off (test-only setting)")
 
@@ -115,27 +119,28 @@ class CoordinatedGuard:
         """Claims are measured by the database clock."""
         return db_now(session)
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
-        if not runs:
-            return
-        claims = []
-        for run in runs:
-            if run.deadline_at is None:
-                raise ValueError(f"run {run.id} has no claim deadline")
-            claims.append(
-                ExecutionClaim(
-                    run_id=run.id,
-                    node_id=self.node_id,
-                    generation=verdict.generation,
-                    created_at=at,
-                    deadline_at=run.deadline_at,
-                    state="live",
-                )
-            )
-        session.add_all(claims)
-        session.flush()
-        for run, claim in zip(runs, claims, strict=True):
-            run.claim_id, run.generation = claim.id, verdict.generation
+    def claim(
+        self, session: Session, verdict: Verdict, claims: Sequence[NewClaim], at: datetime
+    ) -> dict[int, int]:
+        """One ``live`` claim per run, of this node and the verdict's generation, inserted
+        in one statement (run ids come back with the claim ids)."""
+        if not claims:
+            return {}
+        rows = session.connection().execute(
+            insert(CLAIMS).returning(CLAIMS.c.run_id, CLAIMS.c.id),
+            [
+                {
+                    "run_id": claim.run_id,
+                    "node_id": self.node_id,
+                    "generation": verdict.generation,
+                    "created_at": at,
+                    "deadline_at": claim.deadline_at,
+                    "state": "live",
+                }
+                for claim in claims
+            ],
+        )
+        return {run_id: claim_id for run_id, claim_id in rows}
 
     def old_claims(
         self,

@@ -7,8 +7,10 @@ that writes gigabytes costs a counter, not RAM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
 
@@ -207,7 +209,16 @@ class LiveOutput:
     ``cancelled``.
     """
 
-    __slots__ = ("_head", "_head_limit", "_lock", "_tail", "_tail_limit", "_total", "stop")
+    __slots__ = (
+        "_head",
+        "_head_limit",
+        "_lock",
+        "_on_stop",
+        "_tail",
+        "_tail_limit",
+        "_total",
+        "stop",
+    )
 
     def __init__(self, head_limit: int = LIVE_HEAD_BYTES, tail_limit: int = LIVE_TAIL_BYTES):
         if head_limit < 0 or tail_limit < 1:
@@ -219,6 +230,7 @@ class LiveOutput:
         self._total = 0
         self._lock = threading.Lock()
         self.stop = asyncio.Event()
+        self._on_stop: list[Callable[[], object]] = []
 
     @property
     def total_bytes(self) -> int:
@@ -231,6 +243,18 @@ class LiveOutput:
     def request_stop(self) -> None:
         """Ask the executor to kill the run (call on the event loop the run is on)."""
         self.stop.set()
+        for callback in list(self._on_stop):
+            callback()
+
+    def on_stop(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback`` (on the event loop) when the stop is requested; returns what
+        forgets it."""
+        self._on_stop.append(callback)
+        return functools.partial(self._forget, callback)
+
+    def _forget(self, callback: Callable[[], object]) -> None:
+        with contextlib.suppress(ValueError):
+            self._on_stop.remove(callback)
 
     def feed(self, data: bytes) -> None:
         if not data:
@@ -313,17 +337,31 @@ class StopRequested(Exception):
 
 async def unless_stopped(awaitable: Awaitable[_T], live: LiveOutput | None) -> _T:
     """Await ``awaitable``; raise :class:`StopRequested` (cancelling it) if the stop of
-    ``live`` is requested first. Cancelling the caller cancels both."""
+    ``live`` is requested first. Cancelling the caller cancels both.
+
+    The stop cancels the awaiting task itself (no task or wait per run beside it): the
+    cancellation it caused is taken back and raised as :class:`StopRequested`; any other
+    (the caller's, a timeout around it) goes on as a cancellation."""
     if live is None:
         return await awaitable
-    work = asyncio.ensure_future(awaitable)
-    stop = asyncio.ensure_future(live.stop.wait())
+    if live.stop_requested:
+        asyncio.ensure_future(awaitable).cancel()
+        raise StopRequested
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    forget = live.on_stop(stop)
     try:
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        return await awaitable
+    except asyncio.CancelledError:
+        if stopped and task.uncancel() == 0:
+            raise StopRequested from None
+        raise
     finally:
-        stop.cancel()
-        if not work.done():
-            work.cancel()
-    if work.done() and not work.cancelled():
-        return work.result()
-    raise StopRequested
+        forget()

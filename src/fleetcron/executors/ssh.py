@@ -223,7 +223,9 @@ class SshExecutor:
         """
         called = time.monotonic()
         key = pool_key(target)
-        slot = self._target_slots.setdefault(key, asyncio.Semaphore(self._per_target_concurrency))
+        slot = self._target_slots.get(key)
+        if slot is None:
+            slot = self._target_slots[key] = asyncio.Semaphore(self._per_target_concurrency)
         # Target slot first: a burst on one target must not hold global slots idle.
         async with slot, self._slots:
             started_at = self._clock()

@@ -11,6 +11,7 @@ describes what they need of the run store.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -19,11 +20,12 @@ from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.local_clearance import GATE_PREFIX, local_refusal
+from fleetcron.core.ownership import Verdict, claim_deadline
 from fleetcron.core.planning import SlotPolicy, target_hold
 from fleetcron.core.start_window import NO_WAIT, StartWindow, start_window
 from fleetcron.core.statuses import Skip, SkipKind
 from fleetcron.store.db import Database
-from fleetcron.store.run_guard import RunGuard
+from fleetcron.store.run_guard import NewClaim, RunGuard
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 #: The longest chain of jump hosts followed (a loop is refused when saved; this bounds it).
@@ -189,8 +191,49 @@ def start_wait(row: Row[Any], trigger: str) -> float:
     return window_of(row, trigger).delay_s
 
 
-def dispatch_from(row: Row[Any], run: Run, stamp: Stamp) -> Dispatch:
-    """The dispatch of a flushed run (its id is known)."""
+def deadline_of(row: Row[Any], trigger: str, claimed_at: datetime, margin: timedelta) -> datetime:
+    """A started run's claim deadline: the one rule
+    (:func:`~fleetcron.core.ownership.claim_deadline`) on the claim clock's reading, over
+    its timeout and its start window's wait."""
+    return claim_deadline(claimed_at, row.timeout_s + start_wait(row, trigger), margin)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run just written ``running`` with a Core statement, as its dispatch reads it (the
+    same attributes as a :class:`~fleetcron.store.schema.Run` object)."""
+
+    id: int
+    scheduled_for: datetime
+    trigger: str
+    attempt: int
+    started_at: datetime | None
+    deadline_at: datetime | None
+    generation: int | None = None
+    claim_id: int | None = None
+
+
+def claim_runs(
+    guard: RunGuard, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime
+) -> None:
+    """The guard's claims for started run objects (flushed first, so their ids are known);
+    each run gets its claim id and generation."""
+    if not runs:
+        return
+    session.flush()
+    wanted = []
+    for run in runs:
+        if run.deadline_at is None:
+            raise ValueError(f"run {run.id} has no claim deadline")
+        wanted.append(NewClaim(run.id, run.deadline_at))
+    claims = guard.claim(session, verdict, wanted, at)
+    for run in runs:
+        if run.id in claims:
+            run.claim_id, run.generation = claims[run.id], verdict.generation
+
+
+def dispatch_from(row: Row[Any], run: Run | Started, stamp: Stamp) -> Dispatch:
+    """The dispatch of a written run (its id is known)."""
     return Dispatch(
         run_id=run.id,
         assignment_id=row.assignment_id,

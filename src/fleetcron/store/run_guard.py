@@ -7,6 +7,7 @@ and, in a cluster, by :class:`fleetcron.coordination.guard.CoordinatedGuard`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -14,9 +15,17 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import OldClaim
-from fleetcron.store.schema import Run
 
-__all__ = ["STANDALONE_VERDICT", "RunGuard", "Standalone"]
+__all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone"]
+
+
+@dataclass(frozen=True)
+class NewClaim:
+    """The claim to create for a run just recorded ``running`` in the same transaction: the
+    run's id and its claim deadline (already computed, on the claim clock)."""
+
+    run_id: int
+    deadline_at: datetime
 
 
 class RunGuard(Protocol):
@@ -34,9 +43,13 @@ class RunGuard(Protocol):
         """The time claims are measured from (the database clock in a cluster); ``None``:
         the scheduler's clock."""
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
-        """Create an execution claim for each flushed run, with the ``deadline_at`` already
-        set on it, created ``at``; sets the run's ``claim_id`` and ``generation``."""
+    def claim(
+        self, session: Session, verdict: Verdict, claims: Sequence[NewClaim], at: datetime
+    ) -> dict[int, int]:
+        """Create an execution claim for each run of ``claims`` (already written, with its
+        deadline), created ``at`` under ``verdict``'s generation; returns run id -> claim id
+        (empty when this guard keeps no claims). The caller writes the claim id and the
+        generation on each run row in the same transaction."""
 
     def old_claims(
         self,
@@ -73,8 +86,10 @@ class Standalone:
     def claim_clock(self, session: Session) -> datetime | None:
         return None
 
-    def claim(self, session: Session, verdict: Verdict, runs: Sequence[Run], at: datetime) -> None:
-        return None
+    def claim(
+        self, session: Session, verdict: Verdict, claims: Sequence[NewClaim], at: datetime
+    ) -> dict[int, int]:
+        return {}
 
     def old_claims(
         self,

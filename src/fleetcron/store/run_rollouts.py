@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
 
-from fleetcron.core.ownership import Verdict, claim_deadline
+from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import live_old_claims
 from fleetcron.core.rollout import (
     Attempt,
@@ -50,9 +50,10 @@ from fleetcron.errors import InvalidInput
 from fleetcron.store.run_dispatch import (
     Dispatch,
     RunWriter,
+    claim_runs,
+    deadline_of,
     dispatch_from,
     dispatch_query,
-    start_wait,
     take_stamp,
     target_hold_of,
     with_jumps,
@@ -138,7 +139,7 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
                 resume.append(outcome.resume_at)
         session.flush()
         refresh_for_runs(session, [*changed, *(run.id for _, run in starting)])
-        store.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
+        claim_runs(store.guard, session, verdict, [run for _, run in starting], stamp.at)
         dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
 
@@ -310,9 +311,7 @@ def _start(
     set_status(run, RunStatus.RUNNING)
     run.started_at, run.node, run.command = now, store.node, row.command
     run.job_version = job.version
-    run.deadline_at = claim_deadline(
-        claimed_at, row.timeout_s + start_wait(row, run.trigger), store.margin
-    )
+    run.deadline_at = deadline_of(row, run.trigger, claimed_at, store.margin)
 
 
 def _locked_pending(store: RunWriter, session: Session, run_ids: list[int]) -> dict[int, Run]:

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import Row, Table, Update, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import blackouts
 from fleetcron.core.calendars import Calendar, CalendarSchedule
-from fleetcron.core.ownership import Verdict, claim_deadline
+from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import (
     AssignmentState,
     BlackoutState,
@@ -61,14 +61,17 @@ from fleetcron.store.db import Database
 from fleetcron.store.run_dispatch import (
     Dispatch,
     Stamp,
+    Started,
+    claim_runs,
+    deadline_of,
     dispatch_from,
     dispatch_query,
-    start_wait,
     take_stamp,
     target_hold_of,
     with_jumps,
 )
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
+from fleetcron.store.run_guard import NewClaim
 from fleetcron.store.run_guard import RunGuard as RunGuard
 from fleetcron.store.run_guard import Standalone as Standalone
 from fleetcron.store.run_newest import refresh, refresh_for_runs
@@ -171,8 +174,7 @@ class RunStore:
             return Claimed([], 0, 0, 0)
         stamp = self._stamp(session, now)
         context = self._round(session, rows, verdict, stamp, now)
-        firing: list[tuple[Row[Any], Run]] = []
-        missed = skipped = 0
+        slots: list[tuple[Row[Any], dict[str, Any]]] = []
         held: list[int] = []
         next_fires: list[dict[str, Any]] = []
         for row in rows:
@@ -182,16 +184,17 @@ class RunStore:
                 held.append(row.assignment_id)
                 continue
             next_fires.append({"aid": row.assignment_id, "next": plan.next_fire_at, "now": now})
-            for outcome in plan.outcomes:
-                run = self._slot_run(row, outcome, verdict, stamp, now)
-                if run.status is RunStatus.RUNNING:
-                    firing.append((row, run))
-                missed += run.status is RunStatus.MISSED
-                skipped += run.status is RunStatus.SKIPPED
-                session.add(run)
+            slots += [(row, self._slot_values(row, o, verdict, stamp, now)) for o in plan.outcomes]
+        ids = _insert_runs(session, [values for _, values in slots])
         self._advance(session, next_fires)
-        self.guard.claim(session, verdict, [run for _, run in firing], stamp.at)
-        dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in firing])
+        firing = [(row, v) for row, v in slots if v["status"] is RunStatus.RUNNING]
+        started = _claimed(self.guard, session, verdict, stamp=stamp, firing=firing, ids=ids)
+        dispatches = with_jumps(
+            session,
+            [dispatch_from(row, run, stamp) for (row, _), run in zip(firing, started, strict=True)],
+        )
+        missed = sum(v["status"] is RunStatus.MISSED for _, v in slots)
+        skipped = sum(v["status"] is RunStatus.SKIPPED for _, v in slots)
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
     def _due_rows(
@@ -268,38 +271,37 @@ class RunStore:
         )
         return wait_for_old_claims(planned, context.old.get(aid, ()), now, self.policy)
 
-    def _slot_run(
+    def _slot_values(
         self, row: Row[Any], outcome: SlotOutcome, verdict: Verdict, stamp: Stamp, now: datetime
-    ) -> Run:
-        """The run row of one slot's planned outcome (not yet added to the session)."""
-        run = self._new_run(row, outcome.slot, outcome.trigger, now)
+    ) -> dict[str, Any]:
+        """The column values of one slot's planned outcome (every row of a claim has the
+        same keys: they are inserted with one statement)."""
+        values = self._new_values(row, outcome.slot, outcome.trigger, now)
         if outcome.outcome == "deferred":
             # Waits, queued, until the window ends; claim_queued starts it (or defers
             # it again if a window still covers it then).
-            set_status(run, RunStatus.QUEUED)
-            run.reason, run.not_before = outcome.reason, outcome.not_before
+            values.update(status=moved(None, RunStatus.QUEUED), reason=outcome.reason)
+            values["not_before"] = outcome.not_before
         elif outcome.outcome != "fire":
-            set_status(run, RunStatus(outcome.outcome))
-            run.reason = outcome.reason
-            run.skip_kind = outcome.skip_kind
-            run.finished_at = now
+            values.update(status=moved(None, RunStatus(outcome.outcome)), finished_at=now)
+            values.update(reason=outcome.reason, skip_kind=outcome.skip_kind)
         elif verdict.kind == "invalid":
             # Fail closed: nobody can prove ownership, so the slot does not run.
-            set_status(run, RunStatus.SKIPPED)
-            run.finished_at = now
-            run.reason = f"ownership uncertain: {verdict.reason}"
-            run.skip_kind = SkipKind.OWNERSHIP_UNCERTAIN
+            values.update(status=moved(None, RunStatus.SKIPPED), finished_at=now)
+            values["reason"] = f"ownership uncertain: {verdict.reason}"
+            values["skip_kind"] = SkipKind.OWNERSHIP_UNCERTAIN
         elif hold := target_hold_of(row, self.policy):
             # Target paused, local targets off, or the local gate: recorded, not run.
-            set_status(run, RunStatus.SKIPPED)
-            run.finished_at, run.reason, run.skip_kind = now, hold.reason, hold.kind
+            values.update(status=moved(None, RunStatus.SKIPPED), finished_at=now)
+            values.update(reason=hold.reason, skip_kind=hold.kind)
         elif rolled_out(row):
             # A rollout: every target's row is recorded now, held until the plan
             # starts it (advance_rollouts, store/run_rollouts.py).
-            set_status(run, RunStatus.PENDING)
+            values["status"] = moved(None, RunStatus.PENDING)
         else:
-            self._start(run, row, stamp, now)
-        return run
+            values.update(status=moved(None, RunStatus.RUNNING), started_at=now)
+            values["deadline_at"] = deadline_of(row, outcome.trigger, stamp.at, self.margin)
+        return values
 
     @staticmethod
     def _advance(session: Session, next_fires: list[dict[str, Any]]) -> None:
@@ -316,13 +318,11 @@ class RunStore:
         refresh(session, [fire["aid"] for fire in next_fires])
 
     def _start(self, run: Run, row: Row[Any], stamp: Stamp, now: datetime) -> None:
-        """Record ``run`` as running from ``now``, with its claim deadline: the one rule
-        (:func:`~fleetcron.core.ownership.claim_deadline`) on the claim clock's reading."""
+        """Record ``run`` as running from ``now``, with its claim deadline
+        (:func:`~fleetcron.store.run_dispatch.deadline_of`)."""
         set_status(run, RunStatus.RUNNING)
         run.started_at = now
-        run.deadline_at = claim_deadline(
-            stamp.at, row.timeout_s + start_wait(row, run.trigger), self.margin
-        )
+        run.deadline_at = deadline_of(row, run.trigger, stamp.at, self.margin)
 
     def _stamp(self, session: Session, now: datetime) -> Stamp:
         return take_stamp(self.guard, session, now)
@@ -355,22 +355,35 @@ class RunStore:
         )
 
     def _new_run(self, row: Row[Any], slot: datetime, trigger: str, now: datetime) -> Run:
-        return Run(
-            assignment_id=row.assignment_id,
-            job_id=row.job_id,
-            job_name=row.job_name,
-            origin=row.origin,
-            command=row.command,
-            target_id=row.target_id,
-            target_name=row.target_name,
-            scheduled_for=slot,
-            trigger=trigger,
-            attempt=1,
-            node=self.node,
-            actor="scheduler",
-            created_at=now,
-            job_version=row.job_version,
-        )
+        return Run(**self._new_values(row, slot, trigger, now))
+
+    def _new_values(
+        self, row: Row[Any], slot: datetime, trigger: str, now: datetime
+    ) -> dict[str, Any]:
+        """A new run's columns from its assignment's row (the outcome's are still None)."""
+        return {
+            "assignment_id": row.assignment_id,
+            "job_id": row.job_id,
+            "job_name": row.job_name,
+            "origin": row.origin,
+            "command": row.command,
+            "target_id": row.target_id,
+            "target_name": row.target_name,
+            "scheduled_for": slot,
+            "trigger": trigger,
+            "attempt": 1,
+            "node": self.node,
+            "actor": "scheduler",
+            "created_at": now,
+            "job_version": row.job_version,
+            "status": None,
+            "reason": None,
+            "skip_kind": None,
+            "not_before": None,
+            "finished_at": None,
+            "started_at": None,
+            "deadline_at": None,
+        }
 
     def advance_rollouts(self, now: datetime) -> RolloutStep:
         """Start the next rows of rolled-out slots, or halt their rest, as the rollout plan
@@ -418,7 +431,7 @@ class RunStore:
                     self._start(run, row, stamp, now)
                     starting.append((row, run))
             refresh(session, {run.assignment_id for run in runs})
-            self.guard.claim(session, verdict, [run for _, run in starting], stamp.at)
+            claim_runs(self.guard, session, verdict, [run for _, run in starting], stamp.at)
             return with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
 
     def _queued_may_start(
@@ -479,7 +492,7 @@ class RunStore:
             self._start(run, row, stamp, now)
             session.add(run)
             refresh(session, [row.assignment_id])
-            self.guard.claim(session, verdict, [run], stamp.at)
+            claim_runs(self.guard, session, verdict, [run], stamp.at)
             return with_jumps(session, [dispatch_from(row, run, stamp)])[0]
 
     # -- finishing --------------------------------------------------------------------
@@ -649,6 +662,59 @@ class RunStore:
                 ),
                 params,
             )
+
+
+def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], int]:
+    """Insert the run ``rows`` with one statement; their ids by slot key (assignment,
+    slot, attempt: unique, so a claim's rows come back whatever order the database
+    returns them in)."""
+    if not rows:
+        return {}
+    r = RUNS.c
+    inserted = session.connection().execute(
+        insert(RUNS).returning(r.id, r.assignment_id, r.scheduled_for, r.attempt), rows
+    )
+    return {(aid, slot, attempt): rid for rid, aid, slot, attempt in inserted}
+
+
+def _claimed(
+    guard: RunGuard,
+    session: Session,
+    verdict: Verdict,
+    *,
+    stamp: Stamp,
+    firing: list[tuple[Row[Any], dict[str, Any]]],
+    ids: Mapping[tuple[Any, ...], int],
+) -> list[Started]:
+    """The guard's claims of the runs ``firing`` (inserted with ``ids``), each run's claim
+    id and generation written on its row with one statement; the started runs, in order."""
+    run_ids = [ids[v["assignment_id"], v["scheduled_for"], v["attempt"]] for _, v in firing]
+    claims = guard.claim(
+        session,
+        verdict,
+        [NewClaim(rid, v["deadline_at"]) for rid, (_, v) in zip(run_ids, firing, strict=True)],
+        stamp.at,
+    )
+    if claims:
+        session.connection().execute(
+            update(RUNS)
+            .where(RUNS.c.id == bindparam("rid"))
+            .values(claim_id=bindparam("cid"), generation=bindparam("gen")),
+            [{"rid": rid, "cid": cid, "gen": verdict.generation} for rid, cid in claims.items()],
+        )
+    return [
+        Started(
+            id=rid,
+            scheduled_for=v["scheduled_for"],
+            trigger=v["trigger"],
+            attempt=v["attempt"],
+            started_at=v["started_at"],
+            deadline_at=v["deadline_at"],
+            generation=verdict.generation if rid in claims else None,
+            claim_id=claims.get(rid),
+        )
+        for rid, (_, v) in zip(run_ids, firing, strict=True)
+    ]
 
 
 def _finish_statement() -> Update:

@@ -117,3 +117,32 @@ def test_a_tail_that_starts_inside_a_character_drops_the_pieces() -> None:
     assert chunk.text == "z"
     assert "\ufffd" not in chunk.text
     assert chunk.gap == live.total_bytes - 1
+
+
+async def test_a_timeout_or_a_cancel_around_the_wait_stays_what_it_is() -> None:
+    live = LiveOutput()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await unless_stopped(asyncio.sleep(30), live)
+    waiting = asyncio.create_task(unless_stopped(asyncio.sleep(30), live))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    # Neither left its stop callback behind, and the stop still works after them.
+    assert live._on_stop == []
+    asyncio.get_running_loop().call_later(0.01, live.request_stop)
+    with pytest.raises(StopRequested):
+        await unless_stopped(asyncio.sleep(30), live)
+    assert live._on_stop == []
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # the stop's cancellation taken back
+
+
+async def test_a_stop_requested_before_the_wait_ends_it_at_once() -> None:
+    live = LiveOutput()
+    live.request_stop()
+    with pytest.raises(StopRequested):
+        await unless_stopped(asyncio.sleep(30), live)
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # no cancellation left pending
