@@ -416,34 +416,62 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
     ``max_failures`` was reached; ``core/rollout.py``) join their job's ``halted``
     incident, whose first message names the threshold and the failure that reached it.
     Its previous state is the stored alert state of that failure's target. Returns how
-    many halts were new."""
+    many halts were new. The skipped targets of every slot are read in one statement, and
+    a halt recorded by an earlier round is told from the job's incident
+    (:class:`~fleetcron.services.alerts.incidents.HaltsSeen`) without reading its slot."""
+    slots = _halted_slots(session, since)
+    members = _halted_members(session, slots)
+    seen = incidents.HaltsSeen(session)
     recorded = 0
-    for job_id, slot, reason, skipped, halted_at, first_skipped in _halted_slots(session, since):
-        cause = _halt_cause(session, job_id, slot, first_skipped)
-        if cause is None:
+    for job_id, slot, reason, skipped, halted_at, first_skipped in slots:
+        halt = _Halt(job_id, slot, reason, skipped, halted_at or now, first_skipped)
+        if seen.recorded(job_id, halt.at, members.get((job_id, slot), [])):
             continue
-        stored = session.scalar(
-            select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
-        )
-        if incidents.record_halt(
-            session,
-            job_id,
-            cause.job_name,
-            halted_at or now,
-            _halted_members(session, job_id, slot),
-            previous_state=stored if stored in ALERT_STATES else "ok",
-            reason=f"{reason}; {skipped} target(s) of the slot were skipped",
-            run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
-        ):
-            recorded += 1
-            log.info(
-                "notify: rollout of %s at %s halted, %d target(s) skipped",
-                cause.job_name,
-                slot.isoformat(),
-                skipped,
-                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
-            )
+        seen.forget(job_id)
+        recorded += _record_halt(session, halt, members.get((job_id, slot), []))
     return recorded
+
+
+@dataclass(frozen=True)
+class _Halt:
+    """One halted slot: its job, its time, a skip reason, how many runs were skipped,
+    when, and the first skipped run's id."""
+
+    job_id: int
+    slot: datetime
+    reason: str | None
+    skipped: int
+    at: datetime
+    first_skipped: int
+
+
+def _record_halt(session: Session, halt: _Halt, members: Sequence[incidents.Member]) -> int:
+    """Record one halt (1: it was new, else 0)."""
+    cause = _halt_cause(session, halt.job_id, halt.slot, halt.first_skipped)
+    if cause is None:
+        return 0
+    stored = session.scalar(
+        select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
+    )
+    if not incidents.record_halt(
+        session,
+        halt.job_id,
+        cause.job_name,
+        halt.at,
+        members,
+        previous_state=stored if stored in ALERT_STATES else "ok",
+        reason=f"{halt.reason}; {halt.skipped} target(s) of the slot were skipped",
+        run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
+    ):
+        return 0
+    log.info(
+        "notify: rollout of %s at %s halted, %d target(s) skipped",
+        cause.job_name,
+        halt.slot.isoformat(),
+        halt.skipped,
+        extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
+    )
+    return 1
 
 
 def _halted_slots(
@@ -485,19 +513,36 @@ def _halt_cause(session: Session, job_id: int, slot: datetime, first_skipped: in
     ).first()
 
 
-def _halted_members(session: Session, job_id: int, slot: datetime) -> list[incidents.Member]:
-    """The targets a halted rollout skipped in a slot."""
-    return [
-        incidents.Member(aid, job_id, job_name, tid, tname)
-        for aid, job_name, tid, tname in session.execute(
-            select(Run.assignment_id, Run.job_name, Run.target_id, Run.target_name).where(
-                Run.job_id == job_id,
-                Run.scheduled_for == slot,
-                Run.status == RunStatus.SKIPPED,
-                Run.skip_kind == SkipKind.ROLLOUT_HALTED,
-            )
+def _halted_members(
+    session: Session, slots: Sequence[Row[int, datetime, str | None, int, datetime | None, int]]
+) -> dict[tuple[int, datetime], list[incidents.Member]]:
+    """The targets a halted rollout skipped, by job and slot, for all ``slots`` at once
+    (ix_runs_job_slot: the jobs' slots from the oldest on, the others left out here)."""
+    wanted = {(job_id, slot) for job_id, slot, *_ in slots}
+    found: dict[tuple[int, datetime], list[incidents.Member]] = defaultdict(list)
+    if not wanted:
+        return found
+    query = (
+        select(
+            Run.job_id,
+            Run.scheduled_for,
+            Run.assignment_id,
+            Run.job_name,
+            Run.target_id,
+            Run.target_name,
         )
-    ]
+        .where(
+            Run.job_id.in_(sorted({job_id for job_id, _ in wanted})),
+            Run.scheduled_for >= min(slot for _, slot in wanted),
+            Run.status == RunStatus.SKIPPED,
+            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+        )
+        .order_by(Run.id)
+    )
+    for job_id, slot, aid, job_name, tid, tname in session.execute(query):
+        if (job_id, slot) in wanted:
+            found[(job_id, slot)].append(incidents.Member(aid, job_id, job_name, tid, tname))
+    return found
 
 
 def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateName, datetime]]:
