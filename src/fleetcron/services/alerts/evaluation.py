@@ -184,8 +184,14 @@ class _Observed:
     unsettled: set[int]
 
     def concerned(self) -> set[int]:
-        """The assignments whose alert state may change this round."""
+        """The assignments whose alert state may change this round, or whose stored
+        state is to be dropped once their job or target is gone."""
         return self.flagged | set(self.overdue) | set(self.stuck) | self.unsettled
+
+    def moving(self) -> set[int]:
+        """The assignments with a run to replay or overdue now: the only ones whose state
+        can change this round (replaying nothing changes nothing)."""
+        return {r.assignment_id for r in self.runs} | set(self.overdue) | set(self.stuck)
 
 
 @dataclass(frozen=True)
@@ -316,8 +322,11 @@ def _evaluate_assignments(
     if not concerned:
         return 0
 
-    subjects = _subjects(session, concerned)
-    gone = concerned - set(subjects)
+    # Only an assignment with a run to replay, or overdue now, can change this round; the
+    # others are only checked to be still there.
+    moving = concerned & seen.moving()
+    subjects = _subjects(session, moving)
+    gone = concerned - set(subjects) - _existing(session, concerned - moving)
     for chunk in _chunks(sorted(gone)):
         # The job or target was removed: nothing left to alert about.
         session.execute(delete(AlertState).where(AlertState.assignment_id.in_(chunk)))
@@ -665,6 +674,22 @@ def _subjects(session: Session, ids: Iterable[int]) -> dict[int, _Subject]:
             found[aid] = _Subject(
                 aid, job_id, job_name, target_id, target_name, retries, tuple(retry_on or ())
             )
+    return found
+
+
+def _existing(session: Session, ids: Iterable[int]) -> set[int]:
+    """The assignments among ``ids`` whose job and target are still there (the join of
+    :func:`_subjects`, without its columns)."""
+    found: set[int] = set()
+    for chunk in _chunks(sorted(ids)):
+        found.update(
+            session.scalars(
+                select(Assignment.id)
+                .join(Job, Job.id == Assignment.job_id)
+                .join(Target, Target.id == Assignment.target_id)
+                .where(Assignment.id.in_(chunk))
+            )
+        )
     return found
 
 
