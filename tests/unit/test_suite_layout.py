@@ -24,6 +24,19 @@ def test_no_two_test_modules_share_a_file_name() -> None:
     assert clashes == {}
 
 
+#: Collects the paths given after ``--`` twice in one process, with ``--quick`` and without
+#: (the interpreter's start and the plugins' imports, most of a collection's cost, paid once),
+#: each run's lines after a line of its own.
+_COLLECT_TWICE = """
+import sys, pytest
+paths = sys.argv[sys.argv.index("--") + 1 :]
+for options in (["--quick"], []):
+    print("== collect", *options, flush=True)
+    pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *options, *paths])
+    sys.stdout.flush()
+"""
+
+
 def test_the_quick_run_leaves_out_the_tests_that_need_a_real_server() -> None:
     """``make quick`` (``--quick``) collects none of the PostgreSQL fixture's own tests nor
     the PostgreSQL half of a test run on both databases; without ``--quick`` (the negative
@@ -33,31 +46,19 @@ def test_the_quick_run_leaves_out_the_tests_that_need_a_real_server() -> None:
         "tests/integration/web/test_api_jobs.py::test_an_individual_job_has_exactly_its_one_target"
     )
     paths = ["tests/integration/test_postgres_fixture.py", both]
+    result = subprocess.run(
+        [sys.executable, "-c", _COLLECT_TWICE, "--", *paths],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    runs = result.stdout.split("== collect")
+    assert [run.splitlines()[0] for run in runs[1:]] == [" --quick", ""], result.stdout
+    quick, everything = ([line for line in run.splitlines() if "::" in line] for run in runs[1:])
 
-    def collected(*options: str) -> list[str]:
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "--collect-only",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                *options,
-                *paths,
-            ],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        return [line for line in result.stdout.splitlines() if "::" in line]
-
-    quick = collected("--quick")
     assert quick == [f"{both}[sqlite]"]
-    everything = collected()
     assert f"{both}[postgres]" in everything
     assert any("test_postgres_fixture" in line for line in everything)
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -109,8 +110,9 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def webhook() -> Iterator[WebhookReceiver]:
+@contextmanager
+def receiving() -> Iterator[WebhookReceiver]:
+    """A webhook receiver listening on a loopback port of its own until the block ends."""
     receiver = WebhookReceiver()
     receiver.server = server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
     receiver.port = int(server.server_address[1])
@@ -118,9 +120,24 @@ def webhook() -> Iterator[WebhookReceiver]:
         target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
     )
     thread.start()
-    yield receiver
-    receiver.close()
-    thread.join(timeout=5)
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookReceiver]:
+    with receiving() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def pager() -> Iterator[WebhookReceiver]:
+    """A second receiver, for a second channel told of the same incidents."""
+    with receiving() as receiver:
+        yield receiver
 
 
 @pytest.fixture

@@ -45,9 +45,12 @@ def failing(*, unless: Callable[[str], bool] = lambda name: False) -> Script:
     return script
 
 
-def hook(app: App, admin: Actor, webhook: WebhookReceiver, **timers: float) -> None:
-    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
-    add_rule(app, admin, "ops", timers=RuleTimers(**timers))
+def hook(
+    app: App, admin: Actor, webhook: WebhookReceiver, *, name: str = "ops", **timers: float
+) -> None:
+    """A channel to ``webhook`` (``name``) and a rule for every job with these timers."""
+    add_channel(app, admin, name, WebhookSpec(url=webhook.url))
+    add_rule(app, admin, name, timers=RuleTimers(**timers))
 
 
 def hook_counting(

@@ -245,12 +245,19 @@ def world(sqlite_template: Path, tmp_path: Path, clock: FakeClock) -> World:
 
 
 def violations(app: App) -> list[str]:
-    """Operator-written commands assigned to, or run on, a local target."""
+    """Operator-written commands assigned to, or run on, a local target (two statements,
+    checked after every step: the store is read, not the gate's author stamps)."""
     with app.db.read() as session:
+        assigned = session.execute(
+            select(Job.name, Target.name, Job.command)
+            .join(Assignment, Assignment.job_id == Job.id)
+            .join(Target, Target.id == Assignment.target_id)
+            .where(Target.kind == "local")
+        )
         found = [
-            f"assignment {a.job.name} on {a.target.name}: {a.job.command}"
-            for a in session.scalars(select(Assignment).join(Assignment.target))
-            if a.target.kind == "local" and MARK in a.job.command
+            f"assignment {job} on {target}: {command}"
+            for job, target, command in assigned
+            if MARK in command
         ]
         runs = session.execute(
             select(Run.id, Run.job_name, Run.target_name, Run.command)
@@ -258,8 +265,7 @@ def violations(app: App) -> list[str]:
             .where(Target.kind == "local")
         )
         found += [f"run {r.id} of {r.job_name} on {r.target_name}: {r.command}" for r in runs]
-        found = [f for f in found if MARK in f]
-    return found
+    return [f for f in found if MARK in f]
 
 
 def play(app: App, http: TestClient, world: World, sequence: Sequence[Step]) -> list[str]:

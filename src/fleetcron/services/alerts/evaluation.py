@@ -7,7 +7,18 @@ still ``running`` past their deadline — asks :func:`fleetcron.core.alerts.deci
 assignment concerned, stores its new alert state and queues one delivery per matching
 channel, all in one transaction. Safe on every node at once: on PostgreSQL an advisory lock
 lets one node evaluate per round. Sending is :mod:`fleetcron.services.alerts.deliveries`.
-"""
+
+A round is incremental: its cost follows what changed, not how long an outage has lasted.
+A state depends only on the runs after its last change, and a run can change it only when
+its verdict differs from it (a failure cannot change "failing", a missed slot cannot change
+"late", a success cannot change "ok"). So the database is asked, per assignment, for the
+first run after its last change that may differ from its stored state (one aggregate row
+per assignment with a verdict in the window, :func:`_first_verdicts` and
+:func:`_first_successes`), and only the runs from that one on are loaded and replayed
+(:func:`_runs_to_replay`); everything before it leaves the state as it is, so the decisions
+are those of replaying the whole window. While 500 targets keep failing, a round reads 500
+aggregate rows and no run, where it used to load each failure of the 15-minute window again
+with its stderr (tests/integration/notify/test_evaluation_reads.py counts them)."""
 
 from __future__ import annotations
 
@@ -18,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Row, delete, func, or_, select, update
+from sqlalchemy import Row, case, delete, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
@@ -161,19 +172,26 @@ def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime
 
 @dataclass(frozen=True)
 class _Observed:
-    """What a round reads of what changed: runs with a verdict other than success finished
-    in the window, slots undecided past the grace, runs running past their deadline, and
-    the assignments whose stored state is not ``ok``."""
+    """What a round reads of what changed: the assignments with a run of a verdict other
+    than success finished in the window (``flagged``), the runs that may change a state
+    (``runs``: see :func:`_runs_to_replay`), slots undecided past the grace, runs running
+    past their deadline, and the assignments whose stored state is not ``ok``."""
 
-    flagged: list[_RunRow]
+    flagged: set[int]
+    runs: list[_RunRow]
     overdue: dict[int, datetime]
     stuck: dict[int, _RunRow]
     unsettled: set[int]
 
     def concerned(self) -> set[int]:
-        """The assignments whose alert state may change this round."""
-        flagged = {r.assignment_id for r in self.flagged}
-        return flagged | set(self.overdue) | set(self.stuck) | self.unsettled
+        """The assignments whose alert state may change this round, or whose stored
+        state is to be dropped once their job or target is gone."""
+        return self.flagged | set(self.overdue) | set(self.stuck) | self.unsettled
+
+    def moving(self) -> set[int]:
+        """The assignments with a run to replay or overdue now: the only ones whose state
+        can change this round (replaying nothing changes nothing)."""
+        return {r.assignment_id for r in self.runs} | set(self.overdue) | set(self.stuck)
 
 
 @dataclass(frozen=True)
@@ -187,22 +205,23 @@ class _Context:
 
 
 def _observe(session: Session, now: datetime, grace: timedelta, since: datetime) -> _Observed:
-    # Runs with a verdict other than success, finished in the window (ix_runs_status):
-    # only these can turn an "ok" assignment into something else.
-    flagged = [
-        _run_row(row, stderr=row.stderr_head)
-        for row in session.execute(
-            select(*_RUN_COLUMNS, Run.stderr_head).where(
-                Run.finished_at > since,
-                or_(
-                    Run.status.in_(_VERDICT_STATUSES),
-                    (Run.status == RunStatus.SKIPPED)
-                    & (Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN),
-                ),
-            )
-        )
-    ]
-    # Slots the scheduler has not decided within the grace (ix_assignments_due).
+    firsts = _first_verdicts(session, since)
+    unsettled = set(
+        session.scalars(select(AlertState.assignment_id).where(AlertState.state != "ok"))
+    )
+    starts = {aid: first for aid, first in firsts.items() if first is not None}
+    for aid, first in _first_successes(session, unsettled, since).items():
+        starts[aid] = min(first, starts.get(aid, first))
+    runs = _runs_to_replay(session, starts, since)
+    overdue, stuck = _overdue(session, now, grace)
+    return _Observed(set(firsts), runs, overdue, stuck, unsettled)
+
+
+def _overdue(
+    session: Session, now: datetime, grace: timedelta
+) -> tuple[dict[int, datetime], dict[int, _RunRow]]:
+    """The slots the scheduler has not decided within the grace (ix_assignments_due), and
+    the runs still running past their deadline, by assignment."""
     overdue: dict[int, datetime] = {
         aid: next_fire
         for aid, next_fire in session.execute(
@@ -218,10 +237,81 @@ def _observe(session: Session, now: datetime, grace: timedelta, since: datetime)
     ):
         run = _run_row(row)
         stuck.setdefault(run.assignment_id, run)
-    unsettled = set(
-        session.scalars(select(AlertState.assignment_id).where(AlertState.state != "ok"))
+    return overdue, stuck
+
+
+_FLAGGED = or_(
+    Run.status.in_(_VERDICT_STATUSES),
+    (Run.status == RunStatus.SKIPPED) & (Run.skip_kind == SkipKind.OWNERSHIP_UNCERTAIN),
+)
+# The stored state as a round reads it: a value it does not know counts as "ok".
+_STORED = case((AlertState.state.in_(("failing", "late")), AlertState.state), else_=literal("ok"))
+# After the assignment's last change (runs up to it were judged by an earlier round).
+_AFTER_CHANGE = or_(AlertState.changed_at.is_(None), Run.finished_at > AlertState.changed_at)
+
+
+def _first_verdicts(session: Session, since: datetime) -> dict[int, datetime | None]:
+    """Every assignment with a run of a verdict other than success finished in the window
+    (ix_runs_status), and when the first of them that may change its stored state finished
+    after its last change (None: none may). A failure cannot change "failing", a missed
+    slot cannot change "late": a round in which an outage goes on reads one row per
+    assignment, however many of its failures the window holds."""
+    differs = case(
+        (Run.status.in_(FAILURE_STATUSES), _STORED != "failing"), else_=_STORED != "late"
     )
-    return _Observed(flagged, overdue, stuck, unsettled)
+    query = (
+        select(Run.assignment_id, func.min(case((differs & _AFTER_CHANGE, Run.finished_at))))
+        .outerjoin(AlertState, AlertState.assignment_id == Run.assignment_id)
+        .where(Run.finished_at > since, _FLAGGED)
+        .group_by(Run.assignment_id)
+    )
+    return {aid: first for aid, first in session.execute(query)}
+
+
+def _first_successes(session: Session, ids: Iterable[int], since: datetime) -> dict[int, datetime]:
+    """For the assignments stored "failing" or "late" among ``ids``, when their first
+    success after their last change finished (the unique index on runs starts with
+    ``assignment_id``): a success changes nothing where the state is "ok"."""
+    found: dict[int, datetime] = {}
+    for chunk in _chunks(sorted(ids)):
+        query = (
+            select(Run.assignment_id, func.min(Run.finished_at))
+            .join(AlertState, AlertState.assignment_id == Run.assignment_id)
+            .where(
+                Run.assignment_id.in_(chunk),
+                Run.status == RunStatus.SUCCEEDED,
+                Run.finished_at > since,
+                AlertState.state.in_(("failing", "late")),
+                _AFTER_CHANGE,
+            )
+            .group_by(Run.assignment_id)
+        )
+        found.update({aid: first for aid, first in session.execute(query) if first is not None})
+    return found
+
+
+def _runs_to_replay(
+    session: Session, starts: dict[int, datetime], since: datetime
+) -> list[_RunRow]:
+    """The runs with a verdict of each assignment in ``starts``, from the first that may
+    change its stored state on. Every run before that one leaves the state as it is, so
+    replaying from there decides exactly what replaying the whole window would; the
+    stderr is read for the runs that are not successes (their messages show it)."""
+    stderr = case((Run.status == RunStatus.SUCCEEDED, literal("")), else_=Run.stderr_head)
+    found: list[_RunRow] = []
+    for chunk in _chunks(sorted(starts)):
+        query = select(*_RUN_COLUMNS, stderr.label("stderr_head")).where(
+            Run.assignment_id.in_(chunk),
+            Run.finished_at > since,
+            Run.finished_at >= min(starts[aid] for aid in chunk),
+            or_(_FLAGGED, Run.status == RunStatus.SUCCEEDED),
+        )
+        found.extend(
+            _run_row(row, stderr=row.stderr_head)
+            for row in session.execute(query)
+            if row.finished_at >= starts[row.assignment_id]
+        )
+    return found
 
 
 def _evaluate_assignments(
@@ -232,14 +322,17 @@ def _evaluate_assignments(
     if not concerned:
         return 0
 
-    subjects = _subjects(session, concerned)
-    gone = concerned - set(subjects)
+    # Only an assignment with a run to replay, or overdue now, can change this round; the
+    # others are only checked to be still there.
+    moving = concerned & seen.moving()
+    subjects = _subjects(session, moving)
+    gone = concerned - set(subjects) - _existing(session, concerned - moving)
     for chunk in _chunks(sorted(gone)):
         # The job or target was removed: nothing left to alert about.
         session.execute(delete(AlertState).where(AlertState.assignment_id.in_(chunk)))
     states = _states(session, subjects)
     runs: dict[int, list[_RunRow]] = defaultdict(list)
-    for run in [*seen.flagged, *_successes(session, subjects, since)]:
+    for run in seen.runs:
         runs[run.assignment_id].append(run)
 
     context = _Context(now, grace, since, seen)
@@ -332,34 +425,62 @@ def _rollout_halts(session: Session, now: datetime, since: datetime) -> int:
     ``max_failures`` was reached; ``core/rollout.py``) join their job's ``halted``
     incident, whose first message names the threshold and the failure that reached it.
     Its previous state is the stored alert state of that failure's target. Returns how
-    many halts were new."""
+    many halts were new. The skipped targets of every slot are read in one statement, and
+    a halt recorded by an earlier round is told from the job's incident
+    (:class:`~fleetcron.services.alerts.incidents.HaltsSeen`) without reading its slot."""
+    slots = _halted_slots(session, since)
+    members = _halted_members(session, slots)
+    seen = incidents.HaltsSeen(session)
     recorded = 0
-    for job_id, slot, reason, skipped, halted_at, first_skipped in _halted_slots(session, since):
-        cause = _halt_cause(session, job_id, slot, first_skipped)
-        if cause is None:
+    for job_id, slot, reason, skipped, halted_at, first_skipped in slots:
+        halt = _Halt(job_id, slot, reason, skipped, halted_at or now, first_skipped)
+        if seen.recorded(job_id, halt.at, members.get((job_id, slot), [])):
             continue
-        stored = session.scalar(
-            select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
-        )
-        if incidents.record_halt(
-            session,
-            job_id,
-            cause.job_name,
-            halted_at or now,
-            _halted_members(session, job_id, slot),
-            previous_state=stored if stored in ALERT_STATES else "ok",
-            reason=f"{reason}; {skipped} target(s) of the slot were skipped",
-            run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
-        ):
-            recorded += 1
-            log.info(
-                "notify: rollout of %s at %s halted, %d target(s) skipped",
-                cause.job_name,
-                slot.isoformat(),
-                skipped,
-                extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
-            )
+        seen.forget(job_id)
+        recorded += _record_halt(session, halt, members.get((job_id, slot), []))
     return recorded
+
+
+@dataclass(frozen=True)
+class _Halt:
+    """One halted slot: its job, its time, a skip reason, how many runs were skipped,
+    when, and the first skipped run's id."""
+
+    job_id: int
+    slot: datetime
+    reason: str | None
+    skipped: int
+    at: datetime
+    first_skipped: int
+
+
+def _record_halt(session: Session, halt: _Halt, members: Sequence[incidents.Member]) -> int:
+    """Record one halt (1: it was new, else 0)."""
+    cause = _halt_cause(session, halt.job_id, halt.slot, halt.first_skipped)
+    if cause is None:
+        return 0
+    stored = session.scalar(
+        select(AlertState.state).where(AlertState.assignment_id == cause.assignment_id)
+    )
+    if not incidents.record_halt(
+        session,
+        halt.job_id,
+        cause.job_name,
+        halt.at,
+        members,
+        previous_state=stored if stored in ALERT_STATES else "ok",
+        reason=f"{halt.reason}; {halt.skipped} target(s) of the slot were skipped",
+        run_id=None if cause.status == RunStatus.SKIPPED else cause.id,
+    ):
+        return 0
+    log.info(
+        "notify: rollout of %s at %s halted, %d target(s) skipped",
+        cause.job_name,
+        halt.slot.isoformat(),
+        halt.skipped,
+        extra={"action": "alert.rollout_halted", "job": cause.job_name, "run_id": cause.id},
+    )
+    return 1
 
 
 def _halted_slots(
@@ -401,19 +522,36 @@ def _halt_cause(session: Session, job_id: int, slot: datetime, first_skipped: in
     ).first()
 
 
-def _halted_members(session: Session, job_id: int, slot: datetime) -> list[incidents.Member]:
-    """The targets a halted rollout skipped in a slot."""
-    return [
-        incidents.Member(aid, job_id, job_name, tid, tname)
-        for aid, job_name, tid, tname in session.execute(
-            select(Run.assignment_id, Run.job_name, Run.target_id, Run.target_name).where(
-                Run.job_id == job_id,
-                Run.scheduled_for == slot,
-                Run.status == RunStatus.SKIPPED,
-                Run.skip_kind == SkipKind.ROLLOUT_HALTED,
-            )
+def _halted_members(
+    session: Session, slots: Sequence[Row[int, datetime, str | None, int, datetime | None, int]]
+) -> dict[tuple[int, datetime], list[incidents.Member]]:
+    """The targets a halted rollout skipped, by job and slot, for all ``slots`` at once
+    (ix_runs_job_slot: the jobs' slots from the oldest on, the others left out here)."""
+    wanted = {(job_id, slot) for job_id, slot, *_ in slots}
+    found: dict[tuple[int, datetime], list[incidents.Member]] = defaultdict(list)
+    if not wanted:
+        return found
+    query = (
+        select(
+            Run.job_id,
+            Run.scheduled_for,
+            Run.assignment_id,
+            Run.job_name,
+            Run.target_id,
+            Run.target_name,
         )
-    ]
+        .where(
+            Run.job_id.in_(sorted({job_id for job_id, _ in wanted})),
+            Run.scheduled_for >= min(slot for _, slot in wanted),
+            Run.status == RunStatus.SKIPPED,
+            Run.skip_kind == SkipKind.ROLLOUT_HALTED,
+        )
+        .order_by(Run.id)
+    )
+    for job_id, slot, aid, job_name, tid, tname in session.execute(query):
+        if (job_id, slot) in wanted:
+            found[(job_id, slot)].append(incidents.Member(aid, job_id, job_name, tid, tname))
+    return found
 
 
 def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateName, datetime]]:
@@ -423,18 +561,6 @@ def _states(session: Session, ids: Iterable[int]) -> dict[int, tuple[AlertStateN
             known = row.state if row.state in ALERT_STATES else "ok"
             states[row.assignment_id] = (cast(AlertStateName, known), row.changed_at)
     return states
-
-
-def _successes(session: Session, ids: Iterable[int], since: datetime) -> list[_RunRow]:
-    """Successes matter only where something is or was just wrong: they are read for those
-    assignments alone (the unique index on runs starts with ``assignment_id``)."""
-    found: list[_RunRow] = []
-    for chunk in _chunks(sorted(ids)):
-        query = select(*_RUN_COLUMNS).where(
-            Run.assignment_id.in_(chunk), Run.status == RunStatus.SUCCEEDED, Run.finished_at > since
-        )
-        found.extend(_run_row(row) for row in session.execute(query))
-    return found
 
 
 def _run_alert(change: Change, subject: _Subject, now: datetime, run: _RunRow) -> Alert:
@@ -548,6 +674,22 @@ def _subjects(session: Session, ids: Iterable[int]) -> dict[int, _Subject]:
             found[aid] = _Subject(
                 aid, job_id, job_name, target_id, target_name, retries, tuple(retry_on or ())
             )
+    return found
+
+
+def _existing(session: Session, ids: Iterable[int]) -> set[int]:
+    """The assignments among ``ids`` whose job and target are still there (the join of
+    :func:`_subjects`, without its columns)."""
+    found: set[int] = set()
+    for chunk in _chunks(sorted(ids)):
+        found.update(
+            session.scalars(
+                select(Assignment.id)
+                .join(Job, Job.id == Assignment.job_id)
+                .join(Target, Target.id == Assignment.target_id)
+                .where(Assignment.id.in_(chunk))
+            )
+        )
     return found
 
 

@@ -408,14 +408,78 @@ def _join_halted(
     news = False
     for member in skipped:
         row = rows.get(member.assignment_id)
-        if row is not None and (
-            halted_at <= row.last_seen_at
-            or (row.recovered_at is not None and halted_at <= row.recovered_at)
-        ):
+        if row is not None and _seen_since((row.last_seen_at, row.recovered_at), halted_at):
             continue
         _join(session, incident, member, halted_at, row=row)
         news = True
     return news
+
+
+#: One target of a job's open ``halted`` incident: when it was last seen halted, and when
+#: it recovered (None: it has not).
+_HaltRow = tuple[datetime, datetime | None]
+
+
+@dataclass
+class HaltsSeen:
+    """What one round knows of each job's ``halted`` incidents, read once per job: enough
+    to tell that :func:`record_halt` would find a halt recorded already (and change
+    nothing), without reading the halt's slot again. Evaluation reads a window of several
+    rounds, so most halts it finds are such. A job's facts are forgotten (read again when
+    next asked) once one of its halts goes through :func:`record_halt`."""
+
+    session: Session
+    _facts: dict[int, tuple[datetime | None, dict[int, _HaltRow] | None]] = field(
+        default_factory=dict
+    )
+
+    def recorded(self, job_id: int, halted_at: datetime, skipped: Sequence[Member]) -> bool:
+        """Whether :func:`record_halt` of this halt would return False without a write:
+        the job's halted incident resolved at or after it, or its open one holds every
+        skipped target, seen at or after the halt or recovered since."""
+        if job_id not in self._facts:
+            self._facts[job_id] = self._read(job_id)
+        newest_resolved, rows = self._facts[job_id]
+        if newest_resolved is not None and halted_at <= newest_resolved:
+            return True
+        if rows is None:
+            return False
+        return all(_seen_since(rows.get(member.assignment_id), halted_at) for member in skipped)
+
+    def forget(self, job_id: int) -> None:
+        self._facts.pop(job_id, None)
+
+    def _read(self, job_id: int) -> tuple[datetime | None, dict[int, _HaltRow] | None]:
+        newest_resolved = self.session.scalar(
+            select(func.max(Incident.resolved_at)).where(
+                Incident.job_id == job_id, Incident.cause == "halted"
+            )
+        )
+        open_id = self.session.scalar(
+            select(Incident.id).where(
+                Incident.job_id == job_id, Incident.cause == "halted", Incident.status == "open"
+            )
+        )
+        if open_id is None:
+            return newest_resolved, None
+        rows = self.session.execute(
+            select(
+                IncidentTarget.assignment_id,
+                IncidentTarget.last_seen_at,
+                IncidentTarget.recovered_at,
+            ).where(IncidentTarget.incident_id == open_id)
+        )
+        return newest_resolved, {aid: (seen, recovered) for aid, seen, recovered in rows}
+
+
+def _seen_since(row: _HaltRow | None, halted_at: datetime) -> bool:
+    """Whether a target's row in a halted incident already accounts for a halt: it was
+    seen halted at or after it, or recovered at or after it (the rule of
+    :func:`_join_halted`)."""
+    if row is None:
+        return False
+    last_seen, recovered = row
+    return halted_at <= last_seen or (recovered is not None and halted_at <= recovered)
 
 
 def recover_halted(session: Session) -> None:
@@ -1120,6 +1184,7 @@ def _queue(
 __all__ = [
     "RESOLVED_LOOKBACK",
     "STATE_OF",
+    "HaltsSeen",
     "Member",
     "Opening",
     "Route",

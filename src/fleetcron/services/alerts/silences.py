@@ -171,8 +171,6 @@ def expire_silence(app: App, actor: Actor, silence_id: int) -> SilenceView:
         return _view(silence, now)
 
 
-
-
 def _no_overlap(
     session: Session,
     now: datetime,

@@ -581,9 +581,16 @@ def refuse_duplicates(session: Session, job: Job) -> None:
     mine = Registration(job.name, job.command, covered_targets(job), job.allow_duplicate)
     if mine.allow_duplicate or not mine.targets:
         return
+    # Only the jobs whose command holds this one's are read (a superset of those equal to
+    # it without surrounding whitespace, compared below): adding a job costs the same
+    # however many jobs there are, where it loaded every job with its targets.
     others = session.scalars(
         select(Job)
-        .where(Job.id != job.id, Job.allow_duplicate.is_(False))
+        .where(
+            Job.id != job.id,
+            Job.allow_duplicate.is_(False),
+            Job.command.contains(job.command.strip(), autoescape=True),
+        )
         .options(selectinload(Job.assignments).selectinload(Assignment.target))
     )
     registrations = [mine] + [
