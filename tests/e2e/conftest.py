@@ -4,9 +4,9 @@ A cold start of the script costs ~0.85 s, nearly all of it importing (SQLAlchemy
 asyncssh, pydantic, rich), and this machine is shared. So most commands run through a
 *zygote*: one helper interpreter imports fleetcron once, then forks a fresh child per command,
 and the child runs the console-script file itself (with ``runpy``) under the command's argv,
-environment and working directory, stdin from /dev/null and its own stdout and stderr.
-Nothing is faked; only the interpreter start-up is shared. :func:`run_fleetcron` starts the
-script cold, for the tests of start-up itself.
+environment and working directory, stdin from /dev/null (or a pipe of what the test gives)
+and its own stdout and stderr. Nothing is faked; only the interpreter start-up is shared.
+:func:`run_fleetcron` starts the script cold, for the tests of start-up itself.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -49,8 +49,15 @@ def run(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if request["stdin"] is None:
+        stdin = os.open(os.devnull, os.O_RDONLY)
+    else:  # a pipe, as `subprocess.run(input=...)` gives (small: it fits the pipe's buffer)
+        stdin, writer = os.pipe()
+        os.write(writer, request["stdin"].encode())
+        os.close(writer)
+    os.dup2(stdin, 0)
+    os.close(stdin)
     for fd, path, flags in (
-        (0, os.devnull, os.O_RDONLY),
         (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
         (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
     ):
@@ -149,15 +156,28 @@ class Zygote:
                 text=True,
             )
 
-    def run(self, *args: str, workdir: Path, env: Mapping[str, str] | None = None) -> Result:
-        """Like :func:`run_fleetcron`, in a child forked from the zygote."""
+    def run(
+        self,
+        *args: str,
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+        unset: Collection[str] = (),
+    ) -> Result:
+        """Like :func:`run_fleetcron`, in a child forked from the zygote: ``stdin`` is piped
+        to it (else it reads /dev/null), and the variables named in ``unset`` are taken out
+        of its environment."""
         number = next(self._numbers)
         stdout, stderr = self._scratch / f"{number}.out", self._scratch / f"{number}.err"
+        environ = environment(workdir, env)
+        for name in unset:
+            environ.pop(name, None)
         request = {
             "script": FLEETCRON,
             "args": list(args),
             "cwd": str(workdir),
-            "env": environment(workdir, env),
+            "env": environ,
+            "stdin": stdin,
             "stdout": str(stdout),
             "stderr": str(stderr),
         }
