@@ -22,10 +22,12 @@ run: $(VENV)/.installed
 # does. The `serial` fault scenarios (tests/fault/) wait out real claim deadlines and leases in
 # one pytest process of their own; their report is printed when both parts are done.
 # Everything else runs beside them on $(TEST_WORKERS) pytest-xdist workers (tests sharing a
-# module- or package-scoped fixture stay on one worker; --no-loadscope-reorder keeps the
-# browser tests last on theirs) at a lower CPU priority (nice $(TEST_NICE)), so the scenarios'
-# scheduler processes get the CPU as soon as they wake and their margins hold, while the
-# rest of the suite uses the time they spend waiting. `.venv/bin/pytest` alone runs
+# module- or package-scoped fixture stay on one worker, and the workers get the largest of
+# these groups first, the browser tests' among them, then the long single tests, the short
+# unit tests last: tests/conftest.py orders them, --no-loadscope-reorder keeps that order)
+# at a lower CPU priority (nice $(TEST_NICE)), so the scenarios' scheduler processes get the
+# CPU as soon as they wake and their margins hold, while the rest of the suite uses the time
+# they spend waiting. `.venv/bin/pytest` alone runs
 # everything in one process. Each part prints its 20 slowest tests (`make test DURATIONS=0`: all).
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
@@ -52,7 +54,10 @@ run: $(VENV)/.installed
 # product's own cost, multiplied by 190 rounds). What remains is the tests' own work:
 # requests through the ASGI app, real commands, the long generated searches (schemathesis,
 # the local gate's sequences, 5,000 targets' upcoming fires), and Chromium.
-TEST_WORKERS ?= 3
+# Four workers on two cores: a worker often waits (on a command, a timeout, PostgreSQL, a
+# browser), and a fourth fills the cores meanwhile; each worker costs about 10 CPU-s of its
+# own (collection, its PostgreSQL cluster, its CLI zygote).
+TEST_WORKERS ?= 4
 # The fault scenarios mostly wait out real leases and deadlines: two at a time.
 SERIAL_WORKERS ?= 2
 # How many of the slowest tests each part reports (0: all of them).
