@@ -179,6 +179,7 @@ LONG_TESTS = (
     "tests/e2e/test_wheel_install.py::",
     "tests/integration/notify/test_incident_scenarios.py::",
     "tests/unit/test_suite_layout.py::test_the_quick_run_leaves_out",
+    "tests/unit/test_honest_runs.py::",
     "tests/integration/scheduler/test_exactly_once.py::",
     "tests/integration/web/test_upcoming_api_pages.py::",
 )
