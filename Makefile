@@ -32,14 +32,21 @@ run: $(VENV)/.installed
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
-# Where the time goes (2 cores, an otherwise idle machine, 2026-12-06): the parallel part is
-# the critical path, 783 s for 3,365 tests, spread thin (its slowest: the local gate's
-# sequences 46 s, the dashboard grid at 500 jobs 36 s, schemathesis 24 s; each incident
-# scenario 9-18 s); it is CPU-bound, so it is the sum of many real processes, databases and
-# browsers starting. The serial part takes 330 s for its 36 scenarios two at a time (572 s
-# one at a time), nearly all of it waiting out real leases and claim deadlines (the longest:
-# the issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 25 s).
-# `make quick` skips both parts (45 s).
+# Where the time goes (2 cores, 2026-12-06). Before the changes of that day the parallel
+# part took 834 s for 3,765 tests on 3 workers and was the critical path (its slowest: the
+# dashboard grid at 500 jobs 40 s, the local gate's sequences 32 s, schemathesis 31 s, each
+# incident scenario 9-17 s, the wheel 15 s); the serial part 309 s for its 36 scenarios two
+# at a time, nearly all of it waiting out real leases and claim deadlines (the longest: the
+# issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 19 s). The
+# whole of `make test` used 19 CPU-minutes in 14 minutes of two cores, so the cores were
+# idle a third of the time: when all three workers waited at once (on a command, a timeout,
+# PostgreSQL, Chromium), and at the end, where one worker ran the browser tests alone (one
+# group of 71 tests sharing a server and Chromium, 125-137 CPU-s with Chromium's, was
+# handed out last).
+# Now four workers, the largest groups first and the long single tests next: measured on a
+# machine other sessions loaded to a load average of 7-17 (so the wall times there are not
+# an idle machine's), tests/e2e and tests/unit, 1,627 tests, took 360 CPU-s and the four
+# workers ended within 14 s of each other. `make quick` skips both parts (45 s idle).
 # Where the CPU goes (measured 2026-12-06 as CPU seconds, user+sys, since the machine was
 # loaded): tests/integration/web, 895 tests, 292 CPU-s in the pytest processes plus the
 # PostgreSQL server's; a PostgreSQL test's setup took 0.8 s against SQLite's 0.2 s, most of
@@ -53,7 +60,10 @@ run: $(VENV)/.installed
 # evaluate_alerts re-reading every failed run of its window at each 10 s round (the
 # product's own cost, multiplied by 190 rounds). What remains is the tests' own work:
 # requests through the ASGI app, real commands, the long generated searches (schemathesis,
-# the local gate's sequences, 5,000 targets' upcoming fires), and Chromium.
+# the local gate's sequences, 5,000 targets' upcoming fires), and Chromium. tests/e2e
+# without the browser, 194 tests: 192 CPU-s, now 143 (the password and secret commands run
+# through the zygote instead of a cold start each; the zone, job history and upcoming tests
+# copy a fleet set up once per worker instead of running `init` and the setup each time).
 # Four workers on two cores: a worker often waits (on a command, a timeout, PostgreSQL, a
 # browser), and a fourth fills the cores meanwhile; each worker costs about 10 CPU-s of its
 # own (collection, its PostgreSQL cluster, its CLI zygote).
