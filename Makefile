@@ -43,10 +43,17 @@ run: $(VENV)/.installed
 # PostgreSQL, Chromium), and at the end, where one worker ran the browser tests alone (one
 # group of 71 tests sharing a server and Chromium, 125-137 CPU-s with Chromium's, was
 # handed out last).
-# Now four workers, the largest groups first and the long single tests next: measured on a
-# machine other sessions loaded to a load average of 7-17 (so the wall times there are not
-# an idle machine's), tests/e2e and tests/unit, 1,627 tests, took 360 CPU-s and the four
-# workers ended within 14 s of each other. `make quick` skips both parts (45 s idle).
+# Now four workers, the largest groups first and the long single tests next. Measured with
+# `nice -n 15` on a machine other sessions loaded to a load average of 4-17 (so its wall
+# time, 1,512 s, is not an idle machine's): the parallel part, 3,765 tests, took 1,246 CPU-s
+# (user+sys of pytest and the processes it waits for; the PostgreSQL servers' not counted)
+# and its four workers ended within 3 s of each other. At that CPU two cores need 10.4
+# minutes for this part alone: under 8 needs less CPU, not only less waiting. By directory
+# (CPU-s): integration/web 353 (939 tests), integration/notify 188 (144), e2e without the
+# browser 150 (194), the browser 124 (72), integration/scheduler 69, integration/store 62,
+# integration/cluster 50, unit 50 (1,361), the rest 128. Its slowest then: the dashboard
+# grid at 500 jobs, schemathesis, the local gate's sequences and the incident scenarios.
+# `make quick` skips both parts (45 s idle).
 # Where the CPU goes (measured 2026-12-06 as CPU seconds, user+sys, since the machine was
 # loaded): tests/integration/web, 895 tests, 292 CPU-s in the pytest processes plus the
 # PostgreSQL server's; a PostgreSQL test's setup took 0.8 s against SQLite's 0.2 s, most of
