@@ -22,22 +22,38 @@ run: $(VENV)/.installed
 # does. The `serial` fault scenarios (tests/fault/) wait out real claim deadlines and leases in
 # one pytest process of their own; their report is printed when both parts are done.
 # Everything else runs beside them on $(TEST_WORKERS) pytest-xdist workers (tests sharing a
-# module- or package-scoped fixture stay on one worker; --no-loadscope-reorder keeps the
-# browser tests last on theirs) at a lower CPU priority (nice $(TEST_NICE)), so the scenarios'
-# scheduler processes get the CPU as soon as they wake and their margins hold, while the
-# rest of the suite uses the time they spend waiting. `.venv/bin/pytest` alone runs
+# module- or package-scoped fixture stay on one worker, and the workers get the largest of
+# these groups first, the browser tests' among them, then the long single tests, the short
+# unit tests last: tests/conftest.py orders them, --no-loadscope-reorder keeps that order)
+# at a lower CPU priority (nice $(TEST_NICE)), so the scenarios' scheduler processes get the
+# CPU as soon as they wake and their margins hold, while the rest of the suite uses the time
+# they spend waiting. `.venv/bin/pytest` alone runs
 # everything in one process. Each part prints its 20 slowest tests (`make test DURATIONS=0`: all).
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
-# Where the time goes (2 cores, an otherwise idle machine, 2026-12-06): the parallel part is
-# the critical path, 783 s for 3,365 tests, spread thin (its slowest: the local gate's
-# sequences 46 s, the dashboard grid at 500 jobs 36 s, schemathesis 24 s; each incident
-# scenario 9-18 s); it is CPU-bound, so it is the sum of many real processes, databases and
-# browsers starting. The serial part takes 330 s for its 36 scenarios two at a time (572 s
-# one at a time), nearly all of it waiting out real leases and claim deadlines (the longest:
-# the issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 25 s).
-# `make quick` skips both parts (45 s).
+# Where the time goes (2 cores, 2026-12-06). Before the changes of that day the parallel
+# part took 834 s for 3,765 tests on 3 workers and was the critical path (its slowest: the
+# dashboard grid at 500 jobs 40 s, the local gate's sequences 32 s, schemathesis 31 s, each
+# incident scenario 9-17 s, the wheel 15 s); the serial part 309 s for its 36 scenarios two
+# at a time, nearly all of it waiting out real leases and claim deadlines (the longest: the
+# issue reproduction 40 s, a paused old owner 31 s, 500 assignments on two nodes 19 s). The
+# whole of `make test` used 19 CPU-minutes in 14 minutes of two cores, so the cores were
+# idle a third of the time: when all three workers waited at once (on a command, a timeout,
+# PostgreSQL, Chromium), and at the end, where one worker ran the browser tests alone (one
+# group of 71 tests sharing a server and Chromium, 125-137 CPU-s with Chromium's, was
+# handed out last).
+# Now four workers, the largest groups first and the long single tests next. Measured with
+# `nice -n 15` on a machine other sessions loaded to a load average of 4-17 (so its wall
+# time, 1,512 s, is not an idle machine's): the parallel part, 3,765 tests, took 1,246 CPU-s
+# (user+sys of pytest and the processes it waits for; the PostgreSQL servers' not counted)
+# and its four workers ended within 3 s of each other. At that CPU two cores need 10.4
+# minutes for this part alone: under 8 needs less CPU, not only less waiting. By directory
+# (CPU-s): integration/web 353 (939 tests), integration/notify 188 (144), e2e without the
+# browser 150 (194), the browser 124 (72), integration/scheduler 69, integration/store 62,
+# integration/cluster 50, unit 50 (1,361), the rest 128. Its slowest then: the dashboard
+# grid at 500 jobs, schemathesis, the local gate's sequences and the incident scenarios.
+# `make quick` skips both parts (45 s idle).
 # Where the CPU goes (measured 2026-12-06 as CPU seconds, user+sys, since the machine was
 # loaded): tests/integration/web, 895 tests, 292 CPU-s in the pytest processes plus the
 # PostgreSQL server's; a PostgreSQL test's setup took 0.8 s against SQLite's 0.2 s, most of
@@ -51,8 +67,14 @@ run: $(VENV)/.installed
 # evaluate_alerts re-reading every failed run of its window at each 10 s round (the
 # product's own cost, multiplied by 190 rounds). What remains is the tests' own work:
 # requests through the ASGI app, real commands, the long generated searches (schemathesis,
-# the local gate's sequences, 5,000 targets' upcoming fires), and Chromium.
-TEST_WORKERS ?= 3
+# the local gate's sequences, 5,000 targets' upcoming fires), and Chromium. tests/e2e
+# without the browser, 194 tests: 192 CPU-s, now 143 (the password and secret commands run
+# through the zygote instead of a cold start each; the zone, job history and upcoming tests
+# copy a fleet set up once per worker instead of running `init` and the setup each time).
+# Four workers on two cores: a worker often waits (on a command, a timeout, PostgreSQL, a
+# browser), and a fourth fills the cores meanwhile; each worker costs about 10 CPU-s of its
+# own (collection, its PostgreSQL cluster, its CLI zygote).
+TEST_WORKERS ?= 4
 # The fault scenarios mostly wait out real leases and deadlines: two at a time.
 SERIAL_WORKERS ?= 2
 # How many of the slowest tests each part reports (0: all of them).

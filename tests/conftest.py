@@ -22,6 +22,7 @@ pytest_plugins = [
     "fixtures.app",
     "fixtures.cluster",
     "fixtures.pg_pair",
+    "fixtures.package_scope",
 ]
 
 #: Directories whose tests are all timing-sensitive: marked ``serial``.
@@ -153,16 +154,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Browser tests run last: Playwright's sync API leaves an event loop marked as running
-    in the main thread, which asyncio tests collected after them would trip over (under
-    xdist too: the Makefile passes ``--no-loadscope-reorder``, so each worker gets its work
-    in this order and the browser group, last in it, is the last a worker receives).
-
-    Fault scenarios are marked ``serial``. Tests using a module-, class- or package-scoped
+    """Fault scenarios are marked ``serial``. Tests using a module-, class- or package-scoped
     fixture get an ``xdist_group`` of that module or package (browser tests: one group for
-    the package, which shares one server and one Chromium)."""
-    browser = [item for item in items if "/e2e/browser/" in str(item.path)]
-    items[:] = [item for item in items if item not in browser] + browser
+    the package, which shares one server and one Chromium), and the run is put in the order
+    of :func:`_longest_first`."""
     for item in items:
         path = str(item.path)
         if any(directory in path for directory in SERIAL_DIRECTORIES):
@@ -170,8 +165,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _shared_fixture_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items[:] = _longest_first(items)
     if config.getoption("quick"):
         _deselect_heavy(config, items)
+
+
+#: Single tests that take tens of seconds each (the slowest of ``make test``, measured), by
+#: node id prefix: handed out right after the groups, so that no worker starts one of them
+#: when the others have run out of work. A stale entry costs nothing but that order.
+LONG_TESTS = (
+    "tests/integration/web/test_local_gate_sequences.py::",
+    "tests/integration/web/test_schemathesis.py::",
+    "tests/e2e/test_wheel_install.py::",
+    "tests/integration/notify/test_incident_scenarios.py::",
+    "tests/unit/test_suite_layout.py::test_the_quick_run_leaves_out",
+    "tests/unit/test_honest_runs.py::",
+    "tests/integration/scheduler/test_exactly_once.py::",
+    "tests/integration/web/test_upcoming_api_pages.py::",
+)
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order the workers get their work in (the Makefile passes
+    ``--no-loadscope-reorder``, so pytest-xdist hands out its units, a group or a single
+    test, in the order they first appear): the groups first, largest first (the browser
+    tests, the largest, share one server and one Chromium), then :data:`LONG_TESTS`, then
+    the rest as collected, ending with the unit tests, which are short and so even out the
+    workers' last minute. A worker that took a long unit last would run it alone while the
+    others had nothing left to do."""
+    groups: dict[str, list[pytest.Item]] = {}
+    long: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
+    for item in items:
+        group = _group_of(item)
+        if group is not None:
+            groups.setdefault(group, []).append(item)
+        elif item.nodeid.startswith(LONG_TESTS):
+            long.append(item)
+        else:
+            rest.append(item)
+    largest = sorted(groups.values(), key=len, reverse=True)
+    return [item for members in largest for item in members] + long + rest
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:

@@ -4,9 +4,9 @@ A cold start of the script costs ~0.85 s, nearly all of it importing (SQLAlchemy
 asyncssh, pydantic, rich), and this machine is shared. So most commands run through a
 *zygote*: one helper interpreter imports fleetcron once, then forks a fresh child per command,
 and the child runs the console-script file itself (with ``runpy``) under the command's argv,
-environment and working directory, stdin from /dev/null and its own stdout and stderr.
-Nothing is faked; only the interpreter start-up is shared. :func:`run_fleetcron` starts the
-script cold, for the tests of start-up itself.
+environment and working directory, stdin from /dev/null (or a pipe of what the test gives)
+and its own stdout and stderr. Nothing is faked; only the interpreter start-up is shared.
+:func:`run_fleetcron` starts the script cold, for the tests of start-up itself.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import IO, Any
 
 import pytest
 
+from fixtures.postgres import PostgresServer
 from waiting import eventually
 
 FLEETCRON = str(Path(sys.executable).with_name("fleetcron"))
@@ -49,8 +52,15 @@ def run(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if request["stdin"] is None:
+        stdin = os.open(os.devnull, os.O_RDONLY)
+    else:  # a pipe, as `subprocess.run(input=...)` gives (small: it fits the pipe's buffer)
+        stdin, writer = os.pipe()
+        os.write(writer, request["stdin"].encode())
+        os.close(writer)
+    os.dup2(stdin, 0)
+    os.close(stdin)
     for fd, path, flags in (
-        (0, os.devnull, os.O_RDONLY),
         (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
         (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
     ):
@@ -149,15 +159,28 @@ class Zygote:
                 text=True,
             )
 
-    def run(self, *args: str, workdir: Path, env: Mapping[str, str] | None = None) -> Result:
-        """Like :func:`run_fleetcron`, in a child forked from the zygote."""
+    def run(
+        self,
+        *args: str,
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+        unset: Collection[str] = (),
+    ) -> Result:
+        """Like :func:`run_fleetcron`, in a child forked from the zygote: ``stdin`` is piped
+        to it (else it reads /dev/null), and the variables named in ``unset`` are taken out
+        of its environment."""
         number = next(self._numbers)
         stdout, stderr = self._scratch / f"{number}.out", self._scratch / f"{number}.err"
+        environ = environment(workdir, env)
+        for name in unset:
+            environ.pop(name, None)
         request = {
             "script": FLEETCRON,
             "args": list(args),
             "cwd": str(workdir),
-            "env": environment(workdir, env),
+            "env": environ,
+            "stdin": stdin,
             "stdout": str(stdout),
             "stderr": str(stderr),
         }
@@ -226,6 +249,64 @@ class Fleet:
     def ran(self, command: str) -> Result:
         """The result of a command line run earlier."""
         return self.results[command]
+
+
+class FleetTemplates:
+    """Fleets set up once per worker by their commands, then copied for each test that
+    asks: its data dir, and on PostgreSQL its database (``CREATE DATABASE ... TEMPLATE``).
+    For tests that each need the same fleet, to change it or to read it: ``init`` alone
+    migrates a fresh database and hashes the admin's password at the product's cost (0.6
+    CPU-s on SQLite, more than a second on PostgreSQL with the server's share), and the
+    commands after it cost a fork of the zygote each."""
+
+    def __init__(self, root: Path, zygote: Zygote) -> None:
+        self._root = root
+        self._zygote = zygote
+        #: (name, backend) -> the template fleet and, on PostgreSQL, its database
+        self._made: dict[tuple[str, str], tuple[Fleet, str | None]] = {}
+
+    def copy(
+        self,
+        name: str,
+        commands: Sequence[str],
+        workdir: Path,
+        server: PostgresServer | None = None,
+    ) -> tuple[Fleet, dict[str, str]]:
+        """A fleet in ``workdir`` as ``commands`` (run with :meth:`Fleet.ok`) leave it, on
+        SQLite or on ``server``; with the environment its commands need (the database)."""
+        backend = "sqlite" if server is None else "postgres"
+        if (name, backend) not in self._made:
+            self._made[name, backend] = self._make(name, commands, server)
+        template, database = self._made[name, backend]
+        shutil.copytree(template.data_dir, workdir / "data")
+        env: dict[str, str] = {}
+        if server is not None and database is not None:
+            copied = f"{name}_{uuid.uuid4().hex[:12]}"
+            env["FLEETCRON_DATABASE_URL"] = server.create_database(copied, template=database)
+        # The copy's history: what each command of the setup printed.
+        return Fleet(workdir, self._zygote, dict(template.results)), env
+
+    def _make(
+        self, name: str, commands: Sequence[str], server: PostgresServer | None
+    ) -> tuple[Fleet, str | None]:
+        workdir = self._root / f"{name}-{'sqlite' if server is None else 'postgres'}"
+        workdir.mkdir()
+        env: dict[str, str] = {}
+        database = None
+        if server is not None:
+            database = f"{name}_template"
+            env["FLEETCRON_DATABASE_URL"] = server.create_database(database)
+        fleet = Fleet(workdir, self._zygote)
+        for command in commands:
+            fleet.ok(command, **env)
+        if server is not None and database is not None:
+            server.disconnect(database)  # a template may have no session open
+        return fleet, database
+
+
+@pytest.fixture(scope="session")
+def fleet_templates(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote) -> FleetTemplates:
+    return FleetTemplates(tmp_path_factory.mktemp("fleet-templates"), zygote)
 
 
 def describe(result: Result) -> str:

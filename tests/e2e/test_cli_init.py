@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from argon2 import PasswordHasher
 
-from e2e.conftest import FLEETCRON, environment
+from e2e.conftest import FLEETCRON, Zygote, environment
 from e2e.test_cli_passwords import fleetcron, stored_hash
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -87,8 +87,8 @@ def test_in_a_terminal_an_abandoned_prompt_fails_and_leaves_nothing(tmp_path: Pa
     assert leftovers(tmp_path) == []
 
 
-def test_a_piped_password_is_read_with_password_stdin(tmp_path: Path) -> None:
-    result = fleetcron(tmp_path, "init", "--password-stdin", stdin="piped-password-1\n",
+def test_a_piped_password_is_read_with_password_stdin(tmp_path: Path, zygote: Zygote) -> None:
+    result = fleetcron(zygote, tmp_path, "init", "--password-stdin", stdin="piped-password-1\n",
                        **NO_ENV_PASSWORD)  # fmt: skip
 
     assert result.returncode == 0, result.stderr
@@ -97,22 +97,24 @@ def test_a_piped_password_is_read_with_password_stdin(tmp_path: Path) -> None:
 
 
 def test_a_piped_password_without_password_stdin_is_refused_before_anything_is_made(
-    tmp_path: Path,
+    tmp_path: Path, zygote: Zygote
 ) -> None:
     """Once exit 2 after creating the database and the master key."""
-    result = fleetcron(tmp_path, "init", stdin="piped-password-1\n", **NO_ENV_PASSWORD)
+    result = fleetcron(zygote, tmp_path, "init", stdin="piped-password-1\n", **NO_ENV_PASSWORD)
 
     assert result.returncode == 2, result.stderr
     assert "--password-stdin" in result.stderr and "Traceback" not in result.stderr
     assert leftovers(tmp_path) == []
 
 
-def test_the_password_comes_from_a_file_and_a_bad_file_makes_nothing(tmp_path: Path) -> None:
+def test_the_password_comes_from_a_file_and_a_bad_file_makes_nothing(
+    tmp_path: Path, zygote: Zygote
+) -> None:
     empty, short = tmp_path / "empty.pw", tmp_path / "short.pw"
     empty.write_text("\n")
     short.write_text("short\n")
     refused = [
-        fleetcron(tmp_path, "init", "--admin-password-file", str(path), **NO_ENV_PASSWORD)
+        fleetcron(zygote, tmp_path, "init", "--admin-password-file", str(path), **NO_ENV_PASSWORD)
         for path in (empty, short, tmp_path / "absent.pw")
     ]
     assert [r.returncode for r in refused] == [2, 2, 2], [r.stderr for r in refused]
@@ -120,16 +122,22 @@ def test_the_password_comes_from_a_file_and_a_bad_file_makes_nothing(tmp_path: P
 
     good = tmp_path / "admin.pw"
     good.write_text("from-a-file-123\n")
-    result = fleetcron(tmp_path, "init", "--admin-password-file", str(good), **NO_ENV_PASSWORD)
+    result = fleetcron(
+        zygote, tmp_path, "init", "--admin-password-file", str(good), **NO_ENV_PASSWORD
+    )
     assert result.returncode == 0, result.stderr
     assert HASHER.verify(stored_hash(tmp_path, "admin"), "from-a-file-123")
     # Negative control: the same look finds what a successful init made.
     assert {"data/fleetcron.db", "data/master.key"} <= set(leftovers(tmp_path))
 
 
-def test_the_password_on_the_command_line_still_works_with_a_warning(tmp_path: Path) -> None:
-    result = fleetcron(tmp_path, "init", "--admin-password", "on-the-line-12", **NO_ENV_PASSWORD)
-    helped = fleetcron(tmp_path, "init", "--help")
+def test_the_password_on_the_command_line_still_works_with_a_warning(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    result = fleetcron(
+        zygote, tmp_path, "init", "--admin-password", "on-the-line-12", **NO_ENV_PASSWORD
+    )
+    helped = fleetcron(zygote, tmp_path, "init", "--help")
 
     assert result.returncode == 0, result.stderr
     assert "--admin-password puts a secret on the command line" in result.stderr
@@ -139,14 +147,14 @@ def test_the_password_on_the_command_line_still_works_with_a_warning(tmp_path: P
     assert "--admin-password " not in helped.stdout  # hidden: not advertised
 
 
-def test_init_again_changes_nothing_and_refuses_a_password(tmp_path: Path) -> None:
-    first = fleetcron(tmp_path, "init", "--password-stdin", stdin="first-password-1\n")
+def test_init_again_changes_nothing_and_refuses_a_password(tmp_path: Path, zygote: Zygote) -> None:
+    first = fleetcron(zygote, tmp_path, "init", "--password-stdin", stdin="first-password-1\n")
     assert first.returncode == 0, first.stderr
     before = fingerprint(tmp_path)
-    again = fleetcron(tmp_path, "init")
+    again = fleetcron(zygote, tmp_path, "init")
     given = [
-        fleetcron(tmp_path, "init", "--password-stdin", stdin="second-password-1\n"),
-        fleetcron(tmp_path, "init", "--admin-password", "second-password-1"),
+        fleetcron(zygote, tmp_path, "init", "--password-stdin", stdin="second-password-1\n"),
+        fleetcron(zygote, tmp_path, "init", "--admin-password", "second-password-1"),
     ]
 
     assert again.returncode == 0, again.stderr
@@ -158,10 +166,13 @@ def test_init_again_changes_nothing_and_refuses_a_password(tmp_path: Path) -> No
     assert HASHER.verify(stored_hash(tmp_path, "admin"), "first-password-1")
 
 
-def test_a_failure_while_creating_the_master_key_leaves_nothing(tmp_path: Path) -> None:
+def test_a_failure_while_creating_the_master_key_leaves_nothing(
+    tmp_path: Path, zygote: Zygote
+) -> None:
     (tmp_path / "a-file").write_text("")
     key_file = str(tmp_path / "a-file" / "master.key")
     result = fleetcron(
+        zygote,
         tmp_path,
         "init",
         "--password-stdin",
@@ -174,15 +185,17 @@ def test_a_failure_while_creating_the_master_key_leaves_nothing(tmp_path: Path) 
     assert leftovers(tmp_path) == []
 
 
-def test_a_failure_after_the_database_is_made_leaves_nothing(tmp_path: Path) -> None:
+def test_a_failure_after_the_database_is_made_leaves_nothing(
+    tmp_path: Path, zygote: Zygote
+) -> None:
     """The admin is refused after the schema and the master key exist: both go again."""
-    result = fleetcron(tmp_path, "init", "--admin", "Not A Name", "--password-stdin",
+    result = fleetcron(zygote, tmp_path, "init", "--admin", "Not A Name", "--password-stdin",
                        stdin="some-password-1\n")  # fmt: skip
 
     assert result.returncode == 2, result.stderr
     assert "name: 'Not A Name' is not a valid name" in result.stderr
     assert leftovers(tmp_path) == []
-    retried = fleetcron(tmp_path, "init", "--password-stdin", stdin="some-password-1\n")
+    retried = fleetcron(zygote, tmp_path, "init", "--password-stdin", stdin="some-password-1\n")
     assert retried.returncode == 0, retried.stderr
 
 

@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Fleet, Zygote, assert_refused
+from e2e.conftest import Fleet, FleetTemplates, assert_refused
 from fixtures.postgres import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def fleet(
-    request: pytest.FixtureRequest, tmp_path: Path, zygote: Zygote
+    request: pytest.FixtureRequest, tmp_path: Path, fleet_templates: FleetTemplates
 ) -> Iterator[tuple[Fleet, dict[str, str]]]:
     """An initialized data dir with a local target ``box`` and the job ``reload`` at its
     third version (schedule, then command changed); the environment every command needs."""
-    env: dict[str, str] = {}
+    server: PostgresServer | None = None
     if request.param == "postgres":
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        env["FLEETCRON_DATABASE_URL"] = server.create_database(f"h_{uuid.uuid4().hex[:12]}")
-    the_fleet = Fleet(tmp_path, zygote)
-    for command in (
-        "init",
-        "target add box --local",
-        "job add reload --target box --schedule '0 2 * * *' --command 'echo one'",
-        "job edit reload --schedule '0 3 * * *'",
-        "job edit reload --command 'echo two'",
-    ):
-        the_fleet.ok(command, **env)
-    yield the_fleet, env
+        server = request.getfixturevalue("postgres_server")
+    yield fleet_templates.copy("history", SETUP, tmp_path, server)
+
+
+#: Set up once per worker and backend, copied for each test.
+SETUP = (
+    "init",
+    "target add box --local",
+    "job add reload --target box --schedule '0 2 * * *' --command 'echo one'",
+    "job edit reload --schedule '0 3 * * *'",
+    "job edit reload --command 'echo two'",
+)
 
 
 def test_history_lists_every_version_newest_first_with_who_and_what(

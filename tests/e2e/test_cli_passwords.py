@@ -12,28 +12,19 @@ from pathlib import Path
 
 from argon2 import PasswordHasher
 
-from e2e.conftest import FLEETCRON, environment
+from e2e.conftest import FLEETCRON, Zygote, environment
 
 HASHER = PasswordHasher()
 
 
 def fleetcron(
-    workdir: Path, *args: str, stdin: str | None = None, **env: str
+    zygote: Zygote, workdir: Path, *args: str, stdin: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    environ = environment(workdir, env)
-    for name in [name for name, value in env.items() if value == ""]:
-        environ.pop(name)
-    return subprocess.run(
-        [FLEETCRON, *args],
-        cwd=workdir,
-        env=environ,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    """``fleetcron ARGS`` in ``workdir``, forked from the zygote, with ``stdin`` piped to it;
+    a variable given as ``""`` is taken out of its environment."""
+    unset = [name for name, value in env.items() if value == ""]
+    given = {name: value for name, value in env.items() if value != ""}
+    return zygote.run(*args, workdir=workdir, env=given, stdin=stdin, unset=unset)
 
 
 def stored_hash(workdir: Path, name: str) -> str:
@@ -53,33 +44,39 @@ def role_of(workdir: Path, name: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def initialized(tmp_path: Path) -> Path:
+def initialized(zygote: Zygote, tmp_path: Path) -> Path:
     secret = tmp_path / "admin.pw"
     secret.write_text("from-a-file-123\n")
-    result = fleetcron(tmp_path, "init", "--admin-password-file", str(secret))
+    result = fleetcron(zygote, tmp_path, "init", "--admin-password-file", str(secret))
     assert result.returncode == 0, result.stderr
     assert HASHER.verify(stored_hash(tmp_path, "admin"), "from-a-file-123")
     return tmp_path
 
 
-def test_init_and_user_add_read_the_password_from_a_file_or_stdin(tmp_path: Path) -> None:
-    initialized(tmp_path)
+def test_init_and_user_add_read_the_password_from_a_file_or_stdin(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    initialized(zygote, tmp_path)
     from_stdin = fleetcron(
-        tmp_path, "user", "add", "sam", "--password-file", "-", stdin="typed-on-stdin-1\n"
+        zygote, tmp_path, "user", "add", "sam", "--password-file", "-", stdin="typed-on-stdin-1\n"
     )
     secret = tmp_path / "pw"
     secret.write_text("in-a-file-4567\nsecond line ignored\n")
-    from_file = fleetcron(tmp_path, "user", "passwd", "sam", "--password-file", str(secret))
+    from_file = fleetcron(zygote, tmp_path, "user", "passwd", "sam", "--password-file", str(secret))
 
     assert from_stdin.returncode == 0, from_stdin.stderr
     assert from_file.returncode == 0, from_file.stderr
     assert HASHER.verify(stored_hash(tmp_path, "sam"), "in-a-file-4567")
 
 
-def test_without_any_password_source_the_cli_says_how_to_give_one(tmp_path: Path) -> None:
-    initialized(tmp_path)
-    result = fleetcron(tmp_path, "user", "add", "sam", FLEETCRON_PASSWORD="")
-    missing = fleetcron(tmp_path, "user", "add", "sam", "--password-file", str(tmp_path / "no"))
+def test_without_any_password_source_the_cli_says_how_to_give_one(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    initialized(zygote, tmp_path)
+    result = fleetcron(zygote, tmp_path, "user", "add", "sam", FLEETCRON_PASSWORD="")
+    missing = fleetcron(
+        zygote, tmp_path, "user", "add", "sam", "--password-file", str(tmp_path / "no")
+    )
 
     assert result.returncode == 2
     assert "--password-file" in result.stderr and "Traceback" not in result.stderr
@@ -87,8 +84,8 @@ def test_without_any_password_source_the_cli_says_how_to_give_one(tmp_path: Path
     assert role_of(tmp_path, "sam") is None
 
 
-def test_in_a_terminal_the_cli_asks_twice(tmp_path: Path) -> None:
-    initialized(tmp_path)
+def test_in_a_terminal_the_cli_asks_twice(tmp_path: Path, zygote: Zygote) -> None:
+    initialized(zygote, tmp_path)
     environ = environment(tmp_path)
     environ.pop("FLEETCRON_PASSWORD")
     pid, fd = pty.fork()
@@ -119,18 +116,25 @@ def test_in_a_terminal_the_cli_asks_twice(tmp_path: Path) -> None:
     assert HASHER.verify(stored_hash(tmp_path, "tia"), "prompted-pass-1")
 
 
-def test_the_local_root_restores_an_admin_when_none_is_left(tmp_path: Path) -> None:
+def test_the_local_root_restores_an_admin_when_none_is_left(tmp_path: Path, zygote: Zygote) -> None:
     import sqlite3
 
-    initialized(tmp_path)
+    initialized(zygote, tmp_path)
     with sqlite3.connect(tmp_path / "data" / "fleetcron.db") as db:
         db.execute("UPDATE users SET role = 'viewer'")  # what the race used to leave
-    before = fleetcron(tmp_path, "user", "role", "admin", "admin")
-    restored = fleetcron(tmp_path, "user", "recover-admin", "admin")
+    before = fleetcron(zygote, tmp_path, "user", "role", "admin", "admin")
+    restored = fleetcron(zygote, tmp_path, "user", "recover-admin", "admin")
     created = fleetcron(
-        tmp_path, "user", "recover-admin", "rescue", "--password-file", "-", stdin="rescue-pw-12\n"
+        zygote,
+        tmp_path,
+        "user",
+        "recover-admin",
+        "rescue",
+        "--password-file",
+        "-",
+        stdin="rescue-pw-12\n",
     )
-    audit = fleetcron(tmp_path, "audit", "list", "--json", "--action", "user.recover-admin")
+    audit = fleetcron(zygote, tmp_path, "audit", "list", "--json", "--action", "user.recover-admin")
 
     assert before.returncode != 0  # no admin to act as
     assert restored.returncode == 0, restored.stderr

@@ -2,40 +2,38 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Fleet, Zygote, assert_refused
+from e2e.conftest import Fleet, FleetTemplates, assert_refused
 from fixtures.postgres import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def fleet(
-    request: pytest.FixtureRequest, tmp_path: Path, zygote: Zygote
+    request: pytest.FixtureRequest, tmp_path: Path, fleet_templates: FleetTemplates
 ) -> Iterator[tuple[Fleet, dict[str, str]]]:
     """Local targets box1 and box2 (box2 paused); the bulk job every30 (every 30 minutes,
     disabled on box1) and the individual job daily on box1."""
-    env: dict[str, str] = {}
+    server: PostgresServer | None = None
     if request.param == "postgres":
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        env["FLEETCRON_DATABASE_URL"] = server.create_database(f"u_{uuid.uuid4().hex[:12]}")
-    the_fleet = Fleet(tmp_path, zygote)
-    for command in (
-        "init",
-        "target add box1 --local",
-        "target add box2 --local",
-        "job add every30 --bulk --schedule '*/30 * * * *' --command 'echo 30' "
-        "--disabled-on box1 --tz UTC",
-        "job add daily --target box1 --schedule '0 2 * * *' --command 'echo d' "
-        "--tz Asia/Tokyo",
-        "target pause box2 --reason 'disk swap'",
-    ):
-        the_fleet.ok(command, **env)
-    yield the_fleet, env
+        server = request.getfixturevalue("postgres_server")
+    yield fleet_templates.copy("upcoming", SETUP, tmp_path, server)
+
+
+#: Set up once per worker and backend, copied for each test.
+SETUP = (
+    "init",
+    "target add box1 --local",
+    "target add box2 --local",
+    "job add every30 --bulk --schedule '*/30 * * * *' --command 'echo 30' "
+    "--disabled-on box1 --tz UTC",
+    "job add daily --target box1 --schedule '0 2 * * *' --command 'echo d' --tz Asia/Tokyo",
+    "target pause box2 --reason 'disk swap'",
+)
 
 
 def test_upcoming_lists_each_fire_in_the_window_with_its_target_counts(

@@ -65,28 +65,30 @@ def test_the_peer_dsn_is_read_from_its_file(tmp_path: Path, zygote: Zygote) -> N
     assert "FLEETCRON_REPLICATION_PEER_DSN_FILE: cannot read" in missing.stderr
 
 
-def initialized(tmp_path: Path) -> None:
-    result = fleetcron(tmp_path, "init")
+def initialized(zygote: Zygote, tmp_path: Path) -> None:
+    result = fleetcron(zygote, tmp_path, "init")
     assert result.returncode == 0, result.stderr
 
 
-def test_a_webhook_secret_on_the_command_line_works_with_a_warning(tmp_path: Path) -> None:
-    initialized(tmp_path)
+def test_a_webhook_secret_on_the_command_line_works_with_a_warning(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    initialized(zygote, tmp_path)
     key = tmp_path / "key"
     key.write_text("signing-key-from-a-file\n")
     warned = fleetcron(
-        tmp_path, "notify", "channel", "add", "a", "--url", "https://h.example/x",
+        zygote, tmp_path, "notify", "channel", "add", "a", "--url", "https://h.example/x",
         "--secret", "signing-key-on-the-line",
     )  # fmt: skip
     from_file = fleetcron(
-        tmp_path, "notify", "channel", "add", "b", "--url", "https://h.example/y",
+        zygote, tmp_path, "notify", "channel", "add", "b", "--url", "https://h.example/y",
         "--secret-file", str(key),
     )  # fmt: skip
     from_stdin = fleetcron(
-        tmp_path, "notify", "channel", "add", "c", "--url", "https://h.example/z",
+        zygote, tmp_path, "notify", "channel", "add", "c", "--url", "https://h.example/z",
         "--secret-file", "-", stdin="signing-key-from-stdin\n",
     )  # fmt: skip
-    listed = fleetcron(tmp_path, "notify", "channel", "list", "--json")
+    listed = fleetcron(zygote, tmp_path, "notify", "channel", "list", "--json")
 
     assert warned.returncode == 0, warned.stderr
     assert WARNING in warned.stderr and "--secret-file FILE" in warned.stderr
@@ -98,15 +100,17 @@ def test_a_webhook_secret_on_the_command_line_works_with_a_warning(tmp_path: Pat
     assert channels == {"a": True, "b": True, "c": True}
 
 
-def test_an_smtp_password_on_the_command_line_is_warned_about(tmp_path: Path) -> None:
-    initialized(tmp_path)
+def test_an_smtp_password_on_the_command_line_is_warned_about(
+    tmp_path: Path, zygote: Zygote
+) -> None:
+    initialized(zygote, tmp_path)
     smtp = ("--smtp-host", "mail", "--starttls", "--from", "a@x.example", "--to", "b@x.example")
     warned = fleetcron(
-        tmp_path, "notify", "channel", "add", "m", *smtp, "--username", "u",
+        zygote, tmp_path, "notify", "channel", "add", "m", *smtp, "--username", "u",
         "--password", "smtp-pass-on-line",
     )  # fmt: skip
     quiet = fleetcron(
-        tmp_path, "notify", "channel", "add", "n", *smtp, "--username", "u",
+        zygote, tmp_path, "notify", "channel", "add", "n", *smtp, "--username", "u",
         "--password-file", "-", stdin="smtp-pass-on-stdin\n",
     )  # fmt: skip
 

@@ -3,13 +3,12 @@ through the console script, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Fleet, Zygote, assert_refused
+from e2e.conftest import Fleet, FleetTemplates, assert_refused, succeeded
 from fixtures.postgres import PostgresServer
 
 ZONES = {"berlin": "Europe/Berlin", "newyork": "America/New_York", "tokyo": "Asia/Tokyo"}
@@ -17,23 +16,26 @@ ZONES = {"berlin": "Europe/Berlin", "newyork": "America/New_York", "tokyo": "Asi
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def fleet(
-    request: pytest.FixtureRequest, tmp_path: Path, zygote: Zygote
+    request: pytest.FixtureRequest, tmp_path: Path, fleet_templates: FleetTemplates
 ) -> Iterator[tuple[Fleet, dict[str, str]]]:
     """Three local targets in three zones set by the operator, and the bulk job
-    ``nightly`` at 02:00 in each target's own zone."""
-    env: dict[str, str] = {}
+    ``nightly`` at 02:00 in each target's own zone (set up once per worker and backend,
+    copied for each test)."""
+    server: PostgresServer | None = None
     if request.param == "postgres":
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        env["FLEETCRON_DATABASE_URL"] = server.create_database(f"z_{uuid.uuid4().hex[:12]}")
-    the_fleet = Fleet(tmp_path, zygote)
-    the_fleet.ok("init", **env)
+        server = request.getfixturevalue("postgres_server")
+    the_fleet, env = fleet_templates.copy("zones", SETUP, tmp_path, server)
     for name, zone in ZONES.items():
-        out = the_fleet.ok(f"target add {name} --local --timezone {zone}", **env)
+        out = succeeded(the_fleet.ran(f"target add {name} --local --timezone {zone}"))
         assert f"time zone {zone} (set by an operator)\n" in out
-    the_fleet.ok(
-        "job add nightly --bulk --schedule '0 2 * * *' --tz target --command 'echo hi'", **env
-    )
     yield the_fleet, env
+
+
+SETUP = (
+    "init",
+    *(f"target add {name} --local --timezone {zone}" for name, zone in ZONES.items()),
+    "job add nightly --bulk --schedule '0 2 * * *' --tz target --command 'echo hi'",
+)
 
 
 def test_job_show_gives_each_targets_next_fire_in_its_own_zone(

@@ -52,9 +52,10 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
-    """One driver for the browser tests only (package scope; the root conftest runs them
-    last: Playwright's sync API leaves an event loop marked as running in the main thread,
-    which later asyncio tests would trip over)."""
+    """One driver for the browser tests only. While it runs, Playwright's sync API keeps its
+    event loop marked as running in the main thread, which an asyncio test would trip over:
+    it stops (as the server and Chromium do) when a worker goes on from the browser tests
+    to others (the package scope, tests/conftest.py)."""
     with sync_playwright() as driver:
         yield driver
 
