@@ -79,6 +79,10 @@ def _fixture_files() -> list[str]:
 def _probe_command(clone: Path, python: str) -> list[str]:
     return [
         python,
+        # No site directories: the interpreter's own dist-packages (Debian's pyOpenSSL, for
+        # one, older than the venv's cryptography) would mix with the venv's packages that
+        # PYTHONPATH names; a venv never sees them either.
+        "-S",
         "-m",
         "pytest",
         "-q",
