@@ -38,6 +38,7 @@ from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.secrets import ensure_secret
 from fleetcron.services.pair import replication
 from fleetcron.store.schema import Assignment, ClusterNode, ClusterOwnership, ClusterSecret, Run
+from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -351,7 +352,19 @@ def test_negative_control_a_takeover_without_fencing_makes_the_checkers_fail(
         both = {(e.slot, e.target) for e in new} & {(e.slot, e.target) for e in old}
         return bool(both) and any(e.at > first_new for e in old)
 
+    def end_of_a_window_with_a_run() -> datetime | None:
+        """The end of the window C3 checks below, once beta has recorded a run inside it
+        (at 10x, two graces after a slot is 12 s of real time: a quick scenario gets there
+        before): taken while both nodes run, so every slot in it was due while they did."""
+        until = pl.lab.sim_now() - 2 * GRACE
+        with pl.lab.app("beta").db.read() as session:
+            inside = session.scalar(
+                select(Run.id).where(Run.scheduled_for > since, Run.scheduled_for <= until).limit(1)
+            )
+        return until if inside is not None else None
+
     wait_until(both_executing, timeout=60, what="both nodes executing")
+    until = eventually(end_of_a_window_with_a_run, 60, "a run of beta's in the window C3 checks")
     effects = read_effects(pl.lab.effects)
     with pytest.raises(SafetyViolation, match="C4"):
         c4_no_overlap_across_owners(effects, until=time.time())
@@ -365,7 +378,6 @@ def test_negative_control_a_takeover_without_fencing_makes_the_checkers_fail(
     with pytest.raises(SafetyViolation, match="C1"):
         # Both owners ran the slots after the cut: on the effects file, the same slots twice.
         c1_one_execution_per_slot(pl.lab.app("beta"), effects)
-    until = pl.lab.sim_now() - 2 * GRACE
     with pl.lab.app("beta").db.session() as session:
         # The first run of the window C3 checks: a slot due before ``since`` (fired late when
         # the fixture's replication waits took longer than a schedule minute) is outside it.
