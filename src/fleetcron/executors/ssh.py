@@ -39,7 +39,8 @@ only the shell, not its children. The target's login
 shell must be POSIX-like (sh, bash, dash, zsh, ksh); the command's stdin is /dev/null.
 
 Active cleanup: :meth:`SshExecutor.mark_and_kill_older_generations` raises the target's
-highest-generation mark, then kills older generations' process groups, in one session; a
+highest-generation mark, then removes older generations' claim files (their commands'
+next ``fleetcron_claim_live`` fails), then kills their process groups, in one session; a
 run whose generation the mark has passed is refused by its wrapper before it starts and
 ends as ``connect_error`` (:data:`~fleetcron.executors.base.SUPERSEDED`).
 """
@@ -289,7 +290,9 @@ class SshExecutor:
     ) -> tuple[int, int]:
         """Active cleanup of ``target`` for ``generation``: raise the target's
         highest-generation mark of installation ``scope`` to ``generation`` (never lower),
-        THEN kill every process group of an older generation, in one session
+        then remove that installation's claim files of older generations (revoked: the
+        claim check of their commands fails from here on), THEN kill every process group
+        of an older generation, in one session
         (:data:`~fleetcron.executors.watchdog.MARK_AND_SCAN_SCRIPT`). Returns
         ``(mark, killed)``: the mark now on the target (above ``generation`` when a newer
         owner has been there) and how many groups were killed.
@@ -310,16 +313,19 @@ class SshExecutor:
             raise ConnectError(
                 f"{target.name}: active cleanup did not finish within {timeout_s:g} s"
             ) from exc
-        mark, killed = _mark_and_killed(target, out, status, err)
+        mark, revoked, killed = _mark_and_killed(target, out, status, err)
         logger.info(
-            "marked generation %d and killed %d older process group(s) on %s",
+            "marked generation %d, revoked %d older claim file(s) and killed %d older "
+            "process group(s) on %s",
             mark,
+            revoked,
             killed,
             target.name,
             extra={
                 "action": "ssh.mark_and_kill",
                 "target": target.name,
                 "mark": mark,
+                "revoked": revoked,
                 "killed": killed,
             },
         )
@@ -596,14 +602,16 @@ def _exit_outcome(chan: asyncssh.SSHClientChannel[bytes]) -> tuple[Status, int |
     return ("succeeded" if code == 0 else "failed"), code, None
 
 
-def _mark_and_killed(target: SshTarget, out: str, status: int | None, err: str) -> tuple[int, int]:
-    """The ``mark=`` and ``killed=`` counts the mark-and-scan script printed; an
-    ``ExecutionError`` when it failed or did not print both."""
+def _mark_and_killed(
+    target: SshTarget, out: str, status: int | None, err: str
+) -> tuple[int, int, int]:
+    """The ``mark=``, ``revoked=`` and ``killed=`` counts the mark-and-scan script
+    printed; an ``ExecutionError`` when it failed or did not print all three."""
     values = dict(
         line.split("=", 1)
         for line in out.splitlines()
         if "=" in line and line.split("=", 1)[1].isdigit()
     )
-    if status != 0 or "mark" not in values or "killed" not in values:
+    if status != 0 or not {"mark", "revoked", "killed"} <= values.keys():
         raise ExecutionError(f"{target.name}: active cleanup failed (exit {status}): {err[:200]}")
-    return int(values["mark"]), int(values["killed"])
+    return int(values["mark"]), int(values["revoked"]), int(values["killed"])

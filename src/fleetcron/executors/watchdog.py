@@ -33,13 +33,14 @@ executor's ``/bin/sh`` started with ``setsid``)::
 * The claim file (:data:`CLAIM_FILE_VARIABLE`): before ``timeout`` starts, S writes the
   run's deadline on this machine's clock (the moment ``A`` counted from the same
   ``/proc/uptime`` reading the sweeper uses; the wall clock, ``date +%s``, where there is
-  no ``/proc/uptime``), its generation and fencing token to
+  no ``/proc/uptime``), its generation, fencing token and mark scope to
   ``$HOME/.fleetcron/claims/run-<id>`` and exports the path, so the command can ask,
   between two of its effects, whether its claim is still live (:data:`CLAIM_CHECK`, no
   fleetcron needed on the target, no process started). The deadline is computed here,
   from the budget, so the clock offset between the scheduler and the target does not
-  matter. Stop (:data:`STOP_SCRIPT`) writes ``stopped`` into it before signalling; S
-  removes it when the command's main process has ended.
+  matter. Stop (:data:`STOP_SCRIPT`) writes ``stopped`` into it before signalling;
+  active cleanup after a takeover removes an older generation's file before it kills
+  (:data:`REVOKE_SCRIPT`); S removes it when the command's main process has ended.
 * The scheduler reads the pgid T from the marker line on stderr (stripped from the
   output) and uses it for its own timeout handling, as before.
 * The run's tags (``FLEETCRON_RUN_ID``, ``FLEETCRON_GENERATION``) are exported before
@@ -211,21 +212,42 @@ def claim_file_name(run_id: int | None) -> str:
     return f"{CLAIM_DIRECTORY}/run-{int(run_id)}" if run_id is not None else ""
 
 
-def _claim_file_lines(
-    run_id: int | None, generation: int | None, term_after_s: float, term_cs: int
-) -> str:
+@dataclass(frozen=True)
+class ClaimFileFields:
+    """What a run's claim file says besides its deadline: the run (its id, or the
+    wrapper's pid without one), its generation and the installation's mark scope (``-``
+    for a standalone run), which active cleanup (:data:`REVOKE_SCRIPT`) reads."""
+
+    run_id: int | None
+    generation: int | None
+    mark_scope: str | None
+
+    def name(self) -> str:
+        return f"run-{int(self.run_id)}" if self.run_id is not None else "pid-$$"
+
+    def words(self) -> tuple[str, str]:
+        """The generation and the scope as shell words (checked: an int, and a scope
+        matching :data:`MARK_SCOPE`, as :func:`mark_directory` requires)."""
+        scope = self.mark_scope if self.mark_scope is not None else "-"
+        if scope != "-" and not MARK_SCOPE.fullmatch(scope):
+            raise ValueError(f"invalid mark scope {scope!r}")
+        return (str(int(self.generation)) if self.generation is not None else "-", scope)
+
+
+def _claim_file_lines(fields: ClaimFileFields, term_after_s: float, term_cs: int) -> str:
     """The wrapper's lines that write the claim file (no process started on Linux: the
     directory exists after the first run) and export its path; empty when it cannot be
-    written, which :data:`CLAIM_CHECK` reads as "not live"."""
-    name = f"run-{int(run_id)}" if run_id is not None else "pid-$$"
+    written, which :data:`CLAIM_CHECK` reads as "not live". The line is ``<clock>
+    <deadline> <generation> <fencing token> <scope>``."""
+    generation, scope = fields.words()
     return (
         'if [ -n "$__fc_u0" ]; then '
         f'__fc_dl="uptime $(( {_centis("__fc_u0")} + {term_cs} ))"; '
         f'else __fc_dl="epoch $(( $(date +%s) + {int(max(term_after_s, 0))} ))"; fi\n'
-        f'__fc_cd="$HOME/{CLAIM_DIRECTORY}"; __fc_cf="$__fc_cd/{name}"\n'
+        f'__fc_cd="$HOME/{CLAIM_DIRECTORY}"; __fc_cf="$__fc_cd/{fields.name()}"\n'
         '{ [ -d "$__fc_cd" ] || (umask 077 && mkdir -p "$__fc_cd"); '
-        f"printf '%s %s %s\\n' \"$__fc_dl\" {generation if generation is not None else '-'} "
-        '"${FLEETCRON_FENCING_TOKEN:--}" >"$__fc_cf"; } 2>/dev/null || __fc_cf=\n'
+        f"printf '%s %s %s %s\\n' \"$__fc_dl\" {generation} "
+        f'"${{FLEETCRON_FENCING_TOKEN:--}}" {scope} >"$__fc_cf"; }} 2>/dev/null || __fc_cf=\n'
         f'export {CLAIM_FILE_VARIABLE}="$__fc_cf"\n'
     )
 
@@ -254,13 +276,14 @@ def watchdog_script(
     grace_cs = round(max(kill_grace_s, MIN_STEP_S) * 100)
     tag = f"{GENERATION_VARIABLE}={generation} " if generation is not None else ""
     inner = guarded_command(command, generation, mark_scope)
+    claim = ClaimFileFields(run_id, generation, mark_scope)
     return (
         f"{exports(env)}\n"
         "trap '' HUP INT QUIT TERM\n"
         "command -v timeout >/dev/null 2>&1 || "
         f"{{ echo {shlex.quote(MISSING_TIMEOUT)} >&2; exit 127; }}\n"
         "__fc_u0=; read __fc_u0 __fc_r 2>/dev/null </proc/uptime\n"
-        f"{_claim_file_lines(run_id, generation, term_after_s, term_cs)}"
+        f"{_claim_file_lines(claim, term_after_s, term_cs)}"
         f"{tag}timeout -s TERM -k {grace} {term} /bin/sh -c {shlex.quote(inner)} &\n"
         "__fc_t=$!\n"
         f"printf '%s\\n' \"{PGID_MARKER.decode()}$__fc_t\" >&2\n"
@@ -363,9 +386,36 @@ MARK_SCRIPT: Final = (
 )
 """The first half of :data:`MARK_AND_SCAN_SCRIPT`: raise the target's mark to ``$1``."""
 
-MARK_AND_SCAN_SCRIPT: Final = MARK_SCRIPT + SCAN_SCRIPT
-"""``sh -c MARK_AND_SCAN_SCRIPT sh <generation> <scope>``: prints ``mark=<m>`` then
-``killed=<n>``; exits non-zero, before any kill, when the mark cannot be written.
+REVOKE_SCRIPT: Final = (
+    # After MARK_SCRIPT ($g, $s set): remove the claim files of this installation's runs
+    # of an older generation, so that their commands' next fleetcron_claim_live fails
+    # before the scan kills them (and for whatever of them the kill cannot reach). One
+    # rm for all of them; none when there is nothing to revoke. Claim files of another
+    # installation (another scope), of standalone runs ("-") and symlinks are left alone.
+    f'c="$HOME/{CLAIM_DIRECTORY}"; r=; n=0; '
+    'for f in "$c"/run-* "$c"/pid-*; do '
+    '[ -f "$f" ] && [ ! -h "$f" ] || continue; '
+    '{ read -r k d v t o x <"$f"; } 2>/dev/null || continue; '
+    '[ "$o" = "$s" ] || continue; '
+    'case "$v" in ""|*[!0-9]*) continue;; esac; '
+    '[ "$v" -lt "$g" ] || continue; '
+    'case "${f##*/}" in *[!A-Za-z0-9-]*) continue;; esac; '
+    'r="$r ${f##*/}"; n=$((n + 1)); '
+    "done; "
+    '[ -z "$r" ] || (cd "$c" && exec rm -f -- $r) || '
+    '{ echo "cannot remove the claim files of generations below $g in $c" >&2; exit 5; }; '
+    'echo "revoked=$n"; '
+)
+"""The second part of :data:`MARK_AND_SCAN_SCRIPT`: revoke the older generations' claim
+files (see :data:`CLAIM_FILE_VARIABLE`): removed, which :data:`CLAIM_CHECK` reads as "not
+live"; prints ``revoked=<n>``. A run whose claim file is written after this pass reads
+the mark after it too (the wrapper writes the file before its group reads the mark) and
+so never starts its command."""
+
+MARK_AND_SCAN_SCRIPT: Final = MARK_SCRIPT + REVOKE_SCRIPT + SCAN_SCRIPT
+"""``sh -c MARK_AND_SCAN_SCRIPT sh <generation> <scope>``: prints ``mark=<m>``,
+``revoked=<r>`` then ``killed=<n>``; exits non-zero, before any kill, when the mark
+cannot be written or the older claim files cannot be removed.
 
 The order is what makes the cleanup safe. A run of an older generation puts its tagged
 group in place, then reads the mark (:func:`guarded_command`). The cleanup writes the

@@ -18,7 +18,9 @@ import dataclasses
 import os
 import pwd
 import secrets
-from collections.abc import AsyncIterator
+import shlex
+import shutil
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +32,12 @@ from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
 from fleetcron.executors.local import LocalExecutor
 from fleetcron.executors.output import LiveOutput
 from fleetcron.executors.ssh import wrap_command
-from fleetcron.executors.watchdog import CLAIM_CHECK, CLAIM_DIRECTORY
+from fleetcron.executors.watchdog import (
+    CLAIM_CHECK,
+    CLAIM_DIRECTORY,
+    MARK_SCRIPT,
+    REVOKE_SCRIPT,
+)
 from waiting import eventually_async
 
 STOPPED_EXIT = 75
@@ -200,3 +207,85 @@ async def test_a_stopped_run_reads_its_claim_as_gone_at_once(
     # its own within the grace (SIGTERM is ignored, so only the check ended it).
     assert seen.refused and not seen.after_deadline, seen
     assert result.error is not None and "stop" in result.error.lower(), result
+
+
+@pytest.fixture
+def scope() -> Iterator[str]:
+    """A fresh installation scope; its mark under the user's home is removed afterwards."""
+    name = "claims" + secrets.token_hex(6)
+    yield name
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    shutil.rmtree(Path(home) / ".fleetcron" / f"generation-{name}", ignore_errors=True)
+
+
+async def revoke_over_ssh(sshd: SshServer, generation: int, scope: str) -> tuple[str, int]:
+    """The cleanup's mark and revocation (no scan, so nothing is killed) on the target;
+    what it printed and the target's uptime, in centiseconds, once it was done."""
+    script = f'{MARK_SCRIPT}{REVOKE_SCRIPT}read -r u r </proc/uptime; echo "at=$u"'
+    key = asyncssh.import_private_key(sshd.client_private_key)
+    async with asyncssh.connect(
+        sshd.host, port=sshd.port, username=sshd.user, client_keys=[key], known_hosts=None
+    ) as conn:
+        out = await conn.run(
+            f"/bin/sh -c {shlex.quote(script)} sh {generation} {scope}", check=True
+        )
+    text = str(out.stdout)
+    at = next(line for line in text.splitlines() if line.startswith("at="))
+    return text, int(at[3:].replace(".", ""))
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["asks", "never-asks"])
+async def test_a_takeovers_cleanup_revokes_the_old_generations_claim_before_any_kill(
+    check: bool, ssh: SshExecutor, sshd: SshServer, scope: str, tmp_path: Path
+) -> None:
+    """Runs of generations 1 and 2 of one installation ask before each effect; the
+    cleanup of generation 2 removes generation 1's claim file: its command stops before
+    its next effect, generation 2's goes on. The negative control never asks and goes on
+    making effects after the revocation."""
+    old_effects, new_effects = tmp_path / "old", tmp_path / "new"
+    target = SshTarget(
+        "claims", sshd.host, sshd.port, sshd.user, sshd.client_private_key, sshd.host_key_line
+    )
+    old_req = dataclasses.replace(
+        request(old_effects, check=check, live=LiveOutput()), watchdog_s=60.0, mark_scope=scope
+    )
+    new_req = dataclasses.replace(
+        request(new_effects, check=True, live=LiveOutput()),
+        watchdog_s=60.0,
+        generation=4,
+        mark_scope=scope,
+    )
+    runs = [asyncio.create_task(ssh.run(target, r)) for r in (old_req, new_req)]
+    try:
+
+        def both_making_effects() -> bool:
+            return all(
+                p.exists() and p.read_text().count("effect ") >= 2
+                for p in (old_effects, new_effects)
+            )
+
+        await eventually_async(both_making_effects, 15, "both runs making effects")
+        printed, revoked_at = await revoke_over_ssh(sshd, 4, scope)
+        assert "revoked=1" in printed.split(), printed
+        assert not claim_file(old_req.run_id).exists()
+        assert claim_file(new_req.run_id).exists()
+
+        def effects_after(path: Path) -> int:
+            return sum(t > revoked_at for t in Effects.read(path).at_cs)
+
+        # Five effect periods later (0.2 s each): generation 2 has gone on.
+        await eventually_async(lambda: effects_after(new_effects) >= 5, 15, "new effects")
+        old = Effects.read(old_effects)
+        if check:
+            # At most the one effect whose check came just before the removal.
+            assert old.refused and effects_after(old_effects) <= 1, old
+            result = await asyncio.wait_for(runs[0], 10)
+            assert (result.status, result.exit_code) == ("failed", STOPPED_EXIT), result
+        else:
+            assert not old.refused and effects_after(old_effects) >= 4, old
+        assert not Effects.read(new_effects).refused
+    finally:
+        for req in (old_req, new_req):
+            assert req.live is not None
+            req.live.request_stop()
+        await asyncio.gather(*runs, return_exceptions=True)

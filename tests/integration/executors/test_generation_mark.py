@@ -264,7 +264,7 @@ def test_a_target_whose_scan_could_not_see_or_kill_is_not_reported_clean(
         text=True,
         env={"PATH": f"{tools}:/usr/bin:/bin", "HOME": str(tmp_path)},
     )
-    assert (ok.returncode, ok.stdout.split()) == (0, ["mark=2", "killed=0"]), ok
+    assert (ok.returncode, ok.stdout.split()) == (0, ["mark=2", "revoked=0", "killed=0"]), ok
 
 
 def _as_run_target(target: SshTarget, kind: str) -> RunTarget:

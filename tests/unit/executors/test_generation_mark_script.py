@@ -10,6 +10,7 @@ from fleetcron.executors import ExecRequest
 from fleetcron.executors.watchdog import (
     MARK_AND_SCAN_SCRIPT,
     MARK_SCRIPT,
+    REVOKE_SCRIPT,
     SCAN_SCRIPT,
     SUPERSEDED_EXIT,
     guarded_command,
@@ -54,7 +55,12 @@ def test_the_refusal_needs_both_its_status_and_its_line() -> None:
 
 
 def test_cleanup_writes_the_mark_before_it_scans() -> None:
-    assert MARK_AND_SCAN_SCRIPT == MARK_SCRIPT + SCAN_SCRIPT
+    assert MARK_AND_SCAN_SCRIPT == MARK_SCRIPT + REVOKE_SCRIPT + SCAN_SCRIPT
     assert MARK_AND_SCAN_SCRIPT.index('echo "mark=') < MARK_AND_SCAN_SCRIPT.index("kill -s KILL")
+    # The older claim files are revoked after the mark and before any kill.
+    revoke = MARK_AND_SCAN_SCRIPT.index(REVOKE_SCRIPT)
+    assert MARK_AND_SCAN_SCRIPT.index('echo "mark=') < revoke
+    assert revoke + len(REVOKE_SCRIPT) <= MARK_AND_SCAN_SCRIPT.index("kill -s KILL")
+    assert "kill" not in REVOKE_SCRIPT
     # It stops before killing anything when the mark cannot be written.
     assert "exit 3; }" in MARK_SCRIPT and "kill -s" not in MARK_SCRIPT
