@@ -2,9 +2,9 @@
 
 The scheduler's environment for a claimed run carries ``FLEETCRON_CLAIM_SECRET`` and
 ``FLEETCRON_CLAIM_URL``; ``GET /api/v1/claims/{token}`` answers ``live`` while the
-claim is, ``superseded`` once another node took over, ``expired`` past its deadline,
-``finished`` once the run was recorded; it refuses a request without the run's secret or
-with another run's.
+claim is, and 410 Gone with ``superseded`` once another node took over, ``expired`` past
+its deadline, ``finished`` once the run was recorded; it refuses a request without the
+run's secret or with another run's, and a forged token.
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ def test_a_run_learns_its_claim_is_live_then_superseded_by_a_takeover(
     assert busy["FLEETCRON_CLAIM_URL"].startswith(f"{ENDPOINT}/api/v1/claims/1%3A")
 
     assert ask(client, busy) == (200, "live")
-    assert ask(client, idle) == (200, "finished")
+    assert ask(client, idle) == (410, "finished")
     cluster.takeover(b.app, SYSTEM, b.node, ENDPOINT, confirm_fenced=True)
-    assert ask(client, busy) == (200, "superseded")
+    assert ask(client, busy) == (410, "superseded")
 
 
 def test_a_claim_past_its_deadline_is_expired(
@@ -100,7 +100,7 @@ def test_a_claim_past_its_deadline_is_expired(
     assert ask(client, busy) == (200, "live")
     with a.app.db.session() as session:
         session.execute(text("UPDATE execution_claims SET deadline_at = now() - interval '1s'"))
-    assert ask(client, busy) == (200, "expired")
+    assert ask(client, busy) == (410, "expired")
 
 
 def test_only_the_runs_own_secret_opens_its_claim(
@@ -117,3 +117,37 @@ def test_only_the_runs_own_secret_opens_its_claim(
     assert client.get("/api/v1/claims/not-a-token").status_code == 422
     # The control: the same request with the run's own secret is answered.
     assert ask(client, busy) == (200, "live")
+
+
+def test_a_forged_token_learns_nothing_about_other_claims(
+    alpha_and_beta: tuple[ClusterNode, ClusterNode], client: TestClient, clock: FakeClock
+) -> None:
+    """A token naming another run's claim, a claim that does not exist, or the run's own
+    claim under another generation: refused alike, with no state in the answer."""
+    a, _ = alpha_and_beta
+    env = claimed(a, clock)
+    busy, idle = env["busy"], env["idle"]
+    generation, busy_claim = busy["FLEETCRON_FENCING_TOKEN"].split(":")
+    idle_claim = idle["FLEETCRON_FENCING_TOKEN"].split(":")[1]
+    headers = {SECRET_HEADER: busy["FLEETCRON_CLAIM_SECRET"]}
+    answers = {
+        name: client.get(f"/api/v1/claims/{token}", headers=headers)
+        for name, token in {
+            "another run's claim": f"{generation}:{idle_claim}",
+            "a claim that does not exist": f"{generation}:{int(busy_claim) + 1000}",
+            "its own claim, another generation": f"{int(generation) + 1}:{busy_claim}",
+        }.items()
+    }
+    codes = {name: response.status_code for name, response in answers.items()}
+    # Another claim (existing or not) is refused before the database is read: one answer.
+    assert codes == {
+        "another run's claim": 401,
+        "a claim that does not exist": 401,
+        "its own claim, another generation": 404,
+    }
+    for response in answers.values():
+        body = response.json()
+        assert "state" not in body and "deadline_at" not in body, body
+    # The control: the run's own token is answered, with its state.
+    assert ask(client, busy) == (200, "live")
+
