@@ -55,17 +55,31 @@ class ClaimAnswer:
     reason: str
 
 
+_CURRENT_GENERATION: Final = (
+    select(func.max(ClusterOwnership.generation)).scalar_subquery().label("current")
+)
+
+
 def claim_answer(session: Session, claim_id: int, generation: int) -> ClaimAnswer | None:
-    """The state of claim ``claim_id`` of ``generation``; ``None`` when there is none."""
-    claim = session.get(ExecutionClaim, claim_id)
-    if claim is None or claim.generation != generation:
+    """The state of claim ``claim_id`` of ``generation``; ``None`` when there is none.
+
+    One statement (one round trip, no ORM object): the claim's state and deadline, the
+    ownership's generation and the database clock, read together."""
+    row = session.execute(
+        select(
+            ExecutionClaim.state,
+            ExecutionClaim.deadline_at,
+            _CURRENT_GENERATION,
+            func.clock_timestamp().label("now"),
+        ).where(ExecutionClaim.id == claim_id, ExecutionClaim.generation == generation)
+    ).one_or_none()
+    if row is None:
         return None
-    current = session.scalar(select(func.max(ClusterOwnership.generation)))
-    now = session.scalar(select(func.clock_timestamp()))
-    assert isinstance(now, datetime)
-    left = (claim.deadline_at - now).total_seconds()
-    state, reason = _decide(claim.state, left, generation, current)
-    return ClaimAnswer(state, generation, claim_id, claim.deadline_at, max(left, 0.0), reason)
+    stored, deadline_at, current, now = row
+    assert isinstance(now, datetime) and isinstance(deadline_at, datetime)
+    left = (deadline_at - now).total_seconds()
+    state, reason = _decide(stored, left, generation, current)
+    return ClaimAnswer(state, generation, claim_id, deadline_at, max(left, 0.0), reason)
 
 
 def _decide(
