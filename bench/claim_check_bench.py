@@ -44,7 +44,7 @@ def main() -> None:
         claim = Path(tmp) / "claim"
         with open("/proc/uptime") as handle:
             up = float(handle.read().split()[0])
-        claim.write_text(f"uptime {int(up * 100) + 3600 * 100} 3 3:17\n")
+        claim.write_text(f"uptime {int(up * 100) + 3600 * 100} 3 3:17 abc123\n")
         env = {**os.environ, "FLEETCRON_CLAIM_FILE": str(claim)}
         loop = f"i=0; while [ $i -lt {n} ]; do i=$((i + 1)); {{check}} || exit 1; done"
         inside = loop.replace("{check}", "fleetcron_claim_live")
