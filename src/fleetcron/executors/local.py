@@ -51,11 +51,21 @@ from fleetcron.executors.output import (
     tee,
     unless_stopped,
 )
+from fleetcron.executors.group_watchdog import group_alive
+from fleetcron.executors.local_watch import (
+    WATCH_VARIABLE,
+    GroupWatch,
+    boot_clock,
+    write_claim_file,
+)
 from fleetcron.executors.watchdog import (
+    CLAIM_DIRECTORY,
+    CLAIM_FILE_VARIABLE,
     GENERATION_VARIABLE,
     PGID_MARKER,
     Plan,
     claim_file_name,
+    guarded_command,
     plain_script,
     plan,
     stop_argv,
@@ -153,6 +163,7 @@ class LocalExecutor:
         self._allow_root = allow_root
         self._watchdog = watchdog
         self._account: tuple[float, RunAs] | None = None
+        self.group_watch = GroupWatch()
 
     def account(self) -> RunAs:
         """The account commands run as; raises ``LookupError`` with a clear message.
@@ -223,24 +234,37 @@ class LocalExecutor:
         """Run the command as ``account`` under the deadline ``steps``, its output kept
         within bounds and its claim file removed after."""
         env = self.environment(request, account)
-        claim = self._claim_file(request, account)
-        script = self._script(request, env, steps, remove_claim_file=claim is None)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
+        direct = account.uid == os.geteuid()
+        if direct:
+            script = guarded_command(request.command, request.generation, request.mark_scope)
+            splitter = MarkerLineSplitter.passthrough(tee(stderr, request.live))
+        else:
+            script = self._script(request, env, steps)
+            splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
         t0 = time.monotonic()
+        key: str | None = None
+        claim: str | None = None
         try:
+            if direct:
+                key, claim = await self._watched(request, account, env, steps)
             proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
+            self._unwatch(key, None)
+            self._forget_claim_file(claim)
             return _not_started(
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
             )
+        if key is not None:
+            self.group_watch.started(key, proc.pid)
         try:
             status, exit_code, error = await self._watch(
                 request, proc, stdout=stdout, splitter=splitter, steps=steps, t0=t0
             )
         finally:
             self._forget_claim_file(claim)
+            self._unwatch(key, proc)
         splitter.flush()
         status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
         return ExecResult(
@@ -275,10 +299,47 @@ class LocalExecutor:
         )
 
     def _forget_claim_file(self, claim: str | None) -> None:
-        """Remove the run's claim file after the run (see :meth:`_claim_file`)."""
-        if self._watchdog and claim is not None:
+        """Remove the run's claim file after the run (see :meth:`_watched`)."""
+        if claim:
             with contextlib.suppress(OSError):
                 os.unlink(claim)
+
+    async def _watched(
+        self, request: ExecRequest, account: RunAs, env: dict[str, str], steps: Plan
+    ) -> tuple[str | None, str]:
+        """Before a command run as the scheduler's own user starts: its deadlines handed
+        to the group watchdog (its tag, ``FLEETCRON_WATCH``, added to ``env``), its claim
+        file written and exported. The tag (``None`` without the watchdog) and the claim
+        file's path."""
+        key = self.group_watch.key()
+        term_at = boot_clock() + steps.term_after
+        if self._watchdog:
+            env[WATCH_VARIABLE] = key
+            await self.group_watch.arm(key, term_at, term_at + steps.kill_grace)
+        if request.generation is not None:
+            env[GENERATION_VARIABLE] = str(request.generation)
+        name = claim_file_name(request.run_id) or f"{CLAIM_DIRECTORY}/watch-{key}"
+        claim = os.path.join(account.home, name)
+        env[CLAIM_FILE_VARIABLE] = write_claim_file(
+            claim,
+            deadline_at=term_at,
+            generation=request.generation,
+            token=env.get("FLEETCRON_FENCING_TOKEN"),
+        )
+        return (key if self._watchdog else None), claim
+
+    def _unwatch(self, key: str | None, proc: asyncio.subprocess.Process | None) -> None:
+        """Tell the watchdog a run's group is gone (it forgets the group by itself within a
+        second otherwise, and signals leftovers of the group at the deadline)."""
+        if key is None:
+            return
+        if proc is None or (proc.returncode is not None and not group_alive(proc.pid)):
+            self.group_watch.done(key)
+
+    async def close(self) -> None:
+        """Close the pipe to the group watchdog; it exits once the groups it watches are
+        gone."""
+        self.group_watch.close()
 
     def _permitted_account(self) -> RunAs | str:
         """The account this run may run as, or why it may not start (the trust boundary)."""
@@ -296,9 +357,9 @@ class LocalExecutor:
             )
         return account
 
-    def _script(
-        self, request: ExecRequest, env: dict[str, str], steps: Plan, *, remove_claim_file: bool
-    ) -> str:
+    def _script(self, request: ExecRequest, env: dict[str, str], steps: Plan) -> str:
+        """The wrapper of a command run as another user (who writes and removes its own
+        claim file: the scheduler never writes into another user's home)."""
         if not self._watchdog:
             return plain_script(request.command, env)
         return watchdog_script(
@@ -309,17 +370,7 @@ class LocalExecutor:
             generation=request.generation,
             mark_scope=request.mark_scope,
             run_id=request.run_id,
-            remove_claim_file=remove_claim_file,
         )
-
-    def _claim_file(self, request: ExecRequest, account: RunAs) -> str | None:
-        """The run's claim file when this process removes it after the run (a command run
-        as the scheduler's own user: an unlink here costs the run no ``rm`` process); None
-        when the wrapper removes it (another user's home is never written with the
-        scheduler's privileges)."""
-        if request.run_id is None or self._run_as_name is not None:
-            return None
-        return os.path.join(account.home, claim_file_name(request.run_id))
 
     async def _spawn_whole(
         self,
@@ -369,10 +420,11 @@ class LocalExecutor:
             # still part of the job.
             async with asyncio.timeout(limit):
                 await unless_stopped(asyncio.shield(readers), request.live)
-                exit_code = await proc.wait()
+                exit_code = _shell_status(await proc.wait())
             status = "succeeded" if exit_code == 0 else "failed"
-            if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
-                # timeout(1) fired a hair before our own timer: the same outcome.
+            if self._watchdog and exit_code in _WATCHDOG_ENDS and time.monotonic() - t0 >= limit * 0.99:
+                # The watchdog (timeout(1) in the wrapper, or the group watchdog) fired a
+                # hair before our own timer: the same outcome.
                 status, exit_code = "timed_out", None
                 error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
@@ -587,6 +639,15 @@ def _not_started(
         duration_ms=int((time.monotonic() - called) * 1000),
         error=error,
     )
+
+
+_WATCHDOG_ENDS: Final = frozenset({124, 128 + signal.SIGTERM, 128 + signal.SIGKILL})
+"""Exit statuses of a command the watchdog ended: ``timeout``'s, or a shell's signalled."""
+
+
+def _shell_status(returncode: int) -> int:
+    """A process's status as a shell reports it: 128 + n when signal n ended it."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _pgid(splitter: MarkerLineSplitter) -> int | None:

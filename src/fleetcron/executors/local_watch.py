@@ -1,0 +1,155 @@
+"""The scheduler's side of the local group watchdog, and the claim file of a local run.
+
+A local command run as the scheduler's own user is one process: ``/bin/sh -c`` started
+in a session of its own. Its claim deadline holds without the scheduler because one
+watchdog process per executor (:mod:`fleetcron.executors.group_watchdog`, started on the
+first run and detached) is told each run's deadlines before the command starts, and its
+process group once it has: the run costs that process three short lines on a pipe
+instead of the two extra processes (a wrapper shell and ``timeout``) of the SSH
+wrapper. The claim file the command's ``fleetcron_claim_live`` reads is written here, in
+the same format and on the same clock (``/proc/uptime``) as the wrapper writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import time
+import weakref
+from typing import Final
+
+from fleetcron.executors import group_watchdog
+from fleetcron.executors.group_watchdog import WATCH_VARIABLE
+
+logger = logging.getLogger(__name__)
+
+WATCHDOG_UNAVAILABLE: Final = "the local watchdog could not be started"
+"""Start of ``ExecResult.error`` when a run could not be put under the watchdog (the
+command was not started)."""
+_LAUNCH_TIMEOUT_S: Final = 30.0
+
+
+def boot_clock() -> float:
+    """Seconds on the watchdog's clock (``CLOCK_BOOTTIME``, the clock of /proc/uptime)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+class GroupWatch:
+    """One watchdog process and the pipe to it; relaunched when it is found gone.
+
+    ``arm`` is written before the command starts, so a scheduler killed while it starts
+    the command still leaves a deadline behind (found by the run's tag,
+    :data:`~fleetcron.executors.group_watchdog.WATCH_VARIABLE`); ``started`` and ``done``
+    follow. ``close`` (or the object's end) closes the pipe: the watchdog then finishes
+    the groups it knows and exits."""
+
+    def __init__(self) -> None:
+        self._token = secrets.token_hex(6)
+        self._serial = itertools.count(1)
+        self._fd: list[int] = []
+        self._lock = asyncio.Lock()
+        self.pid: int | None = None
+        weakref.finalize(self, _close_all, self._fd)
+
+    def key(self) -> str:
+        """A tag no other run on this machine carries."""
+        return f"{self._token}-{next(self._serial)}"
+
+    async def arm(self, key: str, term_at: float, kill_at: float) -> None:
+        """Put a run's deadlines in the watchdog's hands; raise ``OSError`` if it cannot
+        be done (then the run must not start)."""
+        line = f"arm {key} {term_at:.3f} {kill_at:.3f}\n"
+        async with self._lock:
+            if self._fd and self._write(line):
+                return
+            await asyncio.to_thread(self._launch)
+            if not self._write(line):
+                raise OSError(f"{WATCHDOG_UNAVAILABLE}: its pipe is closed")
+
+    def started(self, key: str, pgid: int) -> None:
+        self._write(f"pgid {key} {pgid}\n")
+
+    def done(self, key: str) -> None:
+        self._write(f"done {key}\n")
+
+    def close(self) -> None:
+        _close_all(self._fd)
+
+    def _write(self, line: str) -> bool:
+        """Write one line; False when the watchdog is gone (its pipe closed)."""
+        if not self._fd:
+            return False
+        try:
+            os.write(self._fd[0], line.encode())
+        except BlockingIOError:
+            # A watchdog that reads nothing (stopped): a full pipe blocks nothing here.
+            logger.warning(
+                "the local watchdog is not reading its input; a line was dropped",
+                extra={"action": "local.watchdog_full"},
+            )
+            return False
+        except OSError:
+            _close_all(self._fd)
+            return False
+        return True
+
+    def _launch(self) -> None:
+        """Start a watchdog (it detaches: the launched process exits once it has)."""
+        _close_all(self._fd)
+        read_end, write_end = os.pipe()
+        try:
+            launched = subprocess.run(
+                [sys.executable, "-I", "-S", group_watchdog.__file__],
+                stdin=read_end,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={},
+                cwd="/",
+                start_new_session=True,
+                timeout=_LAUNCH_TIMEOUT_S,
+                check=True,
+            )
+            self.pid = int(launched.stdout.split()[0])
+        except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+            os.close(write_end)
+            raise OSError(f"{WATCHDOG_UNAVAILABLE}: {exc}") from exc
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
+        self._fd.append(write_end)
+        logger.info(
+            "local watchdog started (pid %d)",
+            self.pid,
+            extra={"action": "local.watchdog_started", "pid": self.pid},
+        )
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        with contextlib.suppress(OSError):
+            os.close(fds.pop())
+
+
+def write_claim_file(
+    path: str, *, deadline_at: float, generation: int | None, token: str | None
+) -> str:
+    """Write the run's claim file (``uptime <centiseconds> <generation> <token>``, as the
+    wrapper writes it) in a directory of mode 0700; its path, or ``""`` when it could not
+    be written (which the check reads as "not live")."""
+    line = f"uptime {round(deadline_at * 100)} {'-' if generation is None else generation} "
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write(f"{line}{token or '-'}\n")
+    except (OSError, UnicodeEncodeError):
+        return ""
+    return path
+
+
+__all__ = ["WATCH_VARIABLE", "GroupWatch", "boot_clock", "write_claim_file"]
