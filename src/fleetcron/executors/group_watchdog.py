@@ -38,7 +38,9 @@ from dataclasses import dataclass
 WATCH_VARIABLE = "FLEETCRON_WATCH"
 POLL_S = 1.0
 """How often the known groups are asked whether they still have members."""
-_READ = 65536
+GATHER_S = 0.05
+"""After reading, how long the input is left to gather (a deadline due sooner is kept)."""
+_READ = 1 << 20
 
 
 def now() -> float:
@@ -156,6 +158,8 @@ def watch(fd: int) -> None:
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 dog.line(line.decode("ascii", "replace"))
+            # Let the next lines gather: one wake-up for many runs, not one per line.
+            time.sleep(min(GATHER_S, dog.wait_s(now())))
         elif not reading:
             time.sleep(dog.wait_s(now()))
         dog.due(now())

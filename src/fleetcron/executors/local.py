@@ -658,7 +658,7 @@ def _pgid(splitter: MarkerLineSplitter) -> int | None:
 async def _reported(splitter: MarkerLineSplitter, proc: asyncio.subprocess.Process) -> None:
     """Wait (briefly) until the wrapper has reported the command's process group."""
     deadline = time.monotonic() + MARKER_WAIT_S
-    while splitter.value is None and proc.returncode is None and time.monotonic() < deadline:
+    while splitter.waiting and proc.returncode is None and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import logging
 import os
@@ -33,6 +34,10 @@ WATCHDOG_UNAVAILABLE: Final = "the local watchdog could not be started"
 """Start of ``ExecResult.error`` when a run could not be put under the watchdog (the
 command was not started)."""
 _LAUNCH_TIMEOUT_S: Final = 30.0
+_PIPE_BYTES: Final = 1 << 20
+"""The pipe's capacity asked for (Linux's default ``pipe-max-size``): some 20,000 lines."""
+_FULL_RETRIES: Final = 5
+_FULL_WAIT_S: Final = 0.05
 
 
 def boot_clock() -> float:
@@ -53,6 +58,8 @@ class GroupWatch:
         self._token = secrets.token_hex(6)
         self._serial = itertools.count(1)
         self._fd: list[int] = []
+        self._held: list[str] = []
+        self._flush_soon = False
         self._lock = asyncio.Lock()
         self.pid: int | None = None
         weakref.finalize(self, _close_all, self._fd)
@@ -62,42 +69,54 @@ class GroupWatch:
         return f"{self._token}-{next(self._serial)}"
 
     async def arm(self, key: str, term_at: float, kill_at: float) -> None:
-        """Put a run's deadlines in the watchdog's hands; raise ``OSError`` if it cannot
-        be done (then the run must not start)."""
-        line = f"arm {key} {term_at:.3f} {kill_at:.3f}\n"
+        """Put a run's deadlines in the watchdog's hands before its command starts (with
+        the lines still held back, in order); raise ``OSError`` if it cannot be done (then
+        the run must not start)."""
+        self._held.append(f"arm {key} {term_at:.3f} {kill_at:.3f}\n")
         async with self._lock:
-            if self._fd and self._write(line):
-                return
-            await asyncio.to_thread(self._launch)
-            if not self._write(line):
-                raise OSError(f"{WATCHDOG_UNAVAILABLE}: its pipe is closed")
+            for attempt in range(_FULL_RETRIES):
+                if not self._fd:
+                    await asyncio.to_thread(self._launch)
+                if self._flush():
+                    return
+                if self._fd:  # the pipe is full: the watchdog reads every POLL_S
+                    await asyncio.sleep(_FULL_WAIT_S * (attempt + 1))
+        raise OSError(f"{WATCHDOG_UNAVAILABLE}: it does not read its input")
 
     def started(self, key: str, pgid: int) -> None:
-        self._write(f"pgid {key} {pgid}\n")
+        self._hold(f"pgid {key} {pgid}\n")
 
     def done(self, key: str) -> None:
-        self._write(f"done {key}\n")
+        self._hold(f"done {key}\n")
 
     def close(self) -> None:
+        self._flush()
         _close_all(self._fd)
 
-    def _write(self, line: str) -> bool:
-        """Write one line; False when the watchdog is gone (its pipe closed)."""
+    def _hold(self, line: str) -> None:
+        """Queue a line; the lines of one turn of the event loop go in one write."""
+        self._held.append(line)
+        if not self._flush_soon:
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> bool:
+        """Write the held lines; False when they could not all be written (the watchdog is
+        gone: its pipe closed and a new one is needed; or its pipe is full)."""
+        self._flush_soon = False
         if not self._fd:
             return False
+        data = "".join(self._held).encode()
         try:
-            os.write(self._fd[0], line.encode())
+            written = os.write(self._fd[0], data)
         except BlockingIOError:
-            # A watchdog that reads nothing (stopped): a full pipe blocks nothing here.
-            logger.warning(
-                "the local watchdog is not reading its input; a line was dropped",
-                extra={"action": "local.watchdog_full"},
-            )
-            return False
+            written = 0
         except OSError:
             _close_all(self._fd)
             return False
-        return True
+        # What did not fit stays held and follows (the watchdog joins a split line).
+        self._held[:] = [data[written:].decode()] if written < len(data) else []
+        return not self._held
 
     def _launch(self) -> None:
         """Start a watchdog (it detaches: the launched process exits once it has)."""
@@ -122,6 +141,8 @@ class GroupWatch:
         finally:
             os.close(read_end)
         os.set_blocking(write_end, False)
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._fd.append(write_end)
         logger.info(
             "local watchdog started (pid %d)",
@@ -140,13 +161,21 @@ def write_claim_file(
     path: str, *, deadline_at: float, generation: int | None, token: str | None
 ) -> str:
     """Write the run's claim file (``uptime <centiseconds> <generation> <token>``, as the
-    wrapper writes it) in a directory of mode 0700; its path, or ``""`` when it could not
-    be written (which the check reads as "not live")."""
-    line = f"uptime {round(deadline_at * 100)} {'-' if generation is None else generation} "
+    wrapper writes it; its directory made with mode 0700 when missing); its path, or
+    ``""`` when it could not be written (which the check reads as "not live")."""
+    generation_word = "-" if generation is None else str(generation)
+    line = f"uptime {round(deadline_at * 100)} {generation_word} {token or '-'}\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(path, "w", encoding="ascii") as handle:
-            handle.write(f"{line}{token or '-'}\n")
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            fd = os.open(path, flags, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
     except (OSError, UnicodeEncodeError):
         return ""
     return path

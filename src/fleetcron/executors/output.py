@@ -130,6 +130,11 @@ class MarkerLineSplitter:
         splitter._done = True
         return splitter
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the marker may still come (it has not, and the scan has not stopped)."""
+        return not self._done
+
     def feed(self, data: bytes) -> None:
         if self._done:
             self._sink.feed(data)
