@@ -41,6 +41,13 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
+from fleetcron.executors.group_watchdog import group_alive
+from fleetcron.executors.local_watch import (
+    WATCH_VARIABLE,
+    GroupWatch,
+    boot_clock,
+    write_claim_file,
+)
 from fleetcron.executors.output import (
     MARKER_WAIT_S,
     STOPPED,
@@ -50,13 +57,6 @@ from fleetcron.executors.output import (
     StopRequested,
     tee,
     unless_stopped,
-)
-from fleetcron.executors.group_watchdog import group_alive
-from fleetcron.executors.local_watch import (
-    WATCH_VARIABLE,
-    GroupWatch,
-    boot_clock,
-    write_claim_file,
 )
 from fleetcron.executors.watchdog import (
     CLAIM_DIRECTORY,
@@ -422,7 +422,11 @@ class LocalExecutor:
                 await unless_stopped(asyncio.shield(readers), request.live)
                 exit_code = _shell_status(await proc.wait())
             status = "succeeded" if exit_code == 0 else "failed"
-            if self._watchdog and exit_code in _WATCHDOG_ENDS and time.monotonic() - t0 >= limit * 0.99:
+            if (
+                self._watchdog
+                and exit_code in _WATCHDOG_ENDS
+                and time.monotonic() - t0 >= limit * 0.99
+            ):
                 # The watchdog (timeout(1) in the wrapper, or the group watchdog) fired a
                 # hair before our own timer: the same outcome.
                 status, exit_code = "timed_out", None
