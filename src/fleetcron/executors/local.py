@@ -237,34 +237,26 @@ class LocalExecutor:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         direct = account.uid == os.geteuid()
-        if direct:
-            script = guarded_command(request.command, request.generation, request.mark_scope)
-            splitter = MarkerLineSplitter.passthrough(tee(stderr, request.live))
-        else:
-            script = self._script(request, env, steps)
-            splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
+        script, splitter = self._script(request, env, steps, tee(stderr, request.live), direct)
         t0 = time.monotonic()
-        key: str | None = None
-        claim: str | None = None
+        watched: tuple[str | None, str] = (None, "")
         try:
             if direct:
-                key, claim = await self._watched(request, account, env, steps)
+                watched = await self._watched(request, account, env, steps)
             proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
-            self._unwatch(key, None)
-            self._forget_claim_file(claim)
+            self._unwatch(watched, None)
             return _not_started(
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
             )
-        if key is not None:
-            self.group_watch.started(key, proc.pid)
+        if watched[0] is not None:
+            self.group_watch.started(watched[0], proc.pid)
         try:
             status, exit_code, error = await self._watch(
                 request, proc, stdout=stdout, splitter=splitter, steps=steps, t0=t0
             )
         finally:
-            self._forget_claim_file(claim)
-            self._unwatch(key, proc)
+            self._unwatch(watched, proc)
         splitter.flush()
         status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
         return ExecResult(
@@ -298,12 +290,6 @@ class LocalExecutor:
             request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
         )
 
-    def _forget_claim_file(self, claim: str | None) -> None:
-        """Remove the run's claim file after the run (see :meth:`_watched`)."""
-        if claim:
-            with contextlib.suppress(OSError):
-                os.unlink(claim)
-
     async def _watched(
         self, request: ExecRequest, account: RunAs, env: dict[str, str], steps: Plan
     ) -> tuple[str | None, str]:
@@ -328,9 +314,17 @@ class LocalExecutor:
         )
         return (key if self._watchdog else None), claim
 
-    def _unwatch(self, key: str | None, proc: asyncio.subprocess.Process | None) -> None:
-        """Tell the watchdog a run's group is gone (it forgets the group by itself within a
-        second otherwise, and signals leftovers of the group at the deadline)."""
+    def _unwatch(
+        self, watched: tuple[str | None, str], proc: asyncio.subprocess.Process | None
+    ) -> None:
+        """After a run (``watched``: its tag and claim file, see :meth:`_watched`): remove
+        its claim file, and tell the watchdog when its group is gone (else the watchdog
+        forgets the group by itself within a second once it is, and signals leftovers of
+        the group at the deadline)."""
+        key, claim = watched
+        if claim:
+            with contextlib.suppress(OSError):
+                os.unlink(claim)
         if key is None:
             return
         if proc is None or (proc.returncode is not None and not group_alive(proc.pid)):
@@ -357,12 +351,21 @@ class LocalExecutor:
             )
         return account
 
-    def _script(self, request: ExecRequest, env: dict[str, str], steps: Plan) -> str:
-        """The wrapper of a command run as another user (who writes and removes its own
-        claim file: the scheduler never writes into another user's home)."""
+    def _script(
+        self, request: ExecRequest, env: dict[str, str], steps: Plan, stderr: Sink, direct: bool
+    ) -> tuple[str, MarkerLineSplitter]:
+        """The ``sh -c`` script and the reader of its stderr. A command run as the
+        scheduler's own user (``direct``) is the script itself, the leader of its group;
+        one run as another user runs under the wrapper, which writes and removes that
+        user's claim file (the scheduler never writes into another user's home) and
+        reports the group on stderr."""
+        if direct:
+            command = guarded_command(request.command, request.generation, request.mark_scope)
+            return command, MarkerLineSplitter.passthrough(stderr)
+        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
         if not self._watchdog:
-            return plain_script(request.command, env)
-        return watchdog_script(
+            return plain_script(request.command, env), splitter
+        script = watchdog_script(
             request.command,
             env,
             term_after_s=steps.term_after,
@@ -371,6 +374,7 @@ class LocalExecutor:
             mark_scope=request.mark_scope,
             run_id=request.run_id,
         )
+        return script, splitter
 
     async def _spawn_whole(
         self,
@@ -422,13 +426,7 @@ class LocalExecutor:
                 await unless_stopped(asyncio.shield(readers), request.live)
                 exit_code = _shell_status(await proc.wait())
             status = "succeeded" if exit_code == 0 else "failed"
-            if (
-                self._watchdog
-                and exit_code in _WATCHDOG_ENDS
-                and time.monotonic() - t0 >= limit * 0.99
-            ):
-                # The watchdog (timeout(1) in the wrapper, or the group watchdog) fired a
-                # hair before our own timer: the same outcome.
+            if self._watchdog and _ended_by_watchdog(exit_code, time.monotonic() - t0, limit):
                 status, exit_code = "timed_out", None
                 error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
@@ -647,6 +645,12 @@ def _not_started(
 
 _WATCHDOG_ENDS: Final = frozenset({124, 128 + signal.SIGTERM, 128 + signal.SIGKILL})
 """Exit statuses of a command the watchdog ended: ``timeout``'s, or a shell's signalled."""
+
+
+def _ended_by_watchdog(exit_code: int, elapsed_s: float, limit_s: float) -> bool:
+    """The watchdog (``timeout`` in the wrapper, or the group watchdog's signal) ended the
+    command a hair before the executor's own timer: the same outcome as the timer's."""
+    return exit_code in _WATCHDOG_ENDS and elapsed_s >= limit_s * 0.99
 
 
 def _shell_status(returncode: int) -> int:
