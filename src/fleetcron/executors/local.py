@@ -1,11 +1,16 @@
-"""Run commands on this machine through ``/bin/sh -c``, under the watchdog.
+"""Run commands on this machine through ``/bin/sh -c``, under a watchdog.
 
-The command runs in a new session under the wrapper of
-:mod:`fleetcron.executors.watchdog` (POSIX ``sh`` and coreutils ``timeout``), which
-kills its whole process group when the run's budget (``ExecRequest.watchdog_s``) is
-spent, by this machine's monotonic clock, even if the scheduler has been killed or
-stopped in the meantime. The scheduler's own timeout handling (SIGTERM to the group,
-SIGKILL after the grace) works as before on top of it.
+A command run as the scheduler's own user is one process: ``/bin/sh -c <command>``
+started in a new session, the leader of its process group. Before it starts, its
+deadlines are handed to the executor's group watchdog
+(:mod:`fleetcron.executors.local_watch`, one detached process for all runs), which kills
+its whole process group when the run's budget (``ExecRequest.watchdog_s``) is spent, by
+this machine's monotonic clock, even if the scheduler has been killed or stopped in the
+meantime; its claim file is written here. A command run as another user runs under the
+wrapper of :mod:`fleetcron.executors.watchdog` (POSIX ``sh`` and coreutils ``timeout``),
+which writes and removes that user's claim file and kills the group itself. The
+scheduler's own timeout handling (SIGTERM to the group, SIGKILL after the grace) works on
+top of either.
 
 Trust boundary: local commands run as ``run_as`` (the ``local_run_as`` setting), with
 privileges dropped (``setgroups``/``setgid``/``setuid``) before the wrapper starts.
