@@ -47,6 +47,7 @@ from fleetcron.executors.base import (
     utc_now,
 )
 from fleetcron.executors.group_watchdog import group_alive
+from fleetcron.executors.local_watch import SUPPORTED as GROUP_WATCH_SUPPORTED
 from fleetcron.executors.local_watch import (
     WATCH_VARIABLE,
     GroupWatch,
@@ -241,7 +242,7 @@ class LocalExecutor:
         env = self.environment(request, account)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        direct = account.uid == os.geteuid()
+        direct = account.uid == os.geteuid() and GROUP_WATCH_SUPPORTED
         script, splitter = self._script(request, env, steps, tee(stderr, request.live), direct)
         t0 = time.monotonic()
         watched: tuple[str | None, str] = (None, "")

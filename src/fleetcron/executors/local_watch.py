@@ -40,6 +40,11 @@ _FULL_RETRIES: Final = 5
 _FULL_WAIT_S: Final = 0.05
 
 
+SUPPORTED: Final = hasattr(time, "CLOCK_BOOTTIME") and os.path.exists("/proc/self/environ")
+"""Whether this machine has what the group watchdog needs (Linux: ``CLOCK_BOOTTIME``, the
+clock of /proc/uptime, and /proc); elsewhere every local command runs under the wrapper."""
+
+
 def boot_clock() -> float:
     """Seconds on the watchdog's clock (``CLOCK_BOOTTIME``, the clock of /proc/uptime)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -181,4 +186,4 @@ def write_claim_file(
     return path
 
 
-__all__ = ["WATCH_VARIABLE", "GroupWatch", "boot_clock", "write_claim_file"]
+__all__ = ["SUPPORTED", "WATCH_VARIABLE", "GroupWatch", "boot_clock", "write_claim_file"]
