@@ -44,7 +44,7 @@ class LocalKind:
         return await self.executor.run(request)
 
     async def close(self) -> None:
-        return None
+        await self.executor.close()
 
 
 class SshKind:

@@ -1,11 +1,16 @@
-"""Run commands on this machine through ``/bin/sh -c``, under the watchdog.
+"""Run commands on this machine through ``/bin/sh -c``, under a watchdog.
 
-The command runs in a new session under the wrapper of
-:mod:`fleetcron.executors.watchdog` (POSIX ``sh`` and coreutils ``timeout``), which
-kills its whole process group when the run's budget (``ExecRequest.watchdog_s``) is
-spent, by this machine's monotonic clock, even if the scheduler has been killed or
-stopped in the meantime. The scheduler's own timeout handling (SIGTERM to the group,
-SIGKILL after the grace) works as before on top of it.
+A command run as the scheduler's own user is one process: ``/bin/sh -c <command>``
+started in a new session, the leader of its process group. Before it starts, its
+deadlines are handed to the executor's group watchdog
+(:mod:`fleetcron.executors.local_watch`, one detached process for all runs), which kills
+its whole process group when the run's budget (``ExecRequest.watchdog_s``) is spent, by
+this machine's monotonic clock, even if the scheduler has been killed or stopped in the
+meantime; its claim file is written here. A command run as another user runs under the
+wrapper of :mod:`fleetcron.executors.watchdog` (POSIX ``sh`` and coreutils ``timeout``),
+which writes and removes that user's claim file and kills the group itself. The
+scheduler's own timeout handling (SIGTERM to the group, SIGKILL after the grace) works on
+top of either.
 
 Trust boundary: local commands run as ``run_as`` (the ``local_run_as`` setting), with
 privileges dropped (``setgroups``/``setgid``/``setuid``) before the wrapper starts.
@@ -41,6 +46,14 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
+from fleetcron.executors.group_watchdog import group_alive
+from fleetcron.executors.local_watch import SUPPORTED as GROUP_WATCH_SUPPORTED
+from fleetcron.executors.local_watch import (
+    WATCH_VARIABLE,
+    GroupWatch,
+    boot_clock,
+    write_claim_file,
+)
 from fleetcron.executors.output import (
     MARKER_WAIT_S,
     STOPPED,
@@ -52,10 +65,14 @@ from fleetcron.executors.output import (
     unless_stopped,
 )
 from fleetcron.executors.watchdog import (
+    CLAIM_DIRECTORY,
+    CLAIM_FILE_VARIABLE,
     GENERATION_VARIABLE,
+    ClaimFileFields,
     PGID_MARKER,
     Plan,
     claim_file_name,
+    guarded_command,
     plain_script,
     plan,
     stop_argv,
@@ -153,6 +170,7 @@ class LocalExecutor:
         self._allow_root = allow_root
         self._watchdog = watchdog
         self._account: tuple[float, RunAs] | None = None
+        self.group_watch = GroupWatch()
 
     def account(self) -> RunAs:
         """The account commands run as; raises ``LookupError`` with a clear message.
@@ -223,24 +241,29 @@ class LocalExecutor:
         """Run the command as ``account`` under the deadline ``steps``, its output kept
         within bounds and its claim file removed after."""
         env = self.environment(request, account)
-        claim = self._claim_file(request, account)
-        script = self._script(request, env, steps, remove_claim_file=claim is None)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
-        splitter = MarkerLineSplitter(PGID_MARKER, tee(stderr, request.live))
+        direct = account.uid == os.geteuid() and GROUP_WATCH_SUPPORTED
+        script, splitter = self._script(request, env, steps, tee(stderr, request.live), direct)
         t0 = time.monotonic()
+        watched: tuple[str | None, str] = (None, "")
         try:
+            if direct:
+                watched = await self._watched(request, account, env, steps)
             proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
+            self._unwatch(watched, None)
             return _not_started(
                 started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
             )
+        if watched[0] is not None:
+            self.group_watch.started(watched[0], proc.pid)
         try:
             status, exit_code, error = await self._watch(
                 request, proc, stdout=stdout, splitter=splitter, steps=steps, t0=t0
             )
         finally:
-            self._forget_claim_file(claim)
+            self._unwatch(watched, proc)
         splitter.flush()
         status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
         return ExecResult(
@@ -274,11 +297,50 @@ class LocalExecutor:
             request, proc, splitter=splitter, readers=readers, steps=steps, t0=t0
         )
 
-    def _forget_claim_file(self, claim: str | None) -> None:
-        """Remove the run's claim file after the run (see :meth:`_claim_file`)."""
-        if self._watchdog and claim is not None:
+    async def _watched(
+        self, request: ExecRequest, account: RunAs, env: dict[str, str], steps: Plan
+    ) -> tuple[str | None, str]:
+        """Before a command run as the scheduler's own user starts: its deadlines handed
+        to the group watchdog (its tag, ``FLEETCRON_WATCH``, added to ``env``), its claim
+        file written and exported. The tag (``None`` without the watchdog) and the claim
+        file's path."""
+        key = self.group_watch.key()
+        term_at = boot_clock() + steps.term_after
+        if self._watchdog:
+            env[WATCH_VARIABLE] = key
+            await self.group_watch.arm(key, term_at, term_at + steps.kill_grace)
+        if request.generation is not None:
+            env[GENERATION_VARIABLE] = str(request.generation)
+        name = claim_file_name(request.run_id) or f"{CLAIM_DIRECTORY}/watch-{key}"
+        claim = os.path.join(account.home, name)
+        env[CLAIM_FILE_VARIABLE] = write_claim_file(
+            claim,
+            deadline_at=term_at,
+            fields=ClaimFileFields(request.run_id, request.generation, request.mark_scope),
+            token=env.get("FLEETCRON_FENCING_TOKEN"),
+        )
+        return (key if self._watchdog else None), claim
+
+    def _unwatch(
+        self, watched: tuple[str | None, str], proc: asyncio.subprocess.Process | None
+    ) -> None:
+        """After a run (``watched``: its tag and claim file, see :meth:`_watched`): remove
+        its claim file, and tell the watchdog when its group is gone (else the watchdog
+        forgets the group by itself within a second once it is, and signals leftovers of
+        the group at the deadline)."""
+        key, claim = watched
+        if claim:
             with contextlib.suppress(OSError):
                 os.unlink(claim)
+        if key is None:
+            return
+        if proc is None or (proc.returncode is not None and not group_alive(proc.pid)):
+            self.group_watch.done(key)
+
+    async def close(self) -> None:
+        """Close the pipe to the group watchdog; it exits once the groups it watches are
+        gone."""
+        self.group_watch.close()
 
     def _permitted_account(self) -> RunAs | str:
         """The account this run may run as, or why it may not start (the trust boundary)."""
@@ -297,11 +359,20 @@ class LocalExecutor:
         return account
 
     def _script(
-        self, request: ExecRequest, env: dict[str, str], steps: Plan, *, remove_claim_file: bool
-    ) -> str:
+        self, request: ExecRequest, env: dict[str, str], steps: Plan, stderr: Sink, direct: bool
+    ) -> tuple[str, MarkerLineSplitter]:
+        """The ``sh -c`` script and the reader of its stderr. A command run as the
+        scheduler's own user (``direct``) is the script itself, the leader of its group;
+        one run as another user runs under the wrapper, which writes and removes that
+        user's claim file (the scheduler never writes into another user's home) and
+        reports the group on stderr."""
+        if direct:
+            command = guarded_command(request.command, request.generation, request.mark_scope)
+            return command, MarkerLineSplitter.passthrough(stderr)
+        splitter = MarkerLineSplitter(PGID_MARKER, stderr)
         if not self._watchdog:
-            return plain_script(request.command, env)
-        return watchdog_script(
+            return plain_script(request.command, env), splitter
+        script = watchdog_script(
             request.command,
             env,
             term_after_s=steps.term_after,
@@ -309,17 +380,8 @@ class LocalExecutor:
             generation=request.generation,
             mark_scope=request.mark_scope,
             run_id=request.run_id,
-            remove_claim_file=remove_claim_file,
         )
-
-    def _claim_file(self, request: ExecRequest, account: RunAs) -> str | None:
-        """The run's claim file when this process removes it after the run (a command run
-        as the scheduler's own user: an unlink here costs the run no ``rm`` process); None
-        when the wrapper removes it (another user's home is never written with the
-        scheduler's privileges)."""
-        if request.run_id is None or self._run_as_name is not None:
-            return None
-        return os.path.join(account.home, claim_file_name(request.run_id))
+        return script, splitter
 
     async def _spawn_whole(
         self,
@@ -369,10 +431,9 @@ class LocalExecutor:
             # still part of the job.
             async with asyncio.timeout(limit):
                 await unless_stopped(asyncio.shield(readers), request.live)
-                exit_code = await proc.wait()
+                exit_code = _shell_status(await proc.wait())
             status = "succeeded" if exit_code == 0 else "failed"
-            if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
-                # timeout(1) fired a hair before our own timer: the same outcome.
+            if self._watchdog and _ended_by_watchdog(exit_code, time.monotonic() - t0, limit):
                 status, exit_code = "timed_out", None
                 error = timeout_error(request.timeout_s, limit, "process group killed")
                 _signal_group(_pgid(splitter) or proc.pid, signal.SIGKILL)
@@ -589,6 +650,21 @@ def _not_started(
     )
 
 
+_WATCHDOG_ENDS: Final = frozenset({124, 128 + signal.SIGTERM, 128 + signal.SIGKILL})
+"""Exit statuses of a command the watchdog ended: ``timeout``'s, or a shell's signalled."""
+
+
+def _ended_by_watchdog(exit_code: int, elapsed_s: float, limit_s: float) -> bool:
+    """The watchdog (``timeout`` in the wrapper, or the group watchdog's signal) ended the
+    command a hair before the executor's own timer: the same outcome as the timer's."""
+    return exit_code in _WATCHDOG_ENDS and elapsed_s >= limit_s * 0.99
+
+
+def _shell_status(returncode: int) -> int:
+    """A process's status as a shell reports it: 128 + n when signal n ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def _pgid(splitter: MarkerLineSplitter) -> int | None:
     value = splitter.value
     return int(value) if value is not None and value.isdigit() else None
@@ -597,7 +673,7 @@ def _pgid(splitter: MarkerLineSplitter) -> int | None:
 async def _reported(splitter: MarkerLineSplitter, proc: asyncio.subprocess.Process) -> None:
     """Wait (briefly) until the wrapper has reported the command's process group."""
     deadline = time.monotonic() + MARKER_WAIT_S
-    while splitter.value is None and proc.returncode is None and time.monotonic() < deadline:
+    while splitter.waiting and proc.returncode is None and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
 
 

@@ -122,6 +122,19 @@ class MarkerLineSplitter:
         self._done = False
         self.value: bytes | None = None
 
+    @classmethod
+    def passthrough(cls, sink: Sink) -> MarkerLineSplitter:
+        """A splitter that looks for no marker (the process group is known without it):
+        what the command writes is never taken for one."""
+        splitter = cls(b"", sink)
+        splitter._done = True
+        return splitter
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the marker may still come (it has not, and the scan has not stopped)."""
+        return not self._done
+
     def feed(self, data: bytes) -> None:
         if self._done:
             self._sink.feed(data)

@@ -4,8 +4,11 @@ The claim deadline of a run is only a promise if the process is gone when it pas
 whatever happens to the scheduler (killed, stopped, cut off from the network). So the
 command is not supervised by the scheduler alone: it runs under a wrapper written in
 POSIX ``sh`` that uses coreutils ``timeout`` and the target's own monotonic clock, and
-that keeps working when the scheduler disappears. The same wrapper is used on SSH
-targets (no agent to install) and for local commands (started in a new session).
+that keeps working when the scheduler disappears. The wrapper is used on SSH targets (no
+agent to install) and for local commands run as another user (started in a new session);
+a local command run as the scheduler's own user is watched instead by the executor's
+group watchdog (:mod:`fleetcron.executors.local_watch`), one process for all runs, to
+the same deadlines and with the same claim file.
 
 Process layout (``S`` is the session leader: sshd's login shell, or the local
 executor's ``/bin/sh`` started with ``setsid``)::

@@ -83,6 +83,9 @@ T = TypeVar("T")
 
 #: Completions written in one transaction at most.
 FINISH_BATCH = 500
+#: While other runs are in flight, how long a completion waits for others to share its
+#: transaction (each run's times are the executor's, so only when it shows is delayed).
+FINISH_GATHER_S = 0.05
 #: How often (seconds) the self-fencing watcher checks ``may_execute``.
 FENCE_CHECK_S = 0.05
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
@@ -542,12 +545,20 @@ class Scheduler:
 
     # -- recording --------------------------------------------------------------------
 
+    async def _gather_finished(self) -> list[_Finished]:
+        """The next batch of completions to record: what the queue holds, after a short
+        wait for the runs that end together when others are in flight (runs that end one
+        after the other in a burst of local runs would each take a transaction)."""
+        batch = [await self._finished.get()]
+        if self._finished.qsize() + 1 < FINISH_BATCH and len(self.running) > 1:
+            await asyncio.sleep(FINISH_GATHER_S)
+        while len(batch) < FINISH_BATCH and not self._finished.empty():
+            batch.append(self._finished.get_nowait())
+        return batch
+
     async def _write_completions(self) -> None:
         while True:
-            first = await self._finished.get()
-            batch = [first]
-            while len(batch) < FINISH_BATCH and not self._finished.empty():
-                batch.append(self._finished.get_nowait())
+            batch = await self._gather_finished()
             try:
                 refused = await self._in_db(
                     self.runs.finish,
