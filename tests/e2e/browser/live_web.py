@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 import urllib.request
@@ -187,8 +188,16 @@ def log_in(page: Page, server: LiveServer, user: str) -> None:
     page.wait_for_url(server.at("/"))
 
 
+#: ``FLEETCRON_SCREENSHOTS=full`` (``make screenshots``): whole pages, scrolled out.
+FULL_PAGE_SCREENSHOTS = os.environ.get("FLEETCRON_SCREENSHOTS", "") == "full"
+
+
 def screenshot(page: Page, name: str) -> Path:
+    """Keep what ``page`` shows under test-artifacts/screenshots/ for a human to look at:
+    its viewport, or with ``FLEETCRON_SCREENSHOTS=full`` the whole page. A whole page
+    costs Chromium about 0.4 CPU-s to paint and encode (ten times the viewport's), and the
+    suite takes two dozen of them, so only when asked."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=FULL_PAGE_SCREENSHOTS)
     return path
