@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_web import ADMIN, NODE, LiveServer, log_in, new_context, screenshot, watched
+from live_web import (
+    ADMIN,
+    NODE,
+    TICK_S,
+    LiveServer,
+    log_in,
+    new_context,
+    screenshot,
+    watched,
+)
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from fixtures.app import make_settings
@@ -65,7 +74,7 @@ def fits(measured: dict[str, Any]) -> bool:
 def own_server(template: Path, directory: Path, targets: tuple[str, ...]) -> LiveServer:
     shutil.copyfile(template, directory / "fleetcron.db")
     settings = make_settings(
-        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=0.2, node_name=NODE
+        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=TICK_S, node_name=NODE
     )
     app = App.open(settings)
     for name in targets:
