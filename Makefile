@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test quick lint bench dist clean
+.PHONY: run test quick screenshots lint bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +111,11 @@ QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py 
 
 quick: $(VENV)/.installed
 	$(BIN)/pytest --quick -q $(QUICK_TESTS)
+
+# The browser tests with whole-page screenshots under test-artifacts/screenshots/ (the suite
+# keeps only what each page's viewport shows: a whole page costs Chromium ten times more).
+screenshots: $(VENV)/.installed
+	FLEETCRON_SCREENSHOTS=full $(BIN)/pytest -q -n 0 tests/e2e/browser
 
 # The complexity rules (C901, PLR0912, PLR0913, PLR0915, PLR0917) run in
 # scripts/complexity_baseline.py, against lint-baseline.json, which may only shrink.

@@ -9,10 +9,13 @@ all of that user's tests.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
 from live_web import (
     ADMIN,
     CHROMIUM,
@@ -29,10 +32,35 @@ from live_web import (
 )
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-from fixtures.app import make_settings
+from fixtures.app import USERS, make_settings
 from fleetcron.app import App
 from fleetcron.core.targets import TargetKind, TargetSpec
+from fleetcron.services.accounts import users
 from fleetcron.services.targets.edit import add_target
+
+#: Argon2id at its smallest cost (the hashing stays real argon2id, as in tests/integration/web).
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(scope="package")
+def sqlite_template(
+    sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The seeded database every browser test's server copies, its users' passwords hashed
+    at argon2id's smallest cost, and new hashes made at that cost while these tests run:
+    the product's cost spends 0.2 CPU-s on each log-in, and these tests log in through the
+    form a few dozen times (verification reads the cost from the stored hash)."""
+    path = tmp_path_factory.mktemp("browser-template") / "template.db"
+    shutil.copyfile(sqlite_template, path)
+    with closing(sqlite3.connect(path)) as connection, connection:
+        for name, password, _ in USERS:
+            connection.execute(
+                "UPDATE users SET password_hash = ? WHERE name = ?",
+                (CHEAP_HASHER.hash(password), name),
+            )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(users, "_hasher", CHEAP_HASHER)
+        yield path
 
 
 @pytest.fixture(scope="package")

@@ -27,7 +27,7 @@ from live_web import (
     screenshot,
     watched,
 )
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
 
 from fixtures.app import make_settings
 from fleetcron.app import App
@@ -109,7 +109,7 @@ def admin_page(laptop_context: BrowserContext) -> Iterator[AdminPage]:
         laptop_context.clear_cookies()
         page = watched(laptop_context.new_page())
         pages.append(page)
-        page.set_viewport_size(viewport)
+        page.set_viewport_size(ViewportSize(width=viewport["width"], height=viewport["height"]))
         log_in(page, server, "admin")
         return page
 
