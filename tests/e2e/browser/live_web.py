@@ -192,13 +192,13 @@ def log_in(page: Page, server: LiveServer, user: str) -> None:
     page.wait_for_url(server.at("/"))
 
 
-#: ``FLEETCRON_SCREENSHOTS=full`` (``make screenshots``): whole pages, scrolled out.
-FULL_PAGE_SCREENSHOTS = os.environ.get("FLEETCRON_SCREENSHOTS", "") == "full"
+#: ``TEST_SCREENSHOTS=full`` (``make screenshots``): whole pages, scrolled out.
+FULL_PAGE_SCREENSHOTS = os.environ.get("TEST_SCREENSHOTS", "") == "full"
 
 
 def screenshot(page: Page, name: str) -> Path:
     """Keep what ``page`` shows under test-artifacts/screenshots/ for a human to look at:
-    its viewport, or with ``FLEETCRON_SCREENSHOTS=full`` the whole page. A whole page
+    its viewport, or with ``TEST_SCREENSHOTS=full`` the whole page. A whole page
     costs Chromium about 0.4 CPU-s to paint and encode (ten times the viewport's), and the
     suite takes two dozen of them, so only when asked."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
