@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test quick lint bench dist clean
+.PHONY: run test quick screenshots lint bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,14 @@ run: $(VENV)/.installed
 # Four workers on two cores: a worker often waits (on a command, a timeout, PostgreSQL, a
 # browser), and a fourth fills the cores meanwhile; each worker costs about 10 CPU-s of its
 # own (collection, its PostgreSQL cluster, its CLI zygote).
+# tests/e2e measured again the same day, each part beside the previous tests at the same
+# time (load average 15-25, so both inflated; CPU of pytest and everything under it,
+# Chromium and PostgreSQL included): outside the browser 122 -> 116 CPU-s, the browser 144
+# -> 135. What is left is mostly the product's own work and Chromium's per action (a new
+# context about 0.5 CPU-s, a page load about 0.1); on a loaded machine the same tests cost
+# 20-40% more CPU than on a quieter one (104 and 120 earlier that morning). The browser
+# tests are one group of 120-135 CPU-s: handed out first, it ends long before the suite
+# does, so two groups would only add a second server, Chromium and log-ins (about 5 CPU-s).
 TEST_WORKERS ?= 4
 # The fault scenarios mostly wait out real leases and deadlines: two at a time.
 SERIAL_WORKERS ?= 2
@@ -111,6 +119,11 @@ QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py 
 
 quick: $(VENV)/.installed
 	$(BIN)/pytest --quick -q $(QUICK_TESTS)
+
+# The browser tests with whole-page screenshots under test-artifacts/screenshots/ (the suite
+# keeps only what each page's viewport shows: a whole page costs Chromium ten times more).
+screenshots: $(VENV)/.installed
+	TEST_SCREENSHOTS=full $(BIN)/pytest -q -n 0 tests/e2e/browser
 
 # The complexity rules (C901, PLR0912, PLR0913, PLR0915, PLR0917) run in
 # scripts/complexity_baseline.py, against lint-baseline.json, which may only shrink.

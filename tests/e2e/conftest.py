@@ -49,6 +49,8 @@ for name in COMMANDS:
 
 
 def run(request):
+    if request["umask"] is not None:
+        os.umask(request["umask"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -166,10 +168,12 @@ class Zygote:
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
         unset: Collection[str] = (),
+        umask: int | None = None,
     ) -> Result:
         """Like :func:`run_fleetcron`, in a child forked from the zygote: ``stdin`` is piped
-        to it (else it reads /dev/null), and the variables named in ``unset`` are taken out
-        of its environment."""
+        to it (else it reads /dev/null), the variables named in ``unset`` are taken out
+        of its environment, and ``umask`` (else the zygote's, which is pytest's) is its
+        umask."""
         number = next(self._numbers)
         stdout, stderr = self._scratch / f"{number}.out", self._scratch / f"{number}.err"
         environ = environment(workdir, env)
@@ -181,6 +185,7 @@ class Zygote:
             "cwd": str(workdir),
             "env": environ,
             "stdin": stdin,
+            "umask": umask,
             "stdout": str(stdout),
             "stderr": str(stderr),
         }

@@ -330,32 +330,26 @@ def test_job_list_prints_markup_in_notes_as_typed(scheduled: Fleet) -> None:
 # -- file modes -------------------------------------------------------------------------
 
 
-def _cold(args: list[str], workdir: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    """``fleetcron ARGS`` started cold under a umask of 022, the common default."""
-    return subprocess.run(
-        [FLEETCRON, *args],
-        cwd=workdir,
-        env=environment(workdir, {**LOCAL, **extra}),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        preexec_fn=lambda: os.umask(0o022),
-    )
+def _umask_022(
+    zygote: Zygote, args: list[str], workdir: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``fleetcron ARGS`` in a process of its own under a umask of 022, the common default."""
+    return zygote.run(*args, workdir=workdir, env={**LOCAL, **extra}, umask=0o022)
 
 
-def test_init_in_a_0755_data_dir_creates_owner_only_files_and_warns(tmp_path: Path) -> None:
+def test_init_in_a_0755_data_dir_creates_owner_only_files_and_warns(
+    tmp_path: Path, zygote: Zygote
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
     data.chmod(0o755)
-    init = _cold(["init"], tmp_path)
+    init = _umask_022(zygote, ["init"], tmp_path)
     assert init.returncode == 0, init
     assert (
         f"warning:     the data dir {data} has mode 0755: its group or others may reach it"
     ) in init.stdout, init.stdout
     assert f"`chmod 700 {data}`" in init.stdout
-    added = _cold(["target", "add", "here", "--local"], tmp_path)
+    added = _umask_022(zygote, ["target", "add", "here", "--local"], tmp_path)
     assert added.returncode == 0, added
     files = _listing(data)
     assert {"fleetcron.db", "master.key"} <= set(files), files
@@ -370,9 +364,9 @@ def test_init_in_a_0755_data_dir_creates_owner_only_files_and_warns(tmp_path: Pa
     assert _mode(data / "probe") == 0o644
 
 
-def test_init_in_an_owner_only_data_dir_does_not_warn(tmp_path: Path) -> None:
+def test_init_in_an_owner_only_data_dir_does_not_warn(tmp_path: Path, zygote: Zygote) -> None:
     (tmp_path / "data").mkdir(mode=0o700)
-    init = _cold(["init"], tmp_path)
+    init = _umask_022(zygote, ["init"], tmp_path)
     assert init.returncode == 0, init
     assert "warning" not in init.stdout + init.stderr
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from e2e.conftest import Fleet, Zygote, assert_refused, run_fleetcron, succeeded
+from e2e.conftest import Fleet, Zygote, assert_refused
 from fixtures.sshd import SshServer, forwarded_to
 
 pytestmark = pytest.mark.sshd
@@ -20,7 +20,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote, sshd: SshSer
     keys.mkdir()
     (keys / "client").write_text(sshd.client_private_key)
     (keys / "client").chmod(0o600)
-    succeeded(run_fleetcron("init", workdir=the_fleet.workdir))
+    the_fleet.ok("init")
     return the_fleet
 
 

@@ -24,7 +24,6 @@ from e2e.conftest import (
     assert_refused,
     describe,
     environment,
-    run_fleetcron,
     succeeded,
 )
 from fixtures.sshd import SshServer
@@ -43,7 +42,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote, sshd: SshSer
     keys.mkdir()
     (keys / "client").write_text(sshd.client_private_key)
     (keys / "client").chmod(0o600)
-    succeeded(run_fleetcron("init", workdir=the_fleet.workdir))
+    the_fleet.ok("init")
     the_fleet.ok("user add olivia --role operator")
     the_fleet.ok("target add box --local")
     return the_fleet
@@ -242,7 +241,7 @@ def test_local_targets_are_refused_when_the_setting_is_off(fleet: Fleet) -> None
 def test_a_fresh_install_refuses_local_targets(tmp_path: Path, zygote: Zygote) -> None:
     """Negative control for the fixtures: without the test setting, the product default."""
     off = {"FLEETCRON_ALLOW_LOCAL_TARGETS": ""}
-    succeeded(run_fleetcron("init", workdir=tmp_path, env=off))
+    succeeded(zygote.run("init", workdir=tmp_path, env=off))
 
     result = zygote.run("target", "add", "here", "--local", workdir=tmp_path, env=off)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_web import ADMIN, NODE, LiveServer, OpenPage
+from live_web import ADMIN, NODE, TICK_S, LiveServer, OpenPage
 from playwright.sync_api import expect
 
 from fixtures.app import make_settings
@@ -25,7 +25,7 @@ def server(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     directory = tmp_path_factory.mktemp("web-targets")
     shutil.copyfile(sqlite_template, directory / "fleetcron.db")
     settings = make_settings(
-        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=0.2, node_name=NODE
+        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=TICK_S, node_name=NODE
     )
     app = App.open(settings)
     add_target(app, ADMIN, TargetSpec("web-01", TargetKind.LOCAL, labels=["env=prod"]))

@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_web import ADMIN, NODE, LiveServer, log_in, new_context, screenshot, watched
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from live_web import (
+    ADMIN,
+    NODE,
+    TICK_S,
+    LiveServer,
+    log_in,
+    new_context,
+    screenshot,
+    watched,
+)
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
 
 from fixtures.app import make_settings
 from fleetcron.app import App
@@ -65,7 +74,7 @@ def fits(measured: dict[str, Any]) -> bool:
 def own_server(template: Path, directory: Path, targets: tuple[str, ...]) -> LiveServer:
     shutil.copyfile(template, directory / "fleetcron.db")
     settings = make_settings(
-        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=0.2, node_name=NODE
+        directory / "data", f"sqlite:///{directory / 'fleetcron.db'}", tick_s=TICK_S, node_name=NODE
     )
     app = App.open(settings)
     for name in targets:
@@ -81,22 +90,33 @@ def stopped(server: LiveServer) -> None:
 AdminPage = Callable[[LiveServer, dict[str, int]], Page]
 
 
+@pytest.fixture(scope="module")
+def laptop_context(browser: Browser) -> Iterator[BrowserContext]:
+    """One context for this module's tests (each on a server of its own): a new context
+    costs Chromium about 0.5 CPU-s, several times a new page in one."""
+    context = new_context(browser)
+    yield context
+    context.close()
+
+
 @pytest.fixture
-def admin_page(browser: Browser) -> Iterator[AdminPage]:
-    """``admin_page(server, viewport)``: a page of its own, logged in as admin, at that
-    size; closed after the test."""
-    contexts: list[BrowserContext] = []
+def admin_page(laptop_context: BrowserContext) -> Iterator[AdminPage]:
+    """``admin_page(server, viewport)``: a page of its own at that size (in the module's
+    context, its cookies cleared first), logged in as admin; closed after the test."""
+    pages: list[Page] = []
 
     def open_(server: LiveServer, viewport: dict[str, int]) -> Page:
-        context = new_context(browser, viewport=viewport)
-        contexts.append(context)
-        page = watched(context.new_page())
+        laptop_context.clear_cookies()
+        page = watched(laptop_context.new_page())
+        pages.append(page)
+        page.set_viewport_size(ViewportSize(width=viewport["width"], height=viewport["height"]))
         log_in(page, server, "admin")
         return page
 
     yield open_
-    for context in contexts:
-        context.close()
+    for page in pages:
+        page.close()
+    laptop_context.clear_cookies()
 
 
 def wait_finished(server: LiveServer, run_ids: list[int]) -> None:

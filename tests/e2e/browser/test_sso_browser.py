@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_web import NODE, LiveServer, new_context
-from playwright.sync_api import Browser, Page, expect
+from live_web import NODE, LiveServer
+from playwright.sync_api import BrowserContext, Page, expect
 from sqlalchemy import select
 
 from fixtures.app import make_settings
@@ -53,52 +53,44 @@ def sign_in(page: Page, login: str) -> None:
 
 
 def test_an_operator_logs_in_through_the_provider_and_out_of_both(
-    browser: Browser, sso_server: tuple[LiveServer, OidcProvider]
+    fresh_context: BrowserContext, sso_server: tuple[LiveServer, OidcProvider]
 ) -> None:
     live, provider = sso_server
-    context = new_context(browser)
-    try:
-        page = context.new_page()
-        page.goto(live.at("/jobs"))
-        page.get_by_role("link", name="Log in with Test IdP").click()
-        assert page.url.startswith(provider.issuer + "/interaction/")
-        sign_in(page, "olga")
+    page = fresh_context.new_page()
+    page.goto(live.at("/jobs"))
+    page.get_by_role("link", name="Log in with Test IdP").click()
+    assert page.url.startswith(provider.issuer + "/interaction/")
+    sign_in(page, "olga")
 
-        page.wait_for_url(live.at("/jobs"))
-        expect(page.locator("header .who")).to_contain_text("olga")
-        with live.app.db.read() as session:
-            olga = session.scalars(select(User).where(User.name == "olga")).one()
-            assert (olga.role, olga.subject) == ("operator", user("olga").sub)
+    page.wait_for_url(live.at("/jobs"))
+    expect(page.locator("header .who")).to_contain_text("olga")
+    with live.app.db.read() as session:
+        olga = session.scalars(select(User).where(User.name == "olga")).one()
+        assert (olga.role, olga.subject) == ("operator", user("olga").sub)
 
-        page.locator("header form.logout button").click()
-        expect(page.get_by_role("heading", name="Test IdP sign-out")).to_be_visible()
-        page.locator("#logout-yes").click()
-        page.wait_for_url(live.at("/login"))
-        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    page.locator("header form.logout button").click()
+    expect(page.get_by_role("heading", name="Test IdP sign-out")).to_be_visible()
+    page.locator("#logout-yes").click()
+    page.wait_for_url(live.at("/login"))
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
 
-        # Logged out of fleetcron, and of the provider: a new log-in asks to sign in again.
-        page.goto(live.at("/"))
-        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
-        page.get_by_role("link", name="Log in with Test IdP").click()
-        expect(page.get_by_role("heading", name="Test IdP sign-in")).to_be_visible()
-    finally:
-        context.close()
+    # Logged out of fleetcron, and of the provider: a new log-in asks to sign in again.
+    page.goto(live.at("/"))
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    page.get_by_role("link", name="Log in with Test IdP").click()
+    expect(page.get_by_role("heading", name="Test IdP sign-in")).to_be_visible()
 
 
 def test_a_user_with_no_mapped_group_sees_why_and_is_not_logged_in(
-    browser: Browser, sso_server: tuple[LiveServer, OidcProvider]
+    fresh_context: BrowserContext, sso_server: tuple[LiveServer, OidcProvider]
 ) -> None:
     live, _ = sso_server
-    context = new_context(browser)
-    try:
-        page = context.new_page()
-        page.goto(live.at("/login"))
-        page.get_by_role("link", name="Log in with Test IdP").click()
-        sign_in(page, "nina")
+    page = fresh_context.new_page()
+    page.goto(live.at("/login"))
+    page.get_by_role("link", name="Log in with Test IdP").click()
+    sign_in(page, "nina")
 
-        expect(page.get_by_role("heading", name="Log-in refused")).to_be_visible()
-        expect(page.get_by_role("alert")).to_contain_text("no role for your groups")
-        page.goto(live.at("/"))
-        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
-    finally:
-        context.close()
+    expect(page.get_by_role("heading", name="Log-in refused")).to_be_visible()
+    expect(page.get_by_role("alert")).to_contain_text("no role for your groups")
+    page.goto(live.at("/"))
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
