@@ -50,6 +50,15 @@ pytestmark = pytest.mark.postgres
 
 MakeNode = Callable[[str], ClusterNode]
 ADMIN = Actor("admin", "admin")
+#: How long a request of the test waits for a node's answer. The node's server is a thread
+#: of the test's own process, which ``make test`` runs at a lower priority on a loaded
+#: machine: httpx's default of 5 s was once too short for it to read a request's body.
+REQUEST_TIMEOUT_S = 30.0
+
+
+def post(url: str, *, json: object) -> httpx.Response:
+    """POST ``json`` to ``url``, waiting up to :data:`REQUEST_TIMEOUT_S` for the answer."""
+    return httpx.post(url, json=json, timeout=REQUEST_TIMEOUT_S)
 
 
 @dataclass
@@ -308,7 +317,7 @@ def test_a_challenge_signed_with_a_wrong_secret_is_refused(
     beta = serve("beta")
     envelope = signed_challenge(alpha.app, secret=secrets.token_bytes(32))
 
-    answer = httpx.post(beta.endpoint + CHALLENGE_PATH, json=envelope)
+    answer = post(beta.endpoint + CHALLENGE_PATH, json=envelope)
 
     assert answer.status_code == 401
     assert answer.json()["error"]["code"] == "unauthenticated"
@@ -334,7 +343,7 @@ def test_the_client_reports_a_refused_challenge_with_the_nodes_reason(
 def test_an_unsigned_body_is_refused(alpha: ClusterNode, serve: Serve) -> None:
     beta = serve("beta")
 
-    answer = httpx.post(beta.endpoint + CHALLENGE_PATH, json={"endpoint": beta.endpoint})
+    answer = post(beta.endpoint + CHALLENGE_PATH, json={"endpoint": beta.endpoint})
 
     assert answer.status_code == 401
     assert answer.json()["error"]["code"] == "unauthenticated"
@@ -347,7 +356,7 @@ def test_a_challenge_stamped_outside_the_clock_window_is_refused(
     envelope = signed_challenge(alpha.app)
     clock.advance(seconds=61)
 
-    answer = httpx.post(beta.endpoint + CHALLENGE_PATH, json=envelope)
+    answer = post(beta.endpoint + CHALLENGE_PATH, json=envelope)
 
     assert answer.status_code == 401
     assert "window" in answer.json()["error"]["message"]
@@ -360,8 +369,8 @@ def test_a_replayed_challenge_is_refused_the_second_time(alpha: ClusterNode, ser
     beta = serve("beta")
     envelope = signed_challenge(alpha.app)
 
-    first = httpx.post(beta.endpoint + CHALLENGE_PATH, json=envelope)
-    second = httpx.post(beta.endpoint + CHALLENGE_PATH, json=envelope)
+    first = post(beta.endpoint + CHALLENGE_PATH, json=envelope)
+    second = post(beta.endpoint + CHALLENGE_PATH, json=envelope)
 
     assert first.status_code == 200
     assert second.status_code == 401
@@ -378,8 +387,8 @@ def test_a_challenge_accepted_by_one_node_is_refused_by_every_other(
     beta, gamma = serve("beta"), serve("gamma")
     envelope = signed_challenge(alpha.app)
 
-    assert httpx.post(beta.endpoint + CHALLENGE_PATH, json=envelope).status_code == 200
-    assert httpx.post(gamma.endpoint + CHALLENGE_PATH, json=envelope).status_code == 401
+    assert post(beta.endpoint + CHALLENGE_PATH, json=envelope).status_code == 200
+    assert post(gamma.endpoint + CHALLENGE_PATH, json=envelope).status_code == 401
 
 
 def test_the_nonce_store_accepts_a_nonce_once(alpha: ClusterNode, clock: FakeClock) -> None:

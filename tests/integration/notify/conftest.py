@@ -140,13 +140,71 @@ def pager() -> Iterator[WebhookReceiver]:
         yield receiver
 
 
+@dataclass
+class HeldReceiver:
+    """A receiver that takes one request and never answers it, holding the sender in its
+    wait for as long as the test needs: until :meth:`release`, it sends the first bytes of a
+    status line one at a time, each well within the sender's read timeout, and never ends
+    the line; after it, nothing more, so the sender's timeout runs out. A silent port would
+    end the wait one timeout (1 s) after the request, however long the test took to look."""
+
+    port: int = 0
+    got_request: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    #: How long it holds the sender at most without a release (a wait that never ends is
+    #: no test): a release later than this finds the sender's timeout already run out.
+    hold_s: float = 10.0
+
+    def release(self) -> None:
+        self.released.set()
+
+
+#: Sent a byte at a time while held: a status line's start, then spaces, never its end.
+_STATUS_START = b"HTTP/1.1"
+#: Between two bytes: well within the sender's read timeout (``TIMEOUT_S``).
+_HOLD_PACE_S = TIMEOUT_S / 4
+
+
+def _hold(receiver: HeldReceiver, listener: socket.socket) -> None:
+    connection, _ = listener.accept()
+    with connection:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return
+            request += chunk
+        receiver.got_request.set()
+        deadline = time.monotonic() + receiver.hold_s
+        sent = 0
+        while not receiver.released.wait(_HOLD_PACE_S) and time.monotonic() < deadline:
+            connection.sendall(_STATUS_START[sent : sent + 1] or b" ")
+            sent += 1
+        # Held no longer: silence until the sender gives up and closes.
+        connection.settimeout(receiver.hold_s)
+        try:
+            while connection.recv(65536):
+                pass
+        except OSError:
+            pass
+
+
 @pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port that accepts connections and never answers (a hung receiver)."""
+def held_receiver() -> Iterator[HeldReceiver]:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        yield int(listener.getsockname()[1])
+        listener.listen(1)
+        receiver = HeldReceiver(port=int(listener.getsockname()[1]))
+        thread = threading.Thread(target=_hold, args=(receiver, listener), daemon=True)
+        thread.start()
+        try:
+            yield receiver
+        finally:
+            receiver.release()
+            if not receiver.got_request.is_set():
+                # Nobody came: unblock the accept with a connection of our own.
+                socket.create_connection(("127.0.0.1", receiver.port)).close()
+            thread.join(timeout=receiver.hold_s + 5)
 
 
 # -- SMTP --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from fleetcron.services.alerts.runner import run_notifications
 from fleetcron.store.schema import NotificationChannel, NotificationDelivery
 from integration.notify.conftest import (
     FAILING,
+    HeldReceiver,
     SmtpReceiver,
     WebhookReceiver,
     add_job,
@@ -213,22 +214,25 @@ async def test_a_hung_receiver_does_not_hold_up_the_scheduler(
     box: str,
     scheduler: Scheduler,
     clock: FakeClock,
-    silent_port: int,
+    held_receiver: HeldReceiver,
 ) -> None:
-    channel_to(app, admin, f"http://127.0.0.1:{silent_port}/hook")
+    channel_to(app, admin, f"http://127.0.0.1:{held_receiver.port}/hook")
     await a_failure(app, admin, scheduler, clock)
 
     notifying = asyncio.create_task(run_notifications(app, clock.now))
-    await asyncio.sleep(0.2)  # the POST is now waiting for an answer that never comes
+    # The POST is waiting for an answer, and keeps waiting until the receiver is released:
+    # however long the tick takes on a loaded machine, it runs while the delivery hangs.
+    assert await asyncio.to_thread(held_receiver.got_request.wait, 30)
     stats = await next_minute(scheduler, clock)
 
     assert stats.dispatched == 1
     assert not notifying.done()
+    held_receiver.release()
     result = await notifying
     assert (result.attempted, result.errors) == (1, 0)
     [delivery] = deliveries(app)
     assert delivery.status == "pending"
-    assert delivery.last_error == f"no answer from http://127.0.0.1:{silent_port} within 1 s"
+    assert delivery.last_error == f"no answer from http://127.0.0.1:{held_receiver.port} within 1 s"
 
 
 async def test_a_secret_this_master_key_cannot_decrypt_is_recorded_not_raised(

@@ -21,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import socket
+import stat
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -328,8 +331,44 @@ def take_detected_zone(
     return f"detected by {how}"
 
 
+#: Where the detection finds the scheduler host's zone (``timedatectl`` reads the link of
+#: ``/etc/localtime`` too): while their state is unchanged, so is what it prints.
+LOCAL_ZONE_FILES = (Path("/etc/timezone"), Path("/etc/localtime"))
+#: The host's zone as last detected, with the state of :data:`LOCAL_ZONE_FILES` then.
+_last_local_zone: tuple[tuple[object, ...], tuple[str, str]] | None = None
+
+
+def _zone_files_state() -> tuple[object, ...]:
+    """What changes when the host's zone does: each zone file's inode, modification time,
+    size and link (the link's own, not its target's: ``lstat``), or None when absent."""
+    state: list[object] = []
+    for path in LOCAL_ZONE_FILES:
+        try:
+            found = path.lstat()
+            link = os.readlink(path) if stat.S_ISLNK(found.st_mode) else None
+        except OSError:
+            state.append(None)
+            continue
+        state.append((found.st_ino, found.st_mtime_ns, found.st_size, link))
+    return tuple(state)
+
+
 def local_zone() -> tuple[str | None, str]:
-    """The scheduler host's own zone (for a local target), read like a server's."""
+    """The scheduler host's own zone (for a local target), read like a server's; detected
+    again only when a zone file changed since the last detection that found a zone (adding
+    many local targets runs the detection's shell and commands once, not once each)."""
+    global _last_local_zone
+    state = _zone_files_state()
+    if _last_local_zone is not None and _last_local_zone[0] == state:
+        return _last_local_zone[1]
+    zone, how = _detect_local_zone()
+    if zone is not None:
+        _last_local_zone = (state, (zone, how))
+    return zone, how
+
+
+def _detect_local_zone() -> tuple[str | None, str]:
+    """Run :data:`DETECT_COMMAND` on this host and read what it printed."""
     try:
         done = subprocess.run(
             ["sh", "-c", DETECT_COMMAND],
