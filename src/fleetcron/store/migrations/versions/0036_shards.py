@@ -44,9 +44,7 @@ def upgrade() -> None:
         batch.create_unique_constraint(op.f("uq_cluster_ownership_shard"), ["shard"])
     bind = op.get_bind()
     existing = bind.execute(
-        sa.text(
-            "SELECT (SELECT count(*) FROM targets) + (SELECT count(*) FROM cluster_ownership)"
-        )
+        sa.text("SELECT (SELECT count(*) FROM targets) + (SELECT count(*) FROM cluster_ownership)")
     ).scalar()
     if bind.dialect.name == "sqlite" or existing:
         bind.execute(
