@@ -610,10 +610,12 @@ class Settings(BaseSettings):
 
     def _check_cluster(self) -> None:
         """Cluster mode and the replicated pair: a shared database, an endpoint, no lease."""
-        if self.is_sqlite and self.shards not in (None, 1):
+        if self.shards not in (None, 1) and (
+            self.is_sqlite or self.topology is Topology.REPLICATED_PAIR
+        ):
             raise ValueError(
-                f"FLEETCRON_SHARDS ({self.shards}) needs PostgreSQL: a SQLite installation "
-                "has one shard; unset it or set it to 1"
+                f"FLEETCRON_SHARDS ({self.shards}) needs one shared PostgreSQL database: "
+                "SQLite and a replicated pair have one shard; unset it or set it to 1"
             )
         if self.cluster:
             if self.is_sqlite:

@@ -19,6 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
+from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict
 from fleetcron.store.schema import ClusterOwnership, ClusterSettings
 
@@ -42,13 +43,13 @@ def shard_count(session: Session) -> int:
     return session.scalar(select(ClusterSettings.shards)) or 1
 
 
-def fix_shard_count(session: Session, wanted: int | None, *, sqlite: bool, now: datetime) -> int:
+def fix_shard_count(session: Session, wanted: int | None, *, single: bool, now: datetime) -> int:
     """The shard count, fixed now when it is not yet: ``wanted`` (``FLEETCRON_SHARDS``), or
-    the default (1 on SQLite). A ``wanted`` other than the fixed count is refused: the
-    count never changes after the installation is created."""
+    the default (1 when ``single``: SQLite, a replicated pair). A ``wanted`` other than the
+    fixed count is refused: the count never changes after the installation is created."""
     fixed = session.scalar(select(ClusterSettings.shards))
     if fixed is None:
-        fixed = 1 if sqlite else (wanted or DEFAULT_SHARDS)
+        fixed = 1 if single else (wanted or DEFAULT_SHARDS)
         session.add(ClusterSettings(id=1, shards=fixed, created_at=now))
         session.flush()
     elif wanted is not None and wanted != fixed:
@@ -60,10 +61,11 @@ def fix_shard_count(session: Session, wanted: int | None, *, sqlite: bool, now: 
 
 
 def fixed_shards(app: App, session: Session) -> int:
-    """:func:`fix_shard_count` with this installation's settings (``FLEETCRON_SHARDS``)."""
-    return fix_shard_count(
-        session, app.settings.shards, sqlite=app.db.dialect == "sqlite", now=app.now()
-    )
+    """:func:`fix_shard_count` with this installation's settings (``FLEETCRON_SHARDS``).
+    SQLite and a replicated pair (each node its own database: no members to share shards
+    between) have one shard."""
+    single = app.db.dialect == "sqlite" or app.settings.topology is Topology.REPLICATED_PAIR
+    return fix_shard_count(session, app.settings.shards, single=single, now=app.now())
 
 
 def shard_rows(session: Session, *, lock: bool) -> list[ClusterOwnership]:

@@ -172,7 +172,7 @@ def test_the_fencing_token_names_the_shard_and_its_generation(
 def test_a_handoff_moves_every_shard_each_generation_up_by_one(
     owner: ClusterNode, migrated: str, tmp_path: Path, clock: FakeClock, master_key: str
 ) -> None:
-    beta_app = open_node("beta", migrated, tmp_path, clock, master_key)
+    beta_app = open_node("beta", migrated, tmp_path, clock, master_key, shards=SHARDS)
     try:
         beta = ClusterNode(beta_app, Node(beta_app))
         cluster.announce(beta_app, beta.node)
