@@ -31,7 +31,7 @@ from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunStore
-from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run, Target
+from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, FencedWrite, Run, Target
 
 pytestmark = pytest.mark.postgres
 
@@ -78,7 +78,7 @@ def owner(
 
 def target_shards(node: ClusterNode) -> dict[str, int]:
     with node.app.db.read() as session:
-        return dict(session.execute(select(Target.name, Target.shard)).tuples().all())
+        return {name: shard for name, shard in session.execute(select(Target.name, Target.shard))}
 
 
 def store(node: ClusterNode) -> RunStore:
@@ -143,8 +143,11 @@ def test_a_run_of_shard_1_is_refused_when_shard_1_moved_and_shard_0s_still_write
     refused = store(owner).finish([(zero, done), (one, done)])
     assert refused == [one]
     with owner.app.db.read() as session:
-        statuses = dict(session.execute(select(Run.id, Run.status)).tuples().all())
-    assert (statuses[zero], statuses[one]) == ("succeeded", "fenced")
+        statuses = {rid: status for rid, status in session.execute(select(Run.id, Run.status))}
+        fenced = list(session.scalars(select(FencedWrite.run_id)))
+    # Shard 1's completion is refused and recorded; its run is fenced when its claim expires.
+    assert (statuses[zero], statuses[one]) == ("succeeded", "running")
+    assert fenced == [one]
 
 
 def test_negative_control_a_guard_reading_one_generation_for_all_shards_lets_the_stale_run_write(
@@ -179,9 +182,10 @@ def test_a_handoff_moves_every_shard_each_generation_up_by_one(
         approve(beta)
         move_shard(owner, 2)  # shard 2 ahead of the others: each shard counts on its own
 
-        result = cluster.request_transfer(owner.app, SYSTEM, beta.node_id)
+        requested = cluster.request_transfer(owner.app, SYSTEM, beta.node_id)
+        done = cluster.maintain(owner.app)  # the drained handoff completes
 
-        assert result.state == "completed"
+        assert requested.state == "pending" and done.completed_transfers == [requested.id]
         with owner.app.db.read() as session:
             rows = session.execute(
                 select(
