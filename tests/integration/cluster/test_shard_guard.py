@@ -7,25 +7,20 @@ The fixture clock starts at 2026-03-02 09:00:30 UTC; an every-minute job is due 
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import select, update
 
-from fixtures.app import FakeClock, make_settings
-from fixtures.cluster import ClusterNode, approve
-from fleetcron.app import SYSTEM, App
+from fixtures.app import FakeClock
+from fixtures.cluster import ClusterNode, MakeNode, approve
+from fleetcron.app import SYSTEM
 from fleetcron.coordination.shard_rows import shard_count
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.scheduler.run_request import run_environment
 from fleetcron.services.cluster import status as cluster
-from fleetcron.services.cluster.status import Node
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -38,42 +33,19 @@ pytestmark = pytest.mark.postgres
 SHARDS = 4
 
 
-def open_node(
-    name: str, url: str, tmp_path: Path, clock: FakeClock, key: str, **extra: object
-) -> App:
-    machine_id = tmp_path / f"{name}.machine-id"
-    if not machine_id.exists():
-        machine_id.write_text(secrets.token_hex(16) + "\n")
-    settings = make_settings(
-        tmp_path / name,
-        url,
-        cluster=True,
-        endpoint=f"http://{name}.example:8080",
-        machine_id_file=machine_id,
-        master_key=SecretStr(key),
-        **extra,
-    )
-    return App.open(settings, clock=clock)
-
-
 @pytest.fixture
-def owner(
-    migrated: str, tmp_path: Path, clock: FakeClock, master_key: str
-) -> Iterator[ClusterNode]:
+def owner(make_node: MakeNode) -> ClusterNode:
     """One node of a 4-shard cluster owning every shard, with targets on shards 0 and 1 and
     an every-minute job on them."""
-    app = open_node("alpha", migrated, tmp_path, clock, master_key, shards=SHARDS)
-    node = ClusterNode(app, Node(app))
-    cluster.announce(app, node.node)
+    node = make_node("alpha", shards=SHARDS)
     approve(node)
     for i in range(40):
-        targets.add_target(app, SYSTEM, TargetSpec(f"box{i}", TargetKind.LOCAL))
+        targets.add_target(node.app, SYSTEM, TargetSpec(f"box{i}", TargetKind.LOCAL))
         if {0, 1} <= set(target_shards(node).values()):
             break
-    jobs.add_job(app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
-    cluster.request_transfer(app, SYSTEM, node.node_id)
-    yield node
-    app.close()
+    jobs.add_job(node.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(node.app, SYSTEM, node.node_id)
+    return node
 
 
 def target_shards(node: ClusterNode) -> dict[str, int]:
@@ -173,42 +145,31 @@ def test_the_fencing_token_names_the_shard_and_its_generation(
 
 
 def test_a_handoff_moves_every_shard_each_generation_up_by_one(
-    owner: ClusterNode, migrated: str, tmp_path: Path, clock: FakeClock, master_key: str
+    owner: ClusterNode, make_node: MakeNode
 ) -> None:
-    beta_app = open_node("beta", migrated, tmp_path, clock, master_key, shards=SHARDS)
-    try:
-        beta = ClusterNode(beta_app, Node(beta_app))
-        cluster.announce(beta_app, beta.node)
-        approve(beta)
-        move_shard(owner, 2)  # shard 2 ahead of the others: each shard counts on its own
+    beta = make_node("beta", shards=SHARDS)
+    approve(beta)
+    move_shard(owner, 2)  # shard 2 ahead of the others: each shard counts on its own
 
-        requested = cluster.request_transfer(owner.app, SYSTEM, beta.node_id)
-        done = cluster.maintain(owner.app)  # the drained handoff completes
+    requested = cluster.request_transfer(owner.app, SYSTEM, beta.node_id)
+    done = cluster.maintain(owner.app)  # the drained handoff completes
 
-        assert requested.state == "pending" and done.completed_transfers == [requested.id]
-        with owner.app.db.read() as session:
-            rows = session.execute(
-                select(
-                    ClusterOwnership.shard,
-                    ClusterOwnership.owner_node_id,
-                    ClusterOwnership.generation,
-                ).order_by(ClusterOwnership.shard)
-            ).all()
-        assert [(s, o) for s, o, _ in rows] == [(s, beta.node_id) for s in range(SHARDS)]
-        assert [g for _, _, g in rows] == [3 if s == 2 else 2 for s in range(SHARDS)]
-        status = cluster.status(owner.app, SYSTEM, owner.node)
-        assert [(s.shard, s.generation) for s in status.shards] == [(s, g) for s, _, g in rows]
-        assert f"{SHARDS} shards" in status.one_line()
-    finally:
-        beta_app.close()
+    assert requested.state == "pending" and done.completed_transfers == [requested.id]
+    with owner.app.db.read() as session:
+        rows = session.execute(
+            select(
+                ClusterOwnership.shard, ClusterOwnership.owner_node_id, ClusterOwnership.generation
+            ).order_by(ClusterOwnership.shard)
+        ).all()
+    assert [(s, o) for s, o, _ in rows] == [(s, beta.node_id) for s in range(SHARDS)]
+    assert [g for _, _, g in rows] == [3 if s == 2 else 2 for s in range(SHARDS)]
+    status = cluster.status(owner.app, SYSTEM, owner.node)
+    assert [(s.shard, s.generation) for s in status.shards] == [(s, g) for s, _, g in rows]
+    assert f"{SHARDS} shards" in status.one_line()
 
 
 def test_a_start_with_another_shard_count_is_refused(
-    owner: ClusterNode, migrated: str, tmp_path: Path, clock: FakeClock, master_key: str
+    owner: ClusterNode, make_node: MakeNode
 ) -> None:
-    other = open_node("gamma", migrated, tmp_path, clock, master_key, shards=8)
-    try:
-        with pytest.raises(Conflict, match="created with 4 shard"):
-            cluster.announce(other, Node(other))
-    finally:
-        other.close()
+    with pytest.raises(Conflict, match="created with 4 shard"):
+        make_node("gamma", shards=8)
