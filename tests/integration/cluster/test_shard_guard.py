@@ -7,14 +7,16 @@ The fixture clock starts at 2026-03-02 09:00:30 UTC; an every-minute job is due 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, MakeNode, approve
 from fleetcron.app import SYSTEM
+from fleetcron.coordination.ownership_change import locked_ownership, renew_lease
 from fleetcron.coordination.shard_rows import shard_count
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict
@@ -173,3 +175,49 @@ def test_a_start_with_another_shard_count_is_refused(
 ) -> None:
     with pytest.raises(Conflict, match="created with 4 shard"):
         make_node("gamma", shards=8)
+
+
+def statements_of(node: ClusterNode, action: Callable[[], object]) -> list[str]:
+    """The SQL statements ``action`` sends to the database."""
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(" ".join(statement.split()))
+
+    event.listen(node.app.db.engine, "before_cursor_execute", seen)
+    try:
+        action()
+    finally:
+        event.remove(node.app.db.engine, "before_cursor_execute", seen)
+    return statements
+
+
+def test_the_owner_renews_every_shards_lease_with_one_statement(owner: ClusterNode) -> None:
+    lease = OneSecondLease(owner.app, owner.node, terminate_expired_owner=False)
+
+    statements = statements_of(owner, lease.step)
+
+    assert len(statements) == 1 and statements[0].startswith("UPDATE cluster_ownership SET")
+    with owner.app.db.read() as session:
+        leases = list(session.scalars(select(ClusterOwnership.lease_expires_at)))
+    assert len(leases) == SHARDS and None not in leases
+
+
+class OneSecondLease(cluster.Lease):
+    """A lease on a node whose settings have none."""
+
+    @property
+    def duration(self) -> float:
+        return 1.0
+
+
+def test_negative_control_renewing_through_the_locked_rows_takes_more_statements(
+    owner: ClusterNode,
+) -> None:
+    def renew_locked() -> None:
+        with owner.app.db.session() as session:
+            ownership = locked_ownership(session)
+            assert ownership is not None
+            renew_lease(session, ownership, 1.0)
+
+    assert len(statements_of(owner, renew_locked)) > 1
