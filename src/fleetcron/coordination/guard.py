@@ -34,7 +34,7 @@ from typing import cast
 from sqlalchemy import ColumnElement, Row, Table, case, func, insert, literal, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from fleetcron.coordination.shard_rows import shard_count, shard_rows
+from fleetcron.coordination.shard_rows import fixed_count, shard_count, shard_rows
 from fleetcron.core.ownership import NodeRecord, ShardRow, Verdict, evaluate_shards
 from fleetcron.core.planning import OldClaim
 from fleetcron.store.run_guard import NewClaim
@@ -56,9 +56,12 @@ def db_now(session: Session) -> datetime:
     return value
 
 
-def current_verdict(session: Session, node_id: str, fingerprint: str, *, lock: bool) -> Verdict:
+def current_verdict(
+    session: Session, node_id: str, fingerprint: str, *, lock: bool, shards: int | None = None
+) -> Verdict:
     """Evaluate ownership for ``node_id`` from the database, shard by shard, optionally
-    under the lock of the shards' rows."""
+    under the lock of the shards' rows; ``shards``: the fixed count when the caller knows
+    it (read otherwise)."""
     rows = [
         ShardRow(r.shard, r.owner_node_id, r.generation, r.draining, r.lease_expires_at)
         for r in shard_rows(session, lock=lock)
@@ -73,7 +76,7 @@ def current_verdict(session: Session, node_id: str, fingerprint: str, *, lock: b
         nodes,
         node_id,
         fingerprint,
-        shards=shard_count(session),
+        shards=shards or shard_count(session),
         db_now=db_now(session) if leased else None,
     )
 
@@ -107,11 +110,17 @@ class CoordinatedGuard:
     replicated_pair: bool = False
     #: The generation under which no unfinished older claim was left (a cache).
     _no_old_claims_since: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
+    #: The shard count, once fixed (it never changes).
+    _shards: int | None = field(default=None, repr=False)
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        verdict = current_verdict(session, self.node_id, self.fingerprint, lock=True)
+        if self._shards is None:  # fixed at creation: read once
+            self._shards = fixed_count(session)
+        verdict = current_verdict(
+            session, self.node_id, self.fingerprint, lock=True, shards=self._shards
+        )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
                 verdict,

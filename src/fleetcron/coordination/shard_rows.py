@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_SHARDS",
     "Ownership",
     "fix_shard_count",
+    "fixed_count",
     "fixed_shards",
     "renew_leases",
     "shard_count",
@@ -40,14 +41,19 @@ DEFAULT_SHARDS = 64
 
 def shard_count(session: Session) -> int:
     """The installation's shard count; 1 while none is fixed yet (nothing sharded exists)."""
-    return session.scalar(select(ClusterSettings.shards)) or 1
+    return fixed_count(session) or 1
+
+
+def fixed_count(session: Session) -> int | None:
+    """The shard count fixed at creation; None while none is fixed yet."""
+    return session.scalar(select(ClusterSettings.shards))
 
 
 def fix_shard_count(session: Session, wanted: int | None, *, single: bool, now: datetime) -> int:
     """The shard count, fixed now when it is not yet: ``wanted`` (``FLEETCRON_SHARDS``), or
     the default (1 when ``single``: SQLite, a replicated pair). A ``wanted`` other than the
     fixed count is refused: the count never changes after the installation is created."""
-    fixed = session.scalar(select(ClusterSettings.shards))
+    fixed = fixed_count(session)
     if fixed is None:
         fixed = 1 if single else (wanted or DEFAULT_SHARDS)
         session.add(ClusterSettings(id=1, shards=fixed, created_at=now))
