@@ -382,7 +382,7 @@ class Settings(BaseSettings):
         description="PostgreSQL: the number of shards the fleet's work is divided into, fixed "
         "when the installation is created (first `init` or start; default 64; see "
         "docs/high-availability.md#shards). A later start with another value is refused. "
-        "SQLite: always 1.",
+        "SQLite and a replicated pair: always 1.",
     )
     lease_s: float | None = Field(
         default=None,

@@ -441,7 +441,9 @@ def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_
     lease._renewed_at -= 2.5  # the last committed renewal, 2.5 s ago: fenced by now
     assert not lease.holds()
     with a.app.db.read() as session:
-        before = session.scalars(select(ClusterOwnership.lease_expires_at)).all()
+        before = session.scalars(
+            select(ClusterOwnership.lease_expires_at).order_by(ClusterOwnership.shard)
+        ).all()
 
     original = shard_rows.renew_leases
 
@@ -459,7 +461,12 @@ def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_
         lease.step()
     assert not lease.holds()
     with a.app.db.read() as session:
-        assert session.scalars(select(ClusterOwnership.lease_expires_at)).all() == before
+        assert (
+            session.scalars(
+                select(ClusterOwnership.lease_expires_at).order_by(ClusterOwnership.shard)
+            ).all()
+            == before
+        )
 
     monkeypatch.undo()
     assert lease.step() == "renewed" and lease.holds()

@@ -271,6 +271,8 @@ def _check_scope(
     return spec.job, spec.target, selector
 
 
+
+
 def _check_time(spec: BlackoutSpec, zone: str, now: datetime) -> rule.Window:
     """The window's time fields, checked, as a core window (scope left empty)."""
     base = rule.Window(id=0, name="", scope=rule.Scope(), zone=zone, kind="once")
