@@ -375,6 +375,15 @@ class Settings(BaseSettings):
         le=3600,
         description="How often expired claims are closed and pending transfers progressed.",
     )
+    shards: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="PostgreSQL: the number of shards the fleet's work is divided into, fixed "
+        "when the installation is created (first `init` or start; default 64; see "
+        "docs/high-availability.md#shards). A later start with another value is refused. "
+        "SQLite and a replicated pair: always 1.",
+    )
     lease_s: float | None = Field(
         default=None,
         gt=0,
@@ -601,6 +610,13 @@ class Settings(BaseSettings):
 
     def _check_cluster(self) -> None:
         """Cluster mode and the replicated pair: a shared database, an endpoint, no lease."""
+        if self.shards not in (None, 1) and (
+            self.is_sqlite or self.topology is Topology.REPLICATED_PAIR
+        ):
+            raise ValueError(
+                f"FLEETCRON_SHARDS ({self.shards}) needs one shared PostgreSQL database: "
+                "SQLite and a replicated pair have one shard; unset it or set it to 1"
+            )
         if self.cluster:
             if self.is_sqlite:
                 raise ValueError(

@@ -55,7 +55,9 @@ def read_effects(path: Path) -> list[Effect]:
         return effects
     for line in path.read_text().splitlines():
         kind, at, slot, target, token, node, *_pid = line.split()
-        generation, claim = token.split(":")
+        # FLEETCRON_FENCING_TOKEN: <shard>:<generation>:<claim> (<generation>:<claim> before
+        # shards); all the runs of one target are of its one shard.
+        *_shard, generation, claim = token.split(":")
         effects.append(Effect(kind, float(at), slot, target, int(generation), int(claim), node))
     return effects
 

@@ -4,13 +4,14 @@ answer, read from the database under the same ownership rules as the guard.
 The scheduler hands each run of a cluster ``FLEETCRON_CLAIM_SECRET``, an HMAC of the
 run's claim id under a key derived from the master key (:func:`claim_secret`), so any
 node of the installation can check it without storing anything, and a secret opens one
-claim only. :func:`claim_answer` reads the claim, the ownership row's generation and the
-database clock (never under the lock: asking never writes nor waits for a run write).
+claim only. :func:`claim_answer` reads the claim, its shard's ownership row's generation
+and the database clock (never under the lock: asking never writes nor waits for a run write).
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
@@ -20,12 +21,53 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.crypto import MasterKey, Secret
+from fleetcron.errors import InvalidInput
 from fleetcron.store.schema import ClusterOwnership, ExecutionClaim
 
 CLAIM_PURPOSE: Final = "claim-check/1"
 """The purpose the claim secrets' key is derived for (:meth:`MasterKey.derive`)."""
 
 ClaimState = Literal["live", "expired", "superseded", "finished"]
+
+
+TOKEN: Final = re.compile(r"(?:([0-9]{1,9}):)?([0-9]{1,18}):([0-9]{1,18})")
+"""``<shard>:<generation>:<claim>``, or ``<generation>:<claim>`` as commands started by
+a release before shards carry it (still read: such a command may ask during an upgrade)."""
+
+
+@dataclass(frozen=True)
+class FencingToken:
+    """What ``FLEETCRON_FENCING_TOKEN`` says: the run's shard (None in the old form), the
+    shard's generation, and the claim. Monotonic per shard: compare generations of one
+    shard only."""
+
+    shard: int | None
+    generation: int
+    claim_id: int
+
+    def __str__(self) -> str:
+        head = "" if self.shard is None else f"{self.shard}:"
+        return f"{head}{self.generation}:{self.claim_id}"
+
+
+def fencing_token(shard: int, generation: int, claim_id: int) -> str:
+    """The token a run's command gets: ``<shard>:<generation>:<claim>``."""
+    return str(FencingToken(shard, generation, claim_id))
+
+
+def parse_token(token: str) -> FencingToken:
+    """Read a fencing token in either form; ``InvalidInput`` naming the field otherwise."""
+    match = TOKEN.fullmatch(token)
+    if match is None:
+        raise InvalidInput(
+            f"not a fencing token: {token!r}",
+            field="token",
+            value=token,
+            allowed="<shard>:<generation>:<claim id> (or <generation>:<claim id>), as in "
+            "FLEETCRON_FENCING_TOKEN",
+        )
+    shard = int(match[1]) if match[1] is not None else None
+    return FencingToken(shard, int(match[2]), int(match[3]))
 
 
 def claim_key(master: MasterKey) -> Secret:
@@ -56,22 +98,33 @@ class ClaimAnswer:
 
 
 _CURRENT_GENERATION: Final = (
-    select(func.max(ClusterOwnership.generation)).scalar_subquery().label("current")
+    select(ClusterOwnership.generation)
+    .where(ClusterOwnership.shard == ExecutionClaim.shard)
+    .correlate(ExecutionClaim)
+    .scalar_subquery()
+    .label("current")
 )
 
 
-def claim_answer(session: Session, claim_id: int, generation: int) -> ClaimAnswer | None:
-    """The state of claim ``claim_id`` of ``generation``; ``None`` when there is none.
+def claim_answer(
+    session: Session, claim_id: int, generation: int, shard: int | None = None
+) -> ClaimAnswer | None:
+    """The state of claim ``claim_id`` of ``generation`` (and of ``shard``, when the token
+    names it); ``None`` when there is none. The claim is compared with its own shard's
+    generation.
 
-    One statement (one round trip, no ORM object): the claim's state and deadline, the
-    ownership's generation and the database clock, read together."""
+    One statement (one round trip, no ORM object): the claim's state and deadline, its
+    shard's generation and the database clock, read together."""
+    conditions = [ExecutionClaim.id == claim_id, ExecutionClaim.generation == generation]
+    if shard is not None:
+        conditions.append(ExecutionClaim.shard == shard)
     row = session.execute(
         select(
             ExecutionClaim.state,
             ExecutionClaim.deadline_at,
             _CURRENT_GENERATION,
             func.clock_timestamp().label("now"),
-        ).where(ExecutionClaim.id == claim_id, ExecutionClaim.generation == generation)
+        ).where(*conditions)
     ).one_or_none()
     if row is None:
         return None
@@ -88,7 +141,7 @@ def _decide(
     if stored in ("revoked", "cleared"):
         return "superseded", f"the claim was {stored} by a change of owner"
     if current is not None and current > generation:
-        return "superseded", f"ownership moved on to generation {current}"
+        return "superseded", f"ownership of its shard moved on to generation {current}"
     if stored == "done":
         return "finished", "the run was recorded as finished"
     if stored == "expired" or left <= 0:

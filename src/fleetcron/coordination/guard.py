@@ -1,11 +1,14 @@
 """The ownership guard of a cluster node: the lock and the checks behind every run write.
 
-In each run-writing transaction the guard locks the single ownership row
-(``SELECT ... FOR UPDATE``), reads the node registry, and asks
-:func:`fleetcron.core.ownership.evaluate` whether this node is the approved owner under the
-current generation. New runs get an execution claim whose deadline is measured by the
-database clock (``clock_timestamp()``), so a node with a wrong or paused clock cannot extend
-it; a completion is written only while its claim is live, for this node and generation.
+In each run-writing transaction the guard locks the shards' ownership rows
+(one ``SELECT ... FOR UPDATE`` in shard order), reads the node registry, and asks
+:func:`fleetcron.core.ownership.evaluate_shards` whether this node is the approved owner of
+each shard under that shard's current generation. A claim is bound to its run's shard and
+that shard's generation, and a completion is checked against the same shard's row only: a
+move of shard 1 refuses the runs of shard 1 and no other. New runs get an execution claim
+whose deadline is measured by the database clock (``clock_timestamp()``), so a node with
+a wrong or paused clock cannot extend it; a completion is written only while its claim is
+live, for this node and its shard's generation.
 Handoff and takeover take the same lock, so they can never interleave with a run write.
 A node that stops inside such a transaction (paused, frozen, its host suspended, its link
 cut) would hold the lock for as long as it is stopped, and a takeover would wait for it
@@ -28,13 +31,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Row, Table, func, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Row, Table, case, func, insert, literal, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from fleetcron.core.ownership import NodeRecord, Verdict, evaluate
+from fleetcron.coordination.shard_rows import fixed_count, shard_count, shard_rows
+from fleetcron.core.ownership import NodeRecord, ShardRow, Verdict, evaluate_shards
 from fleetcron.core.planning import OldClaim
 from fleetcron.store.run_guard import NewClaim
-from fleetcron.store.schema import ClusterNode, ClusterOwnership, ExecutionClaim, Run
+from fleetcron.store.schema import ClusterNode, ExecutionClaim, Run
 
 #: Claim states whose command may still be running until the claim's deadline.
 UNFINISHED_CLAIM_STATES = ("live", "revoked")
@@ -52,30 +56,39 @@ def db_now(session: Session) -> datetime:
     return value
 
 
-def current_verdict(session: Session, node_id: str, fingerprint: str, *, lock: bool) -> Verdict:
-    """Evaluate ownership for ``node_id`` from the database, optionally under the lock."""
-    query = select(
-        ClusterOwnership.owner_node_id,
-        ClusterOwnership.generation,
-        ClusterOwnership.draining,
-        ClusterOwnership.lease_expires_at,
-    ).order_by(ClusterOwnership.id)
-    if lock:
-        query = query.with_for_update()
-    rows = [dict(r) for r in session.execute(query).mappings()]
+def current_verdict(
+    session: Session, node_id: str, fingerprint: str, *, lock: bool, shards: int | None = None
+) -> Verdict:
+    """Evaluate ownership for ``node_id`` from the database, shard by shard, optionally
+    under the lock of the shards' rows; ``shards``: the fixed count when the caller knows
+    it (read otherwise)."""
+    rows = [
+        ShardRow(r.shard, r.owner_node_id, r.generation, r.draining, r.lease_expires_at)
+        for r in shard_rows(session, lock=lock)
+    ]
     nodes = {
         n.node_id: NodeRecord(n.node_id, n.fingerprint, n.state, n.fenced_at is not None)
         for n in session.scalars(select(ClusterNode))
     }
-    lease = rows[0]["lease_expires_at"] if len(rows) == 1 else None
-    return evaluate(
+    leased = any(r.lease_expires_at is not None for r in rows)
+    return evaluate_shards(
         rows,
         nodes,
         node_id,
         fingerprint,
-        lease_expires_at=lease,
-        db_now=db_now(session) if lease else None,
+        shards=shards or shard_count(session),
+        db_now=db_now(session) if leased else None,
     )
+
+
+def of_its_shard(
+    verdict: Verdict, column: ColumnElement[int] | InstrumentedAttribute[int]
+) -> ColumnElement[int]:
+    """The generation of the shard named by ``column``, as the verdict read it (-1 for a
+    shard this node does not own: no claim has that generation)."""
+    if not verdict.generations:
+        return literal(verdict.generation)
+    return case(verdict.generations, value=column, else_=-1)
 
 
 @dataclass
@@ -96,12 +109,18 @@ class CoordinatedGuard:
     #: inserted on both sides stops replication); the slots stay due for the next owner.
     replicated_pair: bool = False
     #: The generation under which no unfinished older claim was left (a cache).
-    _no_old_claims_since: int | None = field(default=None, repr=False)
+    _no_old_claims_since: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
+    #: The shard count, once fixed (it never changes).
+    _shards: int | None = field(default=None, repr=False)
 
     def verdict(self, session: Session) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        verdict = current_verdict(session, self.node_id, self.fingerprint, lock=True)
+        if self._shards is None:  # fixed at creation: read once
+            self._shards = fixed_count(session)
+        verdict = current_verdict(
+            session, self.node_id, self.fingerprint, lock=True, shards=self._shards
+        )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
                 verdict,
@@ -122,8 +141,8 @@ class CoordinatedGuard:
     def claim(
         self, session: Session, verdict: Verdict, claims: Sequence[NewClaim], at: datetime
     ) -> dict[int, int]:
-        """One ``live`` claim per run, of this node and the verdict's generation, inserted
-        in one statement (run ids come back with the claim ids)."""
+        """One ``live`` claim per run, of this node, the run's shard and that shard's
+        generation, inserted in one statement (run ids come back with the claim ids)."""
         if not claims:
             return {}
         rows = session.connection().execute(
@@ -132,7 +151,8 @@ class CoordinatedGuard:
                 {
                     "run_id": claim.run_id,
                     "node_id": self.node_id,
-                    "generation": verdict.generation,
+                    "shard": claim.shard,
+                    "generation": verdict.generation_of(claim.shard),
                     "created_at": at,
                     "deadline_at": claim.deadline_at,
                     "state": "live",
@@ -152,18 +172,18 @@ class CoordinatedGuard:
     ) -> dict[int, list[OldClaim]]:
         if self.unguarded or not self.wait_for_old_claims or not assignment_ids:
             return {}
-        if self._no_old_claims_since == verdict.generation:
+        if self._no_old_claims_since == _generations_key(verdict):
             return {}
         # Measured from the new claims' own time when it is earlier than this reading:
         # an old claim whose deadline falls between the two still blocks.
         now = db_now(session)
         if claimed_at is not None:
             now = min(now, claimed_at)
-        rows = _unfinished_older_claims(session, verdict.generation, now)
+        rows = _unfinished_older_claims(session, verdict, now)
         if not rows:
             # No older generation can claim anything once the generation has moved on (claims
             # are created under the ownership lock), so none will ever block again.
-            self._no_old_claims_since = verdict.generation
+            self._no_old_claims_since = _generations_key(verdict)
             return {}
         return _by_assignment(rows, set(assignment_ids), now)
 
@@ -178,7 +198,7 @@ class CoordinatedGuard:
                     ExecutionClaim.run_id.in_(run_ids),
                     ExecutionClaim.state == "live",
                     ExecutionClaim.node_id == self.node_id,
-                    ExecutionClaim.generation == verdict.generation,
+                    ExecutionClaim.generation == of_its_shard(verdict, ExecutionClaim.shard),
                     ExecutionClaim.deadline_at > func.clock_timestamp(),
                 )
             )
@@ -194,11 +214,16 @@ class CoordinatedGuard:
         )
 
 
+def _generations_key(verdict: Verdict) -> tuple[tuple[int, int], ...]:
+    """Every shard's generation as the verdict read it (standalone-like: shard 0 only)."""
+    return tuple(sorted(verdict.generations.items())) or ((0, verdict.generation),)
+
+
 def _unfinished_older_claims(
-    session: Session, generation: int, now: datetime
+    session: Session, verdict: Verdict, now: datetime
 ) -> Sequence[Row[int, int, int, str, int, datetime]]:
-    """Every claim of a generation before ``generation`` not yet finished whose deadline
-    is after ``now``, with its run's assignment."""
+    """Every claim of a generation before its shard's (as ``verdict`` read it) not yet
+    finished whose deadline is after ``now``, with its run's assignment."""
     return session.execute(
         select(
             Run.assignment_id,
@@ -212,9 +237,19 @@ def _unfinished_older_claims(
         .where(
             ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
             ExecutionClaim.deadline_at > now,
-            ExecutionClaim.generation < generation,
+            ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
         )
     ).all()
+
+
+def older_than(
+    verdict: Verdict, column: ColumnElement[int] | InstrumentedAttribute[int]
+) -> ColumnElement[int]:
+    """The generation below which a claim of the shard named by ``column`` is older (a
+    shard this node does not own: its highest generation, the cautious side)."""
+    if not verdict.generations:
+        return literal(verdict.generation)
+    return case(verdict.generations, value=column, else_=verdict.generation)
 
 
 def _by_assignment(

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import case, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, db_now
 from fleetcron.coordination.identity import NodeIdentity
+from fleetcron.coordination.shard_rows import Ownership, shard_count, shard_rows
 from fleetcron.errors import CoordinationError, NotFound
 from fleetcron.store.db import application_name
 from fleetcron.store.run_writes import fence_runs
@@ -68,29 +69,42 @@ __all__ = [
 # -- the row and its lock ---------------------------------------------------------------------
 
 
-def ensure_ownership_row(session: Session, now: datetime) -> None:
-    """Create the ownership row the first time a cluster node starts (never a second one)."""
-    if session.scalar(select(func.count(ClusterOwnership.id))) == 0:
-        session.add(
-            ClusterOwnership(owner_node_id=None, generation=0, draining=False, updated_at=now)
+def ensure_ownership_row(session: Session, now: datetime, *, shards: int | None = None) -> None:
+    """Create the shards' ownership rows the first time a cluster node starts (one per
+    shard, never a second one): ``shards`` is the installation's fixed count (read when
+    not given)."""
+    count = shards if shards is not None else shard_count(session)
+    existing = set(session.scalars(select(ClusterOwnership.shard)))
+    if existing:
+        return
+    session.add_all(
+        ClusterOwnership(
+            shard=shard, owner_node_id=None, generation=0, draining=False, updated_at=now
         )
+        for shard in range(count)
+    )
 
 
-def locked_ownership(session: Session) -> ClusterOwnership | None:
-    """The ownership row, locked for the rest of the transaction; None unless there is
-    exactly one (the guard then fails closed)."""
-    rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
-    return rows[0] if len(rows) == 1 else None
+def locked_ownership(session: Session) -> Ownership | None:
+    """Every shard's ownership row, locked for the rest of the transaction; None unless
+    there is exactly one per shard (the guard then fails closed)."""
+    rows = shard_rows(session, lock=True)
+    if [r.shard for r in rows] != list(range(shard_count(session))):
+        return None
+    return Ownership(rows)
 
 
-def lock_ownership(session: Session) -> ClusterOwnership:
-    """The ownership row, locked; raises :class:`CoordinationError` unless there is one."""
-    rows = session.scalars(select(ClusterOwnership).with_for_update()).all()
-    if len(rows) != 1:
+def lock_ownership(session: Session) -> Ownership:
+    """Every shard's ownership row, locked; raises :class:`CoordinationError` unless there
+    is exactly one per shard."""
+    rows = shard_rows(session, lock=True)
+    count = shard_count(session)
+    if [r.shard for r in rows] != list(range(count)):
         raise CoordinationError(
-            f"coordination state has {len(rows)} ownership rows, expected 1; repair it first"
+            f"coordination state has {len(rows)} ownership rows, expected one for each of "
+            f"the {count} shard(s); repair it first"
         )
-    return rows[0]
+    return Ownership(rows)
 
 
 @dataclass(frozen=True)
@@ -155,13 +169,15 @@ def eligible(row: ClusterNode, me: NodeIdentity) -> bool:
 # -- claims ---------------------------------------------------------------------------------------
 
 
-def unfinished_claims(session: Session, generation: int) -> list[ExecutionClaim]:
-    """Claims below ``generation`` whose command may still run: not finished, deadline to come."""
+def unfinished_claims(session: Session, generations: Mapping[int, int]) -> list[ExecutionClaim]:
+    """Claims below their shard's generation in ``generations`` (shard -> generation) whose
+    command may still run: not finished, deadline to come."""
+    below = case(dict(generations), value=ExecutionClaim.shard, else_=max(generations.values()))
     return list(
         session.scalars(
             select(ExecutionClaim).where(
                 ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
-                ExecutionClaim.generation < generation,
+                ExecutionClaim.generation < below,
                 ExecutionClaim.deadline_at > func.clock_timestamp(),
             )
         )
@@ -235,12 +251,12 @@ def _revoke_claims(session: Session, node_id: str, now: datetime, *, reason: str
 
 
 def complete_transfer(
-    session: Session, ownership: ClusterOwnership, transfer: ClusterTransfer, now: datetime
+    session: Session, ownership: Ownership, transfer: ClusterTransfer, now: datetime
 ) -> None:
-    """Make ``transfer``'s node the owner (generation + 1 when the owner changes, and for
-    the first owner)."""
+    """Make ``transfer``'s node the owner of every shard (each shard's generation + 1 when
+    the owner changes, and for the first owner)."""
     if ownership.owner_node_id != transfer.to_node_id or ownership.generation == 0:
-        ownership.generation += 1
+        ownership.advance()
     ownership.owner_node_id = transfer.to_node_id
     ownership.draining, ownership.transfer_id = False, None
     ownership.lease_expires_at = None
@@ -275,7 +291,7 @@ class OwnerChange:
 
 def change_owner(
     session: Session,
-    ownership: ClusterOwnership,
+    ownership: Ownership,
     old: ClusterNode,
     to_node_id: str,
     *,
@@ -306,7 +322,7 @@ def change_owner(
     supersede_pending(session, transfer.id, now, keep=transfer.id)
     label = "forced takeover" if kind == "takeover" else kind
     revoked = _revoke_claims(session, old.node_id, now, reason=f"revoked by {label} {transfer.id}")
-    waiting = unfinished_claims(session, ownership.generation + 1)
+    waiting = unfinished_claims(session, {s: g + 1 for s, g in ownership.generations.items()})
     cleared = 0
     if clear_waiting:
         cleared = clear_claims(session, [c.id for c in waiting])
@@ -375,13 +391,16 @@ def complete_drained_handoff(session: Session, now: datetime) -> ClusterTransfer
 # -- the lease ----------------------------------------------------------------------------------
 
 
-def renew_lease(session: Session, ownership: ClusterOwnership, lease_s: float) -> None:
-    """Extend the owner's lease to ``lease_s`` from now by the database clock."""
+def renew_lease(session: Session, ownership: Ownership, lease_s: float) -> None:
+    """Extend the owner's lease on every shard to ``lease_s`` from now by the database
+    clock (the rows already locked; the owner's periodic renewal is
+    :func:`~fleetcron.coordination.shard_rows.renew_leases`, one statement)."""
     ownership.lease_expires_at = db_now(session) + timedelta(seconds=lease_s)
 
 
-def lease_expired(session: Session, ownership: ClusterOwnership) -> bool:
-    """Whether the owner's lease has expired by the database clock (no lease: never)."""
+def lease_expired(session: Session, ownership: Ownership) -> bool:
+    """Whether the owner's lease has expired by the database clock (no lease: never; the
+    earliest shard's lease counts)."""
     return ownership.lease_expires_at is not None and ownership.lease_expires_at <= db_now(session)
 
 
@@ -407,6 +426,8 @@ def end_expired_owner_sessions(session: Session, me: str) -> EndedSessions | Non
     statement timeouts still release the locks within half the lease)."""
     row = session.execute(
         select(ClusterOwnership.owner_node_id, ClusterOwnership.lease_expires_at)
+        .order_by(ClusterOwnership.lease_expires_at.asc().nulls_last())
+        .limit(1)
     ).one_or_none()
     if row is None or row.owner_node_id in (None, me) or row.lease_expires_at is None:
         return None

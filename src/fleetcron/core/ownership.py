@@ -9,7 +9,7 @@ uncertain fails closed with a reason that the skipped slots carry.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -35,10 +35,105 @@ class Verdict:
     generation: int = 0
     owner: str | None = None
     draining: bool = False
+    #: Shard -> its generation, for each shard this node owns (empty standalone, where
+    #: everything is shard 0 at ``generation``). A claim is bound to its shard's generation.
+    generations: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def may_claim(self) -> bool:
         return self.kind == "owner" and not self.draining
+
+    def generation_of(self, shard: int) -> int:
+        """The generation a claim of ``shard`` is made and checked under."""
+        return self.generations.get(shard, self.generation)
+
+
+@dataclass(frozen=True)
+class ShardRow:
+    """One shard's ownership row as the guard read it."""
+
+    shard: int
+    owner_node_id: str | None
+    generation: object
+    draining: bool = False
+    lease_expires_at: datetime | None = None
+
+
+def evaluate_shards(
+    rows: Sequence[ShardRow],
+    nodes: Mapping[str, NodeRecord],
+    me: str,
+    my_fingerprint: str,
+    *,
+    shards: int,
+    db_now: datetime | None = None,
+) -> Verdict:
+    """The verdict for node ``me`` over the ownership rows of ``shards`` shards: one row per
+    shard, each shard decided by :func:`evaluate` on its own row and lease.
+
+    The node owns (``owner``) when it owns every shard, under each shard's generation
+    (``generations``; ``generation`` is the highest). A node that owns only some shards
+    may finish the runs of those but claims nothing new (``draining``): placing shards on
+    several members is not done yet. A missing or extra row, or any shard in an invalid
+    state, fails closed for all."""
+    refused = _refusal(nodes.get(me), me, my_fingerprint)
+    if refused is not None:
+        return refused
+    numbers = sorted(r.shard for r in rows)
+    if numbers != list(range(shards)):
+        return Verdict(
+            "invalid",
+            f"coordination state has {len(rows)} ownership rows (shards {numbers}), "
+            f"expected one for each of the {shards} shard(s)",
+        )
+    each = {r.shard: _evaluate_row(r, nodes, me, my_fingerprint, db_now) for r in rows}
+    invalid = [(s, v) for s, v in each.items() if v.kind == "invalid"]
+    if invalid:
+        shard, verdict = invalid[0]
+        return (
+            verdict if shards == 1 else replace(verdict, reason=f"shard {shard}: {verdict.reason}")
+        )
+    owned = {s: v for s, v in each.items() if v.kind == "owner"}
+    if not owned:
+        return each[0]
+    return _owner_of(owned, shards)
+
+
+def _evaluate_row(
+    row: ShardRow,
+    nodes: Mapping[str, NodeRecord],
+    me: str,
+    my_fingerprint: str,
+    db_now: datetime | None,
+) -> Verdict:
+    fields = {
+        "owner_node_id": row.owner_node_id,
+        "generation": row.generation,
+        "draining": row.draining,
+    }
+    return evaluate(
+        [fields],
+        nodes,
+        me,
+        my_fingerprint,
+        lease_expires_at=row.lease_expires_at,
+        db_now=db_now,
+    )
+
+
+def _owner_of(owned: Mapping[int, Verdict], shards: int) -> Verdict:
+    """The verdict of a node owning the shards ``owned`` (of ``shards``)."""
+    generations = {s: v.generation for s, v in sorted(owned.items())}
+    first = next(iter(owned.values()))
+    draining = any(v.draining for v in owned.values())
+    reason = next((v.reason for v in owned.values() if v.draining), first.reason)
+    if len(owned) < shards:
+        draining = True
+        reason = (
+            f"this node owns {len(owned)} of the {shards} shards: it finishes their runs "
+            "and claims nothing new"
+        )
+    return Verdict("owner", reason, max(generations.values()), first.owner, draining, generations)
 
 
 def evaluate(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote
 
-from fleetcron.coordination.claim_check import claim_secret
+from fleetcron.coordination.claim_check import claim_secret, fencing_token
 from fleetcron.core.ownership import watchdog_budget
 from fleetcron.crypto import Secret
 from fleetcron.executors.base import (
@@ -70,8 +70,8 @@ def run_environment(
     dispatch: Dispatch, node: str, asking: ClaimAsking | None = None
 ) -> dict[str, str]:
     """Variables every command gets, so it can tell which run it is; with high availability
-    also ``FLEETCRON_FENCING_TOKEN=<generation>:<claim>`` so external systems can refuse
-    writes from a stale owner, and the run's ``FLEETCRON_CLAIM_SECRET`` (with
+    also ``FLEETCRON_FENCING_TOKEN=<shard>:<generation>:<claim>`` so external systems can
+    refuse writes from a stale owner of that shard, and the run's ``FLEETCRON_CLAIM_SECRET`` (with
     ``FLEETCRON_CLAIM_URL`` when this node has an endpoint) to ask the API whether the
     claim is still live."""
     env = {
@@ -84,7 +84,7 @@ def run_environment(
         ),
     }
     if dispatch.claim_id is not None:
-        token = f"{dispatch.generation}:{dispatch.claim_id}"
+        token = fencing_token(dispatch.shard, dispatch.generation or 0, dispatch.claim_id)
         env["FLEETCRON_FENCING_TOKEN"] = token
         if asking is not None:
             env["FLEETCRON_CLAIM_SECRET"] = claim_secret(asking.key, dispatch.claim_id)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
+from fleetcron.coordination.shard_rows import fixed_shards
+from fleetcron.core.topology import Topology
 from fleetcron.crypto import create_key_file
 from fleetcron.masking import mask_dsn
 from fleetcron.services.accounts.users import add_user, check_bootstrap_password, count_users
@@ -163,6 +165,15 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def _fix_shards(app: App) -> None:
+    """Fix the shard count now (``FLEETCRON_SHARDS``), or refuse another than the fixed
+    one. The second node of a replicated pair receives it from the first."""
+    if app.settings.topology is Topology.REPLICATED_PAIR:
+        return
+    with app.db.session() as session:
+        fixed_shards(app, session)
+
+
 def _init(app: App, made: Made, *, admin_name: str, admin_password: str | None) -> InitResult:
     settings = app.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -173,6 +184,7 @@ def _init(app: App, made: Made, *, admin_name: str, admin_password: str | None) 
         key_file = settings.effective_master_key_file
     app.master_key  # noqa: B018 - fail now, not at the first pairing, if the key is unusable
     app.db.upgrade()
+    _fix_shards(app)
     admin: str | None = None
     if needs_admin(app):
         add_user(app, SYSTEM, admin_name, check_bootstrap_password(admin_password), "admin")

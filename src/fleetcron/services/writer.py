@@ -59,14 +59,12 @@ def pair_standby(app: App) -> bool:
     evaluation and deliveries) to the owner, so that no row gets a second writer."""
     if app.settings.topology is not Topology.REPLICATED_PAIR:
         return False
-    from sqlalchemy import select
-
     from fleetcron.coordination.node import Node
-    from fleetcron.store.schema import ClusterOwnership
+    from fleetcron.coordination.shard_rows import sole_owner
 
     with app.db.read() as session:
-        owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
-    return len(owners) != 1 or owners[0] != Node(app).identity.node_id
+        owner = sole_owner(session)
+    return owner is None or owner != Node(app).identity.node_id
 
 
 PAIR_ANYWHERE = frozenset({"job.run", "login", "login.refused", "logout", "token.create"})
@@ -92,9 +90,6 @@ def require_config_writer(app: App, session: Any, action: str) -> None:
     states = sql.sequence_state(session.connection(), ["audit_events"])
     if not states or states[0].increment != 2:
         return  # not paired yet
-    from sqlalchemy import select
+    from fleetcron.coordination.shard_rows import sole_owner
 
-    from fleetcron.store.schema import ClusterOwnership
-
-    owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
-    require_writer_here(app, session, owners[0] if len(owners) == 1 else None, action)
+    require_writer_here(app, session, sole_owner(session), action)

@@ -82,6 +82,8 @@ class Dispatch:
     started_at: datetime | None = None
     generation: int | None = None
     claim_id: int | None = None
+    #: The run's shard (its target's): ``generation`` is this shard's.
+    shard: int = 0
     origin: str = "bulk"
     #: The claim deadline, the claim clock's reading it was computed from, and this
     #: machine's ``time.monotonic()`` at that reading: the watchdog budget's inputs.
@@ -139,6 +141,7 @@ DISPATCH_COLUMNS = (
     Target.paused_reason.label("target_paused_reason"),
     Target.timezone.label("target_timezone"),
     Target.labels.label("target_labels"),
+    Target.shard,
 )
 
 
@@ -225,11 +228,11 @@ def claim_runs(
     for run in runs:
         if run.deadline_at is None:
             raise ValueError(f"run {run.id} has no claim deadline")
-        wanted.append(NewClaim(run.id, run.deadline_at))
+        wanted.append(NewClaim(run.id, run.deadline_at, run.shard))
     claims = guard.claim(session, verdict, wanted, at)
     for run in runs:
         if run.id in claims:
-            run.claim_id, run.generation = claims[run.id], verdict.generation
+            run.claim_id, run.generation = claims[run.id], verdict.generation_of(run.shard)
 
 
 def dispatch_from(row: Row[Any], run: Run | Started, stamp: Stamp) -> Dispatch:
@@ -261,6 +264,7 @@ def dispatch_from(row: Row[Any], run: Run | Started, stamp: Stamp) -> Dispatch:
         attempt=run.attempt,
         started_at=run.started_at,
         generation=run.generation,
+        shard=row.shard,
         claim_id=run.claim_id,
         origin=row.origin,
         deadline_at=run.deadline_at,

@@ -26,6 +26,8 @@ class NewClaim:
 
     run_id: int
     deadline_at: datetime
+    #: The run's shard (its target's): the claim is bound to this shard's generation.
+    shard: int = 0
 
 
 class RunGuard(Protocol):

@@ -100,6 +100,7 @@ def queue_manual_runs(
             target_id=a.target_id,
             job_name=job.name,
             target_name=a.target.name,
+            shard=a.target.shard,
             origin=job.origin,
             command=job.command,
             scheduled_for=now,

@@ -369,6 +369,7 @@ class RunStore:
             "command": row.command,
             "target_id": row.target_id,
             "target_name": row.target_name,
+            "shard": row.shard,
             "scheduled_for": slot,
             "trigger": trigger,
             "attempt": 1,
@@ -689,10 +690,14 @@ def _claimed(
     """The guard's claims of the runs ``firing`` (inserted with ``ids``), each run's claim
     id and generation written on its row with one statement; the started runs, in order."""
     run_ids = [ids[v["assignment_id"], v["scheduled_for"], v["attempt"]] for _, v in firing]
+    shards = {rid: v["shard"] for rid, (_, v) in zip(run_ids, firing, strict=True)}
     claims = guard.claim(
         session,
         verdict,
-        [NewClaim(rid, v["deadline_at"]) for rid, (_, v) in zip(run_ids, firing, strict=True)],
+        [
+            NewClaim(rid, v["deadline_at"], v["shard"])
+            for rid, (_, v) in zip(run_ids, firing, strict=True)
+        ],
         stamp.at,
     )
     if claims:
@@ -700,7 +705,10 @@ def _claimed(
             update(RUNS)
             .where(RUNS.c.id == bindparam("rid"))
             .values(claim_id=bindparam("cid"), generation=bindparam("gen")),
-            [{"rid": rid, "cid": cid, "gen": verdict.generation} for rid, cid in claims.items()],
+            [
+                {"rid": rid, "cid": cid, "gen": verdict.generation_of(shards[rid])}
+                for rid, cid in claims.items()
+            ],
         )
     return [
         Started(
@@ -710,7 +718,7 @@ def _claimed(
             attempt=v["attempt"],
             started_at=v["started_at"],
             deadline_at=v["deadline_at"],
-            generation=verdict.generation if rid in claims else None,
+            generation=verdict.generation_of(shards[rid]) if rid in claims else None,
             claim_id=claims.get(rid),
         )
         for rid, (_, v) in zip(run_ids, firing, strict=True)

@@ -137,6 +137,8 @@ class Target(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     kind: Mapped[TargetKind] = mapped_column(TargetKindType())
+    #: ``core.shards.shard_of(id, cluster_settings.shards)``, written once the id is known.
+    shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     host: Mapped[str | None] = mapped_column(String(255))
     port: Mapped[int | None] = mapped_column(Integer)
     user: Mapped[str | None] = mapped_column(String(64))
@@ -461,6 +463,8 @@ class Run(Base):
     created_at: Mapped[datetime]
     #: The version of the job's definition this run ran (``job_versions.version``).
     job_version: Mapped[int | None] = mapped_column(Integer)
+    #: Its target's shard, copied when the run is recorded: ``generation`` is this shard's.
+    shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class RunCount(Base):
@@ -574,15 +578,31 @@ class ClusterNode(Base):
     fenced_at: Mapped[datetime | None]
 
 
-class ClusterOwnership(Base):
-    """Who may run jobs: the owner node and the generation (the fencing token).
+class ClusterSettings(Base):
+    """What is fixed when the installation is created: the number of shards (one row)."""
 
-    Exactly one row is expected; any other count is invalid state and fails closed.
+    __tablename__ = "cluster_settings"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="one_row"),
+        CheckConstraint("shards >= 1", name="shards"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    shards: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+
+
+class ClusterOwnership(Base):
+    """Who may run a shard's jobs: the owner node and the generation (the fencing token).
+
+    Exactly one row per shard (0 to ``cluster_settings.shards`` - 1) is expected; any other
+    set of rows is invalid state and fails closed.
     """
 
     __tablename__ = "cluster_ownership"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    shard: Mapped[int] = mapped_column(Integer, unique=True, default=0, server_default="0")
     owner_node_id: Mapped[str | None] = mapped_column(String(32))
     generation: Mapped[int] = mapped_column(BigInteger, default=0)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -606,6 +626,8 @@ class ExecutionClaim(Base):
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     run_id: Mapped[int] = mapped_column(BigInteger, index=True)
     node_id: Mapped[str] = mapped_column(String(32))
+    #: The run's shard: ``generation`` is this shard's generation.
+    shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     generation: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime]
     deadline_at: Mapped[datetime]

@@ -9,8 +9,9 @@ run's secret or with another run's, and a forged token.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
@@ -84,9 +85,19 @@ def test_a_run_learns_its_claim_is_live_then_superseded_by_a_takeover(
     a, b = alpha_and_beta
     env = claimed(a, clock)
     busy, idle = env["busy"], env["idle"]
-    assert busy["FLEETCRON_CLAIM_URL"].startswith(f"{ENDPOINT}/api/v1/claims/1%3A")
+    # <shard>:<generation>:<claim>
+    assert re.fullmatch(
+        rf"{ENDPOINT}/api/v1/claims/[0-9]+%3A1%3A[0-9]+", busy["FLEETCRON_CLAIM_URL"]
+    )
 
     assert ask(client, busy) == (200, "live")
+    # A command started before shards asks with <generation>:<claim>: still answered.
+    before_shards = (
+        busy["FLEETCRON_CLAIM_URL"].split("/claims/")[0]
+        + "/claims/"
+        + quote(busy["FLEETCRON_FENCING_TOKEN"].split(":", 1)[1])
+    )
+    assert ask(client, {**busy, "FLEETCRON_CLAIM_URL": before_shards}) == (200, "live")
     assert ask(client, idle) == (410, "finished")
     cluster.takeover(b.app, SYSTEM, b.node, ENDPOINT, confirm_fenced=True)
     assert ask(client, busy) == (410, "superseded")

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
-from fleetcron.coordination import ownership_change
+from fleetcron.coordination import shard_rows
 from fleetcron.core.ownership import CLOCK_RATE_TOLERANCE, START_LATENCY_S
 from fleetcron.core.planning import OldClaim
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -421,10 +421,11 @@ def test_a_draining_owner_keeps_its_lease_so_it_does_not_fence_itself_during_a_h
     assert lease.step() == "draining"
     assert lease.holds()
     with a.app.db.read() as session:
-        [ownership] = session.scalars(select(ClusterOwnership)).all()
+        shards = session.scalars(select(ClusterOwnership)).all()
         now = session.execute(select(func.clock_timestamp())).scalar_one()
-    assert ownership.draining
-    assert ownership.lease_expires_at is not None and ownership.lease_expires_at > now
+    for ownership in shards:  # every shard's row, renewed by one statement
+        assert ownership.draining
+        assert ownership.lease_expires_at is not None and ownership.lease_expires_at > now
 
 
 def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_in_time(
@@ -440,24 +441,32 @@ def test_a_renewal_whose_commit_fails_does_not_count_so_the_owner_fences_itself_
     lease._renewed_at -= 2.5  # the last committed renewal, 2.5 s ago: fenced by now
     assert not lease.holds()
     with a.app.db.read() as session:
-        before = session.scalars(select(ClusterOwnership.lease_expires_at)).one()
+        before = session.scalars(
+            select(ClusterOwnership.lease_expires_at).order_by(ClusterOwnership.shard)
+        ).all()
 
-    original = ownership_change.renew_lease
+    original = shard_rows.renew_leases
 
-    def renew_then_lose_the_commit(session: Session, ownership: ClusterOwnership, s: float) -> None:
-        original(session, ownership, s)
+    def renew_then_lose_the_commit(session: Session, node_id: str, s: float) -> bool | None:
+        renewed = original(session, node_id, s)
 
         def cut(_session: Session) -> None:
             raise OperationalError("COMMIT", {}, ConnectionError("server closed the connection"))
 
         event.listen(session, "before_commit", cut, once=True)
+        return renewed
 
-    monkeypatch.setattr(lease_module, "renew_lease", renew_then_lose_the_commit)
+    monkeypatch.setattr(lease_module, "renew_leases", renew_then_lose_the_commit)
     with pytest.raises(StoreError, match="server closed the connection"):
         lease.step()
     assert not lease.holds()
     with a.app.db.read() as session:
-        assert session.scalars(select(ClusterOwnership.lease_expires_at)).one() == before
+        assert (
+            session.scalars(
+                select(ClusterOwnership.lease_expires_at).order_by(ClusterOwnership.shard)
+            ).all()
+            == before
+        )
 
     monkeypatch.undo()
     assert lease.step() == "renewed" and lease.holds()

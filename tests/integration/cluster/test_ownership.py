@@ -13,6 +13,7 @@ from sqlalchemy import select, text, update
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
+from fleetcron.coordination.shard_rows import shard_count
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
@@ -249,9 +250,16 @@ def test_two_ownership_rows_fail_closed_and_say_why(
     a, _ = pair
     cluster.request_transfer(a.app, SYSTEM, a.node_id)
     with a.app.db.session() as session:
+        shards = shard_count(session)
+        # One row per shard is unique in the schema; a row for a shard beyond the count
+        # is the extra row the guard must refuse.
         session.add(
             ClusterOwnership(
-                owner_node_id=a.node_id, generation=1, draining=False, updated_at=clock.now
+                shard=shards,
+                owner_node_id=a.node_id,
+                generation=1,
+                draining=False,
+                updated_at=clock.now,
             )
         )
     clock.advance(seconds=31)
@@ -260,7 +268,7 @@ def test_two_ownership_rows_fail_closed_and_say_why(
 
     [run] = runs(a)
     assert run.status == "skipped"
-    assert "2 ownership rows" in (run.reason or "")
+    assert f"{shards + 1} ownership rows" in (run.reason or "")
 
 
 def test_an_owner_that_was_retired_is_invalid_state(

@@ -10,22 +10,19 @@ audits nothing: it changes no state.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
 
 from fleetcron.app import App
 from fleetcron.coordination.claim_check import (
     ClaimState,
     claim_answer,
     claim_key,
+    parse_token,
     secret_matches,
 )
 from fleetcron.crypto import Secret
-from fleetcron.errors import AuthenticationFailed, InvalidInput, NotFound
-
-TOKEN: Final = re.compile(r"([0-9]{1,18}):([0-9]{1,18})")
+from fleetcron.errors import AuthenticationFailed, NotFound
 
 
 @dataclass(frozen=True)
@@ -46,23 +43,17 @@ def secrets_key(app: App) -> Secret:
 
 
 def claim_status(app: App, token: str, presented: str | None) -> ClaimView:
-    """The state of the claim named by fencing token ``token`` (``generation:claim``).
+    """The state of the claim named by fencing token ``token`` (``shard:generation:claim``
+    or the older ``generation:claim``).
 
     Raises ``InvalidInput`` (a malformed token), ``AuthenticationFailed`` (no secret, or
     not this claim's) before the database is read, ``NotFound`` (no such claim)."""
-    match = TOKEN.fullmatch(token)
-    if match is None:
-        raise InvalidInput(
-            f"not a fencing token: {token!r}",
-            field="token",
-            value=token,
-            allowed="<generation>:<claim id>, as in FLEETCRON_FENCING_TOKEN",
-        )
-    generation, claim_id = int(match[1]), int(match[2])
+    parsed = parse_token(token)
+    claim_id = parsed.claim_id
     if not presented or not secret_matches(secrets_key(app), claim_id, presented):
         raise AuthenticationFailed("send the run's FLEETCRON_CLAIM_SECRET")
     with app.db.read() as session:
-        answer = claim_answer(session, claim_id, generation)
+        answer = claim_answer(session, claim_id, parsed.generation, parsed.shard)
     if answer is None:
         raise NotFound("claim", token, field="token")
     return ClaimView(

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, App
-from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict
+from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict, older_than
 from fleetcron.coordination.ownership_change import clear_claims, unfinished_claims, waiting_detail
+from fleetcron.coordination.shard_rows import sole_owner
+from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import CleanupClaim, TargetCleanup, claims_cleared_by, targets_to_clean
 from fleetcron.executors.base import RunTarget
 from fleetcron.services.audit import AuditNote, record
-from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run, Target
+from fleetcron.store.schema import ExecutionClaim, Run, Target
 from fleetcron.store.target_connections import connections
 
 __all__ = [
@@ -78,6 +80,9 @@ class CleanupPlan:
     generation: int
     claims: tuple[CleanupClaim, ...]
     targets: tuple[CleanupTarget, ...]
+    #: Each owned shard's generation (a claim is older than its own shard's); one owner
+    #: holds every shard, each at ``generation``, until members exist.
+    generations: Mapping[int, int] = field(default_factory=dict)
 
 
 def active_cleanup_plan(
@@ -89,32 +94,29 @@ def active_cleanup_plan(
 
     Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
     with app.db.read() as session:
-        generation = _owned_generation(session, node_id, fingerprint, done_generation)
-        if generation is None:
+        verdict = _owned_verdict(session, node_id, fingerprint, done_generation)
+        if verdict is None:
             return None
-        claims = _older_claims(session, generation)
-        targets = _cleanup_targets(session, targets_to_clean(claims, generation))
-    return CleanupPlan(generation, claims, targets)
+        claims = _older_claims(session, verdict)
+        targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation))
+    return CleanupPlan(verdict.generation, claims, targets, dict(verdict.generations))
 
 
-def _owned_generation(
+def _owned_verdict(
     session: Session, node_id: str, fingerprint: str, done_generation: int | None
-) -> int | None:
-    """The generation this node owns the cluster at, unless it is ``done_generation``;
-    ``None`` when the node is not the owner."""
-    owner = session.execute(
-        select(ClusterOwnership.owner_node_id, ClusterOwnership.generation)
-    ).all()
-    if len(owner) != 1 or owner[0][0] != node_id or owner[0][1] == done_generation:
+) -> Verdict | None:
+    """The verdict of this node owning every shard, unless its generation is
+    ``done_generation``; ``None`` when the node is not the owner of every shard."""
+    if sole_owner(session) != node_id:
         return None
     verdict = current_verdict(session, node_id, fingerprint, lock=False)
-    if verdict.kind != "owner":
+    if verdict.kind != "owner" or verdict.generation == done_generation:
         return None
-    return verdict.generation
+    return verdict
 
 
-def _older_claims(session: Session, generation: int) -> tuple[CleanupClaim, ...]:
-    """The unfinished, unexpired claims of generations older than ``generation``."""
+def _older_claims(session: Session, verdict: Verdict) -> tuple[CleanupClaim, ...]:
+    """The unfinished, unexpired claims of generations older than their shard's."""
     rows = session.execute(
         select(
             ExecutionClaim.id,
@@ -127,7 +129,7 @@ def _older_claims(session: Session, generation: int) -> tuple[CleanupClaim, ...]
         .join(Target, Target.id == Run.target_id)
         .where(
             ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
-            ExecutionClaim.generation < generation,
+            ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
             ExecutionClaim.deadline_at > func.clock_timestamp(),
         )
     ).all()
@@ -162,7 +164,10 @@ def clear_cleaned_claims(
     slow or unreachable target never delays the others."""
     with app.db.session() as session:
         verdict = current_verdict(session, node_id, fingerprint, lock=True)
-        if verdict.kind != "owner" or verdict.generation != plan.generation:
+        moved = verdict.generation != plan.generation or (
+            plan.generations and dict(verdict.generations) != dict(plan.generations)
+        )
+        if verdict.kind != "owner" or moved:
             return 0, (
                 f"this node is no longer the owner at generation {plan.generation} "
                 f"({verdict.reason}); nothing cleared"
@@ -207,7 +212,7 @@ def finish_active_cleanup(
     if refused:
         detail["refused"] = refused
     with app.db.session() as session:
-        waiting = unfinished_claims(session, plan.generation)
+        waiting = unfinished_claims(session, plan.generations or {0: plan.generation})
         detail.update(waiting_detail(waiting))
         record(
             session,

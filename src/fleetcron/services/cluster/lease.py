@@ -1,5 +1,6 @@
 """Automatic failover (opt-in, ``FLEETCRON_LEASE_S``): the owner renews a lease in the
-ownership row; a standby takes over once it has expired by the database clock.
+ownership rows of its shards (one statement for all of them); a standby takes over once
+it has expired by the database clock.
 
 The lease only decides *when* to change the owner; the change itself is the one a forced
 takeover makes (:func:`fleetcron.coordination.ownership_change.change_owner`), and safety
@@ -26,9 +27,9 @@ from fleetcron.coordination.ownership_change import (
     renew_lease,
     waiting_detail,
 )
+from fleetcron.coordination.shard_rows import Ownership, renew_leases
 from fleetcron.core.ownership import self_fence_after
 from fleetcron.services.audit import AuditNote, record
-from fleetcron.store.schema import ClusterOwnership
 
 __all__ = ["Lease"]
 
@@ -86,13 +87,17 @@ class Lease:
 
     def _step_in(self, session: Session) -> str:
         me = self.node.identity
+        # The owner renews the lease of every shard it owns in one statement, whatever
+        # the shard count. Renewed while draining for a handoff too: the lease says this
+        # node is alive; without it the owner would fence itself and kill the runs the
+        # handoff is waiting for.
+        draining = renew_leases(session, me.node_id, self.duration)
+        if draining is not None:
+            return "draining" if draining else "renewed"
         ownership = locked_ownership(session)
         if ownership is None or ownership.owner_node_id is None:
             return "no owner"
-        if ownership.owner_node_id == me.node_id:
-            # Renewed while draining for a handoff too: the lease says this node is
-            # alive; without it the owner would fence itself and kill the runs the
-            # handoff is waiting for.
+        if ownership.owner_node_id == me.node_id:  # it became the owner since the update
             renew_lease(session, ownership, self.duration)
             return "draining" if ownership.draining else "renewed"
         if not lease_expired(session, ownership):
@@ -136,7 +141,7 @@ class Lease:
             extra={"action": "cluster.end_sessions", "node": ended.node_id},
         )
 
-    def _fail_over(self, session: Session, ownership: ClusterOwnership) -> str:
+    def _fail_over(self, session: Session, ownership: Ownership) -> str:
         me = self.node.identity
         old = get_node(session, str(ownership.owner_node_id))
         change = change_owner(

@@ -30,12 +30,13 @@ from fleetcron.coordination.peer_calls import (
     TRANSFER_STATUS_PURPOSE,
     TRANSFER_STATUS_RESPONSE,
 )
+from fleetcron.coordination.shard_rows import sole_owner
 from fleetcron.errors import Conflict, CoordinationError, InvalidInput
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.status import Node, TransferResult
 from fleetcron.services.pair import peer as pair_peer
-from fleetcron.store.schema import ClusterNode, ClusterOwnership
+from fleetcron.store.schema import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,7 @@ __all__ = ["prepare_from_peer", "request_transfer", "status_for_peer"]
 
 def _owner(app: App) -> tuple[str | None, str | None]:
     with app.db.read() as session:
-        rows = session.scalars(select(ClusterOwnership)).all()
-        owner = rows[0].owner_node_id if len(rows) == 1 else None
+        owner = sole_owner(session)
         endpoint = session.scalar(select(ClusterNode.endpoint).where(ClusterNode.node_id == owner))
     return owner, endpoint
 

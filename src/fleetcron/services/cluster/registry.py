@@ -19,6 +19,7 @@ from fleetcron.coordination.ownership_change import (
     live_claims_of,
     lock_ownership,
 )
+from fleetcron.coordination.shard_rows import fixed_shards
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, CoordinationError
@@ -37,7 +38,7 @@ def announce(app: App, node: Node) -> ClusterNode:
         if app.settings.topology is not Topology.REPLICATED_PAIR:
             # In a replicated pair the row is created once, by replication setup on the
             # first node, and copied to the other: two nodes creating it would make two.
-            ensure_ownership_row(session, app.now())
+            ensure_ownership_row(session, app.now(), shards=fixed_shards(app, session))
         row = session.scalar(select(ClusterNode).where(ClusterNode.node_id == me.node_id))
         if row is None:
             row = ClusterNode(

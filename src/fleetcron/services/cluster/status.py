@@ -59,6 +59,7 @@ from fleetcron.coordination.ownership_change import (
     unfinished_claims,
     waiting_detail,
 )
+from fleetcron.coordination.shard_rows import Ownership, shard_rows
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict, InvalidInput, NotFound
@@ -75,7 +76,7 @@ from fleetcron.services.cluster.registry import announce as announce
 from fleetcron.services.cluster.registry import approve as approve
 from fleetcron.services.cluster.registry import retire as retire
 from fleetcron.services.cluster.registry import verify_rejoin as verify_rejoin
-from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
+from fleetcron.store.schema import ClusterNode, ClusterTransfer, ExecutionClaim
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def _check_may_own(session: Session, to_node: str) -> None:
 
 def _start_transfer(
     session: Session,
-    ownership: ClusterOwnership,
+    ownership: Ownership,
     to_node: str,
     *,
     key: str,
@@ -269,7 +270,7 @@ def _check_takeover_confirmed(app: App, *, confirm_fenced: bool, verified: bool)
 
 
 def _fenced_owner(
-    session: Session, ownership: ClusterOwnership, me: NodeIdentity, fenced_endpoint: str
+    session: Session, ownership: Ownership, me: NodeIdentity, fenced_endpoint: str
 ) -> ClusterNode:
     """The owner taken over from: the one whose endpoint the operator typed, another node
     than this approved one."""
@@ -347,6 +348,16 @@ class NodeStatus:
 
 
 @dataclass(frozen=True)
+class ShardStatus:
+    """One shard's ownership row as status shows it."""
+
+    shard: int
+    owner: str | None
+    generation: int
+    draining: bool
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     mode: str
     this_node: str | None
@@ -366,6 +377,8 @@ class ClusterStatus:
     lease_expires_in_s: float | None = None
     #: Sessions holding the ownership row's lock (a standby's takeover waits for them).
     lock_holders: list[LockHolder] = field(default_factory=list)
+    #: Each shard's owner and generation, in shard order (the count fixed at creation).
+    shards: list[ShardStatus] = field(default_factory=list)
 
     def one_line(self) -> str:
         if self.mode == "standalone":
@@ -377,6 +390,8 @@ class ClusterStatus:
         running = ", ".join(f"{n}: {c}" for n, c in self.running_on.items()) or "nothing"
         owner = self.owner or "(none)"
         line = f"{state}; owner {owner}, generation {self.generation}; running: {running}"
+        if len(self.shards) > 1:
+            line += f"; {len(self.shards)} shards ({self.shard_summary()})"
         if self.waiting_claims and self.waiting_until is not None:
             line += (
                 f"; waiting for {self.waiting_claims} claim(s) of the previous owner until "
@@ -396,6 +411,20 @@ class ClusterStatus:
                 f"(pid {h.pid}, {h.state}) since {since}, {h.blocking} waiting"
             )
         return line
+
+    def shard_summary(self) -> str:
+        """The shards grouped by owner and generation: ``0-63 node-a gen 3``."""
+        groups: list[tuple[int, int, str | None, int]] = []
+        for sh in self.shards:
+            last = groups[-1] if groups else None
+            if last and (last[2], last[3]) == (sh.owner, sh.generation) and last[1] == sh.shard - 1:
+                groups[-1] = (last[0], sh.shard, sh.owner, sh.generation)
+            else:
+                groups.append((sh.shard, sh.shard, sh.owner, sh.generation))
+        return ", ".join(
+            f"{a if a == b else f'{a}-{b}'} {owner or '(none)'} gen {g}"
+            for a, b, owner, g in groups
+        )
 
 
 def _live_claims_per_node(session: Session) -> dict[str, int]:
@@ -431,8 +460,8 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         return ClusterStatus("standalone", None, None, 0, False, None, None, [], {})
     me = node.identity
     with app.db.read() as session:
-        rows = session.scalars(select(ClusterOwnership)).all()
-        ownership = rows[0] if len(rows) == 1 else None
+        rows = shard_rows(session, lock=False)
+        ownership = Ownership(rows) if rows else None
         running = _live_claims_per_node(session)
         pending = None
         if ownership is not None and ownership.transfer_id is not None:
@@ -440,7 +469,7 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
             pending = _transfer_result(t) if t else None
         nodes = _node_statuses(session, running)
         verdict = current_verdict(session, me.node_id, me.fingerprint, lock=False)
-        waiting = unfinished_claims(session, ownership.generation) if ownership else []
+        waiting = unfinished_claims(session, ownership.generations) if ownership else []
         lease_left = (
             (ownership.lease_expires_at - db_now(session)).total_seconds()
             if ownership is not None and ownership.lease_expires_at is not None
@@ -461,4 +490,5 @@ def status(app: App, actor: Actor, node: Node | None) -> ClusterStatus:
         max((c.deadline_at for c in waiting), default=None),
         lease_left,
         holders,
+        [ShardStatus(r.shard, r.owner_node_id, r.generation, r.draining) for r in rows],
     )

@@ -18,9 +18,10 @@ from fleetcron.coordination.peer_calls import (
     signed_call,
 )
 from fleetcron.coordination.secrets import current_and_accepted
+from fleetcron.coordination.shard_rows import shard_rows
 from fleetcron.coordination.signing import MemoryNonceStore
 from fleetcron.errors import CoordinationError
-from fleetcron.store.schema import ClusterNode, ClusterOwnership
+from fleetcron.store.schema import ClusterNode
 
 PEER_TIMEOUT_S = 10.0
 
@@ -42,12 +43,13 @@ def call(app: App, endpoint: str, path: str, purpose: str, response: str, payloa
 
 
 def local_ownership(app: App) -> tuple[str | None, int]:
-    """The owner and generation in this node's own database (0 without a single row)."""
+    """The owner of every shard and the highest generation in this node's own database
+    (None, 0 without rows or with shards of different owners)."""
     with app.db.read() as session:
-        rows = session.scalars(select(ClusterOwnership)).all()
-    if len(rows) != 1:
+        rows = shard_rows(session, lock=False)
+    if not rows or len({r.owner_node_id for r in rows}) != 1:
         return None, 0
-    return rows[0].owner_node_id, rows[0].generation
+    return rows[0].owner_node_id, max(r.generation for r in rows)
 
 
 def peer_ownership(app: App) -> tuple[str, str | None, int]:

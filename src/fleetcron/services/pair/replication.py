@@ -354,9 +354,10 @@ def _refresh_for_added_tables(sides: _Sides) -> None:
 def _ensure_ownership_row(app: App) -> None:
     """The pair's one ownership row is made here, on the first node, before the copy."""
     from fleetcron.coordination.ownership_change import ensure_ownership_row
+    from fleetcron.coordination.shard_rows import fixed_shards
 
     with app.db.session() as session:
-        ensure_ownership_row(session, app.now())
+        ensure_ownership_row(session, app.now(), shards=fixed_shards(app, session))
 
 
 @dataclass

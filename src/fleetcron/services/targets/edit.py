@@ -36,7 +36,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
+from fleetcron.coordination.shard_rows import fixed_shards
 from fleetcron.core.labels import parse_labels
+from fleetcron.core.shards import shard_of
 from fleetcron.core.target_zones import (
     DETECT_COMMAND,
     SOURCE_OPERATOR,
@@ -162,6 +164,7 @@ def add_target(
             raise Conflict(f"target {name} already exists", field="name")
         session.add(target)
         session.flush()
+        target.shard = shard_of(target.id, fixed_shards(app, session))
         note.target_id = target.id
         note.detail.update({"host": target.host, "labels": fields.labels})
         if fields.via:

@@ -35,7 +35,7 @@ from fleetcron.core.targets import TargetKind
 from fleetcron.core.topology import Topology
 from fleetcron.executors.base import RunTarget
 from fleetcron.executors.ssh_probe import ProbeResult
-from fleetcron.store.schema import ClusterOwnership, Target
+from fleetcron.store.schema import Target
 from fleetcron.store.target_connections import connections
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,11 @@ def probes_here(app: App) -> bool:
     if not app.settings.cluster and app.settings.topology is not Topology.REPLICATED_PAIR:
         return True
     from fleetcron.coordination.node import Node
+    from fleetcron.coordination.shard_rows import sole_owner
 
     with app.db.read() as session:
-        owners = session.scalars(select(ClusterOwnership.owner_node_id)).all()
-    return len(owners) == 1 and owners[0] == Node(app).identity.node_id
+        owner = sole_owner(session)
+    return owner is not None and owner == Node(app).identity.node_id
 
 
 def due_probes(
