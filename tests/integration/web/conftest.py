@@ -8,12 +8,15 @@ rather than an exception in the test, so a test can assert "never a 500".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from argon2 import PasswordHasher
+from fastapi import FastAPI
+from fastapi.routing import APIRouter
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
@@ -51,17 +54,50 @@ def cheap_password_hashing(request: pytest.FixtureRequest, monkeypatch: pytest.M
     if "app" not in request.fixturenames:
         return
     app: App = request.getfixturevalue("app")
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(users, "_hasher", cheap)
+    monkeypatch.setattr(users, "_hasher", CHEAP_HASHER)
     with app.db.session() as session:
-        for name, password in ACCOUNTS.values():
+        for name, password_hash in _cheap_hashes().items():
             session.execute(
-                update(User).where(User.name == name).values(password_hash=cheap.hash(password))
+                update(User).where(User.name == name).values(password_hash=password_hash)
             )
 
 
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@functools.cache
+def _cheap_hashes() -> dict[str, str]:
+    """The seeded users' passwords hashed with :data:`CHEAP_HASHER`, once per process (each
+    hash is salted; one is as good as another for every test)."""
+    return {name: CHEAP_HASHER.hash(password) for name, password in ACCOUNTS.values()}
+
+
+#: The route table the first :func:`web_app` of this process built, shared by every later one.
+_ROUTES: list[APIRouter] = []
+
+
+def web_app(app: App) -> FastAPI:
+    """``create_app(app)`` with the route table of the first one this process built.
+
+    FastAPI resolves each route's dependencies and models the first time a request is
+    matched against it, once per application: a new application paid about 0.1 CPU-s in
+    its first requests (every route before the one asked for), in every test. The routes
+    are module-level declarations, the same for every application built, so later
+    applications take the first one's router, already resolved. Everything else is this
+    application's own, as ``create_app`` made it: its state (the app, the login limiter,
+    the refusal tally, the metrics), its middleware with this app's settings and its error
+    handlers. (The shared router reads dependency overrides from the first application;
+    these tests set none.)"""
+    web = create_app(app)
+    if not _ROUTES:
+        _ROUTES.append(web.router)
+    else:
+        web.router = _ROUTES[0]
+    return web
+
+
 def new_client(app: App) -> TestClient:
-    return TestClient(create_app(app), raise_server_exceptions=False, follow_redirects=False)
+    return TestClient(web_app(app), raise_server_exceptions=False, follow_redirects=False)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from fleetcron.app import App
 from fleetcron.config import Settings
-from fleetcron.web.app import create_app
+from integration.web.conftest import web_app
 from waiting import eventually
 
 
@@ -50,6 +50,6 @@ def serving(web: FastAPI) -> Iterator[str]:
 @contextmanager
 def live(app: App) -> Iterator[tuple[FastAPI, httpx.Client]]:
     """The app's web server and an HTTP client for it (no redirects followed)."""
-    web = create_app(app)
+    web = web_app(app)
     with serving(web) as base, httpx.Client(base_url=base, follow_redirects=False) as client:
         yield web, client

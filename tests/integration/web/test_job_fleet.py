@@ -4,21 +4,29 @@ selection, through the service, the API and the CLI.
 
 The history is real: a scheduler ticks a bulk job (``* * * * *``) on three local targets
 for three minutes; the command fails on ``bravo`` only. The fixture clock starts at
-2026-03-02 09:00:30 UTC.
+2026-03-02 09:00:30 UTC. It is recorded once per module and database (``sqlite_history``,
+``postgres_history``), and each test that takes ``history`` starts from a copy of it, its
+clock moved past those three minutes, as if it had recorded it itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import shutil
+import uuid
+from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from cli_env import point_the_cli_at
-from fixtures.app import FakeClock
+from fixtures.app import CLOCK_START, FakeClock, make_settings
+from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
 from fleetcron.cli.output import run_cli
@@ -56,13 +64,79 @@ async def tick_minutes(app: App, clock: FakeClock, minutes: int) -> list[datetim
     return times
 
 
-@pytest.fixture
-async def history(app: App, clock: FakeClock) -> list[datetime]:
+#: The minutes of history, each a run on every target.
+MINUTES = 3
+
+
+async def record(app: App, clock: FakeClock) -> list[datetime]:
     """Three paired local targets, the bulk job, three minutes of real runs; the slots."""
     for name, label in FLEET:
         targets.add_target(app, SYSTEM, TargetSpec(name, TargetKind.LOCAL, labels=[label]))
     jobs.add_job(app, SYSTEM, JOB, JobSpec(schedule="* * * * *", command=FAILS_ON_BRAVO), bulk=True)
-    slots = await tick_minutes(app, clock, 3)
+    slots = await tick_minutes(app, clock, MINUTES)
+    return [slot.replace(second=0, microsecond=0) for slot in slots]
+
+
+def record_into(database_url: str, directory: Path) -> None:
+    """:func:`record` into a database, with a clock that starts where a test's starts."""
+    clock = FakeClock(CLOCK_START)
+    app = App.open(make_settings(directory / "data", database_url), clock=clock)
+    try:
+        asyncio.run(record(app, clock))
+        assert run_count(app) == MINUTES * len(FLEET)
+    finally:
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def sqlite_history(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("history")
+    path = directory / "history.db"
+    shutil.copyfile(sqlite_template, path)
+    record_into(f"sqlite:///{path}", directory)
+    return path
+
+
+@pytest.fixture(scope="module")
+def postgres_history(
+    postgres_server: PostgresServer,
+    postgres_template: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    name = f"history_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.create_database(name, template=postgres_template)
+    try:
+        record_into(url, tmp_path_factory.mktemp("history"))
+        postgres_server.disconnect(name)
+        yield name
+    finally:
+        postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def sqlite_source(request: pytest.FixtureRequest, sqlite_template: Path) -> Path:
+    """A test that takes ``history`` starts from a copy of the recorded one."""
+    if "history" not in request.fixturenames:
+        return sqlite_template
+    recorded: Path = request.getfixturevalue("sqlite_history")
+    return recorded
+
+
+@pytest.fixture
+def postgres_source(request: pytest.FixtureRequest, postgres_template: str) -> str:
+    if "history" not in request.fixturenames:
+        return postgres_template
+    recorded: str = request.getfixturevalue("postgres_history")
+    return recorded
+
+
+@pytest.fixture
+def history(app: App, clock: FakeClock) -> list[datetime]:
+    """The recorded history, in this test's own copy of the database (:func:`record`); the
+    clock moved past it as recording it moved it; the slots."""
+    assert clock.now == CLOCK_START, "the history is recorded from the clock's start"
+    assert run_count(app) == MINUTES * len(FLEET), "the database is not a copy of the history"
+    slots = [clock.advance(minutes=1) for _ in range(MINUTES)]
     return [slot.replace(second=0, microsecond=0) for slot in slots]
 
 

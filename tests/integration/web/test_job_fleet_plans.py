@@ -26,10 +26,23 @@ from fleetcron.services.fleet.job_page import TargetQuery
 from fleetcron.services.health import assignments as job_health
 from fleetcron.services.health import report as health
 from fleetcron.services.jobs import slots as job_slots
-from integration.web.test_job_fleet import JOB, history
+from integration.web.test_job_fleet import (
+    JOB,
+    history,
+    postgres_history,
+    postgres_source,
+    sqlite_history,
+    sqlite_source,
+)
 from sql_statements import statements_with_parameters
 
-__all__ = ["history"]
+__all__ = [  # the fixtures, used by name
+    "history",
+    "postgres_history",
+    "postgres_source",
+    "sqlite_history",
+    "sqlite_source",
+]
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 ADVERSARY = "ix_test_status_first"

@@ -17,9 +17,24 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.store.schema import AuditEvent
 from integration.web.conftest import csrf_token_of, log_in, new_client
-from integration.web.test_job_fleet import JOB, history, queued_targets, run_count
+from integration.web.test_job_fleet import (
+    JOB,
+    history,
+    postgres_history,
+    postgres_source,
+    queued_targets,
+    run_count,
+    sqlite_history,
+    sqlite_source,
+)
 
-__all__ = ["history"]  # the fixture, used by name
+__all__ = [  # the fixtures, used by name
+    "history",
+    "postgres_history",
+    "postgres_source",
+    "sqlite_history",
+    "sqlite_source",
+]
 
 ROW = re.compile(r'<tr data-target="([^"]+)" data-state="([^"]+)"')
 

@@ -21,9 +21,8 @@ from fleetcron.services.runs.views import show_run
 from fleetcron.services.targets import edit as targets
 from fleetcron.store import run_newest
 from fleetcron.store.schema import AuditEvent, Run
-from fleetcron.web.app import create_app
 from integration.executors.procs import kill_all, marker_seconds, sleeping
-from integration.web.conftest import API, error_of, log_in
+from integration.web.conftest import API, error_of, log_in, web_app
 from waiting import eventually_async
 
 
@@ -179,7 +178,7 @@ async def test_a_run_of_this_process_is_followed_from_memory_and_stopped_at_once
     jobs.edit_job(app, operator, job, command=f"echo from memory; sleep {marker}")
     scheduler = Scheduler(app, clock=clock)
     await scheduler.start()
-    web = create_app(app)
+    web = web_app(app)
     web.state.scheduler = scheduler
     try:
         [run_id] = runs.request_run(app, operator, job)

@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fleetcron.app import App
-from fleetcron.web.app import create_app
 from integration.web.conftest import bearer, log_in, new_client, sqlite_only, token_for
 from integration.web.test_route_permissions import Endpoint, call, endpoints
 
@@ -55,7 +54,7 @@ def sweep(client: TestClient, headers: dict[str, str]) -> list[str]:
 
 @sqlite_only
 def test_every_route_as_an_admin_token_answers_hostile_values_without_a_500(app: App) -> None:
-    with TestClient(create_app(app), raise_server_exceptions=False, follow_redirects=False) as c:
+    with new_client(app) as c:
         assert sweep(c, bearer(token_for(app, "admin"))) == []
 
 

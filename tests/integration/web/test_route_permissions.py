@@ -27,8 +27,15 @@ from starlette.routing import Mount
 
 from fleetcron.app import App
 from fleetcron.core.permissions import MATRIX, allowed
-from fleetcron.web.app import create_app
-from integration.web.conftest import ACCOUNTS, API, bearer, error_of, sqlite_only, token_for
+from integration.web.conftest import (
+    ACCOUNTS,
+    API,
+    bearer,
+    error_of,
+    sqlite_only,
+    token_for,
+    web_app,
+)
 
 # Whether a caller may pass is decided before any query (the token lookup aside), so once on
 # SQLite is enough; the API tests run the same routes on both databases.
@@ -172,7 +179,7 @@ def call(client: TestClient, endpoint: Endpoint, headers: dict[str, str]) -> htt
 
 @pytest.fixture
 def web(app: App) -> FastAPI:
-    return create_app(app)
+    return web_app(app)
 
 
 def test_the_enumeration_finds_the_api_and_the_pages(web: FastAPI) -> None:

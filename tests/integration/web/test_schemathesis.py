@@ -39,8 +39,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets import edit as targets
-from fleetcron.web.app import create_app
-from integration.web.conftest import API, bearer, token_for
+from integration.web.conftest import API, bearer, token_for, web_app
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase, OpenApiOperation
@@ -83,7 +82,7 @@ class AsServed:
 
 @pytest.fixture
 def served(scratch: App) -> AsServed:
-    return AsServed(create_app(scratch))
+    return AsServed(web_app(scratch))
 
 
 @pytest.fixture
