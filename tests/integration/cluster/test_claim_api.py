@@ -138,15 +138,15 @@ def test_a_forged_token_learns_nothing_about_other_claims(
     a, _ = alpha_and_beta
     env = claimed(a, clock)
     busy, idle = env["busy"], env["idle"]
-    generation, busy_claim = busy["FLEETCRON_FENCING_TOKEN"].split(":")
-    idle_claim = idle["FLEETCRON_FENCING_TOKEN"].split(":")[1]
+    shard, generation, busy_claim = busy["FLEETCRON_FENCING_TOKEN"].split(":")
+    idle_claim = idle["FLEETCRON_FENCING_TOKEN"].split(":")[2]
     headers = {SECRET_HEADER: busy["FLEETCRON_CLAIM_SECRET"]}
     answers = {
         name: client.get(f"/api/v1/claims/{token}", headers=headers)
         for name, token in {
-            "another run's claim": f"{generation}:{idle_claim}",
-            "a claim that does not exist": f"{generation}:{int(busy_claim) + 1000}",
-            "its own claim, another generation": f"{int(generation) + 1}:{busy_claim}",
+            "another run's claim": f"{shard}:{generation}:{idle_claim}",
+            "a claim that does not exist": f"{shard}:{generation}:{int(busy_claim) + 1000}",
+            "its own claim, another generation": f"{shard}:{int(generation) + 1}:{busy_claim}",
         }.items()
     }
     codes = {name: response.status_code for name, response in answers.items()}
