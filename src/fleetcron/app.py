@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 
 from fleetcron.config import Settings
-from fleetcron.core.permissions import FULL_SCOPE, authorize
+from fleetcron.core.permissions import FULL_SCOPE, demand
 from fleetcron.crypto import MasterKey, load_master_key
 from fleetcron.store.db import Database, application_name, session_bounds
 
@@ -23,15 +23,22 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who performs an action: a user with a role, or the system itself."""
+    """Who performs an action: a user with a global role (``none``: roles in projects
+    only) and its roles in projects, or the system itself."""
 
     name: str
     role: str
     #: what an API token may do within the role (see core/permissions.py)
     scope: str = FULL_SCOPE
+    #: (project, role) pairs, sorted (``core.permissions.roles_of``)
+    project_roles: tuple[tuple[str, str], ...] = ()
+    #: the one project an API token is narrowed to; None: every project of its owner
+    token_project: str | None = None
 
-    def authorize(self, action: str) -> None:
-        authorize(self.name, self.role, action, self.scope)
+    def authorize(self, action: str, project: str | None = None) -> None:
+        """Raise PermissionDenied unless the actor may perform ``action`` (on an object
+        of ``project``; without one, a project action needs the global role)."""
+        demand(self, action, project)
 
 
 SYSTEM = Actor("system", "admin")

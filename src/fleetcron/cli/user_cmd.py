@@ -7,7 +7,7 @@ import click
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, parse_time, print_json, print_table
 from fleetcron.cli.passwords import get_password, password_file_option
-from fleetcron.core.permissions import FULL_SCOPE, SCOPES
+from fleetcron.core.permissions import FULL_SCOPE, GLOBAL_ROLES, SCOPES
 from fleetcron.services import audit as audit_svc
 from fleetcron.services.accounts import users as svc
 from fleetcron.services.audit import AuditFilter, AuditView
@@ -36,9 +36,10 @@ def user() -> None:
 @click.argument("name")
 @click.option(
     "--role",
-    type=click.Choice(["viewer", "operator", "admin"]),
+    type=click.Choice(GLOBAL_ROLES),
     default="viewer",
     show_default=True,
+    help="The global role; none: roles in projects only (fleetcron project grant).",
 )
 @password_file_option()
 @legacy_password_option
@@ -118,7 +119,7 @@ def recover_admin(name: str, password_file: str | None, set_password: bool) -> N
 
 @user.command("role")
 @click.argument("name")
-@click.argument("role", type=click.Choice(["viewer", "operator", "admin"]))
+@click.argument("role", type=click.Choice(GLOBAL_ROLES))
 @as_user_option
 def role(name: str, role: str, as_user: str | None) -> None:
     """Change a user's role."""

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
-from fleetcron.core.permissions import FULL_SCOPE, SCOPES, allowed
+from fleetcron.core.permissions import FULL_SCOPE, GLOBAL_ROLES, SCOPES, allowed
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.projects.scope import actor_of, actor_of_token
 from fleetcron.store.schema import ApiToken, User, WebSession
 
 _hasher = PasswordHasher()
@@ -104,7 +105,7 @@ def add_user(app: App, actor: Actor, name: str, password: str, role: str) -> Use
     with audited(app, actor, note) as session:
         actor.authorize("user.add")
         v.validate_name(name, field="name")
-        v.validate_choice(role, v.ROLES, field="role")
+        v.validate_choice(role, GLOBAL_ROLES, field="role")
         _check_password(password)
         if session.scalar(select(User.id).where(User.name == name)) is not None:
             raise Conflict(f"user {name} already exists", field="name")
@@ -259,7 +260,7 @@ def set_role(app: App, actor: Actor, name: str, role: str) -> UserView:
     note = AuditNote("user.role", detail={"user": name, "role": role})
     with audited(app, actor, note) as session:
         actor.authorize("user.edit")
-        v.validate_choice(role, v.ROLES, field="role")
+        v.validate_choice(role, GLOBAL_ROLES, field="role")
         user = get_user(session, name)
         _keep_an_admin(session, user, new_role=role)
         user.role = role
@@ -344,14 +345,15 @@ def authenticate(app: App, name: str, password: str) -> Actor:
     except (VerificationError, InvalidHashError):
         raise AuthenticationFailed("unknown user or wrong password") from None
     assert user is not None
-    return Actor(user.name, user.role)
+    with app.db.read() as session:
+        return actor_of(session, user)
 
 
 def actor_for(app: App, name: str) -> Actor:
     """The actor of an existing user (the CLI acts as a local user without a password)."""
     with app.db.read() as session:
         user = get_user(session, name)
-        return Actor(user.name, user.role)
+        return actor_of(session, user)
 
 
 def first_admin(app: App) -> Actor:
@@ -359,7 +361,7 @@ def first_admin(app: App) -> Actor:
         user = session.scalar(select(User).where(User.role == "admin").order_by(User.id).limit(1))
         if user is None:
             raise StoreError("there is no admin user yet; run `fleetcron init`")
-        return Actor(user.name, user.role)
+        return actor_of(session, user)
 
 
 def hash_token(token: str) -> str:
@@ -455,7 +457,7 @@ def actor_for_token(app: App, token: str) -> Actor:
         if row.expires_at is not None and row.expires_at <= now:
             raise AuthenticationFailed("expired API token; create a new one")
         row.last_used_at = now
-        return Actor(row.user.name, row.user.role, row.scope)
+        return actor_of_token(session, row)
 
 
 def check_bootstrap_password(password: str | None) -> str:
