@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from fleetcron.errors import PermissionDenied
+from fleetcron.errors import NotFound, PermissionDenied
 
 ROLE_RANK = {"viewer": 0, "operator": 1, "admin": 2}
+#: the project every object of an install starts in (migration 0035); never removed
+DEFAULT_PROJECT = "default"
 #: the global role of a user who has roles in projects only
 NO_ROLE = "none"
 #: every value of ``users.role``
@@ -258,8 +260,11 @@ def visible_projects(holder: Holder) -> frozenset[str] | None:
 
 
 def demand(holder: Holder, action: str, project: str | None = None) -> None:
-    """Raise PermissionDenied unless :func:`may` allows ``action`` (the caller has checked
-    that ``project`` is one ``holder`` sees)."""
+    """Raise PermissionDenied unless :func:`may` allows ``action``; for an action on the
+    objects of a project ``holder`` does not see, NotFound, as for a missing project (the
+    API's 404, never 403: names cannot be probed)."""
+    if project is not None and is_project_action(action) and not sees(holder, project):
+        raise NotFound("project", project, field="project")
     role = acting_role(holder, action, project)
     where = f" in project {project}" if project is not None and is_project_action(action) else ""
     if not allowed(role, action):

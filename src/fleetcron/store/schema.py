@@ -118,9 +118,8 @@ class Base(DeclarativeBase):
 TARGET_DOWN_SQL = "reach IN (" + ", ".join(f"'{state}'" for state in REACH_DOWN) + ")"
 
 
-#: The project every object of an install starts in (migration 0035); never removed.
-DEFAULT_PROJECT = "default"
-#: Its id: the first row of ``projects``, written by migration 0035.
+#: The id of the ``default`` project (``core.permissions.DEFAULT_PROJECT``): the first row
+#: of ``projects``, written by migration 0035.
 DEFAULT_PROJECT_ID = 1
 
 
@@ -1010,6 +1009,8 @@ class ApiToken(Base):
     role: Mapped[str | None] = mapped_column(String(16), default=None)
 
     user: Mapped[User] = relationship(back_populates="tokens")
+    #: loaded with the token, so that its views can name the project
+    project: Mapped[Project | None] = relationship(lazy="joined")
 
 
 class ProjectRole(Base):

@@ -20,7 +20,7 @@ from fleetcron.core.permissions import (
     sees,
     visible_projects,
 )
-from fleetcron.errors import PermissionDenied
+from fleetcron.errors import NotFound, PermissionDenied
 
 PROJECTS = ("default", "pbx", "web")
 ROLES = tuple(ROLE_RANK)
@@ -89,12 +89,15 @@ def test_without_a_project_a_project_action_needs_the_global_role() -> None:
     assert not may(subject, "job.add")
     with pytest.raises(PermissionDenied, match=r"alice \(none\) may not add jobs"):
         subject.authorize("job.add")
-    subject.authorize("job.add", "pbx")
+    subject.authorize_in("job.add", "pbx")
+    subject.within("pbx").authorize_in("job.add")
+    with pytest.raises(NotFound, match="project web does not exist"):
+        subject.within("web").authorize_in("job.read")
 
 
 def test_a_refusal_names_the_project() -> None:
     with pytest.raises(PermissionDenied, match=r"viewer in project pbx.*operator role in project"):
-        actor(pbx="viewer").authorize("job.run", "pbx")
+        actor(pbx="viewer").authorize_in("job.run", "pbx")
 
 
 @given(role=st.sampled_from(GLOBAL_ROLES), grant=grants, action=project_actions)

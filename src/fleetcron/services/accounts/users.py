@@ -22,7 +22,7 @@ from fleetcron.core import validation as v
 from fleetcron.core.permissions import FULL_SCOPE, GLOBAL_ROLES, SCOPES, allowed
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
-from fleetcron.services.projects.scope import actor_of, actor_of_token
+from fleetcron.services.projects.scope import actor_of, actor_of_token, token_terms
 from fleetcron.store.schema import ApiToken, User, WebSession
 
 _hasher = PasswordHasher()
@@ -53,6 +53,10 @@ class TokenView:
     last_used_at: datetime | None
     revoked_at: datetime | None
     expires_at: datetime | None
+    #: the one project it acts in (None: every project of its owner)
+    project: str | None = None
+    #: the role it acts with, never above its owner's (None: its owner's)
+    role: str | None = None
 
     @classmethod
     def of(cls, row: ApiToken) -> TokenView:
@@ -65,6 +69,8 @@ class TokenView:
             row.last_used_at,
             row.revoked_at,
             row.expires_at,
+            None if row.project is None else row.project.name,
+            row.role,
         )
 
 
@@ -376,11 +382,16 @@ def create_token(
     *,
     expires_in_days: int | None = None,
     scope: str = FULL_SCOPE,
+    project: str | None = None,
+    role: str | None = None,
 ) -> tuple[str, int]:
     """A new API token for ``owner``; returns (token, id). The token is shown only now.
     With ``expires_in_days`` it is refused from that many days on; ``scope`` narrows what
-    it may do within the owner's role (read, run or write)."""
+    it may do within the owner's role (read, run or write); ``project`` confines it to one
+    project and ``role`` lowers its role (never above the owner's there)."""
     note = AuditNote("token.create", detail={"user": owner, "token": token_name, "scope": scope})
+    if project is not None or role is not None:
+        note.detail.update({"project": project, "role": role})
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
         v.validate_name(token_name, field="name")
@@ -389,6 +400,7 @@ def create_token(
             note.detail["expires_in_days"] = expires_in_days
 
         user = get_user(session, owner)
+        terms = token_terms(session, actor_of(session, user), project=project, role=role)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         now = app.now()
         row = ApiToken(
@@ -399,6 +411,8 @@ def create_token(
             created_at=now,
             expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
             scope=scope,
+            project_id=terms,
+            role=role,
         )
         session.add(row)
         session.flush()

@@ -9,17 +9,31 @@ probed.
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, false, or_, select, true
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, exists, false, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor
-from fleetcron.core.permissions import FULL_SCOPE, capped, roles_of, sees, visible_projects
-from fleetcron.errors import NotFound
-from fleetcron.store.schema import (
+from fleetcron.core.permissions import (
     DEFAULT_PROJECT,
+    FULL_SCOPE,
+    ROLE_RANK,
+    best_role,
+    capped,
+    role_in,
+    roles_of,
+    sees,
+    visible_projects,
+)
+from fleetcron.errors import InvalidInput, NotFound
+from fleetcron.store.schema import (
+    DEFAULT_PROJECT_ID,
     ApiToken,
+    Job,
     Project,
     ProjectRole,
+    Run,
     Target,
     TargetShare,
     User,
@@ -49,6 +63,11 @@ def entered(session: Session, actor: Actor, name: str | None) -> int:
     return project_id(session, name)
 
 
+def place(session: Session, actor: Actor) -> int:
+    """The id of the project ``actor`` acts in; NotFound when it does not see it."""
+    return entered(session, actor, actor.project)
+
+
 def visible_ids(session: Session, actor: Actor) -> set[int] | None:
     """The ids of the projects ``actor`` sees; None: every project."""
     names = visible_projects(actor)
@@ -73,6 +92,13 @@ def target_reaches(pid: int) -> ColumnElement[bool]:
     return or_(Target.project_id == pid, Target.id.in_(shared))
 
 
+def projects_reached(target: Target) -> Select[Any]:
+    """The ids of the projects whose jobs may run on ``target``: its own and those it is
+    shared into."""
+    shared = select(TargetShare.project_id).where(TargetShare.target_id == target.id)
+    return select(Project.id).where((Project.id == target.project_id) | Project.id.in_(shared))
+
+
 def target_seen(ids: set[int] | None) -> ColumnElement[bool]:
     """Targets an actor who sees the projects ``ids`` sees: theirs and those shared into
     them."""
@@ -93,6 +119,44 @@ def check_owned(session: Session, actor: Actor, pid: int, kind: str, name: objec
     return project
 
 
+def uniform(actor: Actor) -> bool:
+    """Whether ``actor`` has one role everywhere (a global role, no role in a project, no
+    token narrowed to one): then no object's project changes what it may do."""
+    return visible_projects(actor) is None and not actor.project_roles
+
+
+def authorize_job_object(
+    session: Session, actor: Actor, action: str, *, job_id: int, kind: str, ident: object
+) -> None:
+    """``action`` on an object of job ``job_id`` (a run, by its id): weighed in the job's
+    project, NotFound as ``kind ident`` when the actor does not see it. The objects of a
+    removed job are for global roles only."""
+    if uniform(actor):
+        actor.authorize(action)
+        return
+    pid = session.scalar(select(Job.project_id).where(Job.id == job_id))
+    if pid is None:
+        if visible_projects(actor) is not None:
+            raise NotFound(kind, ident)
+        actor.authorize(action)
+        return
+    actor.authorize_in(action, check_owned(session, actor, pid, kind, ident))
+
+
+def runs_in(session: Session, actor: Actor) -> ColumnElement[bool] | None:
+    """Which runs ``actor`` sees listed in the project it acts in: those of the project's
+    jobs, and in ``default``, for a global role, those of removed jobs. None (no filter):
+    an install with one project, seen by an actor with one role everywhere, where every
+    run is in it (its searches keep their plans)."""
+    pid = place(session, actor)
+    if uniform(actor) and session.scalar(select(func.count(Project.id))) == 1:
+        return None
+    mine = Run.job_id.in_(select(Job.id).where(Job.project_id == pid))
+    if pid != DEFAULT_PROJECT_ID or visible_projects(actor) is not None:
+        return mine
+    return or_(mine, ~exists().where(Job.id == Run.job_id))
+
+
 def roles_for(session: Session, user_id: int) -> tuple[tuple[str, str], ...]:
     """A user's roles in projects, as an actor carries them."""
     rows = session.execute(
@@ -107,6 +171,26 @@ def actor_of(session: Session, user: User, *, role: str | None = None) -> Actor:
     """The actor of ``user`` with its roles in projects (``role``: a global role just
     given, e.g. by single sign-on's groups)."""
     return Actor(user.name, role or user.role, FULL_SCOPE, roles_for(session, user.id))
+
+
+def token_terms(
+    session: Session, owner: Actor, *, project: str | None, role: str | None
+) -> int | None:
+    """Check a new token's ``project`` (one its owner sees) and ``role`` (not above the
+    owner's there, or globally); returns the project's id (None: every project)."""
+    pid = None if project is None else entered(session, owner, project)
+    if role is None:
+        return pid
+    has = role_in(owner, project) if project is not None else best_role(owner)
+    if role not in ROLE_RANK or ROLE_RANK[role] > ROLE_RANK.get(has, -1):
+        where = f"in project {project}" if project is not None else "anywhere"
+        raise InvalidInput(
+            f"role: {role!r} is above the {has} role {owner.name} has {where}",
+            field="role",
+            value=role,
+            allowed=f"a role up to {has}" if has in ROLE_RANK else "none: no role",
+        )
+    return pid
 
 
 def actor_of_token(session: Session, row: ApiToken) -> Actor:
