@@ -199,4 +199,5 @@ def actor_of_token(session: Session, row: ApiToken) -> Actor:
     user = row.user
     roles = {p: capped(r, row.role) for p, r in roles_for(session, user.id)}
     project = None if row.project_id is None else project_name(session, row.project_id)
-    return Actor(user.name, capped(user.role, row.role), row.scope, roles_of(roles), project)
+    actor = Actor(user.name, capped(user.role, row.role), row.scope, roles_of(roles), project)
+    return actor.within(project)

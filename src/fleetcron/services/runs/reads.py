@@ -101,10 +101,12 @@ def run_row(app: App, actor: Actor, run_id: int, *, action: str = "run.read") ->
     """The row of one run, for the operations on it here (stop, follow) and for
     :func:`~fleetcron.services.runs.views.show_run`; the adapters take that view. A run of
     a project the actor does not see does not exist for it."""
+    # Weighed first in the project the actor acts in, so that another project's run is
+    # answered as a missing one is.
+    actor.authorize_in(action)
     with app.db.read() as session:
         run = session.get(Run, run_id)
         if run is None:
-            actor.authorize_in(action)
             raise NotFound("run", run_id)
         authorize_job_object(session, actor, action, job_id=run.job_id, kind="run", ident=run_id)
         return run
@@ -171,9 +173,9 @@ def stop_run(
     Raises ``NotFound``, or ``Conflict`` (exit 2, HTTP 409) for a run that has ended."""
     note = AuditNote("run.stop", detail={"run_id": run_id})
     with audited(app, actor, note) as session:
+        actor.authorize_in("run.stop")
         job_id = session.scalar(select(Run.job_id).where(Run.id == run_id))
         if job_id is None:
-            actor.authorize_in("run.stop")
             raise NotFound("run", run_id)
         authorize_job_object(session, actor, "run.stop", job_id=job_id, kind="run", ident=run_id)
         before = session.scalar(select(Run.status).where(Run.id == run_id))
