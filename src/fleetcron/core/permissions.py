@@ -268,7 +268,10 @@ def demand(holder: Holder, action: str, project: str | None = None) -> None:
     if project is not None and is_project_action(action) and not sees(holder, project):
         raise NotFound("project", project, field="project")
     role = acting_role(holder, action, project)
-    where = f" in project {project}" if project is not None and is_project_action(action) else ""
+    # A role that is the same everywhere is named as before projects: "alice (viewer)".
+    scoped = bool(holder.project_roles) or holder.token_project is not None
+    named = scoped and project is not None and is_project_action(action)
+    where = f" in project {project}" if named else ""
     if not allowed(role, action):
         raise PermissionDenied(
             f"{holder.name} ({role}{where}) may not {action_phrase(action)}; "

@@ -537,12 +537,13 @@ class AuditPage(BaseModel):
 class UserIn(Body):
     name: str = Name
     password: str = Field(min_length=1, max_length=v.PASSWORD_MAX_CHARS)
-    role: Literal["viewer", "operator", "admin"] = "viewer"
+    #: the global role; ``none``: roles in projects only (``/projects/{name}/members``)
+    role: Literal["none", "viewer", "operator", "admin"] = "viewer"
 
 
 class UserPatch(Body):
     password: str | None = Field(default=None, min_length=1, max_length=v.PASSWORD_MAX_CHARS)
-    role: Literal["viewer", "operator", "admin"] | None = None
+    role: Literal["none", "viewer", "operator", "admin"] | None = None
     revoke_tokens: bool = Field(
         default=False, description="with a new password: also revoke the user's API tokens"
     )

@@ -204,3 +204,15 @@ def test_negative_control_a_run_read_without_its_scope_check_is_caught(
     leaks = violations(world, "viewer")
     assert leaks
     assert all("/runs/" in leak for leak in leaks)
+
+
+def test_a_member_without_a_global_role_gets_pages_without_a_server_error(world: World) -> None:
+    """The pages are not scoped yet (they act in ``default``): for a member of ``pbx`` only
+    they answer, refused or empty, but never with a 500 nor with ``web``'s names."""
+    client = world.client
+    answer = client.post("/login", data={"username": "amy", "password": "amy-password"})
+    assert answer.status_code == 303, answer.text
+    for path in ("/", "/jobs", "/targets", "/runs", f"/runs/{world.objects[OTHER]['run']}"):
+        page = client.get(path)
+        assert page.status_code < 500, (path, page.status_code)
+        assert "bjob" not in page.text and ">b1<" not in page.text, path
