@@ -12,13 +12,17 @@ takes the scope check out of the run reads and shows the checker finds the leak.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from cli_env import run_in_process
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -28,6 +32,8 @@ from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.projects import admin as projects
 from fleetcron.services.runs import reads as run_reads
 from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets import reads as target_reads
+from fleetcron.store.schema import Target
 from integration.web.conftest import API, bearer, new_client
 
 ADMIN = Actor("admin", "admin")
@@ -216,3 +222,75 @@ def test_a_member_without_a_global_role_gets_pages_without_a_server_error(world:
         page = client.get(path)
         assert page.status_code < 500, (path, page.status_code)
         assert "bjob" not in page.text and ">b1<" not in page.text, path
+
+
+#: the CLI's side of the matrix: (action, argv with the object's name or id)
+CLI_CASES = (
+    ("job.read", ("job", "show", "{job}")),
+    ("job.disable", ("job", "disable", "{job}")),
+    ("job.enable", ("job", "enable", "{job}")),
+    ("target.read", ("target", "show", "{target}")),
+    ("target.pause", ("target", "pause", "{target}")),
+    ("target.pause", ("target", "resume", "{target}")),
+    ("run.read", ("runs", "show", "{run}")),
+)
+
+
+def cli_violations(app: App, world: World, role: str, cli: Callable[..., Any]) -> list[str]:
+    """As :func:`violations`, through the CLI acting as the member: an allowed command exits
+    0; a refused one exits 2 saying who may not; another project's object exits 2 saying it
+    does not exist (in its project: the project; in the own one: as a missing name)."""
+    found = []
+    for action, argv in CLI_CASES:
+        allowed_here = may(member(role), action, OWN)
+        asks = [
+            (world.objects[OWN], OWN, (0, "") if allowed_here else (2, "may not")),
+            (world.objects[OTHER], OTHER, (2, f"project {OTHER} does not exist")),
+            (world.objects[OTHER], OWN, (2, "does not exist" if allowed_here else "may not")),
+        ]
+        for objects, project, (code, says) in asks:
+            args = [a.format(**objects) for a in argv]
+            done = cli(*args, "--project", project, "--as", MEMBERS[role])
+            if done.returncode != code or says not in done.stderr:
+                found.append(
+                    f"{' '.join(args)} --project {project}: {done.returncode} {done.stderr}"
+                )
+    return found
+
+
+@pytest.mark.parametrize("role", list(MEMBERS))
+def test_the_cli_gives_a_member_what_the_table_allows_and_hides_the_other_project(
+    app: App,
+    world: World,
+    role: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_in_process(app, monkeypatch, capsys, *args)
+
+    assert cli_violations(app, world, role, cli) == []
+    listed_jobs = cli("job", "list", "--json", "--project", OWN, "--as", MEMBERS[role])
+    assert "ajob" in listed_jobs.stdout and "bjob" not in listed_jobs.stdout
+
+
+def test_negative_control_a_target_read_that_ignores_the_project_is_caught(
+    app: App,
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With ``target show``'s lookup by name alone (the project left out), the CLI checker
+    finds the other project's target shown."""
+
+    def by_name_only(session: Session, name: str, _pid: int, *, shared: bool = False) -> Target:
+        return session.scalars(select(Target).where(Target.name == name)).one()
+
+    monkeypatch.setattr(target_reads, "get_target", by_name_only)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_in_process(app, monkeypatch, capsys, *args)
+
+    leaks = cli_violations(app, world, "operator", cli)
+    assert leaks
+    assert all(leak.startswith("target show b1") for leak in leaks)
