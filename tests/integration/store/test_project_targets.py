@@ -1,0 +1,39 @@
+"""Targets of two projects (SQLite and PostgreSQL): one server may be a target in each
+without one project learning the other's target, while a second target on it within one
+project is still refused (the negative control of the same check)."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fleetcron.app import Actor, App
+from fleetcron.core.targets import TargetSpec
+from fleetcron.errors import Conflict
+from fleetcron.services.projects import admin as projects
+from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets.reads import target_names
+
+ADMIN = Actor("admin", "admin")
+KEY = Ed25519PrivateKey.generate().private_bytes(
+    serialization.Encoding.PEM,
+    serialization.PrivateFormat.OpenSSH,
+    serialization.NoEncryption(),
+)
+
+
+def add(app: App, project: str, name: str) -> None:
+    spec = TargetSpec(name, host="db.example.net", port=22, user="cron", private_key=KEY)
+    targets.add_target(app, ADMIN.within(project), spec, verify=False)
+
+
+def test_one_server_is_a_target_in_each_project_without_naming_the_other(app: App) -> None:
+    for name in ("pbx", "web"):
+        projects.add_project(app, ADMIN, name)
+    add(app, "pbx", "db-pbx")
+    add(app, "web", "db-web")
+    assert target_names(app, ADMIN.within("pbx")) == ["db-pbx"]
+    assert target_names(app, ADMIN.within("web")) == ["db-web"]
+    with pytest.raises(Conflict, match="target db-web already uses"):
+        add(app, "web", "db-again")
