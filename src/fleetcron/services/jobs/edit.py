@@ -593,7 +593,9 @@ def covered_targets(job: Job) -> frozenset[str]:
 
 def refuse_duplicates(session: Session, job: Job) -> None:
     """Refuse a second registration of the same command on the same target by another job
-    (a duplicate registration), unless one of the two jobs allows duplicates."""
+    of the same project (a duplicate registration), unless one of the two jobs allows
+    duplicates. Another project's jobs are neither compared (target names repeat across
+    projects) nor named."""
     mine = Registration(job.name, job.command, covered_targets(job), job.allow_duplicate)
     if mine.allow_duplicate or not mine.targets:
         return
@@ -604,6 +606,7 @@ def refuse_duplicates(session: Session, job: Job) -> None:
         select(Job)
         .where(
             Job.id != job.id,
+            Job.project_id == job.project_id,
             Job.allow_duplicate.is_(False),
             Job.command.contains(job.command.strip(), autoescape=True),
         )
