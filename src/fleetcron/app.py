@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 
 from fleetcron.config import Settings
-from fleetcron.core.permissions import FULL_SCOPE, authorize
+from fleetcron.core.permissions import DEFAULT_PROJECT, FULL_SCOPE, demand
 from fleetcron.crypto import MasterKey, load_master_key
 from fleetcron.store.db import Database, application_name, session_bounds
 
@@ -23,15 +23,37 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who performs an action: a user with a role, or the system itself."""
+    """Who performs an action: a user with a global role (``none``: roles in projects
+    only) and its roles in projects, or the system itself."""
 
     name: str
     role: str
     #: what an API token may do within the role (see core/permissions.py)
     scope: str = FULL_SCOPE
+    #: (project, role) pairs, sorted (``core.permissions.roles_of``)
+    project_roles: tuple[tuple[str, str], ...] = ()
+    #: the one project an API token is narrowed to; None: every project of its owner
+    token_project: str | None = None
+    #: the project it acts in (the CLI's ``--project``, the API's ``?project=``): the
+    #: objects it names are looked up there and its project actions weighed there
+    project: str = DEFAULT_PROJECT
 
     def authorize(self, action: str) -> None:
-        authorize(self.name, self.role, action, self.scope)
+        """Raise PermissionDenied unless the global role allows ``action``: the check of
+        every operation not yet scoped to a project (fail closed: a role in a project
+        grants nothing there)."""
+        demand(self, action, None)
+
+    def authorize_in(self, action: str, project: str | None = None) -> None:
+        """Raise PermissionDenied unless the actor may perform ``action`` on an object of
+        ``project`` (by default the project it acts in), from its global role or its role
+        there; NotFound when it does not see that project. For operations whose reads
+        and writes are confined to that project."""
+        demand(self, action, project or self.project)
+
+    def within(self, project: str | None) -> Actor:
+        """The same actor acting in ``project`` (None: where it acts now)."""
+        return self if project is None else replace(self, project=project)
 
 
 SYSTEM = Actor("system", "admin")

@@ -81,6 +81,45 @@ def _no_database(settings: Settings, *, empty: bool) -> str:
     )
 
 
+#: where ``--project`` leaves its value, for :func:`acting` (the context's ``meta`` is
+#: shared by a command and its groups)
+PROJECT_META = "fleetcron.project"
+
+
+def _remember_project(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.meta[PROJECT_META] = value
+
+
+def project_option() -> click.Option:
+    """``--project NAME`` (or ``FLEETCRON_PROJECT``): the project a command acts in."""
+    return click.Option(
+        ["--project"],
+        metavar="NAME",
+        envvar="FLEETCRON_PROJECT",
+        expose_value=False,
+        callback=_remember_project,
+        help="The project to act in (default: default; env FLEETCRON_PROJECT).",
+    )
+
+
+def with_project_option(command: click.Command) -> click.Command:
+    """``command`` and, for a group, each of its subcommands with ``--project``."""
+    if not any(p.name == "project" for p in command.params):
+        command.params.append(project_option())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_project_option(sub)
+    return command
+
+
+def current_project() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(PROJECT_META)
+
+
 def acting(app: App, as_user: str | None) -> Actor:
-    """The local operator acts as a named user, or as the first admin."""
-    return actor_for(app, as_user) if as_user else first_admin(app)
+    """The local operator acts as a named user, or as the first admin, in the project
+    ``--project`` names (default: ``default``)."""
+    actor = actor_for(app, as_user) if as_user else first_admin(app)
+    return actor.within(current_project())

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "silence": ("alert_cmd", "silence", "Mute incident messages for a while."),
     "blackout": ("blackout_cmd", "blackout", "Windows during which slots are skipped or deferred."),
     "calendar": ("calendar_cmd", "calendar", "Named dates jobs run only on, or never on."),
+    "project": ("project_cmd", "project", "Projects: who sees and changes which jobs."),
     "user": ("user_cmd", "user", "Accounts of the web UI, API and CLI."),
     "audit": ("user_cmd", "audit", "The audit log of every operator action."),
     "token": ("user_cmd", "token", "API tokens for scripts: create, list, revoke."),
@@ -46,6 +47,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "restore": ("ops_cmd", "restore", "Restore a snapshot into an empty data dir or database."),
     "cron": ("cron_cmd", "cron", "Check cron expressions and preview fire times."),
 }
+
+
+#: the commands that act in one project: each (and each of its subcommands) takes
+#: ``--project`` (env ``FLEETCRON_PROJECT``)
+SCOPED = frozenset({"target", "job", "runs", "apply", "export", "schedule", "project"})
 
 
 class LazyGroup(click.Group):
@@ -90,6 +96,10 @@ class LazyGroup(click.Group):
 
             assert isinstance(command, click.Group)
             command.add_command(upcoming)
+        if cmd_name in SCOPED:
+            from fleetcron.cli.context import with_project_option
+
+            with_project_option(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import click
 
-from fleetcron.cli.context import acting, as_user_option, opened_app
+from fleetcron.cli.context import (
+    acting,
+    as_user_option,
+    current_project,
+    opened_app,
+    with_project_option,
+)
 from fleetcron.cli.output import ID, parse_time, print_json, print_table
 from fleetcron.cli.passwords import get_password, password_file_option
-from fleetcron.core.permissions import FULL_SCOPE, SCOPES
+from fleetcron.core.permissions import FULL_SCOPE, GLOBAL_ROLES, ROLE_RANK, SCOPES
 from fleetcron.services import audit as audit_svc
 from fleetcron.services.accounts import users as svc
 from fleetcron.services.audit import AuditFilter, AuditView
@@ -36,9 +42,10 @@ def user() -> None:
 @click.argument("name")
 @click.option(
     "--role",
-    type=click.Choice(["viewer", "operator", "admin"]),
+    type=click.Choice(GLOBAL_ROLES),
     default="viewer",
     show_default=True,
+    help="The global role; none: roles in projects only (fleetcron project grant).",
 )
 @password_file_option()
 @legacy_password_option
@@ -118,7 +125,7 @@ def recover_admin(name: str, password_file: str | None, set_password: bool) -> N
 
 @user.command("role")
 @click.argument("name")
-@click.argument("role", type=click.Choice(["viewer", "operator", "admin"]))
+@click.argument("role", type=click.Choice(GLOBAL_ROLES))
 @as_user_option
 def role(name: str, role: str, as_user: str | None) -> None:
     """Change a user's role."""
@@ -203,6 +210,10 @@ def _event_dict(event: AuditView) -> dict[str, object]:
     }
 
 
+#: where ``token create --role`` leaves its value
+TOKEN_ROLE_META = "fleetcron.token_role"
+
+
 @click.group()
 def token() -> None:
     """API tokens (bearer tokens for scripts)."""
@@ -224,6 +235,14 @@ def token() -> None:
     show_default=True,
     help="read: read only; run: read, run and stop jobs; write: all the owner's role allows.",
 )
+@click.option(
+    "--role",
+    type=click.Choice(tuple(ROLE_RANK)),
+    expose_value=False,
+    callback=lambda ctx, _p, value: ctx.meta.__setitem__(TOKEN_ROLE_META, value),
+    help="Lower the token's role (never above its owner's); with --project: in that "
+    "project, the only one the token then acts in.",
+)
 @json_option
 @as_user_option
 def token_create(
@@ -234,11 +253,18 @@ def token_create(
     as_json: bool,
     as_user: str | None,
 ) -> None:
-    """Create a token; it is shown only now."""
+    """Create a token; it is shown only now. With --project it acts in that project only."""
     with opened_app() as app:
         actor = acting(app, as_user)
         secret, token_id = svc.create_token(
-            app, actor, owner or actor.name, name, expires_in_days=expires_in_days, scope=scope
+            app,
+            actor,
+            owner or actor.name,
+            name,
+            expires_in_days=expires_in_days,
+            scope=scope,
+            project=current_project(),
+            role=click.get_current_context().meta.get(TOKEN_ROLE_META),
         )
     if as_json:
         print_json({"id": token_id, "token": secret})
@@ -298,3 +324,6 @@ def token_revoke(token_id: int, as_user: str | None) -> None:
     with opened_app() as app:
         svc.revoke_token(app, acting(app, as_user), token_id)
     click.echo(f"token {token_id} revoked")
+
+
+with_project_option(token_create)

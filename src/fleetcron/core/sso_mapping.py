@@ -45,7 +45,8 @@ def _parse_entry(entry: Mapping[str, Any], where: str) -> GroupRole:
     unknown = sorted(set(entry) - set(ENTRY_KEYS))
     if unknown:
         hint = (
-            " (projects are not in this version: an entry maps a group to a global role)"
+            " (groups do not give roles in projects yet: an entry maps a group to a global"
+            " role; give a role in a project with `fleetcron project grant`)"
             if "project" in unknown
             else ""
         )

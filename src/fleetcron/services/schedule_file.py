@@ -27,7 +27,8 @@ from fleetcron.core.calendars import Calendar
 from fleetcron.core.duplicates import Registration, duplicates_to_allow, find_duplicates
 from fleetcron.core.job_options import BY_KEY, OPTIONS, check_job
 from fleetcron.core.labels import format_selector, parse_selector, selector_matches
-from fleetcron.core.schedule_calendars import build_calendars, calendar_changes
+from fleetcron.core.permissions import may
+from fleetcron.core.schedule_calendars import CalendarState, build_calendars, calendar_changes
 from fleetcron.core.schedule_file import (
     SPEC_FIELDS,
     Defaults,
@@ -68,6 +69,7 @@ from fleetcron.services.fleet.local_gate import require_cleared, stamp_author
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.jobs.edit import validated_job_fields as validated_fields
 from fleetcron.services.jobs.version_writes import record_version
+from fleetcron.services.projects.scope import place, target_reaches
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -111,15 +113,28 @@ def job_defaults() -> Defaults:
 # --- reading the store --------------------------------------------------------------------
 
 
-def _load_jobs(session: Session) -> dict[str, Job]:
-    query = select(Job).options(
-        selectinload(Job.assignments).selectinload(Assignment.target), selectinload(Job.target)
+def _load_jobs(session: Session, pid: int) -> dict[str, Job]:
+    """The jobs of project ``pid``: all a schedule file of that project may change."""
+    query = (
+        select(Job)
+        .where(Job.project_id == pid)
+        .options(
+            selectinload(Job.assignments).selectinload(Assignment.target),
+            selectinload(Job.target),
+        )
     )
     return {job.name: job for job in session.scalars(query.order_by(Job.name))}
 
 
-def _load_targets(session: Session) -> dict[str, Target]:
-    return {t.name: t for t in session.scalars(select(Target).order_by(Target.name))}
+def _load_targets(session: Session, pid: int) -> dict[str, Target]:
+    """The targets a schedule file of project ``pid`` may name: its own, then those shared
+    into it (an own target wins a name both have)."""
+    query = select(Target).where(target_reaches(pid))
+    rows = session.scalars(query.order_by(Target.project_id != pid, Target.name))
+    found: dict[str, Target] = {}
+    for target in rows:
+        found.setdefault(target.name, target)
+    return found
 
 
 def state_of(job: Job) -> JobState:
@@ -263,8 +278,9 @@ def _plan(
 ) -> tuple[Plan, dict[str, Job], dict[str, Target]]:
     """The plan from the store to the file; raises :class:`ScheduleFileError` on any
     problem, duplicate registrations included."""
-    jobs = _load_jobs(session)
-    targets = _load_targets(session)
+    pid = place(session, actor)
+    jobs = _load_jobs(session, pid)
+    targets = _load_targets(session, pid)
     current_calendars = calendar_states(session)
     problems = check_declared(current_calendars, parsed.calendars)
     file_calendars = [decl.state for decl in parsed.calendars]
@@ -345,8 +361,9 @@ def apply_schedule(
     failed ``schedule.apply`` audit event (none on a dry run).
     """
     note = AuditNote("schedule.apply", detail={"source": source, "prune": prune})
+    note.detail["project"] = actor.project
     try:
-        actor.authorize("job.read")
+        actor.authorize_in("job.read")
         parsed = parse_schedule_file(text, source=source)
         with app.db.read() as session:
             plan, _, _ = _plan(session, app, actor, parsed, prune=prune)
@@ -381,7 +398,7 @@ def _authorize(actor: Actor, plan: Plan) -> None:
             actor.authorize(action)
     for kind, action in (("create", "job.add"), ("change", "job.edit"), ("delete", "job.remove")):
         if plan.count(kind):
-            actor.authorize(action)
+            actor.authorize_in(action)
 
 
 def _carry_out(
@@ -404,7 +421,12 @@ def _carry_out(
             continue
         assert change.after is not None
         if change.kind == "create":
-            job = Job(name=change.name, created_by=actor.name, created_at=now)
+            job = Job(
+                name=change.name,
+                project_id=place(session, actor),
+                created_by=actor.name,
+                created_at=now,
+            )
         else:
             job = jobs[change.name]
         added, removed = _write(session, app, actor, job, change, targets, now)
@@ -543,15 +565,13 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
     written with ``allow_duplicate: true`` on one job of each pair and a comment naming
     the pair, so that they show in review instead of breaking the round trip.
     """
-    actor.authorize("job.read")
-    actor.authorize("calendar.read")
-    actor.authorize("blackout.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        jobs = _load_jobs(session)
-        targets = _load_targets(session)
+        pid = place(session, actor)
+        jobs = _load_jobs(session, pid)
+        targets = _load_targets(session, pid)
         states = [state_of(job) for job in jobs.values()]
-        calendars = list(calendar_states(session).values())
-        windows = [window_mapping(row) for row in rows_in_force(session, app.now()).values()]
+        calendars, windows = _install_wide(session, app, actor)
     marked = duplicates_to_allow(
         find_duplicates(
             Registration(s.name, s.command, _covered(s, targets), s.allow_duplicate) for s in states
@@ -574,16 +594,28 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
     )
 
 
+def _install_wide(
+    session: Session, app: App, actor: Actor
+) -> tuple[list[CalendarState], list[dict[str, Any]]]:
+    """The calendars and blackout windows an export carries: install-wide, so only for an
+    actor whose global role reads them (a project's people get its jobs alone)."""
+    if not (may(actor, "calendar.read") and may(actor, "blackout.read")):
+        return [], []
+    calendars = list(calendar_states(session).values())
+    windows = [window_mapping(row) for row in rows_in_force(session, app.now()).values()]
+    return calendars, windows
+
+
 def _other(pair: tuple[str, str], name: str) -> str:
     return pair[1] if pair[0] == name else pair[0]
 
 
 def list_schedule(app: App, actor: Actor) -> list[ScheduleEntry]:
     """Every job on every target it runs on, once, by job then target."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         entries: list[ScheduleEntry] = []
-        for job in _load_jobs(session).values():
+        for job in _load_jobs(session, place(session, actor)).values():
             for assignment in sorted(job.assignments, key=lambda a: a.target.name):
                 entries.append(
                     ScheduleEntry(

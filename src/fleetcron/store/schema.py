@@ -118,6 +118,30 @@ class Base(DeclarativeBase):
 TARGET_DOWN_SQL = "reach IN (" + ", ".join(f"'{state}'" for state in REACH_DOWN) + ")"
 
 
+#: The id of the ``default`` project (``core.permissions.DEFAULT_PROJECT``): the first row
+#: of ``projects``, written by migration 0035.
+DEFAULT_PROJECT_ID = 1
+
+
+class Project(Base):
+    """What one team owns: jobs, targets, notification rules, silences and blackout windows
+    belong to exactly one project (migration 0035)."""
+
+    __tablename__ = "projects"
+    __table_args__ = NEVER_REUSED_IDS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+def project_column() -> Mapped[int]:
+    """The project a row belongs to; the default project unless the caller names one."""
+    return mapped_column(ForeignKey("projects.id"), index=True, default=DEFAULT_PROJECT_ID)
+
+
 class Target(Base):
     """A server jobs run on: over SSH, or the scheduler's own host (kind ``local``)."""
 
@@ -131,11 +155,13 @@ class Target(Base):
             sqlite_where=text(TARGET_DOWN_SQL),
             postgresql_where=text(TARGET_DOWN_SQL),
         ),
+        UniqueConstraint("project_id", "name", name="uq_targets_project_name"),
         NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), unique=True)
+    project_id: Mapped[int] = project_column()
+    name: Mapped[str] = mapped_column(String(64))
     kind: Mapped[TargetKind] = mapped_column(TargetKindType())
     #: ``core.shards.shard_of(id, cluster_settings.shards)``, written once the id is known.
     shard: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -220,11 +246,13 @@ class Job(Base):
         CheckConstraint("catchup IN ('none', 'latest')", name="catchup"),
         CheckConstraint("dst_gap IN ('cronie', 'run_at_gap_end', 'skip')", name="dst_gap"),
         CheckConstraint("dst_fold IN ('cronie', 'first', 'both', 'last')", name="dst_fold"),
+        UniqueConstraint("project_id", "name", name="uq_jobs_project_name"),
         NEVER_REUSED_IDS,
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), unique=True)
+    project_id: Mapped[int] = project_column()
+    name: Mapped[str] = mapped_column(String(64))
     origin: Mapped[str] = mapped_column(String(16))
     schedule: Mapped[str] = mapped_column(String(255))
     timezone: Mapped[str] = mapped_column(String(64))
@@ -530,7 +558,8 @@ class User(Base):
 
     __tablename__ = "users"
     __table_args__ = (
-        CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),
+        # ``none``: no global role, only roles in projects (``project_roles``).
+        CheckConstraint("role IN ('none', 'viewer', 'operator', 'admin')", name="role"),
         UniqueConstraint("identity_provider", "subject", name="uq_users_identity"),
     )
 
@@ -710,6 +739,7 @@ class NotificationRule(Base):
     __table_args__ = NEVER_REUSED_IDS
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = project_column()
     channel_id: Mapped[int] = mapped_column(
         ForeignKey("notification_channels.id", ondelete="CASCADE"), index=True
     )
@@ -857,6 +887,7 @@ class Silence(Base):
     __table_args__ = (Index("ix_silences_ends_at", "ends_at"), NEVER_REUSED_IDS)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = project_column()
     job_id: Mapped[int | None] = mapped_column(Integer)
     job_name: Mapped[str | None] = mapped_column(String(64))
     target_id: Mapped[int | None] = mapped_column(Integer)
@@ -885,6 +916,7 @@ class Blackout(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = project_column()
     name: Mapped[str] = mapped_column(String(64))
     reason: Mapped[str] = mapped_column(Text)
     job_name: Mapped[str | None] = mapped_column(String(64))
@@ -991,5 +1023,44 @@ class ApiToken(Base):
     expires_at: Mapped[datetime | None]
     #: what the token may do within its owner's role: read, run or write
     scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    #: the one project the token acts in (None: every project of its owner) and the role
+    #: it acts with there, never above its owner's (None: its owner's); migration 0035
+    project_id: Mapped[int | None] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), default=None
+    )
+    role: Mapped[str | None] = mapped_column(String(16), default=None)
 
     user: Mapped[User] = relationship(back_populates="tokens")
+    #: loaded with the token, so that its views can name the project
+    project: Mapped[Project | None] = relationship(lazy="joined")
+
+
+class ProjectRole(Base):
+    """A user's role in one project, besides its global role (``users.role``)."""
+
+    __tablename__ = "project_roles"
+    __table_args__ = (CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),)
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    role: Mapped[str] = mapped_column(String(16))
+
+
+class TargetShare(Base):
+    """A target shared into a project other than its own (by an admin): the project's jobs
+    may run on it and its people see it."""
+
+    __tablename__ = "target_shares"
+
+    target_id: Mapped[int] = mapped_column(
+        ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True
+    )
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    shared_by: Mapped[str] = mapped_column(String(64))
+    shared_at: Mapped[datetime]

@@ -35,6 +35,7 @@ from fleetcron.web.api import (
     history,
     job_fleet,
     jobs,
+    projects,
     runs,
     targets,
     users,
@@ -159,6 +160,7 @@ def include_routes(web: FastAPI) -> None:
     web.include_router(alerts.router, prefix="/api/v1")
     web.include_router(blackouts.router, prefix="/api/v1")
     web.include_router(calendars.router, prefix="/api/v1")
+    web.include_router(projects.router, prefix="/api/v1")
     web.include_router(health.router)
     web.include_router(auth.router)
     web.include_router(sso.router)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from fleetcron.app import Actor, App
-from fleetcron.core.permissions import MATRIX
+from fleetcron.core.permissions import MATRIX, is_project_action
 from fleetcron.errors import AuthenticationFailed, PermissionDenied
 from fleetcron.services.accounts import sessions
 from fleetcron.services.accounts.users import actor_for_token
@@ -80,6 +80,10 @@ def optional_caller(request: Request) -> Caller | None:
         logged_in = sessions.resolve(app, cookie)
         if logged_in is not None:
             caller = Caller(logged_in.actor, logged_in.csrf_token)
+    if caller is not None:
+        # ``?project=``: the project the request acts in (default: ``default``, or a
+        # token's own project).
+        caller = Caller(caller.actor.within(request.query_params.get("project")), caller.csrf_token)
     request.state.caller = caller
     return caller
 
@@ -122,7 +126,12 @@ def requires(action: str) -> Callable[[Request], Awaitable[Caller]]:
             raise AuthenticationFailed("log in or send an API token (Authorization: Bearer ...)")
         try:
             reason = "role"
-            caller.actor.authorize(action)
+            # A project action is weighed in the request's project (its operation checks
+            # each object, and confines its reads, there): an unseen project is a 404.
+            if is_project_action(action):
+                caller.actor.authorize_in(action)
+            else:
+                caller.actor.authorize(action)
             reason = "csrf"
             await check_csrf(request, caller)
         except PermissionDenied as refused:

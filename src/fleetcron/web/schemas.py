@@ -537,12 +537,13 @@ class AuditPage(BaseModel):
 class UserIn(Body):
     name: str = Name
     password: str = Field(min_length=1, max_length=v.PASSWORD_MAX_CHARS)
-    role: Literal["viewer", "operator", "admin"] = "viewer"
+    #: the global role; ``none``: roles in projects only (``/projects/{name}/members``)
+    role: Literal["none", "viewer", "operator", "admin"] = "viewer"
 
 
 class UserPatch(Body):
     password: str | None = Field(default=None, min_length=1, max_length=v.PASSWORD_MAX_CHARS)
-    role: Literal["viewer", "operator", "admin"] | None = None
+    role: Literal["none", "viewer", "operator", "admin"] | None = None
     revoke_tokens: bool = Field(
         default=False, description="with a new password: also revoke the user's API tokens"
     )
@@ -581,6 +582,12 @@ class TokenIn(Body):
         description="read: read only; run: read, run and stop jobs; write: all the owner's "
         "role allows",
     )
+    project: str | None = Field(
+        default=None, description="the one project the token acts in; none: every project"
+    )
+    role: Literal["viewer", "operator", "admin"] | None = Field(
+        default=None, description="a role below the owner's (in that project); none: the owner's"
+    )
 
 
 class TokenOut(BaseModel):
@@ -592,6 +599,8 @@ class TokenOut(BaseModel):
     revoked_at: datetime | None
     expires_at: datetime | None = None
     scope: str = "write"
+    project: str | None = None
+    role: str | None = None
 
 
 class TokenCreated(BaseModel):
@@ -621,3 +630,37 @@ class CronPreview(BaseModel):
         description="what the schedule does, under dst_gap and dst_fold, at the zone's DST "
         "transitions in the next year",
     )
+
+
+class ProjectIn(Body):
+    name: str = Name
+    description: str = Field(default="", max_length=500)
+
+
+class ProjectOut(BaseModel):
+    name: str
+    description: str
+    created_by: str
+    created_at: datetime
+    jobs: int
+    targets: int
+    your_role: str = Field(description="the role you act with there: global or the project's")
+
+
+class MemberIn(Body):
+    role: Literal["viewer", "operator", "admin"]
+
+
+class MemberOut(BaseModel):
+    user: str
+    role: str
+
+
+class ShareIn(Body):
+    into: str = Field(min_length=1, max_length=v.NAME_MAX_CHARS, description="the project")
+
+
+class SharesOut(BaseModel):
+    target: str
+    projects: list[str] = Field(description="the projects the target is shared into")
+    extended: list[str] = Field(default_factory=list, description="jobs extended to it now")

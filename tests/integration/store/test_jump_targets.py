@@ -23,6 +23,7 @@ from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets import pairing
 from fleetcron.services.targets.fields import TargetChanges
 from fleetcron.store.runs import RunStore
+from fleetcron.store.schema import DEFAULT_PROJECT_ID
 
 pytestmark = pytest.mark.sshd
 
@@ -49,8 +50,10 @@ def test_a_bulk_job_skips_the_jump_host(
     jobs.add_job(app, operator, "reload", JobSpec("0 2 * * *", "true"), bulk=True)
     add_pair(app, operator, sshd, bastion)
     with app.db.read() as session:
-        assert not targets.get_target(session, "b1").assignments
-        assert [a.job.name for a in targets.get_target(session, "t42").assignments] == ["reload"]
+        assert not targets.get_target(session, "b1", DEFAULT_PROJECT_ID).assignments
+        assert [
+            a.job.name for a in targets.get_target(session, "t42", DEFAULT_PROJECT_ID).assignments
+        ] == ["reload"]
 
 
 def test_via_must_name_an_existing_jump_host(
@@ -73,7 +76,7 @@ def test_a_jump_loop_is_refused_and_nothing_is_saved(
     with pytest.raises(InvalidInput, match="a jump loop: b1 -> b2 -> b1"):
         targets.edit_target(app, operator, "b1", TargetChanges(via="b2"), verify=False)
     with app.db.read() as session:
-        assert targets.get_target(session, "b1").via_id is None
+        assert targets.get_target(session, "b1", DEFAULT_PROJECT_ID).via_id is None
 
 
 def test_a_jump_host_in_use_is_not_unpaired_or_removed(
@@ -174,5 +177,5 @@ def test_refusing_private_hosts_checks_every_hop_of_the_chain(
     )
     assert forwarded_to(bastion, sshd.port) == before  # refused before any connection
     with app.db.read() as session:
-        t42 = targets.get_target(session, "t42")
+        t42 = targets.get_target(session, "t42", DEFAULT_PROJECT_ID)
         assert not t42.paired and t42.host_key is None

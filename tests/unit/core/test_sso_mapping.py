@@ -58,5 +58,5 @@ def test_a_project_key_is_refused_until_projects_exist() -> None:
     """Projects will add an optional ``project`` key to an entry; until then it is refused
     with a message that says so, not ignored (a configuration never means more than
     fleetcron does)."""
-    with pytest.raises(InvalidInput, match="projects are not in this version"):
+    with pytest.raises(InvalidInput, match="groups do not give roles in projects yet"):
         parse_mapping([{"group": "ops", "role": "operator", "project": "pbx"}], field="m")

@@ -14,6 +14,7 @@ from fleetcron.app import Actor, App
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.services.accounts.users import authenticate
 from fleetcron.services.audit import ANONYMOUS_ACTOR, AuditNote, record
+from fleetcron.services.projects.scope import actor_of
 from fleetcron.store.schema import SsoLogin, User, WebSession
 
 SESSION_LIFETIME = timedelta(hours=12)
@@ -88,7 +89,7 @@ def resolve(app: App, token: str) -> LoggedIn | None:
         row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
         if row is None or row.expires_at <= now:
             return None
-        return LoggedIn(Actor(row.user.name, row.user.role), row.csrf_token)
+        return LoggedIn(actor_of(session, row.user), row.csrf_token)
 
 
 def logout(app: App, token: str) -> str | None:
@@ -99,7 +100,7 @@ def logout(app: App, token: str) -> str | None:
         row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
         if row is None:
             return None
-        actor = Actor(row.user.name, row.user.role)
+        actor = actor_of(session, row.user)
         provider = row.user.identity_provider
         session.delete(row)
         record(session, app, actor, AuditNote("logout"), success=True)

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
-from fleetcron.core.permissions import FULL_SCOPE, SCOPES, allowed
+from fleetcron.core.permissions import FULL_SCOPE, GLOBAL_ROLES, SCOPES, allowed
 from fleetcron.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound, StoreError
 from fleetcron.services.audit import AuditNote, audited
+from fleetcron.services.projects.scope import actor_of, actor_of_token, token_terms
 from fleetcron.store.schema import ApiToken, User, WebSession
 
 _hasher = PasswordHasher()
@@ -52,6 +53,10 @@ class TokenView:
     last_used_at: datetime | None
     revoked_at: datetime | None
     expires_at: datetime | None
+    #: the one project it acts in (None: every project of its owner)
+    project: str | None = None
+    #: the role it acts with, never above its owner's (None: its owner's)
+    role: str | None = None
 
     @classmethod
     def of(cls, row: ApiToken) -> TokenView:
@@ -64,6 +69,8 @@ class TokenView:
             row.last_used_at,
             row.revoked_at,
             row.expires_at,
+            None if row.project is None else row.project.name,
+            row.role,
         )
 
 
@@ -104,7 +111,7 @@ def add_user(app: App, actor: Actor, name: str, password: str, role: str) -> Use
     with audited(app, actor, note) as session:
         actor.authorize("user.add")
         v.validate_name(name, field="name")
-        v.validate_choice(role, v.ROLES, field="role")
+        v.validate_choice(role, GLOBAL_ROLES, field="role")
         _check_password(password)
         if session.scalar(select(User.id).where(User.name == name)) is not None:
             raise Conflict(f"user {name} already exists", field="name")
@@ -259,7 +266,7 @@ def set_role(app: App, actor: Actor, name: str, role: str) -> UserView:
     note = AuditNote("user.role", detail={"user": name, "role": role})
     with audited(app, actor, note) as session:
         actor.authorize("user.edit")
-        v.validate_choice(role, v.ROLES, field="role")
+        v.validate_choice(role, GLOBAL_ROLES, field="role")
         user = get_user(session, name)
         _keep_an_admin(session, user, new_role=role)
         user.role = role
@@ -344,14 +351,15 @@ def authenticate(app: App, name: str, password: str) -> Actor:
     except (VerificationError, InvalidHashError):
         raise AuthenticationFailed("unknown user or wrong password") from None
     assert user is not None
-    return Actor(user.name, user.role)
+    with app.db.read() as session:
+        return actor_of(session, user)
 
 
 def actor_for(app: App, name: str) -> Actor:
     """The actor of an existing user (the CLI acts as a local user without a password)."""
     with app.db.read() as session:
         user = get_user(session, name)
-        return Actor(user.name, user.role)
+        return actor_of(session, user)
 
 
 def first_admin(app: App) -> Actor:
@@ -359,7 +367,7 @@ def first_admin(app: App) -> Actor:
         user = session.scalar(select(User).where(User.role == "admin").order_by(User.id).limit(1))
         if user is None:
             raise StoreError("there is no admin user yet; run `fleetcron init`")
-        return Actor(user.name, user.role)
+        return actor_of(session, user)
 
 
 def hash_token(token: str) -> str:
@@ -374,11 +382,16 @@ def create_token(
     *,
     expires_in_days: int | None = None,
     scope: str = FULL_SCOPE,
+    project: str | None = None,
+    role: str | None = None,
 ) -> tuple[str, int]:
     """A new API token for ``owner``; returns (token, id). The token is shown only now.
     With ``expires_in_days`` it is refused from that many days on; ``scope`` narrows what
-    it may do within the owner's role (read, run or write)."""
+    it may do within the owner's role (read, run or write); ``project`` confines it to one
+    project and ``role`` lowers its role (never above the owner's there)."""
     note = AuditNote("token.create", detail={"user": owner, "token": token_name, "scope": scope})
+    if project is not None or role is not None:
+        note.detail.update({"project": project, "role": role})
     with audited(app, actor, note) as session:
         actor.authorize("token.manage_own" if owner == actor.name else "token.manage_any")
         v.validate_name(token_name, field="name")
@@ -387,6 +400,7 @@ def create_token(
             note.detail["expires_in_days"] = expires_in_days
 
         user = get_user(session, owner)
+        terms = token_terms(session, actor_of(session, user), project=project, role=role)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         now = app.now()
         row = ApiToken(
@@ -397,6 +411,8 @@ def create_token(
             created_at=now,
             expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
             scope=scope,
+            project_id=terms,
+            role=role,
         )
         session.add(row)
         session.flush()
@@ -455,7 +471,7 @@ def actor_for_token(app: App, token: str) -> Actor:
         if row.expires_at is not None and row.expires_at <= now:
             raise AuthenticationFailed("expired API token; create a new one")
         row.last_used_at = now
-        return Actor(row.user.name, row.user.role, row.scope)
+        return actor_of_token(session, row)
 
 
 def check_bootstrap_password(password: str | None) -> str:

@@ -33,6 +33,7 @@ from fleetcron.notify.registry import KINDS, kind_of
 from fleetcron.services.alerts.deliveries import Outbound, send_outbound
 from fleetcron.services.audit import AuditNote, audited, record, record_failure
 from fleetcron.services.jobs.edit import get_job
+from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import Job, NotificationChannel, NotificationDelivery, NotificationRule
 
 DELIVERY_STATUSES = ("pending", "sent", "failed")
@@ -226,10 +227,12 @@ def add_rule(
         counts = (Thresholds() if thresholds is None else thresholds).checked()
         the_channel = get_channel(session, channel)
         job_id: int | None = None
+        pid = place(session, actor)
         if job is not None:
-            job_id = note.job_id = get_job(session, job).id
+            job_id = note.job_id = get_job(session, job, pid).id
         _refuse_second_rule(session, the_channel, job_id, job)
         rule = NotificationRule(
+            project_id=pid,
             channel_id=the_channel.id,
             job_id=job_id,
             on_failure=wanted.failure,

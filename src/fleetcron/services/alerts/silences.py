@@ -23,6 +23,7 @@ from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
+from fleetcron.services.projects.scope import place
 from fleetcron.services.targets.reads import matching_selector
 from fleetcron.store.schema import Silence
 
@@ -80,15 +81,17 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
         duration = None if spec.duration_s is None else timedelta(seconds=spec.duration_s)
         starts, ends = silence_window(now, duration=duration, until=spec.until)
         job_id = target_id = None
+        pid = place(session, actor)
         if spec.job is not None:
-            job_id = note.job_id = found(lambda: get_job(session, spec.job or ""), "job").id
+            job_id = note.job_id = found(lambda: get_job(session, spec.job or "", pid), "job").id
         if spec.target is not None:
             target_id = note.target_id = found(
-                lambda: get_target(session, spec.target or ""), "target"
+                lambda: get_target(session, spec.target or "", pid, shared=True), "target"
             ).id
         selector = matching_selector(session, spec.selector) if spec.selector else None
         _no_overlap(session, now, ends, job_id=job_id, target_id=target_id, selector=selector)
         silence = Silence(
+            project_id=pid,
             job_id=job_id,
             job_name=spec.job,
             target_id=target_id,

@@ -38,7 +38,7 @@ from fleetcron.services.jobs.edit import get_job
 from fleetcron.services.targets.reads import matching_selector
 from fleetcron.store.blackout_windows import as_window, in_force
 from fleetcron.store.run_writes import release_deferred
-from fleetcron.store.schema import Blackout
+from fleetcron.store.schema import DEFAULT_PROJECT_ID, Blackout
 
 NAME_MAX: Final = 64
 REASON_MAX: Final = 500
@@ -264,13 +264,11 @@ def _check_scope(
             allowed="--job, --target and/or --selector",
         )
     if spec.job is not None and spec.job not in known_jobs:
-        found(lambda: get_job(session, spec.job or ""), "job")
+        found(lambda: get_job(session, spec.job or "", DEFAULT_PROJECT_ID), "job")
     if spec.target is not None:
-        found(lambda: get_target(session, spec.target or ""), "target")
+        found(lambda: get_target(session, spec.target or "", DEFAULT_PROJECT_ID), "target")
     selector = matching_selector(session, spec.selector) if spec.selector else None
     return spec.job, spec.target, selector
-
-
 
 
 def _check_time(spec: BlackoutSpec, zone: str, now: datetime) -> rule.Window:

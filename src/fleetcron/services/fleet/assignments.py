@@ -26,12 +26,19 @@ from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
+from fleetcron.services.projects.scope import projects_reached, target_reaches
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
 
-def get_target(session: Session, name: str) -> Target:
-    target = session.scalar(select(Target).where(Target.name == name))
+def get_target(session: Session, name: str, pid: int, *, shared: bool = False) -> Target:
+    """Target ``name`` of project ``pid`` (with ``shared``, else one shared into it);
+    NotFound otherwise, whatever other projects hold."""
+    target = session.scalar(select(Target).where(Target.name == name, Target.project_id == pid))
+    if target is None and shared:
+        target = session.scalars(
+            select(Target).where(Target.name == name, target_reaches(pid)).order_by(Target.id)
+        ).first()
     if target is None:
         raise NotFound("target", name)
     return target
@@ -162,11 +169,12 @@ def zone_spread(
     return sorted(spread, key=lambda z: (z.fires[:1], z.timezone))
 
 
-def matching_targets(session: Session, selector: dict[str, str]) -> list[Target]:
-    """Paired targets a bulk job with this selector covers (never a jump host)."""
+def matching_targets(session: Session, selector: dict[str, str], pid: int) -> list[Target]:
+    """Paired targets a bulk job of project ``pid`` with this selector covers: the
+    project's own and those shared into it, never another project's (nor a jump host)."""
     paired = session.scalars(
         select(Target)
-        .where(Target.paired.is_(True), Target.kind != TargetKind.JUMP)
+        .where(Target.paired.is_(True), Target.kind != TargetKind.JUMP, target_reaches(pid))
         .order_by(Target.name)
     )
     return [t for t in paired if selector_matches(selector, t.labels)]
@@ -197,9 +205,8 @@ def extend_jobs_to(
     have = {a.job_id: a for a in target.assignments}
     extended: list[str] = []
     refused: list[str] = []
-    jobs = session.scalars(
-        select(Job).where((Job.origin == "bulk") | (Job.target_id == target.id)).order_by(Job.id)
-    )
+    bulk = (Job.origin == "bulk") & Job.project_id.in_(projects_reached(target))
+    jobs = session.scalars(select(Job).where(bulk | (Job.target_id == target.id)).order_by(Job.id))
     for job in jobs:
         matches = job.target_id == target.id or selector_matches(job.selector, target.labels)
         if matches and job.id not in have:
@@ -233,7 +240,7 @@ def sync_bulk_membership(
     keep their flag. Returns (added, removed)."""
     now = app.now()
     disabled = set(disabled_on)
-    wanted = {t.id: t for t in matching_targets(session, job.selector)}
+    wanted = {t.id: t for t in matching_targets(session, job.selector, job.project_id)}
     have = {a.target_id: a for a in job.assignments}
     added = removed = 0
     for target_id, target in wanted.items():

@@ -49,6 +49,7 @@ from fleetcron.services.fleet.states import (
     with_newest,
 )
 from fleetcron.services.health.failure_streak import counted, failure_streak, newest_success
+from fleetcron.services.projects.scope import place
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
@@ -183,7 +184,9 @@ class JobHeader:
 def job_header(app: App, actor: Actor, name: str) -> JobHeader:
     actor.authorize("job.read")
     with app.db.read() as session:
-        job = session.scalar(select(Job).where(Job.name == name))
+        job = session.scalar(
+            select(Job).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job is None:
             raise NotFound("job", name)
         return JobHeader(
@@ -454,7 +457,9 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
     actor.authorize("run.read")
     wanted, labels, key, descending = _check_query(q)
     with app.db.read() as session:
-        job = session.scalar(select(Job).where(Job.name == name))
+        job = session.scalar(
+            select(Job).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job is None:
             raise NotFound("job", name)
         rows = _states(session, job.id, labels=bool(labels), times=key in ("last", "duration"))

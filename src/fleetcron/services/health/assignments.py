@@ -15,6 +15,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.bounded import Bounded
 from fleetcron.errors import NotFound
 from fleetcron.services.health.failure_streak import counted, failure_streak, newest_success
+from fleetcron.services.projects.scope import place
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
@@ -49,13 +50,14 @@ def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth
     now = app.now()
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     with app.db.read() as session:
-        if session.scalar(select(Job.id).where(Job.name == job)) is None:
+        pid = place(session, actor)
+        if session.scalar(select(Job.id).where(Job.name == job, Job.project_id == pid)) is None:
             raise NotFound("job", job)
-        rows = _rows(session, job)
+        rows = _rows(session, job, pid)
     return [_health(job, row, late_before=now - grace) for row in rows]
 
 
-def _rows(session: Session, job: str) -> Sequence[Row[Any]]:
+def _rows(session: Session, job: str, pid: int) -> Sequence[Row[Any]]:
     """Each target of the job with its newest run, newest success and failure streak."""
     # The newest success is read once per assignment, in the CTE (failure_streak.py).
     assigned = materialized(
@@ -70,7 +72,7 @@ def _rows(session: Session, job: str) -> Sequence[Row[Any]]:
         )
         .join(Job, Job.id == Assignment.job_id)
         .join(Target, Target.id == Assignment.target_id)
-        .where(Job.name == job)
+        .where(Job.name == job, Job.project_id == pid)
         .cte("assigned")
     )
     streak = failure_streak(assigned.c.assignment_id, assigned.c.ok_at, since="start")

@@ -22,6 +22,7 @@ from fleetcron.core.sso_mapping import GroupRole, role_for
 from fleetcron.errors import InvalidInput, SsoRefused
 from fleetcron.services.accounts.sessions import ANONYMOUS
 from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.projects.scope import actor_of
 from fleetcron.store.schema import User, WebSession
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def provision(app: App, identity: Identity, mapping: Sequence[GroupRole]) -> Act
                 user = _create(session, app, identity, role)
             elif user.role != role:
                 _change_role(session, app, user, identity, role)
-            return Actor(user.name, user.role)
+            return actor_of(session, user)
         refused = _no_role(session, user, identity)
     raise refused
 

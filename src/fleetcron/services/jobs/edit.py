@@ -40,6 +40,7 @@ from fleetcron.services.fleet.local_gate import (
     stamp_author,
 )
 from fleetcron.services.jobs.version_writes import record_version
+from fleetcron.services.projects.scope import place
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
@@ -146,8 +147,13 @@ class JobSpec:
 EDITABLE = (*(o.name for o in job_options.OPTIONS), "selector")
 
 
-def get_job(session: Session, name: str) -> Job:
-    job = session.scalar(select(Job).where(Job.name == name).options(selectinload(Job.assignments)))
+def get_job(session: Session, name: str, pid: int) -> Job:
+    """Job ``name`` of project ``pid``; NotFound otherwise, whatever other projects hold."""
+    job = session.scalar(
+        select(Job)
+        .where(Job.name == name, Job.project_id == pid)
+        .options(selectinload(Job.assignments))
+    )
     if job is None:
         raise NotFound("job", name)
     return job
@@ -222,14 +228,16 @@ def add_job(
         },
     )
     with audited(app, actor, note) as session:
-        actor.authorize("job.add")
+        actor.authorize_in("job.add")
+        pid = place(session, actor)
         v.validate_job_name(name)
         _check_kind(bulk=bulk, target=target, selector=selector, disabled_on=disabled_on)
         values = validated_job_fields(app, {**asdict(spec), "selector": selector or ""})
         job_options.check_job({**values, "origin": origin, "today": app.now()})
-        if session.scalar(select(Job.id).where(Job.name == name)) is not None:
+        if session.scalar(select(Job.id).where(Job.name == name, Job.project_id == pid)):
             raise Conflict(f"job {name} already exists", field="name")
         job = _new_job(app, actor, name, origin, values)
+        job.project_id = pid
         session.add(job)
         if bulk:
             _cover_selected(session, app, job, disabled_on, note)
@@ -289,7 +297,7 @@ def _cover_selected(
     ``disabled_on`` paused (each must be one of them)."""
     for disabled in disabled_on:
         try:
-            get_target(session, disabled)
+            get_target(session, disabled, job.project_id, shared=True)
         except NotFound:
             raise NotFound("target", disabled, field="disabled_on") from None
     sync_bulk_membership(session, app, job, disabled_on=disabled_on)
@@ -310,7 +318,7 @@ def _assign_individual(
     session: Session, app: App, actor: Actor, job: Job, *, target: str, note: AuditNote
 ) -> None:
     """A new individual job's target, and its assignment once the target is paired."""
-    the_target = get_target(session, target)
+    the_target = get_target(session, target, job.project_id, shared=True)
     note.target_id, note.target_name = the_target.id, the_target.name
     job.target_id = the_target.id
     stamp_author(job, actor)  # setting the target cleared it
@@ -335,9 +343,9 @@ def edit_job(
     transaction; for a bulk job every target sees a field change at once."""
     note = AuditNote("job.edit", job_name=name, detail={"changed": sorted(changes)})
     with audited(app, actor, note) as session:
-        actor.authorize("job.edit")
+        actor.authorize_in("job.edit")
         _check_editable(changes)
-        job = get_job(session, name)
+        job = get_job(session, name, place(session, actor))
         note.job_id = job.id
         if "selector" in changes and job.origin != "bulk":
             raise InvalidInput(
@@ -355,7 +363,7 @@ def edit_job(
             added, removed = sync_bulk_membership(session, app, job)
             note.detail.update({"added": added, "removed": removed})
         for target, enabled in (enabled_on or {}).items():
-            actor.authorize("job.enable" if enabled else "job.disable")
+            actor.authorize_in("job.enable" if enabled else "job.disable")
             _toggle(session, app, job, enabled, target)
         _recheck_command(session, app, job, set(values))
         if enabled_on:
@@ -420,8 +428,8 @@ def set_enabled(
     action = "job.enable" if enabled else "job.disable"
     note = AuditNote(action, job_name=name, target_name=target)
     with audited(app, actor, note) as session:
-        actor.authorize(action)
-        job = get_job(session, name)
+        actor.authorize_in(action)
+        job = get_job(session, name, place(session, actor))
         note.job_id = job.id
         changed = _toggle(session, app, job, enabled, target)
         session.flush()
@@ -435,7 +443,7 @@ def _toggle(session: Session, app: App, job: Job, enabled: bool, target: str | N
     returns how many assignments that concerned."""
     assignments = job.assignments
     if target is not None:
-        the_target = get_target(session, target)
+        the_target = get_target(session, target, job.project_id, shared=True)
         assignments = [a for a in job.assignments if a.target_id == the_target.id]
         if not assignments:
             raise NotFound(f"assignment of job {job.name} on target", target)
@@ -456,8 +464,8 @@ def remove_job(app: App, actor: Actor, name: str) -> int:
     """Delete the job and all its assignments in one transaction; run history stays."""
     note = AuditNote("job.remove", job_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("job.remove")
-        job = get_job(session, name)
+        actor.authorize_in("job.remove")
+        job = get_job(session, name, place(session, actor))
         note.job_id = job.id
         count = len(job.assignments)
         note.detail.update(
@@ -475,15 +483,20 @@ def remove_job(app: App, actor: Actor, name: str) -> int:
 def list_jobs(
     app: App, actor: Actor, *, origin: str | None = None, target: str | None = None
 ) -> list[JobView]:
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        query = select(Job).options(selectinload(Job.assignments).selectinload(Assignment.target))
+        pid = place(session, actor)
+        query = (
+            select(Job)
+            .where(Job.project_id == pid)
+            .options(selectinload(Job.assignments).selectinload(Assignment.target))
+        )
         if origin:
             query = query.where(
                 Job.origin == v.validate_choice(origin, ("bulk", "individual"), field="origin")
             )
         if target:
-            the_target = get_target(session, target)
+            the_target = get_target(session, target, pid, shared=True)
             query = query.where(
                 Job.id.in_(select(Assignment.job_id).where(Assignment.target_id == the_target.id))
                 | (Job.target_id == the_target.id)
@@ -494,15 +507,18 @@ def list_jobs(
 def job_names(app: App, actor: Actor) -> list[str]:
     """Every job's name, sorted: one statement reading only the names (what a filter's
     list of jobs needs, without loading every job's assignments and targets)."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        return list(session.scalars(select(Job.name).order_by(Job.name)))
+        pid = place(session, actor)
+        return list(
+            session.scalars(select(Job.name).where(Job.project_id == pid).order_by(Job.name))
+        )
 
 
 def show_job(app: App, actor: Actor, name: str) -> JobView:
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        job = get_job(session, name)
+        job = get_job(session, name, place(session, actor))
         return _view(job, with_assignments=True, default_zone=app.settings.timezone)
 
 
@@ -577,7 +593,9 @@ def covered_targets(job: Job) -> frozenset[str]:
 
 def refuse_duplicates(session: Session, job: Job) -> None:
     """Refuse a second registration of the same command on the same target by another job
-    (a duplicate registration), unless one of the two jobs allows duplicates."""
+    of the same project (a duplicate registration), unless one of the two jobs allows
+    duplicates. Another project's jobs are neither compared (target names repeat across
+    projects) nor named."""
     mine = Registration(job.name, job.command, covered_targets(job), job.allow_duplicate)
     if mine.allow_duplicate or not mine.targets:
         return
@@ -588,6 +606,7 @@ def refuse_duplicates(session: Session, job: Job) -> None:
         select(Job)
         .where(
             Job.id != job.id,
+            Job.project_id == job.project_id,
             Job.allow_duplicate.is_(False),
             Job.command.contains(job.command.strip(), autoescape=True),
         )
@@ -613,7 +632,9 @@ def refuse_duplicates(session: Session, job: Job) -> None:
 def count_by_origin(app: App, actor: Actor) -> dict[str, int]:
     """How many jobs there are of each origin (``bulk``, ``individual``), in one grouped
     statement: what the dashboard shows, without loading every job's assignments."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        rows = session.execute(select(Job.origin, func.count()).group_by(Job.origin)).all()
+        pid = place(session, actor)
+        query = select(Job.origin, func.count()).where(Job.project_id == pid)
+        rows = session.execute(query.group_by(Job.origin)).all()
     return {origin: int(count) for origin, count in rows}

@@ -35,6 +35,7 @@ from fleetcron.services.jobs.selection import (
     not_succeeded_of,
     select_assignments,
 )
+from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import Assignment, Job
 
 #: Why a target is flagged "unreachable" (health's word: its newest finished run of the
@@ -57,7 +58,7 @@ def chosen_assignments(
     NotFound for a target the job lacks, InvalidInput when nothing is left."""
     assignments = [a for a in job.assignments if a.enabled]
     if target is not None:
-        the_target = get_target(session, target)
+        the_target = get_target(session, target, job.project_id, shared=True)
         assignments = [a for a in job.assignments if a.target_id == the_target.id]
         if not assignments:
             raise NotFound(f"assignment of job {job.name} on target", target)
@@ -171,9 +172,9 @@ def plan_job_run(
     all_at_once: bool = False,
 ) -> JobRunPlan:
     """The plan of ``job run`` with the same arguments: nothing is written or run."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        job = get_job(session, name)
+        job = get_job(session, name, place(session, actor))
         chosen = chosen_assignments(session, job, target=target, selection=selection)
         targets = plan_targets(job, chosen, app.settings.timezone)
         excluded = excluded_of(job, chosen)
@@ -195,9 +196,9 @@ def plan_job_run(
 def not_succeeded_counts(app: App, actor: Actor, name: str) -> dict[str, int]:
     """How many of the job's targets a re-run of what did not succeed would take, by word
     (``failed``, ``timed_out``, ``halted``, ``missed``; a word with none is left out)."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
-        job = get_job(session, name)
+        job = get_job(session, name, place(session, actor))
         words = not_succeeded_of(session, [a.id for a in job.assignments])
     counts: dict[str, int] = {}
     for word in words.values():

@@ -17,6 +17,7 @@ from fleetcron.core.rollout import ROLLOUT_FAILURES
 from fleetcron.core.statuses import FAILED_VALUES, SkipKind
 from fleetcron.errors import NotFound
 from fleetcron.services.fleet.states import check_range
+from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import Job, Run
 
 
@@ -65,7 +66,9 @@ def job_slots(
     actor.authorize("run.read")
     check_range("limit", limit, 1, SLOTS_MAX)
     with app.db.read() as session:
-        job = session.scalar(select(Job).where(Job.name == name))
+        job = session.scalar(
+            select(Job).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job is None:
             raise NotFound("job", name)
         found = _slot_times(session, job.id, before, limit + 1)
@@ -181,7 +184,9 @@ def halted(
     ``run_ids`` are rows it halted (``skipped``, kind ``rollout_halted``)."""
     actor.authorize("run.read")
     with app.db.read() as session:
-        job_id = session.scalar(select(Job.id).where(Job.name == name))
+        job_id = session.scalar(
+            select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job_id is None:
             raise NotFound("job", name)
         runs: frozenset[int] = frozenset()

@@ -23,6 +23,7 @@ from fleetcron.core.upcoming import (
     upcoming,
 )
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
+from fleetcron.services.projects.scope import place, target_reaches
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
@@ -72,7 +73,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
     actor.authorize("job.read")
     _check(query)
     with app.db.read() as session:
-        facts = _job_facts(session, query.job, query.target)
+        facts = _job_facts(session, place(session, actor), query.job, query.target)
     return upcoming(
         facts,
         app.now(),
@@ -88,7 +89,7 @@ def dst_preview_of(app: App, actor: Actor, job: str) -> list[DstNote]:
     does at each (the job page's preview)."""
     actor.authorize("job.read")
     with app.db.read() as session:
-        facts = _job_facts(session, job, None)
+        facts = _job_facts(session, place(session, actor), job, None)
     return dst_preview(facts, app.now(), app.settings.timezone, all_notes=True)
 
 
@@ -105,19 +106,21 @@ def _paired_targets(session: Session) -> dict[int, tuple[str, str | None, bool, 
     }
 
 
-def _job_facts(session: Session, job: str | None, target: str | None) -> list[JobFacts]:
+def _job_facts(session: Session, pid: int, job: str | None, target: str | None) -> list[JobFacts]:
     """What decides the fires of every job (or ``job``; with ``target``, its jobs)."""
     targets = _paired_targets(session)
-    jobs_q = select(Job).order_by(Job.name)
+    jobs_q = select(Job).where(Job.project_id == pid).order_by(Job.name)
     members_q = select(Assignment.job_id, Assignment.target_id, Assignment.enabled)
     if job is not None:
-        job_id = session.scalar(select(Job.id).where(Job.name == job))
+        job_id = session.scalar(select(Job.id).where(Job.name == job, Job.project_id == pid))
         if job_id is None:
             raise NotFound("job", job)
         jobs_q = jobs_q.where(Job.id == job_id)
         members_q = members_q.where(Assignment.job_id == job_id)
     if target is not None:
-        target_id = session.scalar(select(Target.id).where(Target.name == target))
+        target_id = session.scalar(
+            select(Target.id).where(Target.name == target, target_reaches(pid))
+        )
         if target_id is None:
             raise NotFound("target", target)
         # Every assignment of the target's jobs: a rollout is planned over the whole

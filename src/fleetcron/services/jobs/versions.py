@@ -19,6 +19,7 @@ from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record_failure
 from fleetcron.services.jobs.edit import EDITABLE, edit_job
 from fleetcron.services.jobs.version_writes import definition_of, reverting_to
+from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import Job, JobVersion
 
 # --- reading ------------------------------------------------------------------------------
@@ -66,11 +67,13 @@ class _Identity:
         return (JobVersion.job_id == self.job_id, JobVersion.job_created_at == self.created_at)
 
 
-def _identity(session: Session, name: str) -> _Identity:
+def _identity(session: Session, actor: Actor, name: str) -> _Identity:
     """Job ``name``; a removed job's history is found by its name (the newest job of that
     name), with no current version."""
     row = session.execute(
-        select(Job.id, Job.created_at, Job.version).where(Job.name == name)
+        select(Job.id, Job.created_at, Job.version).where(
+            Job.name == name, Job.project_id == place(session, actor)
+        )
     ).first()
     if row is not None:
         return _Identity(row[0], row[1], row[2])
@@ -104,15 +107,17 @@ def list_versions(app: App, actor: Actor, name: str, *, limit: int = 200) -> lis
     """The versions of job ``name``, newest first."""
     actor.authorize("job.read")
     with app.db.read() as session:
-        job = _identity(session, name)
+        job = _identity(session, actor, name)
         rows = session.scalars(
             select(JobVersion).where(*job.where()).order_by(JobVersion.version.desc()).limit(limit)
         )
         return [_view(row, job.current) for row in rows]
 
 
-def _version(session: Session, name: str, version: int, *, field: str = "version") -> JobVersion:
-    job = _identity(session, name)
+def _version(
+    session: Session, actor: Actor, name: str, version: int, *, field: str = "version"
+) -> JobVersion:
+    job = _identity(session, actor, name)
     row = session.scalar(select(JobVersion).where(*job.where(), JobVersion.version == version))
     if row is None:
         newest = session.scalar(select(func.max(JobVersion.version)).where(*job.where()))
@@ -129,7 +134,9 @@ def _version(session: Session, name: str, version: int, *, field: str = "version
 def get_version(app: App, actor: Actor, name: str, version: int) -> VersionView:
     actor.authorize("job.read")
     with app.db.read() as session:
-        return _view(_version(session, name, version), _identity(session, name).current)
+        return _view(
+            _version(session, actor, name, version), _identity(session, actor, name).current
+        )
 
 
 def diff_versions(
@@ -138,7 +145,7 @@ def diff_versions(
     """What changed from version ``old`` to version ``new`` (default: the current one)."""
     actor.authorize("job.read")
     with app.db.read() as session:
-        current = _identity(session, name).current
+        current = _identity(session, actor, name).current
         after = new if new is not None else current
         if after is None:
             raise InvalidInput(
@@ -147,8 +154,8 @@ def diff_versions(
                 value=None,
                 allowed="a version number",
             )
-        before_row = _version(session, name, old, field="v1")
-        after_row = _version(session, name, after, field="v2")
+        before_row = _version(session, actor, name, old, field="v1")
+        after_row = _version(session, actor, name, after, field="v2")
         return diff_definitions(before_row.definition, after_row.definition)
 
 
@@ -163,8 +170,8 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
     try:
         actor.authorize("job.revert")
         with app.db.read() as session:
-            target = _version(session, name, to, field="to")
-            job = _identity(session, name)
+            target = _version(session, actor, name, to, field="to")
+            job = _identity(session, actor, name)
             if job.current is None:
                 raise NotFound("job", name)
             note.job_id = job.job_id
@@ -177,7 +184,7 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
     with reverting_to(to):
         edit_job(app, actor, name, **edits)
     with app.db.read() as session:
-        version = _identity(session, name).current
+        version = _identity(session, actor, name).current
     assert version is not None
     return version, changes
 

@@ -22,6 +22,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.status_display import CHART_COLOURS, OUTCOMES, Outcome, outcome_of
 from fleetcron.core.statuses import FAILED, RunStatus
 from fleetcron.errors import NotFound
+from fleetcron.services.projects.scope import place, target_reaches
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 SLOTS = 60
@@ -164,12 +165,18 @@ def job_slots(
     allow (at least :data:`MIN_SLOTS`). Reads only the runs of the slots shown."""
     actor.authorize("run.read")
     with app.db.read() as session:
-        job_id = session.scalar(select(Job.id).where(Job.name == name))
+        job_id = session.scalar(
+            select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job_id is None:
             raise NotFound("job", name)
         where = [Run.job_id == job_id]
         if target is not None:
-            target_id = session.scalar(select(Target.id).where(Target.name == target))
+            target_id = session.scalar(
+                select(Target.id).where(
+                    Target.name == target, target_reaches(place(session, actor))
+                )
+            )
             if target_id is None:
                 raise NotFound("target", target)
             where.append(Run.target_id == target_id)
@@ -242,7 +249,9 @@ def target_strips(app: App, actor: Actor, target: str, *, limit: int = 30) -> li
     """For each job with runs on ``target``: a small chart of its newest slots there."""
     actor.authorize("run.read")
     with app.db.read() as session:
-        target_id = session.scalar(select(Target.id).where(Target.name == target))
+        target_id = session.scalar(
+            select(Target.id).where(Target.name == target, target_reaches(place(session, actor)))
+        )
         if target_id is None:
             raise NotFound("target", target)
         names = list(
@@ -292,7 +301,9 @@ def duration_percentiles(
     that ran to an outcome (succeeded or failed)."""
     actor.authorize("run.read")
     with app.db.read() as session:
-        job_id = session.scalar(select(Job.id).where(Job.name == name))
+        job_id = session.scalar(
+            select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))
+        )
         if job_id is None:
             raise NotFound("job", name)
         query = select(Run.duration_ms).where(

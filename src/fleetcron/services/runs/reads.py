@@ -26,6 +26,7 @@ from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
 from fleetcron.services.jobs.plan import chosen_assignments, rolled_out_run
 from fleetcron.services.jobs.selection import Selection
+from fleetcron.services.projects.scope import authorize_job_object, place, uniform
 from fleetcron.store.run_writes import queue_manual_runs, request_stop
 from fleetcron.store.schema import Run
 
@@ -58,11 +59,11 @@ def request_run(
     Naming a target runs it there even when the job is paused on that target."""
     note = AuditNote("job.run", job_name=job, target_name=target)
     with audited(app, actor, note) as session:
-        actor.authorize("job.run")
-        the_job = get_job(session, job)
+        actor.authorize_in("job.run")
+        the_job = get_job(session, job, place(session, actor))
         note.job_id = the_job.id
         if target is not None:
-            note.target_id = get_target(session, target).id
+            note.target_id = get_target(session, target, the_job.project_id, shared=True).id
         if selection is not None and selection.given:
             note.detail["selection"] = selection.audit_detail()
         assignments = chosen_assignments(session, the_job, target=target, selection=selection)
@@ -96,14 +97,18 @@ class RunFilter:
     statuses: Sequence[str] | None = None
 
 
-def run_row(app: App, actor: Actor, run_id: int) -> Run:
+def run_row(app: App, actor: Actor, run_id: int, *, action: str = "run.read") -> Run:
     """The row of one run, for the operations on it here (stop, follow) and for
-    :func:`~fleetcron.services.runs.views.show_run`; the adapters take that view."""
-    actor.authorize("run.read")
+    :func:`~fleetcron.services.runs.views.show_run`; the adapters take that view. A run of
+    a project the actor does not see does not exist for it."""
+    # Weighed first in the project the actor acts in, so that another project's run is
+    # answered as a missing one is.
+    actor.authorize_in(action)
     with app.db.read() as session:
         run = session.get(Run, run_id)
         if run is None:
             raise NotFound("run", run_id)
+        authorize_job_object(session, actor, action, job_id=run.job_id, kind="run", ident=run_id)
         return run
 
 
@@ -128,8 +133,7 @@ def stop_facts(app: App, actor: Actor, run_id: int) -> StopFacts:
     """What stopping ``run_id`` would touch and do, for the confirmation an operator sees
     first (the page's "Stop…", ``GET /api/v1/runs/{id}/stop``). Raises ``NotFound``, or
     ``Conflict`` for a run that has ended, as the stop itself would."""
-    actor.authorize("run.stop")
-    run = run_row(app, actor, run_id)
+    run = run_row(app, actor, run_id, action="run.stop")
     if run.status not in statuses.STOPPABLE:
         raise Conflict(
             f"run {run_id} has already ended ({run.status}); only a queued or running run "
@@ -169,7 +173,11 @@ def stop_run(
     Raises ``NotFound``, or ``Conflict`` (exit 2, HTTP 409) for a run that has ended."""
     note = AuditNote("run.stop", detail={"run_id": run_id})
     with audited(app, actor, note) as session:
-        actor.authorize("run.stop")
+        actor.authorize_in("run.stop")
+        job_id = session.scalar(select(Run.job_id).where(Run.id == run_id))
+        if job_id is None:
+            raise NotFound("run", run_id)
+        authorize_job_object(session, actor, "run.stop", job_id=job_id, kind="run", ident=run_id)
         before = session.scalar(select(Run.status).where(Run.id == run_id))
         run = request_stop(session, run_id, actor.name, app.now())
         note.job_id, note.job_name = run.job_id, run.job_name
@@ -301,11 +309,13 @@ def follow_output(
     A run this process runs is answered from its live entry alone, without reading the
     database (a page open on each of a thousand runs costs no transaction); any other from
     its row."""
-    actor.authorize("run.read")
     entry = live.get(run_id) if live is not None else None
-    if entry is not None:
+    if entry is not None and uniform(actor):
+        actor.authorize("run.read")
         return _live_view(app, run_id, entry, since)
     run = run_row(app, actor, run_id)
+    if entry is not None:
+        return _live_view(app, run_id, entry, since)
     source, chunk, as_of = "none", RecordedChunk("", since, 0, 0, since), None
     if run.status in statuses.TERMINAL:
         source, chunk = "recorded", recorded_output(run, since)

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.errors import InvalidInput
+from fleetcron.services.projects.scope import runs_in
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter
 from fleetcron.services.runs.views import RunView
 from fleetcron.store.schema import SEARCH_TEXT_SQL, Run
@@ -109,7 +110,11 @@ def _text_match(grep: str, dialect: str) -> ColumnElement[bool]:
     return exact
 
 
-def _filtered(query: Select[Any], f: RunFilter, dialect: str) -> Select[Any]:
+def _filtered(
+    query: Select[Any], f: RunFilter, dialect: str, scope: ColumnElement[bool] | None
+) -> Select[Any]:
+    if scope is not None:
+        query = query.where(scope)
     if f.job:
         query = query.where(Run.job_name == f.job)
     if f.target:
@@ -171,12 +176,18 @@ def _check_limit(limit: int) -> None:
 
 
 def _page_query(
-    f: RunFilter, dialect: str, *, limit: int, cursor: str | None, offset: int
+    f: RunFilter,
+    dialect: str,
+    *,
+    limit: int,
+    cursor: str | None,
+    offset: int,
+    scope: ColumnElement[bool] | None,
 ) -> Select[Any]:
     """The statement of one page: the filters, then the runs after ``cursor`` (or after
     ``offset`` runs), newest first, one more than ``limit`` to tell whether a next page
     exists."""
-    page_q = _filtered(select(Run), f, dialect)
+    page_q = _filtered(select(Run), f, dialect, scope)
     if cursor:
         at, run_id = decode_cursor(cursor)
         # The first bound is a range on the indexes (all in page order); the second
@@ -190,9 +201,11 @@ def _page_query(
     return page_q
 
 
-def _count_up_to_cap(session: Session, f: RunFilter, dialect: str) -> int:
+def _count_up_to_cap(
+    session: Session, f: RunFilter, dialect: str, scope: ColumnElement[bool] | None
+) -> int:
     """How many runs match, counted up to one past :data:`COUNT_CAP`."""
-    capped = _filtered(select(Run.id), f, dialect).limit(COUNT_CAP + 1).subquery()
+    capped = _filtered(select(Run.id), f, dialect, scope).limit(COUNT_CAP + 1).subquery()
     return session.scalar(select(func.count()).select_from(capped)) or 0
 
 
@@ -207,13 +220,14 @@ def search_runs(
 ) -> SearchPage:
     """Runs matching every given filter, newest first: the page after ``cursor`` (or, for
     callers that page by number, after ``offset`` runs)."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     _check_limit(limit)
     dialect = app.db.dialect
     with app.db.read() as session:
-        page_q = _page_query(f, dialect, limit=limit, cursor=cursor, offset=offset)
+        scope = runs_in(session, actor)
+        page_q = _page_query(f, dialect, limit=limit, cursor=cursor, offset=offset, scope=scope)
         rows = [RunView.of(r) for r in session.scalars(page_q)]
-        matched = _count_up_to_cap(session, f, dialect)
+        matched = _count_up_to_cap(session, f, dialect, scope)
     more_pages = len(rows) > limit
     rows = rows[:limit]
     return SearchPage(

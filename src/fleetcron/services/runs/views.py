@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import ColumnElement, Select, func, or_, select
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
 from fleetcron.core.statuses import RunStatus
+from fleetcron.services.projects.scope import runs_in
 from fleetcron.services.runs.reads import RUN_STATUSES, RunFilter, run_row
 from fleetcron.store.schema import Run
 
@@ -96,6 +97,11 @@ def show_run(app: App, actor: Actor, run_id: int) -> RunView:
     return RunView.of(run_row(app, actor, run_id))
 
 
+def _scoped(query: Select[Any], f: RunFilter, scope: ColumnElement[bool] | None) -> Select[Any]:
+    """``query`` with the filter, confined to the runs of ``scope`` (None: every run)."""
+    return _filtered(query if scope is None else query.where(scope), f)
+
+
 def _filtered(query: Select[Any], f: RunFilter) -> Select[Any]:
     if f.job:
         query = query.where(Run.job_name == f.job)
@@ -132,11 +138,12 @@ def list_run_views(
     app: App, actor: Actor, f: RunFilter, *, limit: int = 50, offset: int = 0
 ) -> tuple[list[RunView], int]:
     """Runs matching the filter, newest first, as shown, and how many match in all."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     with app.db.read() as session:
-        total: int = session.scalar(_filtered(select(func.count(Run.id)), f)) or 0
+        scope = runs_in(session, actor)
+        total: int = session.scalar(_scoped(select(func.count(Run.id)), f, scope)) or 0
         rows = session.scalars(
-            _filtered(select(Run), f)
+            _scoped(select(Run), f, scope)
             .order_by(Run.scheduled_for.desc(), Run.id.desc())
             .limit(limit)
             .offset(offset)

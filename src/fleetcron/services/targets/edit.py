@@ -58,6 +58,7 @@ from fleetcron.services.fleet.assignments import (
     next_fire,
     refire_target_local,
 )
+from fleetcron.services.projects.scope import place
 from fleetcron.services.targets.fields import (
     CONNECTION_FIELDS,
     TargetChanges,
@@ -147,20 +148,22 @@ def add_target(
     name = spec.name
     note = AuditNote("target.add", target_name=name, detail={"kind": spec.kind.value})
     with audited(app, actor, note) as session:
-        actor.authorize("target.add")
+        actor.authorize_in("target.add")
+        pid = place(session, actor)
         fields = spec.checked()
         target = _new_row(app, fields)
+        target.project_id = pid
         if fields.kind is TargetKind.LOCAL:
             check_local_allowed(app, actor)
             target.kind = TargetKind.LOCAL
         else:
             fill_ssh_fields(app, target, fields)
-            target.via = resolve_via(session, name, fields.via)
+            target.via = resolve_via(session, name, fields.via, pid)
             apply_label_trust(session, [target])
             if verify and not (target.host_key or target.host_ca) and not trust_on_first_use:
                 raise missing_host_key(name)
             check_same_host(session, target, allow_same_host)
-        if session.scalar(select(Target.id).where(Target.name == name)) is not None:
+        if session.scalar(select(Target.id).where(Target.name == name, Target.project_id == pid)):
             raise Conflict(f"target {name} already exists", field="name")
         session.add(target)
         session.flush()
@@ -238,7 +241,7 @@ def edit_target(
     the connection is checked and what ``verify=False`` does)."""
     note = AuditNote("target.edit", target_name=name)
     try:
-        actor.authorize("target.edit")
+        actor.authorize_in("target.edit")
         plan = _plan_edit(app, actor, name, changes, note)
         if plan.moved and not allow_same_host:
             with app.db.read() as session:
@@ -274,7 +277,7 @@ def _plan_edit(
     """Read the target, work out its values after ``changes`` (a key trusted on first use
     fetched now) and which changed; raises when nothing would."""
     with app.db.read() as session:
-        current = get_target(session, name)
+        current = get_target(session, name, place(session, actor))
         _ = (current.private_key_enc, current.client_cert_enc)
         via = _edited_via(session, current, changes)
     note.target_id = current.id
@@ -318,7 +321,7 @@ def _edited_via(session: Session, current: Target, changes: TargetChanges) -> Ta
         refuse_if_used(session, current, "change the kind of")
     if changes.via is None:
         return current.via
-    return resolve_via(session, current.name, changes.via.strip() or None)
+    return resolve_via(session, current.name, changes.via.strip() or None, current.project_id)
 
 
 def _note_changes(
@@ -371,7 +374,7 @@ def _save_edit(
     """Write the planned edit (refused when the target changed meanwhile); returns the
     target, what the zone note says and the jobs extended to it."""
     current, updated = plan.current, plan.updated
-    target = get_target(session, current.name)
+    target = get_target(session, current.name, current.project_id)
     if target.updated_at != current.updated_at:
         raise Conflict(f"target {current.name} changed while it was being edited; try again")
     stored = {"private_key": "private_key_enc", "client_cert": "client_cert_enc"}
@@ -435,8 +438,8 @@ def pause_target(app: App, actor: Actor, name: str, reason: str | None = None) -
     scheduler records each due slot as skipped ("target paused: REASON")."""
     note = AuditNote("target.pause", target_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("target.pause")
-        target = get_target(session, name)
+        actor.authorize_in("target.pause")
+        target = get_target(session, name, place(session, actor))
         note.target_id = target.id
         cleaned = _pause_reason(reason)
         was_paused = target.paused
@@ -486,8 +489,8 @@ def resume_target(app: App, actor: Actor, name: str) -> PauseResult:
     fell inside the pause stay skipped and nothing catches up in a burst."""
     note = AuditNote("target.resume", target_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("target.pause")
-        target = get_target(session, name)
+        actor.authorize_in("target.pause")
+        target = get_target(session, name, place(session, actor))
         note.target_id = target.id
         was_paused = target.paused
         now = app.now()
@@ -516,8 +519,8 @@ def unpair_target(app: App, actor: Actor, name: str) -> int:
     which jobs were disabled here is remembered for the next pairing."""
     note = AuditNote("target.unpair", target_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("target.unpair")
-        target = get_target(session, name)
+        actor.authorize_in("target.unpair")
+        target = get_target(session, name, place(session, actor))
         note.target_id = target.id
         refuse_if_used(session, target, "unpair")
         removed = _unpair(target, app.now())
@@ -543,8 +546,8 @@ def label_target(app: App, actor: Actor, name: str, labels: Sequence[str]) -> Ta
     """Set labels (``k=v``; ``k=`` removes ``k``); a paired target gains matching bulk jobs."""
     note = AuditNote("target.label", target_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("target.label")
-        target = get_target(session, name)
+        actor.authorize_in("target.label")
+        target = get_target(session, name, place(session, actor))
         note.target_id = target.id
         merged = _merge_labels(target.labels, labels)
         target.labels = merged
@@ -573,8 +576,8 @@ def remove_target(app: App, actor: Actor, name: str, *, with_jobs: bool = False)
     ``with_jobs`` is given; each of them is audited as ``job.remove``."""
     note = AuditNote("target.remove", target_name=name)
     with audited(app, actor, note) as session:
-        actor.authorize("target.remove")
-        target = get_target(session, name)
+        actor.authorize_in("target.remove")
+        target = get_target(session, name, place(session, actor))
         note.target_id = target.id
         refuse_if_used(session, target, "remove")
         jobs = list(
@@ -588,7 +591,7 @@ def remove_target(app: App, actor: Actor, name: str, *, with_jobs: bool = False)
                 field="with_jobs",
             )
         if jobs:
-            actor.authorize("job.remove")
+            actor.authorize_in("job.remove")
         for job in jobs:
             record(
                 session,

@@ -21,6 +21,7 @@ from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, 
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_host_ca, normalize_key_line
 from fleetcron.executors.user_certs import read_user_cert
+from fleetcron.services.projects.scope import target_reaches
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
 
@@ -103,10 +104,12 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
 def check_same_host(session: Session, target: Target, allow_same_host: bool) -> None:
     """Refuse a second target on the same ``user@host:port`` (reached the same way: the
     same address behind two jump hosts is two servers) unless it is declared on purpose:
-    every bulk job would run twice on that server."""
+    every bulk job would run twice on that server. Only among the targets of the target's
+    project (and those shared into it): another project's are not named, nor counted."""
     if allow_same_host or target.kind != TargetKind.SSH or not target.host:
         return
     query = select(Target).where(
+        target_reaches(target.project_id),
         Target.kind == TargetKind.SSH,
         func.lower(Target.host) == target.host.lower(),
         Target.port == target.port,
@@ -252,6 +255,7 @@ def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
     """A detached copy of the target with the new connection values, to check them."""
     return Target(
         id=current.id,
+        project_id=current.project_id,
         name=current.name,
         kind=updated["kind"],
         host=updated["host"],

@@ -19,6 +19,7 @@ from fleetcron.app import App
 from fleetcron.core.targets import TargetKind
 from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import SshTarget
+from fleetcron.services.projects.scope import target_reaches
 from fleetcron.store.run_dispatch import MAX_JUMPS
 from fleetcron.store.schema import Target
 
@@ -26,12 +27,17 @@ from fleetcron.store.schema import Target
 VIA_ALLOWED = "the name of a target of kind jump (or nothing: reached directly)"
 
 
-def resolve_via(session: Session, name: str, via: str | None) -> Target | None:
-    """The jump host row ``via`` names for target ``name``, checked (see the module
-    docstring); None for no jump host."""
+def resolve_via(session: Session, name: str, via: str | None, pid: int) -> Target | None:
+    """The jump host row ``via`` names for target ``name`` of project ``pid`` (one of the
+    project's, or shared into it), checked (see the module docstring); None for no jump
+    host."""
     if not via:
         return None
-    jump = session.scalars(select(Target).where(Target.name == via)).first()
+    jump = session.scalars(
+        select(Target)
+        .where(Target.name == via, target_reaches(pid))
+        .order_by(Target.project_id != pid, Target.id)
+    ).first()
     if jump is None:
         raise InvalidInput(
             f"via: there is no target named {via}", field="via", value=via, allowed=VIA_ALLOWED

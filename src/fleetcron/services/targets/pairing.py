@@ -55,6 +55,7 @@ from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line, split_host_ca
 from fleetcron.services.audit import AuditNote, audited, record_failure
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target, refire_target_local
+from fleetcron.services.projects.scope import place
 from fleetcron.services.targets.jumps import chain_of, hops_via
 from fleetcron.services.targets.views import TargetView
 from fleetcron.store.schema import Target
@@ -154,9 +155,9 @@ def _verify_for_pairing(
     transaction; the key or host CA trusted goes into the audit note. A failure is
     audited and raised (coarsened for an actor who may not see the target)."""
     try:
-        actor.authorize("target.pair")
+        actor.authorize_in("target.pair")
         with app.db.read() as session:
-            target = get_target(session, name)
+            target = get_target(session, name, place(session, actor))
             _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
         checked = _check_pairing(app, target, host_key, trust_on_first_use)
@@ -217,7 +218,7 @@ def _save_pairing(
     """Mark the target paired with the checked key and extend its jobs to it; returns it,
     the zone note, the jobs extended and those kept disabled."""
     name = target.name
-    current = get_target(session, name)
+    current = get_target(session, name, target.project_id)
     if current.kind.over_ssh:
         changed = current.host_key not in (None, checked.pinned) or current.id != target.id
         if changed or current.host_ca != target.host_ca:
@@ -497,9 +498,9 @@ def plan_repin(
 
     Writes nothing; :func:`repin_target` checks and pins it once a human has compared the
     fingerprints."""
-    actor.authorize("target.repin")
+    actor.authorize_in("target.repin")
     with app.db.read() as session:
-        target = get_target(session, name)
+        target = get_target(session, name, place(session, actor))
     _check_repinnable(target)
     if bool(host_key) == bool(trust_on_first_use):
         raise InvalidInput(
@@ -569,9 +570,9 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         },
     )
     try:
-        actor.authorize("target.repin")
+        actor.authorize_in("target.repin")
         with app.db.read() as session:
-            target = get_target(session, plan.target_name)
+            target = get_target(session, plan.target_name, place(session, actor))
             _ = (target.private_key_enc, target.client_cert_enc)
         note.target_id = target.id
         verify_connection(app, target, plan.new_key)
@@ -579,7 +580,7 @@ def repin_target(app: App, actor: Actor, plan: RepinPlan) -> TargetView:
         record_failure(app, actor, note, exc)
         raise
     with audited(app, actor, note) as session:
-        current = get_target(session, plan.target_name)
+        current = get_target(session, plan.target_name, target.project_id)
         if fingerprint_or_none(current.host_key) != plan.old_fingerprint:
             raise Conflict(
                 f"host key: the pinned key of target {plan.target_name} changed to "

@@ -30,6 +30,7 @@ from fleetcron.core.targets import TargetKind
 from fleetcron.errors import Conflict, FleetcronError, InvalidInput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target, refire_target_local
+from fleetcron.services.projects.scope import place
 from fleetcron.services.targets.pairing import local_zone, verify_connection
 from fleetcron.store.schema import Target
 
@@ -83,7 +84,7 @@ def detect_zones(
     ``NotFound`` for an unknown name, ``Conflict`` for a named target that is not paired.
     Unreachable targets are no error: their row says why nothing was detected."""
     actor.authorize("target.edit")
-    targets = _targets_to_read(app, names, every=every)
+    targets = _targets_to_read(app, actor, names, every=every)
     with ThreadPoolExecutor(max_workers=min(PARALLEL_READS, max(len(targets), 1))) as pool:
         read = list(pool.map(lambda t: _read_zone(app, t), targets))
     checks = []
@@ -95,7 +96,7 @@ def detect_zones(
     return checks
 
 
-def _targets_to_read(app: App, names: Sequence[str], *, every: bool) -> list[Target]:
+def _targets_to_read(app: App, actor: Actor, names: Sequence[str], *, every: bool) -> list[Target]:
     """The targets named (each once, each paired) or every paired target by name, their
     keys loaded for the reads made after the session closes."""
     if bool(names) == every:
@@ -106,14 +107,17 @@ def _targets_to_read(app: App, names: Sequence[str], *, every: bool) -> list[Tar
             allowed="target names, or all",
         )
     with app.db.read() as session:
+        pid = place(session, actor)
         if every:
             targets = list(
                 session.scalars(
-                    select(Target).where(Target.paired.is_(True)).order_by(Target.name)
+                    select(Target)
+                    .where(Target.paired.is_(True), Target.project_id == pid)
+                    .order_by(Target.name)
                 ).all()
             )
         else:
-            targets = [get_target(session, name) for name in dict.fromkeys(names)]
+            targets = [get_target(session, name, pid) for name in dict.fromkeys(names)]
             _check_paired(targets)
         for target in targets:
             _ = (target.private_key_enc, target.client_cert_enc)  # loaded before the session closes
@@ -172,7 +176,7 @@ def _apply(app: App, actor: Actor, read: Target, check: ZoneCheck) -> ZoneCheck:
         {"old": check.zone, "old_source": check.source, "new": check.detected, "how": check.how}
     )
     with audited(app, actor, note) as session:
-        target = get_target(session, read.name)
+        target = get_target(session, read.name, read.project_id)
         if (target.id, target.timezone, target.timezone_source) != (
             read.id,
             read.timezone,

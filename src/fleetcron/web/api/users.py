@@ -96,6 +96,8 @@ def list_tokens(
             revoked_at=t.revoked_at,
             expires_at=t.expires_at,
             scope=t.scope,
+            project=t.project,
+            role=t.role,
         )
         for t in svc.list_tokens(app, caller.actor, caller.actor.name)
     ]
@@ -112,6 +114,8 @@ def create_token(
         body.name,
         expires_in_days=body.expires_in_days,
         scope=body.scope,
+        project=body.project,
+        role=body.role,
     )
     return TokenCreated(id=token_id, token=token)
 

@@ -1,7 +1,7 @@
 """shards: the ownership row per shard, the shard of targets, runs and claims
 
 Revision ID: 0036
-Revises: 0034
+Revises: 0035
 Create Date: 2026-12-06
 
 The fleet's work is divided into a fixed number of shards (``cluster_settings.shards``,
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0036"
-down_revision = "0034"
+down_revision = "0035"
 branch_labels = None
 depends_on = None
 
