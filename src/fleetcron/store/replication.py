@@ -31,11 +31,13 @@ from fleetcron.store.schema import Base
 
 __all__ = [
     "LOCAL_TABLES",
+    "MIGRATION_SEEDS",
     "PUBLICATION",
     "SequenceState",
     "SubscriptionState",
     "create_publication",
     "create_subscription",
+    "drop_migration_seeds",
     "id_sequences",
     "replicated_tables",
     "sequence_state",
@@ -155,14 +157,32 @@ def create_subscription(conn: Connection, name: str, conninfo: str, *, copy_data
     return True
 
 
+MIGRATION_SEEDS = {"projects": "name = 'default' AND created_by = 'system'"}
+"""Rows every migrated database holds from its migrations alone (the ``default`` project of
+migration 0035), by table: on an empty peer they are not data of its own. Setup leaves
+them out of its emptiness check and drops them on the peer before the copy brings this
+node's (same name, same id)."""
+
+
 def rows_in(conn: Connection, tables: Iterable[str]) -> dict[str, int]:
-    """Tables that hold rows, with a count."""
+    """Tables that hold rows besides their migration seeds, with a count."""
     found: dict[str, int] = {}
     for table in tables:
-        count = int(conn.execute(text(f'SELECT count(*) FROM public."{table}"')).scalar_one())
+        seeds = MIGRATION_SEEDS.get(table)
+        where = f" WHERE NOT ({seeds})" if seeds else ""
+        count = int(
+            conn.execute(text(f'SELECT count(*) FROM public."{table}"{where}')).scalar_one()
+        )
         if count:
             found[table] = count
     return found
+
+
+def drop_migration_seeds(conn: Connection) -> None:
+    """Delete an empty peer's migration seeds (:data:`MIGRATION_SEEDS`); the copy brings
+    this node's."""
+    for table, seeds in MIGRATION_SEEDS.items():
+        conn.execute(text(f'DELETE FROM public."{table}" WHERE {seeds}'))
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,7 @@ def _setup(
             _check_server("the peer", theirs, has_sub=_has_subscription(there, their_sub))
             if not _has_subscription(there, their_sub):
                 _check_peer_empty(there, tables)
+                sql.drop_migration_seeds(there)
             sides = _Sides(
                 here,
                 there,

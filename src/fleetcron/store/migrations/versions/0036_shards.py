@@ -35,11 +35,12 @@ def upgrade() -> None:
         sa.CheckConstraint("shards >= 1", name=op.f("ck_cluster_settings_shards")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_cluster_settings")),
     )
+    # A plain ADD COLUMN (SQLite has it for a column with a constant default): no rebuild,
+    # so targets and runs keep AUTOINCREMENT and their id sequences.
     for table in ("cluster_ownership", "execution_claims", "runs", "targets"):
-        with op.batch_alter_table(table) as batch:
-            batch.add_column(
-                sa.Column("shard", sa.Integer(), nullable=False, server_default=sa.text("0"))
-            )
+        op.add_column(
+            table, sa.Column("shard", sa.Integer(), nullable=False, server_default=sa.text("0"))
+        )
     with op.batch_alter_table("cluster_ownership") as batch:
         batch.create_unique_constraint(op.f("uq_cluster_ownership_shard"), ["shard"])
     bind = op.get_bind()
@@ -58,7 +59,11 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("cluster_ownership") as batch:
         batch.drop_constraint(op.f("uq_cluster_ownership_shard"), type_="unique")
-    for table in ("targets", "runs", "execution_claims", "cluster_ownership"):
+    # targets and runs: a plain DROP COLUMN (SQLite 3.35+), no rebuild, so they keep
+    # AUTOINCREMENT and the triggers of runs (its search index and counts).
+    for table in ("targets", "runs"):
+        op.drop_column(table, "shard")
+    for table in ("execution_claims", "cluster_ownership"):
         with op.batch_alter_table(table) as batch:
             batch.drop_column("shard")
     op.drop_table("cluster_settings")
