@@ -6,9 +6,12 @@ owner of every shard, with one ``* * * * *`` job on ``N`` local targets (N = 1 a
 target's shard is its id's hash, so 50 targets fall on many of the 64 shards). Measured,
 per transaction:
 
-* ``verdict``: a transaction that only takes the guard's verdict under lock
-  (:meth:`~fleetcron.coordination.guard.CoordinatedGuard.verdict`: the shards' rows
-  locked, the node registry read, every shard evaluated) and commits;
+* ``verdict, every shard``: a transaction that only takes the guard's verdict under lock
+  (:meth:`~fleetcron.coordination.guard.CoordinatedGuard.verdict`: every shard's row
+  locked, the node registry read, every shard evaluated) and commits, as the completions
+  do;
+* ``verdict, one shard``: the same over one shard (``of_shards``: its row alone locked
+  and evaluated, the others counted), as a claim of runs of one shard does;
 * ``claim N``: the scheduler's claim of one slot of the ``N`` assignments
   (:meth:`~fleetcron.store.runs.RunStore.claim_due`: the due rows, the verdict under lock,
   the older generations' claims, ``N`` runs and their execution claims inserted, the
@@ -95,6 +98,10 @@ class Fleet:
         with self.app.db.session() as session:
             assert self.guard.verdict(session).may_claim
 
+    def verdict_of_one(self) -> None:
+        with self.app.db.session() as session:
+            assert self.guard.verdict(session, of_shards={0}).may_claim
+
     def claim(self) -> None:
         claimed = self.store.claim_due(self.clock.advance(seconds=60))
         assert len(claimed.dispatches) == self.targets, claimed
@@ -160,9 +167,10 @@ def main() -> None:
                 url = server.create_database(f"bench_{shards}_{targets}")  # type: ignore[attr-defined]
                 f = fleet(url, shards, targets)
                 if targets == 1:
-                    cases[(shards, "verdict")] = (f, f.verdict)
+                    cases[(shards, "verdict, every shard")] = (f, f.verdict)
+                    cases[(shards, "verdict, one shard")] = (f, f.verdict_of_one)
                 cases[(shards, f"claim {targets}")] = (f, f.claim)
-        for f, call in cases.values():  # warm-up: the pool's connection, first statements
+        for _, call in cases.values():  # warm-up: the pool's connection, first statements
             call()
         seen: dict[tuple[int, str], list[Sample]] = {key: [] for key in cases}
         for _ in range(ROUNDS):
@@ -175,7 +183,7 @@ def main() -> None:
                 [
                     what,
                     shards,
-                    f.spread if what != "verdict" else "-",
+                    "-" if what.startswith("verdict") else f.spread,
                     f"{median([s.cpu for s in samples]) * 1e3:.2f} ms",
                     f"{median([s.db for s in samples]) * 1e3:.2f} ms",
                     f"{median([s.wal for s in samples]):,.0f} B",
