@@ -15,7 +15,9 @@ per transaction:
 * ``claim N``: the scheduler's claim of one slot of the ``N`` assignments
   (:meth:`~fleetcron.store.runs.RunStore.claim_due`: the due rows, the verdict under lock,
   the older generations' claims, ``N`` runs and their execution claims inserted, the
-  assignments advanced), the clock moved on a minute each time.
+  assignments advanced), the clock moved on a minute each time: the rows of its runs'
+  shards locked (``of_shards``), and, beside it, ``every row locked`` as the guard did
+  before (a guard that leaves ``of_shards`` out).
 
 Reported per transaction, the median of the rounds in which the cases take turns: CPU
 time (user + sys) of this process, CPU time of the PostgreSQL server's processes (read
@@ -32,8 +34,8 @@ import os
 import resource
 import secrets
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,8 @@ from typing import Any
 from _common import children_of, loadavg, make_app, median, running_postgres, table, work_dir
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
+from fleetcron.coordination.guard import CoordinatedGuard
+from fleetcron.core.ownership import Verdict
 
 ENDPOINT = "http://bench.example:8080"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -83,12 +87,21 @@ class Sample:
 
 
 @dataclass
+class EveryRowGuard(CoordinatedGuard):
+    """The guard as it was before ``of_shards``: every shard's row locked and decided."""
+
+    def verdict(self, session: Any, *, of_shards: Collection[int] | None = None) -> Verdict:
+        return super().verdict(session)
+
+
+@dataclass
 class Fleet:
     """One node owning every one of ``shards`` shards, with a job on ``targets`` targets."""
 
     app: App
     clock: FakeClock
     store: Any
+    before: Any
     guard: Any
     shards: int
     targets: int
@@ -104,6 +117,10 @@ class Fleet:
 
     def claim(self) -> None:
         claimed = self.store.claim_due(self.clock.advance(seconds=60))
+        assert len(claimed.dispatches) == self.targets, claimed
+
+    def claim_before(self) -> None:
+        claimed = self.before.claim_due(self.clock.advance(seconds=60))
         assert len(claimed.dispatches) == self.targets, claimed
 
 
@@ -140,7 +157,9 @@ def fleet(url: str, shards: int, targets: int) -> Fleet:
         spread = session.scalar(select(func.count(distinct(Target.shard)))) or 0
     assert rows == shards, (rows, shards)
     store = RunStore(app.db, node=node.identity.node_id, guard=guard)
-    return Fleet(app, clock, store, guard, shards, targets, spread)
+    every_row = EveryRowGuard(**{f.name: getattr(guard, f.name) for f in fields(guard)})
+    before = RunStore(app.db, node=node.identity.node_id, guard=every_row)
+    return Fleet(app, clock, store, before, guard, shards, targets, spread)
 
 
 def measure(app: App, postmaster: int, n: int, call: Callable[[], None]) -> Sample:
@@ -170,6 +189,7 @@ def main() -> None:
                     cases[(shards, "verdict, every shard")] = (f, f.verdict)
                     cases[(shards, "verdict, one shard")] = (f, f.verdict_of_one)
                 cases[(shards, f"claim {targets}")] = (f, f.claim)
+                cases[(shards, f"claim {targets}, every row locked")] = (f, f.claim_before)
         for _, call in cases.values():  # warm-up: the pool's connection, first statements
             call()
         seen: dict[tuple[int, str], list[Sample]] = {key: [] for key in cases}
