@@ -90,8 +90,8 @@ def _install_hold(point: str, directory: Path) -> None:
         original_renew(session, ownership, lease_s)
         session.info["holds_ownership_lock"] = True
 
-    def verdict(self: guard.CoordinatedGuard, session: Session) -> Any:
-        result = original_verdict(self, session)
+    def verdict(self: guard.CoordinatedGuard, session: Session, **shards: Any) -> Any:
+        result = original_verdict(self, session, **shards)
         if point == "guard":
             _hold(directory)
         return result

@@ -3,12 +3,18 @@
 In each run-writing transaction the guard locks the shards' ownership rows
 (one ``SELECT ... FOR UPDATE`` in shard order), reads the node registry, and asks
 :func:`fleetcron.core.ownership.evaluate_shards` whether this node is the approved owner of
-each shard under that shard's current generation. A claim is bound to its run's shard and
-that shard's generation, and a completion is checked against the same shard's row only: a
-move of shard 1 refuses the runs of shard 1 and no other. New runs get an execution claim
-whose deadline is measured by the database clock (``clock_timestamp()``), so a node with
-a wrong or paused clock cannot extend it; a completion is written only while its claim is
-live, for this node and its shard's generation.
+each shard under that shard's current generation. A transaction that knows the shards of
+the runs it writes before it asks (the claims of due slots and of queued runs:
+``of_shards``) locks and decides only those shards' rows, in the same order, and counts
+the others' rows in the same statement without locking them: a missing row of a shard it
+writes fails closed, and a missing or extra row, or another owner, anywhere refuses new
+claims as before. The other transactions (completions, retries, rollouts) lock every row.
+A claim is bound to its run's shard and that shard's generation, and a completion is
+checked against the same shard's row only: a move of shard 1 refuses the runs of shard 1
+and no other. New runs get an execution claim whose deadline is measured by the database
+clock (``clock_timestamp()``), so a node with a wrong or paused clock cannot extend it; a
+completion is written only while its claim is live, for this node and its shard's
+generation.
 Handoff and takeover take the same lock, so they can never interleave with a run write.
 A node that stops inside such a transaction (paused, frozen, its host suspended, its link
 cut) would hold the lock for as long as it is stopped, and a takeover would wait for it
@@ -26,7 +32,7 @@ operator's ``--targets-verified`` or by active cleanup of its target stops count
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import cast
@@ -34,8 +40,8 @@ from typing import cast
 from sqlalchemy import ColumnElement, Row, Table, case, func, insert, literal, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from fleetcron.coordination.shard_rows import fixed_count, shard_count, shard_rows
-from fleetcron.core.ownership import NodeRecord, ShardRow, Verdict, evaluate_shards
+from fleetcron.coordination.shard_rows import fixed_count, locked_shards, shard_count, shard_rows
+from fleetcron.core.ownership import AllShards, NodeRecord, ShardRow, Verdict, evaluate_shards
 from fleetcron.core.planning import OldClaim
 from fleetcron.store.run_guard import NewClaim
 from fleetcron.store.schema import ClusterNode, ExecutionClaim, Run
@@ -66,6 +72,31 @@ def current_verdict(
         ShardRow(r.shard, r.owner_node_id, r.generation, r.draining, r.lease_expires_at)
         for r in shard_rows(session, lock=lock)
     ]
+    return _evaluated(session, rows, node_id, fingerprint, shards=shards or shard_count(session))
+
+
+def verdict_of_shards(
+    session: Session, node_id: str, fingerprint: str, *, only: Collection[int], shards: int
+) -> Verdict:
+    """Evaluate ownership for ``node_id`` over the shards ``only`` (those of the runs the
+    transaction writes), under the lock of their rows only; the other shards' rows are
+    counted, not locked (:func:`~fleetcron.coordination.shard_rows.locked_shards`)."""
+    rows, every = locked_shards(session, only, node_id, shards)
+    return _evaluated(session, rows, node_id, fingerprint, shards=shards, only=only, every=every)
+
+
+def _evaluated(
+    session: Session,
+    rows: Sequence[ShardRow],
+    node_id: str,
+    fingerprint: str,
+    *,
+    shards: int,
+    only: Collection[int] | None = None,
+    every: AllShards | None = None,
+) -> Verdict:
+    """:func:`~fleetcron.core.ownership.evaluate_shards` over ``rows``, with the node
+    registry and (when a lease is set) the database clock read."""
     nodes = {
         n.node_id: NodeRecord(n.node_id, n.fingerprint, n.state, n.fenced_at is not None)
         for n in session.scalars(select(ClusterNode))
@@ -76,8 +107,10 @@ def current_verdict(
         nodes,
         node_id,
         fingerprint,
-        shards=shards or shard_count(session),
+        shards=shards,
         db_now=db_now(session) if leased else None,
+        only=only,
+        every=every,
     )
 
 
@@ -113,14 +146,19 @@ class CoordinatedGuard:
     #: The shard count, once fixed (it never changes).
     _shards: int | None = field(default=None, repr=False)
 
-    def verdict(self, session: Session) -> Verdict:
+    def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         if self.unguarded:
             return UNGUARDED
         if self._shards is None:  # fixed at creation: read once
             self._shards = fixed_count(session)
-        verdict = current_verdict(
-            session, self.node_id, self.fingerprint, lock=True, shards=self._shards
-        )
+        if of_shards and self._shards and len(set(of_shards)) < self._shards:
+            verdict = verdict_of_shards(
+                session, self.node_id, self.fingerprint, only=of_shards, shards=self._shards
+            )
+        else:
+            verdict = current_verdict(
+                session, self.node_id, self.fingerprint, lock=True, shards=self._shards
+            )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
                 verdict,

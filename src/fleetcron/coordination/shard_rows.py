@@ -11,14 +11,15 @@ going up by one, and the owner renews every shard's lease in one statement
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
+from fleetcron.core.ownership import AllShards, ShardRow
 from fleetcron.core.topology import Topology
 from fleetcron.errors import Conflict
 from fleetcron.store.schema import ClusterOwnership, ClusterSettings
@@ -29,6 +30,7 @@ __all__ = [
     "fix_shard_count",
     "fixed_count",
     "fixed_shards",
+    "locked_shards",
     "renew_leases",
     "shard_count",
     "shard_rows",
@@ -81,6 +83,43 @@ def shard_rows(session: Session, *, lock: bool) -> list[ClusterOwnership]:
     if lock:
         query = query.with_for_update()
     return list(session.scalars(query))
+
+
+def _locked_shards_statement() -> Select[Any]:
+    """The statement of :func:`locked_shards`, built once (its values are bound)."""
+    every = cast(Table, ClusterOwnership.__table__).alias("every")
+    count = select(func.count()).select_from(every)
+    return (
+        select(
+            ClusterOwnership.shard,
+            ClusterOwnership.owner_node_id,
+            ClusterOwnership.generation,
+            ClusterOwnership.draining,
+            ClusterOwnership.lease_expires_at,
+            count.scalar_subquery(),
+            count.where(every.c.shard >= 0, every.c.shard < bindparam("shards")).scalar_subquery(),
+            count.where(every.c.owner_node_id == bindparam("me")).scalar_subquery(),
+        )
+        .where(ClusterOwnership.shard.in_(bindparam("only", expanding=True)))
+        .order_by(ClusterOwnership.shard)
+        .with_for_update(of=ClusterOwnership)
+    )
+
+
+_LOCKED_SHARDS = _locked_shards_statement()
+
+
+def locked_shards(
+    session: Session, only: Collection[int], node_id: str, shards: int
+) -> tuple[list[ShardRow], AllShards | None]:
+    """The rows of the shards ``only``, locked in shard order, and every shard's row
+    counted without a lock (:class:`~fleetcron.core.ownership.AllShards`; None when none
+    of ``only`` has a row), in one statement."""
+    found = session.execute(
+        _LOCKED_SHARDS, {"only": sorted(set(only)), "me": node_id, "shards": shards}
+    ).all()
+    rows = [ShardRow(*r[:5]) for r in found]
+    return rows, AllShards(*found[0][5:]) if found else None
 
 
 def sole_owner(session: Session) -> str | None:

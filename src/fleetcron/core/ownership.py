@@ -8,7 +8,7 @@ uncertain fails closed with a reason that the skipped slots carry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -59,6 +59,17 @@ class ShardRow:
     lease_expires_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class AllShards:
+    """Every shard's row counted, without a lock, by a guard that locked only the shards
+    of the runs it writes: all rows, the rows numbered 0 to shards - 1, and the rows
+    naming this node as owner."""
+
+    rows: int
+    numbered: int
+    mine: int
+
+
 def evaluate_shards(
     rows: Sequence[ShardRow],
     nodes: Mapping[str, NodeRecord],
@@ -67,6 +78,8 @@ def evaluate_shards(
     *,
     shards: int,
     db_now: datetime | None = None,
+    only: Collection[int] | None = None,
+    every: AllShards | None = None,
 ) -> Verdict:
     """The verdict for node ``me`` over the ownership rows of ``shards`` shards: one row per
     shard, each shard decided by :func:`evaluate` on its own row and lease.
@@ -75,17 +88,19 @@ def evaluate_shards(
     (``generations``; ``generation`` is the highest). A node that owns only some shards
     may finish the runs of those but claims nothing new (``draining``): placing shards on
     several members is not done yet. A missing or extra row, or any shard in an invalid
-    state, fails closed for all."""
+    state, fails closed for all.
+
+    ``only``: the shards whose rows the guard locked and read (those of the runs it
+    writes; None: every shard); ``generations`` then holds those shards only, and
+    ``every``, the count of all rows, stands in for the others: a missing or extra row,
+    or a shard owned by another node, refuses as above."""
     refused = _refusal(nodes.get(me), me, my_fingerprint)
     if refused is not None:
         return refused
-    numbers = sorted(r.shard for r in rows)
-    if numbers != list(range(shards)):
-        return Verdict(
-            "invalid",
-            f"coordination state has {len(rows)} ownership rows (shards {numbers}), "
-            f"expected one for each of the {shards} shard(s)",
-        )
+    expected = sorted(set(only)) if only is not None else list(range(shards))
+    missing = _missing_rows(rows, expected, shards, every)
+    if missing is not None:
+        return missing
     each = {r.shard: _evaluate_row(r, nodes, me, my_fingerprint, db_now) for r in rows}
     invalid = [(s, v) for s, v in each.items() if v.kind == "invalid"]
     if invalid:
@@ -95,8 +110,26 @@ def evaluate_shards(
         )
     owned = {s: v for s, v in each.items() if v.kind == "owner"}
     if not owned:
-        return each[0]
-    return _owner_of(owned, shards)
+        return each[expected[0]]
+    mine = len(owned) if len(owned) < len(expected) or every is None else every.mine
+    return _owner_of(owned, min(mine, shards), shards)
+
+
+def _missing_rows(
+    rows: Sequence[ShardRow], expected: Sequence[int], shards: int, every: AllShards | None
+) -> Verdict | None:
+    """Why the rows read are not one per expected shard (or, counted, one per shard of
+    the installation); None when they are."""
+    numbers = sorted(r.shard for r in rows)
+    whole = every is None or every.rows == every.numbered == shards
+    if numbers == list(expected) and whole:
+        return None
+    count = len(rows) if every is None else every.rows
+    return Verdict(
+        "invalid",
+        f"coordination state has {count} ownership rows (shards {numbers}), "
+        f"expected one for each of the {shards} shard(s)",
+    )
 
 
 def _evaluate_row(
@@ -121,16 +154,16 @@ def _evaluate_row(
     )
 
 
-def _owner_of(owned: Mapping[int, Verdict], shards: int) -> Verdict:
-    """The verdict of a node owning the shards ``owned`` (of ``shards``)."""
+def _owner_of(owned: Mapping[int, Verdict], mine: int, shards: int) -> Verdict:
+    """The verdict of a node owning the shards ``owned`` (read), ``mine`` of ``shards``."""
     generations = {s: v.generation for s, v in sorted(owned.items())}
     first = next(iter(owned.values()))
     draining = any(v.draining for v in owned.values())
     reason = next((v.reason for v in owned.values() if v.draining), first.reason)
-    if len(owned) < shards:
+    if mine < shards:
         draining = True
         reason = (
-            f"this node owns {len(owned)} of the {shards} shards: it finishes their runs "
+            f"this node owns {mine} of the {shards} shards: it finishes their runs "
             "and claims nothing new"
         )
     return Verdict("owner", reason, max(generations.values()), first.owner, draining, generations)

@@ -6,7 +6,7 @@ and, in a cluster, by :class:`fleetcron.coordination.guard.CoordinatedGuard`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -37,9 +37,12 @@ class RunGuard(Protocol):
     together or not at all.
     """
 
-    def verdict(self, session: Session) -> Verdict:
+    def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         """Whether this node owns the jobs now (and under which generation); takes the
-        ownership lock for the rest of the transaction."""
+        ownership lock for the rest of the transaction. ``of_shards``: the shards of every
+        run the transaction writes, when the caller knows them: only their rows are locked
+        and decided (the verdict's generations name those shards only); None: every
+        shard."""
 
     def claim_clock(self, session: Session) -> datetime | None:
         """The time claims are measured from (the database clock in a cluster); ``None``:
@@ -82,7 +85,7 @@ STANDALONE_VERDICT = Verdict("owner", "standalone: this is the only node")
 class Standalone:
     """The guard of a single node: nothing to prove, no claims to keep."""
 
-    def verdict(self, session: Session) -> Verdict:
+    def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         return STANDALONE_VERDICT
 
     def claim_clock(self, session: Session) -> datetime | None:

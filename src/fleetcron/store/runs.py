@@ -168,7 +168,7 @@ class RunStore:
         rows = self._due_rows(session, now, limit, exclude)
         if not rows:
             return Claimed([], 0, 0, 0)
-        verdict = self.guard.verdict(session)
+        verdict = self.guard.verdict(session, of_shards={r.shard for r in rows})
         if not verdict.may_claim and verdict.kind != "invalid":
             # Another node owns the work, or this one may not act: leave the slots due.
             return Claimed([], 0, 0, 0)
@@ -409,7 +409,7 @@ class RunStore:
             runs = session.scalars(query).all()
             if not runs:
                 return []
-            verdict = self.guard.verdict(session)
+            verdict = self.guard.verdict(session, of_shards={run.shard for run in runs})
             if not verdict.may_claim:
                 # Queued runs wait for the owner; the request never runs on a non-owner.
                 return []

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, select, text, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, MakeNode, approve
@@ -134,6 +136,74 @@ def test_negative_control_a_guard_reading_one_generation_for_all_shards_lets_the
     # What the check above would see from a guard blind to shards: shard 1's stale run
     # passes, so the per-shard assertion fails.
     assert live_under(owner, [zero, one], per_shard=False) == {zero, one}
+
+
+def holding_row_of(node: ClusterNode, shard: int) -> Session:
+    """A transaction holding shard ``shard``'s ownership row locked (the caller ends it)."""
+    holder = Session(node.app.db.engine)
+    holder.execute(
+        select(ClusterOwnership.id).where(ClusterOwnership.shard == shard).with_for_update()
+    )
+    return holder
+
+
+def verdict_waits(node: ClusterNode, of_shards: set[int] | None) -> bool:
+    """Whether the guard's verdict (over ``of_shards``, None: every shard) waits for a
+    lock another transaction holds (given up after 200 ms)."""
+    with node.app.db.engine.connect() as conn, Session(bind=conn) as session:
+        session.execute(text("SET LOCAL lock_timeout = '200ms'"))
+        try:
+            node.node.guard().verdict(session, of_shards=of_shards)
+        except OperationalError as exc:
+            assert "lock timeout" in str(exc)
+            return True
+        finally:
+            session.rollback()
+        return False
+
+
+def test_the_verdict_locks_the_rows_of_the_shards_written_only(owner: ClusterNode) -> None:
+    holder = holding_row_of(owner, 3)
+    try:
+        assert not verdict_waits(owner, {0, 1})
+        assert verdict_waits(owner, {1, 3})
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_negative_control_the_verdict_over_every_shard_waits_for_any_shards_row(
+    owner: ClusterNode,
+) -> None:
+    holder = holding_row_of(owner, 3)
+    try:
+        assert verdict_waits(owner, None)
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_a_claim_is_decided_under_the_rows_of_its_runs_shards(
+    make_node: MakeNode, clock: FakeClock
+) -> None:
+    node = make_node("solo", shards=SHARDS)
+    approve(node)
+    targets.add_target(node.app, SYSTEM, TargetSpec("only", TargetKind.LOCAL))
+    jobs.add_job(node.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(node.app, SYSTEM, node.node_id)
+    (shard,) = target_shards(node).values()
+    holder = holding_row_of(node, (shard + 1) % SHARDS)
+    try:
+        # Waits for no row but its run's shard's (for the session's lock_timeout otherwise).
+        by_shard = claim_one_per_shard(node, clock)
+    finally:
+        holder.rollback()
+        holder.close()
+
+    assert list(by_shard) == [shard] and by_shard[shard].generation == 1
+    with node.app.db.read() as session:
+        claims = session.execute(select(ExecutionClaim.shard, ExecutionClaim.generation)).all()
+    assert [tuple(c) for c in claims] == [(shard, 1)]
 
 
 def test_the_fencing_token_names_the_shard_and_its_generation(

@@ -3,6 +3,8 @@ it by the run's ``skip_kind`` column, not by the words of its reason."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -19,7 +21,7 @@ from integration.notify.conftest import add_job
 
 
 class NobodyOwns(Standalone):
-    def verdict(self, session: Session) -> Verdict:
+    def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         return Verdict("invalid", "no owner row")
 
 

@@ -3,6 +3,7 @@ the column of older rows from their reasons."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from alembic import command
@@ -26,7 +27,7 @@ from fleetcron.store.schema import Run
 class NobodyOwns(Standalone):
     """A guard whose coordination state is broken: nobody can prove ownership."""
 
-    def verdict(self, session: Session) -> Verdict:
+    def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         return Verdict("invalid", "no owner row")
 
 

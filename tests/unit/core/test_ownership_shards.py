@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetcron.coordination.claim_check import FencingToken, fencing_token, parse_token
-from fleetcron.core.ownership import NodeRecord, ShardRow, Verdict, evaluate_shards
+from fleetcron.core.ownership import AllShards, NodeRecord, ShardRow, Verdict, evaluate_shards
 from fleetcron.errors import InvalidInput
 
 NODES = {
@@ -101,6 +101,60 @@ def test_a_shard_whose_lease_expired_is_not_owned() -> None:
 
     assert verdict.kind == "owner" and not verdict.may_claim
     assert dict(verdict.generations) == {0: 1}
+
+
+# -- the shards of the runs a transaction writes, their rows only locked and decided ------
+
+EVERY_MINE = AllShards(rows=64, numbered=64, mine=64)
+
+
+def of_shards(
+    read: list[ShardRow], only: set[int], every: AllShards | None = EVERY_MINE
+) -> Verdict:
+    return evaluate_shards(read, NODES, "a", "fp-a", shards=64, only=only, every=every)
+
+
+def test_the_shards_read_decide_and_only_their_generations_are_given() -> None:
+    verdict = of_shards([ShardRow(3, "a", 2), ShardRow(40, "a", 5)], {40, 3})
+
+    assert verdict.may_claim and dict(verdict.generations) == {3: 2, 40: 5}
+    # A claim of a shard not read matches no generation: it cannot be checked as live.
+    assert not claim_may_write(verdict, 7, 5)
+
+
+def test_a_missing_row_of_a_shard_written_fails_closed() -> None:
+    verdict = of_shards([ShardRow(3, "a", 2)], {3, 40})
+
+    assert verdict.kind == "invalid" and "[3]" in verdict.reason
+
+
+def test_negative_control_the_same_row_read_for_its_own_shard_only_owns() -> None:
+    """The check above can fail: the same row, read for its own shard only, owns."""
+    assert of_shards([ShardRow(3, "a", 2)], {3}).may_claim
+
+
+def test_a_missing_or_extra_row_among_the_others_counted_fails_closed() -> None:
+    read = [ShardRow(3, "a", 2)]
+    missing = of_shards(read, {3}, AllShards(rows=63, numbered=63, mine=63))
+    extra = of_shards(read, {3}, AllShards(rows=65, numbered=64, mine=65))
+    unread = of_shards([], {3}, None)  # no row of the shards written: nothing counted
+
+    assert missing.kind == extra.kind == "invalid"
+    assert "63 ownership rows" in missing.reason and "65 ownership rows" in extra.reason
+    assert unread.kind == "invalid"
+
+
+def test_another_owner_of_an_unread_shard_leaves_claiming_to_nobody() -> None:
+    verdict = of_shards([ShardRow(3, "a", 2)], {3}, AllShards(rows=64, numbered=64, mine=63))
+
+    assert verdict.kind == "owner" and not verdict.may_claim
+    assert "owns 63 of the 64 shards" in verdict.reason
+
+
+def test_another_owner_of_a_shard_read_is_standby_for_it() -> None:
+    verdict = of_shards([ShardRow(3, "b", 2)], {3}, AllShards(rows=64, numbered=64, mine=0))
+
+    assert verdict.kind == "standby" and not verdict.generations
 
 
 @given(st.integers(0, 4095), st.integers(0, 10**12), st.integers(0, 10**15))
