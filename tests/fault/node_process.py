@@ -90,6 +90,17 @@ def _install_hold(point: str, directory: Path) -> None:
         original_renew(session, ownership, lease_s)
         session.info["holds_ownership_lock"] = True
 
+    original_renew_all = cluster_lease.renew_leases
+
+    def renew_all(session: Session, node_id: str, lease_s: float) -> bool | None:
+        # The owner's renewal of every shard it owns: one UPDATE, which locks the rows.
+        draining = original_renew_all(session, node_id, lease_s)
+        if draining is not None:
+            if point == "renew":
+                _hold(directory)
+            session.info["holds_ownership_lock"] = True
+        return draining
+
     def verdict(self: guard.CoordinatedGuard, session: Session, **shards: Any) -> Any:
         result = original_verdict(self, session, **shards)
         if point == "guard":
@@ -101,6 +112,7 @@ def _install_hold(point: str, directory: Path) -> None:
             _hold(directory)
 
     PATCH.setattr(cluster_lease, "renew_lease", renew)
+    PATCH.setattr(cluster_lease, "renew_leases", renew_all)
     PATCH.setattr(guard.CoordinatedGuard, "verdict", verdict)
     event.listen(Session, "before_commit", before_commit)
 
