@@ -53,7 +53,7 @@ from sqlalchemy.orm import Session
 import fleetcron.app
 from fleetcron.app import App
 from fleetcron.config import load_settings
-from fleetcron.coordination import guard, ownership_change
+from fleetcron.coordination import guard, ownership_change, shard_rows
 from fleetcron.coordination.node import GUARDED, GuardPolicy
 from fleetcron.core import planning
 from fleetcron.core.planning import OldClaim, Plan, SlotPolicy
@@ -90,7 +90,7 @@ def _install_hold(point: str, directory: Path) -> None:
         original_renew(session, ownership, lease_s)
         session.info["holds_ownership_lock"] = True
 
-    original_renew_all = cluster_lease.renew_leases
+    original_renew_all = shard_rows.renew_leases
 
     def renew_all(session: Session, node_id: str, lease_s: float) -> bool | None:
         # The owner's renewal of every shard it owns: one UPDATE, which locks the rows.
