@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from live_web import ADMIN, LiveServer, OpenPage, problems_of
@@ -81,9 +82,16 @@ def test_live_output_appears_line_by_line_and_stop_leaves_the_run_cancelled(
 
 
 def test_without_javascript_the_page_of_a_running_run_reloads_until_it_ends(
-    open_page: OpenPage, server: LiveServer
+    open_page: OpenPage, server: LiveServer, tmp_path: Path
 ) -> None:
-    run_id = start(server, "short-lived", "echo begun; sleep 3; echo over")
+    # The run ends when the test says so (the file appears), not after a fixed time that a
+    # loaded machine may spend before the page first shows it running.
+    done = tmp_path / "done"
+    run_id = start(
+        server,
+        "short-lived",
+        f"echo begun; while [ ! -e {done} ]; do sleep 0.1; done; echo over",
+    )
     page = open_page("olivia", javascript=False)
     page.goto(server.at(f"/runs/{run_id}"))
     # The run may be loaded before its first line is recorded: then the line arrives with
@@ -92,6 +100,7 @@ def test_without_javascript_the_page_of_a_running_run_reloads_until_it_ends(
         "begun", timeout=2 * REFRESH_S * 1000 + 2_000
     )
     assert page.locator('noscript meta[http-equiv="refresh"]').count() == 1
+    done.touch()
 
     expect(page.locator("h1 .badge")).to_have_text("succeeded", timeout=15_000)
     expect(page.locator("pre").last).to_contain_text("over")
