@@ -354,3 +354,23 @@ def wait_for_no_children(pid: int, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while children_of(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def own_cpu() -> float:
+    """CPU seconds (user + system) of this process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def server_cpu(postmaster: int) -> float:
+    """CPU seconds of the postmaster and its children (backends, background workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in [postmaster, *children_of(postmaster)]:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks

@@ -22,22 +22,20 @@ Run by hand: ``.venv/bin/python bench/claim_api_bench.py [N]``.
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
 import secrets
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from _common import (
-    children_of,
     loadavg,
     make_app,
     median,
+    own_cpu,
     running_postgres,
+    server_cpu,
     table,
     work_dir,
 )
@@ -45,26 +43,7 @@ from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 
 ENDPOINT = "http://bench.example:8080"
-TICKS = os.sysconf("SC_CLK_TCK")
 ROUNDS = 10
-
-
-def own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def server_cpu(postmaster: int) -> float:
-    """CPU seconds of the postmaster and its children (backends, background workers)."""
-    total = 0
-    for pid in [postmaster, *children_of(postmaster)]:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def claimed_run(app: App, clock: FakeClock) -> dict[str, str]:

@@ -30,45 +30,32 @@ Run by hand: ``.venv/bin/python bench/guard_bench.py [transactions per case]``.
 
 from __future__ import annotations
 
-import os
-import resource
 import secrets
 import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from _common import children_of, loadavg, make_app, median, running_postgres, table, work_dir
+from _common import (
+    loadavg,
+    make_app,
+    median,
+    own_cpu,
+    running_postgres,
+    server_cpu,
+    table,
+    work_dir,
+)
 from fixtures.app import FakeClock
 from fleetcron.app import SYSTEM, App
 from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.ownership import Verdict
 
 ENDPOINT = "http://bench.example:8080"
-TICKS = os.sysconf("SC_CLK_TCK")
 ROUNDS = 10
 SHARD_COUNTS = (1, 4, 64)
 BATCHES = (1, 50)
-
-
-def own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def server_cpu(postmaster: int) -> float:
-    """CPU seconds of the postmaster and its children (backends, background workers)."""
-    total = 0
-    for pid in [postmaster, *children_of(postmaster)]:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def wal_bytes(app: App) -> int:
