@@ -261,6 +261,17 @@ def visible_projects(holder: Holder) -> frozenset[str] | None:
     return frozenset(project for project, role in holder.project_roles if role in ROLE_RANK)
 
 
+def opening_project(holder: Holder, kept: str | None) -> str:
+    """The project a browser session acts in when its request names none: the one it
+    chose last (``kept``) while it still sees it, else ``default`` when it sees it, else
+    the first it sees by name (a member of one project lands in it)."""
+    for name in (kept, DEFAULT_PROJECT):
+        if name and sees(holder, name):
+            return name
+    names = visible_projects(holder)
+    return min(names) if names else DEFAULT_PROJECT
+
+
 def demand(holder: Holder, action: str, project: str | None = None) -> None:
     """Raise PermissionDenied unless :func:`may` allows ``action``; for an action on the
     objects of a project ``holder`` does not see, NotFound, as for a missing project (the

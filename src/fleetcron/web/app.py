@@ -42,7 +42,7 @@ from fleetcron.web.api import (
 )
 from fleetcron.web.api.cluster_pair import router as cluster_pair_router
 from fleetcron.web.api.history import ChangeSource
-from fleetcron.web.deps import SESSION_COOKIES
+from fleetcron.web.deps import SESSION_COOKIES, remember_project
 from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
 from fleetcron.web.pages import auth, sso, views
 from fleetcron.web.ratelimit import LoginLimiter, RefusalTally
@@ -116,8 +116,9 @@ async def security_headers(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """The security headers on every answer; no caching of what a caller with
-    credentials sees; redirects made relative."""
+    credentials sees; redirects made relative; a browser's newly chosen project kept."""
     response = await call_next(request)
+    remember_project(request, response)
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     if (

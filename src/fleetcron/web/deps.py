@@ -13,10 +13,10 @@ import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from fastapi import Request
+from fastapi import Request, Response
 
 from fleetcron.app import Actor, App
-from fleetcron.core.permissions import MATRIX, is_project_action
+from fleetcron.core.permissions import MATRIX, is_project_action, opening_project, sees
 from fleetcron.errors import AuthenticationFailed, PermissionDenied
 from fleetcron.services.accounts import sessions
 from fleetcron.services.accounts.users import actor_for_token
@@ -29,6 +29,10 @@ SESSION_COOKIE = "fleetcron_session"
 SECURE_SESSION_COOKIE = "__Host-" + SESSION_COOKIE
 SESSION_COOKIES = (SECURE_SESSION_COOKIE, SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The project a browser session chose last (see :func:`acting_project`).
+PROJECT_COOKIE = "fleetcron_project"
+#: A page form's hidden field: the project the page it was posted from was shown in.
+PROJECT_FIELD = "project"
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,69 @@ def optional_caller(request: Request) -> Caller | None:
         if logged_in is not None:
             caller = Caller(logged_in.actor, logged_in.csrf_token)
     if caller is not None:
-        # ``?project=``: the project the request acts in (default: ``default``, or a
-        # token's own project).
-        caller = Caller(caller.actor.within(request.query_params.get("project")), caller.csrf_token)
+        caller = Caller(acting_project(request, caller), caller.csrf_token)
     request.state.caller = caller
     return caller
+
+
+def acting_project(request: Request, caller: Caller) -> Actor:
+    """The caller acting in the request's project: the one ``?project=`` names (an API
+    token: else ``default``, or the token's own project). A browser session without
+    ``?project=`` acts in the project it chose last, kept in a cookie while it still sees
+    it, else where :func:`~fleetcron.core.permissions.opening_project` opens it.
+
+    Why a cookie and not ``?project=`` in every link: every link, form action and redirect
+    of the pages (and the run page's script) then stays as it is and keeps the project,
+    and a member of one project lands in it. A page's forms also post the project they
+    were shown in (:data:`PROJECT_FIELD`, read by :func:`requires`), so a form of a tab
+    left open in one project never acts on a same-named object of a project chosen since
+    in another tab."""
+    asked = request.query_params.get(PROJECT_FIELD)
+    if caller.csrf_token is None:
+        return caller.actor.within(asked)
+    if asked is not None:
+        keep_project(request, caller.actor, asked)
+        return caller.actor.within(asked)
+    kept = request.cookies.get(PROJECT_COOKIE)
+    return caller.actor.within(opening_project(caller.actor, kept))
+
+
+def keep_project(request: Request, actor: Actor, project: str) -> None:
+    """Remember ``project`` as the session's choice (:func:`remember_project` writes the
+    cookie on the answer) when the actor sees it and it is a new choice."""
+    if sees(actor, project) and request.cookies.get(PROJECT_COOKIE) != project:
+        request.state.project_chosen = project
+
+
+def remember_project(request: Request, response: Response) -> None:
+    """Write the session's newly chosen project into its cookie (see :func:`keep_project`)."""
+    chosen = getattr(request.state, "project_chosen", None)
+    if chosen is not None:
+        response.set_cookie(
+            PROJECT_COOKIE,
+            chosen,
+            max_age=400 * 24 * 3600,
+            httponly=True,
+            samesite="lax",
+            secure=cookie_is_secure(request),
+        )
+
+
+async def posted_project(request: Request, caller: Caller) -> Caller:
+    """The session caller acting in the project a page's form was shown in (its
+    :data:`PROJECT_FIELD`), when one is posted; else the caller as it is."""
+    if request.method in SAFE_METHODS or caller.csrf_token is None:
+        return caller
+    if not request.headers.get("content-type", "").startswith(
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
+        return caller
+    value = (await request.form()).get(PROJECT_FIELD)
+    if not isinstance(value, str) or not value:
+        return caller
+    keep_project(request, caller.actor, value)
+    request.state.caller = Caller(caller.actor.within(value), caller.csrf_token)
+    return request.state.caller  # type: ignore[no-any-return]
 
 
 async def check_csrf(request: Request, caller: Caller) -> None:
@@ -124,6 +186,7 @@ def requires(action: str) -> Callable[[Request], Awaitable[Caller]]:
         caller = optional_caller(request)
         if caller is None:
             raise AuthenticationFailed("log in or send an API token (Authorization: Bearer ...)")
+        caller = await posted_project(request, caller)
         try:
             reason = "role"
             # A project action is weighed in the request's project (its operation checks

@@ -26,7 +26,7 @@ from fleetcron.cron.dst import DstPolicy
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.fleet.local_gate import LocalRefused, admit, record_refusal
-from fleetcron.services.projects.scope import projects_reached, target_reaches
+from fleetcron.services.projects.scope import place, projects_reached, target_reaches
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
 
@@ -141,12 +141,12 @@ def zone_spread(
     of the paired targets (targets without a zone count in the default zone), earliest
     first; the default zone alone when there is no paired target. Raises CronError for a
     bad schedule."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     default = app.settings.timezone
     with app.db.read() as session:
         rows = session.execute(
             select(Target.timezone, func.count())
-            .where(Target.paired.is_(True))
+            .where(Target.paired.is_(True), target_reaches(place(session, actor)))
             .group_by(Target.timezone)
         ).all()
     counts: dict[str, int] = {}

@@ -19,6 +19,7 @@ from fleetcron.services.fleet.states import (
     check_range,
     with_newest,
 )
+from fleetcron.services.projects.scope import place, target_reaches
 from fleetcron.store.schema import Assignment, Job, Target
 
 
@@ -75,9 +76,11 @@ def _newest_of_every(session: Session, where: ColumnElement[bool]) -> list[Any]:
 def job_counts(app: App, actor: Actor, *, origin: str | None = "bulk") -> dict[str, JobCounts]:
     """Per job (by name), how its targets stand; one grouped statement for every job, over
     the newest-run status each assignment carries (no run is read)."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     with app.db.read() as session:
-        where = Job.origin == origin if origin else true()
+        where = and_(
+            Job.project_id == place(session, actor), Job.origin == origin if origin else true()
+        )
         paused = or_(Assignment.enabled.is_(False), Target.paused.is_(True))
         status = type_coerce(Assignment.newest_status, String())
         rows = session.execute(
@@ -108,20 +111,24 @@ def fleet_grid(
 ) -> FleetGrid:
     """Paired targets by bulk jobs, ``limit`` targets from ``offset`` and the first
     ``jobs`` bulk jobs by name; each cell the class of the newest run there."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     check_range("offset", offset, 0, 10_000_000)
     check_range("limit", limit, 1, PAGE_MAX)
     with app.db.read() as session:
-        total_targets = session.scalar(select(func.count(Target.id))) or 0
-        total_jobs = session.scalar(select(func.count(Job.id)).where(Job.origin == "bulk")) or 0
+        pid = place(session, actor)
+        # the project's targets and those shared into it; its own bulk jobs
+        reached, bulk = target_reaches(pid), and_(Job.project_id == pid, Job.origin == "bulk")
+        total_targets = session.scalar(select(func.count(Target.id)).where(reached)) or 0
+        total_jobs = session.scalar(select(func.count(Job.id)).where(bulk)) or 0
         target_rows = session.execute(
             select(Target.id, Target.name, Target.reach, Target.reach_error)
+            .where(reached)
             .order_by(Target.name)
             .offset(offset)
             .limit(limit)
         ).all()
         job_rows = session.execute(
-            select(Job.id, Job.name).where(Job.origin == "bulk").order_by(Job.name).limit(jobs)
+            select(Job.id, Job.name).where(bulk).order_by(Job.name).limit(jobs)
         ).all()
         cells: dict[tuple[str, str], GridCell] = {}
         if target_rows and job_rows:

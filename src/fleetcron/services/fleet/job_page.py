@@ -182,7 +182,7 @@ class JobHeader:
 
 
 def job_header(app: App, actor: Actor, name: str) -> JobHeader:
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         job = session.scalar(
             select(Job).where(Job.name == name, Job.project_id == place(session, actor))
@@ -454,7 +454,7 @@ def job_targets(app: App, actor: Actor, name: str, q: TargetQuery | None = None)
     sorting need them all); the shown page (and, to sort by streak, the failing targets)
     is then read in full, and its strips in one window query."""
     q = q or TargetQuery()
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     wanted, labels, key, descending = _check_query(q)
     with app.db.read() as session:
         job = session.scalar(

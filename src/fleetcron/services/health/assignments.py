@@ -46,7 +46,7 @@ class AssignmentHealth:
 def assignment_health(app: App, actor: Actor, job: str) -> list[AssignmentHealth]:
     """Per target of ``job``: last run, last success, failures in a row (and since when),
     late; one statement for all its targets."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     now = app.now()
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     with app.db.read() as session:

@@ -199,7 +199,7 @@ def set_enabled_on(app: App, actor: Actor, name: str, targets: Sequence[str], en
     """Pause (``enabled=False``) or resume job ``name`` on the named targets; returns how
     many changed. Each change is the jobs service's own (audited per target, with its
     rules for the next fire); every name is checked before any change is made."""
-    actor.authorize("job.enable" if enabled else "job.disable")
+    actor.authorize_in("job.enable" if enabled else "job.disable")
     if not targets:
         raise InvalidInput(
             "targets: select at least one target",

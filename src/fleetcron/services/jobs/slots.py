@@ -63,7 +63,7 @@ def job_slots(
 ) -> SlotsPage:
     """The newest slots of job ``name`` (older than ``before``), each with its counts per
     status; keyset paging by slot time. ``run_ids``: also list each slot's runs."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     check_range("limit", limit, 1, SLOTS_MAX)
     with app.db.read() as session:
         job = session.scalar(
@@ -182,7 +182,7 @@ def halted(
 ) -> Halted:
     """Which of the job's slots ``times`` a rollout halted (with their labels), and which of
     ``run_ids`` are rows it halted (``skipped``, kind ``rollout_halted``)."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     with app.db.read() as session:
         job_id = session.scalar(
             select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))

@@ -70,7 +70,7 @@ def _dates(job: Job, calendars: Mapping[str, Calendar]) -> DateRule | None:
 def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
     """The fires in (now, now + hours] of every job (or ``job``), on every target (or
     ``target``), soonest first."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     _check(query)
     with app.db.read() as session:
         facts = _job_facts(session, place(session, actor), query.job, query.target)
@@ -87,7 +87,7 @@ def upcoming_fires(app: App, actor: Actor, query: UpcomingQuery) -> Upcoming:
 def dst_preview_of(app: App, actor: Actor, job: str) -> list[DstNote]:
     """The next DST transitions of every zone the job's targets are in, and what the job
     does at each (the job page's preview)."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         facts = _job_facts(session, place(session, actor), job, None)
     return dst_preview(facts, app.now(), app.settings.timezone, all_notes=True)

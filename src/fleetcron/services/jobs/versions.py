@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.labels import format_selector
+from fleetcron.core.permissions import visible_projects
 from fleetcron.core.versions import FieldChange, diff_definitions
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, record_failure
@@ -68,8 +69,9 @@ class _Identity:
 
 
 def _identity(session: Session, actor: Actor, name: str) -> _Identity:
-    """Job ``name``; a removed job's history is found by its name (the newest job of that
-    name), with no current version."""
+    """Job ``name`` of the project ``actor`` acts in; a removed job's history is found by
+    its name (the newest removed job of that name), with no current version, by a global
+    role only (as a removed job's runs)."""
     row = session.execute(
         select(Job.id, Job.created_at, Job.version).where(
             Job.name == name, Job.project_id == place(session, actor)
@@ -77,9 +79,15 @@ def _identity(session: Session, actor: Actor, name: str) -> _Identity:
     ).first()
     if row is not None:
         return _Identity(row[0], row[1], row[2])
+    if visible_projects(actor) is not None:  # a removed job's project is not kept
+        raise NotFound("job", name)
+    # a removed job's only: a live job of that name is another project's
+    live = select(Job.id).where(
+        Job.id == JobVersion.job_id, Job.created_at == JobVersion.job_created_at
+    )
     removed = session.execute(
         select(JobVersion.job_id, JobVersion.job_created_at)
-        .where(JobVersion.job_name == name)
+        .where(JobVersion.job_name == name, ~exists(live))
         .order_by(JobVersion.at.desc(), JobVersion.id.desc())
         .limit(1)
     ).first()
@@ -105,7 +113,7 @@ def _view(row: JobVersion, current: int | None) -> VersionView:
 
 def list_versions(app: App, actor: Actor, name: str, *, limit: int = 200) -> list[VersionView]:
     """The versions of job ``name``, newest first."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         job = _identity(session, actor, name)
         rows = session.scalars(
@@ -132,7 +140,7 @@ def _version(
 
 
 def get_version(app: App, actor: Actor, name: str, version: int) -> VersionView:
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         return _view(
             _version(session, actor, name, version), _identity(session, actor, name).current
@@ -143,7 +151,7 @@ def diff_versions(
     app: App, actor: Actor, name: str, old: int, new: int | None = None
 ) -> list[FieldChange]:
     """What changed from version ``old`` to version ``new`` (default: the current one)."""
-    actor.authorize("job.read")
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         current = _identity(session, actor, name).current
         after = new if new is not None else current
@@ -168,7 +176,7 @@ def revert_job(app: App, actor: Actor, name: str, to: int) -> tuple[int, list[Fi
     one audited transaction (the edit's); returns the new version and what changed."""
     note = AuditNote("job.revert", job_name=name, detail={"reverted_to": to})
     try:
-        actor.authorize("job.revert")
+        actor.authorize_in("job.revert")
         with app.db.read() as session:
             target = _version(session, actor, name, to, field="to")
             job = _identity(session, actor, name)

@@ -15,12 +15,13 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select, true
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.bounded import Bounded
 from fleetcron.core.statuses import FAILED
+from fleetcron.services.projects.scope import runs_in
 from fleetcron.store.schema import Run
 
 #: The window the dashboard groups (the same day as its run counts).
@@ -75,10 +76,10 @@ def recent_failures(
     jobs: int = JOBS_SHOWN,
 ) -> RecentFailures:
     """The failed runs of the last ``window`` grouped by job, newest failure first."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     since = app.now() - window
     with app.db.read() as session:
-        rows = _newest_failures(session, since, cap + 1)
+        rows = _newest_failures(session, since, cap + 1, runs_in(session, actor))
     capped = len(rows) > cap
     rows = rows[:cap]
     grouped: dict[str, list[Any]] = {}
@@ -91,9 +92,12 @@ def recent_failures(
     )
 
 
-def _newest_failures(session: Session, since: datetime, limit: int) -> list[Any]:
-    """The newest ``limit`` failed runs since ``since``, newest first: read per failed
-    status (each an index range) and merged."""
+def _newest_failures(
+    session: Session, since: datetime, limit: int, scope: ColumnElement[bool] | None
+) -> list[Any]:
+    """The newest ``limit`` failed runs since ``since`` within ``scope`` (the project's
+    runs; None: every run), newest first: read per failed status (each an index range)
+    and merged."""
     columns = (
         Run.id,
         Run.job_name,
@@ -109,6 +113,7 @@ def _newest_failures(session: Session, since: datetime, limit: int) -> list[Any]
             session.execute(
                 select(*columns)
                 .where(Run.status == status, Run.scheduled_for >= since)
+                .where(true() if scope is None else scope)
                 .order_by(Run.scheduled_for.desc(), Run.id.desc())
                 .limit(limit)
             ).all()

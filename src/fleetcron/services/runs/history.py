@@ -163,7 +163,7 @@ def job_slots(
     """The newest slots of job ``name`` (on one target, if given), newest first: at most
     ``limit``, and for a job on many targets as many as :data:`CHART_RUN_BUDGET` runs
     allow (at least :data:`MIN_SLOTS`). Reads only the runs of the slots shown."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     with app.db.read() as session:
         job_id = session.scalar(
             select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))
@@ -246,18 +246,22 @@ class Strip:
 
 
 def target_strips(app: App, actor: Actor, target: str, *, limit: int = 30) -> list[Strip]:
-    """For each job with runs on ``target``: a small chart of its newest slots there."""
-    actor.authorize("run.read")
+    """For each job of the project ``actor`` acts in with runs on ``target``: a small
+    chart of its newest slots there."""
+    actor.authorize_in("run.read")
     with app.db.read() as session:
+        pid = place(session, actor)
         target_id = session.scalar(
-            select(Target.id).where(Target.name == target, target_reaches(place(session, actor)))
+            select(Target.id).where(Target.name == target, target_reaches(pid))
         )
         if target_id is None:
             raise NotFound("target", target)
+        # the project's jobs only: another project's on a shared target stay unseen
         names = list(
             session.scalars(
                 select(Job.name)
                 .where(Job.id.in_(select(Run.job_id).where(Run.target_id == target_id)))
+                .where(Job.project_id == pid)
                 .order_by(Job.name)
             )
         )
@@ -299,7 +303,7 @@ def duration_percentiles(
 ) -> Durations:
     """p50, p95 and the longest duration of the newest ``sample`` runs of job ``name``
     that ran to an outcome (succeeded or failed)."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     with app.db.read() as session:
         job_id = session.scalar(
             select(Job.id).where(Job.name == name, Job.project_id == place(session, actor))

@@ -25,7 +25,7 @@ CHUNK = 900
 def last_started_runs(app: App, actor: Actor, target_ids: Iterable[int]) -> dict[int, LastRun]:
     """``{target id: its newest run with a start time}``; targets that never started a
     run are absent."""
-    actor.authorize("run.read")
+    actor.authorize_in("run.read")
     ids = list(target_ids)
     found: dict[int, LastRun] = {}
     with app.db.read() as session:

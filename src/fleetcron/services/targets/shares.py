@@ -5,13 +5,15 @@ Nothing of one project's jobs or runs shows in another through a shared target."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import delete, select
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import Conflict, InvalidInput, NotFound
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import extend_jobs_to, get_target
-from fleetcron.services.projects.scope import place, project_id
+from fleetcron.services.projects.scope import place, project_id, project_name
 from fleetcron.store.schema import Assignment, Job, Project, TargetShare
 
 
@@ -91,3 +93,31 @@ def shared_into(app: App, actor: Actor, name: str) -> list[str]:
             .order_by(Project.name)
         )
         return list(rows)
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Where a target is shared, as its page shows it in the project it is seen from."""
+
+    #: the project that holds it, when it is shared into the one it is seen from
+    owner: str | None
+    #: the projects it is shared into, when the project it is seen from holds it
+    into: list[str]
+
+
+def sharing(app: App, actor: Actor, name: str) -> Sharing:
+    """Where target ``name``, as the project ``actor`` acts in sees it, is shared: into
+    which projects (it is the project's own), or from which project (shared into it)."""
+    actor.authorize_in("target.read")
+    with app.db.read() as session:
+        pid = place(session, actor)
+        target = get_target(session, name, pid, shared=True)
+        if target.project_id != pid:
+            return Sharing(project_name(session, target.project_id), [])
+        rows = session.scalars(
+            select(Project.name)
+            .join(TargetShare, TargetShare.project_id == Project.id)
+            .where(TargetShare.target_id == target.id)
+            .order_by(Project.name)
+        )
+        return Sharing(None, list(rows))

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
-from fleetcron.app import App
+from fleetcron.app import Actor, App
 from fleetcron.core.labels import parse_selector
+from fleetcron.core.permissions import may
 from fleetcron.core.target_zones import effective_zone
 from fleetcron.cron import parse
 from fleetcron.errors import FleetcronError, InvalidInput
@@ -131,11 +132,19 @@ def job_page(
         sort_choices=fleet_svc.SORTS,
         slot_runs_url=slot_runs_url,
         job_url=job_url,
-        open_incidents=incident_ops.list_incidents(
-            app, caller.actor, status="open", job=view.name, limit=5
-        ),
-        open_incident_count=incident_ops.count_open(app, caller.actor, job=view.name),
+        **_incidents(app, caller.actor, view.name),
     )
+
+
+def _incidents(app: App, actor: Actor, job: str) -> dict[str, Any]:
+    """The job's open incidents; none read for an actor without the global role that
+    incidents need (they are not confined to a project yet)."""
+    if not may(actor, "incident.read"):
+        return {"open_incidents": [], "open_incident_count": 0}
+    return {
+        "open_incidents": incident_ops.list_incidents(app, actor, status="open", job=job, limit=5),
+        "open_incident_count": incident_ops.count_open(app, actor, job=job),
+    }
 
 
 def _filtered_targets(

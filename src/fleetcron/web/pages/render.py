@@ -11,12 +11,13 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from fleetcron.core.permissions import allowed
+from fleetcron.core.permissions import may
 from fleetcron.core.start_window import window_words
 from fleetcron.core.status_display import TONE_OF, display_of
 from fleetcron.errors import AuthenticationFailed
 from fleetcron.logs import escape_output_controls
-from fleetcron.web.deps import optional_caller
+from fleetcron.services.projects.admin import project_names
+from fleetcron.web.deps import Caller, optional_caller
 
 templates = Jinja2Templates(directory=str(files("fleetcron.web") / "templates"))
 templates.env.filters["shown_output"] = escape_output_controls
@@ -57,21 +58,40 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     except AuthenticationFailed:  # a bad bearer token on a page: render it as anonymous
         caller = None
     zone = viewer_zone(request)
-    role = caller.actor.role if caller else ""
-    scope = caller.actor.scope if caller else ""
     return templates.TemplateResponse(
         request,
         template,
         {
             "caller": caller,
             "csrf_token": caller.csrf_token if caller else "",
-            "can": lambda action: bool(caller) and allowed(role, action, scope),
+            # in the project the page acts in, as its operations weigh it
+            "can": lambda action: bool(caller) and may(caller.actor, action, caller.actor.project),
             "when": _when(zone),
             "zone": zone.key,
+            **project_context(request, caller),
             **context,
         },
         status_code=status_code,
     )
+
+
+#: The list pages the switcher reopens in the chosen project; elsewhere (an object's page,
+#: which the chosen project may not hold) it opens the dashboard.
+SWITCHED_PAGES = frozenset({"/", "/jobs", "/targets", "/runs", "/upcoming"})
+
+
+def project_context(request: Request, caller: Caller | None) -> dict[str, Any]:
+    """The project the page acts in and the switcher's choices: the projects the caller
+    sees, none when it sees one."""
+    if caller is None:
+        return {"project": "", "projects": [], "switch_to": "/"}
+    names = project_names(request.app.state.fleetcron, caller.actor)
+    path = request.url.path
+    return {
+        "project": caller.actor.project,
+        "projects": names if len(names) > 1 else [],
+        "switch_to": path if path in SWITCHED_PAGES else "/",
+    }
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:

@@ -24,7 +24,7 @@ from fleetcron.services.runs.views import list_run_views
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import runs as target_runs
-from fleetcron.services.targets import trust_rules
+from fleetcron.services.targets import shares, trust_rules
 from fleetcron.services.targets.pairing import PairResult
 from fleetcron.services.targets.views import AssignmentView
 from fleetcron.web.deps import Caller, requires, the_app
@@ -198,6 +198,7 @@ def target_page(
         pause_reason_max=svc.PAUSE_REASON_MAX,
         default_zone=app.settings.timezone,
         local_fires=_local_fires(assignments),
+        sharing=shares.sharing(app, caller.actor, name),
         **job_form_context(app),
     )
 

@@ -7,12 +7,12 @@ a POST with the session's CSRF token, declared with ``Depends(requires(action))`
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from fleetcron.core.permissions import allowed
+from fleetcron.core.permissions import may
 from fleetcron.services.alerts import incident_ops
 from fleetcron.services.cluster import status as cluster_svc
 from fleetcron.services.fleet import grid as fleet_grid
@@ -61,11 +61,13 @@ def dashboard(
     caller: Annotated[Caller, Depends(requires("job.read"))],
     grid_offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
-    app = the_app(request)
-    targets_total, targets_paired = target_reads.count_targets(app, caller.actor)
-    origins = Counter(jobs_svc.count_by_origin(app, caller.actor))
+    """The project's counts, recent failures and fleet grid; the health of the whole
+    install (needs attention, hosts down, the day's runs) for a global role only."""
+    app, actor = the_app(request), caller.actor
+    targets_total, targets_paired = target_reads.count_targets(app, actor)
+    origins = Counter(jobs_svc.count_by_origin(app, actor))
     scheduler = request.app.state.scheduler
-    summary = health_svc.summary(app, caller.actor, limit=ATTENTION_LIMIT, detail=False)
+    failures = failures_svc.recent_failures(app, actor)
     return page(
         request,
         "dashboard.html",
@@ -73,23 +75,42 @@ def dashboard(
         targets_paired=targets_paired,
         bulk_jobs=origins["bulk"],
         individual_jobs=origins["individual"],
-        by_status=summary.runs_24h,
-        problems=summary.grouped,
-        attention=summary,
-        attention_words=ATTENTION_WORDS,
-        attention_lists=ATTENTION_LISTS,
-        failures=failures_svc.recent_failures(app, caller.actor),
-        failures_24h=summary.failures_24h,
+        failures=failures,
         scheduler_node=app.node_name if scheduler is not None else None,
         last_tick=getattr(scheduler, "last_tick", None),
-        cluster_line=cluster_svc.status(app, caller.actor, cluster_node(app)).one_line(),
-        job_counts=fleet_grid.job_counts(app, caller.actor),
-        grid=fleet_grid.fleet_grid(app, caller.actor, offset=grid_offset),
-        grid_page=fleet_grid.GRID_TARGETS,
-        open_incidents=incident_ops.count_open(app, caller.actor)
-        if allowed(caller.actor.role, "incident.read", caller.actor.scope)
+        cluster_line=cluster_svc.status(app, actor, cluster_node(app)).one_line()
+        if may(actor, "cluster.read")
         else None,
+        job_counts=fleet_grid.job_counts(app, actor),
+        grid=fleet_grid.fleet_grid(app, actor, offset=grid_offset),
+        grid_page=fleet_grid.GRID_TARGETS,
+        open_incidents=incident_ops.count_open(app, actor) if may(actor, "incident.read") else None,
+        **_health(request, caller, failures.read),
     )
+
+
+def _health(request: Request, caller: Caller, failures_read: int) -> dict[str, Any]:
+    """The install's health as the dashboard shows it: every project's, so read only for
+    an actor with a global role (the CLI's and API's ``health`` need one too); for a member
+    of projects, nothing but the count of its project's recent failures."""
+    app, actor = the_app(request), caller.actor
+    if not may(actor, "run.read"):
+        empty = health_svc.HealthSummary(checked_at=app.now())
+        return {
+            "by_status": None,
+            "problems": [],
+            "attention": empty,
+            "failures_24h": failures_read,
+        }
+    summary = health_svc.summary(app, actor, limit=ATTENTION_LIMIT, detail=False)
+    return {
+        "by_status": summary.runs_24h,
+        "problems": summary.grouped,
+        "attention": summary,
+        "failures_24h": summary.failures_24h,
+        "attention_words": ATTENTION_WORDS,
+        "attention_lists": ATTENTION_LISTS,
+    }
 
 
 # The job page after the jobs pages: /jobs/new is the form, not a job named "new".

@@ -372,8 +372,19 @@
     });
   }
 
+  // -- The header's project switcher: choosing a project opens it (the button does so
+  // without JavaScript).
+  function setupProjectSwitch() {
+    document.querySelectorAll("[data-switch-project]").forEach(function (select) {
+      select.addEventListener("change", function () {
+        select.form.submit();
+      });
+    });
+  }
+
   syncTimeZone();
   showJsOnly();
+  setupProjectSwitch();
   setupCounters();
   setupPicker();
   setupPreview();
