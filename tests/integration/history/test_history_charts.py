@@ -110,7 +110,11 @@ def test_a_job_without_runs_has_an_empty_chart_and_no_percentiles(app: App, view
 
 
 def test_reading_history_needs_a_role_that_reads_runs(app: App) -> None:
+    """Weighed in the project the actor acts in: a token scope that does not read is
+    refused; an actor with no role there does not see the project at all."""
     bulk_on(app, "a")
 
     with pytest.raises(PermissionDenied):
+        history.job_chart(app, Actor("victor", "viewer", scope="none"), "sweep")
+    with pytest.raises(NotFound, match="project default does not exist"):
         history.job_chart(app, Actor("ghost", "nobody"), "sweep")

@@ -213,8 +213,8 @@ def test_negative_control_a_run_read_without_its_scope_check_is_caught(
 
 
 def test_a_member_without_a_global_role_gets_pages_without_a_server_error(world: World) -> None:
-    """The pages are not scoped yet (they act in ``default``): for a member of ``pbx`` only
-    they answer, refused or empty, but never with a 500 nor with ``web``'s names."""
+    """For a member of ``pbx`` only the pages open in ``pbx`` and answer, never with a
+    500 nor with ``web``'s names (``test_project_pages.py`` checks them route by route)."""
     client = world.client
     answer = client.post("/login", data={"username": "amy", "password": "amy-password"})
     assert answer.status_code == 303, answer.text

@@ -11,6 +11,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from fleetcron.app import Actor
 from fleetcron.core.permissions import may
 from fleetcron.core.start_window import window_words
 from fleetcron.core.status_display import TONE_OF, display_of
@@ -64,8 +65,7 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         {
             "caller": caller,
             "csrf_token": caller.csrf_token if caller else "",
-            # in the project the page acts in, as its operations weigh it
-            "can": lambda action: bool(caller) and may(caller.actor, action, caller.actor.project),
+            "can": lambda action: caller is not None and can(caller.actor, action),
             "when": _when(zone),
             "zone": zone.key,
             **project_context(request, caller),
@@ -73,6 +73,12 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         },
         status_code=status_code,
     )
+
+
+def can(actor: Actor, action: str) -> bool:
+    """Whether the page offers ``action``: in the project it acts in, as its operations
+    weigh it."""
+    return may(actor, action, actor.project)
 
 
 #: The list pages the switcher reopens in the chosen project; elsewhere (an object's page,
