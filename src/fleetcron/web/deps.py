@@ -120,9 +120,11 @@ def keep_project(request: Request, actor: Actor, project: str) -> None:
 
 
 def remember_project(request: Request, response: Response) -> None:
-    """Write the session's newly chosen project into its cookie (see :func:`keep_project`)."""
+    """Write the session's newly chosen project into its cookie (see :func:`keep_project`),
+    unless the answer is an error: a project that does not exist (a global role sees every
+    name) is not kept, so a mistyped ``?project=`` costs one 404 page."""
     chosen = getattr(request.state, "project_chosen", None)
-    if chosen is not None:
+    if chosen is not None and response.status_code < 400:
         response.set_cookie(
             PROJECT_COOKIE,
             chosen,

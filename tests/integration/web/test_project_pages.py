@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import true
 
 from fleetcron.app import Actor, App
-from fleetcron.core.permissions import may, roles_of
+from fleetcron.core.permissions import is_project_action, may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
 from fleetcron.services.fleet import grid
@@ -39,7 +40,9 @@ from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets import shares
 from fleetcron.web.deps import PROJECT_COOKIE
 from fleetcron.web.pages.forms import FLASH_COOKIE
-from integration.web.conftest import csrf_token_of, new_client
+from integration.web.conftest import csrf_token_of, new_client, web_app
+from integration.web.test_job_forms import form_fields
+from integration.web.test_route_permissions import endpoints
 
 ADMIN = Actor("admin", "admin")
 OWN, OTHER = "pbx", "web"
@@ -57,24 +60,49 @@ class PageCase:
     def url(self, objects: dict[str, str], project: str) -> str:
         # a page's link names no project (the session's choice does); a form posts it
         path = self.path.format(**objects)
-        return path if self.method == "POST" else f"{path}?project={project}"
+        joiner = "&" if "?" in path else "?"
+        return path if self.method == "POST" else f"{path}{joiner}project={project}"
 
 
-#: every page route on one job, target or run, with its action in the table
+#: every page route on one job, target or run, with its action in the table (checked by
+#: :func:`test_every_page_route_on_an_object_of_a_project_is_in_the_matrix`); the ones
+#: that remove come last. Forms are posted empty but for the CSRF token and the project:
+#: the own project's may answer 422 (the fields), the question is whose object answers.
 PAGE_CASES = (
     PageCase("job.read", "GET", "/jobs/{job}"),
     PageCase("job.read", "GET", "/jobs/{job}/plan"),
     PageCase("job.read", "GET", "/jobs/{job}/versions"),
+    PageCase("job.revert", "GET", "/jobs/{job}/revert?to=1"),
     PageCase("job.edit", "GET", "/jobs/{job}/edit"),
     PageCase("job.remove", "GET", "/jobs/{job}/delete"),
+    PageCase("job.edit", "POST", "/jobs/{job}/edit"),
     PageCase("job.run", "POST", "/jobs/{job}/run"),
+    PageCase("job.run", "POST", "/jobs/{job}/rerun-failed"),
+    PageCase("job.run", "POST", "/jobs/{job}/run-selected"),
+    PageCase("job.disable", "POST", "/jobs/{job}/pause-selected"),
+    PageCase("job.enable", "POST", "/jobs/{job}/resume-selected"),
+    PageCase("job.run", "POST", "/jobs/{job}/run-plan"),
+    PageCase("job.revert", "POST", "/jobs/{job}/revert"),
     PageCase("target.read", "GET", "/targets/{target}"),
     PageCase("target.edit", "GET", "/targets/{target}/edit"),
+    PageCase("target.unpair", "GET", "/targets/{target}/unpair"),
     PageCase("target.remove", "GET", "/targets/{target}/delete"),
+    PageCase("target.edit", "POST", "/targets/{target}/edit"),
+    PageCase("target.pair", "POST", "/targets/{target}/pair"),
+    PageCase("target.repin", "POST", "/targets/{target}/repin/check"),
+    PageCase("target.repin", "POST", "/targets/{target}/repin"),
     PageCase("target.pause", "POST", "/targets/{target}/pause"),
     PageCase("target.pause", "POST", "/targets/{target}/resume"),
+    PageCase("job.add", "POST", "/targets/{target}/jobs"),
+    PageCase("job.disable", "POST", "/targets/{target}/jobs/{job}/disable"),
+    PageCase("job.enable", "POST", "/targets/{target}/jobs/{job}/enable"),
+    PageCase("job.run", "POST", "/targets/{target}/jobs/{job}/run"),
     PageCase("run.read", "GET", "/runs/{run}"),
     PageCase("run.stop", "GET", "/runs/{run}/stop"),
+    PageCase("run.stop", "POST", "/runs/{run}/stop"),
+    PageCase("target.unpair", "POST", "/targets/{target}/unpair"),
+    PageCase("job.remove", "POST", "/jobs/{job}/delete"),
+    PageCase("target.remove", "POST", "/targets/{target}/delete"),
 )
 #: the pages that list a project's objects
 LIST_PAGES = ("/", "/jobs", "/targets", "/runs", "/upcoming")
@@ -143,12 +171,20 @@ def ask(client: TestClient, case: PageCase, objects: dict[str, str], project: st
     return f"{answer.status_code} {said}"
 
 
-def page_violations(client: TestClient, role: str, objects: dict[str, dict[str, str]]) -> list[str]:
+def page_violations(
+    client: TestClient,
+    role: str,
+    objects: dict[str, dict[str, str]],
+    cases: tuple[PageCase, ...] = PAGE_CASES,
+) -> list[str]:
+    """Every case whose answer differs from the table (own objects), is not 404 (the other
+    project's objects, in it) or differs from a missing name's (the other project's objects
+    named in the own project)."""
     found = []
-    for case in PAGE_CASES:
+    for case in cases:
         allowed = may(member(role), case.action, OWN)
         own = ask(client, case, objects[OWN], OWN)
-        if int(own[:3]) not in ({200, 303} if allowed else {403}):
+        if int(own[:3]) not in ({200, 303, 409, 422} if allowed else {403}):
             found.append(f"{case.path} own: {own}")
         other = ask(client, case, objects[OTHER], OTHER)
         if not other.startswith("404"):
@@ -209,7 +245,9 @@ def test_negative_control_a_run_page_without_its_scope_check_is_caught(
     monkeypatch.setattr(run_reads, "authorize_job_object", role_only)
     for client in logged_in(app, MEMBERS["viewer"]):
         with_csrf(client)
-        leaks = page_violations(client, "viewer", objects)
+        # the run pages, and one of a job for the control's control
+        cases = tuple(c for c in PAGE_CASES if c.path.startswith(("/runs/", "/jobs/{job}/plan")))
+        leaks = page_violations(client, "viewer", objects, cases)
     assert leaks
     assert all(leak.startswith("/runs/") for leak in leaks)
 
@@ -261,12 +299,32 @@ def test_the_switcher_shows_the_projects_seen_and_keeps_the_one_chosen(
         assert client.cookies.get(PROJECT_COOKIE) == OWN
 
 
+def test_a_new_job_is_made_in_the_project_its_form_was_shown_in(
+    app: App, objects: dict[str, dict[str, str]]
+) -> None:
+    projects.grant(app, ADMIN, OTHER, "oscar", "viewer")
+    for client in logged_in(app, "oscar"):
+        form = {**form_fields(), "name": "nightly", "selector": "g=none"}
+        client.get(f"/jobs?project={OTHER}")  # chosen since, in another tab
+        assert client.cookies.get(PROJECT_COOKIE) == OTHER
+        csrf = csrf_token_of(client)
+        made = client.post("/jobs/new", data={**form, "csrf_token": csrf, "project": OWN})
+        assert made.status_code == 303, re.findall(
+            r'class="(?:field-error|flash[^"]*)"[^>]*>([^<]*)', made.text
+        )
+    assert jobs.show_job(app, ADMIN.within(OWN), "nightly").name == "nightly"
+    assert "nightly" not in jobs.job_names(app, ADMIN.within(OTHER))
+
+
 def test_a_global_admin_switches_between_every_project(
     app: App, objects: dict[str, dict[str, str]]
 ) -> None:
     for client in logged_in(app, "admin"):
         assert switcher(client.get("/").text) == ["default*", OWN, OTHER]
         assert "/targets/b1" in client.get(f"/?project={OTHER}").text  # the grid's row
+        # a name no project has: one 404 page, and the choice before it is kept
+        assert client.get("/jobs?project=nosuch").status_code == 404
+        assert client.cookies.get(PROJECT_COOKIE) == OTHER
 
 
 def test_a_shared_target_says_where_it_is_shared(
@@ -281,3 +339,18 @@ def test_a_shared_target_says_where_it_is_shared(
         assert seen.status_code == 200
         assert f"{OTHER} <span" in seen.text.split('id="target-sharing"', 1)[1]
         assert "bjob" not in seen.text
+
+
+def test_every_page_route_on_an_object_of_a_project_is_in_the_matrix(app: App) -> None:
+    """The routes are enumerated from the application, so a page added later is missed
+    by the matrix only if this fails."""
+
+    def shape(method: str, path: str) -> str:
+        return method + " " + re.sub(r"\{[a-z_]+\}", "{}", path.partition("?")[0])
+
+    routes = {
+        shape(e.method, e.path)
+        for e in endpoints(web_app(app))
+        if not e.is_api and "{" in e.path and e.action and is_project_action(e.action)
+    }
+    assert routes == {shape(case.method, case.path) for case in PAGE_CASES}
