@@ -16,6 +16,7 @@ from fleetcron.core.permissions import (
     capped,
     is_project_action,
     may,
+    opening_project,
     roles_of,
     sees,
     visible_projects,
@@ -137,3 +138,33 @@ def test_negative_control_a_decision_that_ignored_the_project_is_caught() -> Non
 
     subject = actor(pbx="viewer")
     assert careless_sees(subject, "web") != sees(subject, "web")
+
+
+@given(role=st.sampled_from(GLOBAL_ROLES), grants=grants, kept=st.sampled_from((None, *PROJECTS)))
+def test_a_session_opens_in_a_project_it_sees_whenever_it_sees_one(
+    role: str, grants: dict[str, str], kept: str | None
+) -> None:
+    """The kept choice while it is seen, else ``default``, else the first seen by name."""
+    who = actor(role, **grants)
+    opened = opening_project(who, kept)
+    seen = [p for p in PROJECTS if sees(who, p)]
+    if kept is not None and kept in seen:
+        assert opened == kept
+    elif seen:
+        assert opened == ("default" if "default" in seen else seen[0])
+    else:
+        assert opened == "default"  # nothing seen: where every page then answers 404
+
+
+@pytest.mark.parametrize(
+    ("who", "kept", "opened"),
+    [
+        (actor("viewer"), "web", "web"),
+        (actor(pbx="operator"), None, "pbx"),
+        (actor(pbx="operator"), "web", "pbx"),
+        (actor(web="viewer", pbx="admin"), None, "pbx"),
+        (actor(default="viewer", pbx="admin"), None, "default"),
+    ],
+)
+def test_where_a_session_opens(who: Actor, kept: str | None, opened: str) -> None:
+    assert opening_project(who, kept) == opened
