@@ -280,6 +280,7 @@ def test_the_switcher_shows_the_projects_seen_and_keeps_the_one_chosen(
     for client in logged_in(app, "amy"):  # one project: no switcher, and she lands in it
         page = client.get("/jobs")
         assert switcher(page.text) == [] and "ajob" in page.text
+        assert '<span class="role">viewer</span>' in page.text  # her role there
     for client in logged_in(app, "oscar"):
         jobs_page = client.get("/jobs")
         assert switcher(jobs_page.text) == [f"{OWN}*", OTHER]

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from fleetcron.app import Actor
-from fleetcron.core.permissions import may
+from fleetcron.core.permissions import may, role_in
 from fleetcron.core.start_window import window_words
 from fleetcron.core.status_display import TONE_OF, display_of
 from fleetcron.errors import AuthenticationFailed
@@ -87,16 +87,19 @@ SWITCHED_PAGES = frozenset({"/", "/jobs", "/targets", "/runs", "/upcoming"})
 
 
 def project_context(request: Request, caller: Caller | None) -> dict[str, Any]:
-    """The project the page acts in and the switcher's choices: the projects the caller
-    sees, none when it sees one."""
+    """The project the page acts in, the caller's role there and the switcher's choices:
+    the projects the caller sees, none when it sees one."""
     if caller is None:
-        return {"project": "", "projects": [], "switch_to": "/"}
-    names = project_names(request.app.state.fleetcron, caller.actor)
+        return {"project": "", "projects": [], "switch_to": "/", "role_here": ""}
+    actor = caller.actor
+    names = project_names(request.app.state.fleetcron, actor)
     path = request.url.path
     return {
-        "project": caller.actor.project,
+        "project": actor.project,
         "projects": names if len(names) > 1 else [],
         "switch_to": path if path in SWITCHED_PAGES else "/",
+        # the role its jobs, targets and runs are weighed with here (a member: none globally)
+        "role_here": role_in(actor, actor.project),
     }
 
 
