@@ -249,13 +249,17 @@ def list_audit(
     until: datetime | None = None,
     limit: Limit = 50,
     offset: Offset = 0,
+    project: Text = None,
 ) -> AuditPage:
+    """Audit events, newest first: every event for a global role (``?project=``: that
+    project's), a project's events for a role there."""
     f = AuditFilter(
         actor=actor,
         action=action,
         target=target,
         since=as_utc(since, "since"),
         until=as_utc(until, "until"),
+        project=project,
     )
     rows, total = audit_svc.list_event_views(app, caller.actor, f, limit=limit, offset=offset)
     return AuditPage(total=total, limit=limit, offset=offset, items=[AuditOut.of(e) for e in rows])
