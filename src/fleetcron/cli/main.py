@@ -51,9 +51,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 #: the commands that act in one project: each (and each of its subcommands) takes
 #: ``--project`` (env ``FLEETCRON_PROJECT``)
-SCOPED = frozenset(
-    {"target", "job", "runs", "apply", "export", "schedule", "project", "audit"}
-)
+SCOPED = frozenset({"target", "job", "runs", "apply", "export", "schedule", "project", "audit"})
 
 
 class LazyGroup(click.Group):

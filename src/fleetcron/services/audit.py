@@ -147,9 +147,7 @@ class AuditFilter:
     project: str | None = None
 
 
-def _filtered(
-    query: Select[*Columns], f: AuditFilter, project_id: int | None
-) -> Select[*Columns]:
+def _filtered(query: Select[*Columns], f: AuditFilter, project_id: int | None) -> Select[*Columns]:
     if project_id is not None:
         query = query.where(AuditEvent.project_id == project_id)
     if f.actor:

@@ -46,6 +46,17 @@ def existing_projects(session: Session, mapping: Sequence[GroupRole]) -> dict[st
     return project_ids(session, list(projects_named(mapping)))
 
 
+def check_projects(app: App, mapping: Sequence[GroupRole], provider: Provider) -> None:
+    """:func:`warn_unknown` for every project ``mapping`` names that does not exist (no
+    database read when it names none)."""
+    named = projects_named(mapping)
+    if not named:
+        return
+    with app.db.read() as session:
+        known = existing_projects(session, mapping)
+        warn_unknown(session, mapping, provider, [p for p in named if p not in known])
+
+
 def warn_unknown(
     session: Session, mapping: Sequence[GroupRole], provider: Provider, unknown: Collection[str]
 ) -> None:
@@ -118,4 +129,4 @@ class _Change:
         record(self.session, self.app, Actor(self.user.name, self.user.role), note, success=True)
 
 
-__all__ = ["Provider", "existing_projects", "set_project_roles", "warn_unknown"]
+__all__ = ["Provider", "check_projects", "existing_projects", "set_project_roles", "warn_unknown"]
