@@ -77,8 +77,7 @@ def project_of(session: Session, actor: Actor, note: AuditNote) -> int | None:
 
 def record(session: Session, app: App, actor: Actor, note: AuditNote, *, success: bool) -> None:
     """Append the event of ``note`` to the caller's transaction (the store's writer)."""
-    append_event(
-        session,
+    event = AuditEvent(
         at=app.now(),
         actor=actor.name,
         action=note.action,
@@ -90,6 +89,7 @@ def record(session: Session, app: App, actor: Actor, note: AuditNote, *, success
         detail=note.detail,
         project_id=project_of(session, actor, note),
     )
+    append_event(session, event)
 
 
 @contextmanager

@@ -46,35 +46,11 @@ BY_DETAIL: tuple[tuple[str, str, Callable[[int], Select[Any]]], ...] = (
 )
 
 
-def append_event(
-    session: Session,
-    *,
-    at: datetime,
-    actor: str,
-    action: str,
-    success: bool,
-    job_id: int | None = None,
-    job_name: str | None = None,
-    target_id: int | None = None,
-    target_name: str | None = None,
-    detail: dict[str, Any] | None = None,
-    project_id: int | None = None,
-) -> None:
+def append_event(session: Session, event: AuditEvent) -> None:
     """Append one audit event to the caller's transaction."""
-    session.add(
-        AuditEvent(
-            at=at,
-            actor=actor,
-            action=action,
-            success=success,
-            job_id=job_id,
-            job_name=job_name,
-            target_id=target_id,
-            target_name=target_name,
-            detail=detail if detail is not None else {},
-            project_id=project_id,
-        )
-    )
+    if event.detail is None:
+        event.detail = {}
+    session.add(event)
 
 
 def object_project(
