@@ -4,12 +4,14 @@ project's only, and another project's admin gets 404 for it, never its events.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from fastapi.testclient import TestClient
 
+from cli_env import run_in_process
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
@@ -126,3 +128,16 @@ def test_the_api_shows_a_project_admin_its_project_only(world: World) -> None:
     not_seen = world.client.get(f"{API}/audit?project=pbx", headers=bearer(world.tokens["wes"]))
     assert "items" not in not_seen.json()
     assert "project pbx" in not_seen.text, not_seen.text  # as for a project that does not exist
+
+
+def test_the_cli_shows_a_project_admin_its_project_only(
+    app: App, world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def cli(*args: str) -> tuple[int, set[str | None]]:
+        done = run_in_process(app, monkeypatch, capsys, "audit", "list", "--limit", "500", *args)
+        events = json.loads(done.stdout) if done.returncode == 0 else []
+        return done.returncode, {event["project"] for event in events}
+
+    assert cli("--json") == (0, {None, "pbx", "web"})  # the first admin: every event
+    assert cli("--json", "--project", "pbx", "--as", "pam") == (0, {"pbx"})
+    assert cli("--json", "--project", "pbx", "--as", "wes") == (2, set())
