@@ -80,6 +80,7 @@ class NotFound(FleetcronError):
         self.field = field
 
 
+
 def found(get: Callable[[], T], field: str) -> T:
     """``get()``, whose :class:`NotFound` (if any) names the input ``field`` that named the
     missing object (a silence's or a blackout window's ``job``, ``target``)."""
@@ -88,7 +89,6 @@ def found(get: Callable[[], T], field: str) -> T:
     except NotFound as exc:
         exc.field = field
         raise
-
 
 class Conflict(FleetcronError):
     """The change conflicts with existing data."""

@@ -132,7 +132,9 @@ def test_stop_kills_the_whole_group_and_records_who_stopped_it(fleet: Fleet) -> 
     assert unknown.returncode == 2 and "run 999999 does not exist" in unknown.stderr
 
 
-def test_stop_of_a_queued_run_cancels_it_before_it_starts(tmp_path: Path, zygote: Zygote) -> None:
+def test_stop_of_a_queued_run_cancels_it_before_it_starts(
+    tmp_path: Path, zygote: Zygote
+) -> None:
     """On a data dir no scheduler serves, the run stays queued until the stop."""
     idle = Fleet(tmp_path, zygote)
     idle.ok("init")

@@ -13,6 +13,7 @@ ADAPTERS = ("cli", "web")
 SCHEMA = "fleetcron.store.schema"
 
 
+
 def is_schema(module: str) -> bool:
     return module == SCHEMA or module.startswith(SCHEMA + ".")
 

@@ -22,7 +22,9 @@ SECRET = "very-secret-client-secret-value"
 
 def test_the_client_secret_is_a_secret_masked_where_settings_are_shown() -> None:
     assert "oidc_client_secret" in SECRET_FIELDS
-    shown = {s.name: s.value for s in effective_configuration(**OIDC, oidc_client_secret=SECRET)}
+    shown = {
+        s.name: s.value for s in effective_configuration(**OIDC, oidc_client_secret=SECRET)
+    }
     assert shown["oidc_client_secret"] == "**********"
     assert SECRET not in repr(load_settings(**OIDC, oidc_client_secret=SECRET))
 

@@ -9,7 +9,7 @@ from fleetcron.logs import JsonFormatter, TextFormatter
 
 def test_text_log_lines_escape_echoed_control_characters() -> None:
     record = logging.makeLogRecord(
-        {"msg": "label %s is not valid", "args": ("a\n2026-12-01 WARNING forged\x1b]52;c;x\x07",)}
+        {"msg": "label %s is not valid", "args": ('a\n2026-12-01 WARNING forged\x1b]52;c;x\x07',)}
     )
     text = TextFormatter("%(levelname)s %(message)s").format(record)
     as_json = JsonFormatter().format(record)

@@ -103,7 +103,9 @@ def test_every_credential_is_loaded_and_read_through_a_setting(unit: str) -> Non
     uncommented = re.sub(r"^#\s+", "", text, flags=re.M)
     read = credentials(uncommented)
     loaded = set(re.findall(r"^LoadCredential=([\w.]+):/etc/fleetcron/\S+$", uncommented, re.M))
-    known = {file_variable(name) for name in SECRET_FIELDS} | {env_variable("master_key_file")}
+    known = {file_variable(name) for name in SECRET_FIELDS} | {
+        env_variable("master_key_file")
+    }
 
     assert read["FLEETCRON_MASTER_KEY_FILE"] == "master.key"
     assert "FLEETCRON_MASTER_KEY_FILE" in credentials(text)  # not only in a comment

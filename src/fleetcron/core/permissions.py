@@ -8,8 +8,8 @@ role allowed to perform it. The CLI, the API and the web pages all ask :func:`au
 have a role in some projects. An action on a project's objects (:func:`is_project_action`:
 targets, jobs, runs, and reading the audit events about them) is allowed by the higher of
 the two in that project; every other action (users, cluster, settings, projects,
-calendars, local targets) needs the global role. A project the actor has no role in, globally or
-there, is invisible (:func:`sees`): the services answer "not found" for its objects, so
+calendars, local targets) needs the global role. A project the actor has no role in,
+globally or there, is invisible (:func:`sees`): the services answer "not found" for its objects, so
 names cannot be probed. One's own account and tokens are open to anyone with a role
 anywhere.
 

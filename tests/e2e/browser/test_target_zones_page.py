@@ -103,7 +103,6 @@ def test_a_target_local_job_shows_and_fires_at_each_targets_own_time(
             .where(Assignment.job_id == jobs.show_job(server.app, ADMIN, JOB).id)
             .values(next_fire_at=slot)
         )
-
     def succeeded() -> set[str]:
         with server.app.db.read() as session:
             return set(

@@ -17,7 +17,9 @@ def matrix_table() -> str:
     roles = sorted(ROLE_RANK, key=ROLE_RANK.__getitem__)
     width = max(len(f"`{action}`") for action in MATRIX)
     lines = [
-        f"| {'action':<{width}} | " + " | ".join(f"{r:<8}" for r in [*roles, "scope"]) + " |",
+        f"| {'action':<{width}} | "
+        + " | ".join(f"{r:<8}" for r in [*roles, "scope"])
+        + " |",
         f"|{'-' * (width + 2)}|" + "|".join("-" * 10 for _ in [*roles, "scope"]) + "|",
     ]
     for action in MATRIX:

@@ -161,3 +161,4 @@ def test_a_forged_token_learns_nothing_about_other_claims(
         assert "state" not in body and "deadline_at" not in body, body
     # The control: the run's own token is answered, with its state.
     assert ask(client, busy) == (200, "live")
+

@@ -108,7 +108,9 @@ async def test_cancelling_at_spawn_time_never_leaves_the_command_running() -> No
         done, _ = await asyncio.wait({task}, timeout=10)
         assert done, f"the cancel after {steps} steps waited for the command"
         cancelled += task.cancelled()
-        eventually(lambda: not sleeping(seconds), 2, f"the command to be gone after {steps} steps")
+        eventually(
+            lambda: not sleeping(seconds), 2, f"the command to be gone after {steps} steps"
+        )
     assert cancelled == 41
 
 

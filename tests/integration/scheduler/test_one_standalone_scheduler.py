@@ -47,7 +47,9 @@ def wait_started(proc: subprocess.Popen[bytes], log: Path) -> None:
         assert proc.poll() is None, f"the scheduler exited:\n{log.read_text()}"
         return "scheduler started" in log.read_text()
 
-    eventually(started, 60, lambda: f"the scheduler to start:\n{log.read_text()}", interval=0.1)
+    eventually(
+        started, 60, lambda: f"the scheduler to start:\n{log.read_text()}", interval=0.1
+    )
 
 
 def test_a_second_scheduler_on_the_same_database_refuses_to_start(tmp_path: Path) -> None:

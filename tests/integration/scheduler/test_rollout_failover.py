@@ -79,7 +79,9 @@ def test_the_new_owner_continues_the_rollout_and_no_row_runs_twice(
     box0 = next(d for d in by_alpha if d.target_name == "box0")
     assert store(a).finish([(box0.run_id, succeeded(clock.now))]) == []
     # alpha dies with box1 still running; beta takes over.
-    cluster.takeover(b.app, SYSTEM, b.node, "http://alpha.example:8080", confirm_fenced=True)
+    cluster.takeover(
+        b.app, SYSTEM, b.node, "http://alpha.example:8080", confirm_fenced=True
+    )
     state = rows(b)
     assert state["box1"].status == RunStatus.FENCED
     assert all(state[n].status == RunStatus.PENDING for n in NAMES[2:])

@@ -33,10 +33,10 @@ ADMIN = Actor("admin", "admin")
 def every_minute(name: str) -> JobSpec:
     return JobSpec(schedule="* * * * *", command=f"echo {name}")
 
-
 REBUILT = ("targets", "jobs", "assignments", "runs", "api_tokens", "notification_rules")
 MIGRATION = (
-    Path(__file__).parents[3] / "src/fleetcron/store/migrations/versions/0020_ids_never_reused.py"
+    Path(__file__).parents[3]
+    / "src/fleetcron/store/migrations/versions/0020_ids_never_reused.py"
 )
 
 
@@ -83,7 +83,9 @@ def old_app(tmp_path: Path, clock: FakeClock) -> App:
     return app
 
 
-def test_the_rebuild_keeps_every_row_and_ids_are_not_reused(old_app: App, clock: FakeClock) -> None:
+def test_the_rebuild_keeps_every_row_and_ids_are_not_reused(
+    old_app: App, clock: FakeClock
+) -> None:
     app = old_app
     before = counts(app)
     with app.db.read() as session:

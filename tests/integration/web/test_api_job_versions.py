@@ -109,7 +109,9 @@ def test_a_change_made_from_a_page_is_recorded_as_from_the_web(
         headers={"X-CSRF-Token": csrf_token_of(client)},
     )
     assert reverted.status_code == 200, reverted.text
-    page = client.post("/jobs/backup/revert", data={"to": "1", "csrf_token": csrf_token_of(client)})
+    page = client.post(
+        "/jobs/backup/revert", data={"to": "1", "csrf_token": csrf_token_of(client)}
+    )
 
     assert page.status_code in (200, 303), page.text
     listed = client.get(f"{API}/jobs/backup/versions", headers=as_operator).json()

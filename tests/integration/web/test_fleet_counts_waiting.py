@@ -45,7 +45,9 @@ def test_held_and_queued_runs_are_waiting_and_running_ones_running() -> None:
     assert all(state_of(s) not in ("running", "waiting") for s in statuses.TERMINAL)
 
 
-def test_the_counts_and_the_grid_put_a_held_slot_under_waiting(app: App, clock: FakeClock) -> None:
+def test_the_counts_and_the_grid_put_a_held_slot_under_waiting(
+    app: App, clock: FakeClock
+) -> None:
     fire(app, clock)
 
     counts = fleet_grid.job_counts(app, VIEWER)
@@ -70,7 +72,9 @@ def test_the_job_page_and_its_api_count_and_filter_waiting(
     assert page.status_code == 200, page.text
     cards = {label: int(n) for n, label in CARD.findall(page.text)}
     assert (cards["waiting"], cards["running"]) == (3, 0)
-    assert re.findall(r'<tr data-target="[^"]+" data-state="([^"]+)"', page.text) == ["waiting"] * 3
+    assert re.findall(r'<tr data-target="[^"]+" data-state="([^"]+)"', page.text) == [
+        "waiting"
+    ] * 3
     assert api.status_code == 200, api.text
     body = api.json()
     assert (body["counts"]["waiting"], body["counts"]["running"]) == (3, 0)

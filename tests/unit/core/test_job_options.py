@@ -53,7 +53,9 @@ def test_the_checker_finds_an_option_that_is_missing_somewhere() -> None:
     # negative control: an option declared but given no field is reported
     ghost = dataclasses.replace(OPTIONS[0], name="ghost_s", key="ghost")
 
-    assert missing([*OPTIONS, ghost], {f.name for f in dataclasses.fields(JobSpec)}) == ["ghost_s"]
+    assert missing([*OPTIONS, ghost], {f.name for f in dataclasses.fields(JobSpec)}) == [
+        "ghost_s"
+    ]
 
 
 def test_names_keys_and_flags_are_unique() -> None:
