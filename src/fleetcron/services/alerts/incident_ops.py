@@ -265,7 +265,7 @@ def incidents_reading(app: App) -> IncidentsReading:
             if silences
             else {}
         )
-        projects = dict(session.execute(select(Project.id, Project.name)).tuples())
+        projects = dict(session.execute(select(Project.id, Project.name)).all())
     return IncidentsReading(
         CAUSES,
         [

@@ -378,9 +378,7 @@ def job_projects(session: Session, job_ids: Iterable[int]) -> dict[int, int]:
     """Job -> its project, for the jobs among ``job_ids`` still present."""
     found: dict[int, int] = {}
     for chunk in _chunked(sorted(set(job_ids))):
-        found.update(
-            session.execute(select(Job.id, Job.project_id).where(Job.id.in_(chunk))).tuples()
-        )
+        found.update(session.execute(select(Job.id, Job.project_id).where(Job.id.in_(chunk))).all())
     return found
 
 

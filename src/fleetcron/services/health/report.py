@@ -342,7 +342,7 @@ def _stuck(
             .where(is_stuck)
             .order_by(Run.id)
             .limit(limit)
-        ).tuples()
+        ).all()
     ]
     return by_job, stuck
 

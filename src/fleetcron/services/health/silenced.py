@@ -71,9 +71,7 @@ def _job_projects(session: Session, job_ids: set[int]) -> dict[int, int]:
     found: dict[int, int] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        found.update(
-            session.execute(select(Job.id, Job.project_id).where(Job.id.in_(chunk))).tuples()
-        )
+        found.update(session.execute(select(Job.id, Job.project_id).where(Job.id.in_(chunk))).all())
     return found
 
 
