@@ -12,11 +12,15 @@ project (names alone), lets the crossing through and the same check sees it.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from cli_env import run_in_process
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
 from fleetcron.core import blackouts as blackout_rule
@@ -55,6 +59,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.projects import admin as projects
 from fleetcron.services.targets import edit as targets
+from fleetcron.services.targets.shares import share_target
 from fleetcron.store.schema import Job, NotificationChannel, NotificationDelivery, Project, Run
 from integration.notify.conftest import next_minute
 
@@ -135,6 +140,23 @@ async def test_a_failure_notifies_only_its_projects_rule_and_incident(
     assert b_incident != incident and open_ids(app, A) == {incident}
     assert [d.open_targets for d in list_incidents(app, member(A, "viewer"))] == [1]
     assert [d.open_targets for d in list_incidents(app, member(B, "viewer"))] == [1]
+
+
+@pytest.mark.usefixtures("teams")
+async def test_a_bulk_jobs_failure_on_a_shared_target_is_its_jobs_projects(
+    app: App, fake: FakeExecutor, fake_scheduler: Scheduler, clock: FakeClock
+) -> None:
+    # B's target "db" shared into A, where A's bulk job "dump" selects it.
+    targets.add_target(app, ADMIN.within(B), TargetSpec("db", TargetKind.LOCAL, labels=["role=db"]))
+    share_target(app, ADMIN.within(B), "db", A)
+    spec = JobSpec(schedule="* * * * *", command="dump-a")
+    jobs.add_job(app, ADMIN.within(A), "dump", spec, bulk=True, selector="role=db")
+    fake.script = {"dump-a": FAIL}
+    await minute(app, fake_scheduler, clock)
+
+    assert told(app) == [(f"ops-{A}", "failure", "dump")]
+    assert [i.job for i in list_incidents(app, member(A, "viewer"))] == ["dump"]
+    assert open_ids(app, B) == set()
 
 
 @pytest.mark.usefixtures("teams")
@@ -307,3 +329,37 @@ async def test_metrics_and_health_tell_two_projects_backup_apart(
     assert [j.see_all for j in result.jobs if j.project == A] == [
         f"/jobs/backup?project={A}&status=failed"
     ]
+
+
+# -- the CLI -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.usefixtures("teams")
+def test_the_cli_acts_in_the_project_it_names(
+    app: App, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_in_process(app, monkeypatch, capsys, *args)
+
+    added = cli("silence", "add", "--all", "--duration", "1h", "--reason", "move", "--project", A)
+    assert added.returncode == 0, added.stderr
+    window = ("--job", "backup", "--start", "2030-03-02 10:00", "--end", "2030-03-02 11:00")
+    made = cli("blackout", "add", "--name", "patch", *window, "--reason", "fw", "--project", B)
+    assert made.returncode == 0, made.stderr
+
+    def listed(*command: str, project: str) -> list[dict[str, Any]]:
+        done = cli(*command, "--json", "--project", project)
+        assert done.returncode == 0, done.stderr
+        found: list[dict[str, Any]] = json.loads(done.stdout)
+        return found
+
+    assert len(listed("silence", "list", project=A)) == 1
+    assert listed("silence", "list", project=B) == []
+    assert len(listed("blackout", "list", project=B)) == 1
+    assert listed("blackout", "list", project=A) == []
+    assert [r["channel"] for r in listed("notify", "rule", "list", project=B)] == [f"ops-{B}"]
+    # Another project's silence does not exist where the command acts.
+    [silenced] = listed("silence", "list", project=A)
+    expired = cli("silence", "expire", str(silenced["id"]), "--project", B)
+    assert expired.returncode == 2 and "does not exist" in expired.stderr
