@@ -27,6 +27,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.permissions import may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
+from fleetcron.services.blackouts.windows import BlackoutSpec, add_blackout
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.projects import admin as projects
@@ -67,6 +68,7 @@ CASES = (
     Case("run.read", "GET", "/runs/{run}"),
     Case("run.read", "GET", "/runs/{run}/output"),
     Case("run.stop", "GET", "/runs/{run}/stop"),
+    Case("blackout.read", "GET", "/blackouts/{blackout}"),
 )
 
 
@@ -84,7 +86,24 @@ def _fill(app: App, project: str, prefix: str) -> dict[str, str]:
     spec = JobSpec(schedule="0 3 * * *", command=f"echo {prefix}")
     jobs.add_job(app, admin, f"{prefix}job", spec, target=f"{prefix}1")
     run_ids = run_reads.request_run(app, admin, f"{prefix}job")
-    return {"job": f"{prefix}job", "target": f"{prefix}1", "run": str(run_ids[0])}
+    window = BlackoutSpec(
+        name="patch",
+        reason="patch",
+        job=f"{prefix}job",
+        start="2030-01-01 00:00",
+        end="2030-01-02 00:00",
+    )
+    blackout = add_blackout(app, admin, window).id
+    return {
+        "job": f"{prefix}job",
+        "target": f"{prefix}1",
+        "run": str(run_ids[0]),
+        "blackout": str(blackout),
+    }
+
+
+#: the objects the lists and the search are checked for
+LISTED = ("job", "target", "run")
 
 
 @pytest.fixture
@@ -164,8 +183,8 @@ def test_a_member_of_one_project_gets_what_the_table_allows_there_and_nothing_el
 
 @pytest.mark.parametrize("role", list(MEMBERS))
 def test_lists_and_search_show_the_own_project_only(world: World, role: str) -> None:
-    own = set(world.objects[OWN].values())
-    other = set(world.objects[OTHER].values())
+    own = {world.objects[OWN][kind] for kind in LISTED}
+    other = {world.objects[OTHER][kind] for kind in LISTED}
     seen = listed(world, role, OWN)
     assert own <= seen
     assert not seen & other
@@ -173,10 +192,24 @@ def test_lists_and_search_show_the_own_project_only(world: World, role: str) -> 
     assert listed(world, role, OTHER) == {"/jobs: 404", "/targets: 404", "/runs: 404"}
 
 
+def test_blackout_windows_are_listed_in_their_project_only(world: World) -> None:
+    headers = bearer(world.tokens["viewer"])
+
+    def ids(project: str) -> set[str] | int:
+        answer = world.client.get(f"{API}/blackouts?project={project}", headers=headers)
+        if answer.status_code != 200:
+            return int(answer.status_code)
+        return {str(row["id"]) for row in answer.json()}
+
+    assert ids(OWN) == {world.objects[OWN]["blackout"]}
+    assert ids(OTHER) == 404
+
+
 def test_a_global_viewer_still_sees_every_project(world: World) -> None:
     """Its rights are what they were: it reads both projects, and changes neither."""
     for project in (OWN, OTHER):
-        assert set(world.objects[project].values()) <= listed(world, "global viewer", project)
+        found = listed(world, "global viewer", project)
+        assert {world.objects[project][kind] for kind in LISTED} <= found
     headers = bearer(world.tokens["global viewer"])
     url = Case("job.run", "POST", "/jobs/{job}/run").url(world.objects[OTHER], OTHER)
     assert world.client.post(url, headers=headers, json={}).status_code == 403
@@ -233,6 +266,7 @@ CLI_CASES = (
     ("target.pause", ("target", "pause", "{target}")),
     ("target.pause", ("target", "resume", "{target}")),
     ("run.read", ("runs", "show", "{run}")),
+    ("blackout.read", ("blackout", "show", "{blackout}")),
 )
 
 

@@ -743,11 +743,6 @@ class _Round:
             labels,
         )
 
-    @property
-    def all_mutes(self) -> list[core.SilenceFacts]:
-        """The silences in force and the mutes of unreachable hosts (for job incidents)."""
-        return [*self.silences, *self.hosts_down]
-
     def reached(
         self, incident: Incident, targets: frozenset[int], failures: int
     ) -> dict[int, datetime]:
@@ -798,6 +793,7 @@ class _Standing:
         rows = batch.members[incident.id]
         active = [r for r in rows if r.recovered_at is None]
         shown_targets = active if incident.status == "open" else rows
+        # The silences of its own project, and (for a job incident) the unreachable hosts.
         own = core.of_project(batch.silences, incident.project_id)
         mutes = own if incident.target_id is not None else [*own, *batch.hosts_down]
         silenced = core.is_silenced(

@@ -437,8 +437,9 @@ def _when(window: rule.Window) -> str:
 def _view(session: Session, row: Blackout, now: datetime) -> BlackoutView:
     window = as_window(row)
     active = _active(row, now)
-    mine = [w for w in in_force(session, now) if w.scope.project == row.project_id]
-    others = mine if active else []
+    others = (
+        [w for w in in_force(session, now) if w.scope.project == row.project_id] if active else []
+    )
     return BlackoutView(
         id=row.id,
         name=row.name,
