@@ -32,6 +32,7 @@ from fleetcron.executors.fake import FakeExecutor, FakeOutcome
 from fleetcron.metrics import Metrics
 from fleetcron.notify.webhook import WebhookSpec
 from fleetcron.scheduler.service import Scheduler
+from fleetcron.services.alerts import incident_ops
 from fleetcron.services.alerts import incidents as incident_store
 from fleetcron.services.alerts.channels import (
     RuleTimers,
@@ -363,3 +364,24 @@ def test_the_cli_acts_in_the_project_it_names(
     [silenced] = listed("silence", "list", project=A)
     expired = cli("silence", "expire", str(silenced["id"]), "--project", B)
     assert expired.returncode == 2 and "does not exist" in expired.stderr
+
+
+@pytest.mark.usefixtures("teams")
+async def test_negative_control_health_and_metrics_with_every_projects_silences(
+    app: App,
+    fake: FakeExecutor,
+    fake_scheduler: Scheduler,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def every(silences: Iterable[object], _project: int) -> list[object]:
+        return list(silences)
+
+    monkeypatch.setattr(incident_rule, "of_project", every)
+    monkeypatch.setattr(incident_ops, "of_project", every)
+    failing(fake, A, B)
+    await minute(app, fake_scheduler, clock)
+    silence(app, A)
+
+    assert problems(app) == [(A, "backup", "box", True), (B, "backup", "box", True)]
+    assert all(r.silenced for r in incidents_reading(app).incidents)
