@@ -6,8 +6,9 @@ object. On ``pbx``'s own objects the answer is what the table allows (2xx, else 
 the objects of project ``web`` it is 404 named in ``web``, and named in ``pbx`` what a name
 ``pbx`` does not hold gets (404, or 403 for an action the role lacks): names cannot be
 probed; lists and the runs search show ``pbx``'s objects and never
-``web``'s. A global viewer still sees both (its rights are unchanged). The negative control
-takes the scope check out of the run reads and shows the checker finds the leak.
+``web``'s (blackout windows, incidents and silences too). A global viewer still sees both
+(its rights are unchanged). The negative controls take the scope check out of the run
+reads, and out of the blackout windows' reads, and show the checker finds the leak.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fleetcron.app import Actor, App
 from fleetcron.core.permissions import may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
+from fleetcron.services.blackouts import windows as blackout_windows
 from fleetcron.services.blackouts.windows import BlackoutSpec, add_blackout
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -34,7 +36,7 @@ from fleetcron.services.projects import admin as projects
 from fleetcron.services.runs import reads as run_reads
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import Target
+from fleetcron.store.schema import Blackout, Target
 from integration.web.conftest import API, bearer, new_client
 
 ADMIN = Actor("admin", "admin")
@@ -192,7 +194,9 @@ def test_lists_and_search_show_the_own_project_only(world: World, role: str) -> 
     assert listed(world, role, OTHER) == {"/jobs: 404", "/targets: 404", "/runs: 404"}
 
 
-def test_blackout_windows_are_listed_in_their_project_only(world: World) -> None:
+def test_blackout_windows_incidents_and_silences_are_listed_in_their_project_only(
+    world: World,
+) -> None:
     headers = bearer(world.tokens["viewer"])
 
     def ids(project: str) -> set[str] | int:
@@ -203,6 +207,11 @@ def test_blackout_windows_are_listed_in_their_project_only(world: World) -> None
 
     assert ids(OWN) == {world.objects[OWN]["blackout"]}
     assert ids(OTHER) == 404
+    # The incidents and silences of the other project do not exist either.
+    for path in ("/incidents", "/silences"):
+        own = world.client.get(f"{API}{path}?project={OWN}", headers=headers)
+        other = world.client.get(f"{API}{path}?project={OTHER}", headers=headers)
+        assert (own.status_code, other.status_code) == (200, 404), path
 
 
 def test_a_global_viewer_still_sees_every_project(world: World) -> None:
@@ -243,6 +252,21 @@ def test_negative_control_a_run_read_without_its_scope_check_is_caught(
     leaks = violations(world, "viewer")
     assert leaks
     assert all("/runs/" in leak for leak in leaks)
+
+
+def test_negative_control_a_blackout_read_without_its_project_check_is_caught(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the windows' project check taken out, the checker finds the other project's
+    window answered instead of 404."""
+
+    def any_project(session: Session, _actor: Actor, blackout_id: int) -> Blackout:
+        return session.get_one(Blackout, blackout_id)
+
+    monkeypatch.setattr(blackout_windows, "_own_row", any_project)
+    leaks = violations(world, "viewer")
+    assert leaks
+    assert all("/blackouts/" in leak for leak in leaks)
 
 
 def test_a_member_without_a_global_role_gets_pages_without_a_server_error(world: World) -> None:
