@@ -832,6 +832,11 @@ class Incident(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: The project of its job (of its target for a host incident): only that project's
+    #: rules and silences are asked about it. A plain column, as ``job_id`` (migration 0038).
+    project_id: Mapped[int] = mapped_column(
+        Integer, index=True, default=DEFAULT_PROJECT_ID, server_default="1"
+    )
     job_id: Mapped[int] = mapped_column(Integer)
     job_name: Mapped[str] = mapped_column(String(64))
     cause: Mapped[str] = mapped_column(String(16))
