@@ -10,8 +10,8 @@ targets, jobs, runs, incidents, silences, blackout windows, and reading the audi
 about them) is allowed by the higher of the two in that project; every other action (users,
 cluster, settings, projects, calendars, local targets) needs the global role. A project the
 actor has no role in, globally or there, is invisible (:func:`sees`): the services answer
-"not found" for its objects, so names cannot be probed. One's own account and tokens are open to anyone with a role
-anywhere.
+"not found" for its objects, so names cannot be probed. One's own account and tokens are
+open to anyone with a role anywhere.
 
 An API token also has a scope, ordered ``read`` < ``run`` < ``write``; each action names
 the least scope it needs (:data:`SCOPE_NEEDED`). A scope only narrows: a token may do what
