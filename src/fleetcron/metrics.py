@@ -42,6 +42,9 @@ class IncidentReading:
     silenced: bool
     #: A host incident's target (empty for a job's incident).
     target: str = ""
+    #: The project of its job (of its target for a host incident): two teams' jobs of
+    #: the same name are two series.
+    project: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class IncidentsReading:
 
 class _IncidentCollector(Collector):
     """The incident gauges. The job's label is ``fleetcron_job``: ``job`` is the scrape
-    job's label in Prometheus, which would rename it to ``exported_job``."""
+    job's label in Prometheus, which would rename it to ``exported_job``. Each incident's
+    series carry its ``project``, since job and target names are unique per project."""
 
     def __init__(self, read: Callable[[], IncidentsReading]) -> None:
         self._read = read
@@ -87,7 +91,7 @@ class _IncidentCollector(Collector):
 
     @staticmethod
     def _per_incident(incidents: Sequence[IncidentReading]) -> Iterator[GaugeMetricFamily]:
-        labels = ["fleetcron_job", "fleetcron_target", "cause"]
+        labels = ["project", "fleetcron_job", "fleetcron_target", "cause"]
         targets = GaugeMetricFamily(
             "fleetcron_incident_targets", "Open targets of each open incident.", labels=labels
         )
@@ -102,7 +106,7 @@ class _IncidentCollector(Collector):
             labels=labels,
         )
         for incident in incidents:
-            key = [incident.job, incident.target, incident.cause]
+            key = [incident.project, incident.job, incident.target, incident.cause]
             targets.add_metric(key, incident.targets)
             acked.add_metric(key, 1 if incident.acknowledged else 0)
             muted.add_metric(key, 1 if incident.silenced else 0)

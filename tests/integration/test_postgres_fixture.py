@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from fixtures.pg_reuse import Reuse
 from fixtures.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -115,3 +116,96 @@ def test_the_database_name_must_be_a_plain_lowercase_identifier(
 ) -> None:
     with pytest.raises(ValueError, match="Bad test database name"):
         postgres_server.create_database('x"; DROP DATABASE postgres; --')
+
+
+@pytest.fixture
+def source(postgres_server: PostgresServer) -> Iterator[str]:
+    """A small source database: a table with a serial id and a trigger, two rows."""
+    postgres_server.create_database("t_reuse_source")
+    with psycopg.connect(postgres_server.conninfo("t_reuse_source"), autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL)")
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'append-only'; END $$"
+        )
+        conn.execute("INSERT INTO items (name) VALUES ('a'), ('b')")
+        conn.execute(
+            "CREATE TRIGGER append_only BEFORE DELETE ON items"
+            " FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    try:
+        yield "t_reuse_source"
+    finally:
+        postgres_server.drop_database("t_reuse_source")
+
+
+@pytest.fixture
+def reuse(postgres_server: PostgresServer) -> Iterator[Reuse]:
+    made = Reuse(postgres_server, "t_reuse")
+    yield made
+    made.close()
+
+
+def _items(url: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(_conninfo(url)) as conn:
+        return conn.execute("SELECT * FROM items ORDER BY id").fetchall()
+
+
+def _next_id(url: str, name: str) -> object:
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        row = conn.execute("INSERT INTO items (name) VALUES (%s) RETURNING id", (name,)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_a_reused_database_holds_exactly_the_sources_rows_and_ids_again(
+    reuse: Reuse, source: str
+) -> None:
+    first = reuse.fresh(source)
+    assert _items(first) == [(1, "a"), (2, "b")]
+    assert _next_id(first, "from the first test") == 3
+    with psycopg.connect(_conninfo(first), autocommit=True) as conn:
+        conn.execute("UPDATE items SET name = 'changed' WHERE id = 1")
+    # A session the first test leaves open is ended, not written through.
+    leftover = psycopg.connect(_conninfo(first), autocommit=True)
+    second = reuse.fresh(source)
+    assert second == first  # the same database, not a new one
+    assert _backend_gone(leftover)
+    leftover.close()
+    # Rows and the sequence are the source's again, through its append-only trigger.
+    assert _items(second) == [(1, "a"), (2, "b")]
+    assert _next_id(second, "from the second test") == 3
+
+
+def _backend_gone(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+def test_a_database_whose_schema_a_test_changed_is_made_again_from_the_source(
+    reuse: Reuse, source: str
+) -> None:
+    first = reuse.fresh(source)
+    with psycopg.connect(_conninfo(first), autocommit=True) as conn:
+        conn.execute("ALTER TABLE items ADD COLUMN extra int")
+    second = reuse.fresh(source)
+    with psycopg.connect(_conninfo(second)) as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'items'"
+            " ORDER BY ordinal_position"
+        ).fetchall()
+    assert columns == [("id",), ("name",)]
+    assert _items(second) == [(1, "a"), (2, "b")]
+
+
+def test_negative_control_without_the_reset_the_previous_tests_rows_remain(
+    reuse: Reuse, source: str
+) -> None:
+    """The checks above can fail: the same database handed out without the reset still
+    holds what a test wrote."""
+    first = reuse.fresh(source)
+    _next_id(first, "left behind")
+    assert _items(first) != [(1, "a"), (2, "b")]

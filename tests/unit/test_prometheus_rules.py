@@ -68,12 +68,37 @@ def test_the_unit_tests_fail_when_a_rule_does_not_do_what_they_expect(tmp_path: 
     assert "FleetcronJobFailing" in result.stdout + result.stderr
 
 
+def test_a_silence_of_one_project_fails_the_tests_when_the_rules_ignore_projects(
+    tmp_path: Path,
+) -> None:
+    # Negative control of the two projects' case: matched on the job's name alone, team-a's
+    # silence would mute team-b's backup as well, and the expected alert would not fire.
+    rules = RULES.read_text()
+    assert "on (project, fleetcron_job, cause)" in rules
+    (tmp_path / "fleetcron-alerts.yml").write_text(
+        rules.replace("on (project, fleetcron_job, cause)", "on (fleetcron_job, cause)")
+    )
+    tests = tmp_path / "fleetcron-alerts.test.yml"
+    tests.write_text(RULE_TESTS.read_text())
+    result = run("test", "rules", tests)
+    assert result.returncode != 0
+    assert "team-b" in result.stdout + result.stderr
+
+
 def exposition() -> str:
     metrics = Metrics()
     metrics.watch_state(lambda: StateReading(0, 0, "standalone", 0))
     metrics.watch_incidents(
         lambda: IncidentsReading(
-            CAUSES, [IncidentReading("backup", "failing", 50, acknowledged=False, silenced=True)]
+            CAUSES,
+            [
+                IncidentReading(
+                    "backup", "failing", 50, acknowledged=False, silenced=True, project="team-a"
+                ),
+                IncidentReading(
+                    "backup", "failing", 3, acknowledged=False, silenced=False, project="team-b"
+                ),
+            ],
         )
     )
     return metrics.exposition().decode()
@@ -95,9 +120,15 @@ def test_every_metric_the_rules_name_is_exported() -> None:
 def test_the_incident_gauges_say_what_they_were_given() -> None:
     text = exposition()
     labels = 'cause="failing",fleetcron_job="backup",fleetcron_target=""'
-    assert f"fleetcron_incident_targets{{{labels}}} 50.0" in text
-    assert f"fleetcron_incident_silenced{{{labels}}} 1.0" in text
-    assert 'fleetcron_incidents_open{cause="failing"} 1.0' in text
+    team_a, team_b = f'{labels},project="team-a"', f'{labels},project="team-b"'
+    # Two projects' jobs named backup are two series, each with its own numbers.
+    assert f"fleetcron_incident_targets{{{team_a}}} 50.0" in text
+    assert f"fleetcron_incident_silenced{{{team_a}}} 1.0" in text
+    assert f"fleetcron_incident_targets{{{team_b}}} 3.0" in text
+    assert f"fleetcron_incident_silenced{{{team_b}}} 0.0" in text
+    # Negative control: without the label they would be one series, said twice.
+    assert f"fleetcron_incident_targets{{{labels}}}" not in text
+    assert 'fleetcron_incidents_open{cause="failing"} 2.0' in text
     assert 'fleetcron_incidents_open{cause="late"} 0.0' in text
     assert 'fleetcron_incidents_silenced{cause="failing"} 1.0' in text
     assert 'fleetcron_incidents_acknowledged{cause="failing"} 0.0' in text

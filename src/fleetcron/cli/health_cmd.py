@@ -8,6 +8,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import print_json, print_table
+from fleetcron.core.permissions import DEFAULT_PROJECT
 from fleetcron.core.validation import validate_int
 from fleetcron.services.health import report as svc
 from fleetcron.services.runs import retention
@@ -86,6 +87,12 @@ def _print_hosts(result: svc.HealthSummary) -> None:
         )
 
 
+def _named(project: str, job: str) -> str:
+    """A job as health lines name it: ``project/job`` outside ``default`` (names are
+    unique per project only)."""
+    return job if project == DEFAULT_PROJECT else f"{project}/{job}"
+
+
 def _print_problems(result: svc.HealthSummary) -> None:
     if result.hosts_down:
         _print_hosts(result)
@@ -98,7 +105,7 @@ def _print_problems(result: svc.HealthSummary) -> None:
                 (
                     g.kind + (" (silenced)" if g.silenced else ""),
                     g.target,
-                    g.job or f"{len(g.jobs)} job(s)",
+                    _named(g.project, g.job) if g.job else f"{len(g.jobs)} job(s)",
                     g.since,
                     g.detail,
                 )
@@ -112,7 +119,7 @@ def _print_problems(result: svc.HealthSummary) -> None:
                     f"{SEE_ALL_CLI[group.kind]}, or --limit 0 to list all"
                 )
         if result.jobs_total > len(result.jobs) or any(g.more for g in result.groups):
-            shown = ", ".join(f"{j.job} ({j.total})" for j in result.jobs)
+            shown = ", ".join(f"{_named(j.project, j.job)} ({j.total})" for j in result.jobs)
             more = result.jobs_total - len(result.jobs)
             click.echo(
                 f"{result.jobs_total} job(s) with problems: {shown}"

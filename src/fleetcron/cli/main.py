@@ -51,7 +51,35 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 #: the commands that act in one project: each (and each of its subcommands) takes
 #: ``--project`` (env ``FLEETCRON_PROJECT``)
-SCOPED = frozenset({"target", "job", "runs", "apply", "export", "schedule", "project"})
+SCOPED = frozenset(
+    {
+        "target",
+        "job",
+        "runs",
+        "apply",
+        "export",
+        "schedule",
+        "project",
+        "alert",
+        "silence",
+        "blackout",
+        "audit",
+    }
+)
+#: groups of which only some subgroups act in one project (the channels of ``notify`` are
+#: install-wide; its rules belong to a project)
+SCOPED_PARTS: dict[str, tuple[str, ...]] = {"notify": ("rule",)}
+
+
+def _scope(name: str, command: click.Command) -> None:
+    """Give the command ``name`` (or its scoped subgroups) ``--project``."""
+    from fleetcron.cli.context import with_project_option
+
+    if name in SCOPED:
+        with_project_option(command)
+    for part in SCOPED_PARTS.get(name, ()):
+        assert isinstance(command, click.Group)
+        with_project_option(command.commands[part])
 
 
 class LazyGroup(click.Group):
@@ -96,10 +124,7 @@ class LazyGroup(click.Group):
 
             assert isinstance(command, click.Group)
             command.add_command(upcoming)
-        if cmd_name in SCOPED:
-            from fleetcron.cli.context import with_project_option
-
-            with_project_option(command)
+        _scope(cmd_name, command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

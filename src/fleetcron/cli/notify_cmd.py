@@ -293,7 +293,7 @@ def rule_add(
     thresholds: Thresholds,
     as_user: str | None,
 ) -> None:
-    """Add a rule for one job or for every job."""
+    """Add a rule for one job or for every job of the project (--project)."""
     with opened_app() as app:
         view = svc.add_rule(
             app,

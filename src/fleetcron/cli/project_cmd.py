@@ -57,7 +57,7 @@ def members(name: str, as_json: bool, as_user: str | None) -> None:
     if as_json:
         print_json([vars(r) for r in rows])
         return
-    print_table(None, ["user", "role"], [(r.user, r.role) for r in rows])
+    print_table(None, ["user", "role", "source"], [(r.user, r.role, r.source) for r in rows])
 
 
 @project.command("grant")

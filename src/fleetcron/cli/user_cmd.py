@@ -172,7 +172,11 @@ def audit_list(
             app,
             acting(app, as_user),
             AuditFilter(
-                actor=actor, action=action, target=target, since=parse_time(since, "since")
+                actor=actor,
+                action=action,
+                target=target,
+                since=parse_time(since, "since"),
+                project=current_project(),
             ),
             limit=limit,
         )
@@ -181,13 +185,14 @@ def audit_list(
         return
     print_table(
         None,
-        ["at", "actor", "action", "ok", "job", "target", "detail"],
+        ["at", "actor", "action", "ok", "project", "job", "target", "detail"],
         [
             (
                 e.at,
                 e.actor,
                 e.action,
                 "yes" if e.success else "NO",
+                e.project or "-",
                 e.job_name,
                 e.target_name,
                 ", ".join(f"{k}={v}" for k, v in e.detail.items()),
@@ -204,6 +209,7 @@ def _event_dict(event: AuditView) -> dict[str, object]:
         "actor": event.actor,
         "action": event.action,
         "success": event.success,
+        "project": event.project,
         "job": event.job_name,
         "target": event.target_name,
         "detail": event.detail,

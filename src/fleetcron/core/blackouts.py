@@ -57,13 +57,22 @@ _DAYS: Final = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat
 
 @dataclass(frozen=True)
 class Scope:
-    """What a window covers: every part given must match; at least one is given."""
+    """What a window covers: every part given must match; at least one is given. A window
+    of a project (``project``, its id; None: no project, as in a schedule file's plan)
+    covers only the slots of that project's jobs, on its own targets and those shared into
+    it: job and target names are unique per project, so another project's job or target
+    of the same name is never covered."""
 
     job: str | None = None
     target: str | None = None
     selector: Mapping[str, str] = field(default_factory=dict)
+    project: int | None = None
 
-    def covers(self, job: str, target: str, labels: Mapping[str, str]) -> bool:
+    def covers(
+        self, job: str, target: str, labels: Mapping[str, str], project: int | None = None
+    ) -> bool:
+        if self.project is not None and self.project != project:
+            return False
         if self.job is not None and self.job != job:
             return False
         if self.target is not None and self.target != target:
@@ -110,6 +119,12 @@ class Subject:
     target: str
     labels: Mapping[str, str]
     zone: str
+    #: the project of the job (None: outside any project, as in a plan's preview)
+    project: int | None = None
+
+    def under(self, window: Window) -> bool:
+        """Whether ``window``'s scope covers this assignment."""
+        return window.scope.covers(self.job, self.target, self.labels, self.project)
 
 
 @dataclass(frozen=True)
@@ -163,7 +178,7 @@ def occurrence(window: Window, instant: datetime, zone: str) -> Hit | None:
 def hit_at(windows: Iterable[Window], subject: Subject, instant: datetime) -> Hit | None:
     """The first window (by id) covering the subject at ``instant``; None: none does."""
     for window in sorted(windows, key=lambda w: w.id):
-        if not window.scope.covers(subject.job, subject.target, subject.labels):
+        if not subject.under(window):
             continue
         hit = occurrence(window, instant, zone_of(window, subject))
         if hit is not None:
@@ -179,7 +194,7 @@ def clear_at(windows: Sequence[Window], subject: Subject, instant: datetime) -> 
         covering = [
             hit
             for window in windows
-            if window.scope.covers(subject.job, subject.target, subject.labels)
+            if subject.under(window)
             and (hit := occurrence(window, moment, zone_of(window, subject))) is not None
         ]
         if not covering:

@@ -294,6 +294,9 @@ class SilenceFacts:
     job_id: int | None = None
     target_id: int | None = None
     selector: Mapping[str, str] | None = None
+    #: The project whose incidents it mutes; None: every project's (the mute of an
+    #: unreachable host, which holds for every job on it).
+    project_id: int | None = None
 
     def active(self, now: datetime) -> bool:
         return self.starts_at <= now < self.ends_at
@@ -304,6 +307,13 @@ class SilenceFacts:
         if self.target_id is not None and self.target_id != target_id:
             return False
         return not self.selector or selector_matches(self.selector, labels)
+
+
+def of_project(silences: Iterable[SilenceFacts], project_id: int) -> list[SilenceFacts]:
+    """The silences that may mute an incident of project ``project_id``: that project's,
+    and those of no project (an unreachable host's). A silence of one project never
+    mutes another's incidents, even of a job or target of the same name."""
+    return [s for s in silences if s.project_id is None or s.project_id == project_id]
 
 
 def is_silenced(

@@ -6,12 +6,12 @@ role allowed to perform it. The CLI, the API and the web pages all ask :func:`au
 
 **Projects.** A user has a global role (``users.role``; ``none``: no global role) and may
 have a role in some projects. An action on a project's objects (:func:`is_project_action`:
-targets, jobs, runs) is allowed by the higher of the two
-in that project; every other action (users, cluster, settings, projects, audit, calendars,
-local targets) needs the global role. A project the actor has no role in, globally or
-there, is invisible (:func:`sees`): the services answer "not found" for its objects, so
-names cannot be probed. One's own account and tokens are open to anyone with a role
-anywhere.
+targets, jobs, runs, incidents, silences, blackout windows, and reading the audit events
+about them) is allowed by the higher of the two in that project; every other action (users,
+cluster, settings, projects, calendars, local targets) needs the global role. A project the
+actor has no role in, globally or there, is invisible (:func:`sees`): the services answer
+"not found" for its objects, so names cannot be probed. One's own account and tokens are
+open to anyone with a role anywhere.
 
 An API token also has a scope, ordered ``read`` < ``run`` < ``write``; each action names
 the least scope it needs (:data:`SCOPE_NEEDED`). A scope only narrows: a token may do what
@@ -98,9 +98,12 @@ MATRIX: dict[str, str] = {
 }
 
 #: the nouns of the actions on a project's objects: a project role grants them there.
-#: Incidents, silences and blackout windows are stored per project but not yet confined to
-#: one where they are read and applied: until they are, they need the global role.
-PROJECT_NOUNS = frozenset({"target", "job", "run"})
+#: Incidents, silences and blackout windows belong to a project and apply to its jobs and
+#: targets only (services/alerts, core/blackouts); calendars, channels and the rules'
+#: changes stay install-wide (the global role). The audit log is read per project too: a
+#: project's events to its people (the events of the whole install, and every event, to
+#: global roles).
+PROJECT_NOUNS = frozenset({"target", "job", "run", "incident", "silence", "blackout", "audit"})
 #: actions on a project's objects that still need the global role: a local target runs
 #: commands next to the database and the master key; a pairing's diagnosis scans the
 #: scheduler's network

@@ -395,7 +395,7 @@ def _authorize(actor: Actor, plan: Plan) -> None:
         actor.authorize("calendar.add")
     for kind, action in (("create", "blackout.add"), ("change", "blackout.change")):
         if any(change.kind == kind for change in plan.blackouts):
-            actor.authorize(action)
+            actor.authorize_in(action)
     for kind, action in (("create", "job.add"), ("change", "job.edit"), ("delete", "job.remove")):
         if plan.count(kind):
             actor.authorize_in(action)
@@ -571,7 +571,7 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
         jobs = _load_jobs(session, pid)
         targets = _load_targets(session, pid)
         states = [state_of(job) for job in jobs.values()]
-        calendars, windows = _install_wide(session, app, actor)
+        calendars, windows = _install_wide(session, app, actor, pid)
     marked = duplicates_to_allow(
         find_duplicates(
             Registration(s.name, s.command, _covered(s, targets), s.allow_duplicate) for s in states
@@ -595,15 +595,16 @@ def export_schedule(app: App, actor: Actor, *, header: Sequence[str] = ()) -> st
 
 
 def _install_wide(
-    session: Session, app: App, actor: Actor
+    session: Session, app: App, actor: Actor, pid: int
 ) -> tuple[list[CalendarState], list[dict[str, Any]]]:
-    """The calendars and blackout windows an export carries: install-wide, so only for an
-    actor whose global role reads them (a project's people get its jobs alone)."""
-    if not (may(actor, "calendar.read") and may(actor, "blackout.read")):
-        return [], []
-    calendars = list(calendar_states(session).values())
-    windows = [window_mapping(row) for row in rows_in_force(session, app.now()).values()]
-    return calendars, windows
+    """The calendars and blackout windows an export carries: the calendars are
+    install-wide, so only for an actor whose global role reads them; the windows are those
+    of the project (``pid``) the export is of, for an actor with a role there."""
+    calendars = list(calendar_states(session).values()) if may(actor, "calendar.read") else []
+    if not may(actor, "blackout.read", actor.project):
+        return calendars, []
+    rows = rows_in_force(session, app.now(), pid).values()
+    return calendars, [window_mapping(row) for row in rows]
 
 
 def _other(pair: tuple[str, str], name: str) -> str:

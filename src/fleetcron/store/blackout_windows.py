@@ -23,7 +23,9 @@ def as_window(row: Blackout) -> Window:
     return Window(
         id=row.id,
         name=row.name,
-        scope=Scope(row.job_name, row.target_name, parse_selector(row.selector)),
+        scope=Scope(
+            row.job_name, row.target_name, parse_selector(row.selector), project=row.project_id
+        ),
         zone=row.zone,
         kind="once" if row.kind == "once" else "cron",
         start=datetime.fromisoformat(row.start_wall) if row.start_wall else None,
@@ -49,10 +51,12 @@ def in_force(session: Session, now: datetime) -> list[Window]:
 
 
 def subject_of(row: Row[Any], default_zone: str) -> Subject:
-    """The assignment of a dispatch row, as the blackout rule sees it."""
+    """The assignment of a dispatch row, as the blackout rule sees it: its job's project
+    too, so that only that project's windows cover it."""
     return Subject(
         job=row.job_name,
         target=row.target_name,
         labels=dict(row.target_labels or {}),
         zone=row.target_timezone or default_zone,
+        project=row.job_project,
     )

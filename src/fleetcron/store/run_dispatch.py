@@ -103,6 +103,7 @@ DISPATCH_COLUMNS = (
     Assignment.next_fire_at,
     Job.id.label("job_id"),
     Job.name.label("job_name"),
+    Job.project_id.label("job_project"),
     Job.origin,
     Job.schedule,
     Job.timezone,

@@ -121,6 +121,9 @@ TARGET_DOWN_SQL = "reach IN (" + ", ".join(f"'{state}'" for state in REACH_DOWN)
 #: The id of the ``default`` project (``core.permissions.DEFAULT_PROJECT``): the first row
 #: of ``projects``, written by migration 0035.
 DEFAULT_PROJECT_ID = 1
+#: Where a role in a project comes from (``project_roles.source``).
+MANUAL, SSO = "manual", "sso"
+ROLE_SOURCES = (MANUAL, SSO)
 
 
 class Project(Base):
@@ -539,7 +542,11 @@ class AuditEvent(Base):
     """An operator or system action. Append-only: the code has no update or delete path."""
 
     __tablename__ = "audit_events"
-    __table_args__ = (Index("ix_audit_events_at", "at"),)
+    __table_args__ = (
+        Index("ix_audit_events_at", "at"),
+        # A project's newest events first (what a project's admin reads).
+        Index("ix_audit_events_project_id_at", "project_id", "at"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     at: Mapped[datetime]
@@ -551,6 +558,9 @@ class AuditEvent(Base):
     target_id: Mapped[int | None] = mapped_column(Integer)
     target_name: Mapped[str | None] = mapped_column(String(64), index=True)
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: The project of the object the event is about; NULL: the whole install (migration
+    #: 0037). A plain column, as ``job_id``: the audit log outlives its objects.
+    project_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class User(Base):
@@ -822,6 +832,11 @@ class Incident(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    #: The project of its job (of its target for a host incident): only that project's
+    #: rules and silences are asked about it. A plain column, as ``job_id`` (migration 0038).
+    project_id: Mapped[int] = mapped_column(
+        Integer, index=True, default=DEFAULT_PROJECT_ID, server_default="1"
+    )
     job_id: Mapped[int] = mapped_column(Integer)
     job_name: Mapped[str] = mapped_column(String(64))
     cause: Mapped[str] = mapped_column(String(16))
@@ -1039,7 +1054,10 @@ class ProjectRole(Base):
     """A user's role in one project, besides its global role (``users.role``)."""
 
     __tablename__ = "project_roles"
-    __table_args__ = (CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),)
+    __table_args__ = (
+        CheckConstraint("role IN ('viewer', 'operator', 'admin')", name="role"),
+        CheckConstraint(f"source IN ({', '.join(map(repr, ROLE_SOURCES))})", name="source"),
+    )
 
     user_id: Mapped[int] = mapped_column(
         ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
@@ -1048,6 +1066,9 @@ class ProjectRole(Base):
         ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
     )
     role: Mapped[str] = mapped_column(String(16))
+    #: Who gave it (migration 0037): ``manual`` (``fleetcron project grant``) or ``sso``
+    #: (the directory's groups, set again at each single sign-on log-in).
+    source: Mapped[str] = mapped_column(String(8), default=MANUAL)
 
 
 class TargetShare(Base):

@@ -23,7 +23,7 @@ from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
-from fleetcron.services.identity.configs import LdapConfig, OidcConfig
+from fleetcron.services.identity.configs import LdapConfig, OidcConfig, warn_unknown_projects
 from fleetcron.web import errors
 from fleetcron.web.api import (
     alerts,
@@ -93,6 +93,7 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     web.state.fleetcron = app
     web.state.oidc = OidcConfig.of(app.settings)
     web.state.ldap = LdapConfig.of(app.settings)
+    warn_unknown_projects(app, web.state.oidc, web.state.ldap)
     web.state.login_limiter = LoginLimiter(hash_slots=app.settings.login_hash_concurrency)
     web.state.refusals = RefusalTally()
     web.state.scheduler = None

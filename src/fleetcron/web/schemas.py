@@ -509,6 +509,8 @@ class AuditOut(BaseModel):
     actor: str
     action: str
     success: bool
+    #: the project the event is about; null: the whole install
+    project: str | None
     job: str | None
     target: str | None
     detail: dict[str, Any]
@@ -521,6 +523,7 @@ class AuditOut(BaseModel):
             actor=e.actor,
             action=e.action,
             success=e.success,
+            project=e.project,
             job=e.job_name,
             target=e.target_name,
             detail=dict(e.detail),
@@ -654,6 +657,8 @@ class MemberIn(Body):
 class MemberOut(BaseModel):
     user: str
     role: str
+    #: ``manual`` (granted by hand) or ``sso`` (from the directory's groups)
+    source: str
 
 
 class ShareIn(Body):

@@ -6,8 +6,9 @@ object. On ``pbx``'s own objects the answer is what the table allows (2xx, else 
 the objects of project ``web`` it is 404 named in ``web``, and named in ``pbx`` what a name
 ``pbx`` does not hold gets (404, or 403 for an action the role lacks): names cannot be
 probed; lists and the runs search show ``pbx``'s objects and never
-``web``'s. A global viewer still sees both (its rights are unchanged). The negative control
-takes the scope check out of the run reads and shows the checker finds the leak.
+``web``'s (blackout windows, incidents and silences too). A global viewer still sees both
+(its rights are unchanged). The negative controls take the scope check out of the run
+reads, and out of the blackout windows' reads, and show the checker finds the leak.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ from fleetcron.app import Actor, App
 from fleetcron.core.permissions import may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
+from fleetcron.services.blackouts import windows as blackout_windows
+from fleetcron.services.blackouts.windows import BlackoutSpec, add_blackout
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.projects import admin as projects
 from fleetcron.services.runs import reads as run_reads
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets import reads as target_reads
-from fleetcron.store.schema import Target
+from fleetcron.store.schema import Blackout, Target
 from integration.web.conftest import API, bearer, new_client
 
 ADMIN = Actor("admin", "admin")
@@ -67,6 +70,7 @@ CASES = (
     Case("run.read", "GET", "/runs/{run}"),
     Case("run.read", "GET", "/runs/{run}/output"),
     Case("run.stop", "GET", "/runs/{run}/stop"),
+    Case("blackout.read", "GET", "/blackouts/{blackout}"),
 )
 
 
@@ -84,7 +88,24 @@ def _fill(app: App, project: str, prefix: str) -> dict[str, str]:
     spec = JobSpec(schedule="0 3 * * *", command=f"echo {prefix}")
     jobs.add_job(app, admin, f"{prefix}job", spec, target=f"{prefix}1")
     run_ids = run_reads.request_run(app, admin, f"{prefix}job")
-    return {"job": f"{prefix}job", "target": f"{prefix}1", "run": str(run_ids[0])}
+    window = BlackoutSpec(
+        name="patch",
+        reason="patch",
+        job=f"{prefix}job",
+        start="2030-01-01 00:00",
+        end="2030-01-02 00:00",
+    )
+    blackout = add_blackout(app, admin, window).id
+    return {
+        "job": f"{prefix}job",
+        "target": f"{prefix}1",
+        "run": str(run_ids[0]),
+        "blackout": str(blackout),
+    }
+
+
+#: the objects the lists and the search are checked for
+LISTED = ("job", "target", "run")
 
 
 @pytest.fixture
@@ -164,8 +185,8 @@ def test_a_member_of_one_project_gets_what_the_table_allows_there_and_nothing_el
 
 @pytest.mark.parametrize("role", list(MEMBERS))
 def test_lists_and_search_show_the_own_project_only(world: World, role: str) -> None:
-    own = set(world.objects[OWN].values())
-    other = set(world.objects[OTHER].values())
+    own = {world.objects[OWN][kind] for kind in LISTED}
+    other = {world.objects[OTHER][kind] for kind in LISTED}
     seen = listed(world, role, OWN)
     assert own <= seen
     assert not seen & other
@@ -173,10 +194,31 @@ def test_lists_and_search_show_the_own_project_only(world: World, role: str) -> 
     assert listed(world, role, OTHER) == {"/jobs: 404", "/targets: 404", "/runs: 404"}
 
 
+def test_blackout_windows_incidents_and_silences_are_listed_in_their_project_only(
+    world: World,
+) -> None:
+    headers = bearer(world.tokens["viewer"])
+
+    def ids(project: str) -> set[str] | int:
+        answer = world.client.get(f"{API}/blackouts?project={project}", headers=headers)
+        if answer.status_code != 200:
+            return int(answer.status_code)
+        return {str(row["id"]) for row in answer.json()}
+
+    assert ids(OWN) == {world.objects[OWN]["blackout"]}
+    assert ids(OTHER) == 404
+    # The incidents and silences of the other project do not exist either.
+    for path in ("/incidents", "/silences"):
+        own = world.client.get(f"{API}{path}?project={OWN}", headers=headers)
+        other = world.client.get(f"{API}{path}?project={OTHER}", headers=headers)
+        assert (own.status_code, other.status_code) == (200, 404), path
+
+
 def test_a_global_viewer_still_sees_every_project(world: World) -> None:
     """Its rights are what they were: it reads both projects, and changes neither."""
     for project in (OWN, OTHER):
-        assert set(world.objects[project].values()) <= listed(world, "global viewer", project)
+        found = listed(world, "global viewer", project)
+        assert {world.objects[project][kind] for kind in LISTED} <= found
     headers = bearer(world.tokens["global viewer"])
     url = Case("job.run", "POST", "/jobs/{job}/run").url(world.objects[OTHER], OTHER)
     assert world.client.post(url, headers=headers, json={}).status_code == 403
@@ -212,6 +254,21 @@ def test_negative_control_a_run_read_without_its_scope_check_is_caught(
     assert all("/runs/" in leak for leak in leaks)
 
 
+def test_negative_control_a_blackout_read_without_its_project_check_is_caught(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the windows' project check taken out, the checker finds the other project's
+    window answered instead of 404."""
+
+    def any_project(session: Session, _actor: Actor, blackout_id: int) -> Blackout:
+        return session.get_one(Blackout, blackout_id)
+
+    monkeypatch.setattr(blackout_windows, "_own_row", any_project)
+    leaks = violations(world, "viewer")
+    assert leaks
+    assert all("/blackouts/" in leak for leak in leaks)
+
+
 def test_a_member_without_a_global_role_gets_pages_without_a_server_error(world: World) -> None:
     """For a member of ``pbx`` only the pages open in ``pbx`` and answer, never with a
     500 nor with ``web``'s names (``test_project_pages.py`` checks them route by route)."""
@@ -233,6 +290,7 @@ CLI_CASES = (
     ("target.pause", ("target", "pause", "{target}")),
     ("target.pause", ("target", "resume", "{target}")),
     ("run.read", ("runs", "show", "{run}")),
+    ("blackout.read", ("blackout", "show", "{blackout}")),
 )
 
 

@@ -230,7 +230,7 @@ def add_rule(
         pid = place(session, actor)
         if job is not None:
             job_id = note.job_id = get_job(session, job, pid).id
-        _refuse_second_rule(session, the_channel, job_id, job)
+        _refuse_second_rule(session, the_channel, pid, job_id, job)
         rule = NotificationRule(
             project_id=pid,
             channel_id=the_channel.id,
@@ -255,10 +255,13 @@ def add_rule(
 
 
 def _refuse_second_rule(
-    session: Session, channel: NotificationChannel, job_id: int | None, job: str | None
+    session: Session, channel: NotificationChannel, pid: int, job_id: int | None, job: str | None
 ) -> None:
-    """A Conflict when the channel already has a rule for this job (or every job)."""
-    same = select(NotificationRule.id).where(NotificationRule.channel_id == channel.id)
+    """A Conflict when the channel already has a rule for this job (or every job of the
+    project ``pid``)."""
+    same = select(NotificationRule.id).where(
+        NotificationRule.channel_id == channel.id, NotificationRule.project_id == pid
+    )
     same = same.where(
         NotificationRule.job_id.is_(None) if job_id is None else NotificationRule.job_id == job_id
     )
@@ -272,12 +275,14 @@ def _refuse_second_rule(
 
 
 def list_rules(app: App, actor: Actor) -> list[RuleView]:
-    actor.authorize("job.read")
+    """The rules of the project the actor acts in (a role there is enough to read them)."""
+    actor.authorize_in("job.read")
     with app.db.read() as session:
         rows = session.execute(
             select(NotificationRule, NotificationChannel.name, Job.name)
             .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
             .outerjoin(Job, Job.id == NotificationRule.job_id)
+            .where(NotificationRule.project_id == place(session, actor))
             .order_by(NotificationChannel.name, NotificationRule.id)
         ).all()
         return [_rule_view(r, channel, job) for r, channel, job in rows]
@@ -305,7 +310,7 @@ def remove_rule(app: App, actor: Actor, rule_id: int) -> None:
     with audited(app, actor, note) as session:
         actor.authorize("settings.manage")
         rule = session.get(NotificationRule, rule_id)
-        if rule is None:
+        if rule is None or rule.project_id != place(session, actor):
             raise NotFound("notification rule", rule_id)
         session.delete(rule)
 

@@ -33,7 +33,7 @@ from fleetcron.core.reach import DOWN, Reach, is_down, words
 from fleetcron.core.targets import TargetKind
 from fleetcron.store.planner import written_in
 from fleetcron.store.run_dispatch import MAX_JUMPS
-from fleetcron.store.schema import Incident, IncidentTarget, Target
+from fleetcron.store.schema import DEFAULT_PROJECT_ID, Incident, IncidentTarget, Target
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class _Down:
     error: str | None
     paused: bool
     via_id: int | None = None
+    project_id: int = DEFAULT_PROJECT_ID
 
     @property
     def reason(self) -> str:
@@ -68,11 +69,12 @@ def _down_targets(session: Session, now: datetime) -> dict[int, _Down]:
             Target.reach_error,
             Target.paused,
             Target.via_id,
+            Target.project_id,
         ).where(written_in(Target.reach, list(DOWN)))
     )
     return {
-        tid: _Down(tid, name, Reach(reach), since or now, error, paused, via)
-        for tid, name, reach, since, error, paused, via in rows
+        tid: _Down(tid, name, Reach(reach), since or now, error, paused, via, project)
+        for tid, name, reach, since, error, paused, via, project in rows
         if reach is not None and is_down(Reach(reach))
     }
 
@@ -147,6 +149,7 @@ def sync_host_incidents(session: Session, now: datetime) -> None:
 
 def _open(session: Session, found: _Down) -> None:
     incident = Incident(
+        project_id=found.project_id,
         job_id=0,
         job_name="",
         cause=core.HOST_CAUSE,

@@ -3,7 +3,8 @@ and acknowledged (which stops reminders, not the resolved message).
 
 Reads need ``incident.read`` (viewers); acknowledging needs ``incident.ack`` (operators)
 and is audited. The incidents themselves are written by evaluation
-(:mod:`fleetcron.services.alerts.incidents`).
+(:mod:`fleetcron.services.alerts.incidents`). Each is confined to the project the actor
+acts in: another project's incident is not found, and a role in the project is enough.
 """
 
 from __future__ import annotations
@@ -16,17 +17,26 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
-from fleetcron.core.incidents import CAUSES, Cause, host_link, is_silenced, job_link
+from fleetcron.core.incidents import (
+    CAUSES,
+    Cause,
+    host_link,
+    is_silenced,
+    job_link,
+    of_project,
+)
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.metrics import IncidentReading, IncidentsReading
 from fleetcron.services.alerts.incidents import failed_slots
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.health.silenced import active_silences, target_labels
+from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import (
     Incident,
     IncidentTarget,
     NotificationChannel,
     NotificationDelivery,
+    Project,
 )
 
 #: ``--status`` of a listing: open (acknowledged or not), acknowledged, resolved, all.
@@ -107,8 +117,9 @@ def list_incidents(
     limit: int = 50,
 ) -> list[IncidentView]:
     """Incidents, newest first: ``open`` (the default), ``acknowledged``, ``resolved`` or
-    ``all``; of one job if given. Raises InvalidInput naming the field."""
-    actor.authorize("incident.read")
+    ``all``; of one job if given; of the actor's project. Raises InvalidInput naming the
+    field."""
+    actor.authorize_in("incident.read")
     if status not in LIST_STATUSES:
         raise InvalidInput(
             f"status: {status!r} is not one of {', '.join(LIST_STATUSES)}",
@@ -124,7 +135,11 @@ def list_incidents(
             allowed=f"1..{LIST_MAX}",
         )
     with app.db.read() as session:
-        query = select(Incident).order_by(Incident.opened_at.desc(), Incident.id.desc())
+        query = (
+            select(Incident)
+            .where(Incident.project_id == place(session, actor))
+            .order_by(Incident.opened_at.desc(), Incident.id.desc())
+        )
         if status in ("open", "acknowledged"):
             query = query.where(Incident.status == "open")
         if status == "acknowledged":
@@ -140,9 +155,13 @@ def list_incidents(
 def count_open(app: App, actor: Actor, *, job: str | None = None) -> int:
     """How many incidents are open (of one job if given): the dashboard's and the job
     page's link to the incidents page says it."""
-    actor.authorize("incident.read")
+    actor.authorize_in("incident.read")
     with app.db.read() as session:
-        query = select(func.count()).select_from(Incident).where(Incident.status == "open")
+        query = (
+            select(func.count())
+            .select_from(Incident)
+            .where(Incident.status == "open", Incident.project_id == place(session, actor))
+        )
         if job is not None:
             query = query.where(Incident.job_name == job)
         return int(session.scalar(query) or 0)
@@ -150,10 +169,10 @@ def count_open(app: App, actor: Actor, *, job: str | None = None) -> int:
 
 def show_incident(app: App, actor: Actor, incident_id: int) -> IncidentDetail:
     """One incident with its targets (the first :data:`TARGETS_LISTED`) and every message
-    sent about it with its delivery status. Raises NotFound."""
-    actor.authorize("incident.read")
+    sent about it with its delivery status. Raises NotFound (also for another project's)."""
+    actor.authorize_in("incident.read")
     with app.db.read() as session:
-        incident = _get(session, incident_id)
+        incident = _get(session, actor, incident_id)
         targets = [
             TargetRow(r.target_name, r.joined_at, r.recovered_at)
             for r in session.scalars(
@@ -199,7 +218,7 @@ def acknowledge(app: App, actor: Actor, incident_id: int, *, note: str = "") -> 
     ``incident``) for one that is resolved or already acknowledged, changing nothing."""
     audit = AuditNote("incident.ack", detail={"incident": incident_id})
     with audited(app, actor, audit) as session:
-        actor.authorize("incident.ack")
+        actor.authorize_in("incident.ack")
         if len(note) > NOTE_MAX:
             raise InvalidInput(
                 f"note: at most {NOTE_MAX} characters (got {len(note)})",
@@ -207,7 +226,7 @@ def acknowledge(app: App, actor: Actor, incident_id: int, *, note: str = "") -> 
                 value=len(note),
                 allowed=f"0..{NOTE_MAX} characters",
             )
-        incident = _get(session, incident_id)
+        incident = _get(session, actor, incident_id)
         audit.job_id, audit.job_name = incident.job_id, incident.job_name
         if incident.status != "open":
             raise InvalidInput(
@@ -233,28 +252,20 @@ def acknowledge(app: App, actor: Actor, incident_id: int, *, note: str = "") -> 
 
 def incidents_reading(app: App) -> IncidentsReading:
     """The open incidents as the metrics' incident gauges show them at scrape time: per
-    incident its job, cause, open targets, acknowledged, and silenced (muted as its
-    messages are: every open target under a silence in force, ``core.is_silenced``).
-    Three statements, one more when a silence is in force."""
+    incident its project, job, cause, open targets, acknowledged, and silenced (muted as
+    its messages are: every open target under a silence of its project in force,
+    ``core.is_silenced``). Four statements, one more when a silence is in force."""
     now = app.now()
     with app.db.read() as session:
         found = list(session.scalars(select(Incident).where(Incident.status == "open")))
-        ids = [i.id for i in found]
-        members: dict[int, list[int]] = {i: [] for i in ids}
-        for start in range(0, len(ids), 500):
-            for incident_id, target_id in session.execute(
-                select(IncidentTarget.incident_id, IncidentTarget.target_id).where(
-                    IncidentTarget.incident_id.in_(ids[start : start + 500]),
-                    IncidentTarget.recovered_at.is_(None),
-                )
-            ):
-                members[incident_id].append(target_id)
+        members = _open_members(session, [i.id for i in found])
         silences = active_silences(session, now)
         labels = (
             target_labels(session, (t for rows in members.values() for t in rows))
             if silences
             else {}
         )
+        projects = dict(session.execute(select(Project.id, Project.name)).all())
     return IncidentsReading(
         CAUSES,
         [
@@ -264,18 +275,38 @@ def incidents_reading(app: App) -> IncidentsReading:
                 len(members[i.id]),
                 acknowledged=i.acked_at is not None,
                 silenced=is_silenced(
-                    silences, i.job_id, [(t, labels.get(t, {})) for t in members[i.id]], now
+                    of_project(silences, i.project_id),
+                    i.job_id,
+                    [(t, labels.get(t, {})) for t in members[i.id]],
+                    now,
                 ),
                 target=i.target_name or "",
+                project=projects.get(i.project_id, ""),
             )
             for i in found
         ],
     )
 
 
-def _get(session: Session, incident_id: int) -> Incident:
+def _open_members(session: Session, ids: list[int]) -> dict[int, list[int]]:
+    """Incident -> the targets still open in it."""
+    members: dict[int, list[int]] = {i: [] for i in ids}
+    for start in range(0, len(ids), 500):
+        for incident_id, target_id in session.execute(
+            select(IncidentTarget.incident_id, IncidentTarget.target_id).where(
+                IncidentTarget.incident_id.in_(ids[start : start + 500]),
+                IncidentTarget.recovered_at.is_(None),
+            )
+        ):
+            members[incident_id].append(target_id)
+    return members
+
+
+def _get(session: Session, actor: Actor, incident_id: int) -> Incident:
+    """The incident of the actor's project; NotFound for a missing one or another
+    project's, so ids cannot be probed."""
     incident = session.get(Incident, incident_id)
-    if incident is None:
+    if incident is None or incident.project_id != place(session, actor):
         raise NotFound("incident", incident_id, field="incident")
     return incident
 

@@ -35,6 +35,7 @@ from fleetcron.services.alerts.host_incidents import (
 )
 from fleetcron.services.health.silenced import active_silences, target_labels
 from fleetcron.store.schema import (
+    DEFAULT_PROJECT_ID,
     Incident,
     IncidentNotice,
     IncidentTarget,
@@ -62,13 +63,20 @@ STATE_OF: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Route:
-    """One enabled rule: its channel, its job (None: every job), its switches and timers."""
+    """One enabled rule: its project, its channel, its job (None: every job of its
+    project), its switches and timers."""
 
     channel_id: int
     job_id: int | None
     events: frozenset[str]
     timers: Timers
     thresholds: Thresholds = field(default_factory=Thresholds)
+    project_id: int = DEFAULT_PROJECT_ID
+
+    def applies(self, project_id: int, job_id: int) -> bool:
+        """Whether the rule is about job ``job_id`` of project ``project_id``: a rule
+        never routes another project's incidents, whatever their job's name."""
+        return self.project_id == project_id and self.job_id in (None, job_id)
 
 
 def routes(session: Session) -> list[Route]:
@@ -84,6 +92,7 @@ def routes(session: Session) -> list[Route]:
             NotificationRule.repeat_interval_s,
             NotificationRule.failures_before,
             NotificationRule.successes_before,
+            NotificationRule.project_id,
         )
         .join(NotificationChannel, NotificationChannel.id == NotificationRule.channel_id)
         .where(NotificationChannel.enabled.is_(True))
@@ -99,6 +108,7 @@ def routes(session: Session) -> list[Route]:
             ),
             Timers(wait, interval, repeat),
             Thresholds(failures_before, successes_before),
+            project_id,
         )
         for (
             channel_id,
@@ -111,6 +121,7 @@ def routes(session: Session) -> list[Route]:
             repeat,
             failures_before,
             successes_before,
+            project_id,
         ) in rows
     ]
 
@@ -118,25 +129,36 @@ def routes(session: Session) -> list[Route]:
 @dataclass(frozen=True)
 class SuccessesNeeded:
     """How many consecutive successes take a target out of an incident of each job: the
-    most any rule routing the job asks for (``core.Thresholds.successes_before``)."""
+    most any rule routing the job asks for (``core.Thresholds.successes_before``); a rule
+    for every job counts only for its own project's jobs."""
 
     by_job: dict[int, int]
-    default: int
+    #: project -> the most its rules for every job ask for
+    by_project: dict[int, int]
 
     @classmethod
     def of(cls, all_routes: Iterable[Route]) -> SuccessesNeeded:
-        every = [r.thresholds.successes_before for r in all_routes if r.job_id is None]
-        default = max(every, default=1)
+        by_project: dict[int, int] = {}
+        for route in all_routes:
+            if route.job_id is None:
+                wanted = route.thresholds.successes_before
+                by_project[route.project_id] = max(by_project.get(route.project_id, 1), wanted)
         by_job: dict[int, int] = {}
         for route in all_routes:
             if route.job_id is not None:
                 by_job[route.job_id] = max(
-                    by_job.get(route.job_id, default), route.thresholds.successes_before
+                    by_job.get(route.job_id, by_project.get(route.project_id, 1)),
+                    route.thresholds.successes_before,
                 )
-        return cls(by_job, default)
+        return cls(by_job, by_project)
 
-    def __call__(self, job_id: int) -> int:
-        return self.by_job.get(job_id, self.default)
+    def __call__(self, job_id: int, project_id: int) -> int:
+        return self.by_job.get(job_id, self.by_project.get(project_id, 1))
+
+    @property
+    def holds(self) -> bool:
+        """Whether any rule wants more than one success."""
+        return any(n > 1 for n in (*self.by_job.values(), *self.by_project.values()))
 
 
 # -- recording ---------------------------------------------------------------------------
@@ -203,8 +225,12 @@ def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
         return
     book = _Memberships.load(session, changes)
     needed = SuccessesNeeded.of(routes(session))
+    jobs = {c.member.job_id for c in changes}
+    projects = job_projects(session, jobs) if needed.holds else {}
     for change in changes:
-        if change.cause is None and needed(change.member.job_id) > 1:
+        job_id = change.member.job_id
+        needs = needed(job_id, projects.get(job_id, DEFAULT_PROJECT_ID))
+        if change.cause is None and needs > 1:
             continue  # held: it leaves once it has had enough successes (release_held)
         book.leave_other_incidents(change)
         if change.cause is not None:
@@ -326,6 +352,7 @@ def _new_incident(session: Session, opening: Opening) -> Incident:
     # Evaluation holds the writer lock (SQLite) or the advisory lock (PostgreSQL), so no
     # one else opens this incident meanwhile; the partial unique index makes sure of it.
     incident = Incident(
+        project_id=_project_of_job(session, opening.job_id),
         job_id=opening.job_id,
         job_name=opening.job_name,
         cause=opening.cause,
@@ -345,6 +372,20 @@ def _new_incident(session: Session, opening: Opening) -> Incident:
         extra={"action": "incident.opened", "incident_id": incident.id, "job": opening.job_name},
     )
     return incident
+
+
+def job_projects(session: Session, job_ids: Iterable[int]) -> dict[int, int]:
+    """Job -> its project, for the jobs among ``job_ids`` still present."""
+    found: dict[int, int] = {}
+    for chunk in _chunked(sorted(set(job_ids))):
+        found.update(session.execute(select(Job.id, Job.project_id).where(Job.id.in_(chunk))).all())
+    return found
+
+
+def _project_of_job(session: Session, job_id: int) -> int:
+    """The project of job ``job_id`` (``default`` for one already removed)."""
+    found = session.scalar(select(Job.project_id).where(Job.id == job_id))
+    return DEFAULT_PROJECT_ID if found is None else found
 
 
 def _chunked(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
@@ -531,7 +572,7 @@ def release_held(session: Session) -> None:
     success) leave them at the success that makes enough; an incident whose last target
     left resolves then."""
     needed = SuccessesNeeded.of(routes(session))
-    releases = thresholds.held_releases(session, needed.by_job, needed.default)
+    releases = thresholds.held_releases(session, needed)
     newest: dict[int, datetime] = {}
     for release in releases:
         release.row.recovered_at = release.at
@@ -702,11 +743,6 @@ class _Round:
             labels,
         )
 
-    @property
-    def all_mutes(self) -> list[core.SilenceFacts]:
-        """The silences in force and the mutes of unreachable hosts (for job incidents)."""
-        return [*self.silences, *self.hosts_down]
-
     def reached(
         self, incident: Incident, targets: frozenset[int], failures: int
     ) -> dict[int, datetime]:
@@ -757,7 +793,9 @@ class _Standing:
         rows = batch.members[incident.id]
         active = [r for r in rows if r.recovered_at is None]
         shown_targets = active if incident.status == "open" else rows
-        mutes = batch.silences if incident.target_id is not None else batch.all_mutes
+        # The silences of its own project, and (for a job incident) the unreachable hosts.
+        own = core.of_project(batch.silences, incident.project_id)
+        mutes = own if incident.target_id is not None else [*own, *batch.hosts_down]
         silenced = core.is_silenced(
             mutes,
             incident.job_id,
@@ -767,9 +805,9 @@ class _Standing:
         muted = frozenset(
             r.assignment_id
             for r in active
-            if batch.silences
+            if own
             and core.covered(
-                batch.silences,
+                own,
                 incident.job_id,
                 r.target_id,
                 batch.labels.get(r.target_id, {}),
@@ -793,7 +831,7 @@ def _queue_about(batch: _Round, incident: Incident) -> int:
     returns how many were queued."""
     standing = _Standing.of(batch, incident)
     cause = cast(Cause, incident.cause)
-    wanted = _wanted(batch.routes, incident.job_id, core.cause_event(cause))
+    wanted = _wanted(batch.routes, incident, core.cause_event(cause))
     queued = 0
     for channel_id, (timers, counts) in sorted(wanted.items()):
         notice, seen = batch.notice(incident.id, channel_id)
@@ -863,7 +901,7 @@ def _due(
             notice.closed = True  # opened while flapping: never announced
         return None
     notice.closed = core.closes(kind)
-    if kind == "resolved" and not _wants_recovery(batch.routes, incident.job_id, notice.channel_id):
+    if kind == "resolved" and not _wants_recovery(batch.routes, incident, notice.channel_id):
         return None
     return kind
 
@@ -953,14 +991,14 @@ def _close_removed_jobs(session: Session, open_ones: Sequence[Incident], now: da
 
 
 def _wanted(
-    all_routes: Iterable[Route], job_id: int, event: str
+    all_routes: Iterable[Route], incident: Incident, event: str
 ) -> dict[int, tuple[Timers, Thresholds]]:
-    """Channel -> timers and thresholds of the rules for this job (or every job) that want
-    this event; a channel named by several rules gets each message once, on the shortest
-    timers and the smallest thresholds."""
+    """Channel -> timers and thresholds of the rules of the incident's project for its job
+    (or every job) that want this event; a channel named by several rules gets each
+    message once, on the shortest timers and the smallest thresholds."""
     found: dict[int, list[Route]] = defaultdict(list)
     for route in all_routes:
-        if event in route.events and (route.job_id is None or route.job_id == job_id):
+        if event in route.events and route.applies(incident.project_id, incident.job_id):
             found[route.channel_id].append(route)
     return {
         channel: (
@@ -971,11 +1009,11 @@ def _wanted(
     }
 
 
-def _wants_recovery(all_routes: Iterable[Route], job_id: int, channel_id: int) -> bool:
+def _wants_recovery(all_routes: Iterable[Route], incident: Incident, channel_id: int) -> bool:
     return any(
         r.channel_id == channel_id
         and "recovery" in r.events
-        and (r.job_id is None or r.job_id == job_id)
+        and r.applies(incident.project_id, incident.job_id)
         for r in all_routes
     )
 

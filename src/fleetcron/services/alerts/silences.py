@@ -5,7 +5,10 @@ matches, for a duration or until a time, with its author and reason. Runs are st
 recorded and health still shows the failures; an incident whose targets are all covered
 sends nothing while the silence lasts (``core/incidents.is_silenced``). An expired silence
 lifts by itself (evaluation only reads silences in force); ``expire`` ends one early.
-Adding and expiring need the operator role and are audited; listing needs a viewer.
+Adding and expiring need the operator role and are audited; listing needs a viewer. A
+silence belongs to the project it was made in: it mutes that project's incidents only
+(``core/incidents.of_project``), and is listed and expired there only (a role in the
+project is enough).
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
         detail={"selector": spec.selector, "reason": spec.reason},
     )
     with audited(app, actor, note) as session:
-        actor.authorize("silence.add")
+        actor.authorize_in("silence.add")
         now = app.now()
         reason = _checked_reason(spec)
         duration = None if spec.duration_s is None else timedelta(seconds=spec.duration_s)
@@ -89,7 +92,8 @@ def add_silence(app: App, actor: Actor, spec: SilenceSpec) -> SilenceView:
                 lambda: get_target(session, spec.target or "", pid, shared=True), "target"
             ).id
         selector = matching_selector(session, spec.selector) if spec.selector else None
-        _no_overlap(session, now, ends, job_id=job_id, target_id=target_id, selector=selector)
+        scope = _Scope(pid, job_id, target_id, selector)
+        _no_overlap(session, now, ends, scope)
         silence = Silence(
             project_id=pid,
             job_id=job_id,
@@ -133,8 +137,9 @@ def _checked_reason(spec: SilenceSpec) -> str:
 def list_silences(
     app: App, actor: Actor, *, include_expired: bool = False, limit: int = 100
 ) -> list[SilenceView]:
-    """Silences in force (and with ``include_expired`` the ended ones), newest first."""
-    actor.authorize("silence.read")
+    """Silences in force (and with ``include_expired`` the ended ones) of the actor's
+    project, newest first."""
+    actor.authorize_in("silence.read")
     if not 1 <= limit <= LIST_MAX:
         raise InvalidInput(
             f"limit: {limit} is out of range (1 to {LIST_MAX})",
@@ -144,7 +149,12 @@ def list_silences(
         )
     now = app.now()
     with app.db.read() as session:
-        query = select(Silence).order_by(Silence.id.desc()).limit(limit)
+        query = (
+            select(Silence)
+            .where(Silence.project_id == place(session, actor))
+            .order_by(Silence.id.desc())
+            .limit(limit)
+        )
         if not include_expired:
             query = query.where(Silence.ends_at > now)
         return [_view(s, now) for s in session.scalars(query)]
@@ -152,13 +162,13 @@ def list_silences(
 
 def expire_silence(app: App, actor: Actor, silence_id: int) -> SilenceView:
     """End a silence now. Raises NotFound, or InvalidInput (field ``silence``) for one that
-    already ended, changing nothing."""
+    already ended, changing nothing; another project's silence is not found."""
     note = AuditNote("silence.expire", detail={"silence": silence_id})
     with audited(app, actor, note) as session:
-        actor.authorize("silence.expire")
+        actor.authorize_in("silence.expire")
         now = app.now()
         silence = session.get(Silence, silence_id)
-        if silence is None:
+        if silence is None or silence.project_id != place(session, actor):
             raise NotFound("silence", silence_id, field="silence")
         if silence.ends_at <= now:
             raise InvalidInput(
@@ -174,24 +184,31 @@ def expire_silence(app: App, actor: Actor, silence_id: int) -> SilenceView:
         return _view(silence, now)
 
 
-def _no_overlap(
-    session: Session,
-    now: datetime,
-    ends: datetime,
-    *,
-    job_id: int | None,
-    target_id: int | None,
-    selector: str | None,
-) -> None:
+@dataclass(frozen=True)
+class _Scope:
+    """What a silence mutes: in a project, a job, a target, a selector (None: any)."""
+
+    project_id: int
+    job_id: int | None
+    target_id: int | None
+    selector: str | None
+
+
+def _no_overlap(session: Session, now: datetime, ends: datetime, scope: _Scope) -> None:
     # The same scope muted again before the first one ends is a mistake (or an extension:
     # expire the first one, then add a longer one), and two of them would be ambiguous.
     same = session.scalar(
         select(Silence)
         .where(
             Silence.ends_at > now,
-            Silence.job_id.is_(None) if job_id is None else Silence.job_id == job_id,
-            Silence.target_id.is_(None) if target_id is None else Silence.target_id == target_id,
-            Silence.selector.is_(None) if selector is None else Silence.selector == selector,
+            Silence.project_id == scope.project_id,
+            Silence.job_id.is_(None) if scope.job_id is None else Silence.job_id == scope.job_id,
+            Silence.target_id.is_(None)
+            if scope.target_id is None
+            else Silence.target_id == scope.target_id,
+            Silence.selector.is_(None)
+            if scope.selector is None
+            else Silence.selector == scope.selector,
         )
         .limit(1)
     )

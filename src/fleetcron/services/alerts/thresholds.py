@@ -13,7 +13,7 @@ successes as the most demanding rule routing the job asks for. Pure decisions ar
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -79,13 +79,13 @@ class Release:
     at: datetime
 
 
-def held_releases(session: Session, needed: dict[int, int], default: int = 1) -> list[Release]:
+def held_releases(session: Session, needed: Callable[[int, int], int]) -> list[Release]:
     """The targets held in an open incident (their alert state recovered, the incident
     still counts them) that have now had the successes their job needs (``needed``: job
-    -> successes; ``default`` for a job no rule names), with the moment of the last one.
-    One statement finds the held rows; their successes are read per 500."""
+    and its project -> successes), with the moment of the last one. One statement finds
+    the held rows; their successes are read per 500."""
     held = session.execute(
-        select(IncidentTarget, Incident.job_id)
+        select(IncidentTarget, Incident.job_id, Incident.project_id)
         .join(Incident, Incident.id == IncidentTarget.incident_id)
         .join(AlertState, AlertState.assignment_id == IncidentTarget.assignment_id)
         .where(
@@ -97,11 +97,11 @@ def held_releases(session: Session, needed: dict[int, int], default: int = 1) ->
     ).all()
     if not held:
         return []
-    successes = _successes_after(session, [row for row, _ in held])
+    successes = _successes_after(session, [row for row, _, _ in held])
     releases: list[Release] = []
-    for row, job_id in held:
+    for row, job_id, project_id in held:
         after = [at for at in successes.get(row.assignment_id, ()) if at > row.last_seen_at]
-        at = core.released_at(after, needed.get(job_id, default))
+        at = core.released_at(after, needed(job_id, project_id))
         if at is not None:
             releases.append(Release(row, at))
     return releases

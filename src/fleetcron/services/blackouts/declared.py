@@ -19,6 +19,7 @@ from fleetcron.core.yaml_nodes import Problem
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.audit import record
 from fleetcron.services.blackouts.windows import BlackoutSpec, _fill, _note
+from fleetcron.services.projects.scope import place
 from fleetcron.store.run_writes import release_deferred
 from fleetcron.store.schema import Blackout
 
@@ -47,9 +48,10 @@ class FileWindows:
     jobs: frozenset[str]
 
 
-def rows_in_force(session: Session, now: datetime) -> dict[str, Blackout]:
-    """The windows in force, by name."""
+def rows_in_force(session: Session, now: datetime, project_id: int) -> dict[str, Blackout]:
+    """The windows in force of project ``project_id``, by name."""
     query = select(Blackout).where(
+        Blackout.project_id == project_id,
         Blackout.lifted_at.is_(None),
         or_(Blackout.expires_at.is_(None), Blackout.expires_at > now),
     )
@@ -65,12 +67,13 @@ def plan_blackouts(
 ) -> tuple[tuple[BlackoutChange, ...], list[Problem]]:
     """The creates and changes that bring the windows in force to the file; each refused
     field is a problem at its line (nothing is written: rows are checked detached)."""
-    current = rows_in_force(session, now)
+    pid = place(session, actor)
+    current = rows_in_force(session, now, pid)
     changes: list[BlackoutChange] = []
     problems: list[Problem] = []
     for decl in declared.decls:
         old = current.get(decl.name)
-        checked = Blackout(id=old.id if old is not None else None)  # never added
+        checked = Blackout(id=old.id if old is not None else None, project_id=pid)  # never added
         try:
             _fill(session, checked, spec_of(decl), now, actor, known_jobs=declared.jobs)
         except (InvalidInput, NotFound) as exc:

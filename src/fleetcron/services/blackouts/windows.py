@@ -35,10 +35,11 @@ from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
 from fleetcron.services.jobs.edit import get_job
+from fleetcron.services.projects.scope import place
 from fleetcron.services.targets.reads import matching_selector
 from fleetcron.store.blackout_windows import as_window, in_force
 from fleetcron.store.run_writes import release_deferred
-from fleetcron.store.schema import DEFAULT_PROJECT_ID, Blackout
+from fleetcron.store.schema import Blackout
 
 NAME_MAX: Final = 64
 REASON_MAX: Final = 500
@@ -102,7 +103,7 @@ def add_blackout(app: App, actor: Actor, spec: BlackoutSpec) -> BlackoutView:
     an empty scope or reason, a name in use) or NotFound (job, target), saving nothing."""
     note = _note("blackout.add", spec)
     with audited(app, actor, note) as session:
-        actor.authorize("blackout.add")
+        actor.authorize_in("blackout.add")
         now = app.now()
         row = Blackout(created_by=actor.name, created_at=now)
         _fill(session, row, spec, now, actor)
@@ -117,9 +118,9 @@ def change_blackout(app: App, actor: Actor, blackout_id: int, spec: BlackoutSpec
     are looked at again. Raises NotFound, or InvalidInput for a window no longer in force."""
     note = _note("blackout.change", spec, blackout_id)
     with audited(app, actor, note) as session:
-        actor.authorize("blackout.change")
+        actor.authorize_in("blackout.change")
         now = app.now()
-        row = _in_force_row(session, blackout_id, now)
+        row = _in_force_row(session, actor, blackout_id, now)
         note.detail["before"] = _view(session, row, now).when
         _fill(session, row, spec, now, actor)
         session.flush()
@@ -133,10 +134,10 @@ def lift_blackout(app: App, actor: Actor, blackout_id: int, reason: str) -> Blac
     ``reason``: empty), changing nothing."""
     note = AuditNote("blackout.lift", detail={"blackout": blackout_id, "reason": reason})
     with audited(app, actor, note) as session:
-        actor.authorize("blackout.lift")
+        actor.authorize_in("blackout.lift")
         now = app.now()
         _check_reason(reason)
-        row = _in_force_row(session, blackout_id, now)
+        row = _in_force_row(session, actor, blackout_id, now)
         row.lifted_at, row.lifted_by = now, actor.name
         row.updated_at, row.updated_by = now, actor.name
         note.job_name, note.target_name = row.job_name, row.target_name
@@ -148,9 +149,9 @@ def lift_blackout(app: App, actor: Actor, blackout_id: int, reason: str) -> Blac
 def list_blackouts(
     app: App, actor: Actor, *, include_ended: bool = False, limit: int = 100
 ) -> list[BlackoutView]:
-    """Windows in force (with ``include_ended`` the lifted and expired ones too), newest
-    first."""
-    actor.authorize("blackout.read")
+    """Windows in force (with ``include_ended`` the lifted and expired ones too) of the
+    actor's project, newest first."""
+    actor.authorize_in("blackout.read")
     if not 1 <= limit <= LIST_MAX:
         raise InvalidInput(
             f"limit: {limit} is out of range (1 to {LIST_MAX})",
@@ -160,20 +161,30 @@ def list_blackouts(
         )
     now = app.now()
     with app.db.read() as session:
-        query = select(Blackout).order_by(Blackout.id.desc()).limit(limit)
+        query = (
+            select(Blackout)
+            .where(Blackout.project_id == place(session, actor))
+            .order_by(Blackout.id.desc())
+            .limit(limit)
+        )
         rows = list(session.scalars(query))
         views = [_view(session, row, now) for row in rows]
     return views if include_ended else [v for v in views if v.active]
 
 
 def show_blackout(app: App, actor: Actor, blackout_id: int) -> BlackoutView:
-    actor.authorize("blackout.read")
+    actor.authorize_in("blackout.read")
     now = app.now()
     with app.db.read() as session:
-        row = session.get(Blackout, blackout_id)
-        if row is None:
-            raise NotFound("blackout window", blackout_id, field="blackout")
-        return _view(session, row, now)
+        return _view(session, _own_row(session, actor, blackout_id), now)
+
+
+def _own_row(session: Session, actor: Actor, blackout_id: int) -> Blackout:
+    """Window ``blackout_id`` of the actor's project; NotFound for another project's."""
+    row = session.get(Blackout, blackout_id)
+    if row is None or row.project_id != place(session, actor):
+        raise NotFound("blackout window", blackout_id, field="blackout")
+    return row
 
 
 # -- checking and filling a row ----------------------------------------------------------
@@ -197,11 +208,14 @@ def _fill(
 ) -> None:
     """Check every field of ``spec`` and write it into ``row`` (nothing is flushed before
     all checks passed, so a refusal saves nothing). ``known_jobs``: jobs taken as existing
-    (those a schedule file declares, before its apply writes them)."""
-    name = _check_name(session, spec.name, now, row.id)
+    (those a schedule file declares, before its apply writes them). A new row is of the
+    project the actor acts in; its job and target are named in that project."""
+    if row.project_id is None:
+        row.project_id = place(session, actor)
+    name = _check_name(session, spec.name, now, row)
     reason = _check_reason(spec.reason)
     zone = _check_zone(spec.zone)
-    job, target, selector = _check_scope(session, spec, known_jobs)
+    job, target, selector = _check_scope(session, spec, row.project_id, known_jobs)
     window = _check_time(spec, zone, now)
     row.name, row.reason, row.zone = name, reason, zone
     row.job_name, row.target_name, row.selector = job, target, selector
@@ -215,7 +229,9 @@ def _fill(
     row.updated_by, row.updated_at = actor.name, now
 
 
-def _check_name(session: Session, name: str, now: datetime, own_id: int | None) -> str:
+def _check_name(session: Session, name: str, now: datetime, row: Blackout) -> str:
+    """The name, stripped; InvalidInput when another window in force of the row's project
+    has it."""
     name = name.strip()
     if not 1 <= len(name) <= NAME_MAX:
         raise InvalidInput(
@@ -225,7 +241,8 @@ def _check_name(session: Session, name: str, now: datetime, own_id: int | None) 
             allowed=f"1..{NAME_MAX} characters",
         )
     for other in in_force(session, now):
-        if other.name == name and other.id != own_id:
+        mine = other.scope.project == row.project_id
+        if mine and other.name == name and other.id != row.id:
             raise InvalidInput(
                 f"name: window #{other.id} in force is already called {name!r}; "
                 "choose another name, or change or lift that window",
@@ -255,8 +272,10 @@ def _check_zone(zone: str) -> str:
 
 
 def _check_scope(
-    session: Session, spec: BlackoutSpec, known_jobs: frozenset[str] = frozenset()
+    session: Session, spec: BlackoutSpec, pid: int, known_jobs: frozenset[str] = frozenset()
 ) -> tuple[str | None, str | None, str | None]:
+    """The job, target (the project's own or one shared into it) and selector a window of
+    project ``pid`` covers; NotFound for a job or target the project does not have."""
     if spec.job is None and spec.target is None and not spec.selector:
         raise InvalidInput(
             "job: name a job, a target and/or a selector the window covers",
@@ -264,9 +283,9 @@ def _check_scope(
             allowed="--job, --target and/or --selector",
         )
     if spec.job is not None and spec.job not in known_jobs:
-        found(lambda: get_job(session, spec.job or "", DEFAULT_PROJECT_ID), "job")
+        found(lambda: get_job(session, spec.job or "", pid), "job")
     if spec.target is not None:
-        found(lambda: get_target(session, spec.target or "", DEFAULT_PROJECT_ID), "target")
+        found(lambda: get_target(session, spec.target or "", pid, shared=True), "target")
     selector = matching_selector(session, spec.selector) if spec.selector else None
     return spec.job, spec.target, selector
 
@@ -388,10 +407,8 @@ def _until(text: str, zone: str) -> datetime:
     return rule.wall(value, "UTC" if zone == TARGET_LOCAL else zone)
 
 
-def _in_force_row(session: Session, blackout_id: int, now: datetime) -> Blackout:
-    row = session.get(Blackout, blackout_id)
-    if row is None:
-        raise NotFound("blackout window", blackout_id, field="blackout")
+def _in_force_row(session: Session, actor: Actor, blackout_id: int, now: datetime) -> Blackout:
+    row = _own_row(session, actor, blackout_id)
     if not _active(row, now):
         ended = row.lifted_at or row.expires_at
         raise InvalidInput(
@@ -420,7 +437,9 @@ def _when(window: rule.Window) -> str:
 def _view(session: Session, row: Blackout, now: datetime) -> BlackoutView:
     window = as_window(row)
     active = _active(row, now)
-    others = in_force(session, now) if active else []
+    others = (
+        [w for w in in_force(session, now) if w.scope.project == row.project_id] if active else []
+    )
     return BlackoutView(
         id=row.id,
         name=row.name,

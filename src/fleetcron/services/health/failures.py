@@ -38,11 +38,12 @@ from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
 from fleetcron.core.bounded import Bounded
+from fleetcron.core.permissions import DEFAULT_PROJECT
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.health.failure_streak import NEVER, counted, failure_streak, newest_success
 from fleetcron.store.planner import count_up_to, materialized, written_in
 from fleetcron.store.run_newest import unindexed
-from fleetcron.store.schema import Assignment, Job, Run, Target, UTCDateTime
+from fleetcron.store.schema import Assignment, Job, Project, Run, Target, UTCDateTime
 
 FAILED = statuses.FAILED
 FINISHED = statuses.FINISHED
@@ -62,6 +63,7 @@ ATTEMPTS_COUNTED = 1000
 LAST_RUN = aliased(Run, name="last_run")
 REACHED_RUN = aliased(Run, name="reached_run")
 ATTEMPT_RUN = aliased(Run, name="attempt_run")
+TARGET_PROJECT = aliased(Project, name="target_project")
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class Problem:
     """There were more than ``failures`` (counted up to ``STREAK_COUNTED``)."""
     silenced: bool = False
     """A silence in force mutes this job on this target (it is still a problem)."""
+    project: str = DEFAULT_PROJECT
+    """The job's project: job and target names are unique per project only."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,8 @@ class GroupedProblem:
     outage's connection errors up to ``ATTEMPTS_COUNTED``)."""
     silenced: bool = False
     """A silence in force mutes every job × target of the line (it is still a problem)."""
+    project: str = DEFAULT_PROJECT
+    """The project of its jobs (of the target, for an unreachable target's line)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,8 @@ class Failing:
     failures: Bounded
     streak_since: datetime | None
     reason: str | None = None
+    project: str = DEFAULT_PROJECT
+    target_project: str = DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
@@ -152,11 +160,15 @@ class JobTally:
     unreachable: int = 0
 
 
+#: a job as health names it: its project's name and its own
+JobKey = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class FailingCounts:
-    """Failing assignments per job (by name), and the targets in an outage."""
+    """Failing assignments per job (by project and name), and the targets in an outage."""
 
-    by_job: dict[str, JobTally]
+    by_job: dict[JobKey, JobTally]
     unreachable_targets: int
 
 
@@ -264,17 +276,18 @@ def failing_overview(
     targets in an outage, and the assignments behind the lines listed: those of the first
     ``limit`` unreachable targets (by name) and the first ``limit`` other failing ones (by
     job, then target)."""
-    by_job: dict[str, JobTally] = {}
+    by_job: dict[JobKey, JobTally] = {}
     unreachable_targets = 0
     shown_down: set[int] = set()
     shown_others: set[int] = set()
-    for what, assignment_id, is_down, job, n in session.execute(_overview(session, limit)).all():
+    rows = session.execute(_overview(session, limit)).all()
+    for what, assignment_id, is_down, job, n, project in rows:
         if what == "shown":
             (shown_down if is_down else shown_others).add(assignment_id)
         elif what == "targets":
             unreachable_targets = n
         else:
-            tally = by_job.setdefault(job, JobTally())
+            tally = by_job.setdefault((project, job), JobTally())
             tally.failing += n
             if is_down:
                 tally.unreachable += n
@@ -286,15 +299,16 @@ def _overview(session: Session, limit: int | None) -> Any:
     ones per job and whether in an outage (``job``), the targets in an outage
     (``targets``)."""
     named = _named_failures(session)
-    per_job = select(literal("job"), null(), named.c.down, named.c.job, func.count()).group_by(
-        named.c.job, named.c.down
-    )
+    per_job = select(
+        literal("job"), null(), named.c.down, named.c.job, func.count(), named.c.project
+    ).group_by(named.c.project, named.c.job, named.c.down)
     targets = select(
         literal("targets"),
         null(),
         literal(1, Integer),
         null(),
         func.count(distinct(named.c.target_id)),
+        null(),
     ).where(named.c.down == 1)
     return union_all(_shown_lines(named, limit), per_job, targets)
 
@@ -309,10 +323,12 @@ def _named_failures(session: Session) -> CTE:
             c.c.down,
             Job.name.label("job"),
             Target.name.label("target"),
+            Project.name.label("project"),
         )
         .select_from(c)
         .join(Job, Job.id == c.c.job_id)
         .join(Target, Target.id == c.c.target_id)
+        .join(Project, Project.id == Job.project_id)
         .cte("named")
     )
 
@@ -327,7 +343,7 @@ def _shown_lines(named: CTE, limit: int | None) -> Any:
             func.dense_rank().over(partition_by=named.c.down, order_by=named.c.target),
         ),
         else_=func.row_number().over(
-            partition_by=named.c.down, order_by=(named.c.job, named.c.target)
+            partition_by=named.c.down, order_by=(named.c.job, named.c.project, named.c.target)
         ),
     )
     ranked = select(named.c.assignment_id, named.c.down, rank.label("rank")).subquery("ranked")
@@ -337,6 +353,7 @@ def _shown_lines(named: CTE, limit: int | None) -> Any:
         ranked.c.down,
         null().label("job"),
         literal(0, Integer).label("n"),
+        null().label("project"),
     )
     if limit is not None:
         shown = shown.where(ranked.c.rank <= limit)
@@ -379,13 +396,17 @@ def failing_rows(
             failures,
             since,
             last.reason,
+            Project.name,
+            TARGET_PROJECT.name,
         )
         .select_from(failed)
         .join(last, last.id == failed.c.run_id)
         .join(Assignment, Assignment.id == failed.c.assignment_id)
         .join(Job, Job.id == Assignment.job_id)
         .join(Target, Target.id == Assignment.target_id)
-        .order_by(Job.name, Target.name)
+        .join(Project, Project.id == Job.project_id)
+        .join(TARGET_PROJECT, TARGET_PROJECT.id == Target.project_id)
+        .order_by(Job.name, Project.name, Target.name)
     ).all()
     return [_failing(row) for row in rows]
 
@@ -427,6 +448,8 @@ def _failing(row: Any) -> Failing:
         failures=counted(row[10]),
         streak_since=row[11],
         reason=row[12],
+        project=row[13],
+        target_project=row[14],
     )
 
 
@@ -527,9 +550,10 @@ def unreachable_lines(down: Iterable[Failing], outages: dict[int, Outage]) -> li
                 failures=outage.attempts.n,
                 failures_more=outage.attempts.more,
                 run_id=newest.run_id,
+                project=newest.target_project,
             )
         )
-    lines.sort(key=lambda line: line.target)
+    lines.sort(key=lambda line: (line.target, line.project))
     return lines
 
 
@@ -558,6 +582,7 @@ def failing_problem(f: Failing) -> Problem:
         failures_more=f.failures.more,
         last_failure_at=f.finished_at,
         run_id=f.run_id,
+        project=f.project,
     )
 
 
@@ -574,4 +599,5 @@ def one_line(p: Problem) -> GroupedProblem:
         p.run_id,
         p.failures_more,
         p.silenced,
+        p.project,
     )

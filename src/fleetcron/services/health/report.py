@@ -47,6 +47,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
+from fleetcron.core.permissions import DEFAULT_PROJECT
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.validation import validate_int
 from fleetcron.metrics import StateReading
@@ -58,6 +59,7 @@ from fleetcron.services.health.failures import (
     REACHED,
     FailingCounts,
     GroupedProblem,
+    JobKey,
     JobTally,
     Problem,
     classified,
@@ -73,7 +75,7 @@ from fleetcron.services.health.hosts import HostLine, hosts_down
 from fleetcron.services.health.silenced import active_silences, silenced_names, silenced_pairs
 from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
-from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Run, Target
+from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Project, Run, Target
 
 DEFAULT_LIMIT = 20
 """Lines of each cause (and jobs) a summary lists unless asked for another number."""
@@ -116,6 +118,8 @@ class JobProblems:
     late: int
     stuck: int
     see_all: str
+    #: the job's project: two projects' jobs of one name are two entries
+    project: str = DEFAULT_PROJECT
 
 
 @dataclass
@@ -206,8 +210,10 @@ def runs_url(**query: str) -> str:
     return "/runs?" + urlencode(query)
 
 
-def job_url(job: str, **query: str) -> str:
-    return f"/jobs/{quote(job, safe='')}?" + urlencode(query)
+def job_url(job: str, project: str = DEFAULT_PROJECT, **query: str) -> str:
+    """The job page (in its project, when not ``default``) with ``query``."""
+    where = {} if project == DEFAULT_PROJECT else {"project": project}
+    return f"/jobs/{quote(job, safe='')}?" + urlencode({**where, **query})
 
 
 #: Where the web UI lists every line of a cause: the runs list filtered (every unreachable
@@ -262,26 +268,36 @@ def summary(
 
 def _late(
     session: Session, now: datetime, grace: timedelta, limit: int | None
-) -> tuple[dict[str, int], list[Problem]]:
+) -> tuple[dict[JobKey, int], list[Problem]]:
     """Late assignments counted per job, and the first ``limit`` of them."""
     is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
     # The rows first (their index), then the grouping: else the planners walk a whole
     # index in the grouping's order to save a sort, 45-750 ms for no row at all.
     late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
-    by_job: dict[str, int] = dict(
-        session.execute(
-            select(Job.name, func.count())
+    by_job: dict[JobKey, int] = {
+        (project, job): n
+        for project, job, n in session.execute(
+            select(Project.name, Job.name, func.count())
             .select_from(late_rows)
             .join(Job, Job.id == late_rows.c.job_id)
-            .group_by(Job.name)
-        ).all()
-    )
+            .join(Project, Project.id == Job.project_id)
+            .group_by(Project.name, Job.name)
+        )
+    }
     late = [
-        Problem("late", row[0], row[1], row[2], f"slot {row[2]:%Y-%m-%d %H:%M} not decided")
+        Problem(
+            "late",
+            row[0],
+            row[1],
+            row[2],
+            f"slot {row[2]:%Y-%m-%d %H:%M} not decided",
+            project=row[3],
+        )
         for row in session.execute(
-            select(Job.name, Target.name, Assignment.next_fire_at)
+            select(Job.name, Target.name, Assignment.next_fire_at, Project.name)
             .join(Job, Job.id == Assignment.job_id)
             .join(Target, Target.id == Assignment.target_id)
+            .join(Project, Project.id == Job.project_id)
             .where(is_late)
             .order_by(Assignment.next_fire_at, Assignment.id)
             .limit(limit)
@@ -292,15 +308,22 @@ def _late(
 
 def _stuck(
     session: Session, now: datetime, limit: int | None
-) -> tuple[dict[str, int], list[Problem]]:
-    """Runs running past their deadline counted per job, and the first ``limit``."""
+) -> tuple[dict[JobKey, int], list[Problem]]:
+    """Runs running past their deadline counted per job, and the first ``limit`` (a run
+    of a removed job counts in ``default``)."""
     is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
-    stuck_rows = materialized(select(Run.job_name).where(is_stuck).cte("stuck_rows"))
-    by_job: dict[str, int] = dict(
-        session.execute(
-            select(stuck_rows.c.job_name, func.count()).group_by(stuck_rows.c.job_name)
-        ).all()
-    )
+    stuck_rows = materialized(select(Run.job_name, Run.job_id).where(is_stuck).cte("stuck_rows"))
+    project = func.coalesce(Project.name, DEFAULT_PROJECT)
+    by_job: dict[JobKey, int] = {
+        (where, job): n
+        for where, job, n in session.execute(
+            select(project, stuck_rows.c.job_name, func.count())
+            .select_from(stuck_rows)
+            .outerjoin(Job, Job.id == stuck_rows.c.job_id)
+            .outerjoin(Project, Project.id == Job.project_id)
+            .group_by(project, stuck_rows.c.job_name)
+        )
+    }
     stuck = [
         Problem(
             "stuck",
@@ -310,8 +333,16 @@ def _stuck(
             f"run {run.id} still running past its deadline",
             status=run.status,
             run_id=run.id,
+            project=where,
         )
-        for run in session.scalars(select(Run).where(is_stuck).order_by(Run.id).limit(limit))
+        for run, where in session.execute(
+            select(Run, project)
+            .outerjoin(Job, Job.id == Run.job_id)
+            .outerjoin(Project, Project.id == Job.project_id)
+            .where(is_stuck)
+            .order_by(Run.id)
+            .limit(limit)
+        ).all()
     ]
     return by_job, stuck
 
@@ -341,8 +372,8 @@ def _failing(session: Session, limit: int | None, *, detail: bool) -> _FailingPa
 
 def _groups(
     failing: _FailingPart,
-    stuck_by_job: dict[str, int],
-    late_by_job: dict[str, int],
+    stuck_by_job: dict[JobKey, int],
+    late_by_job: dict[JobKey, int],
     stuck_shown: int,
     late_shown: int,
 ) -> list[Group]:
@@ -374,14 +405,16 @@ def _mark_silenced(
     more statements only while a silence is in force)."""
     if not active_silences(session, now):
         return
-    pairs = {(p.job, p.target) for p in result.problems}
-    pairs |= {(job, g.target) for g in result.grouped for job in g.jobs}
-    muted = silenced_names(session, pairs, now)
+    # An unreachable target's line names its jobs in the target's project.
+    names = {(p.project, p.job, p.target) for p in result.problems}
+    names |= {(g.project, job, g.target) for g in result.grouped for job in g.jobs}
+    muted = silenced_names(session, names, now)
     result.problems = [
-        replace(p, silenced=True) if (p.job, p.target) in muted else p for p in result.problems
+        replace(p, silenced=True) if (p.project, p.job, p.target) in muted else p
+        for p in result.problems
     ]
     result.grouped = [
-        replace(g, silenced=True) if all((j, g.target) in muted for j in g.jobs) else g
+        replace(g, silenced=True) if all((g.project, j, g.target) in muted for j in g.jobs) else g
         for g in result.grouped
     ]
     every = _problem_pairs(session, now, grace)
@@ -410,18 +443,20 @@ def _problem_pairs(session: Session, now: datetime, grace: timedelta) -> list[tu
 
 
 def _per_job(
-    failing: dict[str, JobTally], late: dict[str, int], stuck: dict[str, int]
+    failing: dict[JobKey, JobTally], late: dict[JobKey, int], stuck: dict[JobKey, int]
 ) -> list[JobProblems]:
     out = []
-    for job in {*failing, *late, *stuck}:
-        tally = failing.get(job, JobTally())
-        n_late, n_stuck = late.get(job, 0), stuck.get(job, 0)
+    for key in {*failing, *late, *stuck}:
+        project, job = key
+        tally = failing.get(key, JobTally())
+        n_late, n_stuck = late.get(key, 0), stuck.get(key, 0)
         if tally.failing:
-            see_all = job_url(job, status="failed")
+            see_all = job_url(job, project, status="failed")
         elif n_late:
-            see_all = job_url(job, sort="next")  # the undecided slots first
+            see_all = job_url(job, project, sort="next")  # the undecided slots first
         else:
-            see_all = runs_url(job=job, status=RunStatus.RUNNING.value)
+            where = {} if project == DEFAULT_PROJECT else {"project": project}
+            see_all = runs_url(**where, job=job, status=RunStatus.RUNNING.value)
         out.append(
             JobProblems(
                 job,
@@ -431,9 +466,10 @@ def _per_job(
                 n_late,
                 n_stuck,
                 see_all,
+                project,
             )
         )
-    out.sort(key=lambda j: (-j.total, j.job))
+    out.sort(key=lambda j: (-j.total, j.job, j.project))
     return out
 
 

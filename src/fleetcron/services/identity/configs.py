@@ -105,6 +105,16 @@ class LdapConfig:
         return f"ldap:{self.url}"
 
 
+def warn_unknown_projects(app: App, oidc: OidcConfig | None, ldap: LdapConfig | None) -> None:
+    """Log, for the admin, each mapping entry naming a project that does not exist (it is
+    ignored at log-ins until the project is added): the web server's start asks this."""
+    from fleetcron.services.identity.project_roles import Provider, check_projects
+
+    for config, field in ((oidc, "oidc_role_mapping"), (ldap, "ldap_role_mapping")):
+        if config is not None:
+            check_projects(app, config.mapping, Provider(config.label, field))
+
+
 def form_login(
     app: App, config: LdapConfig | None, name: str, password: str, address: str
 ) -> tuple[str, LoggedIn]:

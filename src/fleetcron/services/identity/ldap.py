@@ -238,7 +238,7 @@ def login(
         if not password:
             raise AuthenticationFailed(WRONG)
         identity = _identity(app, config, name, password)
-        actor = provision(app, identity, config.mapping)
+        actor = provision(app, identity, config.mapping, field="ldap_role_mapping")
     except SsoRefused as refused:
         refusal(refused, provider=config.label, address=address, app=app)
         raise

@@ -510,7 +510,7 @@ def _finish(app: App, config: OidcConfig, callback: Callback, address: str) -> F
     id_token = _exchange(config, metadata, callback.code, pending.verifier)
     claims = verified_claims(app, config, metadata, id_token, pending.nonce)
     identity = identity_of(config, claims)
-    actor = provision(app, identity, config.mapping)
+    actor = provision(app, identity, config.mapping, field="oidc_role_mapping")
     detail = {"address": address, "provider": config.label, "issuer": config.issuer}
     detail["subject"] = identity.subject
     token, session = open_session(app, actor, detail)

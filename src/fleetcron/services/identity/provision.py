@@ -1,6 +1,9 @@
 """Accounts from an identity provider: made on the first log-in, their role kept in step
 with the provider's groups at every log-in, refused when no group maps to a role.
 
+A group may map to a role in a project (``project_roles.py``): one whose groups give
+roles in projects only logs in with the global role ``none`` and sees those projects.
+
 A provider's account is found by (provider, subject): the OIDC issuer and ``sub``, never
 by name, so a person renamed at the provider keeps their account, and nobody at the
 provider can take over a local account (the break-glass admin above all) by choosing its
@@ -18,10 +21,16 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core import validation as v
-from fleetcron.core.sso_mapping import GroupRole, role_for
+from fleetcron.core.sso_mapping import Grants, GroupRole, grants_for
 from fleetcron.errors import InvalidInput, SsoRefused
 from fleetcron.services.accounts.sessions import ANONYMOUS
 from fleetcron.services.audit import AuditNote, record
+from fleetcron.services.identity.project_roles import (
+    Provider,
+    existing_projects,
+    set_project_roles,
+    warn_unknown,
+)
 from fleetcron.services.projects.scope import actor_of
 from fleetcron.store.schema import User, WebSession
 
@@ -64,41 +73,64 @@ def refusal(error: SsoRefused, *, provider: str, address: str, app: App) -> None
         record(session, app, ANONYMOUS, AuditNote("login", detail=detail), success=False)
 
 
-def provision(app: App, identity: Identity, mapping: Sequence[GroupRole]) -> Actor:
-    """The actor of ``identity``: its account, made now if new, with the role its groups
-    map to. Refused (:class:`SsoRefused`) when no group maps, or the name is taken; a
-    known account refused for its groups has its sessions ended."""
-    role = role_for(identity.groups, mapping)
+def provision(
+    app: App, identity: Identity, mapping: Sequence[GroupRole], *, field: str = "role_mapping"
+) -> Actor:
+    """The actor of ``identity``: its account, made now if new, with the global role and
+    the roles in projects its groups map to (``field``: the setting of ``mapping``, for
+    the admin's warnings). Refused (:class:`SsoRefused`) when no group maps, or the name
+    is taken; a known account refused for its groups has its sessions ended and its roles
+    from the directory removed."""
+    provider = Provider(identity.label, field)
     with app.db.session() as session:
         user = session.scalar(
             select(User).where(
                 User.identity_provider == identity.provider, User.subject == identity.subject
             )
         )
-        if role is not None:
+        known = existing_projects(session, mapping)
+        grants = grants_for(identity.groups, mapping, known)
+        warn_unknown(session, mapping, provider, grants.unknown)
+        if grants.role is not None:
             if user is None:
-                user = _create(session, app, identity, role)
-            elif user.role != role:
-                _change_role(session, app, user, identity, role)
+                user = _create(session, app, identity, grants.role)
+            elif user.role != grants.role:
+                _change_role(session, app, user, identity, grants.role)
+            roles = grants.projects
+            set_project_roles(session, app, user, wanted=known, roles=roles, provider=provider)
             return actor_of(session, user)
-        refused = _no_role(session, user, identity)
+        if user is not None:
+            set_project_roles(session, app, user, wanted=known, roles={}, provider=provider)
+        refused = _no_role(session, user, identity, grants)
     raise refused
 
 
-def _no_role(session: Session, user: User | None, identity: Identity) -> SsoRefused:
-    """The refusal of a person none of whose groups maps to a role; an account they have
-    keeps no session (committed by the caller before it raises the refusal)."""
+def _no_role(session: Session, user: User | None, identity: Identity, grants: Grants) -> SsoRefused:
+    """The refusal of a person none of whose groups maps to a role (or only to roles in
+    projects that do not exist: the page names them, the admin's log line names the
+    entries, ``sso.unknown_project``); an account they have keeps no session (committed
+    by the caller before it raises the refusal)."""
     ended = 0
     if user is not None:
         result = session.execute(delete(WebSession).where(WebSession.user_id == user.id))
         ended = int(getattr(result, "rowcount", 0) or 0)
     groups = ", ".join(identity.groups[:AUDITED_GROUPS]) or "none"
+    sessions = f"; {ended} session(s) of the account ended" if ended else ""
+    if grants.unknown:
+        missing = ", ".join(grants.unknown)
+        return SsoRefused(
+            "Your groups give a role only in projects fleetcron does not have "
+            f"({missing}). Ask an administrator.",
+            reason="no_role",
+            detail=f"{identity.name} ({identity.subject}) has a role only in projects that "
+            f"do not exist: {missing} (groups: {groups}){sessions}",
+        )
     return SsoRefused(
         "Your account has no role in fleetcron: no role for your groups. "
         "Ask an administrator to map one of your groups to a role.",
         reason="no_role",
         detail=f"{identity.name} ({identity.subject}) has no mapped group (groups: {groups})"
-        + (f"; {ended} session(s) of the account ended" if ended else ""),
+        + sessions,
     )
 
 

@@ -17,7 +17,7 @@ from fleetcron.core.permissions import ROLE_RANK, role_in, sees, visible_project
 from fleetcron.errors import Conflict, NotFound
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.projects.scope import project_id
-from fleetcron.store.schema import Job, Project, ProjectRole, Target, User
+from fleetcron.store.schema import MANUAL, Job, Project, ProjectRole, Target, User
 
 #: the longest description of a project
 DESCRIPTION_MAX = 500
@@ -39,6 +39,8 @@ class ProjectView:
 class MemberView:
     user: str
     role: str
+    #: who gave it: ``manual`` (granted by hand) or ``sso`` (the directory's groups)
+    source: str = MANUAL
 
 
 def add_project(app: App, actor: Actor, name: str, description: str = "") -> ProjectView:
@@ -54,6 +56,7 @@ def add_project(app: App, actor: Actor, name: str, description: str = "") -> Pro
         row.created_at = app.now()
         session.add(row)
         session.flush()
+        note.project_id = row.id
         return _view(session, actor, row)
 
 
@@ -81,37 +84,42 @@ def members(app: App, actor: Actor, project: str) -> list[MemberView]:
     with app.db.read() as session:
         pid = project_id(session, project)
         rows = session.execute(
-            select(User.name, ProjectRole.role)
+            select(User.name, ProjectRole.role, ProjectRole.source)
             .join(User, User.id == ProjectRole.user_id)
             .where(ProjectRole.project_id == pid)
             .order_by(User.name)
         )
-        return [MemberView(name, role) for name, role in rows]
+        return [MemberView(name, role, source) for name, role, source in rows]
 
 
 def grant(app: App, actor: Actor, project: str, user: str, role: str) -> MemberView:
-    """Give ``user`` the ``role`` in ``project`` (replacing a role it had there)."""
+    """Give ``user`` the ``role`` in ``project`` (replacing a role it had there, one from
+    the directory's groups included: the role is then one granted by hand, which the
+    groups no longer change)."""
     note = AuditNote("project.grant", detail={"project": project, "user": user, "role": role})
     with audited(app, actor, note) as session:
         actor.authorize("project.grant")
         v.validate_choice(role, tuple(ROLE_RANK), field="role")
-        pid = project_id(session, project)
+        pid = note.project_id = project_id(session, project)
         uid = _user_id(session, user)
         row = session.get(ProjectRole, (uid, pid))
         if row is None:
-            session.add(ProjectRole(user_id=uid, project_id=pid, role=role))
+            session.add(ProjectRole(user_id=uid, project_id=pid, role=role, source=MANUAL))
         else:
             note.detail["was"] = row.role
-            row.role = role
+            if row.source != MANUAL:
+                note.detail["was_source"] = row.source
+            row.role, row.source = role, MANUAL
         return MemberView(user, role)
 
 
 def revoke(app: App, actor: Actor, project: str, user: str) -> None:
-    """Take ``user``'s role in ``project`` away (its global role stays)."""
+    """Take ``user``'s role in ``project`` away (its global role stays; a role from the
+    directory's groups comes back at its next single sign-on log-in)."""
     note = AuditNote("project.revoke", detail={"project": project, "user": user})
     with audited(app, actor, note) as session:
         actor.authorize("project.grant")
-        pid = project_id(session, project)
+        pid = note.project_id = project_id(session, project)
         uid = _user_id(session, user)
         gone = session.execute(
             delete(ProjectRole).where(ProjectRole.user_id == uid, ProjectRole.project_id == pid)

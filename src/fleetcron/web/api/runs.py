@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fleetcron.app import App
 from fleetcron.core.dst_preview import notes_ahead
@@ -238,26 +238,42 @@ def stop_run(
     )
 
 
+class AuditQuery(BaseModel):
+    """The query of ``GET /api/v1/audit``."""
+
+    actor: Annotated[str | None, Field(max_length=200)] = None
+    action: Annotated[str | None, Field(max_length=200)] = None
+    target: Annotated[str | None, Field(max_length=200)] = None
+    since: datetime | None = None
+    until: datetime | None = None
+    #: only the events about this project's objects (a role there, or a global role)
+    project: Annotated[str | None, Field(max_length=200)] = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    offset: Annotated[int, Field(ge=0, le=10_000_000)] = 0
+
+    def audit_filter(self) -> AuditFilter:
+        return AuditFilter(
+            actor=self.actor,
+            action=self.action,
+            target=self.target,
+            since=as_utc(self.since, "since"),
+            until=as_utc(self.until, "until"),
+            project=self.project,
+        )
+
+
 @router.get("/audit", response_model=AuditPage)
 def list_audit(
     app: AppDep,
     caller: Annotated[Caller, Depends(requires("audit.read"))],
-    actor: Text = None,
-    action: Text = None,
-    target: Text = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: Limit = 50,
-    offset: Offset = 0,
+    query: Annotated[AuditQuery, Query()],
 ) -> AuditPage:
-    f = AuditFilter(
-        actor=actor,
-        action=action,
-        target=target,
-        since=as_utc(since, "since"),
-        until=as_utc(until, "until"),
+    """Audit events, newest first: every event for a global role (``?project=``: that
+    project's), a project's events for a role there."""
+    limit, offset = query.limit, query.offset
+    rows, total = audit_svc.list_event_views(
+        app, caller.actor, query.audit_filter(), limit=limit, offset=offset
     )
-    rows, total = audit_svc.list_event_views(app, caller.actor, f, limit=limit, offset=offset)
     return AuditPage(total=total, limit=limit, offset=offset, items=[AuditOut.of(e) for e in rows])
 
 
