@@ -24,7 +24,7 @@ from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.projects import admin as projects
 from fleetcron.services.runs import reads as run_reads
 from fleetcron.services.targets import edit as targets
-from integration.web.conftest import API, bearer, new_client, sqlite_only
+from integration.web.conftest import API, bearer, log_in, new_client, sqlite_only
 
 pytestmark = sqlite_only
 ADMIN = Actor("admin", "admin")
@@ -141,3 +141,21 @@ def test_the_cli_shows_a_project_admin_its_project_only(
     assert cli("--json") == (0, {None, "pbx", "web"})  # the first admin: every event
     assert cli("--json", "--project", "pbx", "--as", "pam") == (0, {"pbx"})
     assert cli("--json", "--project", "pbx", "--as", "wes") == (2, set())
+
+
+def test_the_audit_page_shows_a_project_admin_the_events_of_the_project_it_acts_in(
+    app: App, world: World
+) -> None:
+    """The page reads as the API does: a project's admin (no global role) sees its
+    project's events, none of the other's, and a global admin every event."""
+    with new_client(app) as client:
+        login = client.post("/login", data={"username": "pam", "password": "pam-password-1"})
+        assert login.status_code == 303, login.text
+        page = client.get("/audit")
+    assert page.status_code == 200, page.text
+    assert "pbx-job" in page.text
+    assert "web-job" not in page.text and "web-1" not in page.text
+    with new_client(app) as client:
+        log_in(client, "admin")
+        everything = client.get("/audit")
+    assert "pbx-job" in everything.text and "web-job" in everything.text
