@@ -2,7 +2,8 @@
 the API's and the CLI's), against the web application on SQLite and PostgreSQL.
 
 A viewer, an operator and an admin of project ``pbx`` (no global role) log in with the
-form. For every page route on one job, target or run, the case names its action of the
+form. For every page route on one job, target, run, incident or blackout window, the case
+names its action of the
 permission table: on ``pbx``'s own objects the answer is what the table allows (the page,
 or a redirect after a form, else 403); on project ``web``'s objects it is 404; ``web``'s
 objects named in ``pbx`` get what a name ``pbx`` does not hold gets (the same status, the
@@ -25,12 +26,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import true
+from sqlalchemy import select, true
 
 from fleetcron.app import Actor, App
 from fleetcron.core.permissions import is_project_action, may, roles_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.services.accounts import users
+from fleetcron.services.alerts.incidents import Member, StateChange, record_changes
+from fleetcron.services.blackouts.windows import BlackoutSpec, add_blackout
 from fleetcron.services.fleet import grid
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
@@ -38,6 +41,7 @@ from fleetcron.services.projects import admin as projects
 from fleetcron.services.runs import reads as run_reads
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets import shares
+from fleetcron.store.schema import Assignment, Incident, Job, Project
 from fleetcron.web.deps import PROJECT_COOKIE
 from fleetcron.web.pages.forms import FLASH_COOKIE
 from integration.web.conftest import csrf_token_of, new_client, web_app
@@ -48,7 +52,13 @@ ADMIN = Actor("admin", "admin")
 OWN, OTHER = "pbx", "web"
 MEMBERS = {"viewer": "amy", "operator": "oscar", "admin": "adam"}
 #: a name neither project holds, the control every other project's object is compared to
-MISSING = {"job": "nosuchjob", "target": "nosuch1", "run": "999999"}
+MISSING = {
+    "job": "nosuchjob",
+    "target": "nosuch1",
+    "run": "999999",
+    "incident": "999998",
+    "blackout": "999997",
+}
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,9 @@ PAGE_CASES = (
     PageCase("run.read", "GET", "/runs/{run}"),
     PageCase("run.stop", "GET", "/runs/{run}/stop"),
     PageCase("run.stop", "POST", "/runs/{run}/stop"),
+    PageCase("incident.read", "GET", "/incidents/{incident}"),
+    PageCase("incident.ack", "POST", "/incidents/{incident}/ack"),
+    PageCase("blackout.lift", "POST", "/blackouts/{blackout}/lift"),
     PageCase("target.unpair", "POST", "/targets/{target}/unpair"),
     PageCase("job.remove", "POST", "/jobs/{job}/delete"),
     PageCase("target.remove", "POST", "/targets/{target}/delete"),
@@ -109,13 +122,44 @@ LIST_PAGES = ("/", "/jobs", "/targets", "/runs", "/upcoming")
 
 
 def _fill(app: App, project: str, prefix: str) -> dict[str, str]:
-    """A target, a bulk job over it (the grid's column) and a run, in ``project``."""
+    """A target, a bulk job over it (the grid's column), a run, an incident of the job and
+    a blackout window over it, in ``project``."""
     admin = ADMIN.within(project)
     targets.add_target(app, admin, TargetSpec(f"{prefix}1", TargetKind.LOCAL, labels=["g=x"]))
     spec = JobSpec(schedule="0 3 * * *", command=f"echo {prefix}")
     jobs.add_job(app, admin, f"{prefix}job", spec, bulk=True, selector="g=x")
     run_ids = run_reads.request_run(app, admin, f"{prefix}job")
-    return {"job": f"{prefix}job", "target": f"{prefix}1", "run": str(run_ids[0])}
+    window = BlackoutSpec(
+        name=f"{prefix}patch",
+        reason="kernel patch",
+        job=f"{prefix}job",
+        target=f"{prefix}1",
+        zone="UTC",
+        start="2026-03-03 09:00",
+        end="2026-03-03 10:00",
+    )
+    return {
+        "job": f"{prefix}job",
+        "target": f"{prefix}1",
+        "run": str(run_ids[0]),
+        "incident": str(_incident(app, project, prefix)),
+        "blackout": str(add_blackout(app, admin, window).id),
+    }
+
+
+def _incident(app: App, project: str, prefix: str) -> int:
+    """The incident the job's target failing opens (as an evaluation round records it)."""
+    with app.db.session() as session:
+        row = session.execute(
+            select(Assignment.id, Assignment.job_id, Assignment.target_id)
+            .join(Job, Job.id == Assignment.job_id)
+            .join(Project, Project.id == Job.project_id)
+            .where(Job.name == f"{prefix}job", Project.name == project)
+        ).one()
+        member = Member(row.id, row.job_id, f"{prefix}job", row.target_id, f"{prefix}1")
+        change = StateChange(member, "failing", app.now(), "ok", "exit status 1", None)
+        record_changes(session, [change])
+        return session.scalars(select(Incident.id).where(Incident.job_id == row.job_id)).one()
 
 
 @pytest.fixture
