@@ -177,12 +177,7 @@ class HealthSummary:
 
 
 def late_count(session: Session, now: datetime, grace: timedelta) -> int:
-    return (
-        session.scalar(
-            select(func.count(Assignment.id)).where(_is_late(now, grace, EVERY))
-        )
-        or 0
-    )
+    return session.scalar(select(func.count(Assignment.id)).where(_is_late(now, grace, EVERY))) or 0
 
 
 def state_reading(app: App, ownership: Callable[[], str]) -> StateReading:
