@@ -36,11 +36,15 @@ class Scope:
 
     pid: int | None = None
 
-    def jobs(self, job_id: ColumnElement[int]) -> ColumnElement[bool]:
-        """``job_id`` is a job of the project (always true for every project)."""
+    def jobs(self, job_id: ColumnElement[int], *, drives: bool = False) -> ColumnElement[bool]:
+        """``job_id`` is a job of the project (always true for every project). Only a
+        filter of the rows another index finds (the failing, late or stuck ones: few),
+        unless it ``drives`` the read: else a planner walks each of the project's jobs'
+        rows through a job index (8 ms instead of 0.1 at 5,000 jobs, SQLite)."""
         if self.pid is None:
             return true()
-        return job_id.in_(select(Job.id).where(Job.project_id == self.pid))
+        of_project = select(Job.id).where(Job.project_id == self.pid)
+        return (job_id if drives else job_id + 0).in_(of_project)
 
     def targets(self) -> ColumnElement[bool]:
         """The correlated ``Target`` is one the project's jobs may run on."""
@@ -72,7 +76,7 @@ def day_counts(session: Session, since: datetime, scope: Scope) -> dict[str, int
     for status, n in session.execute(
         select(Run.status, func.count())
         .where(
-            scope.jobs(Run.job_id),
+            scope.jobs(Run.job_id, drives=True),  # ix_runs_job_slot, from the index alone
             Run.scheduled_for >= since,
             Run.status != RunStatus.QUEUED.value,
         )
