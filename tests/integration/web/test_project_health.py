@@ -181,7 +181,9 @@ def test_negative_control_health_without_the_project_shows_anothers_failure_and_
     """With the project's condition taken out of the statements, ``pbx``'s dashboard shows
     ``web``'s failing ``backup`` and its host ``gw``: the checks above would see it."""
 
-    def every(_self: Scope, _column: ColumnElement[int] | None = None) -> ColumnElement[bool]:
+    def every(
+        _self: Scope, _column: ColumnElement[int] | None = None, *, drives: bool = False
+    ) -> ColumnElement[bool]:
         return true()
 
     monkeypatch.setattr(Scope, "jobs", every)
