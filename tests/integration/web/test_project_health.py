@@ -15,7 +15,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import ColumnElement, select, true
+from sqlalchemy import ColumnElement, SQLColumnExpression, select, true
 
 from fixtures.app import FakeClock
 from fleetcron.app import Actor, App
@@ -182,7 +182,7 @@ def test_negative_control_health_without_the_project_shows_anothers_failure_and_
     ``web``'s failing ``backup`` and its host ``gw``: the checks above would see it."""
 
     def every(
-        _self: Scope, _column: ColumnElement[int] | None = None, *, drives: bool = False
+        _self: Scope, _column: SQLColumnExpression[int] | None = None, *, drives: bool = False
     ) -> ColumnElement[bool]:
         return true()
 

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, func, select, true
+from sqlalchemy import ColumnElement, SQLColumnExpression, func, select, true
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor
@@ -36,7 +36,9 @@ class Scope:
 
     pid: int | None = None
 
-    def jobs(self, job_id: ColumnElement[int], *, drives: bool = False) -> ColumnElement[bool]:
+    def jobs(
+        self, job_id: SQLColumnExpression[int], *, drives: bool = False
+    ) -> ColumnElement[bool]:
         """``job_id`` is a job of the project (always true for every project). Only a
         filter of the rows another index finds (the failing, late or stuck ones: few),
         unless it ``drives`` the read: else a planner walks each of the project's jobs'
