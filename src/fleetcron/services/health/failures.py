@@ -41,6 +41,7 @@ from fleetcron.core.bounded import Bounded
 from fleetcron.core.permissions import DEFAULT_PROJECT
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.health.failure_streak import NEVER, counted, failure_streak, newest_success
+from fleetcron.services.health.scope import EVERY, Scope
 from fleetcron.store.planner import count_up_to, materialized, written_in
 from fleetcron.store.run_newest import unindexed
 from fleetcron.store.schema import Assignment, Job, Project, Run, Target, UTCDateTime
@@ -200,15 +201,16 @@ def last_reached_at() -> ScalarSelect[datetime | None]:
     )
 
 
-def classified(session: Session) -> CTE:
-    """The current assignments whose newest finished run failed (``assignment_id``,
-    ``job_id``, ``target_id``), and whether that failure is part of its target's outage
-    (``down``: 1 for a connection error after the newest run that reached the target)."""
+def classified(session: Session, scope: Scope = EVERY) -> CTE:
+    """The current assignments (of the jobs in ``scope``) whose newest finished run failed
+    (``assignment_id``, ``job_id``, ``target_id``), and whether that failure is part of its
+    target's outage (``down``: 1 for a connection error after the newest run that reached
+    the target)."""
     # The assignment carries its newest finished run and that run's status
     # (store/run_newest.py): the failing ones come from the index on that status. Only a
     # connection error's start is compared with its target's last reach, so only those
     # runs are looked up (by primary key; a CASE evaluates its subquery for its rows alone).
-    failing = _failing_assignments(session)
+    failing = _failing_assignments(session, scope)
     reached_at = last_reached_at()
     # Once per target with a connection error, not once per failing assignment there.
     last_reached = materialized(
@@ -246,9 +248,9 @@ def classified(session: Session) -> CTE:
     )
 
 
-def _failing_assignments(session: Session) -> CTE:
-    """The current assignments whose newest finished run failed, with that status and, for
-    a connection error, when its run started."""
+def _failing_assignments(session: Session, scope: Scope) -> CTE:
+    """The current assignments of the jobs in ``scope`` whose newest finished run failed,
+    with that status and, for a connection error, when its run started."""
     is_connect_error = Assignment.newest_finished_status == RunStatus.CONNECT_ERROR.value
     started = (
         select(func.coalesce(LAST_RUN.started_at, LAST_RUN.finished_at))
@@ -264,13 +266,16 @@ def _failing_assignments(session: Session) -> CTE:
             Assignment.newest_finished_status.label("status"),
             case((is_connect_error, started), else_=null()).label("started"),
         )
-        .where(rare(session, Assignment.newest_finished_status.in_(FAILED)))
+        .where(
+            rare(session, Assignment.newest_finished_status.in_(FAILED)),
+            scope.jobs(Assignment.job_id),
+        )
         .cte("failing")
     )
 
 
 def failing_overview(
-    session: Session, limit: int | None
+    session: Session, limit: int | None, scope: Scope = EVERY
 ) -> tuple[FailingCounts, set[int], set[int]]:
     """In one statement (the failing assignments found once): their counts per job and the
     targets in an outage, and the assignments behind the lines listed: those of the first
@@ -280,7 +285,7 @@ def failing_overview(
     unreachable_targets = 0
     shown_down: set[int] = set()
     shown_others: set[int] = set()
-    rows = session.execute(_overview(session, limit)).all()
+    rows = session.execute(_overview(session, limit, scope)).all()
     for what, assignment_id, is_down, job, n, project in rows:
         if what == "shown":
             (shown_down if is_down else shown_others).add(assignment_id)
@@ -294,11 +299,11 @@ def failing_overview(
     return FailingCounts(by_job, unreachable_targets), shown_down, shown_others
 
 
-def _overview(session: Session, limit: int | None) -> Any:
+def _overview(session: Session, limit: int | None, scope: Scope) -> Any:
     """One statement: the assignments behind the lines listed (``shown``), the failing
     ones per job and whether in an outage (``job``), the targets in an outage
     (``targets``)."""
-    named = _named_failures(session)
+    named = _named_failures(session, scope)
     per_job = select(
         literal("job"), null(), named.c.down, named.c.job, func.count(), named.c.project
     ).group_by(named.c.project, named.c.job, named.c.down)
@@ -313,9 +318,9 @@ def _overview(session: Session, limit: int | None) -> Any:
     return union_all(_shown_lines(named, limit), per_job, targets)
 
 
-def _named_failures(session: Session) -> CTE:
+def _named_failures(session: Session, scope: Scope) -> CTE:
     """The failing assignments (:func:`classified`) with their job's and target's names."""
-    c = classified(session)
+    c = classified(session, scope)
     return materialized(
         select(
             c.c.assignment_id,

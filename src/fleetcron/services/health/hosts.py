@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.reach import DOWN
+from fleetcron.services.health.scope import EVERY, Scope
 from fleetcron.store.planner import written_in
 from fleetcron.store.schema import Target
 
@@ -29,11 +30,13 @@ class HostLine:
     error: str | None
 
 
-def hosts_down(session: Session, limit: int | None) -> tuple[int, list[HostLine]]:
-    """How many SSH targets the newest probe found down, and the first ``limit`` of them
-    (longest down first)."""
+def hosts_down(
+    session: Session, limit: int | None, scope: Scope = EVERY
+) -> tuple[int, list[HostLine]]:
+    """How many SSH targets (of those the jobs in ``scope`` may run on) the newest probe
+    found down, and the first ``limit`` of them (longest down first)."""
     # Written into the statement, so that the planner uses the partial index.
-    is_down_now = written_in(Target.reach, list(DOWN))
+    is_down_now = and_(written_in(Target.reach, list(DOWN)), scope.targets())
     total = session.scalar(select(func.count()).select_from(Target).where(is_down_now)) or 0
     rows = session.execute(
         select(Target.name, Target.reach, Target.reach_since, Target.reach_at, Target.reach_error)

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
@@ -72,8 +72,8 @@ from fleetcron.services.health.failures import (
     unreachable_lines,
 )
 from fleetcron.services.health.hosts import HostLine, hosts_down
+from fleetcron.services.health.scope import EVERY, Scope, day_counts, scope_of
 from fleetcron.services.health.silenced import active_silences, silenced_names, silenced_pairs
-from fleetcron.store import run_counts
 from fleetcron.store.planner import materialized
 from fleetcron.store.schema import Assignment, ClusterOwnership, Job, Project, Run, Target
 
@@ -177,14 +177,7 @@ class HealthSummary:
 
 
 def late_count(session: Session, now: datetime, grace: timedelta) -> int:
-    return (
-        session.scalar(
-            select(func.count(Assignment.id)).where(
-                Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace
-            )
-        )
-        or 0
-    )
+    return session.scalar(select(func.count(Assignment.id)).where(_is_late(now, grace, EVERY))) or 0
 
 
 def state_reading(app: App, ownership: Callable[[], str]) -> StateReading:
@@ -228,7 +221,12 @@ SEE_ALL: dict[str, str | None] = {
 
 
 def summary(
-    app: App, actor: Actor, *, limit: int | None = DEFAULT_LIMIT, detail: bool = True
+    app: App,
+    actor: Actor,
+    *,
+    limit: int | None = DEFAULT_LIMIT,
+    detail: bool = True,
+    project: str | None = None,
 ) -> HealthSummary:
     """Failing assignments, late or missing slots, runs running past their deadline,
     grouped by cause (``grouped``, at most ``limit`` lines of each cause; None: all) with
@@ -236,16 +234,21 @@ def summary(
     that are one job × target, so that the streaks of an unreachable target's jobs are not
     read), and counted in full (``groups``, ``jobs``). A line under a silence in force is
     listed as any other, marked ``silenced`` (and counted in ``silenced``): silences mute
-    messages, not health, so it still counts in ``ok`` and the exit status."""
-    actor.authorize("run.read")
+    messages, not health, so it still counts in ``ok`` and the exit status.
+
+    ``project``: that project's health only (its jobs' problems and runs, the hosts down
+    among the targets its jobs may run on), for whoever reads its runs; None: the whole
+    install's, for a global role."""
+    _authorize(actor, project)
     check_limit(limit)
     now = app.now()
     grace = timedelta(seconds=app.settings.misfire_grace_s)
     result = HealthSummary(checked_at=now, limit=limit)
     with app.db.read() as session:
-        late_by_job, late = _late(session, now, grace, limit)
-        stuck_by_job, stuck = _stuck(session, now, limit)
-        failing = _failing(session, limit, detail=detail)
+        scope = scope_of(session, actor, project)
+        late_by_job, late = _late(session, now, grace, limit, scope)
+        stuck_by_job, stuck = _stuck(session, now, limit, scope)
+        failing = _failing(session, limit, scope, detail=detail)
         result.problems = [*late, *stuck, *failing.detailed]
         result.grouped = [
             *failing.down_lines,
@@ -257,20 +260,28 @@ def summary(
         per_job = _per_job(failing.counts.by_job, late_by_job, stuck_by_job)
         result.jobs_total = len(per_job)
         result.jobs = per_job[:limit] if limit is not None else per_job
-        # Kept per minute and status by triggers on the runs (store/run_counts.py): the
-        # day's runs are not read.
-        result.runs_24h = run_counts.counts_since(session, now - timedelta(hours=24))
+        # The whole install's kept per minute and status by triggers on the runs
+        # (store/run_counts.py): its day's runs are not read; a project's are counted.
+        result.runs_24h = day_counts(session, now - timedelta(hours=24), scope)
         result.failures_24h = sum(result.runs_24h.get(s, 0) for s in FAILED)
-        result.hosts_down, result.hosts = hosts_down(session, limit)
-        _mark_silenced(session, now, grace, result)
+        result.hosts_down, result.hosts = hosts_down(session, limit, scope)
+        _mark_silenced(session, now, grace, result, scope)
     return result
 
 
+def _authorize(actor: Actor, project: str | None) -> None:
+    """Every project's health needs a global role; a project's, reading its runs."""
+    if project is None:
+        actor.authorize("run.read")
+    else:
+        actor.authorize_in("run.read", project)
+
+
 def _late(
-    session: Session, now: datetime, grace: timedelta, limit: int | None
+    session: Session, now: datetime, grace: timedelta, limit: int | None, scope: Scope
 ) -> tuple[dict[JobKey, int], list[Problem]]:
-    """Late assignments counted per job, and the first ``limit`` of them."""
-    is_late = and_(Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace)
+    """Late assignments (of the jobs in ``scope``) counted per job, and the first ``limit``."""
+    is_late = _is_late(now, grace, scope)
     # The rows first (their index), then the grouping: else the planners walk a whole
     # index in the grouping's order to save a sort, 45-750 ms for no row at all.
     late_rows = materialized(select(Assignment.job_id).where(is_late).cte("late_rows"))
@@ -306,12 +317,25 @@ def _late(
     return by_job, late
 
 
+def _is_late(now: datetime, grace: timedelta, scope: Scope) -> ColumnElement[bool]:
+    return and_(
+        Assignment.enabled.is_(True),
+        Assignment.next_fire_at < now - grace,
+        scope.jobs(Assignment.job_id),
+    )
+
+
+def _is_stuck(now: datetime, scope: Scope) -> ColumnElement[bool]:
+    return and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now, scope.jobs(Run.job_id))
+
+
 def _stuck(
-    session: Session, now: datetime, limit: int | None
+    session: Session, now: datetime, limit: int | None, scope: Scope
 ) -> tuple[dict[JobKey, int], list[Problem]]:
-    """Runs running past their deadline counted per job, and the first ``limit`` (a run
-    of a removed job counts in ``default``)."""
-    is_stuck = and_(Run.status == RunStatus.RUNNING, Run.deadline_at < now)
+    """Runs (of the jobs in ``scope``) running past their deadline counted per job, and
+    the first ``limit`` (a run of a removed job counts in ``default``, of every project's
+    health only)."""
+    is_stuck = _is_stuck(now, scope)
     stuck_rows = materialized(select(Run.job_name, Run.job_id).where(is_stuck).cte("stuck_rows"))
     project = func.coalesce(Project.name, DEFAULT_PROJECT)
     by_job: dict[JobKey, int] = {
@@ -358,8 +382,8 @@ class _FailingPart:
     detailed: list[Problem]
 
 
-def _failing(session: Session, limit: int | None, *, detail: bool) -> _FailingPart:
-    counts, shown_down, shown_others = failing_overview(session, limit)
+def _failing(session: Session, limit: int | None, scope: Scope, *, detail: bool) -> _FailingPart:
+    counts, shown_down, shown_others = failing_overview(session, limit, scope)
     failing = failing_rows(session, [*shown_down, *shown_others], None if detail else shown_others)
     outages = outages_of(
         session, sorted({f.target_id for f in failing if f.assignment_id in shown_down})
@@ -399,7 +423,7 @@ def _groups(
 
 
 def _mark_silenced(
-    session: Session, now: datetime, grace: timedelta, result: HealthSummary
+    session: Session, now: datetime, grace: timedelta, result: HealthSummary, scope: Scope
 ) -> None:
     """Mark the lines under a silence in force and count every problem under one (a few
     more statements only while a silence is in force)."""
@@ -417,22 +441,21 @@ def _mark_silenced(
         replace(g, silenced=True) if all((g.project, j, g.target) in muted for j in g.jobs) else g
         for g in result.grouped
     ]
-    every = _problem_pairs(session, now, grace)
+    every = _problem_pairs(session, now, grace, scope)
     covered = silenced_pairs(session, every, now)
     result.silenced = sum(1 for pair in every if pair in covered)
 
 
-def _problem_pairs(session: Session, now: datetime, grace: timedelta) -> list[tuple[int, int]]:
-    """(job, target) of every problem: failing and late job × target, stuck runs."""
-    c = classified(session)
+def _problem_pairs(
+    session: Session, now: datetime, grace: timedelta, scope: Scope
+) -> list[tuple[int, int]]:
+    """(job, target) of every problem in ``scope``: failing and late job × target, stuck
+    runs."""
+    c = classified(session, scope)
     statements = [
         select(c.c.job_id, c.c.target_id),
-        select(Assignment.job_id, Assignment.target_id).where(
-            Assignment.enabled.is_(True), Assignment.next_fire_at < now - grace
-        ),
-        select(Run.job_id, Run.target_id).where(
-            Run.status == RunStatus.RUNNING, Run.deadline_at < now
-        ),
+        select(Assignment.job_id, Assignment.target_id).where(_is_late(now, grace, scope)),
+        select(Run.job_id, Run.target_id).where(_is_stuck(now, scope)),
     ]
     return [
         (job_id, target_id)

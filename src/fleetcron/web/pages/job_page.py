@@ -137,9 +137,9 @@ def job_page(
 
 
 def _incidents(app: App, actor: Actor, job: str) -> dict[str, Any]:
-    """The job's open incidents; none read for an actor without the global role that
-    incidents need (they are not confined to a project yet)."""
-    if not may(actor, "incident.read"):
+    """The job's open incidents in the project the page acts in (the job's), for whoever
+    may read its incidents there."""
+    if not may(actor, "incident.read", actor.project):
         return {"open_incidents": [], "open_incident_count": 0}
     return {
         "open_incidents": incident_ops.list_incidents(app, actor, status="open", job=job, limit=5),

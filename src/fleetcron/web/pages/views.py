@@ -61,8 +61,8 @@ def dashboard(
     caller: Annotated[Caller, Depends(requires("job.read"))],
     grid_offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
-    """The project's counts, recent failures and fleet grid; the health of the whole
-    install (needs attention, hosts down, the day's runs) for a global role only."""
+    """The project's counts, recent failures, fleet grid and health (needs attention,
+    hosts down, the day's runs)."""
     app, actor = the_app(request), caller.actor
     targets_total, targets_paired = target_reads.count_targets(app, actor)
     origins = Counter(jobs_svc.count_by_origin(app, actor))
@@ -90,11 +90,11 @@ def dashboard(
 
 
 def _health(request: Request, caller: Caller, failures_read: int) -> dict[str, Any]:
-    """The install's health as the dashboard shows it: every project's, so read only for
-    an actor with a global role (the CLI's and API's ``health`` need one too); for a member
-    of projects, nothing but the count of its project's recent failures."""
+    """The health of the project the dashboard acts in, for whoever reads its runs (a
+    global role too: the install's is ``fleetcron health`` and ``/api/v1/health``); for
+    anyone else, nothing but the count of the project's recent failures."""
     app, actor = the_app(request), caller.actor
-    if not may(actor, "run.read"):
+    if not may(actor, "run.read", actor.project):
         empty = health_svc.HealthSummary(checked_at=app.now())
         return {
             "by_status": None,
@@ -102,7 +102,9 @@ def _health(request: Request, caller: Caller, failures_read: int) -> dict[str, A
             "attention": empty,
             "failures_24h": failures_read,
         }
-    summary = health_svc.summary(app, actor, limit=ATTENTION_LIMIT, detail=False)
+    summary = health_svc.summary(
+        app, actor, limit=ATTENTION_LIMIT, detail=False, project=actor.project
+    )
     return {
         "by_status": summary.runs_24h,
         "problems": summary.grouped,
