@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import OldClaim
+from fleetcron.store.schema import Run
 
-__all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone"]
+__all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone", "shards_of_runs"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,16 @@ class NewClaim:
     deadline_at: datetime
     #: The run's shard (its target's): the claim is bound to this shard's generation.
     shard: int = 0
+
+
+def shards_of_runs(session: Session, run_ids: Collection[int]) -> set[int]:
+    """The shards of the runs ``run_ids`` (a run's shard is its target's, written when the
+    run is and never changed): what a transaction writing them passes as ``of_shards``."""
+    if not run_ids:
+        return set()
+    return set(
+        session.scalars(select(Run.shard).where(Run.id.in_(sorted(set(run_ids)))).distinct())
+    )
 
 
 class RunGuard(Protocol):

@@ -71,7 +71,7 @@ from fleetcron.store.run_dispatch import (
     with_jumps,
 )
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
-from fleetcron.store.run_guard import NewClaim
+from fleetcron.store.run_guard import NewClaim, shards_of_runs
 from fleetcron.store.run_guard import RunGuard as RunGuard
 from fleetcron.store.run_guard import Standalone as Standalone
 from fleetcron.store.run_newest import refresh, refresh_for_runs
@@ -471,7 +471,7 @@ class RunStore:
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
+            verdict = self.guard.verdict(session, of_shards={previous.shard})
             if not verdict.may_claim:
                 return None
             row = session.execute(
@@ -479,7 +479,8 @@ class RunStore:
                     Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
                 )
             ).first()
-            if row is None or target_hold_of(row, self.policy):
+            # The target's shard never changes: a row of another shard is not this run's.
+            if row is None or row.shard != previous.shard or target_hold_of(row, self.policy):
                 return None
             if live_old_claims(
                 self.guard.old_claims(session, verdict, [row.assignment_id]).get(
@@ -508,8 +509,9 @@ class RunStore:
         if not results:
             return []
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _ in results])
+            run_ids = [run_id for run_id, _ in results]
+            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _ in results if run_id not in live]
             for run_id in refused:
                 session.add(
@@ -565,7 +567,7 @@ class RunStore:
         if not ids:
             return
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
+            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, ids))
             live = sorted(self.guard.live(session, verdict, ids))
             session.execute(
                 update(Run)
@@ -587,8 +589,9 @@ class RunStore:
         if not stopped:
             return []
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in stopped])
+            run_ids = [run_id for run_id, _, _ in stopped]
+            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _, _ in stopped if run_id not in live]
             for run_id in refused:
                 session.add(
@@ -644,8 +647,9 @@ class RunStore:
         if not snapshots:
             return
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in snapshots])
+            run_ids = [run_id for run_id, _, _ in snapshots]
+            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            live = self.guard.live(session, verdict, run_ids)
             params = [
                 {"rid": run_id, "text": text, "bytes": total, "at": now}
                 for run_id, text, total in snapshots
