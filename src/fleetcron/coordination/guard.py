@@ -3,12 +3,13 @@
 In each run-writing transaction the guard locks the shards' ownership rows
 (one ``SELECT ... FOR UPDATE`` in shard order), reads the node registry, and asks
 :func:`fleetcron.core.ownership.evaluate_shards` whether this node is the approved owner of
-each shard under that shard's current generation. A transaction that knows the shards of
-the runs it writes before it asks (the claims of due slots and of queued runs:
-``of_shards``) locks and decides only those shards' rows, in the same order, and counts
-the others' rows in the same statement without locking them: a missing row of a shard it
-writes fails closed, and a missing or extra row, or another owner, anywhere refuses new
-claims as before. The other transactions (completions, retries, rollouts) lock every row.
+each shard under that shard's current generation. Every run-writing transaction names the shards
+of the runs it writes (``of_shards``: the claims' due slots and queued runs, the runs a
+completion, cancel or interruption writes, a retry's run, a rollout round's pending rows)
+and locks and decides only those shards' rows, in the same order, counting the others'
+rows in the same statement without locking them: a missing row of a shard it writes
+fails closed, and a missing or extra row, or another owner, anywhere refuses new claims
+as before. Without shards named (or naming every shard) every row is locked.
 A claim is bound to its run's shard and that shard's generation, and a completion is
 checked against the same shard's row only: a move of shard 1 refuses the runs of shard 1
 and no other. New runs get an execution claim whose deadline is measured by the database
