@@ -150,15 +150,14 @@ class CoordinatedGuard:
     def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        if self._shards is None:  # fixed at creation: read once
-            self._shards = fixed_count(session)
-        if of_shards and self._shards and len(set(of_shards)) < self._shards:
+        count = self.shards(session)
+        if of_shards and len(set(of_shards)) < count:
             verdict = verdict_of_shards(
-                session, self.node_id, self.fingerprint, only=of_shards, shards=self._shards
+                session, self.node_id, self.fingerprint, only=of_shards, shards=count
             )
         else:
             verdict = current_verdict(
-                session, self.node_id, self.fingerprint, lock=True, shards=self._shards
+                session, self.node_id, self.fingerprint, lock=True, shards=count
             )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
@@ -172,6 +171,12 @@ class CoordinatedGuard:
                 verdict, draining=True, reason="lease not renewed in time: no new claims"
             )
         return verdict
+
+    def shards(self, session: Session) -> int:
+        """The installation's shard count, read once (it never changes once fixed)."""
+        if self._shards is None:
+            self._shards = fixed_count(session)
+        return self._shards or 1
 
     def claim_clock(self, session: Session) -> datetime | None:
         """Claims are measured by the database clock."""

@@ -510,7 +510,7 @@ class RunStore:
             return []
         with self.db.session() as session:
             run_ids = [run_id for run_id, _ in results]
-            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            verdict = self._verdict_writing(session, run_ids)
             live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _ in results if run_id not in live]
             for run_id in refused:
@@ -557,6 +557,11 @@ class RunStore:
             refresh_for_runs(session, lost)
             return len(lost)
 
+    def _verdict_writing(self, session: Session, run_ids: Collection[int]) -> Verdict:
+        """The guard's verdict for a transaction that writes the runs ``run_ids``: over
+        their shards' rows only."""
+        return self.guard.verdict(session, of_shards=shards_of_runs(self.guard, session, run_ids))
+
     def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
         """Record cancelled runs as ``interrupted``. Their claims stay live until their
         deadline: cancelling asked the executor to kill the command, but over SSH that kill
@@ -567,7 +572,7 @@ class RunStore:
         if not ids:
             return
         with self.db.session() as session:
-            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, ids))
+            verdict = self._verdict_writing(session, ids)
             live = sorted(self.guard.live(session, verdict, ids))
             session.execute(
                 update(Run)
@@ -590,7 +595,7 @@ class RunStore:
             return []
         with self.db.session() as session:
             run_ids = [run_id for run_id, _, _ in stopped]
-            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            verdict = self._verdict_writing(session, run_ids)
             live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _, _ in stopped if run_id not in live]
             for run_id in refused:
@@ -648,7 +653,7 @@ class RunStore:
             return
         with self.db.session() as session:
             run_ids = [run_id for run_id, _, _ in snapshots]
-            verdict = self.guard.verdict(session, of_shards=shards_of_runs(session, run_ids))
+            verdict = self._verdict_writing(session, run_ids)
             live = self.guard.live(session, verdict, run_ids)
             params = [
                 {"rid": run_id, "text": text, "bytes": total, "at": now}
