@@ -8,10 +8,12 @@ per transaction:
 
 * ``verdict, every shard``: a transaction that only takes the guard's verdict under lock
   (:meth:`~fleetcron.coordination.guard.CoordinatedGuard.verdict`: every shard's row
-  locked, the node registry read, every shard evaluated) and commits, as the completions
-  do;
+  locked, the node registry read, every shard evaluated) and commits, as completions,
+  retries and rollouts did before they named their runs' shards;
 * ``verdict, one shard``: the same over one shard (``of_shards``: its row alone locked
   and evaluated, the others counted), as a claim of runs of one shard does;
+* ``verdict, its run's shard read first``: a completion's guard (and a cancel's, an
+  interruption's): the run's shard read from its row, then the verdict over that shard;
 * ``claim N``: the scheduler's claim of one slot of the ``N`` assignments
   (:meth:`~fleetcron.store.runs.RunStore.claim_due`: the due rows, the verdict under lock,
   the older generations' claims, ``N`` runs and their execution claims inserted, the
@@ -93,6 +95,7 @@ class Fleet:
     shards: int
     targets: int
     spread: int
+    run_id: int = 0
 
     def verdict(self) -> None:
         with self.app.db.session() as session:
@@ -101,6 +104,18 @@ class Fleet:
     def verdict_of_one(self) -> None:
         with self.app.db.session() as session:
             assert self.guard.verdict(session, of_shards={0}).may_claim
+
+    def verdict_of_its_run(self) -> None:
+        """A completion's guard: its run's shard read, then the verdict over that shard."""
+        from fleetcron.store.run_guard import shards_of_runs
+
+        if not self.run_id:  # one run to complete (the warm-up claims it)
+            self.run_id = min(
+                d.run_id for d in self.store.claim_due(self.clock.advance(seconds=60)).dispatches
+            )
+        with self.app.db.session() as session:
+            shards = shards_of_runs(self.guard, session, [self.run_id])
+            assert self.guard.verdict(session, of_shards=shards).may_claim
 
     def claim(self) -> None:
         claimed = self.store.claim_due(self.clock.advance(seconds=60))
@@ -175,6 +190,10 @@ def main() -> None:
                 if targets == 1:
                     cases[(shards, "verdict, every shard")] = (f, f.verdict)
                     cases[(shards, "verdict, one shard")] = (f, f.verdict_of_one)
+                    cases[(shards, "verdict, its run's shard read first")] = (
+                        f,
+                        f.verdict_of_its_run,
+                    )
                 cases[(shards, f"claim {targets}")] = (f, f.claim)
                 cases[(shards, f"claim {targets}, every row locked")] = (f, f.claim_before)
         for _, call in cases.values():  # warm-up: the pool's connection, first statements

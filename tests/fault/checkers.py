@@ -47,6 +47,8 @@ class Effect:
     generation: int
     claim: int
     node: str
+    #: The run's shard (0 in the token's form before shards).
+    shard: int = 0
 
 
 def read_effects(path: Path) -> list[Effect]:
@@ -57,8 +59,19 @@ def read_effects(path: Path) -> list[Effect]:
         kind, at, slot, target, token, node, *_pid = line.split()
         # FLEETCRON_FENCING_TOKEN: <shard>:<generation>:<claim> (<generation>:<claim> before
         # shards); all the runs of one target are of its one shard.
-        *_shard, generation, claim = token.split(":")
-        effects.append(Effect(kind, float(at), slot, target, int(generation), int(claim), node))
+        *shard, generation, claim = token.split(":")
+        effects.append(
+            Effect(
+                kind,
+                float(at),
+                slot,
+                target,
+                int(generation),
+                int(claim),
+                node,
+                int(shard[0]) if shard else 0,
+            )
+        )
     return effects
 
 
@@ -123,19 +136,23 @@ def c3_every_due_slot_accounted_for(app: App, start: datetime, end: datetime) ->
 def c4_no_overlap_across_owners(
     effects: list[Effect], until: float, gone_at: Mapping[tuple[str, str], float] | None = None
 ) -> None:
-    """No two (node, generation) ever executed at the same time."""
-    spans: dict[tuple[str, int], list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
+    """No two (node, generation) ever executed at the same time in one shard (ownership,
+    generations and active cleanup are per shard: a shard whose target could not be
+    cleaned keeps its old command to its deadline while a cleaned shard starts anew)."""
+    spans: dict[tuple[int, str, int], list[float]] = defaultdict(
+        lambda: [float("inf"), float("-inf")]
+    )
     ends = stopped_at(effects, gone_at or {}, until)
     for e in effects:
         if e.kind != "start":
             continue
-        span = spans[(e.node, e.generation)]
+        span = spans[(e.shard, e.node, e.generation)]
         span[0] = min(span[0], e.at)
         span[1] = max(span[1], ends[(e.slot, e.target)])
     owners = sorted(spans.items(), key=lambda item: item[1][0])
     for i, (first, (first_start, first_end)) in enumerate(owners):
         for second, (second_start, second_end) in owners[i + 1 :]:
-            if second_start < first_end and first_start < second_end:
+            if first[0] == second[0] and second_start < first_end and first_start < second_end:
                 raise SafetyViolation(
                     f"C4: {second} started executing at {second_start:.3f} while {first} "
                     f"was still executing until {first_end:.3f}"

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -402,6 +403,13 @@ def test_after_a_takeover_with_targets_verified_the_new_owner_starts_before_the_
     check_all(lab, since, watch)
 
 
+def remove_marks(scope: str) -> None:
+    """Remove the installation's marks (one per shard) from the SSH user's home."""
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    for mark in (home / ".fleetcron").glob(f"generation-{scope}*"):
+        shutil.rmtree(mark, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def isolated_sshd(
     tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
@@ -461,8 +469,7 @@ def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_on
         watch.stop()
     finally:
         proxy.close()
-        home = pwd.getpwuid(os.geteuid()).pw_dir
-        shutil.rmtree(f"{home}/.fleetcron/generation-{scope}", ignore_errors=True)
+        remove_marks(scope)
 
     effects = read_effects(lab.effects)
     first = {
@@ -570,8 +577,7 @@ def test_a_paused_old_owner_that_resumes_after_the_cleanup_cannot_start_its_clai
         lab.stop_all()
         watch.stop()
     finally:
-        home = pwd.getpwuid(os.geteuid()).pw_dir
-        shutil.rmtree(f"{home}/.fleetcron/generation-{scope}", ignore_errors=True)
+        remove_marks(scope)
 
     event = cleanup_event()
     assert event is not None and event.detail["targets_cleaned"] == sorted(offsets)

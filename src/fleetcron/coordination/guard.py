@@ -3,12 +3,13 @@
 In each run-writing transaction the guard locks the shards' ownership rows
 (one ``SELECT ... FOR UPDATE`` in shard order), reads the node registry, and asks
 :func:`fleetcron.core.ownership.evaluate_shards` whether this node is the approved owner of
-each shard under that shard's current generation. A transaction that knows the shards of
-the runs it writes before it asks (the claims of due slots and of queued runs:
-``of_shards``) locks and decides only those shards' rows, in the same order, and counts
-the others' rows in the same statement without locking them: a missing row of a shard it
-writes fails closed, and a missing or extra row, or another owner, anywhere refuses new
-claims as before. The other transactions (completions, retries, rollouts) lock every row.
+each shard under that shard's current generation. Every run-writing transaction names the shards
+of the runs it writes (``of_shards``: the claims' due slots and queued runs, the runs a
+completion, cancel or interruption writes, a retry's run, a rollout round's pending rows)
+and locks and decides only those shards' rows, in the same order, counting the others'
+rows in the same statement without locking them: a missing row of a shard it writes
+fails closed, and a missing or extra row, or another owner, anywhere refuses new claims
+as before. Without shards named (or naming every shard) every row is locked.
 A claim is bound to its run's shard and that shard's generation, and a completion is
 checked against the same shard's row only: a move of shard 1 refuses the runs of shard 1
 and no other. New runs get an execution claim whose deadline is measured by the database
@@ -149,15 +150,14 @@ class CoordinatedGuard:
     def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         if self.unguarded:
             return UNGUARDED
-        if self._shards is None:  # fixed at creation: read once
-            self._shards = fixed_count(session)
-        if of_shards and self._shards and len(set(of_shards)) < self._shards:
+        count = self.shards(session)
+        if of_shards and len(set(of_shards)) < count:
             verdict = verdict_of_shards(
-                session, self.node_id, self.fingerprint, only=of_shards, shards=self._shards
+                session, self.node_id, self.fingerprint, only=of_shards, shards=count
             )
         else:
             verdict = current_verdict(
-                session, self.node_id, self.fingerprint, lock=True, shards=self._shards
+                session, self.node_id, self.fingerprint, lock=True, shards=count
             )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(
@@ -171,6 +171,12 @@ class CoordinatedGuard:
                 verdict, draining=True, reason="lease not renewed in time: no new claims"
             )
         return verdict
+
+    def shards(self, session: Session) -> int:
+        """The installation's shard count, read once (it never changes once fixed)."""
+        if self._shards is None:
+            self._shards = fixed_count(session)
+        return self._shards or 1
 
     def claim_clock(self, session: Session) -> datetime | None:
         """Claims are measured by the database clock."""

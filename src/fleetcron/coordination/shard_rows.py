@@ -30,6 +30,7 @@ __all__ = [
     "fix_shard_count",
     "fixed_count",
     "fixed_shards",
+    "lease_until",
     "locked_shards",
     "renew_leases",
     "shard_count",
@@ -207,18 +208,22 @@ def renew_leases(session: Session, node_id: str, lease_s: float) -> bool | None:
     database clock, in one ``UPDATE`` whatever the shard count (on PostgreSQL; elsewhere
     the clock is read first). Returns whether any of them is draining, or None when the
     node owns no shard (nothing was renewed)."""
-    if session.get_bind().dialect.name == "postgresql":
-        until: Any = func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, lease_s)
-    else:
-        until = _db_now(session) + timedelta(seconds=lease_s)
     draining = session.scalars(
         update(ClusterOwnership)
         .where(ClusterOwnership.owner_node_id == node_id)
-        .values(lease_expires_at=until)
+        .values(lease_expires_at=lease_until(session, lease_s))
         .returning(ClusterOwnership.draining)
         .execution_options(synchronize_session=False)
     ).all()
     return any(draining) if draining else None
+
+
+def lease_until(session: Session, lease_s: float) -> Any:
+    """``lease_s`` from now by the database clock: an expression evaluated in the
+    statement that writes it on PostgreSQL (no read first); elsewhere the clock is read."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.clock_timestamp() + func.make_interval(0, 0, 0, 0, 0, 0, lease_s)
+    return _db_now(session) + timedelta(seconds=lease_s)
 
 
 def _db_now(session: Session) -> datetime:

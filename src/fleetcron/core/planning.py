@@ -21,7 +21,7 @@ while a claim of an older generation on the same assignment has not reached its 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -280,6 +280,16 @@ class CleanupClaim:
     target_kind: str
     generation: int
     assignment_id: int = 0
+    #: The claim's shard (its target's): older than that shard's generation.
+    shard: int = 0
+
+
+def generation_of_shard(
+    claim: CleanupClaim, generation: int, generations: Mapping[int, int] | None
+) -> int:
+    """The new owner's generation of the claim's shard (``generation`` when the shards'
+    generations are not given: one for all)."""
+    return generations.get(claim.shard, generation) if generations else generation
 
 
 def assignments_held_for_cleanup(
@@ -327,22 +337,28 @@ def targets_to_clean(claims: Sequence[CleanupClaim], generation: int) -> list[in
 
 
 def claims_cleared_by(
-    claims: Sequence[CleanupClaim], generation: int, outcomes: Sequence[TargetCleanup]
+    claims: Sequence[CleanupClaim],
+    generation: int,
+    outcomes: Sequence[TargetCleanup],
+    *,
+    generations: Mapping[int, int] | None = None,
 ) -> list[int]:
     """The claims whose wait active cleanup ends early: an older generation's claim on an SSH
     target whose mark now stands at ``generation`` or above (written before the scan) and
     whose scan and kill succeeded. From then on no command of that claim runs there, and
-    none can start there (the wrapper refuses). Every other claim keeps its deadline."""
-    clean = {
-        o.target_id
-        for o in outcomes
-        if o.error is None and o.mark is not None and o.mark >= generation
-    }
-    return sorted(
-        c.claim_id
-        for c in claims
-        if c.target_kind == TargetKind.SSH and c.generation < generation and c.target_id in clean
-    )
+    none can start there (the wrapper refuses). Every other claim keeps its deadline.
+
+    ``generations``: each shard's generation; a claim is then measured against its own
+    shard's (the target's mark is that shard's mark), not one generation for all."""
+    marks = {o.target_id: o.mark for o in outcomes if o.error is None and o.mark is not None}
+    cleared = []
+    for c in claims:
+        mine = generation_of_shard(c, generation, generations)
+        mark = marks.get(c.target_id)
+        clean = mark is not None and mark >= mine
+        if c.target_kind == TargetKind.SSH and c.generation < mine and clean:
+            cleared.append(c.claim_id)
+    return sorted(cleared)
 
 
 def retry_delay(attempt: int, backoff_s: int) -> float:

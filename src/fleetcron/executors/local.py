@@ -69,6 +69,7 @@ from fleetcron.executors.watchdog import (
     CLAIM_FILE_VARIABLE,
     GENERATION_VARIABLE,
     PGID_MARKER,
+    SCOPE_VARIABLE,
     ClaimFileFields,
     Plan,
     claim_file_name,
@@ -311,6 +312,8 @@ class LocalExecutor:
             await self.group_watch.arm(key, term_at, term_at + steps.kill_grace)
         if request.generation is not None:
             env[GENERATION_VARIABLE] = str(request.generation)
+            if request.mark_scope is not None:
+                env[SCOPE_VARIABLE] = request.mark_scope
         name = claim_file_name(request.run_id) or f"{CLAIM_DIRECTORY}/watch-{key}"
         claim = os.path.join(account.home, name)
         env[CLAIM_FILE_VARIABLE] = write_claim_file(

@@ -65,6 +65,9 @@ from typing import Final
 
 PGID_MARKER: Final = b"__fleetcron_pgid__="
 GENERATION_VARIABLE: Final = "FLEETCRON_GENERATION"
+SCOPE_VARIABLE: Final = "FLEETCRON_MARK_SCOPE"
+"""The run's mark scope (its installation's, and its shard's with more than one shard),
+a tag beside its generation: active cleanup kills only the groups of its own scope."""
 RUN_ID_VARIABLE: Final = "FLEETCRON_RUN_ID"
 MISSING_TIMEOUT: Final = (
     "fleetcron: timeout(1) from coreutils is not on this machine's PATH; "
@@ -174,6 +177,29 @@ def mark_directory(scope: str) -> str:
     return f'"$HOME/{MARK_PARENT}/generation-{scope}"'
 
 
+def shard_scope(scope: str, shard: int, shards: int) -> str:
+    """The mark scope of shard ``shard``'s runs: each shard has its own mark (and its own
+    claim files and tagged groups to clean), raised to that shard's generation, so a
+    change of one shard's owner never refuses or kills the runs of another. With one
+    shard it is the installation's scope, as before shards."""
+    if shards <= 1:
+        return scope
+    return f"{scope}-s{int(shard)}"
+
+
+def tags(generation: int | None, mark_scope: str | None) -> str:
+    """The run's tags as ``sh`` prefix assignments (set on ``timeout``, the group leader):
+    its generation and, with it, its mark scope."""
+    if generation is None:
+        return ""
+    tag = f"{GENERATION_VARIABLE}={int(generation)} "
+    if mark_scope is not None:
+        if not MARK_SCOPE.fullmatch(mark_scope):
+            raise ValueError(f"invalid mark scope {mark_scope!r}")
+        tag += f"{SCOPE_VARIABLE}={mark_scope} "
+    return tag
+
+
 def guarded_command(command: str, generation: int | None, mark_scope: str | None) -> str:
     """The ``sh -c`` script run inside the tagged group T: refuse, before the command
     starts, when the target's mark names a generation above ``generation``, else ``exec``
@@ -277,7 +303,7 @@ def watchdog_script(
     term, grace = _seconds(term_after_s), _seconds(kill_grace_s)
     term_cs = round(max(term_after_s, MIN_STEP_S) * 100)
     grace_cs = round(max(kill_grace_s, MIN_STEP_S) * 100)
-    tag = f"{GENERATION_VARIABLE}={generation} " if generation is not None else ""
+    tag = tags(generation, mark_scope)
     inner = guarded_command(command, generation, mark_scope)
     claim = ClaimFileFields(run_id, generation, mark_scope)
     return (
@@ -339,15 +365,20 @@ def _centis(variable: str) -> str:
 
 
 SCAN_SCRIPT: Final = (
-    # $1: the generation. For every process tagged with a lower one: kill its group if it
-    # leads it, or if the group's leader is gone (a run's leftovers after timeout exited);
-    # a pgid stays unused by new processes while its group has members.
-    "g=$1; n=0; done_=' '; "
+    # $1: the generation, $2 (optional): the mark scope. For every process tagged with a
+    # lower generation (and, given a scope, tagged with that scope or with none: a run of
+    # a release before the scope tag): kill its group if it leads it, or if the group's
+    # leader is gone (a run's leftovers after timeout exited); a pgid stays unused by new
+    # processes while its group has members.
+    "g=$1; s=${2:-}; n=0; done_=' '; "
     f"for e in $(grep -l '{GENERATION_VARIABLE}=' /proc/[0-9]*/environ 2>/dev/null); do "
     "p=${e#/proc/}; p=${p%/environ}; "
     f"v=$(tr '\\000' '\\n' <\"$e\" 2>/dev/null | sed -n 's/^{GENERATION_VARIABLE}=//p'); "
     'case "$v" in ""|*[!0-9]*) continue;; esac; '
     '[ "$v" -lt "$g" ] || continue; '
+    'if [ -n "$s" ]; then '
+    f"w=$(tr '\\000' '\\n' <\"$e\" 2>/dev/null | sed -n 's/^{SCOPE_VARIABLE}=//p'); "
+    '[ -z "$w" ] || [ "$w" = "$s" ] || continue; fi; '
     'q=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d " "); '
     # 0: the group is outside our PID namespace (kill -0 would hit our own group).
     'case "$q" in ""|0|1|*[!0-9]*) continue;; esac; '
@@ -357,7 +388,7 @@ SCAN_SCRIPT: Final = (
     "done; "
     'echo "killed=$n"'
 )
-"""``sh -c SCAN_SCRIPT sh <generation>``: prints ``killed=<n>``.
+"""``sh -c SCAN_SCRIPT sh <generation> [<scope>]``: prints ``killed=<n>``.
 
 A group is killed when its leader carries the tag (the ``timeout`` of a run, or a
 tagged process that made itself a group leader), or when its leader is gone and a member

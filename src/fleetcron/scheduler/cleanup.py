@@ -25,6 +25,7 @@ from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.planning import TargetCleanup, assignments_held_for_cleanup
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.kinds import SshKind
+from fleetcron.executors.watchdog import shard_scope
 from fleetcron.services.cluster import status as cluster
 from fleetcron.store.run_guard import RunGuard
 
@@ -112,7 +113,8 @@ class ActiveCleanup:
         scope: str,
         ssh_kind: Callable[[], SshKind],
     ) -> None:
-        """Raise the mark and kill the older generations on every target of ``plan``,
+        """Raise the mark and kill the older generations on every target of ``plan`` (each
+        at its shard's generation, under its shard's mark: ``scope`` is the installation's),
         concurrently, each within :data:`CLEANUP_TIMEOUT_S`; then clear the claims of the
         targets that were cleaned (audited). The others keep waiting for the deadlines."""
         ssh = ssh_kind()
@@ -120,7 +122,14 @@ class ActiveCleanup:
         t0 = time.monotonic()
         try:
             cleanings = [
-                _clean_target(ssh, target, plan.generation, scope, slots) for target in plan.targets
+                _clean_target(
+                    ssh,
+                    target,
+                    plan.generation_of(target),
+                    shard_scope(scope, target.shard, plan.shards),
+                    slots,
+                )
+                for target in plan.targets
             ]
             outcomes, cleared, refused = await self._clear_as_cleaned(guard, plan, cleanings)
             result = await self.in_db(

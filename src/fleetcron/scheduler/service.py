@@ -59,6 +59,7 @@ from fleetcron.executors.kinds import SshKind, standard_executors
 from fleetcron.executors.local import runs_privileged
 from fleetcron.executors.output import STOPPED
 from fleetcron.executors.ssh import SshExecutor
+from fleetcron.executors.watchdog import shard_scope
 from fleetcron.metrics import Metrics, SshPoolReading
 from fleetcron.scheduler.cleanup import ActiveCleanup
 from fleetcron.scheduler.live import SNAPSHOT_INTERVAL_S, LiveRuns
@@ -183,6 +184,8 @@ class Scheduler:
         self.self_fenced = 0
         #: The installation's highest-generation mark on targets (cluster mode only).
         self.mark_scope: str | None = None
+        #: The installation's shard count: each shard's runs carry their shard's mark scope.
+        self.shards = 1
         #: How runs ask the API about their claims (cluster mode only).
         self.claim_asking: ClaimAsking | None = None
         self.cleanup = ActiveCleanup(self.app, self._in_db)
@@ -207,6 +210,7 @@ class Scheduler:
         await self._close_lost(self.clock())
         if self.app.settings.cluster:
             self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
+            self.shards = await self._in_db(cluster.installation_shards, self.app)
             self.claim_asking = claim_asking(self.app)
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
         if self.may_execute is not None:
@@ -466,7 +470,11 @@ class Scheduler:
             dispatch,
             node=self.app.node_name,
             output_limit=self.app.settings.output_limit_bytes,
-            mark_scope=self.mark_scope,
+            mark_scope=(
+                shard_scope(self.mark_scope, dispatch.shard, self.shards)
+                if self.mark_scope is not None
+                else None
+            ),
             live=live.output if live else None,
             asking=self.claim_asking,
         )

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import OldClaim
+from fleetcron.store.schema import Run
 
-__all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone"]
+__all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone", "shards_of_runs"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,17 @@ class NewClaim:
     deadline_at: datetime
     #: The run's shard (its target's): the claim is bound to this shard's generation.
     shard: int = 0
+
+
+def shards_of_runs(guard: RunGuard, session: Session, run_ids: Collection[int]) -> set[int] | None:
+    """The shards of the runs ``run_ids`` (a run's shard is its target's, written when the
+    run is and never changed): what a transaction writing them passes as ``of_shards``;
+    None, without a read, when there is one shard (every write decides it)."""
+    if not run_ids or guard.shards(session) <= 1:
+        return None
+    return set(
+        session.scalars(select(Run.shard).where(Run.id.in_(sorted(set(run_ids)))).distinct())
+    )
 
 
 class RunGuard(Protocol):
@@ -43,6 +56,10 @@ class RunGuard(Protocol):
         run the transaction writes, when the caller knows them: only their rows are locked
         and decided (the verdict's generations name those shards only); None: every
         shard."""
+
+    def shards(self, session: Session) -> int:
+        """The installation's shard count (1 standalone): with one shard, naming the shards
+        written is not worth a read."""
 
     def claim_clock(self, session: Session) -> datetime | None:
         """The time claims are measured from (the database clock in a cluster); ``None``:
@@ -87,6 +104,9 @@ class Standalone:
 
     def verdict(self, session: Session, *, of_shards: Collection[int] | None = None) -> Verdict:
         return STANDALONE_VERDICT
+
+    def shards(self, session: Session) -> int:
+        return 1
 
     def claim_clock(self, session: Session) -> datetime | None:
         return None

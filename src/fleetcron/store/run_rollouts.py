@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
@@ -114,7 +114,7 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         ).all()
         if not slots:
             return RolloutStep()
-        verdict = store.guard.verdict(session)
+        verdict = store.guard.verdict(session, of_shards=_pending_shards(session, slots))
         if not verdict.may_claim:
             # Only the owner advances a rollout; the rows wait for it.
             return RolloutStep()
@@ -154,6 +154,28 @@ class _SlotOutcome:
     resume_at: datetime | None = None
 
 
+def _pending_shards(session: Session, slots: Sequence[Row[int, datetime]]) -> set[int]:
+    """The shards of the slots' pending rows: the guard locks and decides those only."""
+    return set(
+        session.scalars(
+            select(Run.shard)
+            .where(
+                Run.status == RunStatus.PENDING,
+                tuple_(Run.job_id, Run.scheduled_for).in_([tuple(s) for s in slots]),
+            )
+            .distinct()
+        )
+    )
+
+
+def _decided(verdict: Verdict, rows: Sequence[Any]) -> bool:
+    """Whether the verdict decided the shard of every pending row of a slot (a row of
+    another shard, recorded after the shards were read, waits for the next round)."""
+    if not verdict.generations:
+        return True
+    return all(r.shard in verdict.generations for r in rows if r.status == RunStatus.PENDING)
+
+
 def _lock_jobs(session: Session, job_ids: set[int]) -> None:
     """One decision per job at a time (PostgreSQL): a second scheduler on the same database
     waits here, then reads the rows the first one wrote."""
@@ -184,6 +206,8 @@ def _advance_slot(
     pending = {r.assignment_id: r.id for r in rows if r.status == RunStatus.PENDING}
     if not pending:
         return _SlotOutcome()
+    if not _decided(verdict, rows):
+        return _SlotOutcome(waiting=len(pending))
     job = session.get(Job, job_id)
     if job is None:
         return _SlotOutcome(
@@ -212,7 +236,7 @@ def _advance_slot(
 
 def _slot_rows(
     session: Session, job_id: int, slot: datetime
-) -> Sequence[Row[int, int, int, str, int, RunStatus, datetime | None, str]]:
+) -> Sequence[Row[int, int, int, str, int, RunStatus, datetime | None, str, int]]:
     """The slot's rows as plain tuples (a rollout of thousands of targets is read every
     tick; only the rows that change are loaded as objects), by assignment and attempt."""
     return session.execute(
@@ -332,6 +356,7 @@ _SLOT_COLUMNS = (
     Run.status,
     Run.finished_at,
     Run.trigger,
+    Run.shard,
 )
 
 

@@ -71,7 +71,7 @@ from fleetcron.store.run_dispatch import (
     with_jumps,
 )
 from fleetcron.store.run_guard import STANDALONE_VERDICT as STANDALONE_VERDICT
-from fleetcron.store.run_guard import NewClaim
+from fleetcron.store.run_guard import NewClaim, shards_of_runs
 from fleetcron.store.run_guard import RunGuard as RunGuard
 from fleetcron.store.run_guard import Standalone as Standalone
 from fleetcron.store.run_newest import refresh, refresh_for_runs
@@ -471,7 +471,7 @@ class RunStore:
     def start_retry(self, previous: Dispatch, now: datetime) -> Dispatch | None:
         """Record the next attempt of a failed run as running; None if it cannot start."""
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
+            verdict = self.guard.verdict(session, of_shards={previous.shard})
             if not verdict.may_claim:
                 return None
             row = session.execute(
@@ -479,7 +479,8 @@ class RunStore:
                     Assignment.id == previous.assignment_id, Assignment.enabled.is_(True)
                 )
             ).first()
-            if row is None or target_hold_of(row, self.policy):
+            # The target's shard never changes: a row of another shard is not this run's.
+            if row is None or row.shard != previous.shard or target_hold_of(row, self.policy):
                 return None
             if live_old_claims(
                 self.guard.old_claims(session, verdict, [row.assignment_id]).get(
@@ -508,8 +509,9 @@ class RunStore:
         if not results:
             return []
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _ in results])
+            run_ids = [run_id for run_id, _ in results]
+            verdict = self._verdict_writing(session, run_ids)
+            live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _ in results if run_id not in live]
             for run_id in refused:
                 session.add(
@@ -555,6 +557,11 @@ class RunStore:
             refresh_for_runs(session, lost)
             return len(lost)
 
+    def _verdict_writing(self, session: Session, run_ids: Collection[int]) -> Verdict:
+        """The guard's verdict for a transaction that writes the runs ``run_ids``: over
+        their shards' rows only."""
+        return self.guard.verdict(session, of_shards=shards_of_runs(self.guard, session, run_ids))
+
     def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
         """Record cancelled runs as ``interrupted``. Their claims stay live until their
         deadline: cancelling asked the executor to kill the command, but over SSH that kill
@@ -565,7 +572,7 @@ class RunStore:
         if not ids:
             return
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
+            verdict = self._verdict_writing(session, ids)
             live = sorted(self.guard.live(session, verdict, ids))
             session.execute(
                 update(Run)
@@ -587,8 +594,9 @@ class RunStore:
         if not stopped:
             return []
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in stopped])
+            run_ids = [run_id for run_id, _, _ in stopped]
+            verdict = self._verdict_writing(session, run_ids)
+            live = self.guard.live(session, verdict, run_ids)
             refused = [run_id for run_id, _, _ in stopped if run_id not in live]
             for run_id in refused:
                 session.add(
@@ -644,8 +652,9 @@ class RunStore:
         if not snapshots:
             return
         with self.db.session() as session:
-            verdict = self.guard.verdict(session)
-            live = self.guard.live(session, verdict, [run_id for run_id, _, _ in snapshots])
+            run_ids = [run_id for run_id, _, _ in snapshots]
+            verdict = self._verdict_writing(session, run_ids)
+            live = self.guard.live(session, verdict, run_ids)
             params = [
                 {"rid": run_id, "text": text, "bytes": total, "at": now}
                 for run_id, text, total in snapshots

@@ -650,6 +650,29 @@ class ClusterOwnership(Base):
     updated_at: Mapped[datetime]
 
 
+class ClusterMember(Base):
+    """A member: one scheduler process of a node (``worker``: its index on the node), that
+    may own shards. ``weight`` is its share (the cores it stands for; 0 while it drains);
+    it is live while ``lease_expires_at``, renewed by its heartbeat on the database clock,
+    is ahead of that clock. Its name in placements and ownership rows is
+    ``<node_id>/<worker>`` (:func:`fleetcron.core.members.member_name`)."""
+
+    __tablename__ = "cluster_members"
+    __table_args__ = (
+        UniqueConstraint("node_id", "worker", name="uq_cluster_members_node_worker"),
+        CheckConstraint("worker >= 0", name="worker"),
+        CheckConstraint("weight >= 0", name="weight"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(32))
+    worker: Mapped[int] = mapped_column(Integer)
+    weight: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    lease_expires_at: Mapped[datetime]
+
+
 class ExecutionClaim(Base):
     """Permission for one run to write, bound to a node, a generation and a deadline
     measured by the database clock. An expired or revoked claim can never commit. Until its

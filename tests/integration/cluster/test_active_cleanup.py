@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
@@ -27,7 +27,7 @@ from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.services.targets.fields import TargetChanges
 from fleetcron.store.runs import RunStore
-from fleetcron.store.schema import AuditEvent, ExecutionClaim, Run, Target
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run, Target
 
 pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
 
@@ -43,8 +43,19 @@ def nodes(
     a, b, c = make_node("alpha"), make_node("beta"), make_node("gamma")
     for node in (a, b, c):
         approve(node)
+    add_remote(a, sshd)
+    targets.add_target(a.app, SYSTEM, TargetSpec("here", TargetKind.LOCAL))
+    jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    clock.advance(seconds=31)
+    assert len(store(a).claim_due(clock.now).dispatches) == 2
+    take_over(b, "alpha")
+    return a, b, c
+
+
+def add_remote(node: ClusterNode, sshd: SshServer) -> None:
     targets.add_target(
-        a.app,
+        node.app,
         SYSTEM,
         TargetSpec(
             "remote",
@@ -56,13 +67,6 @@ def nodes(
         ),
         allow_same_host=True,
     )
-    targets.add_target(a.app, SYSTEM, TargetSpec("here", TargetKind.LOCAL))
-    jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
-    cluster.request_transfer(a.app, SYSTEM, a.node_id)
-    clock.advance(seconds=31)
-    assert len(store(a).claim_due(clock.now).dispatches) == 2
-    take_over(b, "alpha")
-    return a, b, c
 
 
 def store(node: ClusterNode) -> RunStore:
@@ -308,3 +312,37 @@ def test_the_plan_reaches_a_target_behind_a_jump_host_through_its_chain(
         ("b1", "jump", bastion.port)
     ]
     assert remote.connection.via[0].host_key == bastion.host_key_line
+
+
+def test_with_shards_each_target_is_cleaned_at_its_own_shards_generation(
+    migrated: str, make_node: Callable[..., ClusterNode], sshd: SshServer, clock: FakeClock
+) -> None:
+    """Four shards; after alpha claimed, another shard than the target's moved on once,
+    then beta took over: the target's shard is at 2, the other at 3. The target is cleaned
+    at 2 under its shard's mark, and a mark of 2 clears its claim (measured against the
+    highest generation, 3, it would not; and a mark of 3 would refuse its shard's runs)."""
+    a, b = make_node("alpha", shards=4), make_node("beta", shards=4)
+    for node in (a, b):
+        approve(node)
+    add_remote(a, sshd)
+    jobs.add_job(a.app, SYSTEM, "tick", JobSpec("* * * * *", "true"), bulk=True)
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    clock.advance(seconds=31)
+    (run,) = store(a).claim_due(clock.now).dispatches
+    other = (run.shard + 1) % 4
+    with a.app.db.session() as session:
+        session.execute(
+            update(ClusterOwnership)
+            .where(ClusterOwnership.shard == other)
+            .values(generation=ClusterOwnership.generation + 1)
+        )
+    take_over(b, "alpha")
+
+    plan = plan_for(b)
+    assert plan is not None and (plan.generation, plan.shards) == (3, 4)
+    (target,) = plan.targets
+    assert (target.shard, plan.generation_of(target)) == (run.shard, 2)
+    cleared, refused = cluster.clear_cleaned_claims(
+        b.app, b.node_id, b.identity.fingerprint, plan, [TargetCleanup(target.target_id, mark=2)]
+    )
+    assert (cleared, refused) == (1, None)

@@ -31,7 +31,12 @@ from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
 from fleetcron.executors.base import SUPERSEDED, RunTarget
 from fleetcron.executors.kinds import SshKind
 from fleetcron.executors.local import LocalExecutor
-from fleetcron.executors.watchdog import MARK_AND_SCAN_SCRIPT, MARK_SCRIPT, SUPERSEDED_EXIT
+from fleetcron.executors.watchdog import (
+    MARK_AND_SCAN_SCRIPT,
+    MARK_SCRIPT,
+    SUPERSEDED_EXIT,
+    shard_scope,
+)
 from fleetcron.scheduler.cleanup import _clean_target
 from fleetcron.services.cluster.status import CleanupTarget
 from waiting import eventually
@@ -61,7 +66,8 @@ def scope() -> Iterator[str]:
     name = "test" + secrets.token_hex(6)
     yield name
     home = pwd.getpwuid(os.geteuid()).pw_dir
-    shutil.rmtree(Path(home) / ".fleetcron" / f"generation-{name}", ignore_errors=True)
+    for mark in (Path(home) / ".fleetcron").glob(f"generation-{name}*"):  # and its shards'
+        shutil.rmtree(mark, ignore_errors=True)
 
 
 @pytest.fixture
@@ -180,6 +186,44 @@ async def test_old_commands_racing_the_cleanup_are_killed_or_refuse(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         kill_all(marker)
+
+
+@pytest.mark.parametrize("shards", [4, 1], ids=["per-shard-marks", "one-mark"])
+async def test_a_shards_cleanup_leaves_another_shards_runs_and_mark_alone(
+    ssh: SshExecutor, target: SshTarget, scope: str, tmp_path: Path, shards: int
+) -> None:
+    """Shard 1's owner moves to generation 2 and cleans the target; shard 2 (same target
+    user, e.g. another target record on the same machine) is still at generation 1. Its
+    command keeps running and its new commands start. The negative control is one mark
+    for every shard (``shards=1``): shard 2's command is killed and its next refused."""
+    one, two = shard_scope(scope, 1, shards), shard_scope(scope, 2, shards)
+    first, second = marker_seconds(), marker_seconds()
+    tasks = [
+        asyncio.create_task(ssh.run(target, sleeper(first, 1, one, 11))),
+        asyncio.create_task(ssh.run(target, sleeper(second, 1, two, 12))),
+    ]
+    try:
+        await asyncio.to_thread(
+            eventually, lambda: sleeping(first) and sleeping(second), 15, "both sleeps to start"
+        )
+        mark, killed = await ssh.mark_and_kill_older_generations(target, 2, one)
+        await asyncio.to_thread(eventually, lambda: not sleeping(first), 5, "shard 1's to go")
+        flag = tmp_path / "ran"
+        late = await ssh.run(
+            target, ExecRequest(f"touch {flag}", timeout_s=10, generation=1, mark_scope=two)
+        )
+        outcome = (mark, killed, bool(sleeping(second)), late.status, flag.exists())
+        if shards > 1:
+            assert outcome == (2, 1, True, "succeeded", True), late
+            stale = ExecRequest("true", timeout_s=10, generation=1, mark_scope=one)
+            assert refused(await ssh.run(target, stale))  # shard 1's own mark still refuses
+        else:
+            assert outcome == (2, 2, False, "connect_error", False), late
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        kill_all(first, second)
 
 
 async def test_cleanup_of_an_unreachable_target_raises_and_a_slow_one_times_out(

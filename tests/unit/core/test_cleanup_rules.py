@@ -81,3 +81,26 @@ def test_assignments_wait_undecided_only_while_their_targets_cleanup_is_pending(
     assert assignments_held_for_cleanup(CLAIMS, GEN, {10, 11, 12, 13}) == {100, 101, 110}
     assert assignments_held_for_cleanup(CLAIMS, GEN, {11}) == {110}
     assert assignments_held_for_cleanup(CLAIMS, GEN, set()) == frozenset()
+
+
+def test_with_shards_a_claim_is_measured_against_its_own_shards_generation() -> None:
+    # Shard 0 moved to generation 5, shard 1 is still at 2; target 20 is shard 0's, 21 shard 1's.
+    claims = [
+        CleanupClaim(claim_id=1, target_id=20, target_kind="ssh", generation=4, shard=0),
+        CleanupClaim(claim_id=2, target_id=21, target_kind="ssh", generation=1, shard=1),
+        # Generation 2 is shard 1's current one: not older, never cleared.
+        CleanupClaim(claim_id=3, target_id=21, target_kind="ssh", generation=2, shard=1),
+    ]
+    outcomes = [TargetCleanup(20, mark=5), TargetCleanup(21, mark=2)]
+
+    assert claims_cleared_by(claims, 5, outcomes, generations={0: 5, 1: 2}) == [1, 2]
+    # Target 20's mark at 4 is below its shard's 5: not clean for it.
+    assert claims_cleared_by(claims, 5, [TargetCleanup(20, mark=4)], generations={0: 5}) == []
+
+
+def test_negative_control_one_generation_for_all_shards_never_clears_the_lagging_shard() -> None:
+    claims = [CleanupClaim(claim_id=2, target_id=21, target_kind="ssh", generation=1, shard=1)]
+    # Measured against the highest generation (5), shard 1's target cleaned at its 2 is
+    # not seen as clean: its claim waits for the deadline although its target is clean.
+    assert claims_cleared_by(claims, 5, [TargetCleanup(21, mark=2)]) == []
+    assert claims_cleared_by(claims, 5, [TargetCleanup(21, mark=2)], generations={1: 2}) == [2]

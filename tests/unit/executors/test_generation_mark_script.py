@@ -14,6 +14,7 @@ from fleetcron.executors.watchdog import (
     SCAN_SCRIPT,
     SUPERSEDED_EXIT,
     guarded_command,
+    shard_scope,
     superseded_error,
     watchdog_script,
 )
@@ -29,7 +30,8 @@ def test_the_check_runs_in_the_tagged_group_before_the_command() -> None:
         "echo hi", {}, term_after_s=5, kill_grace_s=1, generation=3, mark_scope="abc"
     )
     run = next(line for line in script.splitlines() if line.startswith("FLEETCRON_GENERATION"))
-    assert run.startswith("FLEETCRON_GENERATION=3 timeout -s TERM")
+    # Tagged with its generation and its mark scope (the cleanup kills its scope's only).
+    assert run.startswith("FLEETCRON_GENERATION=3 FLEETCRON_MARK_SCOPE=abc timeout -s TERM")
     check, command = run.index('"$HOME/.fleetcron/generation-abc"/*'), run.index("exec /bin/sh")
     assert check < command
     assert f"exit {SUPERSEDED_EXIT}" in run and "-gt 3 ]" in run
@@ -64,3 +66,13 @@ def test_cleanup_writes_the_mark_before_it_scans() -> None:
     assert "kill" not in REVOKE_SCRIPT
     # It stops before killing anything when the mark cannot be written.
     assert "exit 3; }" in MARK_SCRIPT and "kill -s" not in MARK_SCRIPT
+
+
+def test_each_shard_has_its_own_mark_and_one_shard_keeps_the_installations() -> None:
+    assert shard_scope("abc", 0, 1) == "abc"
+    assert [shard_scope("abc", s, 64) for s in (0, 3, 63)] == ["abc-s0", "abc-s3", "abc-s63"]
+    script = watchdog_script(
+        "true", {}, term_after_s=5, kill_grace_s=1, generation=2, mark_scope="abc-s3"
+    )
+    assert '"$HOME/.fleetcron/generation-abc-s3"/*' in script
+    assert "FLEETCRON_MARK_SCOPE=abc-s3 timeout" in script

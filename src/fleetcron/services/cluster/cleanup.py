@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from fleetcron.app import SYSTEM, App
-from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, current_verdict, older_than
+from fleetcron.coordination.guard import (
+    UNFINISHED_CLAIM_STATES,
+    CoordinatedGuard,
+    current_verdict,
+    older_than,
+)
 from fleetcron.coordination.ownership_change import clear_claims, unfinished_claims, waiting_detail
-from fleetcron.coordination.shard_rows import sole_owner
+from fleetcron.coordination.shard_rows import shard_count, sole_owner
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import CleanupClaim, TargetCleanup, claims_cleared_by, targets_to_clean
 from fleetcron.executors.base import RunTarget
@@ -34,6 +39,7 @@ __all__ = [
     "active_cleanup_plan",
     "clear_cleaned_claims",
     "finish_active_cleanup",
+    "installation_shards",
     "mark_scope",
 ]
 
@@ -58,6 +64,14 @@ def mark_scope(app: App) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
+def installation_shards(app: App) -> int:
+    """The installation's shard count, which names each shard's mark on the targets
+    (:func:`~fleetcron.executors.watchdog.shard_scope`): read once by a scheduler (the
+    count is fixed when the node first announces itself, before its scheduler starts)."""
+    with app.db.read() as session:
+        return shard_count(session)
+
+
 @dataclass(frozen=True)
 class CleanupTarget:
     """An SSH target to clean, with what is needed to connect (the keys still encrypted):
@@ -66,6 +80,8 @@ class CleanupTarget:
 
     target_id: int
     connection: RunTarget
+    #: The target's shard: it is cleaned at that shard's generation, under its mark.
+    shard: int = 0
 
     @property
     def name(self) -> str:
@@ -80,9 +96,15 @@ class CleanupPlan:
     generation: int
     claims: tuple[CleanupClaim, ...]
     targets: tuple[CleanupTarget, ...]
-    #: Each owned shard's generation (a claim is older than its own shard's); one owner
-    #: holds every shard, each at ``generation``, until members exist.
+    #: Each owned shard's generation (a claim is older than its own shard's, and a target
+    #: is cleaned at its shard's); one owner holds every shard until members exist.
     generations: Mapping[int, int] = field(default_factory=dict)
+    #: The installation's shard count (each shard has its own mark on a target).
+    shards: int = 1
+
+    def generation_of(self, target: CleanupTarget) -> int:
+        """The generation ``target`` is cleaned at: its shard's."""
+        return self.generations.get(target.shard, self.generation)
 
 
 def active_cleanup_plan(
@@ -98,8 +120,10 @@ def active_cleanup_plan(
         if verdict is None:
             return None
         claims = _older_claims(session, verdict)
-        targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation))
-    return CleanupPlan(verdict.generation, claims, targets, dict(verdict.generations))
+        shards = {c.target_id: c.shard for c in claims}
+        targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation), shards)
+        count = shard_count(session)
+    return CleanupPlan(verdict.generation, claims, targets, dict(verdict.generations), count)
 
 
 def _owned_verdict(
@@ -124,6 +148,7 @@ def _older_claims(session: Session, verdict: Verdict) -> tuple[CleanupClaim, ...
             Target.id,
             Target.kind,
             Run.assignment_id,
+            ExecutionClaim.shard,
         )
         .join(Run, Run.id == ExecutionClaim.run_id)
         .join(Target, Target.id == Run.target_id)
@@ -133,13 +158,17 @@ def _older_claims(session: Session, verdict: Verdict) -> tuple[CleanupClaim, ...
             ExecutionClaim.deadline_at > func.clock_timestamp(),
         )
     ).all()
-    return tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4]) for r in rows)
+    return tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4], r[5]) for r in rows)
 
 
-def _cleanup_targets(session: Session, wanted: Sequence[int]) -> tuple[CleanupTarget, ...]:
-    """How to reach each target to clean, by id, through its jump hosts if it has any."""
+def _cleanup_targets(
+    session: Session, wanted: Sequence[int], shards: Mapping[int, int]
+) -> tuple[CleanupTarget, ...]:
+    """How to reach each target to clean, by id, through its jump hosts if it has any,
+    with its shard (``shards``: target id -> shard, from its claims)."""
     return tuple(
-        CleanupTarget(tid, connection) for tid, connection in connections(session, sorted(wanted))
+        CleanupTarget(tid, connection, shards.get(tid, 0))
+        for tid, connection in connections(session, sorted(wanted))
     )
 
 
@@ -162,18 +191,26 @@ def clear_cleaned_claims(
     Returns ``(cleared, None)``, or ``(0, why)`` when this node is no longer the owner at
     the plan's generation (nothing is cleared then). Called as each target finishes, so a
     slow or unreachable target never delays the others."""
+    ids = claims_cleared_by(plan.claims, plan.generation, outcomes, generations=plan.generations)
+    cleared = set(ids)
+    shards = {c.shard for c in plan.claims if c.claim_id in cleared}
     with app.db.session() as session:
-        verdict = current_verdict(session, node_id, fingerprint, lock=True)
-        moved = verdict.generation != plan.generation or (
-            plan.generations and dict(verdict.generations) != dict(plan.generations)
-        )
-        if verdict.kind != "owner" or moved:
+        # Under the rows of the cleared claims' shards only, each still at the plan's.
+        verdict = CoordinatedGuard(node_id, fingerprint).verdict(session, of_shards=shards)
+        if verdict.kind != "owner" or _moved(plan, verdict, shards or plan.generations):
             return 0, (
                 f"this node is no longer the owner at generation {plan.generation} "
                 f"({verdict.reason}); nothing cleared"
             )
-        ids = claims_cleared_by(plan.claims, plan.generation, outcomes)
         return clear_claims(session, ids), None
+
+
+def _moved(plan: CleanupPlan, verdict: Verdict, shards: Collection[int]) -> bool:
+    """Whether a shard of ``shards`` is no longer at the plan's generation (without the
+    shards' generations: whether the one generation moved)."""
+    if not plan.generations:
+        return verdict.generation != plan.generation
+    return any(verdict.generations.get(s) != plan.generations.get(s) for s in shards)
 
 
 def _cleanup_detail(

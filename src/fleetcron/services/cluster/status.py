@@ -70,6 +70,7 @@ from fleetcron.services.cluster.cleanup import CleanupTarget as CleanupTarget
 from fleetcron.services.cluster.cleanup import active_cleanup_plan as active_cleanup_plan
 from fleetcron.services.cluster.cleanup import clear_cleaned_claims as clear_cleaned_claims
 from fleetcron.services.cluster.cleanup import finish_active_cleanup as finish_active_cleanup
+from fleetcron.services.cluster.cleanup import installation_shards as installation_shards
 from fleetcron.services.cluster.cleanup import mark_scope as mark_scope
 from fleetcron.services.cluster.lease import Lease as Lease
 from fleetcron.services.cluster.registry import announce as announce

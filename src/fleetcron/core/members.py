@@ -1,0 +1,87 @@
+"""Members: the scheduler processes that share the shards, and what each should own now.
+
+A member is one scheduler process: its node and its worker index on that node
+(:func:`member_name`), with a weight (its share: the cores it stands for; 0 while it
+drains) and a heartbeat lease in ``cluster_members``. Every member decides for itself,
+from the same two readings (the live members, and each shard's current owner), which
+shards it should hold (:func:`decide`): the sticky placement of
+:func:`fleetcron.core.shards.place`, in which a shard whose owner is no longer a live
+member is placed afresh. All members computing from the same readings get one placement,
+so their decisions never claim a shard twice.
+
+The decision only says what should change; taking a shard waits for its previous
+owner's claims (the per-shard rule of :func:`fleetcron.core.planning.wait_for_old_claims`)
+and its lease, and giving one up drains it first. Neither is wired into the scheduler
+yet: today one node owns every shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fleetcron.core.shards import Member, Move, place
+
+__all__ = ["Decision", "decide", "member_name", "parse_member"]
+
+#: Between a member's node id and its worker index (node ids are hex: no clash).
+SEPARATOR = "/"
+
+
+def member_name(node_id: str, worker: int) -> str:
+    """The member's name, as placements and ownership rows name it."""
+    if worker < 0:
+        raise ValueError(f"worker must be 0 or more, got {worker}")
+    return f"{node_id}{SEPARATOR}{worker}"
+
+
+def parse_member(name: str) -> tuple[str, int]:
+    """``(node id, worker)`` of a member's name."""
+    node_id, sep, worker = name.rpartition(SEPARATOR)
+    if not sep or not node_id or not worker.isdigit():
+        raise ValueError(f"not a member name: {name!r} (expected <node id>/<worker>)")
+    return node_id, int(worker)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What member ``member`` should do now. ``placed``: every shard's member in the
+    placement; ``keep``: shards it holds and keeps; ``take``: shards placed on it that it
+    does not hold (``source``: their holder now, None for a shard nobody holds);
+    ``give``: shards it holds that are placed elsewhere (``destination`` None: no live
+    member may take it)."""
+
+    member: str
+    placed: Mapping[int, str]
+    keep: tuple[int, ...]
+    take: tuple[Move, ...]
+    give: tuple[Move, ...]
+
+    @property
+    def wanted(self) -> frozenset[int]:
+        """The shards this member should hold once its moves are done."""
+        return frozenset(self.keep) | {mv.shard for mv in self.take}
+
+
+def decide(
+    me: str, shards: int, live: Sequence[Member], owners: Mapping[int, str | None]
+) -> Decision:
+    """The decision of member ``me`` from the ``live`` members (those whose heartbeat
+    lease holds) and each shard's current owner (``owners``: shard -> member name, or
+    None). ``me`` not among the live members (its lease lapsed, or it drains with weight
+    0) gets no shard and gives up every shard it holds."""
+    eligible = {m.name for m in live if m.weight > 0}
+    held_by_live = {s: o for s, o in owners.items() if o is not None and o in eligible}
+    placed = place(shards, live, held_by_live)
+    held = sorted(s for s, o in owners.items() if o == me)
+    return Decision(
+        member=me,
+        placed=placed,
+        keep=tuple(s for s in held if placed.get(s) == me),
+        take=tuple(
+            Move(s, owners.get(s), me)
+            for s in sorted(placed)
+            if placed[s] == me and owners.get(s) != me
+        ),
+        give=tuple(Move(s, me, placed.get(s)) for s in held if placed.get(s) != me),
+    )
