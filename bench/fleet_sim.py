@@ -72,7 +72,10 @@ from typing import Any
 import asyncssh
 
 from fleetcron.executors.watchdog import (
+    GENERATION_VARIABLE,
     MARK_PARENT,
+    MARK_SCOPE,
+    SCOPE_VARIABLE,
     SUPERSEDED_EXIT,
     SUPERSEDED_PREFIX,
     guarded_command,
@@ -178,14 +181,23 @@ def _unwrap_watchdog(line: str) -> str:
     exports, run = lines[0], lines[lines.index("__fc_t=$!", 2) - 1]
     if not run.endswith(" &"):
         return line
-    run = run[: -len(" &")]
-    first, _, rest = run.partition(" ")
-    name, _, value = first.partition("=")
-    if name == "FLEETCRON_GENERATION" and value.isdigit():
-        run = rest
+    run = _untagged(run[: -len(" &")])
     if not run.startswith("timeout "):
         return line
     return f"{exports}printf '%s\\n' \"__fleetcron_pgid__=$$\" >&2; {run}"
+
+
+def _untagged(run: str) -> str:
+    """``run`` without the run's tags the wrapper sets on ``timeout`` (its generation, and
+    its mark scope: ``watchdog.tags``)."""
+    while True:
+        first, _, rest = run.partition(" ")
+        name, _, value = first.partition("=")
+        generation = name == GENERATION_VARIABLE and value.isdigit()
+        scope = name == SCOPE_VARIABLE and MARK_SCOPE.fullmatch(value) is not None
+        if not (generation or scope):
+            return run
+        run = rest
 
 
 def _as_kill(tokens: list[str]) -> Kill | None:

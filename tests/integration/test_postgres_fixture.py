@@ -209,3 +209,29 @@ def test_negative_control_without_the_reset_the_previous_tests_rows_remain(
     first = reuse.fresh(source)
     _next_id(first, "left behind")
     assert _items(first) != [(1, "a"), (2, "b")]
+
+
+def _planner_state(url: str) -> tuple[int, int]:
+    """``items``' column statistics (how many) and its size estimate in pages."""
+    with psycopg.connect(_conninfo(url)) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM pg_statistic WHERE starelid = 'items'::regclass),"
+            " (SELECT relpages FROM pg_class WHERE oid = 'items'::regclass)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_a_reused_database_keeps_none_of_the_planners_view_an_earlier_test_left(
+    reuse: Reuse, source: str
+) -> None:
+    """A test that filled a table and analyzed it leaves statistics and a size estimate
+    (the precondition: the check below could fail); the next test's copy has neither, as
+    a new copy of a never-analyzed source has none."""
+    first = reuse.fresh(source)
+    with psycopg.connect(_conninfo(first), autocommit=True) as conn:
+        conn.execute("INSERT INTO items (name) SELECT 'n' || i FROM generate_series(1, 5000) i")
+        conn.execute("ANALYZE items")
+    statistics, pages = _planner_state(first)
+    assert statistics > 0 and pages > 0
+    assert _planner_state(reuse.fresh(source)) == (0, 0)
