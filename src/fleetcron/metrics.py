@@ -56,6 +56,44 @@ class IncidentsReading:
     incidents: Sequence[IncidentReading]
 
 
+@dataclass(frozen=True)
+class ShardReading:
+    """One shard at scrape time: its generation, its runs executing, and whether this node
+    owns it (a standalone node owns its one shard)."""
+
+    shard: int
+    generation: int
+    running: int
+    owned: bool
+
+
+class _ShardCollector(Collector):
+    """The per-shard gauges, one series per shard (the count is fixed at creation)."""
+
+    def __init__(self, read: Callable[[], Sequence[ShardReading]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        shards = self._read()
+        generation = GaugeMetricFamily(
+            "fleetcron_shard_generation", "Each shard's ownership generation.", labels=["shard"]
+        )
+        running = GaugeMetricFamily(
+            "fleetcron_shard_runs_in_flight",
+            "Runs recorded as running, per shard (every node's).",
+            labels=["shard"],
+        )
+        owned = GaugeMetricFamily(
+            "fleetcron_shard_owned", "1 when this node owns the shard.", labels=["shard"]
+        )
+        for s in shards:
+            label = [str(s.shard)]
+            generation.add_metric(label, s.generation)
+            running.add_metric(label, s.running)
+            owned.add_metric(label, 1 if s.owned else 0)
+        yield from (generation, running, owned)
+
+
 class _IncidentCollector(Collector):
     """The incident gauges. The job's label is ``fleetcron_job``: ``job`` is the scrape
     job's label in Prometheus, which would rename it to ``exported_job``. Each incident's
@@ -225,6 +263,10 @@ class Metrics:
 
     def watch_state(self, read: Callable[[], StateReading]) -> None:
         self.registry.register(_StateCollector(read))
+
+    def watch_shards(self, read: Callable[[], Sequence[ShardReading]]) -> None:
+        """Export the per-shard gauges, read by ``read`` at each scrape."""
+        self.registry.register(_ShardCollector(read))
 
     def watch_incidents(self, read: Callable[[], IncidentsReading]) -> None:
         """Export the incident gauges, read by ``read`` at each scrape."""

@@ -103,6 +103,70 @@ def nodes(as_json: bool, as_user: str | None) -> None:
     )
 
 
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"in {value:.1f} s" if value > 0 else f"{-value:.1f} s ago"
+
+
+@cluster.command("shards")
+@json_option
+@as_user_option
+def shards(as_json: bool, as_user: str | None) -> None:
+    """Each shard: owner, generation, lease, targets and runs on it."""
+    from fleetcron.services.cluster.shards import shard_view
+
+    with opened_app() as app:
+        view = shard_view(app, acting(app, as_user), _node(app))
+    if as_json:
+        print_json(asdict(view))
+        return
+    print_table(
+        None,
+        ["shard", "owner", "generation", "lease expires", "targets", "running", "waiting"],
+        [
+            (
+                s.shard,
+                (s.owner or "(none)") + (" (draining)" if s.draining else ""),
+                s.generation,
+                _seconds(s.lease_expires_in_s),
+                s.targets,
+                s.running,
+                s.waiting,
+            )
+            for s in view.shards
+        ],
+    )
+
+
+@cluster.command("members")
+@json_option
+@as_user_option
+def members(as_json: bool, as_user: str | None) -> None:
+    """Scheduler processes registered as members: weight, heartbeat, live or not."""
+    from fleetcron.services.cluster.shards import member_view
+
+    with opened_app() as app:
+        view = member_view(app, acting(app, as_user))
+    if as_json:
+        print_json([asdict(m) for m in view])
+        return
+    print_table(
+        None,
+        ["member", "weight", "heartbeat", "lease expires", "live"],
+        [
+            (
+                m.name,
+                f"{m.weight:g}",
+                f"{m.heartbeat_age_s:.1f} s ago",
+                _seconds(m.lease_expires_in_s),
+                "yes" if m.live else "no",
+            )
+            for m in view
+        ],
+    )
+
+
 @cluster.command("approve")
 @click.argument("endpoint")
 @json_option

@@ -21,6 +21,7 @@ from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
+from fleetcron.services.cluster.shards import shard_readings
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
 from fleetcron.services.identity.configs import LdapConfig, OidcConfig, warn_unknown_projects
@@ -31,6 +32,7 @@ from fleetcron.web.api import (
     calendars,
     claims,
     cluster_peer,
+    cluster_view,
     health,
     history,
     job_fleet,
@@ -101,6 +103,8 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     web.state.metrics = metrics
     web.state.metrics.watch_state(lambda: state_reading(app, web.state.ownership))
     web.state.metrics.watch_incidents(lambda: incidents_reading(app))
+    node = Node(app) if app.settings.cluster else None
+    web.state.metrics.watch_shards(lambda: shard_readings(app, node))
 
 
 def _add_error_handlers(web: FastAPI) -> None:
@@ -156,6 +160,7 @@ def include_routes(web: FastAPI) -> None:
     for router in (targets.router, jobs.router, runs.router, users.router, cluster_peer.router):
         web.include_router(router, prefix="/api/v1")
     web.include_router(claims.router, prefix="/api/v1")
+    web.include_router(cluster_view.router, prefix="/api/v1")
     web.include_router(job_fleet.router, prefix="/api/v1")
     web.include_router(cluster_pair_router, prefix="/api/v1")
     web.include_router(history.router, prefix="/api/v1")

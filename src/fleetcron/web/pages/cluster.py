@@ -1,4 +1,5 @@
-"""The cluster panel (admin): owner, this node, generation, transfers, nodes."""
+"""The cluster panel (admin): owner, this node, generation, transfers, nodes, shards and
+members."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fleetcron.app import App
 from fleetcron.errors import FleetcronError
 from fleetcron.services.cluster import peers as cluster_peers
 from fleetcron.services.cluster import status as svc
+from fleetcron.services.cluster.shards import member_view, shard_view
 from fleetcron.services.cluster.status import Node
 from fleetcron.web.deps import Caller, requires, the_app
 from fleetcron.web.pages.forms import Posted, checked, page, redirect, text
@@ -38,6 +40,8 @@ def panel(
         request,
         "cluster.html",
         status=status,
+        shards=shard_view(app, caller.actor, node),
+        members=member_view(app, caller.actor),
         reachable=reachable,
         idempotency_key=uuid.uuid4().hex,
     )
