@@ -69,9 +69,7 @@ def test_each_shard_shows_its_owner_generation_targets_and_its_run_in_flight(
     view = shard_view(owner.app, SYSTEM, owner.node)
 
     assert view.count == SHARDS and [s.shard for s in view.shards] == list(range(SHARDS))
-    assert {(s.owner, s.generation, s.draining) for s in view.shards} == {
-        (owner.node_id, 1, False)
-    }
+    assert {(s.owner, s.generation, s.draining) for s in view.shards} == {(owner.node_id, 1, False)}
     assert Counter({s.shard: s.targets for s in view.shards if s.targets}) == expected_targets(
         owner
     )
@@ -82,9 +80,12 @@ def test_each_shard_shows_its_owner_generation_targets_and_its_run_in_flight(
     # Negative control: once the run finished, no shard shows a run in flight.
     now = owner.app.now()
     done = ExecResult("succeeded", 0, EMPTY_OUTPUT, EMPTY_OUTPUT, now, now, 5)
-    assert RunStore(owner.app.db, node=owner.node_id, guard=owner.node.guard()).finish(
-        [(run_id, done)]
-    ) == []
+    assert (
+        RunStore(owner.app.db, node=owner.node_id, guard=owner.node.guard()).finish(
+            [(run_id, done)]
+        )
+        == []
+    )
     assert all(s.running == 0 for s in shard_view(owner.app, SYSTEM, owner.node).shards)
 
 
