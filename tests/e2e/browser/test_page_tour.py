@@ -118,7 +118,10 @@ def test_a_standalone_node_shows_its_cluster_status_as_one_line(
     expect(page.locator("#cluster-status")).to_have_text("Standalone: this node runs every job")
     page.locator("#cluster-status a").click()
     expect(page.locator("#cluster-summary")).to_have_text("Standalone: this node runs every job")
-    expect(page.locator("main table")).to_have_count(0)
+    # No nodes table; the one shard (this node's) and the members, none registered.
+    expect(page.locator("main table")).to_have_count(2)
+    expect(page.locator('main table[data-table="shards"] tr[data-shard]')).to_have_count(1)
+    expect(page.locator('main table[data-table="members"] [data-empty="members"]')).to_have_count(1)
 
 
 def test_a_failed_run_shows_its_exit_code_and_stderr_on_the_target_page(
