@@ -103,9 +103,9 @@ run: $(VENV)/.installed
 # The PostgreSQL server's own CPU is not in these figures: CREATE DATABASE from the
 # template and DROP DATABASE cost it about 120 ms per PostgreSQL test (read from the
 # postmaster's /proc; 330 ms of the test's waiting), for 833 tests. Now each pytest
-# process keeps one database per source and puts its rows, sequences and schema back
-# before each test (tests/fixtures/pg_reuse.py): 2 ms of the server's CPU, 11 ms of
-# waiting. The PostgreSQL tests of integration/store and two web modules (210 tests, one
+# process keeps one database per source and puts its rows, sequences, schema and the
+# planner's view of them back before each test (tests/fixtures/pg_reuse.py: one TRUNCATE,
+# a binary COPY, the statistics removed): about 35 ms of the server's CPU and of waiting. The PostgreSQL tests of integration/store and two web modules (210 tests, one
 # process, a loaded machine): 216 s -> 108 s.
 # After the day's second round of merges, on a quiet machine: `make test` 13 min 54 s, the
 # parallel part 832 s for 4,001 tests (98 more: projects, shards, the claim check, the
