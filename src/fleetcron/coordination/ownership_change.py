@@ -433,10 +433,18 @@ def end_expired_owner_sessions(session: Session, me: str) -> EndedSessions | Non
         return None
     if row.lease_expires_at > db_now(session):
         return None
-    prefix = application_name(str(row.owner_node_id), "")
+    pids = end_sessions_of(session, str(row.owner_node_id))
+    return EndedSessions(str(row.owner_node_id), row.lease_expires_at, pids)
+
+
+def end_sessions_of(session: Session, node_id: str) -> list[int]:
+    """End the PostgreSQL sessions of node ``node_id`` in this database, recognized by
+    their ``application_name`` (``fleetcron:<node id>:``); the pids ended. Without the
+    privilege to end them, none (logged): the server's timeouts still release their locks."""
+    prefix = application_name(node_id, "")
     try:
         with session.begin_nested():
-            pids = [
+            return [
                 int(pid)
                 for pid, ended in session.execute(
                     text(
@@ -448,12 +456,11 @@ def end_expired_owner_sessions(session: Session, me: str) -> EndedSessions | Non
                 )
                 if ended
             ]
-    except DBAPIError as exc:  # e.g. permission denied: the server's timeouts still apply
+    except DBAPIError as exc:  # e.g. permission denied
         log.warning(
             "cluster: cannot end the sessions of %s: %s",
-            row.owner_node_id,
+            node_id,
             exc.orig,
             extra={"action": "cluster.end_sessions_refused"},
         )
-        pids = []
-    return EndedSessions(str(row.owner_node_id), row.lease_expires_at, pids)
+        return []

@@ -7,28 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import psycopg
 import pytest
 from sqlalchemy import select, text, update
+from sqlalchemy.engine import make_url
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
 from fleetcron.app import SYSTEM
 from fleetcron.coordination.shard_rows import shard_count
 from fleetcron.core.targets import TargetKind, TargetSpec
-from fleetcron.errors import Conflict, CoordinationError, InvalidInput
+from fleetcron.errors import Conflict, CoordinationError, InvalidInput, StoreError
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
+from fleetcron.store.db import application_name
 from fleetcron.store.runs import RunStore
 from fleetcron.store.schema import (
-    ClusterNode as NodeRow,
-)
-from fleetcron.store.schema import (
+    AuditEvent,
     ClusterOwnership,
     FencedWrite,
     Run,
+)
+from fleetcron.store.schema import (
+    ClusterNode as NodeRow,
 )
 
 pytestmark = pytest.mark.postgres
@@ -311,3 +315,58 @@ def test_standalone_status_is_one_line() -> None:
     status = cluster.ClusterStatus("standalone", None, None, 0, False, None, None, [], {})
 
     assert status.one_line() == "Standalone: this node runs every job"
+
+
+def _holding_the_rows(database_url: str, node_id: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A session named as ``node_id``'s, inside a transaction that holds every ownership
+    row: what a process of that node paused mid-transaction (SIGSTOP, a frozen VM) leaves."""
+    url = make_url(database_url)
+    conn = psycopg.connect(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        dbname=url.database,
+        application_name=application_name(node_id, "runs"),
+    )
+    conn.execute("SELECT 1 FROM cluster_ownership FOR UPDATE")
+    return conn
+
+
+def test_a_forced_takeover_ends_the_fenced_owners_session_a_pause_left_holding_the_rows(
+    pair: tuple[ClusterNode, ClusterNode], migrated: str
+) -> None:
+    a, b = pair
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    holder = _holding_the_rows(migrated, a.node_id)
+    try:
+        taken = cluster.takeover(
+            b.app, SYSTEM, b.node, "http://alpha.example:8080", confirm_fenced=True
+        )
+        assert taken.generation_after == 2
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+    finally:
+        holder.close()
+    with b.app.db.read() as session:
+        detail = session.scalars(
+            select(AuditEvent.detail).where(AuditEvent.action == "cluster.takeover")
+        ).one()
+    assert detail["ended_sessions"] == 1
+
+
+def test_negative_control_a_session_of_another_node_holds_the_takeover_to_its_lock_timeout(
+    pair: tuple[ClusterNode, ClusterNode], migrated: str
+) -> None:
+    """Only the fenced owner's sessions are ended: rows held by anyone else still stop the
+    takeover, at its lock timeout (a quarter of the unleased bound, 7.5 s)."""
+    a, b = pair
+    cluster.request_transfer(a.app, SYSTEM, a.node_id)
+    holder = _holding_the_rows(migrated, "someone-else")
+    try:
+        with pytest.raises(StoreError, match="lock timeout"):
+            cluster.takeover(
+                b.app, SYSTEM, b.node, "http://alpha.example:8080", confirm_fenced=True
+            )
+        assert holder.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        holder.close()

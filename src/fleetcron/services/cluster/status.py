@@ -50,6 +50,7 @@ from fleetcron.coordination.ownership_change import (
     complete_drained_handoff,
     complete_transfer,
     eligible,
+    end_sessions_of,
     expire_claims,
     get_node,
     lock_ownership,
@@ -77,7 +78,7 @@ from fleetcron.services.cluster.registry import announce as announce
 from fleetcron.services.cluster.registry import approve as approve
 from fleetcron.services.cluster.registry import retire as retire
 from fleetcron.services.cluster.registry import verify_rejoin as verify_rejoin
-from fleetcron.store.schema import ClusterNode, ClusterTransfer, ExecutionClaim
+from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +208,10 @@ def takeover(
     with audited(app, actor, note) as session:
         actor.authorize("cluster.manage")
         _check_takeover_confirmed(app, confirm_fenced=confirm_fenced, verified=targets_verified)
+        ended = _end_fenced_sessions(session, me, fenced_endpoint)
         ownership = lock_ownership(session)
         old = _fenced_owner(session, ownership, me, fenced_endpoint)
+        note.detail["ended_sessions"] = len(ended)
         change = change_owner(
             session,
             ownership,
@@ -222,6 +225,34 @@ def takeover(
         )
         note.detail.update(_takeover_detail(change, old, ownership.generation))
         return _transfer_result(change.transfer)
+
+
+def _end_fenced_sessions(session: Session, me: NodeIdentity, fenced_endpoint: str) -> list[int]:
+    """End the database sessions of the owner the operator confirmed fenced, before the
+    ownership rows are locked: a process of it that was paused inside a transaction
+    (SIGSTOP, a frozen VM) holds its rows' locks for as long as it is paused, and would
+    hold the takeover to its lock timeout. Ending a fenced owner's sessions is safe: what
+    they hold is an open transaction, whose rollback writes nothing, and its commands on
+    the targets are still bounded by their claims. Only the owner whose endpoint is the
+    one typed; nothing when no owner has it (the checks after the lock then refuse)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return []  # SQLite: one process, no sessions of another node
+    typed = normalize_endpoint(fenced_endpoint)
+    owners = session.execute(
+        select(ClusterNode.node_id)
+        .join(ClusterOwnership, ClusterOwnership.owner_node_id == ClusterNode.node_id)
+        .where(ClusterNode.endpoint == typed, ClusterNode.node_id != me.node_id)
+        .distinct()
+    ).scalars()
+    ended = [pid for owner in owners for pid in end_sessions_of(session, owner)]
+    if ended:
+        log.info(
+            "cluster: takeover ended %d session(s) of the fenced owner at %s",
+            len(ended),
+            typed,
+            extra={"action": "cluster.takeover_ended_sessions", "count": len(ended)},
+        )
+    return ended
 
 
 def _takeover_note(me: NodeIdentity, fenced_endpoint: str, targets_verified: bool) -> AuditNote:
