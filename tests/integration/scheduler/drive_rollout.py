@@ -5,13 +5,15 @@ usage: python drive_rollout.py DATABASE_URL NODE NOW_ISO GO_FILE
 
 The clock stands still at NOW (one slot due, no later one). The process writes NODE.ready
 beside GO_FILE when set up, waits for GO_FILE, then ticks as fast as it can until no row of
-the job is pending or running, and stops.
+the job is pending or running, writes the wall-clock times of its first and last tick to
+NODE.ticks, and stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -46,7 +48,10 @@ async def main(url: str, node: str, now: datetime, go: Path) -> None:
     # Blocking the loop on purpose, as before the scheduler's first tick.
     eventually(go.exists, 60, "the test's go", interval=0.01)
 
+    ticks: list[float] = []
+
     async def tick_until_done() -> bool:
+        ticks.append(time.time())
         await scheduler.tick()
         await asyncio.sleep(0.02)  # the executions started by the tick get to run
         with app.db.read() as session:
@@ -55,6 +60,8 @@ async def main(url: str, node: str, now: datetime, go: Path) -> None:
         return bool(total and not active and not scheduler.running)
 
     await eventually_async(tick_until_done, 120, "the rolled-out slot to be done", interval=0)
+    # When this process competed: its first and its last tick (wall clock, as the effects).
+    go.with_name(f"{node}.ticks").write_text(f"{ticks[0]} {ticks[-1]}\n")
     await scheduler.idle()
     await scheduler.shutdown()
     app.close()
