@@ -413,9 +413,12 @@ class SshExecutor:
         if steps is None:
             raise ConnectError(NOT_STARTED_DEADLINE)
         remote, limit, grace = self._remote_command(request, steps)
+        # The target's timeout(1) starts after t0: an exit 124 from then on is it (the
+        # executor's own timer, started later still, may be the one that is late).
+        due = t0 + min(limit, steps.term_after) * 0.99
         chan = await self._open_session(entry, target, remote, _RunSession(out, splitter))
         status, exit_code, error = await self._outcome(
-            entry.conn, chan, request, splitter=splitter, limit=limit, grace=grace, t0=t0
+            entry.conn, chan, request, splitter=splitter, limit=limit, grace=grace, due=due
         )
         splitter.flush()
         refused = superseded_error(exit_code, stderr.excerpt().head)
@@ -484,7 +487,7 @@ class SshExecutor:
         splitter: MarkerLineSplitter,
         limit: float,
         grace: float,
-        t0: float,
+        due: float,
     ) -> tuple[Status, int | None, str | None]:
         """Wait for the session within ``limit``: status, exit code and error.
 
@@ -512,8 +515,9 @@ class SshExecutor:
             task.add_done_callback(self._background.discard)
             raise
         status, exit_code, error = _exit_outcome(chan)
-        if self._watchdog and exit_code == 124 and time.monotonic() - t0 >= limit * 0.99:
-            # The remote timeout(1) fired a hair before our own timer: the same outcome.
+        if self._watchdog and exit_code == 124 and time.monotonic() >= due:
+            # The remote timeout(1) fired before our own timer (which starts later, and
+            # which a busy event loop may serve late): the same outcome.
             error = timeout_error(request.timeout_s, limit, "remote process group killed")
             return "timed_out", None, error
         return status, exit_code, error
