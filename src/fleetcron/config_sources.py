@@ -35,6 +35,7 @@ __all__ = [
     "file_variable",
     "hide_secret_environment",
     "origin_name",
+    "pass_secrets_to_child",
 ]
 
 ENV_PREFIX = "FLEETCRON_"
@@ -119,6 +120,20 @@ def hide_secret_environment() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def pass_secrets_to_child() -> tuple[dict[str, str], int | None]:
+    """For a child process of this one (a worker of ``fleetcron scheduler --workers``):
+    the environment entry and the descriptor (to pass with ``pass_fds``, then close) of a
+    fresh pipe holding the secrets :func:`hide_secret_environment` took from this
+    process's environment; nothing when there were none."""
+    if not _inherited_secrets:
+        return {}, None
+    payload = json.dumps(_inherited_secrets).encode()
+    read_end, write_end = os.pipe()
+    os.write(write_end, payload)
+    os.close(write_end)
+    return {SECRETS_FD_VARIABLE: str(read_end)}, read_end
 
 
 class InheritedSecretSource(PydanticBaseSettingsSource):

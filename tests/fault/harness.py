@@ -55,6 +55,8 @@ class Lab:
     endpoints: dict[str, str] = field(default_factory=dict)
     #: Simulated time when :meth:`stop_all` last stopped running nodes.
     stopped_at: datetime | None = None
+    #: The installation's shard count (``FLEETCRON_SHARDS``; None: the default).
+    shards: int | None = None
 
     def accounted_until(self, grace: timedelta) -> datetime:
         """The end of the window C3 checks: every slot due two misfire graces before the
@@ -101,6 +103,7 @@ class Lab:
             # Active cleanup scans the SSH target's processes: only scenarios whose sshd runs
             # in a PID namespace of its own switch it on (the shared sshd sees every suite's).
             "FLEETCRON_ACTIVE_CLEANUP": "false",
+            **({"FLEETCRON_SHARDS": str(self.shards)} if self.shards else {}),
             **extra,
         }
 
@@ -117,6 +120,7 @@ class Lab:
                 machine_id_file=Path(env["FLEETCRON_MACHINE_ID_FILE"]),
                 master_key=SecretStr(self.master_key),
                 node_name=name,
+                shards=self.shards,
             )
             self.apps[name] = App.open(settings, clock=self.sim_now)
         return self.apps[name]
@@ -196,6 +200,15 @@ class Lab:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
+
+    def start_worker(self, name: str, index: int, count: int, **extra_env: str) -> str:
+        """Start worker ``index`` of ``count`` worker processes of node ``name`` (as
+        ``fleetcron scheduler --workers count`` composes it); returns its process name,
+        ``<name>/<index>``, the node name its runs record."""
+        worker = f"{name}/{index}"
+        self.start(name, FAULT_WORKER=f"{index}/{count}", FLEETCRON_NODE_NAME=worker, **extra_env)
+        self.processes[worker] = self.processes.pop(name)
+        return worker
 
     def signal(self, name: str, sig: signal.Signals) -> None:
         self.processes[name].send_signal(sig)

@@ -29,7 +29,9 @@ Test-only hooks (environment variables read here, never by fleetcron itself):
   writes ``inside`` and waits for ``go`` before it goes on, so the test cuts the link
   exactly there;
 - ``FAULT_NO_BOUNDS=1``: the node's sessions get no PostgreSQL bounds and it ends no
-  expired owner's sessions (the negative control).
+  expired owner's sessions (the negative control);
+- ``FAULT_WORKER`` = ``I/N``: the process is worker I of the node's N worker processes,
+  as ``fleetcron scheduler --workers N`` composes them (the harness starts each one).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from fleetcron.core import planning
 from fleetcron.core.planning import OldClaim, Plan, SlotPolicy
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
+from fleetcron.scheduler.workers import parse_worker_of
 from fleetcron.services.cluster import lease as cluster_lease
 from fleetcron.store import runs as run_store
 from waiting import eventually
@@ -167,7 +170,10 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         assert app.settings.cluster, "the fault harness starts cluster nodes"
-        await build_scheduler(app, guard_policy=policy).serve(stop)
+        worker = (
+            parse_worker_of(os.environ["FAULT_WORKER"]) if "FAULT_WORKER" in os.environ else None
+        )
+        await build_scheduler(app, guard_policy=policy, worker=worker).serve(stop)
 
     asyncio.run(run())
     app.close()

@@ -22,12 +22,17 @@ from fleetcron import heap
 from fleetcron.app import App
 from fleetcron.config import hide_secret_environment, load_settings
 from fleetcron.coordination.standalone import only_scheduler
+from fleetcron.core.members import Worker
 from fleetcron.errors import InvalidInput
 from fleetcron.logs import configure_logging
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.assembly import build_scheduler, prepare
+from fleetcron.scheduler.workers import WorkerGroup, die_with_parent, parse_worker_of
 
 log = logging.getLogger(__name__)
+
+#: How long worker 0 waits for the other workers to stop beyond their own grace (seconds).
+WORKER_STOP_MARGIN_S = 10.0
 
 
 class _WebServer(uvicorn.Server):
@@ -89,7 +94,7 @@ def use_pidfd_child_watcher() -> None:
     watcher.attach_loop(asyncio.get_running_loop())
 
 
-async def _run(app: App, listen: tuple[str, int] | None) -> None:
+async def _run(app: App, listen: tuple[str, int] | None, worker: Worker | None) -> None:
     use_pidfd_child_watcher()
     stop = asyncio.Event()
 
@@ -97,8 +102,12 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics = Metrics()
-    scheduler = build_scheduler(app, metrics)
+    scheduler = build_scheduler(app, metrics, worker=worker)
     tasks = [asyncio.create_task(scheduler.serve(stop), name="scheduler")]
+    group = WorkerGroup(worker.count) if worker is not None and worker.first else None
+    if group is not None:
+        group.start()
+        tasks.append(asyncio.create_task(group.watch(stop), name="workers"))
     server: _WebServer | None = None
     if listen is not None:
         from fleetcron.web.app import create_app
@@ -125,34 +134,64 @@ async def _run(app: App, listen: tuple[str, int] | None) -> None:
     stop.set()
     if server is not None:
         server.should_exit = True
+    if group is not None:
+        await group.stop(app.settings.shutdown_grace_s + WORKER_STOP_MARGIN_S)
     await asyncio.gather(*tasks, return_exceptions=True)
     for task in done:
         if task in tasks and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
 
 
-def _main(listen: tuple[str, int] | None) -> None:
+def _main(listen: tuple[str, int] | None, worker: Worker | None, *, child: bool = False) -> None:
     hide_secret_environment()  # re-executes once if a secret is in the environment
+    if child:
+        die_with_parent()
     settings = load_settings()
     configure_logging(settings.log_format)
+    if worker is not None:
+        # Each worker's runs name it: <node name>/<index>.
+        base = settings.node_name or socket.gethostname()
+        settings = settings.model_copy(update={"node_name": worker.name(base)})
     with only_scheduler(settings):
         app = prepare(settings)
         try:
-            asyncio.run(_run(app, listen))
+            asyncio.run(_run(app, listen, worker))
         finally:
             app.close()
 
 
+def _group(workers: int) -> Worker | None:
+    """Worker 0 of ``workers`` (None for one process: a node's only scheduler)."""
+    return Worker(0, workers) if workers > 1 else None
+
+
+WORKERS_HELP = (
+    "Scheduler processes on this machine, each with its own event loop, splitting the "
+    "node's shards (cluster on PostgreSQL only; at most the shard count)."
+)
+
+
 @click.command()
-def scheduler() -> None:
+@click.option(
+    "--workers", type=click.IntRange(1, 1024), default=1, show_default=True, help=WORKERS_HELP
+)
+@click.option("--worker-of", hidden=True, help="Internal: worker I of N, started by worker 0.")
+def scheduler(workers: int, worker_of: str | None) -> None:
     """Run the scheduler alone (no web UI)."""
-    _main(None)
+    if worker_of is not None:
+        _main(None, parse_worker_of(worker_of), child=True)
+        return
+    _main(None, _group(workers))
 
 
 @click.command()
 @click.option(
     "--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT of the web UI."
 )
-def serve(listen: str) -> None:
-    """Run the scheduler, the web UI and the REST API in one process."""
-    _main(parse_listen(listen))
+@click.option(
+    "--workers", type=click.IntRange(1, 1024), default=1, show_default=True, help=WORKERS_HELP
+)
+def serve(listen: str, workers: int) -> None:
+    """Run the scheduler, the web UI and the REST API in one process (with --workers,
+    the web UI runs in worker 0)."""
+    _main(parse_listen(listen), _group(workers))

@@ -13,6 +13,11 @@ The decision only says what should change; taking a shard waits for its previous
 owner's claims (the per-shard rule of :func:`fleetcron.core.planning.wait_for_old_claims`)
 and its lease, and giving one up drains it first. Neither is wired into the scheduler
 yet: today one node owns every shard.
+
+What is wired is the split of one node's work between its worker processes
+(:func:`worker_shards`, ``fleetcron scheduler --workers N``): the node owns the shards, and
+each of its workers executes the shards the same placement gives it, fixed for the life
+of the group of processes.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 
 from fleetcron.core.shards import Member, Move, place
 
-__all__ = ["Decision", "decide", "member_name", "parse_member"]
+__all__ = ["Decision", "Worker", "decide", "member_name", "parse_member", "worker_shards"]
 
 #: Between a member's node id and its worker index (node ids are hex: no clash).
 SEPARATOR = "/"
@@ -85,3 +90,40 @@ def decide(
         ),
         give=tuple(Move(s, me, placed.get(s)) for s in held if placed.get(s) != me),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """Worker ``index`` of the ``count`` worker processes of one node (``fleetcron
+    scheduler --workers count``). Worker 0 also does the node's periodic work besides its
+    shards (cluster maintenance, retention, notifications, probes)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"worker {self.index} of {self.count}: need 0 <= index < count")
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    def name(self, node_name: str) -> str:
+        """The node name this worker's runs record (``<node name>/<index>``)."""
+        return f"{node_name}{SEPARATOR}{self.index}"
+
+
+def worker_shards(node_id: str, workers: int, shards: int) -> tuple[frozenset[int], ...]:
+    """The shards each of a node's ``workers`` worker processes executes (index: the
+    worker): the placement of :func:`fleetcron.core.shards.place` over members
+    ``<node id>/0`` to ``<node id>/<workers - 1>`` of equal weight, so every shard goes
+    to exactly one worker and each worker holds its share within one shard; the same on
+    every start of the same count."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if workers > shards:
+        raise ValueError(f"{workers} workers need at least as many shards, got {shards}")
+    names = [member_name(node_id, w) for w in range(workers)]
+    placed = place(shards, [Member(name) for name in names], {})
+    return tuple(frozenset(s for s, m in placed.items() if m == name) for name in names)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fleetcron.app import SYSTEM, App
 from fleetcron.config import Settings
 from fleetcron.coordination.node import GUARDED, GuardPolicy
+from fleetcron.core.members import Worker
 from fleetcron.crypto import create_key_file
+from fleetcron.errors import InvalidInput
 from fleetcron.executors.base import Executor
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.housekeeping import Housekeeping
@@ -34,6 +36,7 @@ from fleetcron.services import setup
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.secrets import ensure_secret
 from fleetcron.services.cluster.status import Node
+from fleetcron.services.cluster.workers import WorkerMembership
 from fleetcron.store.db import application_name
 
 log = logging.getLogger(__name__)
@@ -74,9 +77,14 @@ def build_scheduler(
     *,
     executors: Mapping[str, Executor] | None = None,
     guard_policy: GuardPolicy = GUARDED,
+    worker: Worker | None = None,
 ) -> Scheduler:
     """The scheduler of this process: guarded by ownership in cluster mode, with
     housekeeping (cluster maintenance, retention) every ``maintenance_interval_s``.
+
+    ``worker``: this process is one of several workers of its node (cluster mode only,
+    ``fleetcron scheduler --workers N``): it executes its own shards, and only worker 0
+    does the node's periodic work.
 
     ``executors`` replaces the standard table (tests and benchmarks that measure the
     scheduler alone pass :class:`fleetcron.executors.fake.FakeExecutor`).
@@ -84,7 +92,15 @@ def build_scheduler(
     another than :data:`~fleetcron.coordination.node.GUARDED`.
     """
     if app.settings.cluster:
-        return _cluster_scheduler(app, metrics, executors, guard_policy)
+        return _cluster_scheduler(app, metrics, executors, guard_policy, worker)
+    if worker is not None and worker.count > 1:
+        raise InvalidInput(
+            f"workers: {worker.count} needs a cluster on PostgreSQL (FLEETCRON_CLUSTER=true); "
+            "a standalone installation runs one scheduler process",
+            field="workers",
+            value=str(worker.count),
+            allowed="1 without FLEETCRON_CLUSTER",
+        )
     return Scheduler(
         app,
         maintenance=Housekeeping(app),
@@ -99,6 +115,7 @@ def _cluster_scheduler(
     metrics: Metrics | None,
     executors: Mapping[str, Executor] | None,
     guard_policy: GuardPolicy,
+    worker: Worker | None,
 ) -> Scheduler:
     """A scheduler whose every run write is checked by the ownership guard."""
     node = Node(app, guard_policy)
@@ -113,12 +130,22 @@ def _cluster_scheduler(
         extra={"action": "cluster.node", "node": node.identity.node_id},
     )
     lease = cluster.Lease(app, node) if app.settings.lease_s is not None else None
+    membership = None
+    extra: list[tuple[str, float, Callable[[], object]]] = []
+    if worker is not None and worker.count > 1:
+        membership = WorkerMembership(app, node.identity.node_id, worker)
+        extra.append(
+            ("member heartbeat", app.settings.maintenance_interval_s, membership.heartbeat)
+        )
     return Scheduler(
         app,
         guard=node.guard(lease_holds=lease.holds if lease else None),
-        maintenance=Housekeeping(app, lease=lease),
+        maintenance=Housekeeping(
+            app, lease=lease, extra=extra, node_wide=worker is None or worker.first
+        ),
         metrics=metrics,
         clock=app.clock,
         may_execute=lease.holds if lease else None,
         executors=executors,
+        membership=membership,
     )

@@ -51,6 +51,8 @@ class ActiveCleanup:
     held: frozenset[int] = frozenset()
     #: What each cleanup did, in order.
     results: list[cluster.CleanupResult] = field(default_factory=list)
+    #: The shards this scheduler executes (a worker of a node; None: every shard).
+    shards: frozenset[int] | None = None
     _cleaned_generation: int | None = None
 
     async def start(
@@ -80,6 +82,7 @@ class ActiveCleanup:
                 guard.node_id,
                 guard.fingerprint,
                 self._cleaned_generation,
+                self.shards,
             )
         except Exception:
             # Optional work: a failure here must never keep the tick from claiming.

@@ -44,12 +44,18 @@ class Housekeeping:
     extra: list[tuple[str, float, Callable[[], object]]] = field(default_factory=list)
     #: The time source of the intervals and of the retention budget (tests inject one).
     clock: Callable[[], float] = time.monotonic
+    #: False in a node's workers other than worker 0 (``--workers``): each renews its
+    #: lease, and worker 0 alone does the node's maintenance and retention.
+    node_wide: bool = True
 
     def __post_init__(self) -> None:
         s = self.app.settings
         self._tasks: list[_Periodic] = []
         if self.lease is not None:
             self._tasks.append(_Periodic("lease", s.lease_renew_s, self.lease.step))
+        self._tasks.extend(_Periodic(name, every, task) for name, every, task in self.extra)
+        if not self.node_wide:
+            return
         if s.cluster:
             self._tasks.append(
                 _Periodic(
@@ -60,7 +66,6 @@ class Housekeeping:
             )
         self._retention = _Periodic("retention", PRUNE_EVERY_S, self._prune)
         self._tasks.append(self._retention)
-        self._tasks.extend(_Periodic(name, every, task) for name, every, task in self.extra)
 
     def _prune(self) -> None:
         result = retention.prune(self.app, SYSTEM, budget_s=PRUNE_BUDGET_S, clock=self.clock)

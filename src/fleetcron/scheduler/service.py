@@ -75,6 +75,7 @@ from fleetcron.scheduler.run_request import (
 from fleetcron.services.alerts.runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
 from fleetcron.services.cluster import claims
 from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.workers import WorkerMembership, shards_of
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunGuard, RunStore
 
@@ -158,6 +159,9 @@ class Scheduler:
     metrics: Metrics | None = None
     #: Automatic failover: whether this node still holds its lease (see module docstring).
     may_execute: Callable[[], bool] | None = None
+    #: One of several worker processes of this node (``--workers``): its row among the
+    #: members; it executes its own shards only, and only worker 0 notifies and probes.
+    membership: WorkerMembership | None = None
     running: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     last_tick: datetime | None = None
 
@@ -212,9 +216,34 @@ class Scheduler:
             self.mark_scope = await self._in_db(cluster.mark_scope, self.app)
             self.shards = await self._in_db(cluster.installation_shards, self.app)
             self.claim_asking = claim_asking(self.app)
+            await self._take_worker_shards()
         self._writer = asyncio.create_task(self._write_completions(), name="fleetcron-writer")
         if self.may_execute is not None:
             self._fence_watch = asyncio.create_task(self._watch_fence(), name="fleetcron-fence")
+
+    async def _take_worker_shards(self) -> None:
+        """As one of several workers of this node: execute only this worker's shards (its
+        due slots, queued runs, rollout rows and active cleanup), and join the members."""
+        if self.membership is None:
+            return
+        membership = self.membership
+        mine = await self._in_db(shards_of, self.app, membership.node_id, membership.worker)
+        self.runs.shards = self.cleanup.shards = mine
+        await self._in_db(membership.join)
+        log.info(
+            "cron: worker %d of %d executes %d of %d shards",
+            membership.worker.index,
+            membership.worker.count,
+            len(mine),
+            self.shards,
+            extra={"action": "scheduler.worker", "worker": membership.worker.index},
+        )
+
+    @property
+    def node_wide(self) -> bool:
+        """Whether this process does the node's work beyond its shards (notifications,
+        host probes): a node's only scheduler, or its worker 0."""
+        return self.membership is None or self.membership.worker.first
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, then shut down gracefully."""
@@ -233,12 +262,17 @@ class Scheduler:
                         await self._in_db(self.maintenance)
                     await self.tick()
                     # Notifications run on their own threads: a slow channel never delays a tick.
-                    if time.monotonic() >= next_notify and (notifying is None or notifying.done()):
+                    if (
+                        self.node_wide
+                        and time.monotonic() >= next_notify
+                        and (notifying is None or notifying.done())
+                    ):
                         next_notify = time.monotonic() + NOTIFY_INTERVAL_S
                         notifying = asyncio.create_task(
                             run_notifications(self.app, self.clock()), name="fleetcron-notify"
                         )
-                    self.prober.poke()
+                    if self.node_wide:
+                        self.prober.poke()
                 except Exception:
                     log.exception("cron: tick failed; retrying", extra={"action": "tick.error"})
                 with contextlib.suppress(TimeoutError):
@@ -283,6 +317,8 @@ class Scheduler:
         assert self.executors is not None
         for executor in self.executors.values():
             await executor.close()
+        if self.membership is not None:
+            await self._in_db(self.membership.leave)
         self._db.shutdown(wait=True)
         log.info("cron: scheduler stopped", extra={"action": "scheduler.stop"})
 

@@ -178,6 +178,8 @@ class RunWriter(Protocol):
     guard: RunGuard
     policy: SlotPolicy
     margin: timedelta
+    #: The shards whose pending rows it starts (None: every shard).
+    shards: frozenset[int] | None
 
 
 def window_of(row: Row[Any], trigger: str) -> StartWindow:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, tuple_, update
+from sqlalchemy import Row, Select, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
@@ -105,13 +105,7 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
     """Decide every slot with ``pending`` rows (up to ``limit`` slots, oldest first), in
     one transaction; returns the runs started and the slots halted."""
     with store.db.session() as session:
-        slots = session.execute(
-            select(Run.job_id, Run.scheduled_for)
-            .where(Run.status == RunStatus.PENDING)
-            .group_by(Run.job_id, Run.scheduled_for)
-            .order_by(Run.scheduled_for, Run.job_id)
-            .limit(limit)
-        ).all()
+        slots = session.execute(_pending_slots(store.shards).limit(limit)).all()
         if not slots:
             return RolloutStep()
         verdict = store.guard.verdict(session, of_shards=_pending_shards(session, slots))
@@ -142,6 +136,15 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
         claim_runs(store.guard, session, verdict, [run for _, run in starting], stamp.at)
         dispatches = with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
+
+
+def _pending_slots(shards: frozenset[int] | None) -> Select[int, datetime]:
+    """The slots with pending rows, oldest first; with ``shards``, those with a pending
+    row of one of them (a worker of a node starts its own shards' rows only)."""
+    query = select(Run.job_id, Run.scheduled_for).where(Run.status == RunStatus.PENDING)
+    if shards is not None:
+        query = query.where(Run.shard.in_(sorted(shards)))
+    return query.group_by(Run.job_id, Run.scheduled_for).order_by(Run.scheduled_for, Run.job_id)
 
 
 @dataclass
@@ -342,6 +345,9 @@ def _locked_pending(store: RunWriter, session: Session, run_ids: list[int]) -> d
     """The runs of ``run_ids`` still pending, by assignment, locked on PostgreSQL."""
     # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
     query = select(Run).where(Run.id.in_(run_ids), Run.status == RunStatus.PENDING)
+    if store.shards is not None:
+        # Another worker of this node starts the rows of its own shards.
+        query = query.where(Run.shard.in_(sorted(store.shards)))
     if store.db.dialect == "postgresql":
         query = query.with_for_update()
     return {run.assignment_id: run for run in session.scalars(query)}

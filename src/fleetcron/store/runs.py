@@ -79,7 +79,7 @@ from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.run_writes import moved, set_status
 from fleetcron.store.run_writes import request_stop as request_stop
-from fleetcron.store.schema import Assignment, FencedWrite, Run
+from fleetcron.store.schema import Assignment, FencedWrite, Run, Target
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +136,13 @@ class RunStore:
         policy: SlotPolicy | None = None,
         clock: Callable[[], datetime] = _utc_now,
         claim_margin: timedelta = DEADLINE_MARGIN,
+        shards: frozenset[int] | None = None,
     ) -> None:
         self.db = db
         self.node = node
+        #: The shards whose work this store's scheduler starts (a worker of a node with
+        #: several, ``fleetcron scheduler --workers N``); None: every shard.
+        self.shards = shards
         self.guard: RunGuard = guard or Standalone()
         self.policy = policy or SlotPolicy()
         self._now = clock
@@ -211,6 +215,8 @@ class RunStore:
         )
         if exclude:
             query = query.where(Assignment.id.not_in(list(exclude)))
+        if self.shards is not None:
+            query = query.where(Target.shard.in_(sorted(self.shards)))
         if self.db.dialect == "postgresql":
             query = query.with_for_update(skip_locked=True, of=Assignment)
         return session.execute(query).all()
@@ -404,6 +410,8 @@ class RunStore:
                 .order_by(Run.id)
                 .limit(limit)
             )
+            if self.shards is not None:
+                query = query.where(Run.shard.in_(sorted(self.shards)))
             if self.db.dialect == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             runs = session.scalars(query).all()

@@ -5,6 +5,7 @@ on a leave only the leaver's shards move; a member whose lease lapsed gives up a
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -13,7 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetcron.core.members import Decision, decide, member_name, parse_member
+from fleetcron.core.members import (
+    Decision,
+    Worker,
+    decide,
+    member_name,
+    parse_member,
+    worker_shards,
+)
 from fleetcron.core.shards import Member, Move, capacity, place
 
 Decider = Callable[[str, int, Sequence[Member], Mapping[int, "str | None"]], Decision]
@@ -154,3 +162,34 @@ def test_member_names_carry_the_node_and_the_worker() -> None:
             parse_member(bad)
     with pytest.raises(ValueError, match="worker must be 0 or more"):
         member_name("3fa9", -1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    node=st.sampled_from(["aa", "bb", "0f3c"]),
+    workers=st.integers(1, 8),
+    extra=st.integers(0, 60),
+)
+def test_a_nodes_workers_split_every_shard_once_each_within_one_of_its_share(
+    node: str, workers: int, extra: int
+) -> None:
+    shards = workers + extra
+    split = worker_shards(node, workers, shards)
+    assert len(split) == workers
+    counted = Counter(s for part in split for s in part)
+    assert sorted(counted) == list(range(shards))
+    assert set(counted.values()) == {1}
+    share = shards / workers
+    assert all(math.floor(share) <= len(part) <= math.ceil(share) for part in split)
+    assert worker_shards(node, workers, shards) == split  # the same on every start
+
+
+def test_more_workers_than_shards_and_a_worker_outside_its_group_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least as many shards"):
+        worker_shards("aa", 5, 4)
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        worker_shards("aa", 0, 4)
+    for index, count in ((2, 2), (-1, 2), (0, 0)):
+        with pytest.raises(ValueError, match="need 0 <= index < count"):
+            Worker(index, count)
+    assert Worker(1, 2).name("alpha") == "alpha/1" and not Worker(1, 2).first

@@ -108,20 +108,27 @@ class CleanupPlan:
 
 
 def active_cleanup_plan(
-    app: App, node_id: str, fingerprint: str, done_generation: int | None
+    app: App,
+    node_id: str,
+    fingerprint: str,
+    done_generation: int | None,
+    shards: frozenset[int] | None = None,
 ) -> CleanupPlan | None:
     """The cleanup this node should run now: ``None`` unless it is the owner at a
     generation other than ``done_generation`` (cleanup runs once per generation). A plan
     with no targets means nothing to clean (no older claim runs on an SSH target).
+
+    ``shards``: the shards of one worker of this node (``--workers``; None: every shard):
+    each worker cleans its own shards' targets.
 
     Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
     with app.db.read() as session:
         verdict = _owned_verdict(session, node_id, fingerprint, done_generation)
         if verdict is None:
             return None
-        claims = _older_claims(session, verdict)
-        shards = {c.target_id: c.shard for c in claims}
-        targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation), shards)
+        claims = _older_claims(session, verdict, shards)
+        of_target = {c.target_id: c.shard for c in claims}
+        targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation), of_target)
         count = shard_count(session)
     return CleanupPlan(verdict.generation, claims, targets, dict(verdict.generations), count)
 
@@ -139,9 +146,12 @@ def _owned_verdict(
     return verdict
 
 
-def _older_claims(session: Session, verdict: Verdict) -> tuple[CleanupClaim, ...]:
-    """The unfinished, unexpired claims of generations older than their shard's."""
-    rows = session.execute(
+def _older_claims(
+    session: Session, verdict: Verdict, shards: frozenset[int] | None
+) -> tuple[CleanupClaim, ...]:
+    """The unfinished, unexpired claims of generations older than their shard's (of
+    ``shards`` only, when given)."""
+    query = (
         select(
             ExecutionClaim.id,
             ExecutionClaim.generation,
@@ -157,7 +167,10 @@ def _older_claims(session: Session, verdict: Verdict) -> tuple[CleanupClaim, ...
             ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
             ExecutionClaim.deadline_at > func.clock_timestamp(),
         )
-    ).all()
+    )
+    if shards is not None:
+        query = query.where(ExecutionClaim.shard.in_(sorted(shards)))
+    rows = session.execute(query).all()
     return tuple(CleanupClaim(r[0], r[2], r[3], r[1], r[4], r[5]) for r in rows)
 
 

@@ -1,0 +1,84 @@
+"""A node's worker processes (``fleetcron scheduler --workers N``): which shards each one
+executes, and its row among the members.
+
+The node owns the shards (the ownership guard, claims and generations are the node's, as
+with one process); its workers split their execution: worker ``i`` claims and starts only
+the runs of the shards :func:`fleetcron.core.members.worker_shards` gives it, each with
+its own event loop, database connections and pooled SSH connections, so every core of
+the machine executes. Whatever the split, every run write is still decided by the guard
+under the lock of its shards' rows, and a due slot is still claimed by one transaction
+only (its assignment row is locked, skipping rows another worker holds, and a run's slot
+is unique), so a wrong or overlapping split could cost affinity, never a second run.
+
+Each worker registers in ``cluster_members`` (``fleetcron cluster members`` lists it with
+its heartbeat) and renews its row beside the lease; a worker that stops cleanly removes
+it. Its row is for operators to see: nothing is decided from it yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from fleetcron.app import App
+from fleetcron.coordination import members
+from fleetcron.coordination.shard_rows import shard_count
+from fleetcron.core.members import Worker, worker_shards
+from fleetcron.errors import InvalidInput
+
+__all__ = ["WorkerMembership", "shards_of"]
+
+log = logging.getLogger(__name__)
+
+
+def shards_of(app: App, node_id: str, worker: Worker) -> frozenset[int]:
+    """The shards ``worker`` of node ``node_id`` executes."""
+    with app.db.read() as session:
+        count = shard_count(session)
+    if worker.count > count:
+        raise InvalidInput(
+            f"workers: {worker.count} worker processes need at least as many shards; this "
+            f"installation has {count} (fixed when it was created): use --workers {count} "
+            "or fewer",
+            field="workers",
+            value=str(worker.count),
+            allowed=f"1 to {count}",
+        )
+    return worker_shards(node_id, worker.count, count)[worker.index]
+
+
+@dataclass
+class WorkerMembership:
+    """The worker's row in ``cluster_members``: joined at start, renewed as a periodic
+    task, removed at a clean stop. Losing it never stops the worker (it is a view)."""
+
+    app: App
+    node_id: str
+    worker: Worker
+
+    def _lease_s(self) -> float:
+        settings = self.app.settings
+        return settings.lease_s or 3 * settings.maintenance_interval_s
+
+    def join(self) -> None:
+        with self.app.db.session() as session:
+            members.join(
+                session, self.node_id, self.worker.index, weight=1.0, lease_s=self._lease_s()
+            )
+
+    def heartbeat(self) -> None:
+        with self.app.db.session() as session:
+            renewed = members.heartbeat(session, self.node_id, self.worker.index, self._lease_s())
+        if not renewed:
+            self.join()
+
+    def leave(self) -> None:
+        try:
+            with self.app.db.session() as session:
+                members.leave(session, self.node_id, self.worker.index)
+        except Exception:
+            log.exception(
+                "cluster: could not remove worker %d's member row",
+                self.worker.index,
+                extra={"action": "cluster.member_leave"},
+            )
