@@ -31,6 +31,7 @@ from checkers import (
 from harness import Lab, wait_until
 
 from fleetcron.app import SYSTEM
+from fleetcron.coordination import members
 from fleetcron.core.members import worker_shards
 from fleetcron.services.runs.reads import request_run
 from fleetcron.store.schema import Run
@@ -39,6 +40,7 @@ from waiting import eventually
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 GRACE = timedelta(seconds=60)
+LEASE = {"FLEETCRON_LEASE_S": "3", "FLEETCRON_LEASE_RENEW_S": "0.5"}
 SHARDS = 4
 TARGETS = 12
 
@@ -84,18 +86,23 @@ def test_two_workers_split_the_shards_and_a_killed_worker_comes_back(sharded: La
     lab = sharded
     lab.add_fleet(TARGETS, work="sleep 2")
     since = lab.sim_now()
-    first = lab.start_worker("alpha", 0, 2)
-    second = lab.start_worker("alpha", 1, 2)
+    # With automatic failover: each worker renews the lease and its member row together.
+    first = lab.start_worker("alpha", 0, 2, **LEASE)
+    second = lab.start_worker("alpha", 1, 2, **LEASE)
     wait_until(
         lambda: all(started_by(lab)[w] >= 2 * TARGETS // 3 for w in (first, second)),
         timeout=60,
         what="both workers executing their shards",
     )
+    node_id = lab.node("alpha").identity.node_id
+    with lab.app("alpha").db.read() as session:
+        live = [m.name for m in members.live_members(session)]
+    assert live == [f"{node_id}/0", f"{node_id}/1"]
     # Killed while its commands run; started again (its parent would restart it).
     lab.signal(second, signal.SIGKILL)
     lab.processes[second].wait()
     killed_at = sum(started_by(lab).values())
-    lab.start_worker("alpha", 1, 2)
+    lab.start_worker("alpha", 1, 2, **LEASE)
     wait_until(
         lambda: sum(started_by(lab).values()) >= killed_at + 2 * TARGETS,
         timeout=90,

@@ -134,9 +134,11 @@ def _cluster_scheduler(
     extra: list[tuple[str, float, Callable[[], object]]] = []
     if worker is not None and worker.count > 1:
         membership = WorkerMembership(app, node.identity.node_id, worker)
-        extra.append(
-            ("member heartbeat", app.settings.maintenance_interval_s, membership.heartbeat)
-        )
+        if lease is not None:
+            lease.also_renew = membership.renew_in
+        else:
+            every = app.settings.maintenance_interval_s
+            extra.append(("member heartbeat", every, membership.heartbeat))
     return Scheduler(
         app,
         guard=node.guard(lease_holds=lease.holds if lease else None),

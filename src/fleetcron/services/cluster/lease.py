@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -52,6 +53,9 @@ class Lease:
     #: End the sessions of an owner whose lease has expired before taking its lock
     #: (:func:`~fleetcron.coordination.ownership_change.end_sessions_of`).
     terminate_expired_owner: bool = True
+    #: Renewed in each step's transaction besides the lease: this worker's member row
+    #: (``--workers``; :class:`~fleetcron.services.cluster.workers.WorkerMembership`).
+    also_renew: Callable[[Session], None] | None = None
     _renewed_at: float | None = None
 
     @property
@@ -81,6 +85,8 @@ class Lease:
             self._end_expired_owner_sessions()
         with self.app.db.session() as session:
             outcome = self._step_in(session)
+            if self.also_renew is not None:
+                self.also_renew(session)
         if outcome in RENEWED:
             self._renewed_at = started
         return outcome

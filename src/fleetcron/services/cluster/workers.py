@@ -11,14 +11,17 @@ only (its assignment row is locked, skipping rows another worker holds, and a ru
 is unique), so a wrong or overlapping split could cost affinity, never a second run.
 
 Each worker registers in ``cluster_members`` (``fleetcron cluster members`` lists it with
-its heartbeat) and renews its row beside the lease; a worker that stops cleanly removes
-it. Its row is for operators to see: nothing is decided from it yet.
+its heartbeat) and renews its row in the lease renewal's transaction (or, without
+automatic failover, in one of its own); a worker that stops cleanly removes it. Its row
+is for operators to see: nothing is decided from it yet.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
 
 from fleetcron.app import App
 from fleetcron.coordination import members
@@ -67,10 +70,18 @@ class WorkerMembership:
             )
 
     def heartbeat(self) -> None:
+        """Renew the row in a transaction of its own (a node without automatic failover:
+        no lease to share a transaction with)."""
         with self.app.db.session() as session:
-            renewed = members.heartbeat(session, self.node_id, self.worker.index, self._lease_s())
-        if not renewed:
-            self.join()
+            self.renew_in(session)
+
+    def renew_in(self, session: Session) -> None:
+        """Renew the row in the caller's transaction (the lease step's, with automatic
+        failover: one transaction, so a heartbeat stuck on a cut link never delays the
+        lease renewal that keeps the node from fencing itself); join again if it is gone."""
+        index, lease_s = self.worker.index, self._lease_s()
+        if not members.heartbeat(session, self.node_id, index, lease_s):
+            members.join(session, self.node_id, index, weight=1.0, lease_s=lease_s)
 
     def leave(self) -> None:
         try:
