@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -393,6 +393,13 @@ class Settings(BaseSettings):
     lease_renew_s: float = Field(
         default=10.0, gt=0, le=3600, description="How often the owner renews its lease."
     )
+    shard_placement: Literal["owner", "members"] = Field(
+        default="owner",
+        description="Shared PostgreSQL: `owner`, one node owns every shard and the others "
+        "stand by (failover with FLEETCRON_LEASE_S); `members`, every live approved node "
+        "takes its share of the shards (weighted by its --workers), moved between nodes by "
+        "draining handoffs (needs FLEETCRON_LEASE_S; docs/high-availability.md#shards).",
+    )
     active_cleanup: bool = Field(
         default=True,
         description="After a failover or forced takeover, the new owner raises the "
@@ -629,6 +636,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 "FLEETCRON_TOPOLOGY=replicated-pair is a cluster topology: set "
                 "FLEETCRON_CLUSTER=true too"
+            )
+        if self.shard_placement == "members" and (
+            not self.cluster or self.topology is Topology.REPLICATED_PAIR or self.lease_s is None
+        ):
+            raise ValueError(
+                "FLEETCRON_SHARD_PLACEMENT=members shares the shards between the nodes of a "
+                "cluster on one shared PostgreSQL, by their leases: set FLEETCRON_CLUSTER=true "
+                "and FLEETCRON_LEASE_S, or unset it (a replicated pair has one owner)"
             )
         if self.topology is Topology.REPLICATED_PAIR and self.lease_s is not None:
             raise ValueError(

@@ -146,6 +146,7 @@ class Lab:
         ssh: SshServer | None = None,
         ports: Mapping[int, int] | None = None,
         jitter_s: int = 0,
+        overlap: str | None = None,
     ) -> None:
         """``count`` targets (local, or SSH targets on ``ssh``) and one bulk job on all of
         them, every minute, whose command appends its start and end to the effects file
@@ -180,7 +181,13 @@ class Lab:
             app,
             SYSTEM,
             "everywhere",
-            JobSpec("* * * * *", command, timeout_s=timeout_s, jitter_s=jitter_s),
+            JobSpec(
+                "* * * * *",
+                command,
+                timeout_s=timeout_s,
+                jitter_s=jitter_s,
+                **({"overlap": overlap} if overlap else {}),
+            ),
             bulk=True,
         )
 

@@ -19,7 +19,9 @@ decided on the database clock.
 
 The negative controls weaken the ownership guard of their node by composition, never through
 a setting: ``FAULT_NODE_POLICY`` (read here only, by the test harness) is ``unguarded`` (no
-guard) or ``no-claim-wait`` (a new owner does not wait for the previous owners' claims).
+guard), ``no-claim-wait`` (a new owner does not wait for the previous owners' claims),
+``no-drain`` (with the members placement, a shard is handed over without draining it) or
+both, ``no-drain-no-claim-wait``.
 
 Test-only hooks (environment variables read here, never by fleetcron itself):
 - ``FAULT_HOLD_AT`` = ``renew`` | ``guard`` | ``commit`` with ``FAULT_HOLD_DIR``: once the
@@ -149,6 +151,8 @@ POLICIES = {
     "": GUARDED,
     "unguarded": GuardPolicy(guarded=False),
     "no-claim-wait": GuardPolicy(wait_for_old_claims=False),
+    "no-drain": GuardPolicy(drain_before_move=False),
+    "no-drain-no-claim-wait": GuardPolicy(wait_for_old_claims=False, drain_before_move=False),
 }
 
 

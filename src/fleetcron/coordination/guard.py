@@ -64,26 +64,41 @@ def db_now(session: Session) -> datetime:
 
 
 def current_verdict(
-    session: Session, node_id: str, fingerprint: str, *, lock: bool, shards: int | None = None
+    session: Session,
+    node_id: str,
+    fingerprint: str,
+    *,
+    lock: bool,
+    shards: int | None = None,
+    shared: bool = False,
 ) -> Verdict:
     """Evaluate ownership for ``node_id`` from the database, shard by shard, optionally
     under the lock of the shards' rows; ``shards``: the fixed count when the caller knows
-    it (read otherwise)."""
+    it (read otherwise); ``shared``: the nodes share the shards (members placement)."""
     rows = [
         ShardRow(r.shard, r.owner_node_id, r.generation, r.draining, r.lease_expires_at)
         for r in shard_rows(session, lock=lock)
     ]
-    return _evaluated(session, rows, node_id, fingerprint, shards=shards or shard_count(session))
+    count = shards or shard_count(session)
+    return _evaluated(session, rows, node_id, fingerprint, shards=count, shared=shared)
 
 
 def verdict_of_shards(
-    session: Session, node_id: str, fingerprint: str, *, only: Collection[int], shards: int
+    session: Session,
+    node_id: str,
+    fingerprint: str,
+    *,
+    only: Collection[int],
+    shards: int,
+    shared: bool = False,
 ) -> Verdict:
     """Evaluate ownership for ``node_id`` over the shards ``only`` (those of the runs the
     transaction writes), under the lock of their rows only; the other shards' rows are
     counted, not locked (:func:`~fleetcron.coordination.shard_rows.locked_shards`)."""
     rows, every = locked_shards(session, only, node_id, shards)
-    return _evaluated(session, rows, node_id, fingerprint, shards=shards, only=only, every=every)
+    return _evaluated(
+        session, rows, node_id, fingerprint, shards=shards, only=only, every=every, shared=shared
+    )
 
 
 def _evaluated(
@@ -95,6 +110,7 @@ def _evaluated(
     shards: int,
     only: Collection[int] | None = None,
     every: AllShards | None = None,
+    shared: bool = False,
 ) -> Verdict:
     """:func:`~fleetcron.core.ownership.evaluate_shards` over ``rows``, with the node
     registry and (when a lease is set) the database clock read."""
@@ -112,6 +128,7 @@ def _evaluated(
         db_now=db_now(session) if leased else None,
         only=only,
         every=every,
+        shared=shared,
     )
 
 
@@ -144,6 +161,9 @@ class CoordinatedGuard:
     replicated_pair: bool = False
     #: The generation under which no unfinished older claim was left (a cache).
     _no_old_claims_since: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
+    #: The nodes share the shards (``FLEETCRON_SHARD_PLACEMENT=members``): owning some of
+    #: them is owning those (:func:`~fleetcron.core.ownership.evaluate_shards`).
+    shared: bool = False
     #: The shard count, once fixed (it never changes).
     _shards: int | None = field(default=None, repr=False)
 
@@ -153,11 +173,16 @@ class CoordinatedGuard:
         count = self.shards(session)
         if of_shards and len(set(of_shards)) < count:
             verdict = verdict_of_shards(
-                session, self.node_id, self.fingerprint, only=of_shards, shards=count
+                session,
+                self.node_id,
+                self.fingerprint,
+                only=of_shards,
+                shards=count,
+                shared=self.shared,
             )
         else:
             verdict = current_verdict(
-                session, self.node_id, self.fingerprint, lock=True, shards=count
+                session, self.node_id, self.fingerprint, lock=True, shards=count, shared=self.shared
             )
         if verdict.kind == "invalid" and self.replicated_pair:
             return replace(

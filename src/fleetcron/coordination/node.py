@@ -33,6 +33,9 @@ class GuardPolicy:
     guarded: bool = True
     #: Off: a new owner starts without waiting for the previous owners' claims.
     wait_for_old_claims: bool = True
+    #: Off: with the members placement, a shard is handed over at once, without waiting
+    #: for its runs to end (:mod:`fleetcron.coordination.shard_moves`).
+    drain_before_move: bool = True
 
 
 GUARDED = GuardPolicy()
@@ -70,4 +73,5 @@ class Node:
             wait_for_old_claims=self.policy.wait_for_old_claims,
             lease_holds=lease_holds,
             replicated_pair=self.app.settings.topology is Topology.REPLICATED_PAIR,
+            shared=self.app.settings.shard_placement == "members",
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -221,15 +221,22 @@ def live_claims_of(session: Session, node_id: str | None) -> int:
     )
 
 
-def _revoke_claims(session: Session, node_id: str, now: datetime, *, reason: str) -> int:
-    """Revoke the node's live claims (its late writes are refused) and fence their runs."""
-    run_ids = list(
-        session.scalars(
-            select(ExecutionClaim.run_id).where(
-                ExecutionClaim.node_id == node_id, ExecutionClaim.state == "live"
-            )
-        )
+def revoke_claims(
+    session: Session,
+    node_id: str,
+    now: datetime,
+    *,
+    reason: str,
+    shards: Collection[int] | None = None,
+) -> int:
+    """Revoke the node's live claims (of ``shards`` only, when given: a single shard
+    moving) so its late writes are refused, and fence their runs."""
+    query = select(ExecutionClaim.run_id).where(
+        ExecutionClaim.node_id == node_id, ExecutionClaim.state == "live"
     )
+    if shards is not None:
+        query = query.where(ExecutionClaim.shard.in_(sorted(shards)))
+    run_ids = list(session.scalars(query))
     if not run_ids:
         return 0
     session.execute(
@@ -321,7 +328,7 @@ def change_owner(
     session.flush()
     supersede_pending(session, transfer.id, now, keep=transfer.id)
     label = "forced takeover" if kind == "takeover" else kind
-    revoked = _revoke_claims(session, old.node_id, now, reason=f"revoked by {label} {transfer.id}")
+    revoked = revoke_claims(session, old.node_id, now, reason=f"revoked by {label} {transfer.id}")
     waiting = unfinished_claims(session, {s: g + 1 for s, g in ownership.generations.items()})
     cleared = 0
     if clear_waiting:

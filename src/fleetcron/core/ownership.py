@@ -80,9 +80,16 @@ def evaluate_shards(
     db_now: datetime | None = None,
     only: Collection[int] | None = None,
     every: AllShards | None = None,
+    shared: bool = False,
 ) -> Verdict:
     """The verdict for node ``me`` over the ownership rows of ``shards`` shards: one row per
     shard, each shard decided by :func:`evaluate` on its own row and lease.
+
+    ``shared`` (``FLEETCRON_SHARD_PLACEMENT=members``): the nodes share the shards, so a
+    node owning only some of them is their owner: it claims for the shards it owns when
+    every shard the transaction locked (``only``) is its own and none drains, and finishes
+    the runs of its own shards otherwise (``draining``; a claim never names another
+    node's shard, whose generation it does not hold).
 
     The node owns (``owner``) when it owns every shard, under each shard's generation
     (``generations``; ``generation`` is the highest). A node that owns only some shards
@@ -111,6 +118,8 @@ def evaluate_shards(
     owned = {s: v for s, v in each.items() if v.kind == "owner"}
     if not owned:
         return each[expected[0]]
+    if shared:
+        return _owner_of(owned, len(owned), len(expected))
     mine = len(owned) if len(owned) < len(expected) or every is None else every.mine
     return _owner_of(owned, min(mine, shards), shards)
 
@@ -163,7 +172,7 @@ def _owner_of(owned: Mapping[int, Verdict], mine: int, shards: int) -> Verdict:
     if mine < shards:
         draining = True
         reason = (
-            f"this node owns {mine} of the {shards} shards: it finishes their runs "
+            f"this node owns {mine} of the {shards} shards read: it finishes their runs "
             "and claims nothing new"
         )
     return Verdict("owner", reason, max(generations.values()), first.owner, draining, generations)

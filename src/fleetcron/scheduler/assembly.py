@@ -130,10 +130,14 @@ def _cluster_scheduler(
         extra={"action": "cluster.node", "node": node.identity.node_id},
     )
     lease = cluster.Lease(app, node) if app.settings.lease_s is not None else None
+    shared = app.settings.shard_placement == "members"
+    if lease is not None and shared:
+        lease.shared, lease.places_shards = True, worker is None or worker.first
     membership = None
     extra: list[tuple[str, float, Callable[[], object]]] = []
-    if worker is not None and worker.count > 1:
-        membership = WorkerMembership(app, node.identity.node_id, worker)
+    if shared or (worker is not None and worker.count > 1):
+        # With the members placement a node's only process registers too (worker 0 of 1).
+        membership = WorkerMembership(app, node.identity.node_id, worker or Worker(0, 1))
         if lease is not None:
             lease.also_renew = membership.renew_in
         else:

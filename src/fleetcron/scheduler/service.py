@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fleetcron.app import App
+from fleetcron.coordination.guard import CoordinatedGuard
 from fleetcron.core.planning import (
     SlotPolicy,
     retry_delay,
@@ -224,12 +225,17 @@ class Scheduler:
     async def _take_worker_shards(self) -> None:
         """As one of several workers of this node: execute only this worker's shards (its
         due slots, queued runs, rollout rows and active cleanup), and join the members."""
+        if isinstance(self.guard, CoordinatedGuard) and self.guard.shared:
+            # The members placement: start only the work of the shards this node owns.
+            self.runs.owner = self.guard.node_id
         if self.membership is None:
             return
         membership = self.membership
+        await self._in_db(membership.join)
+        if membership.worker.count == 1:
+            return
         mine = await self._in_db(shards_of, self.app, membership.node_id, membership.worker)
         self.runs.shards = self.cleanup.shards = mine
-        await self._in_db(membership.join)
         log.info(
             "cron: worker %d of %d executes %d of %d shards",
             membership.worker.index,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Row, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Row, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from fleetcron.core.local_clearance import GATE_PREFIX, local_refusal
 from fleetcron.core.ownership import Verdict, claim_deadline
@@ -178,8 +178,14 @@ class RunWriter(Protocol):
     guard: RunGuard
     policy: SlotPolicy
     margin: timedelta
-    #: The shards whose pending rows it starts (None: every shard).
+    #: Its worker's shards (None: every shard).
     shards: frozenset[int] | None
+
+    def mine(
+        self, shard: ColumnElement[int] | InstrumentedAttribute[int]
+    ) -> list[ColumnElement[bool]]:
+        """The conditions on ``shard`` that keep the work this scheduler starts."""
+        ...
 
 
 def window_of(row: Row[Any], trigger: str) -> StartWindow:

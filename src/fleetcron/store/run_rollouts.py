@@ -105,10 +105,10 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
     """Decide every slot with ``pending`` rows (up to ``limit`` slots, oldest first), in
     one transaction; returns the runs started and the slots halted."""
     with store.db.session() as session:
-        slots = session.execute(_pending_slots(store.shards).limit(limit)).all()
+        slots = session.execute(_pending_slots(store).limit(limit)).all()
         if not slots:
             return RolloutStep()
-        verdict = store.guard.verdict(session, of_shards=_pending_shards(session, slots))
+        verdict = store.guard.verdict(session, of_shards=_pending_shards(session, slots, store))
         if not verdict.may_claim:
             # Only the owner advances a rollout; the rows wait for it.
             return RolloutStep()
@@ -138,13 +138,15 @@ def advance(store: RunWriter, now: datetime, limit: int = SLOT_BATCH) -> Rollout
     return RolloutStep(dispatches, halted, waiting, min(resume) if resume else None)
 
 
-def _pending_slots(shards: frozenset[int] | None) -> Select[int, datetime]:
-    """The slots with pending rows, oldest first; with ``shards``, those with a pending
-    row of one of them (a worker of a node starts its own shards' rows only)."""
-    query = select(Run.job_id, Run.scheduled_for).where(Run.status == RunStatus.PENDING)
-    if shards is not None:
-        query = query.where(Run.shard.in_(sorted(shards)))
-    return query.group_by(Run.job_id, Run.scheduled_for).order_by(Run.scheduled_for, Run.job_id)
+def _pending_slots(store: RunWriter) -> Select[int, datetime]:
+    """The slots with pending rows this scheduler starts (:meth:`RunWriter.mine`: a
+    worker's shards, a node's own shards), oldest first."""
+    return (
+        select(Run.job_id, Run.scheduled_for)
+        .where(Run.status == RunStatus.PENDING, *store.mine(Run.shard))
+        .group_by(Run.job_id, Run.scheduled_for)
+        .order_by(Run.scheduled_for, Run.job_id)
+    )
 
 
 @dataclass
@@ -157,26 +159,36 @@ class _SlotOutcome:
     resume_at: datetime | None = None
 
 
-def _pending_shards(session: Session, slots: Sequence[Row[int, datetime]]) -> set[int]:
-    """The shards of the slots' pending rows: the guard locks and decides those only."""
+def _pending_shards(
+    session: Session, slots: Sequence[Row[int, datetime]], store: RunWriter
+) -> set[int]:
+    """The shards of the slots' pending rows this scheduler starts: the guard locks and
+    decides those only."""
     return set(
         session.scalars(
             select(Run.shard)
             .where(
                 Run.status == RunStatus.PENDING,
                 tuple_(Run.job_id, Run.scheduled_for).in_([tuple(s) for s in slots]),
+                *store.mine(Run.shard),
             )
             .distinct()
         )
     )
 
 
-def _decided(verdict: Verdict, rows: Sequence[Any]) -> bool:
-    """Whether the verdict decided the shard of every pending row of a slot (a row of
-    another shard, recorded after the shards were read, waits for the next round)."""
-    if not verdict.generations:
-        return True
-    return all(r.shard in verdict.generations for r in rows if r.status == RunStatus.PENDING)
+def _decided_pending(store: RunWriter, verdict: Verdict, rows: Sequence[Any]) -> dict[int, int]:
+    """The slot's pending rows this step may start or skip (assignment id -> run id):
+    those of the shards the verdict decided (a row of another shard, recorded after the
+    shards were read, waits for the next round; with the members placement, another
+    node's rows are its own to start) and of this worker's shards."""
+    return {
+        r.assignment_id: r.id
+        for r in rows
+        if r.status == RunStatus.PENDING
+        and (not verdict.generations or r.shard in verdict.generations)
+        and (store.shards is None or r.shard in store.shards)
+    }
 
 
 def _lock_jobs(session: Session, job_ids: set[int]) -> None:
@@ -206,11 +218,9 @@ def _advance_slot(
 ) -> _SlotOutcome:
     """One rolled-out slot: what its plan starts now, skips, halts or leaves waiting."""
     rows = _slot_rows(session, job_id, slot)
-    pending = {r.assignment_id: r.id for r in rows if r.status == RunStatus.PENDING}
+    pending = _decided_pending(store, verdict, rows)
     if not pending:
         return _SlotOutcome()
-    if not _decided(verdict, rows):
-        return _SlotOutcome(waiting=len(pending))
     job = session.get(Job, job_id)
     if job is None:
         return _SlotOutcome(
@@ -224,13 +234,12 @@ def _advance_slot(
     plan = _plan_slot(session, rows, options, now)
     outcome = _SlotOutcome(waiting=len(plan.wait), resume_at=plan.resume_at)
     if plan.halt is not None:
-        halted = _halted(
-            session, job, slot, [pending[aid] for aid in plan.skip], plan.halt.reason, now=now
-        )
+        skip = [pending[aid] for aid in plan.skip if aid in pending]
+        halted = _halted(session, job, slot, skip, plan.halt.reason, now=now)
         outcome.skipped, outcome.halted = halted.skipped, halted.halted
         return outcome
     if plan.start:
-        wave = {aid: pending[aid] for aid in plan.start}
+        wave = {aid: pending[aid] for aid in plan.start if aid in pending}
         started = _start_wave(store, session, verdict, job, wave, now=now, claimed_at=claimed_at)
         outcome.starting, outcome.skipped = started.starting, started.skipped
         outcome.waiting += started.waiting
@@ -345,9 +354,6 @@ def _locked_pending(store: RunWriter, session: Session, run_ids: list[int]) -> d
     """The runs of ``run_ids`` still pending, by assignment, locked on PostgreSQL."""
     # Locked and still pending: a row an operator stopped meanwhile (cancelled) is left.
     query = select(Run).where(Run.id.in_(run_ids), Run.status == RunStatus.PENDING)
-    if store.shards is not None:
-        # Another worker of this node starts the rows of its own shards.
-        query = query.where(Run.shard.in_(sorted(store.shards)))
     if store.db.dialect == "postgresql":
         query = query.with_for_update()
     return {run.assignment_id: run for run in session.scalars(query)}

@@ -33,8 +33,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, Update, and_, bindparam, func, insert, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from fleetcron.core import blackouts
 from fleetcron.core.calendars import Calendar, CalendarSchedule
@@ -79,7 +91,7 @@ from fleetcron.store.run_rollouts import RolloutStep, rolled_out
 from fleetcron.store.run_rollouts import advance as advance_rollouts
 from fleetcron.store.run_writes import moved, set_status
 from fleetcron.store.run_writes import request_stop as request_stop
-from fleetcron.store.schema import Assignment, FencedWrite, Run, Target
+from fleetcron.store.schema import Assignment, ClusterOwnership, FencedWrite, Run, Target
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +155,29 @@ class RunStore:
         #: The shards whose work this store's scheduler starts (a worker of a node with
         #: several, ``fleetcron scheduler --workers N``); None: every shard.
         self.shards = shards
+        #: With the members placement: this node's id; it starts only the work of the
+        #: shards it owns and does not drain (read in each statement that picks work).
+        self.owner: str | None = None
         self.guard: RunGuard = guard or Standalone()
         self.policy = policy or SlotPolicy()
         self._now = clock
         self.margin = claim_margin
+
+    def mine(
+        self, shard: ColumnElement[int] | InstrumentedAttribute[int]
+    ) -> list[ColumnElement[bool]]:
+        """The conditions on ``shard`` (a column) that keep the work this scheduler starts:
+        its worker's shards, and with the members placement the shards its node owns
+        and does not drain. The guard still decides each write under the rows' locks."""
+        conditions: list[ColumnElement[bool]] = []
+        if self.shards is not None:
+            conditions.append(shard.in_(sorted(self.shards)))
+        if self.owner is not None:
+            owned = select(ClusterOwnership.shard).where(
+                ClusterOwnership.owner_node_id == self.owner, ClusterOwnership.draining.is_(False)
+            )
+            conditions.append(shard.in_(owned))
+        return conditions
 
     # -- claiming ---------------------------------------------------------------------
 
@@ -215,8 +246,7 @@ class RunStore:
         )
         if exclude:
             query = query.where(Assignment.id.not_in(list(exclude)))
-        if self.shards is not None:
-            query = query.where(Target.shard.in_(sorted(self.shards)))
+        query = query.where(*self.mine(Target.shard))
         if self.db.dialect == "postgresql":
             query = query.with_for_update(skip_locked=True, of=Assignment)
         return session.execute(query).all()
@@ -410,8 +440,7 @@ class RunStore:
                 .order_by(Run.id)
                 .limit(limit)
             )
-            if self.shards is not None:
-                query = query.where(Run.shard.in_(sorted(self.shards)))
+            query = query.where(*self.mine(Run.shard))
             if self.db.dialect == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             runs = session.scalars(query).all()

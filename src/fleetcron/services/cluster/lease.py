@@ -28,6 +28,7 @@ from fleetcron.coordination.ownership_change import (
     renew_lease,
     waiting_detail,
 )
+from fleetcron.coordination.shard_moves import ShardMove, placement_step
 from fleetcron.coordination.shard_rows import Ownership, renew_leases
 from fleetcron.core.ownership import self_fence_after
 from fleetcron.services.audit import AuditNote, record
@@ -56,6 +57,12 @@ class Lease:
     #: Renewed in each step's transaction besides the lease: this worker's member row
     #: (``--workers``; :class:`~fleetcron.services.cluster.workers.WorkerMembership`).
     also_renew: Callable[[Session], None] | None = None
+    #: The members placement (``FLEETCRON_SHARD_PLACEMENT=members``): the nodes share the
+    #: shards; no node takes every shard over, each takes and gives single shards.
+    shared: bool = False
+    #: This process places the node's shards after each renewal (worker 0 of a node with
+    #: the members placement; :func:`~fleetcron.coordination.shard_moves.placement_step`).
+    places_shards: bool = False
     _renewed_at: float | None = None
 
     @property
@@ -89,6 +96,8 @@ class Lease:
                 self.also_renew(session)
         if outcome in RENEWED:
             self._renewed_at = started
+        if self.places_shards:
+            self._place_shards()
         return outcome
 
     def _step_in(self, session: Session) -> str:
@@ -98,6 +107,9 @@ class Lease:
         # node is alive; without it the owner would fence itself and kill the runs the
         # handoff is waiting for.
         draining = renew_leases(session, me.node_id, self.duration)
+        if self.shared:
+            # Shards move one by one (placement); a draining shard is on its way.
+            return "renewed"
         if draining is not None:
             return "draining" if draining else "renewed"
         ownership = locked_ownership(session)
@@ -111,6 +123,40 @@ class Lease:
         if not eligible(get_node(session, me.node_id), me):
             return "not eligible"
         return self._fail_over(session, ownership)
+
+    def _place_shards(self) -> None:
+        """Give, take and hand over single shards as the members placement says, in a
+        transaction of its own after the renewal's (a step waiting for a row never delays
+        a renewal); a failed step changes nothing and is tried again at the next one."""
+        me = self.node.identity
+        try:
+            with self.app.db.session() as session:
+                if not eligible(get_node(session, me.node_id), me):
+                    return
+                moves = placement_step(
+                    session,
+                    me.node_id,
+                    lease_s=self.duration,
+                    drain=self.node.policy.drain_before_move,
+                )
+                for move in moves:
+                    record(session, self.app, SYSTEM, _move_note(move), success=True)
+        except Exception:
+            log.exception(
+                "cluster: the shard placement step failed; trying again at the next renewal",
+                extra={"action": "cluster.placement_error"},
+            )
+            return
+        for move in moves:
+            log.info(
+                "cluster: shard %d %s (%s -> %s), generation %d",
+                move.shard,
+                move.kind,
+                move.from_node,
+                move.to_node,
+                move.generation,
+                extra={"action": "cluster.shard_move", "shard": move.shard, "kind": move.kind},
+            )
 
     def _end_expired_owner_sessions(self) -> None:
         """As a standby, before waiting for the ownership lock: if the owner's lease has
@@ -184,3 +230,16 @@ class Lease:
             extra={"action": "cluster.failover"},
         )
         return "took over"
+
+
+def _move_note(move: ShardMove) -> AuditNote:
+    """The audit event of one shard move (``cluster.shard_<kind>``)."""
+    detail: dict[str, object] = {
+        "shard": move.shard,
+        "from": move.from_node,
+        "to": move.to_node,
+        "generation": move.generation,
+    }
+    if move.kind == "takeover":
+        detail["revoked_claims"] = move.revoked
+    return AuditNote(f"cluster.shard_{move.kind}", detail=detail)

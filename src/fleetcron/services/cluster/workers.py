@@ -59,6 +59,12 @@ class WorkerMembership:
     node_id: str
     worker: Worker
 
+    @property
+    def weight(self) -> float:
+        """Worker 0 stands for its node among the members, weighted by the node's worker
+        count (its share of the shards with the members placement); the others, 0."""
+        return float(self.worker.count) if self.worker.first else 0.0
+
     def _lease_s(self) -> float:
         settings = self.app.settings
         return settings.lease_s or 3 * settings.maintenance_interval_s
@@ -66,7 +72,11 @@ class WorkerMembership:
     def join(self) -> None:
         with self.app.db.session() as session:
             members.join(
-                session, self.node_id, self.worker.index, weight=1.0, lease_s=self._lease_s()
+                session,
+                self.node_id,
+                self.worker.index,
+                weight=self.weight,
+                lease_s=self._lease_s(),
             )
 
     def heartbeat(self) -> None:
@@ -81,7 +91,7 @@ class WorkerMembership:
         lease renewal that keeps the node from fencing itself); join again if it is gone."""
         index, lease_s = self.worker.index, self._lease_s()
         if not members.heartbeat(session, self.node_id, index, lease_s):
-            members.join(session, self.node_id, index, weight=1.0, lease_s=lease_s)
+            members.join(session, self.node_id, index, weight=self.weight, lease_s=lease_s)
 
     def leave(self) -> None:
         try:

@@ -1,0 +1,181 @@
+"""Every node executes: the members placement (``FLEETCRON_SHARD_PLACEMENT=members``) on
+real PostgreSQL, with real scheduler processes. Nodes share 4 shards; a node joins while
+long commands run on the shards it takes (draining handoffs), another is SIGKILLed (its
+shards are taken over once its lease has expired, after its claims' deadlines), and C1-C6
+hold throughout: every slot recorded once, and in every shard at most one node and
+generation executing at any moment (C4), no older generation running on a target when a
+newer one starts there (C5).
+
+The job allows overlapping runs and its commands outlast a (simulated) minute, so a
+shard handed over while its runs still go on would execute on two nodes at once: the
+negative control hands shards over without draining them and C4 catches it.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+import pytest
+from checkers import (
+    SafetyViolation,
+    c1_one_execution_per_slot,
+    c2_generation_never_decreases,
+    c3_every_due_slot_accounted_for,
+    c4_no_overlap_across_owners,
+    c5_no_older_generation_running_at_a_newer_start,
+    c6_newest_runs_kept,
+    read_effects,
+)
+from harness import Lab, wait_until
+from sqlalchemy import select
+
+from fleetcron.store.schema import AuditEvent, ClusterOwnership
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+GRACE = timedelta(seconds=60)
+SHARDS = 4
+MEMBERS = {
+    "FLEETCRON_SHARD_PLACEMENT": "members",
+    "FLEETCRON_LEASE_S": "3",
+    "FLEETCRON_LEASE_RENEW_S": "0.5",
+}
+
+
+def nodes_per_shard(lab: Lab, since: float = 0.0) -> dict[int, set[str]]:
+    """Shard -> the nodes that started commands in it (after real time ``since``)."""
+    found: dict[int, set[str]] = defaultdict(set)
+    for e in read_effects(lab.effects):
+        if e.kind == "start" and e.at >= since:
+            found[e.shard].add(e.node)
+    return found
+
+
+def started(lab: Lab, node: str, since: float = 0.0) -> int:
+    return sum(
+        1
+        for e in read_effects(lab.effects)
+        if e.kind == "start" and e.node == node and e.at >= since
+    )
+
+
+def owners(lab: Lab) -> dict[int, str | None]:
+    with lab.app("alpha").db.read() as session:
+        rows = session.execute(select(ClusterOwnership.shard, ClusterOwnership.owner_node_id))
+        return {shard: owner for shard, owner in rows}
+
+
+def moves(lab: Lab) -> list[str]:
+    with lab.app("alpha").db.read() as session:
+        return list(
+            session.scalars(
+                select(AuditEvent.action)
+                .where(AuditEvent.action.like("cluster.shard_%"))
+                .order_by(AuditEvent.id)
+            )
+        )
+
+
+def check_all(lab: Lab, since: datetime) -> None:
+    effects = read_effects(lab.effects)
+    app = lab.app("alpha")
+    c1_one_execution_per_slot(app, effects)
+    c2_generation_never_decreases_per_shard(effects)
+    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
+    c6_newest_runs_kept(app)
+    c4_no_overlap_across_owners(effects, until=time.time())
+    c5_no_older_generation_running_at_a_newer_start(effects, until=time.time(), gone_at={})
+
+
+def c2_generation_never_decreases_per_shard(effects: list) -> None:  # type: ignore[type-arg]
+    """C2 per shard: each shard's generation only grows, in the order its commands started."""
+    by_shard: dict[int, list] = defaultdict(list)  # type: ignore[type-arg]
+    for e in effects:
+        by_shard[e.shard].append(e)
+    for shard_effects in by_shard.values():
+        c2_generation_never_decreases(shard_effects)
+
+
+@pytest.fixture
+def members_lab(lab: Lab) -> Lab:
+    lab.shards = SHARDS
+    lab.approve("alpha", "beta", "gamma")
+    lab.add_fleet(12, work="sleep 8", timeout_s=12, overlap="allow")
+    return lab
+
+
+def test_nodes_share_the_shards_a_joining_node_takes_its_share_and_a_killed_ones_move(
+    members_lab: Lab,
+) -> None:
+    lab = members_lab
+    since = lab.sim_now()
+    lab.start("alpha", **MEMBERS)
+    lab.start("beta", **MEMBERS)
+    wait_until(
+        lambda: started(lab, "alpha") >= 3 and started(lab, "beta") >= 3,
+        timeout=60,
+        what="alpha and beta both executing",
+    )
+    # gamma joins while the shards' commands (8 s, longer than a minute here) run.
+    joined = time.time()
+    lab.start("gamma", **MEMBERS)
+    wait_until(lambda: started(lab, "gamma", joined) >= 3, timeout=90, what="gamma executing")
+    assert sorted(set(owners(lab).values())) == sorted(
+        lab.node(n).identity.node_id for n in ("alpha", "beta", "gamma")
+    )
+    # beta is killed: its shards move once its lease expires, after its claims' deadlines.
+    beta = lab.node("beta").identity.node_id
+    lab.signal("beta", signal.SIGKILL)
+    killed = time.time()
+    wait_until(lambda: beta not in owners(lab).values(), timeout=60, what="beta's shards taken")
+    wait_until(
+        lambda: len(nodes_per_shard(lab, killed + 20)) == SHARDS,
+        timeout=90,
+        what="every shard executing again after beta's death",
+    )
+    lab.stop_all()
+
+    check_all(lab, since)
+    after = nodes_per_shard(lab, killed + 20)
+    assert all(nodes <= {"alpha", "gamma"} for nodes in after.values()), after
+    done = moves(lab)
+    assert "cluster.shard_take" in done and "cluster.shard_handoff" in done, done
+    assert "cluster.shard_takeover" in done, done
+
+
+@pytest.mark.parametrize(
+    ("policy", "overlaps"),
+    [
+        # Either the drain or the claim wait keeps a moving shard on one node at a time.
+        ("no-claim-wait", False),
+        ("no-drain", False),
+        # Without both, the receiver starts while the giver's commands still run.
+        ("no-drain-no-claim-wait", True),
+    ],
+)
+def test_a_handoff_keeps_a_shard_on_one_node_by_draining_or_by_waiting_and_c4_sees_neither(
+    members_lab: Lab, policy: str, overlaps: bool
+) -> None:
+    """beta joins while alpha runs every shard's long commands: the shards placed on
+    beta move while their runs go on. The drain (alpha stops claiming there and hands a
+    shard over once its runs ended) and the claim wait (beta waits for alpha's older
+    claims) each keep the shard on one node at a time; the negative control, without
+    either, executes a shard on both nodes at once, which C4 catches."""
+    lab = members_lab
+    lab.start("alpha", FAULT_NODE_POLICY=policy, **MEMBERS)
+    wait_until(lambda: started(lab, "alpha") >= 12, timeout=60, what="alpha executing alone")
+    lab.start("beta", FAULT_NODE_POLICY=policy, **MEMBERS)
+    wait_until(lambda: started(lab, "beta") >= 6, timeout=60, what="beta executing")
+    lab.stop_all()
+
+    effects = read_effects(lab.effects)
+    c1_one_execution_per_slot(lab.app("alpha"), effects)
+    if overlaps:
+        with pytest.raises(SafetyViolation, match="C4"):
+            c4_no_overlap_across_owners(effects, until=time.time())
+    else:
+        c4_no_overlap_across_owners(effects, until=time.time())
+    assert "cluster.shard_handoff" in moves(lab)
