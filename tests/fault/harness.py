@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -181,12 +181,9 @@ class Lab:
             app,
             SYSTEM,
             "everywhere",
-            JobSpec(
-                "* * * * *",
-                command,
-                timeout_s=timeout_s,
-                jitter_s=jitter_s,
-                **({"overlap": overlap} if overlap else {}),
+            replace(
+                JobSpec("* * * * *", command, timeout_s=timeout_s, jitter_s=jitter_s),
+                overlap=overlap or JobSpec("* * * * *", command).overlap,
             ),
             bulk=True,
         )

@@ -42,7 +42,14 @@ from sqlalchemy import ColumnElement, Row, Table, case, func, insert, literal, s
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from fleetcron.coordination.shard_rows import fixed_count, locked_shards, shard_count, shard_rows
-from fleetcron.core.ownership import AllShards, NodeRecord, ShardRow, Verdict, evaluate_shards
+from fleetcron.core.ownership import (
+    AllShards,
+    NodeRecord,
+    Scope,
+    ShardRow,
+    Verdict,
+    evaluate_shards,
+)
 from fleetcron.core.planning import OldClaim
 from fleetcron.store.run_guard import NewClaim
 from fleetcron.store.schema import ClusterNode, ExecutionClaim, Run
@@ -126,9 +133,7 @@ def _evaluated(
         fingerprint,
         shards=shards,
         db_now=db_now(session) if leased else None,
-        only=only,
-        every=every,
-        shared=shared,
+        scope=Scope(only, every, shared),
     )
 
 

@@ -104,7 +104,9 @@ def placement_step(
     draining = {shard for shard, owner, drains in read if owner == node_id and drains}
     now = db_now(session)
     moves = _give(session, node_id, decision, draining, now, lease_s=lease_s, drain=drain)
-    moves += _take(session, node_id, decision, {m.name for m in live}, now, lease_s)
+    moves += _take(
+        session, node_id, decision, live={m.name for m in live}, now=now, lease_s=lease_s
+    )
     return moves
 
 
@@ -151,7 +153,15 @@ def _give(
                 row.draining = False
                 moves.append(ShardMove(row.shard, "undrain", node_id, node_id, row.generation))
             continue
-        moves += _give_one(session, row, destination[row.shard], unfinished, now, lease_s, drain)
+        moves += _give_one(
+            session,
+            row,
+            destination[row.shard],
+            unfinished=unfinished.get(row.shard, 0),
+            now=now,
+            lease_s=lease_s,
+            drain=drain,
+        )
     return moves
 
 
@@ -159,12 +169,14 @@ def _give_one(
     session: Session,
     row: ClusterOwnership,
     to: str | None,
-    unfinished: dict[int, int],
+    *,
+    unfinished: int,
     now: datetime,
     lease_s: float,
     drain: bool,
 ) -> list[ShardMove]:
-    """One shard placed on ``to`` (None: no live member may take it: it keeps draining)."""
+    """One shard placed on ``to`` (None: no live member may take it: it keeps draining);
+    ``unfinished``: its claims whose command may still run."""
     moves: list[ShardMove] = []
     if not row.draining:
         row.draining, row.updated_at = True, now
@@ -173,7 +185,7 @@ def _give_one(
         )
         if drain:
             return moves
-    if to is None or (drain and unfinished.get(row.shard, 0)):
+    if to is None or (drain and unfinished):
         return moves
     giver = row.owner_node_id
     _own(session, row, _node(to), now, lease_s)
@@ -185,6 +197,7 @@ def _take(
     session: Session,
     node_id: str,
     decision: Decision,
+    *,
     live: set[str],
     now: datetime,
     lease_s: float,

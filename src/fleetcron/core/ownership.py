@@ -70,6 +70,21 @@ class AllShards:
     mine: int
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a verdict covers. ``only``: the shards whose rows the guard locked and read
+    (those of the runs it writes; None: every shard); ``every``: every row counted,
+    without a lock, standing in for the others; ``shared``: the nodes share the shards
+    (``FLEETCRON_SHARD_PLACEMENT=members``)."""
+
+    only: Collection[int] | None = None
+    every: AllShards | None = None
+    shared: bool = False
+
+
+WHOLE = Scope()
+
+
 def evaluate_shards(
     rows: Sequence[ShardRow],
     nodes: Mapping[str, NodeRecord],
@@ -78,18 +93,16 @@ def evaluate_shards(
     *,
     shards: int,
     db_now: datetime | None = None,
-    only: Collection[int] | None = None,
-    every: AllShards | None = None,
-    shared: bool = False,
+    scope: Scope = WHOLE,
 ) -> Verdict:
     """The verdict for node ``me`` over the ownership rows of ``shards`` shards: one row per
     shard, each shard decided by :func:`evaluate` on its own row and lease.
 
-    ``shared`` (``FLEETCRON_SHARD_PLACEMENT=members``): the nodes share the shards, so a
-    node owning only some of them is their owner: it claims for the shards it owns when
-    every shard the transaction locked (``only``) is its own and none drains, and finishes
-    the runs of its own shards otherwise (``draining``; a claim never names another
-    node's shard, whose generation it does not hold).
+    With ``scope.shared`` the nodes share the shards, so a node owning only some of them
+    is their owner: it claims for the shards it owns when every shard the transaction
+    locked (``scope.only``) is its own and none drains, and finishes the runs of its own
+    shards otherwise (``draining``; a claim never names another node's shard, whose
+    generation it does not hold).
 
     The node owns (``owner``) when it owns every shard, under each shard's generation
     (``generations``; ``generation`` is the highest). A node that owns only some shards
@@ -97,10 +110,11 @@ def evaluate_shards(
     several members is not done yet. A missing or extra row, or any shard in an invalid
     state, fails closed for all.
 
-    ``only``: the shards whose rows the guard locked and read (those of the runs it
-    writes; None: every shard); ``generations`` then holds those shards only, and
-    ``every``, the count of all rows, stands in for the others: a missing or extra row,
-    or a shard owned by another node, refuses as above."""
+    ``scope.only``: the shards whose rows the guard locked and read (those of the runs
+    it writes; None: every shard); ``generations`` then holds those shards only, and
+    ``scope.every``, the count of all rows, stands in for the others: a missing or extra
+    row, or (unless shared) a shard owned by another node, refuses as above."""
+    only, every = scope.only, scope.every
     refused = _refusal(nodes.get(me), me, my_fingerprint)
     if refused is not None:
         return refused
@@ -118,7 +132,7 @@ def evaluate_shards(
     owned = {s: v for s, v in each.items() if v.kind == "owner"}
     if not owned:
         return each[expected[0]]
-    if shared:
+    if scope.shared:
         return _owner_of(owned, len(owned), len(expected))
     mine = len(owned) if len(owned) < len(expected) or every is None else every.mine
     return _owner_of(owned, min(mine, shards), shards)

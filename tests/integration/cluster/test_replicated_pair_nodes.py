@@ -95,6 +95,19 @@ class Pair:
         name = self.subscription(side)
         self.db.execute(side, f'ALTER SUBSCRIPTION "{name}" {"ENABLE" if enabled else "DISABLE"}')
 
+    def pause_replication(self) -> None:
+        """Both subscriptions disabled, and their apply workers gone (a worker stops
+        shortly after the catalog says so: until then it may still apply)."""
+        for side in ("left", "right"):
+            self.set_subscription(side, False)
+
+        def stopped(side: str) -> bool:
+            return not self.db.execute(
+                side, "SELECT 1 FROM pg_stat_subscription WHERE pid IS NOT NULL"
+            )
+
+        wait_for(lambda: stopped("left") and stopped("right"), what="the apply workers stopped")
+
 
 def done(at: App) -> ExecResult:
     now = at.now()
@@ -198,8 +211,14 @@ def test_without_an_owner_nothing_is_recorded_and_the_shared_rule_would_stall(
             result = side.store().claim_due(clock.now)
             assert result.dispatches == [] and result.skipped == 0
             assert side.runs() == []
+        # Each side records the slot before the other's record could reach it (with the
+        # link up, the left's record, replicated at once, would leave nothing due on the
+        # right): replication paused for both claims, then resumed.
+        built.pause_replication()
         for side in (built.left, built.right):
             assert side.store(replicated_pair=False).claim_due(clock.now).skipped == 1
+        for name in ("left", "right"):
+            built.set_subscription(name, True)
 
         def stalled(side: Side) -> bool:
             problems = replication.status(side.app, SYSTEM).problems

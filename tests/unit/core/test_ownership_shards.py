@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetcron.coordination.claim_check import FencingToken, fencing_token, parse_token
-from fleetcron.core.ownership import AllShards, NodeRecord, ShardRow, Verdict, evaluate_shards
+from fleetcron.core.ownership import (
+    AllShards,
+    NodeRecord,
+    Scope,
+    ShardRow,
+    Verdict,
+    evaluate_shards,
+)
 from fleetcron.errors import InvalidInput
 
 NODES = {
@@ -111,7 +118,7 @@ EVERY_MINE = AllShards(rows=64, numbered=64, mine=64)
 def of_shards(
     read: list[ShardRow], only: set[int], every: AllShards | None = EVERY_MINE
 ) -> Verdict:
-    return evaluate_shards(read, NODES, "a", "fp-a", shards=64, only=only, every=every)
+    return evaluate_shards(read, NODES, "a", "fp-a", shards=64, scope=Scope(only, every))
 
 
 def test_the_shards_read_decide_and_only_their_generations_are_given() -> None:

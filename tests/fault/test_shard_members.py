@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from checkers import (
+    Effect,
     SafetyViolation,
     c1_one_execution_per_slot,
     c2_generation_never_decreases,
@@ -90,9 +91,9 @@ def check_all(lab: Lab, since: datetime) -> None:
     c5_no_older_generation_running_at_a_newer_start(effects, until=time.time(), gone_at={})
 
 
-def c2_generation_never_decreases_per_shard(effects: list) -> None:  # type: ignore[type-arg]
+def c2_generation_never_decreases_per_shard(effects: list[Effect]) -> None:
     """C2 per shard: each shard's generation only grows, in the order its commands started."""
-    by_shard: dict[int, list] = defaultdict(list)  # type: ignore[type-arg]
+    by_shard: dict[int, list[Effect]] = defaultdict(list)
     for e in effects:
         by_shard[e.shard].append(e)
     for shard_effects in by_shard.values():
@@ -123,9 +124,9 @@ def test_nodes_share_the_shards_a_joining_node_takes_its_share_and_a_killed_ones
     joined = time.time()
     lab.start("gamma", **MEMBERS)
     wait_until(lambda: started(lab, "gamma", joined) >= 3, timeout=90, what="gamma executing")
-    assert sorted(set(owners(lab).values())) == sorted(
+    assert set(owners(lab).values()) == {
         lab.node(n).identity.node_id for n in ("alpha", "beta", "gamma")
-    )
+    }
     # beta is killed: its shards move once its lease expires, after its claims' deadlines.
     beta = lab.node("beta").identity.node_id
     lab.signal("beta", signal.SIGKILL)
