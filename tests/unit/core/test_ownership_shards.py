@@ -183,3 +183,48 @@ def test_a_malformed_token_names_the_field_and_the_forms() -> None:
             assert exc.field == "token" and "<shard>:<generation>:<claim id>" in str(exc.allowed)
         else:
             raise AssertionError(f"{bad!r} was read as a token")
+
+
+# -- the members placement: the nodes share the shards ------------------------------------
+
+SHARED_COUNTS = AllShards(rows=64, numbered=64, mine=20)
+
+
+@given(
+    st.dictionaries(st.integers(0, 63), st.sampled_from(["a", "b"]), min_size=1, max_size=12),
+    st.booleans(),
+)
+def test_shared_a_node_claims_only_when_every_shard_locked_is_its_own(
+    owners: dict[int, str], shared: bool
+) -> None:
+    """With the members placement a node owning some shards claims for a transaction
+    whose locked shards are all its own, never for one that touches another node's
+    shard; it still finishes its own shards' runs there (their generations are given).
+    Without ``shared`` (one owner for all), owning 20 of 64 shards claims nothing."""
+    read = [ShardRow(s, o, 7) for s, o in sorted(owners.items())]
+    verdict = evaluate_shards(
+        read, NODES, "a", "fp-a", shards=64, scope=Scope(set(owners), SHARED_COUNTS, shared)
+    )
+    mine = {s for s, o in owners.items() if o == "a"}
+
+    assert verdict.may_claim == (shared and mine == set(owners))
+    if mine:
+        assert verdict.kind == "owner" and set(verdict.generations) == mine
+    else:
+        assert verdict.kind == "standby" and not verdict.generations
+    for shard, owner in owners.items():
+        assert claim_may_write(verdict, shard, 7) == (owner == "a")
+
+
+def test_shared_a_draining_shard_among_those_locked_claims_nothing() -> None:
+    read = [ShardRow(1, "a", 3), ShardRow(2, "a", 4, draining=True)]
+
+    both = evaluate_shards(
+        read, NODES, "a", "fp-a", shards=64, scope=Scope({1, 2}, SHARED_COUNTS, True)
+    )
+    alone = evaluate_shards(
+        read[:1], NODES, "a", "fp-a", shards=64, scope=Scope({1}, SHARED_COUNTS, True)
+    )
+
+    assert both.kind == "owner" and not both.may_claim and claim_may_write(both, 2, 4)
+    assert alone.may_claim
