@@ -57,6 +57,8 @@ class Lab:
     stopped_at: datetime | None = None
     #: The installation's shard count (``FLEETCRON_SHARDS``; None: the default).
     shards: int | None = None
+    #: Settings added to those of the apps the test opens as a node (:meth:`app`).
+    app_settings: dict[str, object] = field(default_factory=dict)
 
     def accounted_until(self, grace: timedelta) -> datetime:
         """The end of the window C3 checks: every slot due two misfire graces before the
@@ -121,6 +123,7 @@ class Lab:
                 master_key=SecretStr(self.master_key),
                 node_name=name,
                 shards=self.shards,
+                **self.app_settings,
             )
             self.apps[name] = App.open(settings, clock=self.sim_now)
         return self.apps[name]

@@ -94,7 +94,7 @@ def nodes(as_json: bool, as_user: str | None) -> None:
                 n.node_id,
                 n.hostname,
                 n.endpoint,
-                n.state + (" (fenced)" if n.fenced else ""),
+                n.state + (" (fenced)" if n.fenced else "") + (" (drained)" if n.drained else ""),
                 n.running,
                 "yes" if n.node_id == result.owner else "",
             )
@@ -204,6 +204,35 @@ def retire(node_id: str, as_json: bool, as_user: str | None) -> None:
         print_json({"node": node_id, "state": "retired"})
         return
     click.echo(f"node {node_id} retired")
+
+
+@cluster.command("drain")
+@click.argument("node_id")
+@json_option
+@as_user_option
+def drain(node_id: str, as_json: bool, as_user: str | None) -> None:
+    """Move a node's shards to the other nodes, each once its runs ended, and give it
+    none until `cluster undrain` (FLEETCRON_SHARD_PLACEMENT=members)."""
+    _set_drained(node_id, as_json, as_user, drained=True)
+
+
+@cluster.command("undrain")
+@click.argument("node_id")
+@json_option
+@as_user_option
+def undrain(node_id: str, as_json: bool, as_user: str | None) -> None:
+    """End a node's drain: it takes its share of the shards again."""
+    _set_drained(node_id, as_json, as_user, drained=False)
+
+
+def _set_drained(node_id: str, as_json: bool, as_user: str | None, *, drained: bool) -> None:
+    with opened_app() as app:
+        changed = svc.set_drained(app, acting(app, as_user), node_id, drained=drained)
+    if as_json:
+        print_json({"node": node_id, "drained": drained, "changed": changed})
+        return
+    word = "drained" if drained else "no longer drained"
+    click.echo(f"node {node_id} {word}" + ("" if changed else " (it already was)"))
 
 
 @cluster.command("transfer")

@@ -73,7 +73,7 @@ class ShardMove:
 
 def eligible_members(session: Session) -> list[Member]:
     """The live members that stand for a node (worker 0's row) whose node may own work:
-    approved and not fenced; by name."""
+    approved, not fenced, not drained by an operator; by name."""
     rows = session.execute(
         select(ClusterMember.node_id, ClusterMember.weight)
         .join(ClusterNode, ClusterNode.node_id == ClusterMember.node_id)
@@ -82,6 +82,7 @@ def eligible_members(session: Session) -> list[Member]:
             ClusterMember.lease_expires_at > func.clock_timestamp(),
             ClusterNode.state == "approved",
             ClusterNode.fenced_at.is_(None),
+            ClusterNode.drained_at.is_(None),
         )
         .order_by(ClusterMember.node_id)
     ).all()

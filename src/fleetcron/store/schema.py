@@ -615,6 +615,9 @@ class ClusterNode(Base):
     retired_at: Mapped[datetime | None]
     # Set when a forced takeover fenced this node; cleared by `cluster verify-rejoin`.
     fenced_at: Mapped[datetime | None]
+    # Set by `cluster drain`, cleared by `cluster undrain`: with the members placement the
+    # node takes no shard and hands its own to the others.
+    drained_at: Mapped[datetime | None]
 
 
 class ClusterSettings(Base):

@@ -15,12 +15,16 @@ import pytest
 from sqlalchemy import select, update
 
 from fixtures.cluster import ClusterNode, MakeNode, approve
+from fleetcron.app import SYSTEM
 from fleetcron.coordination import members, shard_moves
 from fleetcron.coordination.guard import db_now
 from fleetcron.coordination.shard_moves import NODE_WORKER, ShardMove, placement_step
 from fleetcron.core.members import Decision, decide, member_name
 from fleetcron.core.shards import Member
-from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run
+from fleetcron.errors import Conflict, NotFound
+from fleetcron.services.cluster import status as cluster
+from fleetcron.services.cluster.registry import set_drained
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
 from waiting import eventually
 
 pytestmark = pytest.mark.postgres
@@ -263,3 +267,53 @@ def _blind_take(node: ClusterNode, decision: Decision) -> list[ShardMove]:
             row.owner_node_id, row.generation = node.node_id, row.generation + 1
             moves.append(ShardMove(mv.shard, "take", None, node.node_id, row.generation))
     return moves
+
+
+def test_a_drained_node_hands_its_shards_over_and_takes_its_share_again_once_undrained(
+    make_node: MakeNode,
+) -> None:
+    members_mode = {"shard_placement": "members", "lease_s": LEASE_S, "lease_renew_s": 5.0}
+    alpha, beta = (make_node(n, shards=SHARDS, **members_mode) for n in ("alpha", "beta"))
+    for node in (alpha, beta):
+        approve(node)
+        join(node)
+    step(alpha)
+    step(beta)
+    betas = owned_by(alpha, beta)
+    assert len(betas) == SHARDS // 2
+
+    assert set_drained(alpha.app, SYSTEM, beta.node_id, drained=True)
+    assert not set_drained(alpha.app, SYSTEM, beta.node_id, drained=True)  # already
+    assert {m.kind for m in step(beta)} == {"drain"}
+    assert {(m.shard, m.kind) for m in step(beta)} == {(s, "handoff") for s in betas}
+    assert owned_by(alpha, alpha) == set(range(SHARDS))
+    assert step(beta) == []  # drained: it takes nothing
+
+    assert set_drained(alpha.app, SYSTEM, beta.node_id, drained=False)
+    step(alpha)  # alpha drains beta's share...
+    step(alpha)  # ...and hands it over
+    assert len(owned_by(alpha, beta)) == SHARDS // 2
+    with alpha.app.db.read() as session:
+        actions = list(
+            session.scalars(
+                select(AuditEvent.action)
+                .where(AuditEvent.action.in_(["cluster.drain", "cluster.undrain"]))
+                .order_by(AuditEvent.id)
+            )
+        )
+    assert actions == ["cluster.drain", "cluster.drain", "cluster.undrain"]
+
+
+def test_drain_needs_the_members_placement_and_transfer_is_refused_with_it(
+    make_node: MakeNode, nodes: dict[str, ClusterNode]
+) -> None:
+    alpha = nodes["alpha"]
+    with pytest.raises(Conflict, match="drain: only with FLEETCRON_SHARD_PLACEMENT=members"):
+        set_drained(alpha.app, SYSTEM, alpha.node_id, drained=True)
+    members_mode = {"shard_placement": "members", "lease_s": LEASE_S, "lease_renew_s": 5.0}
+    delta = make_node("delta", shards=SHARDS, **members_mode)
+    approve(delta)
+    with pytest.raises(NotFound):
+        set_drained(delta.app, SYSTEM, "no-such-node", drained=True)
+    with pytest.raises(Conflict, match="transfer: with FLEETCRON_SHARD_PLACEMENT=members"):
+        cluster.request_transfer(delta.app, SYSTEM, delta.node_id)

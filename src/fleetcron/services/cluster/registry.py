@@ -124,6 +124,30 @@ def retire(app: App, actor: Actor, node_id: str) -> None:
         row.state, row.retired_at = "retired", app.now()
 
 
+def set_drained(app: App, actor: Actor, node_id: str, *, drained: bool) -> bool:
+    """Drain a node (``cluster drain``) or end its drain (``cluster undrain``): with the
+    members placement a drained node takes no shard, and the shards it holds are handed
+    to the other live nodes by draining handoffs (each once its runs ended); it stays
+    drained across its restarts. Returns whether anything changed."""
+    note = AuditNote("cluster.drain" if drained else "cluster.undrain", detail={"node": node_id})
+    with audited(app, actor, note) as session:
+        actor.authorize("cluster.manage")
+        if app.settings.shard_placement != "members":
+            raise Conflict(
+                f"{'drain' if drained else 'undrain'}: only with FLEETCRON_SHARD_PLACEMENT="
+                "members (the nodes share the shards); with one owner, hand the jobs to "
+                "another node: `fleetcron cluster transfer --to NODE`"
+            )
+        row = get_node(session, node_id)
+        if drained and row.state != "approved":
+            raise Conflict(f"drain: node {node_id} is {row.state}; it holds no shard")
+        changed = (row.drained_at is not None) != drained
+        if changed:
+            row.drained_at = app.now() if drained else None
+        note.detail["changed"] = changed
+        return changed
+
+
 def verify_rejoin(app: App, actor: Actor, node: Node) -> Verdict:
     """Checks a node coming back must pass before its scheduler may claim work."""
     me = node.identity

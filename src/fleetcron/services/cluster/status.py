@@ -77,6 +77,7 @@ from fleetcron.services.cluster.lease import Lease as Lease
 from fleetcron.services.cluster.registry import announce as announce
 from fleetcron.services.cluster.registry import approve as approve
 from fleetcron.services.cluster.registry import retire as retire
+from fleetcron.services.cluster.registry import set_drained as set_drained
 from fleetcron.services.cluster.registry import verify_rejoin as verify_rejoin
 from fleetcron.store.schema import ClusterNode, ClusterOwnership, ClusterTransfer, ExecutionClaim
 
@@ -111,11 +112,23 @@ def request_transfer(
         if existing is not None:
             return _transfer_result(existing)
         _check_may_own(session, to_node)
+        _check_one_owner(app, "transfer")
         transfer = _start_transfer(
             session, ownership, to_node, key=key, requested_by=actor.name, now=app.now()
         )
         note.detail.update({"transfer": transfer.id, "state": transfer.state})
         return _transfer_result(transfer)
+
+
+def _check_one_owner(app: App, action: str) -> None:
+    """A transfer hands every shard to one node: with the members placement, which moves
+    the shards between the live nodes itself, it would be undone at once."""
+    if app.settings.shard_placement == "members":
+        raise Conflict(
+            f"{action}: with FLEETCRON_SHARD_PLACEMENT=members the nodes share the shards and "
+            "the placement moves them; to move work off a node use `fleetcron cluster drain "
+            "NODE`"
+        )
 
 
 def _transfer_by_key(session: Session, key: str, to_node: str) -> ClusterTransfer | None:
@@ -377,6 +390,8 @@ class NodeStatus:
     state: str
     fenced: bool
     running: int
+    #: Drained by an operator (``cluster drain``; the members placement gives it no shard).
+    drained: bool = False
 
 
 @dataclass(frozen=True)
@@ -480,6 +495,7 @@ def _node_statuses(session: Session, running: dict[str, int]) -> list[NodeStatus
             n.state,
             n.fenced_at is not None,
             running.get(n.node_id, 0),
+            n.drained_at is not None,
         )
         for n in session.scalars(select(ClusterNode).order_by(ClusterNode.id))
     ]
