@@ -2,9 +2,11 @@
 real PostgreSQL, with real scheduler processes. Nodes share 4 shards; a node joins while
 long commands run on the shards it takes (draining handoffs), another is SIGKILLed (its
 shards are taken over once its lease has expired, after its claims' deadlines), and C1-C6
-hold throughout (an operator drains the newcomer again meanwhile): every slot recorded once, and in every shard at most one node and
-generation executing at any moment (C4), no older generation running on a target when a
-newer one starts there (C5).
+hold throughout (an operator drains the newcomer again meanwhile): every slot recorded
+once, and in every shard at most one node and generation executing at any moment (C4), no
+older generation running on a target when a newer one starts there (C5). A node paused
+or cut from PostgreSQL loses only its own shards while the other goes on, and a node
+that joins and leaves every few seconds never runs a shard beside another.
 
 The job allows overlapping runs and its commands outlast a (simulated) minute, so a
 shard handed over while its runs still go on would execute on two nodes at once: the
@@ -31,6 +33,7 @@ from checkers import (
     read_effects,
 )
 from harness import Lab, wait_until
+from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select
 
 from fleetcron.app import SYSTEM
@@ -188,3 +191,104 @@ def test_a_handoff_keeps_a_shard_on_one_node_by_draining_or_by_waiting_and_c4_se
     else:
         c4_no_overlap_across_owners(effects, until=time.time())
     assert "cluster.shard_handoff" in moves(lab)
+
+
+@pytest.mark.parametrize("fault", ["stop", "cut"])
+def test_a_paused_or_cut_off_node_loses_only_its_shards_and_the_other_goes_on(
+    members_lab: Lab, link: CuttableLink, fault: str
+) -> None:
+    """alpha is paused (SIGSTOP) or cut from PostgreSQL by a dropping proxy while its
+    commands run: beta goes on with its own shards throughout, takes alpha's over once
+    alpha's lease expired (after their claims' deadlines), and alpha, resumed or
+    reconnected, gets its share back by handoffs. A cut-off alpha fences itself (kills
+    its commands, whose end the process watch records)."""
+    lab = members_lab
+    since = lab.sim_now()
+    alpha_env = dict(MEMBERS)
+    if fault == "cut":
+        alpha_env["FLEETCRON_DATABASE_URL"] = link.url_for(lab.database_url)
+    watch = ProcessWatch(lab.effects).start()
+    lab.start("alpha", **alpha_env)
+    lab.start("beta", **MEMBERS)
+    wait_until(
+        lambda: started(lab, "alpha") >= 3 and started(lab, "beta") >= 3,
+        timeout=60,
+        what="alpha and beta both executing",
+    )
+    alpha = lab.node("alpha").identity.node_id
+    betas = {s for s, o in owners(lab).items() if o != alpha}
+    fault_at = time.time()
+    if fault == "stop":
+        lab.signal("alpha", signal.SIGSTOP)
+    else:
+        link.cut()
+    wait_until(lambda: alpha not in owners(lab).values(), timeout=60, what="alpha's shards taken")
+    wait_until(lambda: _all_started(lab, fault_at), timeout=60, what="beta executing every shard")
+    # beta never stopped executing its own shards: it started them again and again before
+    # alpha's shards could start on it (after their claims' deadlines).
+    taken_at = min(
+        e.at
+        for e in read_effects(lab.effects)
+        if e.kind == "start" and e.at > fault_at and e.shard not in betas
+    )
+    own = [
+        e
+        for e in read_effects(lab.effects)
+        if e.kind == "start" and fault_at < e.at < taken_at and e.shard in betas
+    ]
+    assert own and {e.node for e in own} == {"beta"}, (taken_at - fault_at, own)
+    back = time.time()
+    if fault == "stop":
+        lab.signal("alpha", signal.SIGCONT)
+    else:
+        link.restore()
+    wait_until(lambda: started(lab, "alpha", back) >= 3, timeout=90, what="alpha executing again")
+    lab.stop_all()
+    watch.stop()
+
+    effects = read_effects(lab.effects)
+    app = lab.app("alpha")
+    now = time.time()
+    c1_one_execution_per_slot(app, effects)
+    c2_generation_never_decreases_per_shard(effects)
+    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
+    c6_newest_runs_kept(app)
+    c4_no_overlap_across_owners(effects, until=now, gone_at=watch.gone_at)
+    c5_no_older_generation_running_at_a_newer_start(effects, until=now, gone_at=watch.gone_at)
+    assert "cluster.shard_takeover" in moves(lab)
+
+
+def _all_started(lab: Lab, after: float) -> bool:
+    """beta started commands in every shard after ``after``."""
+    return nodes_per_shard(lab, after).keys() == set(range(SHARDS))
+
+
+def test_a_flapping_node_never_runs_a_shard_beside_another(members_lab: Lab) -> None:
+    """gamma joins and leaves (a clean stop) every few seconds while alpha and beta run:
+    shards go to it and come back, and C1-C6 hold."""
+    lab = members_lab
+    since = lab.sim_now()
+    watch = ProcessWatch(lab.effects).start()
+    lab.start("alpha", **MEMBERS)
+    lab.start("beta", **MEMBERS)
+    wait_until(lambda: started(lab, "beta") >= 3, timeout=60, what="alpha and beta executing")
+    for _ in range(4):
+        lab.start("gamma", **MEMBERS)
+        time.sleep(4)  # sleep-in-loop: the flapping rhythm itself (joined for 4 s, gone 2 s)
+        lab.signal("gamma", signal.SIGTERM)
+        lab.processes["gamma"].wait(timeout=30)
+        time.sleep(2)  # sleep-in-loop: as above
+    lab.start("gamma", **MEMBERS)
+    wait_until(lambda: started(lab, "gamma") >= 1, timeout=90, what="gamma executing at last")
+    lab.stop_all()
+    watch.stop()
+
+    effects = read_effects(lab.effects)
+    app = lab.app("alpha")
+    now = time.time()
+    c1_one_execution_per_slot(app, effects)
+    c2_generation_never_decreases_per_shard(effects)
+    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
+    c6_newest_runs_kept(app)
+    c4_no_overlap_across_owners(effects, until=now, gone_at=watch.gone_at)
+    c5_no_older_generation_running_at_a_newer_start(effects, until=now, gone_at=watch.gone_at)
