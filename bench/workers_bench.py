@@ -1,0 +1,621 @@
+"""Workers: every core of a node (``fleetcron scheduler --workers N``), side by side in one run.
+
+A real cluster installation on a throwaway PostgreSQL cluster (the test fixture's: fsync,
+synchronous_commit and full_page_writes off): ``FLEETCRON_SHARDS`` shards (``--shards``,
+64), one approved node that owns every shard (announced, approved and handed the jobs
+as ``fleetcron cluster`` does), ``--runs`` local targets (bulk inserted, each with its
+shard, ``core.shards.shard_of``, as ``target add`` writes it) and one bulk job
+``* * * * *`` over them, due at minute M. A fresh database for each design.
+
+Designs, each measured from the same instant:
+
+* ``bare``: the floor, bare asyncio spawning the same ``/bin/sh -c true`` under the local
+  executor's cap of 64 (``overhead_bench.bare_asyncio``; no scheduler, no database);
+* ``workers=1``: one scheduler process, as ``fleetcron scheduler`` (``--workers 1``) runs
+  a node's only scheduler;
+* ``workers=N``: N scheduler processes of the node, each built as ``fleetcron scheduler
+  --workers N`` builds worker I (``build_scheduler(app, worker=Worker(I, N))``), each with
+  its own event loop, executing the shards ``core.members.worker_shards`` gives it.
+
+Each worker is a fresh interpreter (this file with ``--worker-of I/N``). It is built and
+started, does its first housekeeping round (as ``serve()`` would) and says it is ready;
+the parent then names a common start instant, and each worker's clock (the real clock,
+shifted) reads M + 0 s at that instant and runs at real speed, so every timestamp recorded
+is a real duration after M. At the instant each worker calls ``tick()`` (which claims in
+batches until nothing is due) and ``idle()`` (its runs recorded), then reports its CPU:
+its own user+sys, its children's (the ``true`` processes and their shells, ``RUSAGE_CHILDREN``)
+and the local executor's group watchdog's (``/proc``). Log lines at INFO are formatted as
+``fleetcron serve`` does, written to /dev/null.
+
+Reported: the time from M until the last worker's runs are recorded; the dispatch lateness
+of each run (recorded ``started_at`` minus ``scheduled_for``) at p50, p99 and max; the
+scheduler CPU (summed over the workers) per run; the children CPU per run; PostgreSQL's
+CPU (the postmaster and its backends, ``/proc``) per run; the transactions committed or
+rolled back in the database per run (``pg_stat_database``, read after the workers exit);
+how often a backend was seen waiting for a lock (``pg_stat_activity`` sampled every
+20 ms: samples with a lock waiter, of all); and how many runs each worker recorded.
+
+``--executor fake``: the scheduling throughput without processes or network. Each local
+target runs nothing (``FakeExecutor``: exit 0 at once, the same cap of 64, the schedulers'
+clock); reported as executions recorded per second (wall, from M), per scheduler CPU
+second and per CPU second of schedulers and PostgreSQL together.
+
+Run by hand (``--designs`` picks among ``bare,1,2,...``; ``--repeat`` interleaves them)::
+
+    .venv/bin/python bench/workers_bench.py --runs 1000 --designs bare,1,2 --repeat 3
+    .venv/bin/python bench/workers_bench.py --executor fake --runs 10000 --designs 1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    after_bulk_load,
+    catch_up_sequences,
+    core_table,
+    loadavg,
+    percentile,
+    quiet_production_logging,
+    running_postgres,
+    server_cpu,
+    table,
+    work_dir,
+)
+
+if TYPE_CHECKING:
+    from fleetcron.app import App
+    from fleetcron.scheduler.service import Scheduler
+
+#: The node's name, endpoint and the variable that carries the master key to the workers.
+NODE_NAME = "bench"
+ENDPOINT = "http://bench.test:8080"
+KEY_VARIABLE = "FLEETCRON_BENCH_MASTER_KEY"
+#: How long before the start instant the parent names it (every worker is ready then).
+LEAD_S = 0.5
+#: How often the lock sampler looks (seconds).
+SAMPLE_S = 0.02
+#: The goals of issue 29 for local runs, against bare asyncio.
+GOAL_WALL, GOAL_CHILDREN, GOAL_P99_S = 1.3, 1.5, 1.0
+
+
+# -- the installation ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Install:
+    """What the parent and every worker share: the database, the data directory, the
+    master key, the machine id (so one node id), the shard count, the minute M."""
+
+    url: str
+    directory: str
+    master_key: str
+    shards: int
+    minute: str
+
+    @property
+    def due(self) -> datetime:
+        return datetime.fromisoformat(self.minute)
+
+    def open(self, node_name: str, clock: Any) -> App:
+        from pydantic import SecretStr
+
+        from fleetcron.app import App
+        from fleetcron.config import Settings
+
+        directory = Path(self.directory)
+        data_dir = directory / node_name.replace("/", "-")
+        data_dir.mkdir(exist_ok=True)
+        machine_id = directory / "machine-id"
+        if not machine_id.exists():
+            machine_id.write_text(os.urandom(16).hex() + "\n")
+        settings = Settings(
+            data_dir=data_dir,
+            database_url=self.url,
+            master_key=SecretStr(self.master_key),
+            cluster=True,
+            endpoint=ENDPOINT,
+            machine_id_file=machine_id,
+            node_name=node_name,
+            shards=self.shards,
+            shutdown_grace_s=5.0,
+            allow_local_targets=True,
+            local_allow_root=True,
+        )
+        return App.open(settings, clock=clock)
+
+
+def new_install(url: str, shards: int) -> Install:
+    from fleetcron.crypto import generate_key
+
+    minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=5)
+    return Install(
+        url, str(work_dir("fleetcron-workers-bench-")), generate_key().decode(), shards, minute.isoformat()
+    )
+
+
+def set_up(install: Install, runs: int) -> None:
+    """The schema, the node approved and owning every shard, the targets and the job."""
+    from fleetcron.app import SYSTEM
+    from fleetcron.coordination.node import Node
+    from fleetcron.services.cluster import status as cluster
+
+    app = install.open(NODE_NAME, clock=lambda: install.due - timedelta(seconds=30))
+    try:
+        app.db.upgrade()
+        node = Node(app)
+        cluster.announce(app, node)
+        cluster.approve(app, SYSTEM, node.identity)
+        cluster.request_transfer(app, SYSTEM, node.identity.node_id)
+        add_targets(app, runs)
+        add_job(app)
+        after_bulk_load(app)
+    finally:
+        app.close()
+
+
+def add_targets(app: App, n: int) -> None:
+    """``n`` local targets, ids 1 to n, each in its shard (as ``target add`` writes it)."""
+    from sqlalchemy import insert, select
+
+    from fleetcron.core.shards import shard_of
+    from fleetcron.store.schema import ClusterSettings, Target
+
+    now = app.now()
+    with app.db.engine.begin() as conn:
+        shards = conn.scalar(select(ClusterSettings.shards))
+        assert shards == app.settings.shards, f"the installation has {shards} shards"
+        rows = [
+            {
+                "id": i,
+                "name": f"box{i:05d}",
+                "kind": "local",
+                "labels": {"role": "bench"},
+                "notes": "",
+                "paired": True,
+                "paired_at": now,
+                "created_at": now,
+                "updated_at": now,
+                "shard": shard_of(i, shards),
+            }
+            for i in range(1, n + 1)
+        ]
+        conn.execute(insert(core_table(Target)), rows)
+        catch_up_sequences(conn, ("targets",))
+
+
+def add_job(app: App) -> None:
+    from fleetcron.app import SYSTEM
+    from fleetcron.services.jobs import edit as jobs
+    from fleetcron.services.jobs.edit import JobSpec
+
+    jobs.add_job(app, SYSTEM, "everywhere", JobSpec("* * * * *", "true"), bulk=True)
+
+
+# -- one worker process ----------------------------------------------------------------------
+
+
+@dataclass
+class StartClock:
+    """The real clock, shifted so that it reads M at the common start instant (unix time)
+    once the parent names it; before that, M - 60 s at this process's start."""
+
+    minute: datetime
+    at: float = field(default_factory=lambda: time.time() + 60.0)
+
+    def __call__(self) -> datetime:
+        return self.minute + timedelta(seconds=time.time() - self.at)
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What one worker measured, from the start instant to its runs recorded."""
+
+    index: int
+    dispatched: int
+    tick_s: float
+    done_at: float
+    cpu_s: float
+    children_cpu_s: float
+    watchdog_cpu_s: float
+
+
+def build(install: Install, worker: Any, clock: StartClock, executor: str) -> Scheduler:
+    """The worker's scheduler as ``fleetcron scheduler --workers N`` builds it, its heap
+    settled as ``serve`` settles it; with ``executor == "fake"`` its local targets run
+    nothing (the same cap of 64, the scheduler's clock)."""
+    from fleetcron import heap
+    from fleetcron.metrics import Metrics
+    from fleetcron.scheduler.assembly import build_scheduler
+
+    name = NODE_NAME if worker is None else worker.name(NODE_NAME)
+    scheduler = build_scheduler(install.open(name, clock), Metrics(), worker=worker)
+    if executor == "fake":
+        from fleetcron.executors.fake import FakeExecutor
+
+        assert scheduler.executors is not None
+        fake = FakeExecutor(clock=clock, concurrency=64)
+        scheduler.executors = {**scheduler.executors, "local": fake}
+    heap.settle()
+    return scheduler
+
+
+async def worker_main(worker_of: str, executor: str) -> None:
+    """A worker: build, start, one housekeeping round, "ready"; read the start instant;
+    at it tick and wait for the runs; print its :class:`WorkerReport` as JSON."""
+    from fleetcron.core.members import Worker
+    from overhead_bench import cpu, watchdog_cpu
+
+    quiet_production_logging()
+    install = Install(**json.loads(sys.stdin.readline()))
+    install = Install(**{**asdict(install), "master_key": os.environ[KEY_VARIABLE]})
+    index, count = (int(part) for part in worker_of.split("/"))
+    clock = StartClock(install.due)
+    scheduler = build(install, Worker(index, count) if count > 1 else None, clock, executor)
+    await scheduler.start()
+    assert scheduler.maintenance is not None
+    await scheduler._in_db(scheduler.maintenance)
+    print("ready", flush=True)
+    clock.at = float(await asyncio.to_thread(sys.stdin.readline))
+    await asyncio.sleep(max(0.0, clock.at - time.time()))
+    cpu0, t0 = cpu(), time.perf_counter()
+    stats = await scheduler.tick()
+    tick_s = time.perf_counter() - t0
+    await scheduler.idle()
+    done_at, cpu1 = time.time(), cpu()
+    watchdog_s = watchdog_cpu(scheduler)
+    report = WorkerReport(
+        index,
+        stats.dispatched,
+        tick_s,
+        done_at,
+        cpu1[0] - cpu0[0],
+        cpu1[1] - cpu0[1] + watchdog_s,
+        watchdog_s,
+    )
+    print(json.dumps(asdict(report)), flush=True)
+    await scheduler.shutdown()
+    scheduler.app.close()
+
+
+# -- the parent: a design's measurement -----------------------------------------------------
+
+
+@dataclass
+class LockSampler:
+    """Samples, every :data:`SAMPLE_S`, whether a backend of the database waits for a lock."""
+
+    conninfo: str
+    samples: int = 0
+    waiting: int = 0
+    most: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> LockSampler:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+    def _sample(self) -> None:
+        import psycopg
+
+        query = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            while not self._stop.wait(SAMPLE_S):
+                row = conn.execute(query).fetchone()
+                count = int(row[0]) if row else 0
+                self.samples += 1
+                self.waiting += count > 0
+                self.most = max(self.most, count)
+
+
+@dataclass(frozen=True)
+class Server:
+    """The PostgreSQL cluster: its postmaster (for its CPU) and how to connect."""
+
+    handle: Any
+    postmaster: int
+
+    def conninfo(self, db: str) -> str:
+        return str(self.handle.conninfo(db))
+
+    def transactions(self, db: str) -> int:
+        import psycopg
+
+        query = (
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s"
+        )
+        with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(query, (db,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+def spawn(install: Install, worker_of: str, executor: str, log: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, KEY_VARIABLE: install.master_key}
+    argv = [sys.executable, __file__, "--worker-of", worker_of, "--executor", executor]
+    with log.open("a") as err:
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    assert proc.stdin is not None
+    shared = {**asdict(install), "master_key": ""}
+    proc.stdin.write(json.dumps(shared) + "\n")
+    proc.stdin.flush()
+    return proc
+
+
+def read_line(proc: subprocess.Popen[str], log: Path) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"a worker exited ({proc.wait()}); its log:\n{log.read_text()[-3000:]}")
+    return line
+
+
+@dataclass(frozen=True)
+class Design:
+    """One measurement: ``workers`` scheduler processes (0: bare asyncio)."""
+
+    workers: int
+    executor: str
+
+    @property
+    def label(self) -> str:
+        if self.workers == 0:
+            return "bare asyncio (no scheduler)"
+        return f"fleetcron, {self.workers} worker{'s' if self.workers > 1 else ''}"
+
+
+def run_workers(install: Install, design: Design, server: Server, db: str) -> dict[str, Any]:
+    """Start the workers, name the start instant once all are ready, collect their reports;
+    PostgreSQL's CPU and lock waits over the same span, its transactions after."""
+    log = Path(install.directory) / "workers.log"
+    n = design.workers
+    procs = [spawn(install, f"{i}/{n}", design.executor, log) for i in range(n)]
+    for proc in procs:
+        read_line(proc, log)
+    xact0 = server.transactions(db)
+    start = time.time() + LEAD_S
+    with LockSampler(server.conninfo(db)) as locks:
+        pg0 = server_cpu(server.postmaster)
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{start!r}\n")
+            proc.stdin.flush()
+        reports = [WorkerReport(**json.loads(read_line(p, log))) for p in procs]
+        pg_s = server_cpu(server.postmaster) - pg0
+    for proc in procs:
+        if proc.wait(timeout=60) != 0:
+            raise SystemExit(f"a worker failed; its log:\n{log.read_text()[-3000:]}")
+    return {
+        "total_s": max(r.done_at for r in reports) - start,
+        "cpu_s": sum(r.cpu_s for r in reports),
+        "children_cpu_s": sum(r.children_cpu_s for r in reports),
+        "pg_cpu_s": pg_s,
+        "xacts": server.transactions(db) - xact0,
+        "locks": f"{locks.waiting}/{locks.samples} (max {locks.most})",
+        "tick_ms": "/".join(f"{r.tick_s * 1000:.0f}" for r in reports),
+    }
+
+
+def recorded(install: Install, runs: int) -> dict[str, Any]:
+    """The runs as recorded: lateness, successes, runs per worker (the node they name)."""
+    from sqlalchemy import select
+
+    from fleetcron.store.schema import Run
+
+    app = install.open(NODE_NAME, clock=lambda: datetime.now(UTC))
+    try:
+        with app.db.read() as session:
+            rows = session.execute(
+                select(Run.status, Run.started_at, Run.scheduled_for, Run.node)
+            ).all()
+    finally:
+        app.close()
+    ok = sum(r.status == "succeeded" for r in rows)
+    if len(rows) != runs or ok != runs:
+        raise SystemExit(f"{len(rows)} runs recorded, {ok} succeeded, of {runs}")
+    per_node = Counter(r.node for r in rows)
+    return {
+        "lateness": [(r.started_at - r.scheduled_for).total_seconds() for r in rows],
+        "per_worker": "/".join(str(per_node[k]) for k in sorted(per_node)),
+    }
+
+
+def measure(design: Design, server: Server, args: argparse.Namespace, n: int) -> dict[str, Any]:
+    """One design on a fresh database (bare asyncio needs none)."""
+    if design.workers == 0:
+        from overhead_bench import bare_asyncio
+
+        result = asyncio.run(bare_asyncio(args.runs))
+        return {**result, "pg_cpu_s": None, "xacts": None, "locks": "-", "tick_ms": "-",
+                "per_worker": "-"}
+    db = f"workers{n}"
+    install = new_install(server.handle.create_database(db), args.shards)
+    set_up(install, args.runs)
+    result = run_workers(install, design, server, db)
+    return {**result, **recorded(install, args.runs)}
+
+
+# -- the parent: the tables -----------------------------------------------------------------
+
+
+def per_run(value: float | None, runs: int, scale: float = 1000.0, digits: int = 2) -> str:
+    return "-" if value is None else f"{value / runs * scale:.{digits}f}"
+
+
+def local_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[object]:
+    lateness = r["lateness"]
+    return [
+        design.label,
+        i + 1,
+        f"{r['total_s']:.2f}",
+        f"{percentile(lateness, 50):.3f}",
+        f"{percentile(lateness, 99):.3f}",
+        f"{max(lateness):.3f}",
+        per_run(r["cpu_s"], runs),
+        per_run(r["children_cpu_s"], runs),
+        per_run(r["pg_cpu_s"], runs),
+        per_run(r["xacts"], runs, 1.0),
+        r["locks"],
+        r["per_worker"],
+    ]
+
+
+LOCAL_HEADERS = [
+    "design",
+    "#",
+    "minute to all recorded s",
+    "lateness p50 s",
+    "lateness p99 s",
+    "lateness max s",
+    "scheduler CPU ms / run",
+    "children CPU ms / run",
+    "PostgreSQL CPU ms / run",
+    "transactions / run",
+    "lock-wait samples",
+    "runs per worker",
+]
+
+
+def fake_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[object]:
+    both = r["cpu_s"] + r["pg_cpu_s"]
+    return [
+        design.label,
+        i + 1,
+        f"{r['total_s']:.2f}",
+        f"{runs / r['total_s']:,.0f}",
+        f"{runs / r['cpu_s']:,.0f}",
+        f"{runs / both:,.0f}",
+        per_run(r["cpu_s"], runs),
+        per_run(r["pg_cpu_s"], runs),
+        per_run(r["xacts"], runs, 1.0),
+        f"{percentile(r['lateness'], 99):.3f}",
+        r["locks"],
+        r["per_worker"],
+        r["tick_ms"],
+    ]
+
+
+FAKE_HEADERS = [
+    "design",
+    "#",
+    "minute to all recorded s",
+    "executions / s (wall)",
+    "per scheduler CPU s",
+    "per CPU s (schedulers + PostgreSQL)",
+    "scheduler CPU ms / run",
+    "PostgreSQL CPU ms / run",
+    "transactions / run",
+    "lateness p99 s",
+    "lock-wait samples",
+    "runs per worker",
+    "first tick ms (per worker)",
+]
+
+
+def goals(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
+    """Issue 29's goals for local runs, each N-worker design against the bare floor
+    (medians over the repeats)."""
+    from statistics import median
+
+    def med(workers: int, key: str) -> float:
+        return median(r[key] for d, r in results if d.workers == workers)
+
+    if not any(d.workers == 0 for d, _ in results):
+        return []
+    lines = []
+    for workers in sorted({d.workers for d, _ in results} - {0}):
+        wall = med(workers, "total_s") / med(0, "total_s")
+        kids = med(workers, "children_cpu_s") / med(0, "children_cpu_s")
+        p99 = median(percentile(r["lateness"], 99) for d, r in results if d.workers == workers)
+        lines.append(
+            f"{workers} worker(s): all recorded {wall:.2f}x bare (goal <= {GOAL_WALL}x: "
+            f"{'met' if wall <= GOAL_WALL else 'NOT met'}); children CPU {kids:.2f}x "
+            f"(goal <= {GOAL_CHILDREN}x: {'met' if kids <= GOAL_CHILDREN else 'NOT met'}); "
+            f"p99 lateness {p99:.3f} s (goal < {GOAL_P99_S} s: "
+            f"{'met' if p99 < GOAL_P99_S else 'NOT met'})"
+        )
+    return lines
+
+
+def designs_of(args: argparse.Namespace) -> list[Design]:
+    names = args.designs.split(",")
+    if args.executor == "fake" and "bare" in names:
+        raise SystemExit("--executor fake: no bare design (nothing to spawn)")
+    return [Design(0 if name == "bare" else int(name), args.executor) for name in names]
+
+
+def parent_main(args: argparse.Namespace) -> None:
+    designs = designs_of(args)
+    print(f"load average at start: {loadavg()}")
+    what = "local runs of `true`" if args.executor == "local" else "no-op runs (fake executor)"
+    print(f"{args.runs} {what}, one bulk job, {args.shards} shards, PostgreSQL, cluster mode")
+    results: list[tuple[Design, dict[str, Any]]] = []
+    rows: list[list[object]] = []
+    row = local_row if args.executor == "local" else fake_row
+    with running_postgres() as handle:
+        if handle is None:
+            raise SystemExit("PostgreSQL binaries not found")
+        pid = int((handle.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[attr-defined]
+        server = Server(handle, pid)
+        for i in range(args.repeat):
+            for design in designs:
+                r = measure(design, server, args, len(results))
+                results.append((design, r))
+                rows.append(row(design, i, r, args.runs))
+                print(f"  {design.label} #{i + 1}: {r['total_s']:.2f} s "
+                      f"(load {loadavg()})", flush=True)
+    print()
+    print(table(LOCAL_HEADERS if args.executor == "local" else FAKE_HEADERS, rows))
+    for line in goals(results):
+        print(line)
+    print(f"\nload average at end: {loadavg()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000, help="targets, one run each")
+    parser.add_argument("--designs", default="bare,1,2", help="bare and worker counts")
+    parser.add_argument("--repeat", type=int, default=1, help="fresh database each time")
+    parser.add_argument("--shards", type=int, default=64, help="FLEETCRON_SHARDS")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "fake"),
+        default="local",
+        help="fake: run nothing, measure the scheduling throughput (no bare design)",
+    )
+    parser.add_argument("--worker-of", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker_of is not None:
+        asyncio.run(worker_main(args.worker_of, args.executor))
+    else:
+        parent_main(args)
+
+
+if __name__ == "__main__":
+    main()
