@@ -144,7 +144,11 @@ def new_install(url: str, shards: int) -> Install:
 
     minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=5)
     return Install(
-        url, str(work_dir("fleetcron-workers-bench-")), generate_key().decode(), shards, minute.isoformat()
+        url,
+        str(work_dir("fleetcron-workers-bench-")),
+        generate_key().decode(),
+        shards,
+        minute.isoformat(),
     )
 
 
@@ -177,7 +181,7 @@ def add_targets(app: App, n: int) -> None:
 
     now = app.now()
     with app.db.engine.begin() as conn:
-        shards = conn.scalar(select(ClusterSettings.shards))
+        shards = int(conn.scalar(select(ClusterSettings.shards)) or 0)
         assert shards == app.settings.shards, f"the installation has {shards} shards"
         rows = [
             {
@@ -345,9 +349,7 @@ class Server:
     def transactions(self, db: str) -> int:
         import psycopg
 
-        query = (
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s"
-        )
+        query = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s"
         with psycopg.connect(self.conninfo("postgres"), autocommit=True) as conn:
             conn.execute("SELECT pg_stat_clear_snapshot()")
             row = conn.execute(query, (db,)).fetchone()
@@ -452,8 +454,14 @@ def measure(design: Design, server: Server, args: argparse.Namespace, n: int) ->
         from overhead_bench import bare_asyncio
 
         result = asyncio.run(bare_asyncio(args.runs))
-        return {**result, "pg_cpu_s": None, "xacts": None, "locks": "-", "tick_ms": "-",
-                "per_worker": "-"}
+        return {
+            **result,
+            "pg_cpu_s": None,
+            "xacts": None,
+            "locks": "-",
+            "tick_ms": "-",
+            "per_worker": "-",
+        }
     db = f"workers{n}"
     install = new_install(server.handle.create_database(db), args.shards)
     set_up(install, args.runs)
@@ -483,6 +491,7 @@ def local_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[obje
         per_run(r["xacts"], runs, 1.0),
         r["locks"],
         r["per_worker"],
+        r["tick_ms"],
     ]
 
 
@@ -499,6 +508,7 @@ LOCAL_HEADERS = [
     "transactions / run",
     "lock-wait samples",
     "runs per worker",
+    "first tick ms (per worker)",
 ]
 
 
@@ -544,7 +554,7 @@ def goals(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
     from statistics import median
 
     def med(workers: int, key: str) -> float:
-        return median(r[key] for d, r in results if d.workers == workers)
+        return float(median(r[key] for d, r in results if d.workers == workers))
 
     if not any(d.workers == 0 for d, _ in results):
         return []
@@ -588,8 +598,10 @@ def parent_main(args: argparse.Namespace) -> None:
                 r = measure(design, server, args, len(results))
                 results.append((design, r))
                 rows.append(row(design, i, r, args.runs))
-                print(f"  {design.label} #{i + 1}: {r['total_s']:.2f} s "
-                      f"(load {loadavg()})", flush=True)
+                print(
+                    f"  {design.label} #{i + 1}: {r['total_s']:.2f} s (load {loadavg()})",
+                    flush=True,
+                )
     print()
     print(table(LOCAL_HEADERS if args.executor == "local" else FAKE_HEADERS, rows))
     for line in goals(results):
