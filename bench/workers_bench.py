@@ -67,12 +67,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     after_bulk_load,
     catch_up_sequences,
+    children_of,
     core_table,
     loadavg,
     percentile,
     quiet_production_logging,
     running_postgres,
-    server_cpu,
     table,
     work_dir,
 )
@@ -301,12 +301,14 @@ async def worker_main(worker_of: str, executor: str) -> None:
 
 @dataclass
 class LockSampler:
-    """Samples, every :data:`SAMPLE_S`, whether a backend of the database waits for a lock."""
+    """Samples, every :data:`SAMPLE_S`, the backends of the database waiting for a lock,
+    and what each was running (the statement's first words)."""
 
     conninfo: str
     samples: int = 0
     waiting: int = 0
     most: int = 0
+    statements: Counter[str] = field(default_factory=Counter)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -324,16 +326,20 @@ class LockSampler:
         import psycopg
 
         query = (
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "SELECT wait_event, regexp_replace(left(query, 90), '\\s+', ' ', 'g') "
+            "FROM pg_stat_activity WHERE datname = current_database() "
             "AND wait_event_type = 'Lock'"
         )
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             while not self._stop.wait(SAMPLE_S):
-                row = conn.execute(query).fetchone()
-                count = int(row[0]) if row else 0
+                rows = conn.execute(query).fetchall()
                 self.samples += 1
-                self.waiting += count > 0
-                self.most = max(self.most, count)
+                self.waiting += bool(rows)
+                self.most = max(self.most, len(rows))
+                self.statements.update(f"{event}: {text}" for event, text in rows)
+
+    def summary(self) -> str:
+        return f"{self.waiting}/{self.samples} (max {self.most})"
 
 
 @dataclass(frozen=True)
@@ -345,6 +351,23 @@ class Server:
 
     def conninfo(self, db: str) -> str:
         return str(self.handle.conninfo(db))
+
+    def cpu(self) -> float:
+        """CPU seconds of the postmaster and its live backends, plus those of the backends
+        that exited meanwhile (the postmaster's reaped children: a pool closes connections
+        beyond its size as they come back)."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in [self.postmaster, *children_of(self.postmaster)]:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])
+            if pid == self.postmaster:
+                total += int(fields[13]) + int(fields[14])
+        return total / ticks
 
     def transactions(self, db: str) -> int:
         import psycopg
@@ -403,13 +426,13 @@ def run_workers(install: Install, design: Design, server: Server, db: str) -> di
     xact0 = server.transactions(db)
     start = time.time() + LEAD_S
     with LockSampler(server.conninfo(db)) as locks:
-        pg0 = server_cpu(server.postmaster)
+        pg0 = server.cpu()
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(f"{start!r}\n")
             proc.stdin.flush()
         reports = [WorkerReport(**json.loads(read_line(p, log))) for p in procs]
-        pg_s = server_cpu(server.postmaster) - pg0
+        pg_s = server.cpu() - pg0
     for proc in procs:
         if proc.wait(timeout=60) != 0:
             raise SystemExit(f"a worker failed; its log:\n{log.read_text()[-3000:]}")
@@ -419,7 +442,8 @@ def run_workers(install: Install, design: Design, server: Server, db: str) -> di
         "children_cpu_s": sum(r.children_cpu_s for r in reports),
         "pg_cpu_s": pg_s,
         "xacts": server.transactions(db) - xact0,
-        "locks": f"{locks.waiting}/{locks.samples} (max {locks.most})",
+        "locks": locks.summary(),
+        "lock_statements": locks.statements,
         "tick_ms": "/".join(f"{r.tick_s * 1000:.0f}" for r in reports),
     }
 
@@ -573,6 +597,20 @@ def goals(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def lock_report(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
+    """The statements seen waiting for a lock, per design (samples, most first)."""
+    lines = []
+    for design in dict.fromkeys(d for d, _ in results):
+        seen: Counter[str] = Counter()
+        for d, r in results:
+            if d == design:
+                seen.update(r.get("lock_statements", {}))
+        lines += [
+            f"{design.label}: {n} samples waiting in {text}" for text, n in seen.most_common(5)
+        ]
+    return lines
+
+
 def designs_of(args: argparse.Namespace) -> list[Design]:
     names = args.designs.split(",")
     if args.executor == "fake" and "bare" in names:
@@ -606,6 +644,9 @@ def parent_main(args: argparse.Namespace) -> None:
     print(table(LOCAL_HEADERS if args.executor == "local" else FAKE_HEADERS, rows))
     for line in goals(results):
         print(line)
+    print("\nlock waits (wait event: statement):")
+    for line in lock_report(results) or ["none seen"]:
+        print(f"  {line}")
     print(f"\nload average at end: {loadavg()}")
 
 
