@@ -40,7 +40,13 @@ target runs nothing (``FakeExecutor``: exit 0 at once, the same cap of 64, the s
 clock); reported as executions recorded per second (wall, from M), per scheduler CPU
 second and per CPU second of schedulers and PostgreSQL together.
 
-Run by hand (``--designs`` picks among ``bare,1,2,...``; ``--repeat`` interleaves them)::
+An experiment, not the product: a design ``N:nocounts`` runs N workers with the triggers
+that count runs per minute and status (``store/run_counts.py``, migration 0022) off, to
+size the row lock every run write takes on the minute's count rows, which all workers
+share.
+
+Run by hand (``--designs`` picks among ``bare,1,2,...,N:nocounts``; ``--repeat``
+interleaves them)::
 
     .venv/bin/python bench/workers_bench.py --runs 1000 --designs bare,1,2 --repeat 3
     .venv/bin/python bench/workers_bench.py --executor fake --runs 10000 --designs 1,2
@@ -227,15 +233,69 @@ class StartClock:
 
 @dataclass(frozen=True)
 class WorkerReport:
-    """What one worker measured, from the start instant to its runs recorded."""
+    """What one worker measured, from the start instant to its runs recorded: CPU seconds
+    of the process, of its event loop's thread and its database thread, of its children
+    (the group watchdog's included, and also alone)."""
 
     index: int
     dispatched: int
     tick_s: float
     done_at: float
     cpu_s: float
+    loop_cpu_s: float
+    db_cpu_s: float
     children_cpu_s: float
     watchdog_cpu_s: float
+
+
+@dataclass(frozen=True)
+class CpuNow:
+    """CPU seconds so far: the process, its waited-for children, the calling thread (the
+    event loop's) and the database thread."""
+
+    own: float
+    children: float
+    loop: float
+    db: float
+
+    @classmethod
+    def of(cls, scheduler: Scheduler) -> CpuNow:
+        import resource
+
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        (db_thread,) = scheduler._db._threads  # the scheduler's one database thread
+        assert db_thread.ident is not None
+        return cls(
+            me.ru_utime + me.ru_stime,
+            kids.ru_utime + kids.ru_stime,
+            time.thread_time(),
+            time.clock_gettime(time.pthread_getcpuclockid(db_thread.ident)),
+        )
+
+
+async def tick_and_wait(scheduler: Scheduler, index: int) -> WorkerReport:
+    """At the start instant: one tick (it claims in batches until nothing is due), then
+    every run recorded."""
+    from overhead_bench import watchdog_cpu
+
+    before, t0 = CpuNow.of(scheduler), time.perf_counter()
+    stats = await scheduler.tick()
+    tick_s = time.perf_counter() - t0
+    await scheduler.idle()
+    done_at, after = time.time(), CpuNow.of(scheduler)
+    watchdog_s = watchdog_cpu(scheduler)
+    return WorkerReport(
+        index=index,
+        dispatched=stats.dispatched,
+        tick_s=tick_s,
+        done_at=done_at,
+        cpu_s=after.own - before.own,
+        loop_cpu_s=after.loop - before.loop,
+        db_cpu_s=after.db - before.db,
+        children_cpu_s=after.children - before.children + watchdog_s,
+        watchdog_cpu_s=watchdog_s,
+    )
 
 
 def build(install: Install, worker: Any, clock: StartClock, executor: str) -> Scheduler:
@@ -262,7 +322,6 @@ async def worker_main(worker_of: str, executor: str) -> None:
     """A worker: build, start, one housekeeping round, "ready"; read the start instant;
     at it tick and wait for the runs; print its :class:`WorkerReport` as JSON."""
     from fleetcron.core.members import Worker
-    from overhead_bench import cpu, watchdog_cpu
 
     quiet_production_logging()
     install = Install(**json.loads(sys.stdin.readline()))
@@ -276,21 +335,7 @@ async def worker_main(worker_of: str, executor: str) -> None:
     print("ready", flush=True)
     clock.at = float(await asyncio.to_thread(sys.stdin.readline))
     await asyncio.sleep(max(0.0, clock.at - time.time()))
-    cpu0, t0 = cpu(), time.perf_counter()
-    stats = await scheduler.tick()
-    tick_s = time.perf_counter() - t0
-    await scheduler.idle()
-    done_at, cpu1 = time.time(), cpu()
-    watchdog_s = watchdog_cpu(scheduler)
-    report = WorkerReport(
-        index,
-        stats.dispatched,
-        tick_s,
-        done_at,
-        cpu1[0] - cpu0[0],
-        cpu1[1] - cpu0[1] + watchdog_s,
-        watchdog_s,
-    )
+    report = await tick_and_wait(scheduler, index)
     print(json.dumps(asdict(report)), flush=True)
     await scheduler.shutdown()
     scheduler.app.close()
@@ -369,6 +414,14 @@ class Server:
                 total += int(fields[13]) + int(fields[14])
         return total / ticks
 
+    def run_counts_off(self, db: str) -> None:
+        """The experiment ``N:nocounts``: the triggers that count runs per minute and
+        status off (on PostgreSQL the only triggers on ``runs``); the counts go stale."""
+        import psycopg
+
+        with psycopg.connect(self.conninfo(db), autocommit=True) as conn:
+            conn.execute("ALTER TABLE runs DISABLE TRIGGER USER")
+
     def transactions(self, db: str) -> int:
         import psycopg
 
@@ -407,12 +460,16 @@ class Design:
 
     workers: int
     executor: str
+    #: False: an experiment, the run-count triggers off (``N:nocounts``), to size the lock
+    #: they take on the minute's count rows.
+    counts: bool = True
 
     @property
     def label(self) -> str:
         if self.workers == 0:
             return "bare asyncio (no scheduler)"
-        return f"fleetcron, {self.workers} worker{'s' if self.workers > 1 else ''}"
+        label = f"fleetcron, {self.workers} worker{'s' if self.workers > 1 else ''}"
+        return label if self.counts else f"{label}, EXPERIMENT: run-count triggers off"
 
 
 def run_workers(install: Install, design: Design, server: Server, db: str) -> dict[str, Any]:
@@ -439,6 +496,9 @@ def run_workers(install: Install, design: Design, server: Server, db: str) -> di
     return {
         "total_s": max(r.done_at for r in reports) - start,
         "cpu_s": sum(r.cpu_s for r in reports),
+        "loop_cpu_s": sum(r.loop_cpu_s for r in reports),
+        "db_cpu_s": sum(r.db_cpu_s for r in reports),
+        "watchdog_cpu_s": sum(r.watchdog_cpu_s for r in reports),
         "children_cpu_s": sum(r.children_cpu_s for r in reports),
         "pg_cpu_s": pg_s,
         "xacts": server.transactions(db) - xact0,
@@ -489,6 +549,8 @@ def measure(design: Design, server: Server, args: argparse.Namespace, n: int) ->
     db = f"workers{n}"
     install = new_install(server.handle.create_database(db), args.shards)
     set_up(install, args.runs)
+    if not design.counts:
+        server.run_counts_off(db)
     result = run_workers(install, design, server, db)
     return {**result, **recorded(install, args.runs)}
 
@@ -498,6 +560,13 @@ def measure(design: Design, server: Server, args: argparse.Namespace, n: int) ->
 
 def per_run(value: float | None, runs: int, scale: float = 1000.0, digits: int = 2) -> str:
     return "-" if value is None else f"{value / runs * scale:.{digits}f}"
+
+
+def threads(r: dict[str, Any], runs: int) -> str:
+    """The event loop's and the database thread's share of the scheduler CPU per run."""
+    if "loop_cpu_s" not in r:
+        return "-"
+    return f"{per_run(r['loop_cpu_s'], runs)} / {per_run(r['db_cpu_s'], runs)}"
 
 
 def local_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[object]:
@@ -510,7 +579,9 @@ def local_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[obje
         f"{percentile(lateness, 99):.3f}",
         f"{max(lateness):.3f}",
         per_run(r["cpu_s"], runs),
+        threads(r, runs),
         per_run(r["children_cpu_s"], runs),
+        "-" if "watchdog_cpu_s" not in r else f"{r['watchdog_cpu_s'] * 1000:.0f}",
         per_run(r["pg_cpu_s"], runs),
         per_run(r["xacts"], runs, 1.0),
         r["locks"],
@@ -527,7 +598,9 @@ LOCAL_HEADERS = [
     "lateness p99 s",
     "lateness max s",
     "scheduler CPU ms / run",
+    "of which loop / DB thread",
     "children CPU ms / run",
+    "of which watchdog ms",
     "PostgreSQL CPU ms / run",
     "transactions / run",
     "lock-wait samples",
@@ -546,6 +619,7 @@ def fake_row(design: Design, i: int, r: dict[str, Any], runs: int) -> list[objec
         f"{runs / r['cpu_s']:,.0f}",
         f"{runs / both:,.0f}",
         per_run(r["cpu_s"], runs),
+        threads(r, runs),
         per_run(r["pg_cpu_s"], runs),
         per_run(r["xacts"], runs, 1.0),
         f"{percentile(r['lateness'], 99):.3f}",
@@ -563,6 +637,7 @@ FAKE_HEADERS = [
     "per scheduler CPU s",
     "per CPU s (schedulers + PostgreSQL)",
     "scheduler CPU ms / run",
+    "of which loop / DB thread",
     "PostgreSQL CPU ms / run",
     "transactions / run",
     "lateness p99 s",
@@ -615,7 +690,14 @@ def designs_of(args: argparse.Namespace) -> list[Design]:
     names = args.designs.split(",")
     if args.executor == "fake" and "bare" in names:
         raise SystemExit("--executor fake: no bare design (nothing to spawn)")
-    return [Design(0 if name == "bare" else int(name), args.executor) for name in names]
+    designs = []
+    for name in names:
+        workers, _, option = name.partition(":")
+        if option not in ("", "nocounts") or not (workers == "bare" or workers.isdigit()):
+            raise SystemExit(f"--designs: {name!r} is not bare, N or N:nocounts")
+        count = 0 if workers == "bare" else int(workers)
+        designs.append(Design(count, args.executor, counts=option != "nocounts"))
+    return designs
 
 
 def parent_main(args: argparse.Namespace) -> None:
@@ -623,6 +705,7 @@ def parent_main(args: argparse.Namespace) -> None:
     print(f"load average at start: {loadavg()}")
     what = "local runs of `true`" if args.executor == "local" else "no-op runs (fake executor)"
     print(f"{args.runs} {what}, one bulk job, {args.shards} shards, PostgreSQL, cluster mode")
+    print(f"command: .venv/bin/python bench/workers_bench.py {' '.join(sys.argv[1:])}")
     results: list[tuple[Design, dict[str, Any]]] = []
     rows: list[list[object]] = []
     row = local_row if args.executor == "local" else fake_row
