@@ -45,10 +45,15 @@ that count runs per minute and status (``store/run_counts.py``, migration 0022) 
 size the row lock every run write takes on the minute's count rows, which all workers
 share.
 
-Run by hand (``--designs`` picks among ``bare,1,2,...,N:nocounts``; ``--repeat``
-interleaves them)::
+``bare:guarded`` is bare asyncio spawning what a cluster's local run is: ``sh -c`` with
+the target's generation mark checked first, then ``exec /bin/sh -c true``
+(``executors.watchdog.guarded_command``), to tell the scheduler's share of the children's
+CPU from the script's.
 
-    .venv/bin/python bench/workers_bench.py --runs 1000 --designs bare,1,2 --repeat 3
+Run by hand (``--designs`` picks among ``bare,bare:guarded,1,2,...,N:nocounts``;
+``--repeat`` interleaves them)::
+
+    .venv/bin/python bench/workers_bench.py --runs 1000 --designs bare,bare:guarded,1,2 --repeat 3
     .venv/bin/python bench/workers_bench.py --executor fake --runs 10000 --designs 1,2
 """
 
@@ -456,20 +461,34 @@ def read_line(proc: subprocess.Popen[str], log: Path) -> str:
 
 @dataclass(frozen=True)
 class Design:
-    """One measurement: ``workers`` scheduler processes (0: bare asyncio)."""
+    """One measurement: ``workers`` scheduler processes (0: bare asyncio), and an option:
+    ``nocounts`` (an experiment: N workers with the run-count triggers off, to size the
+    lock they take on the minute's count rows, which all workers share) or ``guarded``
+    (bare asyncio spawning the script a cluster's local run is: the target's mark checked,
+    then ``exec /bin/sh -c true``)."""
 
     workers: int
     executor: str
-    #: False: an experiment, the run-count triggers off (``N:nocounts``), to size the lock
-    #: they take on the minute's count rows.
-    counts: bool = True
+    option: str = ""
 
     @property
     def label(self) -> str:
         if self.workers == 0:
-            return "bare asyncio (no scheduler)"
+            guarded = ", the cluster's guarded script" if self.option == "guarded" else ""
+            return f"bare asyncio (no scheduler){guarded}"
         label = f"fleetcron, {self.workers} worker{'s' if self.workers > 1 else ''}"
-        return label if self.counts else f"{label}, EXPERIMENT: run-count triggers off"
+        if self.option == "nocounts":
+            return f"{label}, EXPERIMENT: run-count triggers off"
+        return label
+
+    @property
+    def script(self) -> str:
+        """What bare asyncio spawns with ``/bin/sh -c``."""
+        if self.option != "guarded":
+            return "true"
+        from fleetcron.executors.watchdog import guarded_command
+
+        return guarded_command("true", 1, "bench")
 
 
 def run_workers(install: Install, design: Design, server: Server, db: str) -> dict[str, Any]:
@@ -537,7 +556,7 @@ def measure(design: Design, server: Server, args: argparse.Namespace, n: int) ->
     if design.workers == 0:
         from overhead_bench import bare_asyncio
 
-        result = asyncio.run(bare_asyncio(args.runs))
+        result = asyncio.run(bare_asyncio(args.runs, script=design.script))
         return {
             **result,
             "pg_cpu_s": None,
@@ -549,7 +568,7 @@ def measure(design: Design, server: Server, args: argparse.Namespace, n: int) ->
     db = f"workers{n}"
     install = new_install(server.handle.create_database(db), args.shards)
     set_up(install, args.runs)
-    if not design.counts:
+    if design.option == "nocounts":
         server.run_counts_off(db)
     result = run_workers(install, design, server, db)
     return {**result, **recorded(install, args.runs)}
@@ -648,27 +667,32 @@ FAKE_HEADERS = [
 
 
 def goals(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
-    """Issue 29's goals for local runs, each N-worker design against the bare floor
-    (medians over the repeats)."""
+    """Issue 29's goals for local runs: each N-worker design of the product against the
+    bare floor (``bare``), medians over the repeats."""
     from statistics import median
 
-    def med(workers: int, key: str) -> float:
-        return float(median(r[key] for d, r in results if d.workers == workers))
+    def med(design: Design, key: str) -> float:
+        return float(median(r[key] for d, r in results if d == design))
 
-    if not any(d.workers == 0 for d, _ in results):
+    bare = Design(0, "local")
+    if bare not in {d for d, _ in results}:
         return []
     lines = []
-    for workers in sorted({d.workers for d, _ in results} - {0}):
-        wall = med(workers, "total_s") / med(0, "total_s")
-        kids = med(workers, "children_cpu_s") / med(0, "children_cpu_s")
-        p99 = median(percentile(r["lateness"], 99) for d, r in results if d.workers == workers)
+    for design in dict.fromkeys(d for d, _ in results if d.workers and not d.option):
+        wall = med(design, "total_s") / med(bare, "total_s")
+        kids = med(design, "children_cpu_s") / med(bare, "children_cpu_s")
+        p99 = median(percentile(r["lateness"], 99) for d, r in results if d == design)
         lines.append(
-            f"{workers} worker(s): all recorded {wall:.2f}x bare (goal <= {GOAL_WALL}x: "
+            f"{design.label}: all recorded {wall:.2f}x bare (goal <= {GOAL_WALL}x: "
             f"{'met' if wall <= GOAL_WALL else 'NOT met'}); children CPU {kids:.2f}x "
             f"(goal <= {GOAL_CHILDREN}x: {'met' if kids <= GOAL_CHILDREN else 'NOT met'}); "
             f"p99 lateness {p99:.3f} s (goal < {GOAL_P99_S} s: "
             f"{'met' if p99 < GOAL_P99_S else 'NOT met'})"
         )
+        guarded = Design(0, "local", "guarded")
+        if guarded in {d for d, _ in results}:
+            ratio = med(design, "children_cpu_s") / med(guarded, "children_cpu_s")
+            lines.append(f"  children CPU against bare asyncio's guarded script: {ratio:.2f}x")
     return lines
 
 
@@ -688,15 +712,15 @@ def lock_report(results: list[tuple[Design, dict[str, Any]]]) -> list[str]:
 
 def designs_of(args: argparse.Namespace) -> list[Design]:
     names = args.designs.split(",")
-    if args.executor == "fake" and "bare" in names:
+    if args.executor == "fake" and any(name.startswith("bare") for name in names):
         raise SystemExit("--executor fake: no bare design (nothing to spawn)")
     designs = []
     for name in names:
         workers, _, option = name.partition(":")
-        if option not in ("", "nocounts") or not (workers == "bare" or workers.isdigit()):
-            raise SystemExit(f"--designs: {name!r} is not bare, N or N:nocounts")
-        count = 0 if workers == "bare" else int(workers)
-        designs.append(Design(count, args.executor, counts=option != "nocounts"))
+        allowed = ("", "guarded") if workers == "bare" else ("", "nocounts")
+        if option not in allowed or not (workers == "bare" or workers.isdigit()):
+            raise SystemExit(f"--designs: {name!r} is not bare, bare:guarded, N or N:nocounts")
+        designs.append(Design(0 if workers == "bare" else int(workers), args.executor, option))
     return designs
 
 
