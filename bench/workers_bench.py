@@ -227,10 +227,11 @@ def add_job(app: App) -> None:
 @dataclass
 class StartClock:
     """The real clock, shifted so that it reads M at the common start instant (unix time)
-    once the parent names it; before that, M - 60 s at this process's start."""
+    once the parent names it; before that, M - 10 min at this process's start (so a slow
+    start never reaches M early)."""
 
     minute: datetime
-    at: float = field(default_factory=lambda: time.time() + 60.0)
+    at: float = field(default_factory=lambda: time.time() + 600.0)
 
     def __call__(self) -> datetime:
         return self.minute + timedelta(seconds=time.time() - self.at)
