@@ -154,10 +154,11 @@ def add_jobs(app: App, n: int, now: datetime, individual: bool) -> None:
         )
 
 
-async def bare_asyncio(n: int, cap: int = 64) -> dict[str, Any]:
+async def bare_asyncio(n: int, cap: int = 64, script: str = "true") -> dict[str, Any]:
     """The floor: spawn the same n ``/bin/sh -c true`` with asyncio under the same cap, with
     pipes for stdout/stderr and a new session each, as the local executor does; no
-    scheduler, no database, no logging. "Lateness" is each spawn's start after t0."""
+    scheduler, no database, no logging. "Lateness" is each spawn's start after t0.
+    ``script``: another ``sh -c`` script than ``true``."""
     slots = asyncio.Semaphore(cap)
     t0 = time.monotonic()
 
@@ -167,7 +168,7 @@ async def bare_asyncio(n: int, cap: int = 64) -> dict[str, Any]:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh",
                 "-c",
-                "true",
+                script,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
