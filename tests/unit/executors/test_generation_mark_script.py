@@ -32,7 +32,7 @@ def test_the_check_runs_in_the_tagged_group_before_the_command() -> None:
     run = next(line for line in script.splitlines() if line.startswith("FLEETCRON_GENERATION"))
     # Tagged with its generation and its mark scope (the cleanup kills its scope's only).
     assert run.startswith("FLEETCRON_GENERATION=3 FLEETCRON_MARK_SCOPE=abc timeout -s TERM")
-    check, command = run.index('"$HOME/.fleetcron/generation-abc"/*'), run.index("exec /bin/sh")
+    check, command = run.index('"$HOME/.fleetcron/generation-abc"/*'), run.index("eval ")
     assert check < command
     assert f"exit {SUPERSEDED_EXIT}" in run and "-gt 3 ]" in run
 
