@@ -215,16 +215,19 @@ class Opening:
     run_id: int | None
 
 
-def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
+def record_changes(
+    session: Session, changes: Sequence[StateChange], *, rules: Sequence[Route] | None = None
+) -> None:
     """Apply assignments' changes of alert state, oldest first per assignment: each target
     joins the open incident of its cause (opening one if needed) and leaves the job's
     other open incidents (a halted rollout's incident is left to :func:`recover_halted`);
     an incident whose last target left resolves. A few statements per round, not per
-    change: a slot failing on 5,000 targets is 5,000 changes."""
+    change: a slot failing on 5,000 targets is 5,000 changes. ``rules``: the round's
+    :func:`routes` when the caller read them already."""
     if not changes:
         return
     book = _Memberships.load(session, changes)
-    needed = SuccessesNeeded.of(routes(session))
+    needed = SuccessesNeeded.of(routes(session) if rules is None else rules)
     jobs = {c.member.job_id for c in changes}
     projects = job_projects(session, jobs) if needed.holds else {}
     for change in changes:
@@ -567,11 +570,11 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
-def release_held(session: Session) -> None:
+def release_held(session: Session, rules: Sequence[Route]) -> None:
     """Targets held in their incidents after a recovery (a rule wants more than one
     success) leave them at the success that makes enough; an incident whose last target
-    left resolves then."""
-    needed = SuccessesNeeded.of(routes(session))
+    left resolves then. ``rules``: the round's :func:`routes`."""
+    needed = SuccessesNeeded.of(rules)
     releases = thresholds.held_releases(session, needed)
     newest: dict[int, datetime] = {}
     for release in releases:
@@ -653,11 +656,11 @@ def _resolve(session: Session, incident: Incident, at: datetime) -> None:
 # -- messages ----------------------------------------------------------------------------
 
 
-def queue_messages(session: Session, now: datetime) -> int:
+def queue_messages(session: Session, now: datetime, rules: Sequence[Route]) -> int:
     """Bring the host incidents up to date with the probe's states
     (:func:`~fleetcron.services.alerts.host_incidents.sync_host_incidents`), then queue
-    every message due now about open and just-resolved incidents; returns how many
-    deliveries were queued."""
+    every message due now about open and just-resolved incidents under ``rules`` (the
+    round's :func:`routes`); returns how many deliveries were queued."""
     sync_host_incidents(session, now)
     found = list(
         session.scalars(
@@ -671,7 +674,7 @@ def queue_messages(session: Session, now: datetime) -> int:
     _close_removed_jobs(
         session, [i for i in found if i.status == "open" and i.target_id is None], now
     )
-    batch = _Round.read(session, found, now)
+    batch = _Round.read(session, found, now, list(rules))
     queued = 0
     for incident in found:
         queued += _queue_about(batch, incident)
@@ -708,8 +711,9 @@ class _Round:
     verdicts: dict[int, dict[int, thresholds.Verdicts]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, session: Session, found: Sequence[Incident], now: datetime) -> _Round:
-        all_routes = routes(session)
+    def read(
+        cls, session: Session, found: Sequence[Incident], now: datetime, all_routes: list[Route]
+    ) -> _Round:
         ids = [i.id for i in found]
         notices: dict[tuple[int, int], IncidentNotice] = {
             (n.incident_id, n.channel_id): n
