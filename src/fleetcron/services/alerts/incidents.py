@@ -687,6 +687,19 @@ def _hosts_open(found: Sequence[Incident]) -> set[int]:
     return {i.target_id for i in found if i.status == "open" and i.target_id is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class _MemberRow:
+    """One target of an incident as a round of messages reads it (a plain row: nothing in
+    the round writes it, and loading hundreds of ORM objects each round cost more than
+    the rest of the round)."""
+
+    incident_id: int
+    assignment_id: int
+    target_id: int
+    target_name: str
+    recovered_at: datetime | None
+
+
 @dataclass
 class _Round:
     """What a round of messages reads once for all the incidents it looks at: the rules,
@@ -699,7 +712,7 @@ class _Round:
     #: (incident, channel) -> what the channel was told of the incident.
     notices: dict[tuple[int, int], IncidentNotice]
     #: incident -> every target it has had (none: an empty list).
-    members: defaultdict[int, list[IncidentTarget]]
+    members: defaultdict[int, list[_MemberRow]]
     opened_recently: dict[tuple[int, str], list[datetime]]
     announced: set[tuple[tuple[int, str], int]]
     silences: list[core.SilenceFacts]
@@ -721,11 +734,17 @@ class _Round:
                 select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids))
             )
         }
-        members: defaultdict[int, list[IncidentTarget]] = defaultdict(list)
-        for row in session.scalars(
-            select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))
+        members: defaultdict[int, list[_MemberRow]] = defaultdict(list)
+        for row in session.execute(
+            select(
+                IncidentTarget.incident_id,
+                IncidentTarget.assignment_id,
+                IncidentTarget.target_id,
+                IncidentTarget.target_name,
+                IncidentTarget.recovered_at,
+            ).where(IncidentTarget.incident_id.in_(ids))
         ):
-            members[row.incident_id].append(row)
+            members[row.incident_id].append(_MemberRow(*row))
         opened_recently = _opened_recently(session, now)
         announced = _flaps_announced(session, now)
         silences = active_silences(session, now)
@@ -782,7 +801,7 @@ class _Standing:
 
     incident: Incident
     #: Every target it has had, recovered or not.
-    rows: Sequence[IncidentTarget]
+    rows: Sequence[_MemberRow]
     facts: core.IncidentFacts
     #: Its job and cause.
     key: tuple[int, str]
@@ -1027,7 +1046,7 @@ def _message(
     incident: Incident,
     kind: core.MessageKind,
     *,
-    rows: Sequence[IncidentTarget],
+    rows: Sequence[_MemberRow],
     notified: frozenset[int],
     now: datetime,
 ) -> IncidentMessage:
@@ -1072,7 +1091,7 @@ def _transition(incident: Incident, kind: core.MessageKind, cause: Cause) -> tup
     return state, state
 
 
-def _joined(active: Sequence[IncidentTarget], notified: frozenset[int]) -> Sequence[TargetLine]:
+def _joined(active: Sequence[_MemberRow], notified: frozenset[int]) -> Sequence[TargetLine]:
     """The open targets not yet notified (none on the first message, which names all)."""
     if not notified:
         return ()
@@ -1080,8 +1099,8 @@ def _joined(active: Sequence[IncidentTarget], notified: frozenset[int]) -> Seque
 
 
 def _recovered(
-    rows: Sequence[IncidentTarget],
-    active: Sequence[IncidentTarget],
+    rows: Sequence[_MemberRow],
+    active: Sequence[_MemberRow],
     notified: frozenset[int],
 ) -> Sequence[TargetLine]:
     """The notified targets that are no longer open."""
@@ -1092,7 +1111,7 @@ def _recovered(
 
 
 def _clusters(
-    session: Session, incident: Incident, active: Sequence[IncidentTarget]
+    session: Session, incident: Incident, active: Sequence[_MemberRow]
 ) -> list[core.Cluster]:
     """The open targets of a failing incident grouped by how their newest failing run
     since it opened failed, with the labels each group shares."""
@@ -1122,7 +1141,7 @@ def _clusters(
     )
 
 
-def _lines(rows: Iterable[IncidentTarget]) -> list[TargetLine]:
+def _lines(rows: Iterable[_MemberRow]) -> list[TargetLine]:
     return [TargetLine(r.target_id, r.target_name) for r in rows]
 
 
