@@ -65,7 +65,12 @@ run: $(VENV)/.installed
 # zone detection of each local target added 8 ms. tests/integration without web, 970
 # tests: 370 CPU-s, a third of it (128) the incident scenarios, half of theirs in
 # evaluate_alerts re-reading every failed run of its window at each 10 s round (the
-# product's own cost, multiplied by 190 rounds). What remains is the tests' own work:
+# product's own cost, multiplied by 190 rounds). tests/integration/notify, 166 tests with
+# `-n 0`: 123 CPU-s of pytest's (load 2; the PostgreSQL server's not counted), 54 of them
+# the incident scenarios, whose rounds now load no judged run, read the rules once and an
+# incident's targets as plain rows (a quiet round 25 % less CPU, docs/benchmarks.md; the
+# scenarios 58-67 CPU-s before and 54-63 after, run alternately at load 10-23, within the
+# shared machine's noise). What remains is the tests' own work:
 # requests through the ASGI app, real commands, the long generated searches (schemathesis,
 # the local gate's sequences, 5,000 targets' upcoming fires), and Chromium. tests/e2e
 # without the browser, 194 tests: 192 CPU-s, now 143 (the password and secret commands run

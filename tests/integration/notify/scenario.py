@@ -54,11 +54,18 @@ def hook(
 
 
 def hook_counting(
-    app: App, admin: Actor, webhook: WebhookReceiver, *, failures: int, successes: int
+    app: App,
+    admin: Actor,
+    webhook: WebhookReceiver,
+    *,
+    failures: int,
+    successes: int,
+    name: str = "ops",
 ) -> None:
-    """The channel, with a rule waiting for ``failures`` failed slots and ``successes``."""
-    add_channel(app, admin, "ops", WebhookSpec(url=webhook.url))
-    add_rule(app, admin, "ops", thresholds=Thresholds(failures, successes))
+    """A channel to ``webhook`` (``name``), with a rule waiting for ``failures`` failed
+    slots and ``successes``."""
+    add_channel(app, admin, name, WebhookSpec(url=webhook.url))
+    add_rule(app, admin, name, thresholds=Thresholds(failures, successes))
 
 
 async def drive(

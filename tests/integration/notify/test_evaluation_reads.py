@@ -28,7 +28,7 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.services.alerts.evaluation import evaluate_alerts
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
-from fleetcron.store.schema import Run
+from fleetcron.store.schema import Incident, NotificationRule, Run
 from integration.notify.conftest import WebhookReceiver
 from integration.notify.scenario import FLEET, add_fleet, failing, hook
 
@@ -148,3 +148,56 @@ async def test_a_round_in_which_a_target_recovers_reads_the_run_that_changed_it(
         [success] = session.scalars(Run.__table__.select().where(Run.status == "succeeded"))
     assert recovering.full == [success]
     assert recovering.other == len(TARGETS) + 1  # the failures' aggregate, and the success's
+
+
+@contextmanager
+def counting_reads_of(name: str) -> Iterator[list[Any]]:
+    """The statements that read the table ``name`` while the block runs (by name: an ORM
+    statement names an annotated copy of the table)."""
+    found: list[Any] = []
+
+    def count(state: ORMExecuteState) -> None:
+        statement = state.statement
+        if isinstance(statement, Select) and any(
+            getattr(t, "name", None) == name for t in find_tables(statement)
+        ):
+            found.append(statement)
+
+    event.listen(Session, "do_orm_execute", count)
+    try:
+        yield found
+    finally:
+        event.remove(Session, "do_orm_execute", count)
+
+
+async def test_a_round_reads_the_notification_rules_once(
+    app: App,
+    admin: Actor,
+    operator: Actor,
+    fake_scheduler: Scheduler,
+    fake: FakeExecutor,
+    clock: FakeClock,
+    webhook: WebhookReceiver,
+) -> None:
+    # The round that opens the incident asks the rules three things: which successes hold
+    # a target (recording the changes and releasing held targets) and which messages are
+    # due; nothing in the round writes them, so they are read once.
+    hook(app, admin, webhook, group_wait_s=0)
+    add_fleet(app, TARGETS)
+    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    fake.script = failing()
+    clock.advance(minutes=1)
+    await fake_scheduler.tick()
+    await fake_scheduler.idle()
+
+    with (
+        counting_reads_of(NotificationRule.__tablename__) as rules,
+        counting_reads_of(Incident.__tablename__) as incidents,
+    ):
+        queued = evaluate_alerts(app, clock.now)
+
+    assert queued == 1  # the incident opened and its firing message was queued
+    assert len(rules) == 1
+    # Negative control: the counter counts every read of a table a round reads more than
+    # once (the open incidents, for the halts, the host incidents and the messages).
+    assert len(incidents) > 1

@@ -162,12 +162,14 @@ def _evaluation_lock(session: Session) -> bool:
 
 
 def _evaluate(session: Session, now: datetime, grace: timedelta, since: datetime) -> int:
+    # The rules are read once: nothing in the round writes them.
+    rules = incidents.routes(session)
     # Halts first: their incident's previous state is the stored one before this round.
     _rollout_halts(session, now, since)
-    _evaluate_assignments(session, now, grace, since)
-    incidents.release_held(session)
+    _evaluate_assignments(session, _Round(now, grace, since, rules))
+    incidents.release_held(session, rules)
     incidents.recover_halted(session)
-    return incidents.queue_messages(session, now)
+    return incidents.queue_messages(session, now, rules)
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,17 @@ class _Observed:
         """The assignments with a run to replay or overdue now: the only ones whose state
         can change this round (replaying nothing changes nothing)."""
         return {r.assignment_id for r in self.runs} | set(self.overdue) | set(self.stuck)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One round before it reads anything: its moment, the misfire grace, the window's
+    start and the notification rules (read once per round)."""
+
+    now: datetime
+    grace: timedelta
+    since: datetime
+    rules: Sequence[incidents.Route]
 
 
 @dataclass(frozen=True)
@@ -314,9 +327,8 @@ def _runs_to_replay(
     return found
 
 
-def _evaluate_assignments(
-    session: Session, now: datetime, grace: timedelta, since: datetime
-) -> int:
+def _evaluate_assignments(session: Session, round_: _Round) -> int:
+    now, grace, since = round_.now, round_.grace, round_.since
     seen = _observe(session, now, grace, since)
     concerned = seen.concerned()
     if not concerned:
@@ -347,7 +359,7 @@ def _evaluate_assignments(
     # Oldest first, so a target that failed and recovered within the window ends up
     # recovered, and incidents open in the order their first target failed.
     recorded.sort(key=lambda c: (c.at, c.member.assignment_id))
-    incidents.record_changes(session, recorded)
+    incidents.record_changes(session, recorded, rules=round_.rules)
     return len(recorded)
 
 

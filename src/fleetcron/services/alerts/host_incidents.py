@@ -132,6 +132,18 @@ def sync_host_incidents(session: Session, now: datetime) -> None:
         folded = _behind(found.via_id, set(down), jumps) is not None
         if target_id not in open_ones and not found.paused and not folded:
             _open(session, found)
+    _resolve_returned(session, open_ones, set(down), now)
+    session.flush()
+
+
+def _resolve_returned(
+    session: Session, open_ones: dict[int, Incident], down: set[int], now: datetime
+) -> None:
+    """Resolve the open host incidents whose target is down no more: at the time its probe
+    found it reachable again, else (gone, or in another state) now. Nothing is read when
+    none is open."""
+    if not open_ones:
+        return
     back = {
         tid: since
         for tid, since in session.execute(
@@ -144,7 +156,6 @@ def sync_host_incidents(session: Session, now: datetime) -> None:
         if target_id in down:
             continue
         _resolve(session, incident, back.get(target_id) or now)
-    session.flush()
 
 
 def _open(session: Session, found: _Down) -> None:

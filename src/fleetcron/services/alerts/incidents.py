@@ -215,16 +215,19 @@ class Opening:
     run_id: int | None
 
 
-def record_changes(session: Session, changes: Sequence[StateChange]) -> None:
+def record_changes(
+    session: Session, changes: Sequence[StateChange], *, rules: Sequence[Route] | None = None
+) -> None:
     """Apply assignments' changes of alert state, oldest first per assignment: each target
     joins the open incident of its cause (opening one if needed) and leaves the job's
     other open incidents (a halted rollout's incident is left to :func:`recover_halted`);
     an incident whose last target left resolves. A few statements per round, not per
-    change: a slot failing on 5,000 targets is 5,000 changes."""
+    change: a slot failing on 5,000 targets is 5,000 changes. ``rules``: the round's
+    :func:`routes` when the caller read them already."""
     if not changes:
         return
     book = _Memberships.load(session, changes)
-    needed = SuccessesNeeded.of(routes(session))
+    needed = SuccessesNeeded.of(routes(session) if rules is None else rules)
     jobs = {c.member.job_id for c in changes}
     projects = job_projects(session, jobs) if needed.holds else {}
     for change in changes:
@@ -567,11 +570,11 @@ def recover_halted(session: Session) -> None:
             _resolve_if_empty(session, incident, last)
 
 
-def release_held(session: Session) -> None:
+def release_held(session: Session, rules: Sequence[Route]) -> None:
     """Targets held in their incidents after a recovery (a rule wants more than one
     success) leave them at the success that makes enough; an incident whose last target
-    left resolves then."""
-    needed = SuccessesNeeded.of(routes(session))
+    left resolves then. ``rules``: the round's :func:`routes`."""
+    needed = SuccessesNeeded.of(rules)
     releases = thresholds.held_releases(session, needed)
     newest: dict[int, datetime] = {}
     for release in releases:
@@ -653,11 +656,11 @@ def _resolve(session: Session, incident: Incident, at: datetime) -> None:
 # -- messages ----------------------------------------------------------------------------
 
 
-def queue_messages(session: Session, now: datetime) -> int:
+def queue_messages(session: Session, now: datetime, rules: Sequence[Route]) -> int:
     """Bring the host incidents up to date with the probe's states
     (:func:`~fleetcron.services.alerts.host_incidents.sync_host_incidents`), then queue
-    every message due now about open and just-resolved incidents; returns how many
-    deliveries were queued."""
+    every message due now about open and just-resolved incidents under ``rules`` (the
+    round's :func:`routes`); returns how many deliveries were queued."""
     sync_host_incidents(session, now)
     found = list(
         session.scalars(
@@ -671,7 +674,7 @@ def queue_messages(session: Session, now: datetime) -> int:
     _close_removed_jobs(
         session, [i for i in found if i.status == "open" and i.target_id is None], now
     )
-    batch = _Round.read(session, found, now)
+    batch = _Round.read(session, found, now, list(rules))
     queued = 0
     for incident in found:
         queued += _queue_about(batch, incident)
@@ -682,6 +685,19 @@ def queue_messages(session: Session, now: datetime) -> int:
 def _hosts_open(found: Sequence[Incident]) -> set[int]:
     """The targets of the open host incidents among ``found``."""
     return {i.target_id for i in found if i.status == "open" and i.target_id is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class _MemberRow:
+    """One target of an incident as a round of messages reads it (a plain row: nothing in
+    the round writes it, and loading hundreds of ORM objects each round cost more than
+    the rest of the round)."""
+
+    incident_id: int
+    assignment_id: int
+    target_id: int
+    target_name: str
+    recovered_at: datetime | None
 
 
 @dataclass
@@ -696,7 +712,7 @@ class _Round:
     #: (incident, channel) -> what the channel was told of the incident.
     notices: dict[tuple[int, int], IncidentNotice]
     #: incident -> every target it has had (none: an empty list).
-    members: defaultdict[int, list[IncidentTarget]]
+    members: defaultdict[int, list[_MemberRow]]
     opened_recently: dict[tuple[int, str], list[datetime]]
     announced: set[tuple[tuple[int, str], int]]
     silences: list[core.SilenceFacts]
@@ -708,8 +724,9 @@ class _Round:
     verdicts: dict[int, dict[int, thresholds.Verdicts]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, session: Session, found: Sequence[Incident], now: datetime) -> _Round:
-        all_routes = routes(session)
+    def read(
+        cls, session: Session, found: Sequence[Incident], now: datetime, all_routes: list[Route]
+    ) -> _Round:
         ids = [i.id for i in found]
         notices: dict[tuple[int, int], IncidentNotice] = {
             (n.incident_id, n.channel_id): n
@@ -717,11 +734,17 @@ class _Round:
                 select(IncidentNotice).where(IncidentNotice.incident_id.in_(ids))
             )
         }
-        members: defaultdict[int, list[IncidentTarget]] = defaultdict(list)
-        for row in session.scalars(
-            select(IncidentTarget).where(IncidentTarget.incident_id.in_(ids))
+        members: defaultdict[int, list[_MemberRow]] = defaultdict(list)
+        for row in session.execute(
+            select(
+                IncidentTarget.incident_id,
+                IncidentTarget.assignment_id,
+                IncidentTarget.target_id,
+                IncidentTarget.target_name,
+                IncidentTarget.recovered_at,
+            ).where(IncidentTarget.incident_id.in_(ids))
         ):
-            members[row.incident_id].append(row)
+            members[row.incident_id].append(_MemberRow(*row))
         opened_recently = _opened_recently(session, now)
         announced = _flaps_announced(session, now)
         silences = active_silences(session, now)
@@ -778,7 +801,7 @@ class _Standing:
 
     incident: Incident
     #: Every target it has had, recovered or not.
-    rows: Sequence[IncidentTarget]
+    rows: Sequence[_MemberRow]
     facts: core.IncidentFacts
     #: Its job and cause.
     key: tuple[int, str]
@@ -1023,7 +1046,7 @@ def _message(
     incident: Incident,
     kind: core.MessageKind,
     *,
-    rows: Sequence[IncidentTarget],
+    rows: Sequence[_MemberRow],
     notified: frozenset[int],
     now: datetime,
 ) -> IncidentMessage:
@@ -1068,7 +1091,7 @@ def _transition(incident: Incident, kind: core.MessageKind, cause: Cause) -> tup
     return state, state
 
 
-def _joined(active: Sequence[IncidentTarget], notified: frozenset[int]) -> Sequence[TargetLine]:
+def _joined(active: Sequence[_MemberRow], notified: frozenset[int]) -> Sequence[TargetLine]:
     """The open targets not yet notified (none on the first message, which names all)."""
     if not notified:
         return ()
@@ -1076,8 +1099,8 @@ def _joined(active: Sequence[IncidentTarget], notified: frozenset[int]) -> Seque
 
 
 def _recovered(
-    rows: Sequence[IncidentTarget],
-    active: Sequence[IncidentTarget],
+    rows: Sequence[_MemberRow],
+    active: Sequence[_MemberRow],
     notified: frozenset[int],
 ) -> Sequence[TargetLine]:
     """The notified targets that are no longer open."""
@@ -1088,7 +1111,7 @@ def _recovered(
 
 
 def _clusters(
-    session: Session, incident: Incident, active: Sequence[IncidentTarget]
+    session: Session, incident: Incident, active: Sequence[_MemberRow]
 ) -> list[core.Cluster]:
     """The open targets of a failing incident grouped by how their newest failing run
     since it opened failed, with the labels each group shares."""
@@ -1118,7 +1141,7 @@ def _clusters(
     )
 
 
-def _lines(rows: Iterable[IncidentTarget]) -> list[TargetLine]:
+def _lines(rows: Iterable[_MemberRow]) -> list[TargetLine]:
     return [TargetLine(r.target_id, r.target_name) for r in rows]
 
 
