@@ -48,6 +48,13 @@ def the_app(request: Request) -> App:
     return app
 
 
+async def app_of(request: Request) -> App:
+    """:func:`the_app` as a route's dependency. A coroutine, so that FastAPI calls it on the
+    event loop: a plain function dependency is handed to a worker thread, a thread switch
+    per request for an attribute lookup."""
+    return the_app(request)
+
+
 def session_token(request: Request) -> str | None:
     """The session cookie's value. Over https (or with ``cookie_secure``) only the
     ``__Host-`` name counts: a sibling subdomain can set the plain name for our domain, and

@@ -55,14 +55,19 @@ def cheap_password_hashing(request: pytest.FixtureRequest, monkeypatch: pytest.M
         return
     app: App = request.getfixturevalue("app")
     monkeypatch.setattr(users, "_hasher", CHEAP_HASHER)
+    cheap_hashes(app)
+
+
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+def cheap_hashes(app: App) -> None:
+    """Rewrite the seeded users' password hashes in ``app`` with :data:`CHEAP_HASHER`."""
     with app.db.session() as session:
         for name, password_hash in _cheap_hashes().items():
             session.execute(
                 update(User).where(User.name == name).values(password_hash=password_hash)
             )
-
-
-CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 @functools.cache

@@ -246,6 +246,27 @@ def test_the_token_list_shows_when_a_token_was_last_used(
     assert entry["last_used_at"] == "2026-03-02T09:05:30Z"
 
 
+@sqlite_only
+def test_a_tokens_last_use_is_recorded_to_the_minute(
+    client: TestClient, as_viewer: Headers, clock: FakeClock
+) -> None:
+    created = create_token(client, as_viewer)
+    auth = bearer(created["token"])
+
+    def last_used() -> str:
+        listed = client.get(f"{API}/tokens", headers=as_viewer).json()
+        [entry] = [t for t in listed if t["id"] == created["id"]]
+        return str(entry["last_used_at"])
+
+    client.get(f"{API}/targets", headers=auth)  # 09:00:30, the first use
+    clock.advance(seconds=59)
+    client.get(f"{API}/targets", headers=auth)
+    assert last_used() == "2026-03-02T09:00:30Z"
+    clock.advance(seconds=1)  # a minute after the recorded use
+    client.get(f"{API}/targets", headers=auth)
+    assert last_used() == "2026-03-02T09:01:30Z"
+
+
 def test_the_token_list_shows_only_the_callers_own_tokens(
     client: TestClient, as_viewer: Headers, as_operator: Headers
 ) -> None:

@@ -7,8 +7,7 @@ real routes (HTTP on the real app, SQLite), or is named in :data:`INERT` with th
 cannot create an assignment or change what runs on one. A new action in the table fails
 :func:`test_every_operator_action_is_exercised` until it is placed in one or the other.
 
-Each sequence starts from the same state (one SQLite file, restored into the app's
-database by SQLite's online backup before each sequence): an admin's local
+Each sequence starts from the same state (one SQLite file): an admin's local
 target ``here`` (``role=sched``) with ``local_run_as`` unset, an admin's job on it, an
 admin's job elsewhere, and an operator's bulk job that selects nothing (with two
 versions, so a revert brings its first selector back). Every command the operator writes
@@ -18,8 +17,11 @@ such a command.
 
 All pairs of steps run, and a fixed sample of triples (:data:`TRIPLES`): a whole
 triple set would take minutes, and every triple also checks its own prefixes. The
-negative control plants the old unchecked extension (a gate that admits everything) and
-sees the search find a violating sequence.
+sequences are played as a tree of their common prefixes: a prefix's state is kept (SQLite's
+online backup, in memory) and put back into the app's database before each of its
+extensions after the first, so a step shared by many sequences is sent once rather than
+once per sequence. The negative control plants the old unchecked extension (a gate that
+admits everything) and sees the search find a violating sequence.
 """
 
 from __future__ import annotations
@@ -194,20 +196,23 @@ def operator_actions() -> set[str]:
 
 
 def sequences(steps: Sequence[Step], triples: int) -> list[tuple[Step, ...]]:
-    """Every pair and the sampled triples, each played from the starting state. A triple
-    whose pair has not been extended yet is played instead of that pair: the violations are
-    read after every step, so the pair is checked on the way, and its two steps are not
-    played twice from the same state."""
+    """Every pair and the sampled triples."""
     pairs = list(itertools.product(steps, repeat=2))
-    chosen = random.Random(33).sample(list(itertools.product(steps, repeat=3)), triples)
-    played: dict[tuple[Step, ...], tuple[Step, ...]] = {pair: pair for pair in pairs}
-    again: list[tuple[Step, ...]] = []
-    for triple in chosen:
-        if len(played[triple[:2]]) == 2:
-            played[triple[:2]] = triple
-        else:
-            again.append(triple)
-    return [*played.values(), *again]
+    return [*pairs, *random.Random(33).sample(list(itertools.product(steps, repeat=3)), triples)]
+
+
+#: The sequences as a tree of their common prefixes: each step leads to its extensions.
+Tree = dict[Step, "Tree"]
+
+
+def prefix_tree(played: Sequence[tuple[Step, ...]]) -> Tree:
+    """``played`` as a tree: a sequence is the path from the root to one of its nodes."""
+    root: Tree = {}
+    for sequence in played:
+        node = root
+        for step in sequence:
+            node = node.setdefault(step, {})
+    return root
 
 
 @dataclass
@@ -268,31 +273,80 @@ def violations(app: App) -> list[str]:
     return [f for f in found if MARK in f]
 
 
-def play(app: App, http: TestClient, world: World, sequence: Sequence[Step]) -> list[str]:
-    """Run ``sequence`` from the world's state; the violations after each step."""
-    restore(world.template, app)
+@dataclass
+class Saved:
+    """A state of the app's database (an in-memory copy) and the jobs it has."""
+
+    copy: sqlite3.Connection
+    jobs: list[str]
+
+
+def job_names(app: App) -> list[str]:
     with app.db.read() as session:
-        assert sorted(session.scalars(select(Job.name))) == ["adm", "far", "op"], "not restored"
-    found: list[str] = []
-    for i, step in enumerate(sequence):
-        status = step.send(http, app, bearer(world.token))
-        assert status < 500, f"{list(sequence)}: {step.label} answered {status}"
-        found += [f"after {list(sequence[: i + 1])}: {v}" for v in violations(app)]
-        if found:
-            break
-    return found
+        return sorted(session.scalars(select(Job.name)))
 
 
-def restore(template: Path, app: App) -> None:
-    """Put the world's state back into the app's database file (SQLite's online backup,
-    which the app's pooled connections see as any other writer's change)."""
+def live_path(app: App) -> str:
     url = app.settings.database_url
     assert url is not None and url.startswith("sqlite:///")
-    with (
-        closing(sqlite3.connect(template)) as source,
-        closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as live,
-    ):
-        source.backup(live)
+    return url.removeprefix("sqlite:///")
+
+
+def save(path: str | Path, jobs: list[str]) -> Saved:
+    """The database file at ``path`` as it is now, which has ``jobs``."""
+    copy = sqlite3.connect(":memory:")
+    with closing(sqlite3.connect(path)) as live:
+        live.backup(copy)
+    return Saved(copy, jobs)
+
+
+def restore(saved: Saved, app: App) -> None:
+    """Put a saved state back into the app's database file (SQLite's online backup,
+    which the app's pooled connections see as any other writer's change)."""
+    with closing(sqlite3.connect(live_path(app))) as live:
+        saved.copy.backup(live)
+    assert job_names(app) == saved.jobs, "not restored"
+
+
+@dataclass
+class Player:
+    """Plays sequences of steps on one app as the world's operator."""
+
+    app: App
+    http: TestClient
+    world: World
+
+    def step(self, sequence: tuple[Step, ...]) -> list[str]:
+        """Send the last step of ``sequence`` (its prefix already played); the violations."""
+        status = sequence[-1].send(self.http, self.app, bearer(self.world.token))
+        assert status < 500, f"{list(sequence)}: {sequence[-1].label} answered {status}"
+        return [f"after {list(sequence)}: {v}" for v in violations(self.app)]
+
+    def walk(self, tree: Tree, prefix: tuple[Step, ...], saved: Saved | None) -> list[str]:
+        """Play each extension of ``prefix`` from its state (the app's database on arrival,
+        ``saved`` for the second one on); the violations of the first sequence that has
+        any."""
+        for i, (step, extensions) in enumerate(tree.items()):
+            if i:
+                assert saved is not None, f"{list(prefix)}: a second extension, no saved state"
+                restore(saved, self.app)
+            found = self.step((*prefix, step))
+            if found:
+                return found
+            if extensions:
+                found = self.extend(extensions, (*prefix, step))
+                if found:
+                    return found
+        return []
+
+    def extend(self, tree: Tree, prefix: tuple[Step, ...]) -> list[str]:
+        """:meth:`walk` from the state ``prefix`` left, saved first if it has more than one
+        extension."""
+        if len(tree) == 1:
+            return self.walk(tree, prefix, None)
+        saved = save(live_path(self.app), job_names(self.app))
+        with closing(saved.copy):
+            return self.walk(tree, prefix, saved)
 
 
 def search(world: World, where: Path, triples: int) -> list[str]:
@@ -305,14 +359,13 @@ def search(world: World, where: Path, triples: int) -> list[str]:
         clock=world.clock,
     )
     try:
-        with new_client(app) as http:
-            for sequence in sequences(STEPS, triples):
-                found = play(app, http, world, sequence)
-                if found:
-                    return found
+        start = save(world.template, ["adm", "far", "op"])
+        with new_client(app) as http, closing(start.copy):
+            restore(start, app)
+            tree = prefix_tree(sequences(STEPS, triples))
+            return Player(app, http, world).walk(tree, (), start)
     finally:
         app.close()
-    return []
 
 
 def test_every_operator_action_is_exercised() -> None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
+from sqlalchemy.orm import joinedload
 
 from fleetcron.app import Actor, App
 from fleetcron.errors import AuthenticationFailed
@@ -82,11 +83,20 @@ def record_refused_login(app: App, name: str, address: str, *, refused: int, rea
         record(session, app, ANONYMOUS, AuditNote("login.refused", detail=detail), success=False)
 
 
+#: A session with its user, by its token's hash: built once, since every request of a
+#: logged-in browser reads it.
+_SESSION_BY_HASH = (
+    select(WebSession)
+    .options(joinedload(WebSession.user))
+    .where(WebSession.token_hash == bindparam("token_hash"))
+)
+
+
 def resolve(app: App, token: str) -> LoggedIn | None:
     """The session of a cookie value, or None when unknown or expired."""
     now = app.now()
     with app.db.read() as session:
-        row = session.scalar(select(WebSession).where(WebSession.token_hash == _hash(token)))
+        row = session.scalar(_SESSION_BY_HASH, {"token_hash": _hash(token)})
         if row is None or row.expires_at <= now:
             return None
         return LoggedIn(actor_of(session, row.user), row.csrf_token)

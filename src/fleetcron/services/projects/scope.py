@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, false, func, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    bindparam,
+    exists,
+    false,
+    func,
+    or_,
+    select,
+    true,
+)
 from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor
@@ -157,13 +167,18 @@ def runs_in(session: Session, actor: Actor) -> ColumnElement[bool] | None:
     return or_(mine, ~exists().where(Job.id == Run.job_id))
 
 
+#: A user's roles in projects: built once, since every authenticated request reads them
+#: (SQLAlchemy then finds its compiled form by the statement's cache key, also kept).
+_ROLES_OF_USER = (
+    select(Project.name, ProjectRole.role)
+    .join(Project, Project.id == ProjectRole.project_id)
+    .where(ProjectRole.user_id == bindparam("user_id"))
+)
+
+
 def roles_for(session: Session, user_id: int) -> tuple[tuple[str, str], ...]:
     """A user's roles in projects, as an actor carries them."""
-    rows = session.execute(
-        select(Project.name, ProjectRole.role)
-        .join(Project, Project.id == ProjectRole.project_id)
-        .where(ProjectRole.user_id == user_id)
-    )
+    rows = session.execute(_ROLES_OF_USER, {"user_id": user_id})
     return roles_of({name: role for name, role in rows})
 
 
@@ -198,6 +213,6 @@ def actor_of_token(session: Session, row: ApiToken) -> Actor:
     narrowed to the token's project when it has one."""
     user = row.user
     roles = {p: capped(r, row.role) for p, r in roles_for(session, user.id)}
-    project = None if row.project_id is None else project_name(session, row.project_id)
+    project = None if row.project is None else row.project.name
     actor = Actor(user.name, capped(user.role, row.role), row.scope, roles_of(roles), project)
     return actor.within(project)

@@ -17,10 +17,10 @@ from pydantic import BaseModel, Field
 from fleetcron.app import App
 from fleetcron.services.alerts import incident_ops as ops
 from fleetcron.services.alerts import silences as svc
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 
 router = APIRouter(tags=["alerts"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 MAX_ID = 2**31 - 1
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 

@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 
 from fleetcron.app import App
 from fleetcron.services.calendars import sets as svc
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 
 router = APIRouter(tags=["calendars"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 NamePath = Annotated[str, Path(max_length=64)]
 #: The largest iCalendar text accepted (a calendar of holidays is a few kilobytes).
 ICS_MAX_CHARS = 5 * 1024 * 1024

@@ -23,10 +23,10 @@ from fleetcron.coordination.signing import response_for
 from fleetcron.services.cluster import pair_transfer
 from fleetcron.services.pair import peer as pair_peer
 from fleetcron.web.api.cluster_peer import PeerRequest, signed_peer
-from fleetcron.web.deps import the_app
+from fleetcron.web.deps import app_of
 
 router = APIRouter(tags=["cluster"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 @router.post("/cluster/pair/transfer")

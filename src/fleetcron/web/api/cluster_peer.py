@@ -28,12 +28,12 @@ from fleetcron.coordination.secrets import current_and_accepted
 from fleetcron.coordination.signing import DEFAULT_WINDOW, response_for, verify
 from fleetcron.errors import AuthenticationFailed, CoordinationError, InvalidInput
 from fleetcron.services.cluster.status import Node
-from fleetcron.web.deps import the_app
+from fleetcron.web.deps import app_of, the_app
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["cluster"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 MAX_BODY_BYTES = 16 * 1024
 """A signed challenge is a few hundred bytes; anything far longer is refused unread."""

@@ -15,8 +15,9 @@ from fleetcron.web.deps import Caller, requires, the_app
 router = APIRouter(tags=["health"])
 
 
-def public(request: Request) -> None:
-    """Marks a route that answers without credentials (probes and metrics)."""
+async def public(request: Request) -> None:
+    """Marks a route that answers without credentials (probes and metrics); a coroutine,
+    which FastAPI calls on the event loop rather than in a worker thread."""
 
 
 public.public = True  # type: ignore[attr-defined]

@@ -19,10 +19,10 @@ from fleetcron.core.upcoming import MAX_HOURS
 from fleetcron.services.jobs import versions as svc
 from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.services.jobs.version_writes import change_source
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 
 router = APIRouter(tags=["jobs"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 class ChangeSource:

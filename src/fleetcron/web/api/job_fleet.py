@@ -22,11 +22,11 @@ from fleetcron.services.jobs import slots as slots_svc
 from fleetcron.services.jobs.selection import Selection, check_only, set_enabled_on
 from fleetcron.services.jobs.slots import SLOTS_DEFAULT, SLOTS_MAX, SlotGroup
 from fleetcron.web.api.runs import as_utc
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 from fleetcron.web.schemas import Body, TargetRef
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 TargetName = Annotated[str, Field(min_length=1, max_length=64)]
 
 

@@ -14,11 +14,11 @@ from fleetcron.services.jobs import plan as plan_svc
 from fleetcron.services.jobs.edit import JobSpec, JobView
 from fleetcron.services.runs import reads as runs_svc
 from fleetcron.web.api.job_fleet import PlanQuery, RunRequestIn
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 from fleetcron.web.schemas import JobIn, JobOut, JobPatch, RunRequestOut, TargetRef
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 def job_out(view: JobView) -> JobOut:

@@ -12,11 +12,11 @@ from fastapi import APIRouter, Depends, Response
 from fleetcron.app import App
 from fleetcron.services.projects import admin as svc
 from fleetcron.services.targets import shares
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 from fleetcron.web.schemas import MemberIn, MemberOut, ProjectIn, ProjectOut, ShareIn, SharesOut
 
 router = APIRouter(tags=["projects"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 @router.get("/projects", response_model=list[ProjectOut])

@@ -24,13 +24,13 @@ from fleetcron.services.runs import views as run_views
 from fleetcron.services.runs.reads import LiveSource, LiveView, RunFilter, RunStatus
 from fleetcron.services.runs.search import search_runs
 from fleetcron.web.api.targets import target_local_preview
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires, the_app
 from fleetcron.web.schemas import AuditOut, AuditPage, CronPreview, RunOut, RunPage
 
 router = APIRouter(tags=["runs"])
 #: Ids fit PostgreSQL's integer columns; larger ones cannot exist.
 MAX_ID = 2**31 - 1
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 Text = Annotated[str | None, Query(max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]

@@ -18,7 +18,7 @@ from fleetcron.services.fleet.assignments import zone_spread
 from fleetcron.services.targets import edit as svc
 from fleetcron.services.targets import reads as target_reads
 from fleetcron.services.targets import trust, trust_rules
-from fleetcron.web.deps import Caller, requires, the_app
+from fleetcron.web.deps import Caller, app_of, requires
 from fleetcron.web.schemas import (
     CronPreview,
     LabelsIn,
@@ -45,7 +45,7 @@ router = APIRouter(prefix="/targets", tags=["targets"])
 MAX_PAGE = 1000
 #: Fires per zone in a ``tz=target`` preview.
 ZONE_PREVIEW_FIRES = 3
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 def _pair_out(result: svc.PairResult) -> PairOut:

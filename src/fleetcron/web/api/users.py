@@ -10,7 +10,7 @@ from fleetcron.app import App
 from fleetcron.core import validation as v
 from fleetcron.services.accounts import users as svc
 from fleetcron.web.api.runs import MAX_ID
-from fleetcron.web.deps import Caller, requires, session_token, the_app
+from fleetcron.web.deps import Caller, app_of, requires, session_token
 from fleetcron.web.password_checks import own_password_guard
 from fleetcron.web.schemas import (
     PasswordChange,
@@ -24,7 +24,7 @@ from fleetcron.web.schemas import (
 )
 
 router = APIRouter(tags=["users"])
-AppDep = Annotated[App, Depends(the_app)]
+AppDep = Annotated[App, Depends(app_of)]
 
 
 def _out(view: svc.UserView) -> UserOut:
