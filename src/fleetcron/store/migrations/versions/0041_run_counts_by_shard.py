@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -117,7 +118,7 @@ def _sqlite_rebuild(*, shard: bool, copy: str) -> None:
     """SQLite cannot change a primary key: a new table (run_counts is small: a day's
     minutes by status), the rows copied by ``copy`` (from ``run_counts_old``)."""
     op.rename_table("run_counts", "run_counts_old")
-    columns = [
+    columns: list[sa.Column[Any]] = [
         sa.Column("minute", sa.DateTime(), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
     ]
