@@ -41,9 +41,10 @@ clock); reported as executions recorded per second (wall, from M), per scheduler
 second and per CPU second of schedulers and PostgreSQL together.
 
 An experiment, not the product: a design ``N:nocounts`` runs N workers with the triggers
-that count runs per minute and status (``store/run_counts.py``, migration 0022) off, to
-size the row lock every run write takes on the minute's count rows, which all workers
-share.
+that count runs per minute and status (``store/run_counts.py``, migrations 0022/0041) off,
+to size what the counts cost: before migration 0041 a row lock every run write took on the
+minute's count rows, which all workers shared; since, each shard has its own rows and
+what is left is the triggers' CPU.
 
 ``bare:guarded`` is bare asyncio spawning what a cluster's local run is: ``sh -c`` with
 the target's generation mark checked first, then ``exec /bin/sh -c true``

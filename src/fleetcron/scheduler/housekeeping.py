@@ -1,5 +1,5 @@
 """Periodic work beside the ticks: lease renewal, cluster maintenance, retention
-(runs, audit events when configured, expired web sessions).
+(runs, audit events when configured, expired web sessions), compaction of the run counts.
 
 Called before every tick on the scheduler's database thread; each task has its own
 interval and is guarded so that one failing never stops the others or the scheduler.
@@ -16,6 +16,7 @@ from fleetcron.app import SYSTEM, App
 from fleetcron.services.accounts import sessions
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.runs import retention
+from fleetcron.services.runs.count_compaction import compact_counts
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ PRUNE_EVERY_S = 3600.0
 #: targets every minute) is deleted over a few hundred ticks instead of holding the claim
 #: of due runs for half a minute.
 PRUNE_BUDGET_S = 0.25
+#: The run counts' shards of old minutes are folded this often (seconds), in rounds of at
+#: most ``COMPACT_BUDGET_S`` (a round with more to fold continues at the next call).
+COMPACT_EVERY_S = 60.0
+COMPACT_BUDGET_S = 0.1
 
 
 @dataclass
@@ -66,6 +71,12 @@ class Housekeeping:
             )
         self._retention = _Periodic("retention", PRUNE_EVERY_S, self._prune)
         self._tasks.append(self._retention)
+        self._compaction = _Periodic("run counts compaction", COMPACT_EVERY_S, self._compact)
+        self._tasks.append(self._compaction)
+
+    def _compact(self) -> None:
+        if not compact_counts(self.app, budget_s=COMPACT_BUDGET_S, clock=self.clock):
+            self._compaction.due = 0.0  # more to fold: continue at the next call
 
     def _prune(self) -> None:
         result = retention.prune(self.app, SYSTEM, budget_s=PRUNE_BUDGET_S, clock=self.clock)

@@ -6,20 +6,32 @@ status from the runs reads every run of the day (750,000 index entries at 5,000 
 50 jobs: 70-190 ms per health call, and ten times that at 7.2 million runs a day); the
 counts are at most 1,440 rows per status. Queued runs are not counted (migration 0022 says
 why).
+
+The triggers count by the run's shard too (migration 0041: a node's workers own disjoint
+shards and so never write the same row), and :func:`compact` folds the shards of minutes
+older than a few minutes into one row of shard :data:`COMPACTED`; a count is the sum of
+its minute's rows (a shard's row may be negative after a late change of a compacted
+minute).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import Table, bindparam, delete, func, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from fleetcron.core.statuses import RunStatus
 from fleetcron.store.schema import Run, RunCount
 
 QUEUED = RunStatus.QUEUED.value
+#: The shard of a compacted count (every shard's runs of its minute and status).
+COMPACTED = -1
+_TABLE = cast(Table, RunCount.__table__)
 
 
 def _minute(at: datetime) -> datetime:
@@ -58,8 +70,13 @@ def stale(session: Session) -> dict[tuple[datetime, str], tuple[int, int]]:
         )
     )
     kept = {
-        (m, s): n
-        for m, s, n in session.execute(select(RunCount.minute, RunCount.status, RunCount.n))
+        (m, s): int(n)
+        for m, s, n in session.execute(
+            select(RunCount.minute, RunCount.status, func.sum(RunCount.n)).group_by(
+                RunCount.minute, RunCount.status
+            )
+        )
+        if n
     }
     return {
         key: (kept.get(key, 0), truth.get(key, 0))
@@ -82,7 +99,57 @@ def recount(session: Session) -> None:
     session.execute(delete(RunCount))
     session.execute(
         text(
-            f"INSERT INTO run_counts (minute, status, n) SELECT {minute}, status, count(*)"
-            " FROM runs WHERE status <> 'queued' GROUP BY 1, 2"
+            f"INSERT INTO run_counts (minute, status, shard, n) SELECT {minute}, status,"
+            f" {COMPACTED}, count(*) FROM runs WHERE status <> 'queued' GROUP BY 1, 2"
         )
     )
+
+
+def _upsert(session: Session) -> Any:
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(_TABLE)
+    return statement.on_conflict_do_update(
+        index_elements=["minute", "status", "shard"],
+        set_={"n": _TABLE.c.n + statement.excluded.n},
+    )
+
+
+def _key(prefix: str = "") -> Any:
+    return (
+        (_TABLE.c.minute == bindparam(f"{prefix}minute"))
+        & (_TABLE.c.status == bindparam(f"{prefix}status"))
+        & (_TABLE.c.shard == bindparam(f"{prefix}shard"))
+    )
+
+
+def compact(session: Session, *, before: datetime, limit: int) -> int:
+    """Fold up to ``limit`` shard rows of minutes before ``before`` into their minute's
+    :data:`COMPACTED` row, in the caller's transaction; returns how many were folded (fewer
+    than ``limit``: nothing is left). On PostgreSQL the rows a writer holds are skipped
+    (``SKIP LOCKED``: a later round takes them), so compaction never waits for a claim;
+    a writer waits at most for this small transaction. A late change of a folded minute
+    writes its shard's row anew, which the next round folds: the sums stay exact."""
+    picked: Sequence[Any] = session.execute(
+        select(RunCount.minute, RunCount.status, RunCount.shard, RunCount.n)
+        .where(RunCount.shard != COMPACTED, RunCount.minute < before)
+        .order_by(RunCount.minute, RunCount.status, RunCount.shard)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not picked:
+        return 0
+    keys = [{"k_minute": m, "k_status": s, "k_shard": shard} for m, s, shard, _ in picked]
+    session.execute(delete(_TABLE).where(_key("k_")), keys)
+    sums: Counter[tuple[datetime, str]] = Counter()
+    for m, s, _, n in picked:
+        sums[(m, s)] += int(n)
+    # In key order, so that two nodes' rounds lock the compacted rows in the same order.
+    folded = [
+        {"minute": m, "status": s, "shard": COMPACTED, "n": n} for (m, s), n in sorted(sums.items())
+    ]
+    session.execute(_upsert(session), folded)
+    zero = [
+        {"k_minute": f["minute"], "k_status": f["status"], "k_shard": COMPACTED} for f in folded
+    ]
+    session.execute(delete(_TABLE).where(_key("k_") & (_TABLE.c.n == 0)), zero)
+    return len(picked)

@@ -501,16 +501,22 @@ class Run(Base):
 class RunCount(Base):
     """How many runs of each status were scheduled in each minute: the day's counts of
     health without reading the day's runs (750,000 index entries at 5,000 targets × 50
-    jobs every minute... per call). Written only by the triggers of migration 0022 on
-    ``runs`` (each insert, status change and delete moves one count; rows at 0 are
-    removed), so every write of a run, by any path, keeps it; read by
-    :mod:`fleetcron.store.run_counts`. Queued runs are not counted (either node of a
-    replicated pair may queue one; the owner counts it when it starts it)."""
+    jobs every minute... per call). Written by the triggers of migrations 0022/0041 on
+    ``runs`` (each insert, status change and delete moves one count of the run's shard;
+    rows at exactly 0 are removed), so every write of a run, by any path, keeps it, and
+    by the compaction that folds old minutes into shard ``-1``; read by
+    :mod:`fleetcron.store.run_counts`, which sums a minute's shards (a shard's row may be
+    negative after a late change of a compacted minute). Queued runs are not counted
+    (either node of a replicated pair may queue one; the owner counts it when it starts
+    it)."""
 
     __tablename__ = "run_counts"
 
     minute: Mapped[datetime] = mapped_column(primary_key=True)
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    #: The runs' shard (``runs.shard``), so that workers owning disjoint shards never
+    #: write the same row; ``-1``: a compacted count of every shard.
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     n: Mapped[int] = mapped_column(BigInteger)
 
 

@@ -198,6 +198,45 @@ def test_only_the_owner_records_a_slot_and_both_databases_agree(
         assert replication.status(side.app, SYSTEM).healthy
 
 
+def test_the_counts_of_the_pairs_one_shard_are_compacted_by_the_owner_only(
+    pair: Pair, clock: FakeClock
+) -> None:
+    """The pair's runs are of its one shard (0): the owner's triggers count them in that
+    shard's row, which travels as a row; ten minutes later the standby's compaction writes
+    nothing (two nodes folding the same minute would write the same row), the owner's
+    folds it into the compacted row, which travels too: both sides exact, replication healthy."""
+    from sqlalchemy.orm import Session
+
+    from fleetcron.services.runs.count_compaction import compact_counts
+    from fleetcron.store import run_counts
+    from fleetcron.store.schema import RunCount
+
+    def rows(side: Side) -> list[tuple[int, str, int]]:
+        with side.app.db.read() as session:
+            return [
+                (r.shard, r.status, r.n)
+                for r in session.query(RunCount.shard, RunCount.status, RunCount.n)
+            ]
+
+    clock.advance(seconds=35)
+    [run] = pair.left.store().claim_due(clock.now).dispatches
+    pair.left.store().finish([(run.run_id, done(pair.left.app))])
+    wait_for(lambda: rows(pair.right) == [(0, "succeeded", 1)], what="the count on the right")
+    clock.advance(minutes=10)
+    assert compact_counts(pair.right.app, budget_s=1.0)
+    assert rows(pair.right) == [(0, "succeeded", 1)]  # the standby left it to the owner
+    with Session(pair.right.app.db.engine) as session:  # though it had a row to fold
+        assert run_counts.compact(session, before=pair.right.app.now(), limit=10) == 1
+        session.rollback()
+    assert compact_counts(pair.left.app, budget_s=1.0)
+    assert rows(pair.left) == [(-1, "succeeded", 1)]
+    wait_for(lambda: rows(pair.right) == [(-1, "succeeded", 1)], what="the fold on the right")
+    for side in (pair.left, pair.right):
+        with side.app.db.read() as session:
+            assert run_counts.stale(session) == {}
+        assert replication.status(side.app, SYSTEM).healthy
+
+
 def test_without_an_owner_nothing_is_recorded_and_the_shared_rule_would_stall(
     pg_pair: PgPair, tmp_path: Path, clock: FakeClock
 ) -> None:
