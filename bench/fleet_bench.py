@@ -83,6 +83,9 @@ from _common import Usage, loadavg, percentile, table, work_dir
 from fleet_sim import FleetSim, SimControl, SimTarget, measure_rtt, raise_fd_limit
 
 DESIGNS = ("fleetcron", "fleetcron-pool", "asyncssh", "pssh", "ansible")
+#: ``fleetcron-wN``: a cluster node on PostgreSQL whose shards N worker processes execute
+#: (``bench/fleet_cluster.py``); not in the default list.
+WORKERS_DESIGN = re.compile(r"fleetcron-w([1-9][0-9]?)")
 ANSIBLE_FORKS = 50
 
 
@@ -588,6 +591,10 @@ def child(design: str, command: str, spec_path: str, opts: dict[str, Any]) -> No
     opts = {**opts, "design": design}
     if design in ("fleetcron", "fleetcron-pool"):
         result = run_fleetcron(spec, command, opts)
+    elif WORKERS_DESIGN.fullmatch(design):
+        from fleet_cluster import run_fleetcron_workers
+
+        result = run_fleetcron_workers(spec, command, opts)
     elif design == "asyncssh":
         result = run_asyncssh(spec, command, opts)
     elif design == "pssh":
@@ -791,6 +798,14 @@ def main() -> None:
     parser.add_argument(
         "--pool", type=int, default=None, help="ssh_max_connections (default: the product's)"
     )
+    parser.add_argument(
+        "--worker-caps",
+        choices=("split", "each"),
+        default="split",
+        help="fleetcron-wN: the caps split among the N workers (the node's total is the bare "
+        "loop's), or each worker with the full caps",
+    )
+    parser.add_argument("--shards", type=int, default=64, help="fleetcron-wN: FLEETCRON_SHARDS")
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--max-startups", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the fleetcron designs")
@@ -802,9 +817,10 @@ def main() -> None:
         child(args.child, args.command, args.spec, json.loads(args.child_opts))
         return
     designs = [d for d in args.designs.split(",") if d]
-    unknown = [d for d in designs if d not in DESIGNS]
+    unknown = [d for d in designs if d not in DESIGNS and not WORKERS_DESIGN.fullmatch(d)]
     if unknown:
-        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {', '.join(DESIGNS)}")
+        allowed = ", ".join((*DESIGNS, "fleetcron-wN (N from 1 to 99)"))
+        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {allowed}")
     if args.targets < 1:
         parser.error(f"--targets must be at least 1, got {args.targets}")
     if "ansible" in designs and not Path(sys.executable).with_name("ansible").exists():
@@ -824,7 +840,13 @@ def main() -> None:
         f"{args.handshakes} handshakes"
     )
     work = work_dir("fleetcron-fleet-bench-")
-    opts = {"cap": args.cap, "handshakes": args.handshakes, "pool": args.pool}
+    opts = {
+        "cap": args.cap,
+        "handshakes": args.handshakes,
+        "pool": args.pool,
+        "worker_caps": args.worker_caps,
+        "shards": args.shards,
+    }
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
@@ -880,10 +902,56 @@ def main() -> None:
             if raw.exists():
                 print(f"\nprofile of {design} ({raw}):")
                 print(summarize_profile(raw))
+    for line in workers_lines(results, n):
+        print(line)
     print(f"\nload average at end: {loadavg()}; {time.perf_counter() - t_start:.0f} s in all")
     if "fleetcron" in results and "asyncssh" in results:
         ratio = results["fleetcron"]["pooled"]["wall_s"] / results["asyncssh"]["pooled"]["wall_s"]
         print(f"fleetcron vs asyncssh: {ratio:.2f}x (pooled fire, {n} targets, {rtt:g} ms)")
+    for line in goal_lines(results, n, rtt):
+        print(line)
+
+
+def workers_lines(results: dict[str, dict[str, Any]], n: int) -> list[str]:
+    """For each ``fleetcron-wN`` design: its workers' caps, PostgreSQL's CPU per dispatch
+    and the runs each worker recorded."""
+    lines = []
+    for design, r in results.items():
+        if WORKERS_DESIGN.fullmatch(design):
+            caps = r["worker_caps"]
+            lines.append(
+                f"{design}: {r['workers']} worker process(es), each with "
+                f"{caps['ssh_max_concurrency']} runs in flight and "
+                f"{caps['ssh_max_connecting']} handshakes; PostgreSQL CPU ms / dispatch: "
+                + ", ".join(f"{w} {r[w]['pg_cpu_s'] / n * 1000:.2f}" for w in ("first", "pooled"))
+                + "; runs per worker: "
+                + ", ".join(f"{w} {r[w]['per_worker']}" for w in ("first", "pooled"))
+            )
+    return lines
+
+
+def goal_lines(results: dict[str, dict[str, Any]], n: int, rtt: float) -> list[str]:
+    """Each fleetcron design's wall time against the bare loop's, both fires; issue 29's
+    goal for 2 workers (pooled <= 1.0x, first <= 0.8x)."""
+    from fleet_cluster import GOAL_FIRST, GOAL_POOLED
+
+    base = results.get("asyncssh")
+    if base is None:
+        return []
+    lines = []
+    for design, r in results.items():
+        if not design.startswith("fleetcron"):
+            continue
+        first, pooled = (r[w]["wall_s"] / base[w]["wall_s"] for w in ("first", "pooled"))
+        line = f"{design} vs asyncssh: first {first:.2f}x, pooled {pooled:.2f}x ({n}, {rtt:g} ms)"
+        if design == "fleetcron-w2":
+            met = pooled <= GOAL_POOLED and first <= GOAL_FIRST
+            line += (
+                f"; issue 29 goal (pooled <= {GOAL_POOLED}x, first <= {GOAL_FIRST}x): "
+                f"{'met' if met else 'NOT met'}"
+            )
+        lines.append(line)
+    return lines
 
 
 if __name__ == "__main__":
