@@ -173,7 +173,7 @@ async def fire(scheduler: Scheduler) -> FireReport:
 async def worker_main(worker_of: str) -> None:
     """A worker: build, start, one housekeeping round, "ready"; then for each start
     instant the parent names (its clock reads M, then M + 1 min, at them) one fire,
-    reported as JSON; an empty line ends it."""
+    reported as JSON; then it shuts down."""
     from _common import quiet_production_logging
     from fleet_sim import raise_fd_limit
     from fleetcron.core.members import Worker
@@ -252,6 +252,8 @@ class Workers:
 
     def wait(self) -> None:
         for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
             if proc.wait(timeout=120) != 0:
                 raise SystemExit(f"a worker failed; its log:\n{self.log.read_text()[-3000:]}")
 
@@ -363,7 +365,6 @@ def fires(bench: Bench, count: int) -> dict[str, Any]:
         workers.hear()  # every worker ready
         first = one_fire(workers, bench, 0)
         pooled = one_fire(workers, bench, 1)
-        workers.say("")
         workers.wait()
     finally:
         for proc in workers.procs:
