@@ -143,6 +143,7 @@ class FireReport:
     gc_cpu_s: float
     gc_full: int
     connect_retries: int
+    transactions: int
     maxrss_mb: float
 
 
@@ -151,9 +152,10 @@ def connect_retries(scheduler: Scheduler) -> int:
     return 0 if ssh is None else int(ssh.connect_retries)
 
 
-async def fire(scheduler: Scheduler) -> FireReport:
+async def fire(scheduler: Scheduler, commits: collections.Counter[str]) -> FireReport:
     """One tick (it claims in batches until nothing is due), then every run recorded."""
     db0, u0, r0 = await scheduler._in_db(time.thread_time), Usage.now(), connect_retries(scheduler)
+    c0 = commits["commit"]
     stats = await scheduler.tick()
     await scheduler.idle()
     done_at, u1 = time.time(), Usage.now()
@@ -166,6 +168,7 @@ async def fire(scheduler: Scheduler) -> FireReport:
         gc_cpu_s=u1.gc_s - u0.gc_s,
         gc_full=u1.gc_full - u0.gc_full,
         connect_retries=connect_retries(scheduler) - r0,
+        transactions=commits["commit"] - c0,
         maxrss_mb=u1.maxrss_mb,
     )
 
@@ -174,6 +177,8 @@ async def worker_main(worker_of: str) -> None:
     """A worker: build, start, one housekeeping round, "ready"; then for each start
     instant the parent names (its clock reads M, then M + 1 min, at them) one fire,
     reported as JSON; then it shuts down."""
+    from sqlalchemy import event
+
     from _common import quiet_production_logging
     from fleet_sim import raise_fd_limit
     from fleetcron.core.members import Worker
@@ -185,6 +190,8 @@ async def worker_main(worker_of: str) -> None:
     index, count = (int(part) for part in worker_of.split("/"))
     clock = StartClock(install.due)
     scheduler = build(install, Worker(index, count) if count > 1 else None, clock, "local")
+    commits = collections.Counter[str]()  # write transactions: claims and recordings batched
+    event.listen(scheduler.app.db.engine, "commit", lambda conn: commits.update(["commit"]))
     await scheduler.start()
     assert scheduler.maintenance is not None
     await scheduler._in_db(scheduler.maintenance)
@@ -193,7 +200,7 @@ async def worker_main(worker_of: str) -> None:
         line = await asyncio.to_thread(sys.stdin.readline)
         clock.minute, clock.at = install.due + timedelta(minutes=minutes), float(line)
         await asyncio.sleep(max(0.0, clock.at - time.time()))
-        print(json.dumps(asdict(await fire(scheduler))), flush=True)
+        print(json.dumps(asdict(await fire(scheduler, commits))), flush=True)
     await scheduler.shutdown()
     if scheduler.ssh is not None:
         await scheduler.ssh.close()
@@ -326,6 +333,7 @@ def one_fire(workers: Workers, bench: Bench, minutes: int) -> dict[str, Any]:
         "db_cpu_s": sum(r.db_cpu_s for r in reports),
         "gc_cpu_s": sum(r.gc_cpu_s for r in reports),
         "gc_full": sum(r.gc_full for r in reports),
+        "transactions": sum(r.transactions for r in reports),
         "pg_cpu_s": pg1 - pg0,
         "sim": sim_delta(s0, s1),
         "maxrss_mb": [r.maxrss_mb for r in reports],
