@@ -24,6 +24,16 @@ the same command on all N targets: the **first** over new connections, then the
   M + 0 s) to ``idle()``: all N runs recorded in the database.
 * ``fleetcron-pool``: the same with the pool sized to the fleet (``--pool max(N, cap)``),
   kept so that older tables can be compared; the default pool already holds 10,000.
+* ``fleetcron-w1``, ``fleetcron-w2`` (any ``fleetcron-wN``; not in the default list): a
+  cluster installation on a throwaway PostgreSQL (64 shards, ``--shards``; one approved node
+  owning every shard; each target with its shard) whose node runs N scheduler processes
+  side by side, each built as ``fleetcron scheduler --workers N`` builds worker I
+  (``build_scheduler(app, worker=Worker(I, N))``; ``bench/fleet_cluster.py``). The node's
+  caps are the bare loop's, split among its workers (``--worker-caps split``: cap / N runs
+  in flight and handshakes / N each; ``each``: every worker with the full caps). The
+  workers' clocks read M at one start instant the parent names, then M + 1 min at the
+  next; a fire is timed from that instant to the last worker's runs recorded, its CPU
+  summed over the workers (PostgreSQL's printed beside it).
 * ``asyncssh``: bare asyncssh with the same caps: at most ``--cap`` runs in flight and
   ``--handshakes`` handshakes at a time, connect (pinned host key), run, keep every
   connection; a handshake dropped by the server is retried as fleetcron does (backoff from
@@ -54,7 +64,13 @@ Run by hand::
     .venv/bin/python bench/fleet_bench.py --targets 1000 --rtt-ms 100 --command "sleep 1" \\
         --designs fleetcron,fleetcron-pool,asyncssh,pssh,ansible
 
-Its last line: ``fleetcron vs asyncssh: X.XXx (pooled fire, N targets, R ms)``.
+Its last lines: ``fleetcron vs asyncssh: X.XXx (pooled fire, N targets, R ms)``, then each
+fleetcron design's first and pooled fire against asyncssh's, with issue 29's goal for
+``fleetcron-w2`` (pooled <= 1.0x, first <= 0.8x). The workers at 5,000 targets::
+
+    .venv/bin/python bench/fleet_bench.py --targets 5000 --rtt-ms 100 --command "sleep 1" \\
+        --designs fleetcron,fleetcron-w1,fleetcron-w2,asyncssh
+
 ``--profile DIR`` records the fleetcron design with py-spy (raw collapsed stacks, all
 threads) and prints where its samples went.
 """
