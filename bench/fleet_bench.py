@@ -793,7 +793,7 @@ def summarize_profile(path: Path, top: int = 14) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def parser_of() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=200)
     parser.add_argument("--rtt-ms", type=float, default=0.0)
@@ -828,10 +828,11 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--child-opts", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child, args.command, args.spec, json.loads(args.child_opts))
-        return
+    return parser
+
+
+def designs_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The designs asked for, each known and runnable here (else exit 2 naming it)."""
     designs = [d for d in args.designs.split(",") if d]
     unknown = [d for d in designs if d not in DESIGNS and not WORKERS_DESIGN.fullmatch(d)]
     if unknown:
@@ -841,6 +842,16 @@ def main() -> None:
         parser.error(f"--targets must be at least 1, got {args.targets}")
     if "ansible" in designs and not Path(sys.executable).with_name("ansible").exists():
         parser.error("--designs ansible: ansible-core is not installed (bench/requirements.txt)")
+    return designs
+
+
+def main() -> None:
+    parser = parser_of()
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.command, args.spec, json.loads(args.child_opts))
+        return
+    designs = designs_of(parser, args)
     limit = raise_fd_limit()
     from fleetcron.config import Settings
 
