@@ -929,7 +929,7 @@ def main() -> None:
             if raw.exists():
                 print(f"\nprofile of {design} ({raw}):")
                 print(summarize_profile(raw))
-    for line in workers_lines(results, n):
+    for line in workers_lines(results, n) + cpu_budget_lines(results):
         print(line)
     print(f"\nload average at end: {loadavg()}; {time.perf_counter() - t_start:.0f} s in all")
     if "fleetcron" in results and "asyncssh" in results:
@@ -953,6 +953,24 @@ def workers_lines(results: dict[str, dict[str, Any]], n: int) -> list[str]:
                 + ", ".join(f"{w} {r[w]['pg_cpu_s'] / n * 1000:.2f}" for w in ("first", "pooled"))
                 + "; runs per worker: "
                 + ", ".join(f"{w} {r[w]['per_worker']}" for w in ("first", "pooled"))
+            )
+    return lines
+
+
+def cpu_budget_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Each fire's CPU in all the processes it kept busy (the design's, PostgreSQL's, the
+    simulator's) and the wall time that CPU alone takes on this machine's cores: a floor
+    that holds at any load, since the simulator shares the cores with the design."""
+    cores = os.cpu_count() or 1
+    lines = []
+    for design, r in results.items():
+        for which in ("first", "pooled"):
+            f = r[which]
+            total = f["cpu_s"] + f.get("pg_cpu_s", 0.0) + f["sim"]["cpu_s"]
+            lines.append(
+                f"{design} {which}: CPU {f['cpu_s']:.1f} s (design) + "
+                f"{f.get('pg_cpu_s', 0.0):.1f} s (PostgreSQL) + {f['sim']['cpu_s']:.1f} s "
+                f"(simulator) = {total:.1f} s: at least {total / cores:.1f} s on {cores} cores"
             )
     return lines
 
