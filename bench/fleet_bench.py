@@ -133,6 +133,26 @@ def lateness(values: list[float]) -> dict[str, float | None]:
 # -- fleetcron -----------------------------------------------------------------------------
 
 
+def target_row(app: Any, t: SimTarget, now: Any) -> dict[str, Any]:
+    """A simulated target as fleetcron's ``targets`` row (paired, its client key
+    encrypted with the installation's master key, its host key pinned)."""
+    return {
+        "name": t.name,
+        "kind": "ssh",
+        "host": t.host,
+        "port": t.port,
+        "user": t.user,
+        "private_key_enc": app.master_key.encrypt(t.client_key.encode()),
+        "host_key": t.host_key,
+        "labels": {"role": "sim"},
+        "notes": "",
+        "paired": True,
+        "paired_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> dict[str, Any]:
     import logging
     from datetime import UTC, datetime, timedelta
@@ -182,24 +202,7 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     with app.db.engine.begin() as conn:
         conn.execute(
             insert(core_table(Target)),
-            [
-                {
-                    "name": t.name,
-                    "kind": "ssh",
-                    "host": t.host,
-                    "port": t.port,
-                    "user": t.user,
-                    "private_key_enc": app.master_key.encrypt(t.client_key.encode()),
-                    "host_key": t.host_key,
-                    "labels": {"role": "sim"},
-                    "notes": "",
-                    "paired": True,
-                    "paired_at": now,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for t in targets
-            ],
+            [target_row(app, t, now) for t in targets],
         )
     jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
     control = SimControl(spec["control"])

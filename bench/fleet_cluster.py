@@ -98,29 +98,14 @@ def add_ssh_targets(app: App, targets: list[Any]) -> None:
     """The simulator's targets, ids 1 to n, each in its shard."""
     from sqlalchemy import insert
 
+    from fleet_bench import target_row
     from fleetcron.core.shards import shard_of
     from fleetcron.store.schema import Target
 
     now, shards = app.now(), app.settings.shards
     assert shards, "a cluster installation has its shard count set"
     rows = [
-        {
-            "id": i,
-            "name": t.name,
-            "kind": "ssh",
-            "host": t.host,
-            "port": t.port,
-            "user": t.user,
-            "private_key_enc": app.master_key.encrypt(t.client_key.encode()),
-            "host_key": t.host_key,
-            "labels": {"role": "sim"},
-            "notes": "",
-            "paired": True,
-            "paired_at": now,
-            "created_at": now,
-            "updated_at": now,
-            "shard": shard_of(i, shards),
-        }
+        {**target_row(app, t, now), "id": i, "shard": shard_of(i, shards)}
         for i, t in enumerate(targets, start=1)
     ]
     with app.db.engine.begin() as conn:
