@@ -24,6 +24,16 @@ the same command on all N targets: the **first** over new connections, then the
   M + 0 s) to ``idle()``: all N runs recorded in the database.
 * ``fleetcron-pool``: the same with the pool sized to the fleet (``--pool max(N, cap)``),
   kept so that older tables can be compared; the default pool already holds 10,000.
+* ``fleetcron-w1``, ``fleetcron-w2`` (any ``fleetcron-wN``; not in the default list): a
+  cluster installation on a throwaway PostgreSQL (64 shards, ``--shards``; one approved node
+  owning every shard; each target with its shard) whose node runs N scheduler processes
+  side by side, each built as ``fleetcron scheduler --workers N`` builds worker I
+  (``build_scheduler(app, worker=Worker(I, N))``; ``bench/fleet_cluster.py``). The node's
+  caps are the bare loop's, split among its workers (``--worker-caps split``: cap / N runs
+  in flight and handshakes / N each; ``each``: every worker with the full caps). The
+  workers' clocks read M at one start instant the parent names, then M + 1 min at the
+  next; a fire is timed from that instant to the last worker's runs recorded, its CPU
+  summed over the workers (PostgreSQL's printed beside it).
 * ``asyncssh``: bare asyncssh with the same caps: at most ``--cap`` runs in flight and
   ``--handshakes`` handshakes at a time, connect (pinned host key), run, keep every
   connection; a handshake dropped by the server is retried as fleetcron does (backoff from
@@ -54,7 +64,13 @@ Run by hand::
     .venv/bin/python bench/fleet_bench.py --targets 1000 --rtt-ms 100 --command "sleep 1" \\
         --designs fleetcron,fleetcron-pool,asyncssh,pssh,ansible
 
-Its last line: ``fleetcron vs asyncssh: X.XXx (pooled fire, N targets, R ms)``.
+Its last lines: ``fleetcron vs asyncssh: X.XXx (pooled fire, N targets, R ms)``, then each
+fleetcron design's first and pooled fire against asyncssh's, with issue 29's goal for
+``fleetcron-w2`` (pooled <= 1.0x, first <= 0.8x). The workers at 5,000 targets::
+
+    .venv/bin/python bench/fleet_bench.py --targets 5000 --rtt-ms 100 --command "sleep 1" \\
+        --designs fleetcron,fleetcron-w1,fleetcron-w2,asyncssh
+
 ``--profile DIR`` records the fleetcron design with py-spy (raw collapsed stacks, all
 threads) and prints where its samples went.
 """
@@ -83,6 +99,9 @@ from _common import Usage, loadavg, percentile, table, work_dir
 from fleet_sim import FleetSim, SimControl, SimTarget, measure_rtt, raise_fd_limit
 
 DESIGNS = ("fleetcron", "fleetcron-pool", "asyncssh", "pssh", "ansible")
+#: ``fleetcron-wN``: a cluster node on PostgreSQL whose shards N worker processes execute
+#: (``bench/fleet_cluster.py``); not in the default list.
+WORKERS_DESIGN = re.compile(r"fleetcron-w([1-9][0-9]?)")
 ANSIBLE_FORKS = 50
 
 
@@ -112,6 +131,26 @@ def lateness(values: list[float]) -> dict[str, float | None]:
 
 
 # -- fleetcron -----------------------------------------------------------------------------
+
+
+def target_row(app: Any, t: SimTarget, now: Any) -> dict[str, Any]:
+    """A simulated target as fleetcron's ``targets`` row (paired, its client key
+    encrypted with the installation's master key, its host key pinned)."""
+    return {
+        "name": t.name,
+        "kind": "ssh",
+        "host": t.host,
+        "port": t.port,
+        "user": t.user,
+        "private_key_enc": app.master_key.encrypt(t.client_key.encode()),
+        "host_key": t.host_key,
+        "labels": {"role": "sim"},
+        "notes": "",
+        "paired": True,
+        "paired_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> dict[str, Any]:
@@ -163,24 +202,7 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
     with app.db.engine.begin() as conn:
         conn.execute(
             insert(core_table(Target)),
-            [
-                {
-                    "name": t.name,
-                    "kind": "ssh",
-                    "host": t.host,
-                    "port": t.port,
-                    "user": t.user,
-                    "private_key_enc": app.master_key.encrypt(t.client_key.encode()),
-                    "host_key": t.host_key,
-                    "labels": {"role": "sim"},
-                    "notes": "",
-                    "paired": True,
-                    "paired_at": now,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for t in targets
-            ],
+            [target_row(app, t, now) for t in targets],
         )
     jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
     control = SimControl(spec["control"])
@@ -588,6 +610,10 @@ def child(design: str, command: str, spec_path: str, opts: dict[str, Any]) -> No
     opts = {**opts, "design": design}
     if design in ("fleetcron", "fleetcron-pool"):
         result = run_fleetcron(spec, command, opts)
+    elif WORKERS_DESIGN.fullmatch(design):
+        from fleet_cluster import run_fleetcron_workers
+
+        result = run_fleetcron_workers(spec, command, opts)
     elif design == "asyncssh":
         result = run_asyncssh(spec, command, opts)
     elif design == "pssh":
@@ -770,7 +796,7 @@ def summarize_profile(path: Path, top: int = 14) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def parser_of() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=200)
     parser.add_argument("--rtt-ms", type=float, default=0.0)
@@ -791,24 +817,44 @@ def main() -> None:
     parser.add_argument(
         "--pool", type=int, default=None, help="ssh_max_connections (default: the product's)"
     )
+    parser.add_argument(
+        "--worker-caps",
+        choices=("split", "each"),
+        default="split",
+        help="fleetcron-wN: the caps split among the N workers (the node's total is the bare "
+        "loop's), or each worker with the full caps",
+    )
+    parser.add_argument("--shards", type=int, default=64, help="fleetcron-wN: FLEETCRON_SHARDS")
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--max-startups", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the fleetcron designs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--child-opts", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child, args.command, args.spec, json.loads(args.child_opts))
-        return
+    return parser
+
+
+def designs_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The designs asked for, each known and runnable here (else exit 2 naming it)."""
     designs = [d for d in args.designs.split(",") if d]
-    unknown = [d for d in designs if d not in DESIGNS]
+    unknown = [d for d in designs if d not in DESIGNS and not WORKERS_DESIGN.fullmatch(d)]
     if unknown:
-        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {', '.join(DESIGNS)}")
+        allowed = ", ".join((*DESIGNS, "fleetcron-wN (N from 1 to 99)"))
+        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {allowed}")
     if args.targets < 1:
         parser.error(f"--targets must be at least 1, got {args.targets}")
     if "ansible" in designs and not Path(sys.executable).with_name("ansible").exists():
         parser.error("--designs ansible: ansible-core is not installed (bench/requirements.txt)")
+    return designs
+
+
+def main() -> None:
+    parser = parser_of()
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.command, args.spec, json.loads(args.child_opts))
+        return
+    designs = designs_of(parser, args)
     limit = raise_fd_limit()
     from fleetcron.config import Settings
 
@@ -824,7 +870,13 @@ def main() -> None:
         f"{args.handshakes} handshakes"
     )
     work = work_dir("fleetcron-fleet-bench-")
-    opts = {"cap": args.cap, "handshakes": args.handshakes, "pool": args.pool}
+    opts = {
+        "cap": args.cap,
+        "handshakes": args.handshakes,
+        "pool": args.pool,
+        "worker_caps": args.worker_caps,
+        "shards": args.shards,
+    }
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
@@ -880,10 +932,74 @@ def main() -> None:
             if raw.exists():
                 print(f"\nprofile of {design} ({raw}):")
                 print(summarize_profile(raw))
+    for line in workers_lines(results, n) + cpu_budget_lines(results):
+        print(line)
     print(f"\nload average at end: {loadavg()}; {time.perf_counter() - t_start:.0f} s in all")
     if "fleetcron" in results and "asyncssh" in results:
         ratio = results["fleetcron"]["pooled"]["wall_s"] / results["asyncssh"]["pooled"]["wall_s"]
         print(f"fleetcron vs asyncssh: {ratio:.2f}x (pooled fire, {n} targets, {rtt:g} ms)")
+    for line in goal_lines(results, n, rtt):
+        print(line)
+
+
+def workers_lines(results: dict[str, dict[str, Any]], n: int) -> list[str]:
+    """For each ``fleetcron-wN`` design: its workers' caps, PostgreSQL's CPU per dispatch
+    and the runs each worker recorded."""
+    lines = []
+    for design, r in results.items():
+        if WORKERS_DESIGN.fullmatch(design):
+            caps = r["worker_caps"]
+            lines.append(
+                f"{design}: {r['workers']} worker process(es), each with "
+                f"{caps['ssh_max_concurrency']} runs in flight and "
+                f"{caps['ssh_max_connecting']} handshakes; PostgreSQL CPU ms / dispatch: "
+                + ", ".join(f"{w} {r[w]['pg_cpu_s'] / n * 1000:.2f}" for w in ("first", "pooled"))
+                + "; runs per worker: "
+                + ", ".join(f"{w} {r[w]['per_worker']}" for w in ("first", "pooled"))
+            )
+    return lines
+
+
+def cpu_budget_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Each fire's CPU in all the processes it kept busy (the design's, PostgreSQL's, the
+    simulator's) and the wall time that CPU alone takes on this machine's cores: a floor
+    that holds at any load, since the simulator shares the cores with the design."""
+    cores = os.cpu_count() or 1
+    lines = []
+    for design, r in results.items():
+        for which in ("first", "pooled"):
+            f = r[which]
+            total = f["cpu_s"] + f.get("pg_cpu_s", 0.0) + f["sim"]["cpu_s"]
+            lines.append(
+                f"{design} {which}: CPU {f['cpu_s']:.1f} s (design) + "
+                f"{f.get('pg_cpu_s', 0.0):.1f} s (PostgreSQL) + {f['sim']['cpu_s']:.1f} s "
+                f"(simulator) = {total:.1f} s: at least {total / cores:.1f} s on {cores} cores"
+            )
+    return lines
+
+
+def goal_lines(results: dict[str, dict[str, Any]], n: int, rtt: float) -> list[str]:
+    """Each fleetcron design's wall time against the bare loop's, both fires; issue 29's
+    goal for 2 workers (pooled <= 1.0x, first <= 0.8x)."""
+    from fleet_cluster import GOAL_FIRST, GOAL_POOLED
+
+    base = results.get("asyncssh")
+    if base is None:
+        return []
+    lines = []
+    for design, r in results.items():
+        if not design.startswith("fleetcron"):
+            continue
+        first, pooled = (r[w]["wall_s"] / base[w]["wall_s"] for w in ("first", "pooled"))
+        line = f"{design} vs asyncssh: first {first:.2f}x, pooled {pooled:.2f}x ({n}, {rtt:g} ms)"
+        if design == "fleetcron-w2":
+            met = pooled <= GOAL_POOLED and first <= GOAL_FIRST
+            line += (
+                f"; issue 29 goal (pooled <= {GOAL_POOLED}x, first <= {GOAL_FIRST}x): "
+                f"{'met' if met else 'NOT met'}"
+            )
+        lines.append(line)
+    return lines
 
 
 if __name__ == "__main__":

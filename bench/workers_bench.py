@@ -111,13 +111,15 @@ GOAL_WALL, GOAL_CHILDREN, GOAL_P99_S = 1.3, 1.5, 1.0
 @dataclass(frozen=True)
 class Install:
     """What the parent and every worker share: the database, the data directory, the
-    master key, the machine id (so one node id), the shard count, the minute M."""
+    master key, the machine id (so one node id), the shard count, the minute M, and
+    settings every process sets besides (``extra``: the SSH caps of a fleet bench)."""
 
     url: str
     directory: str
     master_key: str
     shards: int
     minute: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def due(self) -> datetime:
@@ -147,11 +149,12 @@ class Install:
             shutdown_grace_s=5.0,
             allow_local_targets=True,
             local_allow_root=True,
+            **self.extra,
         )
         return App.open(settings, clock=clock)
 
 
-def new_install(url: str, shards: int) -> Install:
+def new_install(url: str, shards: int, extra: dict[str, Any] | None = None) -> Install:
     from fleetcron.crypto import generate_key
 
     minute = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=5)
@@ -161,27 +164,34 @@ def new_install(url: str, shards: int) -> Install:
         generate_key().decode(),
         shards,
         minute.isoformat(),
+        dict(extra or {}),
     )
 
 
 def set_up(install: Install, runs: int) -> None:
     """The schema, the node approved and owning every shard, the targets and the job."""
-    from fleetcron.app import SYSTEM
-    from fleetcron.coordination.node import Node
-    from fleetcron.services.cluster import status as cluster
-
     app = install.open(NODE_NAME, clock=lambda: install.due - timedelta(seconds=30))
     try:
-        app.db.upgrade()
-        node = Node(app)
-        cluster.announce(app, node)
-        cluster.approve(app, SYSTEM, node.identity)
-        cluster.request_transfer(app, SYSTEM, node.identity.node_id)
+        node_owning_every_shard(app)
         add_targets(app, runs)
         add_job(app)
         after_bulk_load(app)
     finally:
         app.close()
+
+
+def node_owning_every_shard(app: App) -> None:
+    """The schema, then this installation's node announced, approved and handed every
+    shard (as ``fleetcron cluster`` does)."""
+    from fleetcron.app import SYSTEM
+    from fleetcron.coordination.node import Node
+    from fleetcron.services.cluster import status as cluster
+
+    app.db.upgrade()
+    node = Node(app)
+    cluster.announce(app, node)
+    cluster.approve(app, SYSTEM, node.identity)
+    cluster.request_transfer(app, SYSTEM, node.identity.node_id)
 
 
 def add_targets(app: App, n: int) -> None:

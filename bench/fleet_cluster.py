@@ -1,0 +1,382 @@
+"""The fleet benchmark's cluster designs (``fleetcron-w1``, ``fleetcron-w2``, ...
+``fleetcron-wN``): fleetcron as a cluster installation on a throwaway PostgreSQL, its one
+node's shards executed by N scheduler processes side by side (``fleetcron scheduler
+--workers N``), on the fleet simulator's targets.
+
+The installation is the one ``bench/workers_bench.py`` sets up (``--shards``, 64, shards;
+one approved node owning every shard; the fixture's PostgreSQL with fsync off), with the
+simulator's SSH targets instead of local ones (bulk inserted, each with its pinned host key,
+its encrypted client key and its shard, ``core.shards.shard_of``, as ``target add`` writes
+them) and one bulk job ``* * * * *`` running the command on all of them.
+
+Each worker is a fresh interpreter (this file with ``--worker-of I/N``), built as
+``fleetcron scheduler --workers N`` builds worker I (``build_scheduler(app,
+worker=Worker(I, N))``; with N = 1 the node's only scheduler), started, its first
+housekeeping round done, then "ready". The node's SSH caps are the bare loop's: by default
+(``--worker-caps split``) each worker gets ``cap / N`` runs in flight and ``handshakes / N``
+handshakes, so the node as a whole has the same caps as the one bare asyncssh loop;
+``--worker-caps each`` gives every worker the full caps (what a node with unchanged settings
+does, N times the bare loop's).
+
+Two fires: the parent names a start instant; each worker's clock (real, shifted) reads M
+at it, ticks and waits for its runs recorded, and reports its CPU (the process's user+sys,
+its event loop's and its database thread's, the garbage collector's) and when it was done;
+then the same at M + 1 min over the connections each worker kept. A fire's wall time runs
+from the start instant to the last worker done; lateness is recorded ``started_at`` minus
+``scheduled_for``; the scheduler CPU is summed over the workers; PostgreSQL's CPU (the
+postmaster and its backends) is reported beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Usage, after_bulk_load, catch_up_sequences, core_table
+from workers_bench import (
+    KEY_VARIABLE,
+    LEAD_S,
+    NODE_NAME,
+    Install,
+    Server,
+    StartClock,
+    build,
+    new_install,
+    node_owning_every_shard,
+)
+
+if TYPE_CHECKING:
+    from fleetcron.app import App
+    from fleetcron.scheduler.service import Scheduler
+
+#: Issue 29's goal for the fleet at 2 workers, against the one bare asyncssh loop.
+GOAL_POOLED, GOAL_FIRST = 1.0, 0.8
+
+
+def worker_settings(opts: dict[str, Any], workers: int) -> dict[str, Any]:
+    """Each worker's SSH caps: the node's (the bare loop's) split among its workers, or
+    (``worker_caps == "each"``) the full caps in every worker."""
+    split = opts.get("worker_caps", "split") == "split"
+    cap = max(1, opts["cap"] // workers) if split else opts["cap"]
+    handshakes = max(1, opts["handshakes"] // workers) if split else opts["handshakes"]
+    extra = {"ssh_max_concurrency": cap, "ssh_max_connecting": handshakes}
+    if opts.get("pool"):
+        extra["ssh_max_connections"] = max(opts["pool"], cap)
+    return extra
+
+
+# -- the installation ----------------------------------------------------------------------
+
+
+def set_up(install: Install, targets: list[Any], command: str) -> None:
+    """The node owning every shard, the simulator's targets and the bulk job."""
+    from fleetcron.app import SYSTEM
+    from fleetcron.services.jobs import edit as jobs
+
+    app = install.open(NODE_NAME, clock=lambda: install.due - timedelta(seconds=30))
+    try:
+        node_owning_every_shard(app)
+        add_ssh_targets(app, targets)
+        jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
+        after_bulk_load(app)
+    finally:
+        app.close()
+
+
+def add_ssh_targets(app: App, targets: list[Any]) -> None:
+    """The simulator's targets, ids 1 to n, each in its shard."""
+    from sqlalchemy import insert
+
+    from fleet_bench import target_row
+    from fleetcron.core.shards import shard_of
+    from fleetcron.store.schema import Target
+
+    now, shards = app.now(), app.settings.shards
+    assert shards, "a cluster installation has its shard count set"
+    rows = [
+        {**target_row(app, t, now), "id": i, "shard": shard_of(i, shards)}
+        for i, t in enumerate(targets, start=1)
+    ]
+    with app.db.engine.begin() as conn:
+        conn.execute(insert(core_table(Target)), rows)
+        catch_up_sequences(conn, ("targets",))
+
+
+# -- one worker process ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FireReport:
+    """One worker's fire, from the start instant to its runs recorded."""
+
+    dispatched: int
+    done_at: float
+    cpu_s: float
+    loop_cpu_s: float
+    db_cpu_s: float
+    gc_cpu_s: float
+    gc_full: int
+    connect_retries: int
+    transactions: int
+    maxrss_mb: float
+
+
+def connect_retries(scheduler: Scheduler) -> int:
+    ssh = scheduler.ssh
+    return 0 if ssh is None else int(ssh.connect_retries)
+
+
+async def fire(scheduler: Scheduler, commits: collections.Counter[str]) -> FireReport:
+    """One tick (it claims in batches until nothing is due), then every run recorded."""
+    db0, u0, r0 = await scheduler._in_db(time.thread_time), Usage.now(), connect_retries(scheduler)
+    c0 = commits["commit"]
+    stats = await scheduler.tick()
+    await scheduler.idle()
+    done_at, u1 = time.time(), Usage.now()
+    return FireReport(
+        dispatched=stats.dispatched,
+        done_at=done_at,
+        cpu_s=u1.cpu_s - u0.cpu_s,
+        loop_cpu_s=u1.thread_s - u0.thread_s,
+        db_cpu_s=await scheduler._in_db(time.thread_time) - db0,
+        gc_cpu_s=u1.gc_s - u0.gc_s,
+        gc_full=u1.gc_full - u0.gc_full,
+        connect_retries=connect_retries(scheduler) - r0,
+        transactions=commits["commit"] - c0,
+        maxrss_mb=u1.maxrss_mb,
+    )
+
+
+async def worker_main(worker_of: str) -> None:
+    """A worker: build, start, one housekeeping round, "ready"; then for each start
+    instant the parent names (its clock reads M, then M + 1 min, at them) one fire,
+    reported as JSON; then it shuts down."""
+    from sqlalchemy import event
+
+    from _common import quiet_production_logging
+    from fleet_sim import raise_fd_limit
+    from fleetcron.core.members import Worker
+
+    raise_fd_limit()
+    quiet_production_logging()
+    shared = json.loads(sys.stdin.readline())
+    install = Install(**{**shared, "master_key": os.environ[KEY_VARIABLE]})
+    index, count = (int(part) for part in worker_of.split("/"))
+    clock = StartClock(install.due)
+    scheduler = build(install, Worker(index, count) if count > 1 else None, clock, "local")
+    commits = collections.Counter[str]()  # write transactions: claims and recordings batched
+    event.listen(scheduler.app.db.engine, "commit", lambda conn: commits.update(["commit"]))
+    await scheduler.start()
+    assert scheduler.maintenance is not None
+    await scheduler._in_db(scheduler.maintenance)
+    print("ready", flush=True)
+    for minutes in range(2):
+        line = await asyncio.to_thread(sys.stdin.readline)
+        clock.minute, clock.at = install.due + timedelta(minutes=minutes), float(line)
+        await asyncio.sleep(max(0.0, clock.at - time.time()))
+        print(json.dumps(asdict(await fire(scheduler, commits))), flush=True)
+    await scheduler.shutdown()
+    if scheduler.ssh is not None:
+        await scheduler.ssh.close()
+    scheduler.app.close()
+
+
+# -- the design's process: the workers, side by side -----------------------------------------
+
+
+@dataclass
+class Workers:
+    """The N worker processes of the node, their log."""
+
+    procs: list[subprocess.Popen[str]]
+    log: Path
+
+    @classmethod
+    def spawn(cls, install: Install, count: int) -> Workers:
+        log = Path(install.directory) / "workers.log"
+        env = {**os.environ, KEY_VARIABLE: install.master_key}
+        shared = json.dumps({**asdict(install), "master_key": ""}) + "\n"
+        procs = []
+        for i in range(count):
+            argv = [sys.executable, __file__, "--worker-of", f"{i}/{count}"]
+            with log.open("a") as err:
+                proc = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                )
+            assert proc.stdin is not None
+            proc.stdin.write(shared)
+            proc.stdin.flush()
+            procs.append(proc)
+        return cls(procs, log)
+
+    def say(self, line: str) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+
+    def hear(self) -> list[str]:
+        lines = []
+        for proc in self.procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line:
+                tail = self.log.read_text()[-3000:]
+                raise SystemExit(f"a worker exited ({proc.wait()}); its log:\n{tail}")
+            lines.append(line)
+        return lines
+
+    def wait(self) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            if proc.wait(timeout=120) != 0:
+                raise SystemExit(f"a worker failed; its log:\n{self.log.read_text()[-3000:]}")
+
+
+def recorded(install: Install, at: datetime, n: int) -> dict[str, Any]:
+    """The fire's runs as recorded: successes, errors by kind, lateness, runs per worker."""
+    from sqlalchemy import select
+
+    from fleet_bench import error_kind, lateness
+    from fleetcron.store.schema import Run
+
+    app = install.open(NODE_NAME, clock=lambda: datetime.now(UTC))
+    try:
+        with app.db.read() as session:
+            rows = session.execute(
+                select(Run.status, Run.error, Run.started_at, Run.scheduled_for, Run.node).where(
+                    Run.scheduled_for == at
+                )
+            ).all()
+    finally:
+        app.close()
+    errors = collections.Counter(
+        f"{r.status}: {error_kind(r.error or '')}" for r in rows if r.status != "succeeded"
+    )
+    if len(rows) != n:
+        errors["runs not recorded"] += n - len(rows)
+    per_node = collections.Counter(r.node for r in rows)
+    late = [(r.started_at - r.scheduled_for).total_seconds() for r in rows if r.started_at]
+    return {
+        "ok": sum(r.status == "succeeded" for r in rows),
+        "errors": errors,
+        "per_worker": "/".join(str(per_node[k]) for k in sorted(per_node)),
+        **lateness(late),
+    }
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What a design's fires share: the installation, its N targets, the simulator's
+    control socket, the PostgreSQL server."""
+
+    install: Install
+    targets: int
+    control: Any
+    server: Server
+
+
+def one_fire(workers: Workers, bench: Bench, minutes: int) -> dict[str, Any]:
+    """Name a start instant, collect every worker's report; the simulator's and
+    PostgreSQL's counters over the same span."""
+    from fleet_bench import sim_delta
+
+    s0, pg0 = bench.control.stats(), bench.server.cpu()
+    start = time.time() + LEAD_S
+    workers.say(repr(start))
+    reports = [FireReport(**json.loads(line)) for line in workers.hear()]
+    s1, pg1 = bench.control.stats(), bench.server.cpu()
+    at = bench.install.due + timedelta(minutes=minutes)
+    runs = recorded(bench.install, at, bench.targets)
+    retried = sum(r.connect_retries for r in reports)
+    if retried:
+        runs["errors"]["(ssh.connect_retry, retried)"] += retried
+    return {
+        **runs,
+        "errors": dict(runs["errors"]),
+        "wall_s": max(r.done_at for r in reports) - start,
+        "dispatched": sum(r.dispatched for r in reports),
+        "cpu_s": sum(r.cpu_s for r in reports),
+        "loop_cpu_s": sum(r.loop_cpu_s for r in reports),
+        "db_cpu_s": sum(r.db_cpu_s for r in reports),
+        "gc_cpu_s": sum(r.gc_cpu_s for r in reports),
+        "gc_full": sum(r.gc_full for r in reports),
+        "transactions": sum(r.transactions for r in reports),
+        "pg_cpu_s": pg1 - pg0,
+        "sim": sim_delta(s0, s1),
+        "maxrss_mb": [r.maxrss_mb for r in reports],
+    }
+
+
+def run_fleetcron_workers(
+    spec: dict[str, Any], command: str, opts: dict[str, Any]
+) -> dict[str, Any]:
+    """The design ``fleetcron-wN``: a fresh PostgreSQL, the installation, N workers, two
+    fires."""
+    from _common import running_postgres
+    from fleet_bench import targets_of
+    from fleet_sim import SimControl
+
+    count = int(opts["design"].removeprefix("fleetcron-w"))
+    targets = targets_of(spec)
+    control = SimControl(spec["control"])
+    try:
+        with running_postgres() as handle:
+            if handle is None:
+                raise SystemExit("PostgreSQL binaries not found (the fleetcron-wN designs)")
+            pid = int((handle.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[attr-defined]
+            server = Server(handle, pid)
+            url = handle.create_database("fleet")  # type: ignore[attr-defined]
+            install = new_install(url, opts.get("shards", 64), worker_settings(opts, count))
+            set_up(install, targets, command)
+            return fires(Bench(install, len(targets), control, server), count)
+    finally:
+        control.close()
+
+
+def fires(bench: Bench, count: int) -> dict[str, Any]:
+    """The N workers started, the first fire (new connections), the pooled one."""
+    workers = Workers.spawn(bench.install, count)
+    try:
+        workers.hear()  # every worker ready
+        first = one_fire(workers, bench, 0)
+        pooled = one_fire(workers, bench, 1)
+        workers.wait()
+    finally:
+        for proc in workers.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    rss = [max(a, b) for a, b in zip(first.pop("maxrss_mb"), pooled.pop("maxrss_mb"), strict=True)]
+    return {
+        "first": first,
+        "pooled": pooled,
+        "rss_before_mb": 0.0,
+        "peak_tree_rss_mb": sum(rss),
+        "workers": count,
+        "worker_caps": bench.install.extra,
+        "connect_retries": sum(
+            f["errors"].get("(ssh.connect_retry, retried)", 0) for f in (first, pooled)
+        ),
+    }
+
+
+if __name__ == "__main__":
+    asyncio.run(worker_main(sys.argv[sys.argv.index("--worker-of") + 1]))
