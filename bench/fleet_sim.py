@@ -296,25 +296,27 @@ def _last(words: list[str], depth: int) -> Plan | None:
 
 
 _GUARD = re.compile(
+    r"__fc_c=(.*?); "
     r'for __fc_m in "\$HOME/' + re.escape(MARK_PARENT) + r'/generation-([A-Za-z0-9_-]{1,64})"/\*; '
-    r".*?-gt (\d+) \]; then .*; done; exec (.*)",
+    r".*?-gt (\d+) \]; then .*; done; eval .*",
     re.DOTALL,
 )
 
 
 def _unguard(script: str) -> tuple[str, tuple[str, int] | None]:
     """``(command, (scope, generation))`` when ``script`` is exactly the watchdog's
-    generation-mark check in front of ``exec /bin/sh -c COMMAND``; else ``(script, None)``."""
+    generation-mark check in front of the command it runs (``__fc_c=COMMAND; <check>;
+    eval ...``); else ``(script, None)``."""
     m = _GUARD.fullmatch(script)
     if m is None:
         return script, None
-    scope, generation = m.group(1), int(m.group(2))
-    run = _tokens(m.group(3))
-    if run is None or len(run) != 3 or run[:2] != ["/bin/sh", "-c"]:
+    scope, generation = m.group(2), int(m.group(3))
+    words = _tokens(m.group(1))
+    if words is None or len(words) != 1:
         return script, None
-    if guarded_command(run[2], generation, scope) != script:
+    if guarded_command(words[0], generation, scope) != script:
         return script, None
-    return run[2], (scope, generation)
+    return words[0], (scope, generation)
 
 
 def superseding_mark(home: str, scope: str, generation: int) -> int | None:

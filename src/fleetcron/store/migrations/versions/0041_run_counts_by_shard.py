@@ -68,10 +68,15 @@ COUNTED = (
     " FROM {rows} WHERE status <> 'queued'"
 )
 
+# The counts are upserted in key order: two statements that change overlapping counts
+# (two schedulers claiming runs of the same shards) lock them in the same order and never
+# wait for each other in a cycle. The rows the DELETE removes are those the INSERT just
+# brought to 0, already locked by it.
 APPLY = """
     INSERT INTO run_counts (minute, status, shard, n)
         SELECT minute, status, shard, sum(d) FROM ({changes}) AS changes
         GROUP BY minute, status, shard HAVING sum(d) <> 0
+        ORDER BY minute, status, shard
         ON CONFLICT (minute, status, shard) DO UPDATE SET n = run_counts.n + excluded.n;
     DELETE FROM run_counts USING
         (SELECT DISTINCT minute, status, shard FROM ({changes}) AS c) AS k
