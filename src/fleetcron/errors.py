@@ -136,6 +136,11 @@ class StoreError(FleetcronError):
     """The database cannot be used."""
 
 
+class TransientStoreError(StoreError):
+    """The database aborted the transaction only because of another one (a deadlock, a
+    serialization failure): run whole again, it succeeds (``store.db.retry_transient``)."""
+
+
 class SchemaOutOfDate(StoreError):
     """The database schema is older than this fleetcron; run `fleetcron db upgrade`."""
 

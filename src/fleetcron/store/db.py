@@ -6,20 +6,29 @@ on; PostgreSQL is used as is. Migrations are Alembic's, shipped inside the packa
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, delete, event, func, inspect, select, text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from fleetcron.errors import Conflict, InvalidInput, SchemaOutOfDate, StoreError
+from fleetcron.errors import (
+    Conflict,
+    InvalidInput,
+    SchemaOutOfDate,
+    StoreError,
+    TransientStoreError,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -217,6 +226,41 @@ def alembic_config(engine: Engine | None = None, url: str | None = None) -> Conf
     return config
 
 
+#: PostgreSQL's codes for a transaction aborted only because of another one: a deadlock
+#: (40P01) and a serialization failure (40001). Run whole again, it succeeds.
+TRANSIENT_CODES = frozenset({"40P01", "40001"})
+#: How many times :func:`retry_transient` runs a transaction at most.
+TRANSIENT_ATTEMPTS = 3
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def retry_transient(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` (one whole transaction of its own) again when the database aborted it
+    only because of another transaction (:class:`~fleetcron.errors.TransientStoreError`),
+    up to :data:`TRANSIENT_ATTEMPTS` times, after a short random pause. For the
+    scheduler's run writes: a completion aborted by a deadlock is otherwise lost (its run
+    stays running until it is closed as lost), and a claim's tick fails."""
+
+    @functools.wraps(fn)
+    def again(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(1, TRANSIENT_ATTEMPTS):
+            try:
+                return fn(*args, **kwargs)
+            except TransientStoreError as exc:
+                log.warning(
+                    "database: %s aborted by another transaction (%s); running it again",
+                    fn.__name__,
+                    exc.message,
+                    extra={"action": "db.retry", "attempt": attempt},
+                )
+                time.sleep(random.uniform(0.005, 0.05) * attempt)
+        return fn(*args, **kwargs)
+
+    return again
+
+
 class Database:
     """An engine and a session factory; the one way the rest of fleetcron reaches the data."""
 
@@ -287,6 +331,8 @@ class Database:
             # Two writers raced for a unique name or slot; the loser sees a plain conflict.
             raise Conflict(f"the change conflicts with existing data: {exc.orig}") from exc
         except OperationalError as exc:
+            if getattr(exc.orig, "sqlstate", None) in TRANSIENT_CODES:
+                raise TransientStoreError(f"database error: {exc.orig}") from exc
             raise StoreError(f"database error: {exc.orig}") from exc
         finally:
             session.close()

@@ -28,7 +28,7 @@ of owner, a slot whose assignment still has a claim of an older generation waits
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -69,7 +69,7 @@ from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
 from fleetcron.store.blackout_windows import in_force, subject_of
 from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
-from fleetcron.store.db import Database
+from fleetcron.store.db import Database, retry_transient
 from fleetcron.store.run_dispatch import (
     Dispatch,
     Stamp,
@@ -181,6 +181,7 @@ class RunStore:
 
     # -- claiming ---------------------------------------------------------------------
 
+    @retry_transient
     def claim_due(self, now: datetime, limit: int = 500, exclude: Collection[int] = ()) -> Claimed:
         """Decide every due slot of up to ``limit`` due assignments, in one transaction.
 
@@ -422,11 +423,13 @@ class RunStore:
             "deadline_at": None,
         }
 
+    @retry_transient
     def advance_rollouts(self, now: datetime) -> RolloutStep:
         """Start the next rows of rolled-out slots, or halt their rest, as the rollout plan
         says (:func:`fleetcron.store.run_rollouts.advance`)."""
         return advance_rollouts(self, now)
 
+    @retry_transient
     def claim_queued(self, now: datetime, limit: int = 100) -> list[Dispatch]:
         """Start queued manual runs (requested by the CLI, API or web on any node) and runs
         deferred by a blackout window whose ``not_before`` has come."""
@@ -536,6 +539,7 @@ class RunStore:
 
     # -- finishing --------------------------------------------------------------------
 
+    @retry_transient
     def finish(self, results: Sequence[tuple[int, ExecResult]]) -> list[int]:
         """Record the outcome of finished runs, in one transaction; returns the refused ones.
 
@@ -599,7 +603,8 @@ class RunStore:
         their shards' rows only."""
         return self.guard.verdict(session, of_shards=shards_of_runs(self.guard, session, run_ids))
 
-    def interrupt(self, run_ids: Iterable[int], now: datetime, reason: str) -> None:
+    @retry_transient
+    def interrupt(self, run_ids: Collection[int], now: datetime, reason: str) -> None:
         """Record cancelled runs as ``interrupted``. Their claims stay live until their
         deadline: cancelling asked the executor to kill the command, but over SSH that kill
         can fail unseen (a broken connection), and only the deadline, enforced by the
@@ -624,6 +629,7 @@ class RunStore:
 
     # -- live runs and stops ----------------------------------------------------------
 
+    @retry_transient
     def cancel(self, stopped: Sequence[tuple[int, ExecResult, str]]) -> list[int]:
         """Record runs an operator stopped (``(run id, what the executor reported, who)``)
         as ``cancelled``, with the output they printed until then, in one transaction;
