@@ -94,6 +94,53 @@ class _ShardCollector(Collector):
         yield from (generation, running, owned)
 
 
+@dataclass(frozen=True)
+class MemberReading:
+    """One registered member (a node's scheduler process) at scrape time: its weight,
+    whether its lease holds, the age of its last heartbeat, and (for worker 0, which
+    stands for its node) the shards its node owns; -1 for another worker."""
+
+    member: str
+    weight: float
+    live: bool
+    heartbeat_age_s: float
+    shards: int
+
+
+class _MemberCollector(Collector):
+    """The per-member gauges, one series per registered member."""
+
+    def __init__(self, read: Callable[[], Sequence[MemberReading]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        members = self._read()
+        live = GaugeMetricFamily(
+            "fleetcron_member_live", "1 while the member's lease holds.", labels=["member"]
+        )
+        weight = GaugeMetricFamily(
+            "fleetcron_member_weight", "The member's share weight.", labels=["member"]
+        )
+        age = GaugeMetricFamily(
+            "fleetcron_member_heartbeat_age_seconds",
+            "Seconds since the member's last heartbeat (database clock).",
+            labels=["member"],
+        )
+        shards = GaugeMetricFamily(
+            "fleetcron_member_shards",
+            "Shards the member's node owns (worker 0 stands for its node).",
+            labels=["member"],
+        )
+        for m in members:
+            label = [m.member]
+            live.add_metric(label, 1 if m.live else 0)
+            weight.add_metric(label, m.weight)
+            age.add_metric(label, m.heartbeat_age_s)
+            if m.shards >= 0:
+                shards.add_metric(label, m.shards)
+        yield from (live, weight, age, shards)
+
+
 class _IncidentCollector(Collector):
     """The incident gauges. The job's label is ``fleetcron_job``: ``job`` is the scrape
     job's label in Prometheus, which would rename it to ``exported_job``. Each incident's
@@ -267,6 +314,10 @@ class Metrics:
     def watch_shards(self, read: Callable[[], Sequence[ShardReading]]) -> None:
         """Export the per-shard gauges, read by ``read`` at each scrape."""
         self.registry.register(_ShardCollector(read))
+
+    def watch_members(self, read: Callable[[], Sequence[MemberReading]]) -> None:
+        """Export the per-member gauges, read by ``read`` at each scrape."""
+        self.registry.register(_MemberCollector(read))
 
     def watch_incidents(self, read: Callable[[], IncidentsReading]) -> None:
         """Export the incident gauges, read by ``read`` at each scrape."""

@@ -21,7 +21,7 @@ from fleetcron.coordination.guard import current_verdict
 from fleetcron.errors import FleetcronError
 from fleetcron.metrics import Metrics
 from fleetcron.services.alerts.incident_ops import incidents_reading
-from fleetcron.services.cluster.shards import shard_readings
+from fleetcron.services.cluster.shards import member_readings, shard_readings
 from fleetcron.services.cluster.status import Node
 from fleetcron.services.health.report import state_reading
 from fleetcron.services.identity.configs import LdapConfig, OidcConfig, warn_unknown_projects
@@ -105,6 +105,8 @@ def _attach_state(web: FastAPI, app: App, metrics: Metrics) -> None:
     web.state.metrics.watch_incidents(lambda: incidents_reading(app))
     node = Node(app) if app.settings.cluster else None
     web.state.metrics.watch_shards(lambda: shard_readings(app, node))
+    if node is not None:
+        web.state.metrics.watch_members(lambda: member_readings(app))
 
 
 def _add_error_handlers(web: FastAPI) -> None:

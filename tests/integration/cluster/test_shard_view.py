@@ -21,7 +21,13 @@ from fleetcron.core.shards import shard_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
 from fleetcron.services.cluster import status as cluster
-from fleetcron.services.cluster.shards import member_view, shard_readings, shard_view
+from fleetcron.metrics import Metrics
+from fleetcron.services.cluster.shards import (
+    member_readings,
+    member_view,
+    shard_readings,
+    shard_view,
+)
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
@@ -122,3 +128,29 @@ def test_members_show_their_weight_heartbeat_and_whether_they_are_live(
     assert (seen[0].name, seen[0].weight, seen[0].live) == (f"{owner.node_id}/0", 2.0, True)
     assert 0 < seen[0].lease_expires_in_s <= 30 and seen[0].heartbeat_age_s >= 0
     assert (seen[1].live, seen[1].lease_expires_in_s <= 0) == (False, True)
+
+
+def test_the_member_gauges_follow_the_members_and_their_nodes_shards(
+    owner: ClusterNode,
+) -> None:
+    with owner.app.db.session() as session:
+        members.join(session, owner.node_id, 0, weight=2.0, lease_s=30.0)
+        members.join(session, owner.node_id, 1, weight=0.0, lease_s=30.0)
+    metrics = Metrics()
+    metrics.watch_members(lambda: member_readings(owner.app))
+
+    scraped = metrics.exposition().decode()
+
+    zero, one = f'member="{owner.node_id}/0"', f'member="{owner.node_id}/1"'
+    assert f"fleetcron_member_live{{{zero}}} 1.0" in scraped
+    assert f"fleetcron_member_weight{{{zero}}} 2.0" in scraped
+    # Worker 0 stands for its node, which owns every shard; worker 1 has no such series.
+    assert f"fleetcron_member_shards{{{zero}}} {float(SHARDS)}" in scraped
+    assert f"fleetcron_member_shards{{{one}}}" not in scraped
+    with owner.app.db.session() as session:
+        session.execute(
+            update(ClusterMember)
+            .where(ClusterMember.worker == 1)
+            .values(lease_expires_at=ClusterMember.heartbeat_at)
+        )
+    assert f"fleetcron_member_live{{{one}}} 0.0" in metrics.exposition().decode()

@@ -22,13 +22,14 @@ from fleetcron.coordination.node import Node
 from fleetcron.coordination.shard_rows import shard_count, shard_rows
 from fleetcron.core.members import member_name
 from fleetcron.core.statuses import ACTIVE, RunStatus
-from fleetcron.metrics import ShardReading
+from fleetcron.metrics import MemberReading, ShardReading
 from fleetcron.store.schema import ClusterMember, ClusterOwnership, Run, Target
 
 __all__ = [
     "MemberLine",
     "ShardLine",
     "ShardsView",
+    "member_readings",
     "member_view",
     "shard_readings",
     "shard_view",
@@ -149,6 +150,34 @@ def _active_runs_per_shard(session: Session) -> tuple[dict[int, int], dict[int, 
 def member_view(app: App, actor: Actor) -> list[MemberLine]:
     """Every registered member, live or not, by node and worker (read-only)."""
     actor.authorize("cluster.read")
+    return _members(app)
+
+
+def member_readings(app: App) -> list[MemberReading]:
+    """What the per-member gauges show at scrape time (two statements, no actor: the
+    metrics endpoint's own access rule applies)."""
+    lines = _members(app)
+    with app.db.read() as session:
+        owned = dict(
+            session.execute(
+                select(ClusterOwnership.owner_node_id, func.count())
+                .where(ClusterOwnership.owner_node_id.is_not(None))
+                .group_by(ClusterOwnership.owner_node_id)
+            ).all()
+        )
+    return [
+        MemberReading(
+            m.name,
+            m.weight,
+            m.live,
+            m.heartbeat_age_s,
+            int(owned.get(m.node_id, 0)) if m.worker == 0 else -1,
+        )
+        for m in lines
+    ]
+
+
+def _members(app: App) -> list[MemberLine]:
     with app.db.read() as session:
         rows = session.execute(
             select(
