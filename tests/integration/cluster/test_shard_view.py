@@ -20,8 +20,8 @@ from fleetcron.coordination import members
 from fleetcron.core.shards import shard_of
 from fleetcron.core.targets import TargetKind, TargetSpec
 from fleetcron.executors.base import EMPTY_OUTPUT, ExecResult
-from fleetcron.services.cluster import status as cluster
 from fleetcron.metrics import Metrics
+from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.shards import (
     member_readings,
     member_view,
