@@ -85,15 +85,18 @@ def moves(lab: Lab) -> list[str]:
         )
 
 
-def check_all(lab: Lab, since: datetime) -> None:
+def check_all(lab: Lab, since: datetime, watch: ProcessWatch | None = None) -> None:
+    """C1-C6 (C2 per shard); ``watch``: when killed commands stopped (no end line)."""
     effects = read_effects(lab.effects)
     app = lab.app("alpha")
+    now = time.time()
+    gone_at = watch.gone_at if watch is not None else {}
     c1_one_execution_per_slot(app, effects)
     c2_generation_never_decreases_per_shard(effects)
     c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
     c6_newest_runs_kept(app)
-    c4_no_overlap_across_owners(effects, until=time.time())
-    c5_no_older_generation_running_at_a_newer_start(effects, until=time.time(), gone_at={})
+    c4_no_overlap_across_owners(effects, until=now, gone_at=gone_at)
+    c5_no_older_generation_running_at_a_newer_start(effects, until=now, gone_at=gone_at)
 
 
 def c2_generation_never_decreases_per_shard(effects: list[Effect]) -> None:
@@ -246,15 +249,7 @@ def test_a_paused_or_cut_off_node_loses_only_its_shards_and_the_other_goes_on(
     lab.stop_all()
     watch.stop()
 
-    effects = read_effects(lab.effects)
-    app = lab.app("alpha")
-    now = time.time()
-    c1_one_execution_per_slot(app, effects)
-    c2_generation_never_decreases_per_shard(effects)
-    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
-    c6_newest_runs_kept(app)
-    c4_no_overlap_across_owners(effects, until=now, gone_at=watch.gone_at)
-    c5_no_older_generation_running_at_a_newer_start(effects, until=now, gone_at=watch.gone_at)
+    check_all(lab, since, watch)
     assert "cluster.shard_takeover" in moves(lab)
 
 
@@ -283,12 +278,4 @@ def test_a_flapping_node_never_runs_a_shard_beside_another(members_lab: Lab) -> 
     lab.stop_all()
     watch.stop()
 
-    effects = read_effects(lab.effects)
-    app = lab.app("alpha")
-    now = time.time()
-    c1_one_execution_per_slot(app, effects)
-    c2_generation_never_decreases_per_shard(effects)
-    c3_every_due_slot_accounted_for(app, since, lab.accounted_until(GRACE))
-    c6_newest_runs_kept(app)
-    c4_no_overlap_across_owners(effects, until=now, gone_at=watch.gone_at)
-    c5_no_older_generation_running_at_a_newer_start(effects, until=now, gone_at=watch.gone_at)
+    check_all(lab, since, watch)

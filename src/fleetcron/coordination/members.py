@@ -4,10 +4,9 @@ heartbeat lease, and reads what it should own (:func:`decision`).
 A member is live while its lease, renewed by :func:`heartbeat` on the database clock (one
 ``UPDATE``), is ahead of that clock; every member reads the same live members and the same
 shard owners, and :func:`fleetcron.core.members.decide` turns them into one placement.
-Nothing here takes or gives up a shard: acquiring a shard (once its previous owner's
-claims are done or expired) and releasing one (draining handoff) is the next step, and
-until it exists one node owns every shard. Every function works in the caller's
-transaction.
+Nothing here takes or gives up a shard: that is
+:mod:`fleetcron.coordination.shard_moves` (the members placement). Every function works
+in the caller's transaction.
 """
 
 from __future__ import annotations

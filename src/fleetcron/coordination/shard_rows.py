@@ -2,10 +2,11 @@
 shards read, locked, changed and renewed together.
 
 Each shard has its own row in ``cluster_ownership`` (owner, generation, draining, lease),
-and the guard decides per shard (:func:`fleetcron.core.ownership.evaluate_shards`). Until
-members exist (several processes taking different shards), one node owns every shard:
-a handoff, a takeover or a failover moves all of them at once, each shard's generation
-going up by one, and the owner renews every shard's lease in one statement
+and the guard decides per shard (:func:`fleetcron.core.ownership.evaluate_shards`). With
+one owner (the default placement) a handoff, a takeover or a failover moves all of them at
+once, each shard's generation going up by one; with the members placement single shards
+move (:mod:`fleetcron.coordination.shard_moves`). An owner renews every shard it owns in
+one statement
 (:func:`renew_leases`), so coordination costs do not grow with the shard count.
 """
 

@@ -11,8 +11,8 @@ so their decisions never claim a shard twice.
 
 The decision only says what should change; taking a shard waits for its previous
 owner's claims (the per-shard rule of :func:`fleetcron.core.planning.wait_for_old_claims`)
-and its lease, and giving one up drains it first. Neither is wired into the scheduler
-yet: today one node owns every shard.
+and its lease, and giving one up drains it first: both are done between nodes by
+:mod:`fleetcron.coordination.shard_moves` (``FLEETCRON_SHARD_PLACEMENT=members``).
 
 What is wired is the split of one node's work between its worker processes
 (:func:`worker_shards`, ``fleetcron scheduler --workers N``): the node owns the shards, and

@@ -13,7 +13,8 @@ is unique), so a wrong or overlapping split could cost affinity, never a second 
 Each worker registers in ``cluster_members`` (``fleetcron cluster members`` lists it with
 its heartbeat) and renews its row in the lease renewal's transaction (or, without
 automatic failover, in one of its own); a worker that stops cleanly removes it. Its row
-is for operators to see: nothing is decided from it yet.
+is for operators to see, and with the members placement worker 0's row (weighted by the
+worker count) stands for its node (:mod:`fleetcron.coordination.shard_moves`).
 """
 
 from __future__ import annotations
