@@ -13,6 +13,7 @@ from datetime import timedelta
 from email.message import Message
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from fixtures.app import FakeClock, make_settings
@@ -215,13 +216,15 @@ async def test_a_hung_receiver_does_not_hold_up_the_scheduler(
     scheduler: Scheduler,
     clock: FakeClock,
     held_receiver: HeldReceiver,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A read timeout far longer than any tick on a loaded machine: the POST is still
+    # waiting when the tick is done, and is answered only on release.
+    monkeypatch.setattr(app, "settings", app.settings.model_copy(update={"notify_timeout_s": 60}))
     channel_to(app, admin, f"http://127.0.0.1:{held_receiver.port}/hook")
     await a_failure(app, admin, scheduler, clock)
 
     notifying = asyncio.create_task(run_notifications(app, clock.now))
-    # The POST is waiting for an answer, and keeps waiting until the receiver is released:
-    # however long the tick takes on a loaded machine, it runs while the delivery hangs.
     assert await asyncio.to_thread(held_receiver.got_request.wait, 30)
     stats = await next_minute(scheduler, clock)
 
@@ -229,6 +232,25 @@ async def test_a_hung_receiver_does_not_hold_up_the_scheduler(
     assert not notifying.done()
     held_receiver.release()
     result = await notifying
+    assert (result.attempted, result.errors) == (1, 0)
+    [delivery] = deliveries(app)
+    assert delivery.status == "pending"
+    assert delivery.last_error is not None and "answered HTTP 503" in delivery.last_error
+
+
+async def test_a_receiver_that_never_answers_is_given_up_after_the_timeout(
+    app: App,
+    admin: Actor,
+    box: str,
+    scheduler: Scheduler,
+    clock: FakeClock,
+    held_receiver: HeldReceiver,
+) -> None:
+    channel_to(app, admin, f"http://127.0.0.1:{held_receiver.port}/hook")
+    await a_failure(app, admin, scheduler, clock)
+
+    result = await run_notifications(app, clock.now)  # never released: 1 s, then given up
+
     assert (result.attempted, result.errors) == (1, 0)
     [delivery] = deliveries(app)
     assert delivery.status == "pending"
