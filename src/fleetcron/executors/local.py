@@ -529,9 +529,7 @@ class LocalExecutor:
         with contextlib.suppress(TimeoutError):
             # The output the command wrote while it ended (a SIGTERM handler's).
             await asyncio.wait_for(asyncio.shield(readers), _ABORT_RETRY_S * 20)
-        readers.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await readers
+        await _give_up_output(proc, readers)
 
     async def _abort(
         self,
@@ -574,9 +572,7 @@ class LocalExecutor:
                     extra={"action": "local.abort_escaped"},
                 )
                 break
-        readers.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await readers
+        await _give_up_output(proc, readers)
 
 
 def kill_tagged_groups(generation: int, proc_root: str = "/proc") -> int:
@@ -678,6 +674,21 @@ async def _reported(splitter: MarkerLineSplitter, proc: asyncio.subprocess.Proce
     deadline = time.monotonic() + MARKER_WAIT_S
     while splitter.waiting and proc.returncode is None and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
+
+
+async def _give_up_output(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any]) -> None:
+    """Stop reading a killed run's output and close this side of its pipes. Only a process
+    that escaped the command's group can still hold them open: without the close, each
+    such process would keep two of the scheduler's descriptors (and asyncio's transport)
+    for as long as it lives."""
+    readers.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await readers
+    # asyncio.subprocess.Process offers no public close; its transport's close() closes
+    # both pipes (the process is reaped already: nothing is signalled).
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 async def _drain(stream: asyncio.StreamReader, sink: Sink) -> None:

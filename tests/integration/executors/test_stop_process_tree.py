@@ -11,6 +11,7 @@ started outside the run's group and session, and a zombie nobody reaps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -163,6 +164,45 @@ async def test_negative_control_a_process_outside_the_group_is_seen_as_left_over
     finally:
         for pid in sleeping(outside):
             os.kill(pid, signal.SIGKILL)
+
+
+def pipes_of(pid: int | str) -> set[str]:
+    """The pipes (``pipe:[inode]``) among a process's open descriptors."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # a descriptor closed while listing
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("pipe:"):
+                found.add(link)
+    return found
+
+
+async def test_a_stopped_run_lets_go_of_the_output_an_escaped_process_still_holds() -> None:
+    """The escaped process keeps the run's stdout and stderr open; the stop gives up
+    reading them, and closes this side too: a scheduler keeps no descriptor per escaped
+    process. The control: while the run goes on, the check sees the shared pipes."""
+    local = LocalExecutor(kill_grace_s=GRACE_S, allow_root=True)
+    inside, outside = marker_seconds(), marker_seconds()
+    live = LiveOutput()
+    rid = run_id()
+    request = ExecRequest(
+        f"setsid sleep {outside} & sleep {inside}", timeout_s=60, run_id=rid, live=live
+    )
+    running = asyncio.create_task(local.run(request))
+    try:
+        await started(rid, inside, outside)
+        escaped = sleeping(outside)[0]
+        assert pipes_of(escaped) & pipes_of("self")  # the control: shared while it runs
+        live.request_stop()
+        result = await running
+        assert result.error == STOPPED
+        assert sleeping(outside) == [escaped]  # still alive, still holding its ends
+        assert pipes_of(escaped) and not pipes_of(escaped) & pipes_of("self")
+    finally:
+        running.cancel()
+        for pid in sleeping(outside):
+            os.kill(pid, signal.SIGKILL)
+        await local.close()
 
 
 def test_negative_control_a_zombie_is_seen_as_left_over() -> None:
