@@ -134,7 +134,9 @@ def pin_standings(session: Session, node_ids: Iterable[str]) -> dict[str, NodeSt
     wanted = sorted(set(node_ids))
     if not wanted:
         return {}
-    live = {m.name for m in eligible_members(session) if m.weight > 0}
+    # Members exist on PostgreSQL only (the members placement needs it).
+    shared = session.get_bind().dialect.name == "postgresql"
+    live = {m.name for m in eligible_members(session) if m.weight > 0} if shared else set()
     rows = session.execute(
         select(
             ClusterNode.node_id, ClusterNode.state, ClusterNode.fenced_at, ClusterNode.drained_at
