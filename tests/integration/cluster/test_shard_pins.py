@@ -11,7 +11,6 @@ import json
 import subprocess
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,14 +19,13 @@ from sqlalchemy import select, update
 from cli_env import run_in_process
 from fixtures.cluster import ClusterNode, MakeNode, approve
 from fleetcron.app import SYSTEM, Actor
-from fleetcron.coordination import members
-from fleetcron.coordination.guard import db_now
-from fleetcron.coordination.shard_moves import NODE_WORKER, ShardMove, placement_step
+from fleetcron.coordination.shard_moves import ShardMove, placement_step
 from fleetcron.services.accounts.users import add_user
 from fleetcron.services.cluster.pins import pin_shard, unpin_shard
 from fleetcron.services.cluster.registry import set_drained
 from fleetcron.services.cluster.shards import shard_view
-from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
+from fleetcron.store.schema import AuditEvent, ExecutionClaim
+from integration.cluster.test_shard_moves import join, live_claim, owned_by, owners, step
 
 pytestmark = pytest.mark.postgres
 
@@ -47,18 +45,8 @@ def pair(make_node: MakeNode) -> tuple[ClusterNode, ClusterNode]:
         approve(node)
         join(node)
     settle(alpha, beta)
-    assert len(owned(alpha, alpha)) == len(owned(alpha, beta)) == SHARDS // 2
+    assert len(owned_by(alpha, alpha)) == len(owned_by(alpha, beta)) == SHARDS // 2
     return alpha, beta
-
-
-def join(node: ClusterNode) -> None:
-    with node.app.db.session() as session:
-        members.join(session, node.node_id, NODE_WORKER, weight=1.0, lease_s=LEASE_S)
-
-
-def step(node: ClusterNode) -> list[ShardMove]:
-    with node.app.db.session() as session:
-        return placement_step(session, node.node_id, lease_s=LEASE_S)
 
 
 def settle(*nodes: ClusterNode) -> list[ShardMove]:
@@ -72,65 +60,12 @@ def settle(*nodes: ClusterNode) -> list[ShardMove]:
     raise AssertionError(f"the placement did not settle: {made}")
 
 
-def rows(node: ClusterNode) -> dict[int, tuple[str | None, int, bool]]:
-    with node.app.db.read() as session:
-        read = session.execute(
-            select(
-                ClusterOwnership.shard,
-                ClusterOwnership.owner_node_id,
-                ClusterOwnership.generation,
-                ClusterOwnership.draining,
-            )
-        )
-        return {s: (o, g, d) for s, o, g, d in read}
-
-
-def owned(node: ClusterNode, of: ClusterNode) -> set[int]:
-    return {s for s, (o, _, _) in rows(node).items() if o == of.node_id}
-
-
-def live_claim(node: ClusterNode, shard: int, generation: int) -> int:
-    """A live claim of ``node`` on ``shard``: a run of it still going on."""
-    with node.app.db.session() as session:
-        now = db_now(session)
-        run = Run(
-            assignment_id=1,
-            job_id=1,
-            target_id=1,
-            job_name="j",
-            target_name="t",
-            origin="bulk",
-            command="true",
-            scheduled_for=now,
-            trigger="schedule",
-            status="running",
-            node=node.node_id,
-            actor="system",
-            created_at=now,
-            shard=shard,
-        )
-        session.add(run)
-        session.flush()
-        claim = ExecutionClaim(
-            run_id=run.id,
-            node_id=node.node_id,
-            shard=shard,
-            generation=generation,
-            created_at=now,
-            deadline_at=now + timedelta(seconds=60),
-            state="live",
-        )
-        session.add(claim)
-        session.flush()
-        return claim.id
-
-
 def test_a_pinned_shard_moves_by_drain_and_handoff_once_its_claim_ended(
     pair: tuple[ClusterNode, ClusterNode],
 ) -> None:
     alpha, beta = pair
-    shard = min(owned(alpha, alpha))
-    generation = rows(alpha)[shard][1]
+    shard = min(owned_by(alpha, alpha))
+    generation = owners(alpha)[shard][1]
     claim = live_claim(alpha, shard, generation)
 
     result = pin_shard(alpha.app, ADMIN, shard, beta.node_id)
@@ -144,7 +79,7 @@ def test_a_pinned_shard_moves_by_drain_and_handoff_once_its_claim_ended(
     assert [(m.shard, m.kind) for m in step(beta) if m.shard == shard] == []  # alpha's still
     assert (shard, "drain") in {(m.shard, m.kind) for m in step(alpha)}
     settle(alpha, beta)  # every other move the pin made is done; this one waits
-    assert rows(alpha)[shard] == (alpha.node_id, generation, True)
+    assert owners(alpha)[shard] == (alpha.node_id, generation, True)
 
     with alpha.app.db.session() as session:
         session.execute(
@@ -153,9 +88,9 @@ def test_a_pinned_shard_moves_by_drain_and_handoff_once_its_claim_ended(
     handed = settle(alpha, beta)
 
     assert (shard, "handoff") in {(m.shard, m.kind) for m in handed}
-    assert rows(alpha)[shard] == (beta.node_id, generation + 1, False)
+    assert owners(alpha)[shard] == (beta.node_id, generation + 1, False)
     # The pin counts against beta's share: the rest stays balanced.
-    assert Counter(o for o, _, _ in rows(alpha).values()) == {
+    assert Counter(o for o, _, _ in owners(alpha).values()) == {
         alpha.node_id: SHARDS // 2,
         beta.node_id: SHARDS // 2,
     }
@@ -163,25 +98,42 @@ def test_a_pinned_shard_moves_by_drain_and_handoff_once_its_claim_ended(
     assert (line.pinned_to, line.pin_ignored) == (beta.node_id, None)
 
 
+def test_negative_control_a_step_that_does_not_drain_hands_the_pinned_shard_over_at_once(
+    pair: tuple[ClusterNode, ClusterNode],
+) -> None:
+    """The wait above can fail: without the drain (the fault tests' composition), the
+    pinned shard is handed over while its claim is still live."""
+    alpha, beta = pair
+    shard = min(owned_by(alpha, alpha))
+    live_claim(alpha, shard, owners(alpha)[shard][1])
+    pin_shard(alpha.app, ADMIN, shard, beta.node_id)
+
+    with alpha.app.db.session() as session:
+        moves = placement_step(session, alpha.node_id, lease_s=LEASE_S, drain=False)
+
+    assert (shard, "handoff") in {(m.shard, m.kind) for m in moves}
+    assert owners(alpha)[shard][0] == beta.node_id
+
+
 def test_negative_control_without_the_pin_the_shard_stays(
     pair: tuple[ClusterNode, ClusterNode],
 ) -> None:
     """The move above is the pin's: without it the settled placement moves nothing."""
     alpha, beta = pair
-    shard = min(owned(alpha, alpha))
+    shard = min(owned_by(alpha, alpha))
     assert settle(alpha, beta) == []
-    assert rows(alpha)[shard][0] == alpha.node_id
+    assert owners(alpha)[shard][0] == alpha.node_id
 
 
 def test_unpinning_lets_the_placement_decide_again(
     pair: tuple[ClusterNode, ClusterNode],
 ) -> None:
     alpha, beta = pair
-    pinned = sorted(owned(alpha, alpha))[:2] + sorted(owned(alpha, beta))
+    pinned = sorted(owned_by(alpha, alpha))[:2] + sorted(owned_by(alpha, beta))
     for shard in pinned:  # 6 of 8 shards on beta: past its share
         pin_shard(alpha.app, ADMIN, shard, beta.node_id)
     settle(alpha, beta)
-    assert owned(alpha, beta) == set(pinned)
+    assert owned_by(alpha, beta) == set(pinned)
 
     for shard in pinned:
         assert unpin_shard(alpha.app, ADMIN, shard).changed
@@ -190,7 +142,7 @@ def test_unpinning_lets_the_placement_decide_again(
 
     assert {m.kind for m in moves} == {"drain", "handoff"}
     assert {m.from_node for m in moves} == {beta.node_id}  # beta gives back its extra two
-    assert len(owned(alpha, alpha)) == len(owned(alpha, beta)) == SHARDS // 2
+    assert len(owned_by(alpha, alpha)) == len(owned_by(alpha, beta)) == SHARDS // 2
     assert all(s.pinned_to is None for s in shard_view(alpha.app, SYSTEM, alpha.node).shards)
 
 
@@ -200,7 +152,7 @@ def test_a_pin_to_a_drained_node_is_ignored_until_it_is_undrained(
     alpha, beta = pair
     assert set_drained(alpha.app, SYSTEM, beta.node_id, drained=True)
     settle(alpha, beta)
-    assert owned(alpha, beta) == set()
+    assert owned_by(alpha, beta) == set()
     shard = 3
 
     result = pin_shard(alpha.app, ADMIN, shard, beta.node_id)
@@ -216,8 +168,8 @@ def test_a_pin_to_a_drained_node_is_ignored_until_it_is_undrained(
 
     assert set_drained(alpha.app, SYSTEM, beta.node_id, drained=False)
     settle(alpha, beta)
-    assert shard in owned(alpha, beta)
-    assert len(owned(alpha, beta)) == SHARDS // 2
+    assert shard in owned_by(alpha, beta)
+    assert len(owned_by(alpha, beta)) == SHARDS // 2
     assert shard_view(alpha.app, SYSTEM, alpha.node).shards[shard].pin_ignored is None
 
 
@@ -323,7 +275,7 @@ def test_move_and_unpin_from_the_command_line_are_audited_and_shown(
     cli: Cli, pair: tuple[ClusterNode, ClusterNode]
 ) -> None:
     alpha, beta = pair
-    shard = min(owned(alpha, alpha))
+    shard = min(owned_by(alpha, alpha))
 
     moved = cli("cluster", "shard", "move", str(shard), "--to", beta.node_id)
     assert moved.returncode == 0, moved.stderr
