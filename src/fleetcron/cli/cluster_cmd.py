@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,9 @@ from fleetcron.cli.output import print_json, print_table
 from fleetcron.core.topology import Topology
 from fleetcron.services.cluster import status as svc
 from fleetcron.services.cluster.status import ClusterStatus, Node, TransferResult
+
+if TYPE_CHECKING:
+    from fleetcron.services.cluster.pins import PinResult
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -123,7 +126,7 @@ def shards(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["shard", "owner", "generation", "lease expires", "targets", "running", "waiting"],
+        ["shard", "owner", "generation", "lease expires", "targets", "running", "waiting", "pin"],
         [
             (
                 s.shard,
@@ -133,10 +136,18 @@ def shards(as_json: bool, as_user: str | None) -> None:
                 s.targets,
                 s.running,
                 s.waiting,
+                _pin(s.pinned_to, s.pin_ignored),
             )
             for s in view.shards
         ],
     )
+
+
+def _pin(node: str | None, ignored: str | None) -> str:
+    """A shard's pin as a cell: its node, and why the placement ignores it."""
+    if node is None:
+        return ""
+    return node + (f" (ignored: {ignored})" if ignored else "")
 
 
 @cluster.command("members")
@@ -233,6 +244,59 @@ def _set_drained(node_id: str, as_json: bool, as_user: str | None, *, drained: b
         return
     word = "drained" if drained else "no longer drained"
     click.echo(f"node {node_id} {word}" + ("" if changed else " (it already was)"))
+
+
+@cluster.group("shard")
+def shard() -> None:
+    """Pin a shard to a node, or unpin it (FLEETCRON_SHARD_PLACEMENT=members)."""
+
+
+@shard.command("move")
+@click.argument("shard_no", metavar="SHARD", type=int)
+@click.option("--to", "to_node", required=True, help="Node id of the node to run the shard.")
+@json_option
+@as_user_option
+def shard_move(shard_no: int, to_node: str, as_json: bool, as_user: str | None) -> None:
+    """Pin SHARD to a node: its owner drains it and hands it over once its runs ended. The
+    pin holds while the node is a live, approved, unfenced, undrained member; otherwise
+    the shard is placed as any other (`cluster shards` says why) until it is again."""
+    from fleetcron.services.cluster.pins import pin_shard
+
+    with opened_app() as app:
+        result = pin_shard(app, acting(app, as_user), shard_no, to_node)
+    _pinned(result, as_json)
+
+
+@shard.command("unpin")
+@click.argument("shard_no", metavar="SHARD", type=int)
+@json_option
+@as_user_option
+def shard_unpin(shard_no: int, as_json: bool, as_user: str | None) -> None:
+    """Remove SHARD's pin: the placement decides again (the shard stays where it is until
+    a join, a leave or a drain moves it)."""
+    from fleetcron.services.cluster.pins import unpin_shard
+
+    with opened_app() as app:
+        result = unpin_shard(app, acting(app, as_user), shard_no)
+    _pinned(result, as_json)
+
+
+def _pinned(result: PinResult, as_json: bool) -> None:
+    if as_json:
+        print_json(asdict(result))
+        return
+    same = "" if result.changed else " (it already was)"
+    if result.node is None:
+        click.echo(f"shard {result.shard} unpinned{same}; owner: {result.owner or '(none)'}")
+        return
+    click.echo(f"shard {result.shard} pinned to {result.node}{same}")
+    if result.ignored:
+        click.echo(f"the pin is ignored for now: {result.ignored}")
+    elif result.owner != result.node:
+        click.echo(
+            f"its owner ({result.owner or 'none'}) drains it and hands it over once its "
+            "runs ended: `fleetcron cluster shards` shows the move"
+        )
 
 
 @cluster.command("transfer")

@@ -5,7 +5,9 @@ Every live, approved node registers as a member (worker 0's row in ``cluster_mem
 weighted by its worker count, renewed with its lease) and, after each lease step, runs
 :func:`placement_step` in a transaction of its own: it reads the live members and each
 shard's owner, asks :func:`fleetcron.core.members.decide` what it should hold, and acts on
-its own shards and on the shards placed on it, never on another live node's:
+its own shards and on the shards placed on it, never on another live node's. The
+operator's pins (``shard_pins``, :func:`pinned_members`) are one more reading: a pin only
+changes the placement, and a pinned shard moves by the same drain and handoff as any other:
 
 - **give**: a shard it holds that is placed elsewhere starts **draining** (its scheduler
   claims nothing new there); once no claim of that shard is unfinished (every run ended,
@@ -47,9 +49,15 @@ from fleetcron.coordination.ownership_change import revoke_claims
 from fleetcron.coordination.shard_rows import lease_until, shard_count
 from fleetcron.core.members import Decision, decide, member_name, parse_member
 from fleetcron.core.shards import Member
-from fleetcron.store.schema import ClusterMember, ClusterNode, ClusterOwnership, ExecutionClaim
+from fleetcron.store.schema import (
+    ClusterMember,
+    ClusterNode,
+    ClusterOwnership,
+    ExecutionClaim,
+    ShardPin,
+)
 
-__all__ = ["ShardMove", "eligible_members", "placement_step"]
+__all__ = ["ShardMove", "eligible_members", "pinned_members", "placement_step"]
 
 MoveKind = Literal["take", "takeover", "drain", "undrain", "handoff"]
 
@@ -89,6 +97,14 @@ def eligible_members(session: Session) -> list[Member]:
     return [Member(member_name(node_id, NODE_WORKER), float(weight)) for node_id, weight in rows]
 
 
+def pinned_members(session: Session) -> dict[int, str]:
+    """The operator's pins (``shard_pins``) as the placement takes them: shard -> the
+    member that stands for the pinned node (its worker 0). Read without a lock, as the
+    other readings of a step: a pin made meanwhile counts from the next step."""
+    rows = session.execute(select(ShardPin.shard, ShardPin.node_id)).all()
+    return {shard: member_name(node_id, NODE_WORKER) for shard, node_id in rows}
+
+
 def placement_step(
     session: Session, node_id: str, *, lease_s: float, drain: bool = True
 ) -> list[ShardMove]:
@@ -101,7 +117,8 @@ def placement_step(
         select(ClusterOwnership.shard, ClusterOwnership.owner_node_id, ClusterOwnership.draining)
     ).all()
     owners = {shard: member_name(owner, NODE_WORKER) if owner else None for shard, owner, _ in read}
-    decision = decide(member_name(node_id, NODE_WORKER), shard_count(session), live, owners)
+    me = member_name(node_id, NODE_WORKER)
+    decision = decide(me, shard_count(session), live, owners, pinned_members(session))
     draining = {shard for shard, owner, drains in read if owner == node_id and drains}
     now = db_now(session)
     moves = _give(session, node_id, decision, draining, now, lease_s=lease_s, drain=drain)

@@ -3,21 +3,29 @@
 A member is one scheduler process: its node and its worker index on that node
 (:func:`member_name`), with a weight (its share: the cores it stands for; 0 while it
 drains) and a heartbeat lease in ``cluster_members``. Every member decides for itself,
-from the same two readings (the live members, and each shard's current owner), which
-shards it should hold (:func:`decide`): the sticky placement of
+from the same readings (the live members, each shard's current owner and the operator's
+pins), which shards it should hold (:func:`decide`): the sticky placement of
 :func:`fleetcron.core.shards.place`, in which a shard whose owner is no longer a live
 member is placed afresh. All members computing from the same readings get one placement,
 so their decisions never claim a shard twice.
 
+An operator may **pin** a shard to a node (``fleetcron cluster shard move S --to NODE``):
+the placement puts it on that node's member first and counts it against the node's
+capacity (:func:`fleetcron.core.shards.place`), as long as the node is an eligible live
+member; otherwise the pin is ignored, the shard is placed as any other, and
+:func:`pin_ignored` says why. Between nodes a node is one member, ``<node id>/0`` (worker
+0's row stands for its node, weighted by its worker count), so a pin names that member;
+which of the node's worker processes executes the shard is then :func:`worker_shards`'
+split, as for every shard the node owns.
+
 The decision only says what should change; taking a shard waits for its previous
 owner's claims (the per-shard rule of :func:`fleetcron.core.planning.wait_for_old_claims`)
 and its lease, and giving one up drains it first: both are done between nodes by
-:mod:`fleetcron.coordination.shard_moves` (``FLEETCRON_SHARD_PLACEMENT=members``).
-
-What is wired is the split of one node's work between its worker processes
-(:func:`worker_shards`, ``fleetcron scheduler --workers N``): the node owns the shards, and
-each of its workers executes the shards the same placement gives it, fixed for the life
-of the group of processes.
+:mod:`fleetcron.coordination.shard_moves` (``FLEETCRON_SHARD_PLACEMENT=members``), which
+runs this decision on every node after each lease renewal. Within a node, the split of
+its work between its worker processes (:func:`worker_shards`, ``fleetcron scheduler
+--workers N``) uses the same placement: each worker executes the shards it gives it,
+fixed for the life of the group of processes.
 """
 
 from __future__ import annotations
@@ -27,7 +35,16 @@ from dataclasses import dataclass
 
 from fleetcron.core.shards import Member, Move, place
 
-__all__ = ["Decision", "Worker", "decide", "member_name", "parse_member", "worker_shards"]
+__all__ = [
+    "Decision",
+    "NodeStanding",
+    "Worker",
+    "decide",
+    "member_name",
+    "parse_member",
+    "pin_ignored",
+    "worker_shards",
+]
 
 #: Between a member's node id and its worker index (node ids are hex: no clash).
 SEPARATOR = "/"
@@ -69,15 +86,20 @@ class Decision:
 
 
 def decide(
-    me: str, shards: int, live: Sequence[Member], owners: Mapping[int, str | None]
+    me: str,
+    shards: int,
+    live: Sequence[Member],
+    owners: Mapping[int, str | None],
+    pins: Mapping[int, str] | None = None,
 ) -> Decision:
     """The decision of member ``me`` from the ``live`` members (those whose heartbeat
-    lease holds) and each shard's current owner (``owners``: shard -> member name, or
-    None). ``me`` not among the live members (its lease lapsed, or it drains with weight
-    0) gets no shard and gives up every shard it holds."""
+    lease holds), each shard's current owner (``owners``: shard -> member name, or
+    None) and the operator's ``pins`` (shard -> member name; a pin to a member not live
+    is ignored). ``me`` not among the live members (its lease lapsed, or it drains with
+    weight 0) gets no shard and gives up every shard it holds."""
     eligible = {m.name for m in live if m.weight > 0}
     held_by_live = {s: o for s, o in owners.items() if o is not None and o in eligible}
-    placed = place(shards, live, held_by_live)
+    placed = place(shards, live, held_by_live, pins)
     held = sorted(s for s, o in owners.items() if o == me)
     return Decision(
         member=me,
@@ -90,6 +112,35 @@ def decide(
         ),
         give=tuple(Move(s, me, placed.get(s)) for s in held if placed.get(s) != me),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStanding:
+    """What the placement knows of a node a shard is pinned to: its registry ``state``
+    (``candidate``, ``approved``, ``retired``), whether it is fenced or drained by an
+    operator, and whether its member (worker 0's row) is live with a positive weight."""
+
+    state: str
+    fenced: bool = False
+    drained: bool = False
+    live: bool = True
+
+
+def pin_ignored(standing: NodeStanding | None) -> str | None:
+    """Why a pin to a node in ``standing`` (None: a node the registry no longer knows) is
+    ignored by the placement, in an operator's words; None when the pin holds (the node is
+    an eligible live member)."""
+    if standing is None:
+        return "the node is not registered"
+    if standing.state != "approved":
+        return f"the node is {standing.state}, not approved"
+    if standing.fenced:
+        return "the node is fenced"
+    if standing.drained:
+        return "the node is drained"
+    if not standing.live:
+        return "the node is not a live member (its scheduler is not running)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

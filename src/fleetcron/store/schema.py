@@ -682,6 +682,20 @@ class ClusterMember(Base):
     lease_expires_at: Mapped[datetime]
 
 
+class ShardPin(Base):
+    """An operator's pin of a shard to a node (``cluster shard move S --to NODE``, migration
+    0042): with the members placement the shard is placed on that node while it is an
+    eligible live member, and as any other shard otherwise."""
+
+    __tablename__ = "shard_pins"
+    __table_args__ = (CheckConstraint("shard >= 0", name="shard"),)
+
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    node_id: Mapped[str] = mapped_column(String(32))
+    pinned_by: Mapped[str] = mapped_column(String(64))
+    pinned_at: Mapped[datetime]
+
+
 class ExecutionClaim(Base):
     """Permission for one run to write, bound to a node, a generation and a deadline
     measured by the database clock. An expired or revoked claim can never commit. Until its

@@ -19,6 +19,7 @@ from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.runs import RunStore
+from fleetcron.store.schema import ShardPin
 from integration.web.conftest import API, error_of, log_in, new_client
 
 
@@ -95,8 +96,25 @@ def test_the_cli_prints_the_shards_as_a_table_and_as_json(
     assert "owner" in header and "targets" in header and "running" in header
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in table.stdout.splitlines()]
     [row] = [c for c in cells if c and c[0] == str(in_flight)]
-    assert row[1] == "(none)" and row[-2:] == ["1", "0"]
+    assert row[1] == "(none)" and row[5:] == ["1", "0", ""]  # running, waiting, no pin
     assert len([c for c in cells if c and c[0].isdigit()]) == shard_count_of(app)
     shards = json.loads(as_json.stdout)["shards"]
     assert {s["shard"]: s["running"] for s in shards if s["running"]} == {in_flight: 1}
     assert json.loads(listed.stdout) == []
+
+
+def test_the_cluster_page_shows_a_pin_and_why_it_is_ignored(in_flight: int, app: App) -> None:
+    """A pin written as ``cluster shard move`` writes it (tests/integration/cluster/
+    test_shard_pins.py moves shards with it), here to a node the registry does not know."""
+    with app.db.session() as session:
+        session.add(ShardPin(shard=0, node_id="feedface", pinned_by="ops", pinned_at=app.now()))
+
+    with new_client(app) as browser:
+        log_in(browser, "viewer")
+        page = browser.get("/cluster").text
+
+    start = page.index('<tr data-shard="0">')
+    row = page[start : page.index("</tr>", start)]
+    assert 'data-pin="feedface"' in row
+    assert "pin ignored: the node is not registered" in row
+    assert page.count("data-pin=") == 1  # negative control: the other shards show none

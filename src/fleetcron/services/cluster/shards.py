@@ -3,14 +3,16 @@
 :func:`shard_view` reads each shard's ownership row (owner, generation, draining, lease)
 with the targets on it and its runs in flight, in three statements whatever the shard
 count (the rows, then one ``GROUP BY shard`` over the targets and one over the active
-runs). :func:`member_view` lists the members registered in ``cluster_members`` with their
-heartbeat on the database clock. Neither writes. A standalone node (SQLite) has one shard,
-shown even before its ownership row exists.
+runs), and the operator's pins (one more; two more when there are pins: the pinned nodes
+and the live members, to say why a pin is ignored). :func:`member_view` lists the members
+registered in ``cluster_members`` with their heartbeat on the database clock. Neither
+writes. A standalone node (SQLite) has one shard, shown even before its ownership row
+exists.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -20,9 +22,10 @@ from fleetcron.app import Actor, App
 from fleetcron.coordination.guard import db_now
 from fleetcron.coordination.node import Node
 from fleetcron.coordination.shard_rows import shard_count, shard_rows
-from fleetcron.core.members import member_name
+from fleetcron.core.members import member_name, pin_ignored
 from fleetcron.core.statuses import ACTIVE, RunStatus
 from fleetcron.metrics import MemberReading, ShardReading
+from fleetcron.services.cluster.pins import pin_standings, pins_of
 from fleetcron.store.schema import ClusterMember, ClusterOwnership, Run, Target
 
 __all__ = [
@@ -50,6 +53,10 @@ class ShardLine:
     #: Its runs executing now (``running``), and those waiting to start (queued, pending).
     running: int = 0
     waiting: int = 0
+    #: The node an operator pinned it to (``cluster shard move``), and why the placement
+    #: ignores that pin now (None: it follows it, or there is no pin).
+    pinned_to: str | None = None
+    pin_ignored: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,31 @@ class MemberLine:
 
 
 def shard_view(app: App, actor: Actor, node: Node | None) -> ShardsView:
-    """Each shard's owner, generation, lease, targets and runs in flight (read-only), as
-    ``node`` reads them (None: a standalone node)."""
+    """Each shard's owner, generation, lease, targets, runs in flight and pin (read-only),
+    as ``node`` reads them (None: a standalone node)."""
     actor.authorize("cluster.read")
-    return _read_view(app, node.identity.node_id if node is not None else None)
+    return _with_pins(app, _read_view(app, node.identity.node_id if node is not None else None))
+
+
+def _with_pins(app: App, view: ShardsView) -> ShardsView:
+    """The view with each pinned shard's node and why its pin is ignored: one statement,
+    and two more when there are pins (the pinned nodes and the live members)."""
+    with app.db.read() as session:
+        pins = pins_of(session)
+        standings = pin_standings(session, pins.values())
+    if not pins:
+        return view
+    lines = [
+        replace(
+            line,
+            pinned_to=pins[line.shard],
+            pin_ignored=pin_ignored(standings.get(pins[line.shard])),
+        )
+        if line.shard in pins
+        else line
+        for line in view.shards
+    ]
+    return replace(view, shards=lines)
 
 
 def shard_readings(app: App, node: Node | None) -> list[ShardReading]:
@@ -116,14 +144,17 @@ def _line(
 ) -> ShardLine:
     """A shard's line from its row (None: no row yet) and its counts (targets, running,
     waiting)."""
+    targets, running, waiting = counts
     if row is None:
-        return ShardLine(shard, None, 0, False, None, *counts)
+        return ShardLine(shard, None, 0, False, None, targets, running, waiting)
     left = (
         (row.lease_expires_at - now).total_seconds()
         if row.lease_expires_at is not None and now is not None
         else None
     )
-    return ShardLine(shard, row.owner_node_id, row.generation, row.draining, left, *counts)
+    return ShardLine(
+        shard, row.owner_node_id, row.generation, row.draining, left, targets, running, waiting
+    )
 
 
 def _targets_per_shard(session: Session) -> dict[int, int]:

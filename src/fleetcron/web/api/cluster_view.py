@@ -19,7 +19,8 @@ router = APIRouter(tags=["cluster"])
 def shards(
     request: Request, caller: Annotated[Caller, Depends(requires("cluster.read"))]
 ) -> dict[str, Any]:
-    """Each shard: owner, generation, lease, draining, targets, running and waiting runs."""
+    """Each shard: owner, generation, lease, draining, targets, running and waiting runs,
+    and its pin (`pinned_to`) with why the placement ignores it (`pin_ignored`)."""
     app = the_app(request)
     node = Node(app) if app.settings.cluster else None
     return asdict(shard_view(app, caller.actor, node))
