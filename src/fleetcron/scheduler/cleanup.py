@@ -1,8 +1,9 @@
 """Active cleanup (``active_cleanup``, cluster mode), the scheduler's background task.
 
-Once per generation this node owns, when older generations' claims still hold assignments
-back on SSH targets, a background task raises each such target's highest-generation mark
-and kills the older generations there
+Once per shard and generation this node owns (every shard at once after a takeover of
+the one owner; with the members placement, each shard the node takes over), when older
+generations' claims still hold assignments back on SSH targets, a background task raises
+each such target's highest-generation mark and kills the older generations there
 (:meth:`~fleetcron.executors.ssh.SshExecutor.mark_and_kill_older_generations`), then
 clears those targets' old claims so their assignments start on the next tick. While a
 target's cleanup is under way its assignments are left alone (:attr:`ActiveCleanup.held`),
@@ -53,7 +54,8 @@ class ActiveCleanup:
     results: list[cluster.CleanupResult] = field(default_factory=list)
     #: The shards this scheduler executes (a worker of a node; None: every shard).
     shards: frozenset[int] | None = None
-    _cleaned_generation: int | None = None
+    #: The ``(shard, generation)`` pairs already cleaned (once per shard and generation).
+    _cleaned: frozenset[tuple[int, int]] = frozenset()
 
     async def start(
         self,
@@ -62,9 +64,9 @@ class ActiveCleanup:
         ssh: Callable[[], SshKind],
         may_execute: Callable[[], bool] | None,
     ) -> None:
-        """Once per generation this node owns: when assignments wait for a previous owner's
-        claims on SSH targets, clean those targets in the background (ticks go on, idle
-        work starts at once); see :meth:`_clean`."""
+        """Once per shard and generation this node owns: when assignments wait for a
+        previous owner's claims on SSH targets, clean those targets in the background
+        (ticks go on, idle work starts at once); see :meth:`_clean`."""
         if (
             not self.app.settings.active_cleanup
             or not isinstance(guard, CoordinatedGuard)
@@ -77,12 +79,15 @@ class ActiveCleanup:
             return
         try:
             plan = await self.in_db(
-                cluster.active_cleanup_plan,
-                self.app,
-                guard.node_id,
-                guard.fingerprint,
-                self._cleaned_generation,
-                self.shards,
+                functools.partial(
+                    cluster.active_cleanup_plan,
+                    self.app,
+                    guard.node_id,
+                    guard.fingerprint,
+                    self._cleaned,
+                    self.shards,
+                    shared=guard.shared,
+                )
             )
         except Exception:
             # Optional work: a failure here must never keep the tick from claiming.
@@ -93,7 +98,7 @@ class ActiveCleanup:
             return
         if plan is None:
             return
-        self._cleaned_generation = plan.generation
+        self._cleaned = plan.owned
         if plan.targets:
             self.held = assignments_held_for_cleanup(
                 plan.claims, plan.generation, {t.target_id for t in plan.targets}

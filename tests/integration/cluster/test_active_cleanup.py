@@ -77,7 +77,9 @@ def take_over(node: ClusterNode, old: str) -> None:
     cluster.takeover(node.app, SYSTEM, node.node, f"http://{old}.example:8080", confirm_fenced=True)
 
 
-def plan_for(node: ClusterNode, done: int | None = None) -> cluster.CleanupPlan | None:
+def plan_for(
+    node: ClusterNode, done: frozenset[tuple[int, int]] = frozenset()
+) -> cluster.CleanupPlan | None:
     me = node.identity
     return cluster.active_cleanup_plan(node.app, me.node_id, me.fingerprint, done)
 
@@ -125,8 +127,9 @@ def test_the_new_owner_cleans_the_ssh_target_and_only_its_claim_stops_waiting(
     assert event.detail["targets_failed"] == {}
     assert (event.detail["cleared_claims"], event.detail["waiting_claims"]) == (1, 1)
     assert event.detail["killed_groups"] == 1
-    # Once per generation: no second plan for generation 2.
-    assert plan_for(b, done=2) is None
+    # Once per shard and generation: no second plan for generation 2.
+    assert {g for _, g in plan.owned} == {2}
+    assert plan_for(b, done=plan.owned) is None
 
 
 def test_an_unreachable_target_keeps_its_claim_and_is_audited_as_failed(

@@ -101,49 +101,75 @@ class CleanupPlan:
     generations: Mapping[int, int] = field(default_factory=dict)
     #: The installation's shard count (each shard has its own mark on a target).
     shards: int = 1
+    #: Every ``(shard, generation)`` the node owned when planning: cleaned once done.
+    owned: frozenset[tuple[int, int]] = frozenset()
 
     def generation_of(self, target: CleanupTarget) -> int:
         """The generation ``target`` is cleaned at: its shard's."""
         return self.generations.get(target.shard, self.generation)
 
 
+#: One shard at one generation: what a cleanup is done for, once.
+Owned = tuple[int, int]
+
+
 def active_cleanup_plan(
     app: App,
     node_id: str,
     fingerprint: str,
-    done_generation: int | None,
+    done: frozenset[Owned] = frozenset(),
     shards: frozenset[int] | None = None,
+    *,
+    shared: bool = False,
 ) -> CleanupPlan | None:
-    """The cleanup this node should run now: ``None`` unless it is the owner at a
-    generation other than ``done_generation`` (cleanup runs once per generation). A plan
-    with no targets means nothing to clean (no older claim runs on an SSH target).
+    """The cleanup this node should run now: ``None`` unless it owns a shard at a
+    generation not among ``done`` (the ``(shard, generation)`` pairs already cleaned:
+    cleanup runs once per shard and generation). The plan covers the older claims of
+    those shards only; with no targets it means nothing to clean (no older claim runs on
+    an SSH target).
 
     ``shards``: the shards of one worker of this node (``--workers``; None: every shard):
-    each worker cleans its own shards' targets.
+    each worker cleans its own shards' targets. ``shared``: the nodes share the shards
+    (members placement): the node cleans the shards it owns, taken over one by one,
+    rather than only once it owns them all.
 
     Read-only; the claims are written by :func:`finish_active_cleanup` under the lock."""
     with app.db.read() as session:
-        verdict = _owned_verdict(session, node_id, fingerprint, done_generation)
+        verdict = _owned_verdict(session, node_id, fingerprint, shared=shared)
         if verdict is None:
             return None
+        owned = _owned_pairs(verdict)
+        fresh = {shard for shard, _ in owned - done}
+        if not fresh:
+            return None
+        if -1 not in fresh:  # a plan of its fresh shards only, within the worker's
+            shards = frozenset(fresh) if shards is None else shards & fresh
         claims = _older_claims(session, verdict, shards)
         of_target = {c.target_id: c.shard for c in claims}
         targets = _cleanup_targets(session, targets_to_clean(claims, verdict.generation), of_target)
         count = shard_count(session)
-    return CleanupPlan(verdict.generation, claims, targets, dict(verdict.generations), count)
+    return CleanupPlan(
+        verdict.generation, claims, targets, dict(verdict.generations), count, owned=owned
+    )
+
+
+def _owned_pairs(verdict: Verdict) -> frozenset[Owned]:
+    """The ``(shard, generation)`` pairs the verdict owns; ``(-1, generation)`` for a
+    verdict without per-shard generations (every shard at one)."""
+    if not verdict.generations:
+        return frozenset({(-1, verdict.generation)})
+    return frozenset(verdict.generations.items())
 
 
 def _owned_verdict(
-    session: Session, node_id: str, fingerprint: str, done_generation: int | None
+    session: Session, node_id: str, fingerprint: str, *, shared: bool
 ) -> Verdict | None:
-    """The verdict of this node owning every shard, unless its generation is
-    ``done_generation``; ``None`` when the node is not the owner of every shard."""
-    if sole_owner(session) != node_id:
+    """The verdict of this node owning every shard (``shared``: owning some); ``None``
+    when it owns none (or, not shared, when it is not the owner of every shard)."""
+    if not shared and sole_owner(session) != node_id:
         return None
-    verdict = current_verdict(session, node_id, fingerprint, lock=False)
-    if verdict.kind != "owner" or verdict.generation == done_generation:
-        return None
-    return verdict
+    verdict = current_verdict(session, node_id, fingerprint, lock=False, shared=shared)
+    return verdict if verdict.kind == "owner" else None
 
 
 def _older_claims(
