@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -341,3 +343,10 @@ def namespace_resolver(server: SshServer) -> Callable[[int], int | None]:
         return None
 
     return resolve
+
+
+def remove_marks(scope: str) -> None:
+    """Remove the installation's marks (one per shard) from the SSH user's home."""
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    for mark in (home / ".fleetcron").glob(f"generation-{scope}*"):
+        shutil.rmtree(mark, ignore_errors=True)

@@ -14,15 +14,10 @@ and the lease are real seconds.
 
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -36,11 +31,11 @@ from checkers import (
     c6_newest_runs_kept,
     read_effects,
 )
-from harness import Lab, namespace_resolver, namespaced_sshd, wait_until
+from harness import Lab, namespace_resolver, remove_marks, wait_until
 from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select
 
-from fixtures.sshd import ClientKey, SshServer
+from fixtures.sshd import SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.core.start_window import jitter_offset
 from fleetcron.services.cluster import status as cluster
@@ -401,23 +396,6 @@ def test_after_a_takeover_with_targets_verified_the_new_owner_starts_before_the_
     assert event.detail["cleared_claims"] >= 3
     assert "cleared" in states
     check_all(lab, since, watch)
-
-
-def remove_marks(scope: str) -> None:
-    """Remove the installation's marks (one per shard) from the SSH user's home."""
-    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
-    for mark in (home / ".fleetcron").glob(f"generation-{scope}*"):
-        shutil.rmtree(mark, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def isolated_sshd(
-    tmp_path_factory: pytest.TempPathFactory, sshd_client_key: ClientKey
-) -> Iterator[SshServer]:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) for a PID namespace")
-    with namespaced_sshd(tmp_path_factory.mktemp("cleanup-sshd"), sshd_client_key) as server:
-        yield server
 
 
 def test_active_cleanup_kills_the_old_commands_and_reachable_targets_start_at_once(

@@ -32,13 +32,16 @@ from checkers import (
     c6_newest_runs_kept,
     read_effects,
 )
-from harness import Lab, wait_until
+from harness import Lab, namespace_resolver, remove_marks, wait_until
 from netfault import CuttableLink, ProcessWatch
 from sqlalchemy import select
 
+from fixtures.sshd import SshServer
 from fleetcron.app import SYSTEM
+from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.registry import set_drained
-from fleetcron.store.schema import AuditEvent, ClusterOwnership
+from fleetcron.services.runs import reads as runs
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -279,3 +282,105 @@ def test_a_flapping_node_never_runs_a_shard_beside_another(members_lab: Lab) -> 
     watch.stop()
 
     check_all(lab, since, watch)
+
+
+@pytest.mark.parametrize("cleanup", [True, False], ids=["cleanup", "control-no-cleanup"])
+def test_a_killed_nodes_ssh_commands_are_cleaned_by_the_node_taking_its_shards(
+    lab: Lab, isolated_sshd: SshServer, cleanup: bool
+) -> None:
+    """alpha, beta and gamma share 4 shards of SSH targets (a real sshd in its own PID
+    namespace) with 7 s commands (8 s timeout) in flight when beta is SIGKILLed. Once
+    beta's lease expired alpha and gamma take its shards over (neither owns every shard);
+    with active cleanup each raises its new shards' marks and kills beta's commands on
+    their targets, and beta's targets start again well before the old claims' deadlines.
+    The control, cleanup off: they wait for the deadlines. C1-C6 hold in both (C4, C5
+    with the process watch)."""
+    server = isolated_sshd
+    env = {**MEMBERS, "FLEETCRON_ACTIVE_CLEANUP": "true" if cleanup else "false"}
+    lab.shards = SHARDS
+    lab.app_settings = {"shard_placement": "members", "lease_s": 3.0, "lease_renew_s": 0.5}
+    scope = cluster.mark_scope(lab.app("alpha"))
+    try:
+        lab.approve("alpha", "beta", "gamma")
+        lab.add_fleet(8, work="sleep 7", timeout_s=8, ssh=server)  # every shard has a target
+        since = lab.sim_now()
+        watch = ProcessWatch(lab.effects, resolve=namespace_resolver(server)).start()
+        for node in ("alpha", "beta", "gamma"):
+            lab.start(node, **env)
+        wait_until(
+            lambda: all(started(lab, n) >= 1 for n in ("alpha", "beta", "gamma")),
+            timeout=60,
+            what="the three nodes executing",
+        )
+        time.sleep(0.5)  # every command of that round is in flight now
+        beta = lab.node("beta").identity.node_id
+        betas = {s for s, o in owners(lab).items() if o == beta}
+        lab.signal("beta", signal.SIGKILL)
+        runs.request_run(lab.app("alpha"), SYSTEM, "everywhere")
+        killed = time.time()
+        wait_until(lambda: beta not in owners(lab).values(), timeout=60, what="beta's shards")
+        wait_until(
+            lambda: _restarted(lab, betas, killed),
+            timeout=60,
+            what="runs in beta's former shards",
+        )
+        time.sleep(1)
+        lab.stop_all()
+        watch.stop()
+    finally:
+        remove_marks(scope)
+
+    check_all(lab, since, watch)
+    early = _started_before_the_old_deadlines(lab, betas)
+    if cleanup:
+        assert early and all(early.values()), early  # every target of beta's shards
+    else:
+        assert early and not any(early.values()), early  # the control waited for them
+    with lab.app("alpha").db.read() as session:
+        events = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "cluster.active_cleanup")
+        ).all()
+    assert bool(events) == cleanup
+    assert len(early) >= len(betas)  # each of beta's shards has a target
+
+
+def _restarted(lab: Lab, shards: set[int], after: float) -> bool:
+    """Another node than beta started a command in each of ``shards`` after real time
+    ``after``."""
+    return shards <= {
+        e.shard
+        for e in read_effects(lab.effects)
+        if e.kind == "start" and e.node != "beta" and e.at > after
+    }
+
+
+def _started_before_the_old_deadlines(lab: Lab, shards: set[int]) -> dict[str, bool]:
+    """Target of ``shards`` -> whether the first claim there after beta's claim that
+    was in flight at the kill (not ``done``) was made at least 5 s before that claim's
+    deadline (the wait it would otherwise have)."""
+    with lab.app("alpha").db.read() as session:
+        claims = session.execute(
+            select(
+                Run.target_name,
+                ExecutionClaim.shard,
+                ExecutionClaim.node_id,
+                ExecutionClaim.created_at,
+                ExecutionClaim.deadline_at,
+                ExecutionClaim.state,
+            ).join(Run, Run.id == ExecutionClaim.run_id)
+        ).all()
+    beta = lab.node("beta").identity.node_id
+    last = {}
+    for c in sorted(claims, key=lambda c: c.created_at):
+        if c.node_id == beta and c.shard in shards and c.state != "done":
+            last[c.target_name] = c
+    early = {}
+    for target, old in last.items():
+        after = [
+            c.created_at
+            for c in claims
+            if c.target_name == target and c.created_at > old.created_at
+        ]
+        if after:
+            early[target] = (old.deadline_at - min(after)).total_seconds() > 5
+    return early
