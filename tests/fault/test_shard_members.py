@@ -6,7 +6,10 @@ hold throughout (an operator drains the newcomer again meanwhile): every slot re
 once, and in every shard at most one node and generation executing at any moment (C4), no
 older generation running on a target when a newer one starts there (C5). A node paused
 or cut from PostgreSQL loses only its own shards while the other goes on, and a node
-that joins and leaves every few seconds never runs a shard beside another.
+that joins and leaves every few seconds never runs a shard beside another. The commands
+a SIGKILLed node left on SSH targets are killed by the active cleanup of the nodes that
+take its shards, whose runs then start before the old claims' deadlines (the control,
+cleanup off, waits for them).
 
 The job allows overlapping runs and its commands outlast a (simulated) minute, so a
 shard handed over while its runs still go on would execute on two nodes at once: the
