@@ -6,7 +6,9 @@ files, builds the wheel from that sdist (as ``python -m build`` does), installs 
 into a fresh virtual environment under ``tmp_path`` and runs the README's installed path
 from another working directory: ``fleetcron init``, ``fleetcron serve``, the login page and
 its stylesheet, a login with the form's fields, a local target and a job added through the
-web forms, and a run of ``echo hello`` recorded as succeeded with its output.
+web forms, and a run of ``echo hello`` recorded as succeeded with its output. On
+PostgreSQL, ``fleetcron scheduler --workers 2`` starts its second worker with the installed
+interpreter, and both register as the node's members.
 
 Builds use the dev venv's setuptools with no build isolation, so nothing is fetched.
 
@@ -42,7 +44,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from fixtures.cluster import ClusterNode, MakeNode, approve
+from fleetcron.store.schema import ClusterMember
 from waiting import eventually
 
 pytestmark = [pytest.mark.wheel, pytest.mark.slow]
@@ -454,3 +459,91 @@ def test_init_serve_login_and_a_local_job_from_the_installed_wheel(
         server.stop()
     log = server.log.read_text()
     assert "Traceback" not in log, log
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _worker_of(pid: int) -> tuple[int, list[str]] | None:
+    """The pid and command line of the ``--worker-of`` process ``pid`` started, if any."""
+    for child in _children(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if "--worker-of" in argv:
+            return child, argv
+    return None
+
+
+def _members(node: ClusterNode) -> set[str]:
+    with node.app.db.read() as session:
+        return {
+            f"{n}/{w}"
+            for n, w in session.execute(select(ClusterMember.node_id, ClusterMember.worker))
+        }
+
+
+@pytest.mark.postgres
+def test_two_workers_from_the_installed_wheel(
+    installed: Installed, make_node: MakeNode, migrated: str, tmp_path: Path
+) -> None:
+    """``fleetcron scheduler --workers 2`` from the installed wheel on PostgreSQL: worker 0
+    starts worker 1 with the installed interpreter (never the checkout's), both register
+    as members of the node, and worker 1 stops with worker 0."""
+    node = make_node("alpha", shards=4)
+    approve(node)
+    settings = node.app.settings
+    assert settings.machine_id_file is not None and settings.master_key is not None
+    env = clean_env(
+        {
+            "FLEETCRON_DATABASE_URL": migrated,
+            "FLEETCRON_CLUSTER": "true",
+            "FLEETCRON_ENDPOINT": str(settings.endpoint),
+            "FLEETCRON_MACHINE_ID_FILE": str(settings.machine_id_file),
+            "FLEETCRON_MASTER_KEY": settings.master_key.get_secret_value(),
+            "FLEETCRON_DATA_DIR": str(settings.data_dir),
+            "FLEETCRON_NODE_NAME": "alpha",
+            "FLEETCRON_LEASE_S": "30",
+            "FLEETCRON_LEASE_RENEW_S": "1",
+            "FLEETCRON_TICK_S": "0.2",
+        }
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with open(tmp_path / "workers.log", "ab") as log:
+        parent = subprocess.Popen(
+            [installed.fleetcron, "scheduler", "--workers", "2"],
+            cwd=elsewhere,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        child, argv = eventually(
+            lambda: _worker_of(parent.pid),
+            60,
+            lambda: "worker 1 started; log: " + (tmp_path / "workers.log").read_text()[-2000:],
+        )
+        assert argv[argv.index("--worker-of") + 1] == "1/2"
+        assert Path(argv[0]).is_relative_to(installed.venv), argv  # its interpreter
+        me = node.identity.node_id
+        eventually(
+            lambda: {f"{me}/0", f"{me}/1"} <= _members(node),
+            60,
+            lambda: (
+                f"both workers registered: {_members(node)}; log: "
+                + (tmp_path / "workers.log").read_text()[-2000:]
+            ),
+        )
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=60) == 0
+        eventually(lambda: not Path(f"/proc/{child}").exists(), 30, "worker 1 stopped")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
