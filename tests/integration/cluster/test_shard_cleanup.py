@@ -12,14 +12,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from fixtures.cluster import ClusterNode, MakeNode, approve
+from fixtures.cluster import ClusterNode, MakeNode
 from fixtures.sshd import SshServer
 from fleetcron.coordination.guard import db_now
 from fleetcron.core.planning import TargetCleanup
 from fleetcron.services.cluster import status as cluster
 from fleetcron.store.schema import ClusterOwnership, ExecutionClaim, Run, Target
 from integration.cluster.test_active_cleanup import add_remote
-from integration.cluster.test_shard_moves import SHARDS, join, live_claim, owned_by, step
+from integration.cluster.test_shard_moves import join, live_claim, owned_by, sharing_nodes, step
 from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
@@ -27,10 +27,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
 
 @pytest.fixture
 def nodes(make_node: MakeNode) -> dict[str, ClusterNode]:
-    made = {name: make_node(name, shards=SHARDS) for name in ("alpha", "beta", "gamma")}
-    for node in made.values():
-        approve(node)
-    return made
+    return sharing_nodes(make_node)
 
 
 def plan_for(

@@ -33,12 +33,17 @@ SHARDS = 8
 LEASE_S = 30.0
 
 
-@pytest.fixture
-def nodes(make_node: MakeNode) -> dict[str, ClusterNode]:
+def sharing_nodes(make_node: MakeNode) -> dict[str, ClusterNode]:
+    """alpha, beta and gamma, approved, on an installation of :data:`SHARDS` shards."""
     made = {name: make_node(name, shards=SHARDS) for name in ("alpha", "beta", "gamma")}
     for node in made.values():
         approve(node)
     return made
+
+
+@pytest.fixture
+def nodes(make_node: MakeNode) -> dict[str, ClusterNode]:
+    return sharing_nodes(make_node)
 
 
 def join(node: ClusterNode, weight: float = 1.0, lease_s: float = LEASE_S) -> None:
