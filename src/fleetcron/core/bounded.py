@@ -1,4 +1,5 @@
-"""Counts read up to a cap: how many, and whether there were more.
+"""Counts read up to a cap: how many, and whether there were more; lists of names cut
+to a few (:func:`named_few`), so that a message about 5,000 targets stays one line.
 
 A count that an operator reads ("failed 12 times in a row", "37 failed connections") is
 taken by reading at most ``cap + 1`` rows: the cost of an exact count grows with what is
@@ -8,7 +9,11 @@ few hundred the exact number tells the reader nothing the start date does not. P
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+#: How many names a message lists before "and N more".
+NAMED = 10
 
 
 @dataclass(frozen=True)
@@ -30,3 +35,12 @@ class Bounded:
     def short(self) -> str:
         """For a table cell or a badge: ``100+`` for more than 100."""
         return f"{self.n:,}+" if self.more else f"{self.n:,}"
+
+
+def named_few(names: Sequence[str], limit: int = NAMED, *, total: int | None = None) -> str:
+    """The first ``limit`` of ``names``, comma separated, then "and N more" for the rest;
+    ``total``: how many there are when ``names`` holds only the first of them."""
+    count = len(names) if total is None else total
+    shown = ", ".join(names[:limit])
+    more = count - min(len(names), limit)
+    return f"{shown} and {more:,} more" if more > 0 else shown

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from fleetcron.core.bounded import named_few
 from fleetcron.cron import DstPolicy, parse_cached
 from fleetcron.cron.dst import Transition, transitions
 
@@ -124,10 +125,7 @@ def _hm(wall: datetime) -> str:
 
 
 def _named(walls: Sequence[datetime]) -> str:
-    names = ", ".join(_hm(w) for w in walls[:_NAMED])
-    if len(walls) > _NAMED:
-        names += f" and {len(walls) - _NAMED} more"
-    return names
+    return named_few([_hm(w) for w in walls], _NAMED)
 
 
 def _gap_words(walls: Sequence[datetime], runs_at_end: bool, t: Transition) -> str:

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 from urllib.parse import urlencode
 
+from fleetcron.core.bounded import named_few
 from fleetcron.core.labels import selector_matches
 from fleetcron.errors import InvalidInput
 
@@ -703,9 +704,7 @@ def cause_event(cause: Cause) -> str:
 
 
 def _names(targets: Sequence[TargetLine], count: int) -> str:
-    shown = ", ".join(t.name for t in targets)
-    more = count - len(targets)
-    return shown + (f" and {more} more" if more > 0 else "")
+    return named_few([t.name for t in targets], len(targets), total=count)
 
 
 def _lasted(message: IncidentMessage) -> timedelta:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final, NamedTuple
 
+from fleetcron.core.bounded import named_few
 from fleetcron.core.labels import parse_selector, selector_matches
 from fleetcron.core.statuses import RunStatus
 from fleetcron.core.validation import validate_name
@@ -318,12 +319,6 @@ def threshold(options: RolloutOptions, total: int) -> int | None:
     return max(1, options.max_failures.of(total))
 
 
-def names_phrase(names: Sequence[str], limit: int = REASON_NAMES) -> str:
-    shown = ", ".join(names[:limit])
-    more = len(names) - limit
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 def plan_rollout(members: Sequence[Member], options: RolloutOptions, now: datetime) -> RolloutPlan:
     """Decide the slot's next step from its rows (see the module docstring)."""
     waves = waves_of(members, options)
@@ -395,7 +390,8 @@ def _halt(
     if options.max_failures is not None and options.max_failures.percent:
         spec += f" ({limit} of {len(members)} targets)"
     return Halt(
-        f"rollout halted: max_failures {spec} reached after failures on {names_phrase(names)}",
+        f"rollout halted: max_failures {spec} reached after failures on "
+        f"{named_few(names, REASON_NAMES)}",
         "max_failures",
         names,
     )

@@ -276,7 +276,22 @@ def test_the_same_command_on_the_same_target_from_two_jobs_is_refused_naming_bot
             JobSpec("0 5 * * *", " /usr/sbin/fwconsole reload"),
             target="pbx2",
         )
-    assert "on pbx2" in caught.value.message
+    assert "on 1 target(s): pbx2;" in caught.value.message
+
+
+def test_a_duplicate_over_many_targets_names_a_few_and_counts_the_rest(
+    app: App, operator: Actor
+) -> None:
+    names = [f"pbx{n:02d}" for n in range(25)]
+    add_local_targets(app, operator, *names)
+    jobs.add_job(app, operator, "reload", NIGHTLY, bulk=True)
+
+    with pytest.raises(Conflict) as caught:
+        jobs.add_job(app, operator, "reload-again", NIGHTLY, bulk=True)
+
+    message = caught.value.message
+    assert f"on 25 target(s): {', '.join(names[:10])} and 15 more;" in message
+    assert "pbx10" not in message  # the message stays one short line at any fleet size
 
 
 def test_a_duplicate_allowed_on_one_of_the_jobs_is_accepted(app: App, operator: Actor) -> None:

@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from fleetcron.core import statuses
-from fleetcron.core.bounded import Bounded
+from fleetcron.core.bounded import Bounded, named_few
 from fleetcron.core.permissions import DEFAULT_PROJECT
 from fleetcron.core.statuses import RunStatus
 from fleetcron.services.health.failure_streak import NEVER, counted, failure_streak, newest_success
@@ -539,9 +539,7 @@ def unreachable_lines(down: Iterable[Failing], outages: dict[int, Outage]) -> li
         newest = max(members, key=lambda f: f.run_id)  # its error is the one shown
         outage = outages.get(target_id) or members_outage(members)
         jobs = tuple(sorted(f.job for f in members))
-        named = ", ".join(jobs[:JOBS_NAMED]) + (
-            f" and {len(jobs) - JOBS_NAMED} more" if len(jobs) > JOBS_NAMED else ""
-        )
+        named = named_few(jobs, JOBS_NAMED)
         lines.append(
             GroupedProblem(
                 "unreachable",

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from fleetcron.app import Actor, App
 from fleetcron.core import job_options
 from fleetcron.core import validation as v
+from fleetcron.core.bounded import named_few
 from fleetcron.core.calendars import Calendar, rule_of
 from fleetcron.core.duplicates import Registration, find_duplicates
 from fleetcron.core.labels import format_selector, parse_selector
@@ -623,7 +624,8 @@ def refuse_duplicates(session: Session, job: Job) -> None:
         other = next(name for name in duplicate.jobs if name != job.name)
         raise Conflict(
             f"duplicate registration: jobs {job.name} and {other} would both run "
-            f"{job.command.strip()!r} on {', '.join(duplicate.targets)}; remove one, or allow "
+            f"{job.command.strip()!r} on {len(duplicate.targets):,} target(s): "
+            f"{named_few(duplicate.targets)}; remove one, or allow "
             "duplicates on one of them (--allow-duplicate)",
             field="command",
         )

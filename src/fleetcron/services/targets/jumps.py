@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
+from fleetcron.core.bounded import named_few
 from fleetcron.core.targets import TargetKind
 from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import SshTarget
@@ -100,7 +101,7 @@ def refuse_if_used(session: Session, jump: Target, doing: str) -> None:
         return
     users = users_of(session, jump)
     if users:
-        shown = ", ".join(users[:20]) + (f" and {len(users) - 20} more" if len(users) > 20 else "")
+        shown = named_few(users, 20)
         raise Conflict(
             f"name: jump host {jump.name} is still used by {len(users)} target(s): {shown}; "
             f"move them to another jump host (`target edit NAME --via OTHER`, or --via '' "
