@@ -362,7 +362,7 @@ def test_a_scheduler_that_may_no_longer_execute_kills_its_runs_and_records_them(
         )
         holds[0] = False  # the lease was not renewed in time
         await eventually_async(
-            lambda: not scheduler.running, 5, "the self-fenced runs to end", interval=0.05
+            lambda: not scheduler.running, 30, "the self-fenced runs to end", interval=0.05
         )
         assert not scheduler.running
         assert scheduler._request(idle) == f"not started: {SELF_FENCED}"

@@ -156,12 +156,14 @@ def test_a_dead_nodes_shards_are_taken_over_only_once_its_lease_expired(
 ) -> None:
     alpha, beta = nodes["alpha"], nodes["beta"]
     join(alpha)
-    join(beta, lease_s=1.0)
+    join(beta)  # a lease far longer than the steps below take, however loaded the machine
     step(alpha)
     step(beta)
     betas = owned_by(alpha, beta)
     shard = min(betas)
     claim = live_claim(beta, shard, generation=1)
+    with beta.app.db.session() as session:  # beta's last beat, with a short lease: it dies
+        assert members.heartbeat(session, beta.node_id, NODE_WORKER, 1.0)
 
     def beta_gone() -> bool:
         join(alpha)  # alpha keeps beating

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
@@ -23,13 +23,6 @@ def target_for(
         private_key=key if key is not None else server.client_private_key,
         host_key=host_key if host_key is not None else server.host_key_line,
     )
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound then released, never listened)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -56,5 +49,10 @@ def make_target() -> TargetFactory:
 
 
 @pytest.fixture
-def free_port() -> int:
-    return closed_port()
+def free_port() -> Iterator[int]:
+    """A loopback port nothing listens on, held bound (never listened) for the whole test:
+    a connection to it is refused, and no other process (another worker's sshd) can take
+    it meanwhile, as it could a port bound and released."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])

@@ -24,6 +24,8 @@ from fleetcron.executors.watchdog import MISSING_TIMEOUT, watchdog_script
 from waiting import eventually, eventually_async
 
 PROBE = Path(__file__).with_name("memory_probe.py")
+#: How long a killed command may take to be gone, on a loaded machine (a wait, not a sleep).
+GONE_WITHIN_S = 10.0
 
 
 def marker_seconds() -> str:
@@ -108,7 +110,11 @@ async def test_cancelling_at_spawn_time_never_leaves_the_command_running() -> No
         done, _ = await asyncio.wait({task}, timeout=10)
         assert done, f"the cancel after {steps} steps waited for the command"
         cancelled += task.cancelled()
-        eventually(lambda: not sleeping(seconds), 2, f"the command to be gone after {steps} steps")
+        eventually(
+            lambda: not sleeping(seconds),
+            GONE_WITHIN_S,
+            f"the command to be gone after {steps} steps",
+        )
     assert cancelled == 41
 
 
@@ -127,7 +133,7 @@ async def test_a_cancel_does_not_depend_on_the_wrapper_reporting_the_group(
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=10)
     assert done and task.cancelled(), "the cancel waited for the command"
-    eventually(lambda: not sleeping(seconds), 2, "the command to be gone")
+    eventually(lambda: not sleeping(seconds), GONE_WITHIN_S, "the command to be gone")
 
 
 async def test_a_request_with_no_budget_left_is_not_started(tmp_path: Path) -> None:
@@ -144,7 +150,9 @@ async def test_a_budget_shorter_than_the_timeout_ends_the_run_as_timed_out() -> 
     result = await LocalExecutor(kill_grace_s=5, allow_root=True).run(request)
     assert result.status == "timed_out"
     assert result.error is not None and result.error.startswith("claim deadline reached")
-    assert result.duration_ms < 5000  # the budget, not the 60 s timeout, ended it
+    # The budget (1 s), not the 60 s timeout, ended it, however late a loaded machine
+    # delivered the signals.
+    assert result.duration_ms < 30_000
     assert sleeping(seconds) == []
 
 
@@ -206,7 +214,9 @@ async def test_a_timeout_still_kills_the_group_of_a_command_running_as_another_u
         ExecRequest(command, timeout_s=0.5)
     )
     assert result.status == "timed_out"
-    eventually(lambda: not sleeping(seconds), 2, "the command and its orphan to be gone")
+    eventually(
+        lambda: not sleeping(seconds), GONE_WITHIN_S, "the command and its orphan to be gone"
+    )
 
 
 async def test_a_scheduler_that_is_not_root_cannot_switch_users_and_says_so(

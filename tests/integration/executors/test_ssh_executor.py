@@ -7,16 +7,19 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fixtures.sshd import ClientKey, SshServer, generate_client_key
-from fleetcron.executors import ExecRequest, SshExecutor, SshTarget
+from fleetcron.executors import ExecRequest, ExecResult, SshExecutor, SshTarget
 from fleetcron.executors.base import NOT_STARTED_DEADLINE
+from fleetcron.executors.output import STOPPED, LiveOutput
+from fleetcron.executors.watchdog import split_budget
+from waiting import eventually_async
 
 TargetFactory = Callable[..., SshTarget]
 
@@ -167,37 +170,72 @@ def test_huge_remote_output_stays_bounded_in_memory(sshd: SshServer) -> None:
     assert report["rss_growth_kib"] < 8 * 1024
 
 
+@dataclass
+class Holder:
+    """A run holding its target's only slot until :meth:`release` (an operator's stop)."""
+
+    task: asyncio.Task[ExecResult]
+    live: LiveOutput
+
+    async def release(self) -> None:
+        self.live.request_stop()
+        assert (await self.task).error == STOPPED
+
+
+async def hold_the_slot(executor: SshExecutor, target: SshTarget) -> Holder:
+    """Start a run that holds the slot, once its command runs on the target."""
+    seconds, live = marker_seconds(), LiveOutput()
+    task = asyncio.create_task(
+        executor.run(target, ExecRequest(f"sleep {seconds}", timeout_s=120, live=live))
+    )
+    await eventually_async(lambda: running(seconds), 30, "the slot holder's command to run")
+    return Holder(task, live)
+
+
 async def test_a_run_whose_budget_is_spent_waiting_for_a_slot_is_not_started(
     target: SshTarget, tmp_path: Path
 ) -> None:
     one_at_a_time = SshExecutor(per_target_concurrency=1, kill_grace_s=0.5)
     marker = tmp_path / "ran"
     try:
-        busy = asyncio.create_task(one_at_a_time.run(target, ExecRequest("sleep 1.5")))
-        await asyncio.sleep(0.3)
-        late = await one_at_a_time.run(target, ExecRequest(f"touch {marker}", watchdog_s=1.0))
-        assert (late.status, late.error) == ("connect_error", NOT_STARTED_DEADLINE)
+        holder = await hold_the_slot(one_at_a_time, target)
+        late = asyncio.create_task(
+            one_at_a_time.run(target, ExecRequest(f"touch {marker}", watchdog_s=1.0))
+        )
+        await asyncio.sleep(1.0)  # at least the whole budget spent waiting for the slot
+        await holder.release()
+        result = await late
+        assert (result.status, result.error) == ("connect_error", NOT_STARTED_DEADLINE)
         assert not marker.exists()
-        assert (await busy).status == "succeeded"
     finally:
         await one_at_a_time.close()
 
 
+#: The late run's budget, and how long it waits for the slot at least.
+BUDGET_S, QUEUED_S = 6.0, 2.0
+
+
 async def test_the_time_spent_queueing_comes_off_the_remote_budget(target: SshTarget) -> None:
-    one_at_a_time = SshExecutor(per_target_concurrency=1, kill_grace_s=0.5)
+    """The limit the run reports is what was left of its budget once it had the slot:
+    at most the budget less the (at least) 2 s it waited, however long a loaded machine
+    took to connect; the budget in full would give a limit a whole 2 s longer."""
+    grace = 0.5
+    one_at_a_time = SshExecutor(per_target_concurrency=1, kill_grace_s=grace)
     seconds = marker_seconds()
     try:
-        busy = asyncio.create_task(one_at_a_time.run(target, ExecRequest("sleep 1")))
-        await asyncio.sleep(0.2)
-        called = time.monotonic()
-        request = ExecRequest(f"sleep {seconds}", timeout_s=60, watchdog_s=2.5)
-        result = await one_at_a_time.run(target, request)
-        took = time.monotonic() - called
-        await busy
+        holder = await hold_the_slot(one_at_a_time, target)
+        request = ExecRequest(f"sleep {seconds}", timeout_s=60, watchdog_s=BUDGET_S)
+        late = asyncio.create_task(one_at_a_time.run(target, request))
+        await asyncio.sleep(QUEUED_S)  # the slot is given back no earlier than this
+        await holder.release()
+        result = await late
         assert result.status == "timed_out"
-        assert result.error is not None and result.error.startswith("claim deadline reached")
-        # Gone within the budget from the call, although the command began ~0.8 s late.
-        assert took <= 2.5 + 0.5
+        error = result.error or ""
+        assert error.startswith("claim deadline reached after "), error
+        limit = float(error.removeprefix("claim deadline reached after ").split(" s")[0])
+        left_term_after, _ = split_budget(BUDGET_S - QUEUED_S, grace)
+        whole_term_after, _ = split_budget(BUDGET_S, grace)
+        assert 0 < limit <= left_term_after < whole_term_after - QUEUED_S / 2, error
         assert running(seconds) == ""
     finally:
         await one_at_a_time.close()

@@ -29,6 +29,11 @@ from fleetcron.executors.output import STOPPED, LiveOutput
 from waiting import eventually, eventually_async
 
 GRACE_S = 1.5
+#: A grace no stop on a loaded machine comes near: a command that ends on SIGTERM is done
+#: long before it, and one kept for the grace would take all of it.
+LONG_GRACE_S = 60.0
+#: The timeout of a run the test stops: never reached by a stop.
+RUN_TIMEOUT_S = 120.0
 #: Time for the machine's init to reap an orphan's zombie, on a loaded machine.
 REAPED_WITHIN_S = 10.0
 
@@ -41,18 +46,34 @@ class Subject:
     run: Run
 
 
-@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.sshd)])
-async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+KINDS = ["local", pytest.param("ssh", marks=pytest.mark.sshd)]
+
+
+async def executor_of(request: pytest.FixtureRequest, grace_s: float) -> AsyncIterator[Subject]:
+    """The subject of ``request.param`` (``local``, ``ssh``) with a kill grace of ``grace_s``."""
     if request.param == "local":
-        local = LocalExecutor(kill_grace_s=GRACE_S, allow_root=True)
+        local = LocalExecutor(kill_grace_s=grace_s, allow_root=True)
         yield Subject("local", local.run)
         return
     target: SshTarget = request.getfixturevalue("target")
-    ssh = SshExecutor(kill_grace_s=GRACE_S)
+    ssh = SshExecutor(kill_grace_s=grace_s)
     try:
         yield Subject("ssh", lambda req: ssh.run(target, req))
     finally:
         await ssh.close()
+
+
+@pytest.fixture(params=KINDS)
+async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    async for made in executor_of(request, GRACE_S):
+        yield made
+
+
+@pytest.fixture(params=KINDS)
+async def patient_subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
+    """A subject whose kill grace is :data:`LONG_GRACE_S`."""
+    async for made in executor_of(request, LONG_GRACE_S):
+        yield made
 
 
 def run_id() -> int:
@@ -85,7 +106,7 @@ async def stop_after_start(
     """Run ``command``, stop it once its sleeps run: the result, the tree, the stop's time."""
     rid, live = run_id(), LiveOutput()
     task = asyncio.ensure_future(
-        subject.run(ExecRequest(command, timeout_s=120, run_id=rid, live=live))
+        subject.run(ExecRequest(command, timeout_s=RUN_TIMEOUT_S, run_id=rid, live=live))
     )
     tree = await started(rid, *markers)
     t0 = time.monotonic()
@@ -109,13 +130,15 @@ async def test_stop_ends_the_command_and_its_background_children(subject: Subjec
     assert not left, f"left on the {subject.kind} target after Stop: {describe(left)}"
 
 
-async def test_stop_sends_sigterm_first_so_the_command_can_clean_up(subject: Subject) -> None:
+async def test_stop_sends_sigterm_first_so_the_command_can_clean_up(
+    patient_subject: Subject,
+) -> None:
     child = marker_seconds()
     result, tree, took = await stop_after_start(
-        subject, f"trap 'echo cleaned up; exit 3' TERM; sleep {child} & wait", child
+        patient_subject, f"trap 'echo cleaned up; exit 3' TERM; sleep {child} & wait", child
     )
     assert result.status == "failed" and "cleaned up" in result.stdout.text
-    assert took < GRACE_S, "a command that ends on SIGTERM is not kept for the grace"
+    assert took < LONG_GRACE_S, "a command that ends on SIGTERM is not kept for the grace"
     assert not leftovers(tree, REAPED_WITHIN_S)
 
 
@@ -126,9 +149,11 @@ async def test_stop_escalates_to_sigkill_after_the_grace(subject: Subject) -> No
         subject, f"trap '' TERM; sleep {first} & sleep {second}", first, second
     )
     assert (result.status, result.error) == ("failed", STOPPED)
-    # SIGKILL comes within the grace: from the stop, or from the watchdog's timeout(1),
-    # whose own kill delay (at least half the grace) starts at the same SIGTERM.
-    assert GRACE_S / 2 * 0.9 <= took < GRACE_S + 8, took
+    # SIGKILL comes after the grace: from the stop, or from the watchdog's timeout(1),
+    # whose own kill delay (at least half the grace) starts at the same SIGTERM; never
+    # later than the run's own timeout would have ended it (however slow a loaded
+    # machine is to deliver the kill and report it).
+    assert GRACE_S / 2 * 0.9 <= took < RUN_TIMEOUT_S / 2, took
     left = leftovers(tree, REAPED_WITHIN_S)
     assert not left, f"left on the {subject.kind} target after Stop: {describe(left)}"
 
@@ -158,7 +183,11 @@ async def test_negative_control_a_process_outside_the_group_is_seen_as_left_over
     try:
         result, tree, _ = await stop_after_start(subject, command, inside, outside)
         assert result.error == STOPPED
-        left = leftovers(tree, 2.0)
+        escaped = set(sleeping(outside))
+        # Whatever the group kill reached goes (its zombies reaped, however slowly on a
+        # loaded machine); the escaped process is what the listing still finds.
+        assert not leftovers(tree - escaped, REAPED_WITHIN_S)
+        left = leftovers(tree, 0)
         assert [p.comm for p in left] == ["sleep"] and sleeping(outside) == [left[0].pid]
         assert sleeping(inside) == []
     finally:

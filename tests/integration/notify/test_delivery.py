@@ -1,6 +1,6 @@
 """Delivering queued messages to a real HTTP receiver and a real SMTP server.
 
-The ``app`` here allows 3 attempts, 30 s apart and doubling, with a 1 s timeout.
+The ``app`` here allows 3 attempts, 30 s apart and doubling, with a 30 s timeout.
 """
 
 from __future__ import annotations
@@ -245,7 +245,9 @@ async def test_a_receiver_that_never_answers_is_given_up_after_the_timeout(
     scheduler: Scheduler,
     clock: FakeClock,
     held_receiver: HeldReceiver,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(app, "settings", app.settings.model_copy(update={"notify_timeout_s": 1}))
     channel_to(app, admin, f"http://127.0.0.1:{held_receiver.port}/hook")
     await a_failure(app, admin, scheduler, clock)
 

@@ -56,7 +56,7 @@ def open_app(database_url: str, tmp_path: Path, clock: FakeClock, interval_s: fl
         database_url,
         probe_interval_s=interval_s,
         probe_timeout_s=5.0,
-        notify_timeout_s=2.0,
+        notify_timeout_s=30.0,  # the receiver, a thread here, answers however loaded
     )
     return App.open(settings, clock=clock)
 

@@ -10,6 +10,7 @@ execute on the fake executor, which records every request it was given.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from itertools import pairwise
 
@@ -53,8 +54,8 @@ def delays(app: App, *, jitter_s: int, spread_s: int) -> dict[str, float]:
     }
 
 
-# How long the event loop may take from a run's claim to its start on a loaded machine
-# (the suite runs at nice 10 beside other processes; 0.5 s was once exceeded).
+# A loop delay (from a run's claim to its start, beyond its wait) the largest wait exceeds,
+# so a wait counted twice shows (the checks allow the delay measured, not this).
 LOOP_DELAY_S = 2.0
 
 
@@ -64,10 +65,14 @@ def full_budget() -> float:
     return window * (1 - 2 * CLOCK_RATE_TOLERANCE) - START_LATENCY_S
 
 
-async def fire(scheduler: Scheduler, clock: FakeClock) -> None:
+async def fire(scheduler: Scheduler, clock: FakeClock) -> float:
+    """Claim and run the slot; how long that took in real time (every run's claim and
+    start happen within it)."""
     clock.advance(seconds=31)
+    began = time.monotonic()
     await scheduler.tick()
     await scheduler.idle()
+    return time.monotonic() - began
 
 
 async def test_the_fleet_starts_in_the_order_of_its_spread_offsets(
@@ -104,7 +109,7 @@ async def test_the_claim_deadline_adds_the_wait_so_the_run_keeps_its_whole_budge
     # a wait counted twice (taken off the budget as well) would show on this target
     assert max(wait.values()) > LOOP_DELAY_S + 2 * CLOCK_RATE_TOLERANCE * SPREAD_S, wait
 
-    await fire(fake_scheduler, clock)
+    took = await fire(fake_scheduler, clock)
 
     assert deadlines(app) == {
         name: timedelta(seconds=TIMEOUT_S + wait[name]) + DEADLINE_MARGIN for name in NAMES
@@ -114,8 +119,11 @@ async def test_the_claim_deadline_adds_the_wait_so_the_run_keeps_its_whole_budge
     for name, budget in budgets.items():
         assert budget is not None
         # the deadline's extra time is spent waiting: what is left is the whole budget,
-        # less the clock-rate room on the wait itself and the loop's own delay
-        lowest = full_budget() - 2 * CLOCK_RATE_TOLERANCE * wait[name] - LOOP_DELAY_S
+        # less the clock-rate room on the wait itself and the loop's own delay (from the
+        # claim to the start, beyond the wait: at most what the tick took besides it,
+        # however loaded the machine)
+        delay = took - wait[name]
+        lowest = full_budget() - 2 * CLOCK_RATE_TOLERANCE * wait[name] - delay
         assert lowest < budget <= full_budget(), (name, budget, wait[name])
 
 
@@ -125,14 +133,15 @@ async def test_without_spread_or_jitter_the_deadline_is_timeout_and_margin(
     # negative control for the check above: nothing to wait, nothing added
     add_spread_job(app, operator, spread_s=0)
 
-    await fire(fake_scheduler, clock)
+    took = await fire(fake_scheduler, clock)
 
     assert deadlines(app) == dict.fromkeys(NAMES, timedelta(seconds=TIMEOUT_S) + DEADLINE_MARGIN)
     budgets = [request.watchdog_s for _, request in fake.calls]
     assert len(budgets) == len(NAMES)
-    assert all(
-        b is not None and full_budget() - LOOP_DELAY_S < b <= full_budget() for b in budgets
-    ), budgets
+    assert all(b is not None and full_budget() - took <= b <= full_budget() for b in budgets), (
+        budgets,
+        took,
+    )
 
 
 async def test_a_run_now_starts_without_waiting_for_the_spread(

@@ -31,7 +31,8 @@ SLOT = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
 ONCE = "1 9 2 3 *"
 TIMEOUT_S = 30
 BULK = [f"box{i}" for i in range(4)]
-# How late the event loop may start a run on a loaded machine.
+# How late the event loop may start a run once the tick that launched it is done (the
+# tick's own time, however long a loaded machine makes it, is measured and allowed too).
 LOOP_DELAY_S = 2.0
 
 
@@ -97,6 +98,7 @@ async def test_upcoming_starts_are_the_schedulers_actual_starts_for_bulk_and_ind
         clock.advance(seconds=30)  # the slot itself: the waits are measured from it
         fired_at = loop.time()
         await scheduler.tick()
+        ticked = loop.time() - fired_at  # the runs' waits begin within the tick
         await scheduler.idle()
     finally:
         await scheduler.shutdown()
@@ -105,4 +107,5 @@ async def test_upcoming_starts_are_the_schedulers_actual_starts_for_bulk_and_ind
         assert applied_waits(app, job) == {n: round(s, 3) for n, s in starts.items()}
         for name, start_s in starts.items():
             real = started[name] - fired_at
-            assert start_s <= real + 0.05 < start_s + LOOP_DELAY_S, (job, name, real, start_s)
+            late = ticked + LOOP_DELAY_S
+            assert start_s <= real + 0.05 < start_s + late, (job, name, real, start_s, ticked)

@@ -20,7 +20,9 @@ async def test_a_30_s_run_on_the_fake_clock_ends_30_s_later_on_it_at_once() -> N
     fake = FakeExecutor({"sleep 30": FakeOutcome(duration_s=30)}, clock=clock, sleep=clock.sleep)
     began = time.monotonic()
     result = await fake.run(TARGET, ExecRequest("sleep 30", timeout_s=60))
-    assert time.monotonic() - began < 5
+    # Not a real sleep, which would take the whole 30 s (however loaded the machine, the
+    # fake run takes less: no wall-clock limit tighter than that is needed to tell).
+    assert time.monotonic() - began < 30
     assert result.status == "succeeded"
     assert (result.started_at, result.finished_at) == (START, START + timedelta(seconds=30))
 
