@@ -1002,6 +1002,8 @@ def transactions_lines(results: dict[str, dict[str, Any]]) -> list[str]:
                 + ", ".join(
                     f"{w['cpu_s'] / max(1, w['dispatched']) * 1000:.2f}" for w in f["workers_cpu"]
                 )
+                + "; first tick s per worker: "
+                + ", ".join(f"{w['tick_s']:.1f}" for w in f["workers_cpu"])
             )
     return lines
 
