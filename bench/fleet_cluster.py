@@ -21,10 +21,16 @@ does, N times the bare loop's).
 Two fires: the parent names a start instant; each worker's clock (real, shifted) reads M
 at it, ticks and waits for its runs recorded, and reports its CPU (the process's user+sys,
 its event loop's and its database thread's, the garbage collector's) and when it was done;
-then the same at M + 1 min over the connections each worker kept. A fire's wall time runs
-from the start instant to the last worker done; lateness is recorded ``started_at`` minus
-``scheduled_for``; the scheduler CPU is summed over the workers; PostgreSQL's CPU (the
-postmaster and its backends) is reported beside it.
+then the same at M + 30 min (the job runs ``*/30 * * * *``) over the connections each
+worker kept. Beside the fires each worker runs the scheduler's loop as ``Scheduler.serve``
+does (the housekeeping, then a tick, every ``tick_s``; a fire's tick takes the loop's
+turn), so its lease, member row and placement step are renewed as in production. A fire's
+wall time runs from the start instant to the last worker done; lateness is recorded
+``started_at`` minus ``scheduled_for``; the scheduler CPU is summed over the workers (and
+given per worker, against its own dispatches); PostgreSQL's CPU (the postmaster and its
+backends) is reported beside it, and its transactions (``pg_stat_database``) over the fire
+and over an idle window after the fires; each worker counts the transactions its engine
+began inside the housekeeping (coordination) and elsewhere.
 """
 
 from __future__ import annotations
