@@ -31,9 +31,13 @@ the same command on all N targets: the **first** over new connections, then the
   (``build_scheduler(app, worker=Worker(I, N))``; ``bench/fleet_cluster.py``). The node's
   caps are the bare loop's, split among its workers (``--worker-caps split``: cap / N runs
   in flight and handshakes / N each; ``each``: every worker with the full caps). The
-  workers' clocks read M at one start instant the parent names, then M + 1 min at the
-  next; a fire is timed from that instant to the last worker's runs recorded, its CPU
-  summed over the workers (PostgreSQL's printed beside it).
+  workers' clocks read M at one start instant the parent names, then M + 30 min at the
+  next, each worker running the scheduler's loop beside the fires; a fire is timed from
+  that instant to the last worker's runs recorded, its CPU summed over the workers and
+  given per worker, PostgreSQL's CPU and transactions printed beside it, the workers'
+  coordination transactions apart (``--placement members``: the members placement).
+  ``--sim-processes K`` serves the targets from K simulator processes (one holds two
+  descriptors per target).
 * ``asyncssh``: bare asyncssh with the same caps: at most ``--cap`` runs in flight and
   ``--handshakes`` handshakes at a time, connect (pinned host key), run, keep every
   connection; a handshake dropped by the server is retried as fleetcron does (backoff from

@@ -277,7 +277,7 @@ async def idle_window(tx: Transactions) -> dict[str, float]:
 
 async def worker_main(worker_of: str) -> None:
     """A worker: build, start, one housekeeping round, "ready"; then for each start
-    instant the parent names (its clock reads M, then M + 1 min, at them) one fire,
+    instant the parent names (its clock reads M, then M + 30 min, at them) one fire,
     reported as JSON; then the idle loop until the parent's next line, reported; then it
     shuts down."""
     from sqlalchemy import event
