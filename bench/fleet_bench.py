@@ -31,9 +31,13 @@ the same command on all N targets: the **first** over new connections, then the
   (``build_scheduler(app, worker=Worker(I, N))``; ``bench/fleet_cluster.py``). The node's
   caps are the bare loop's, split among its workers (``--worker-caps split``: cap / N runs
   in flight and handshakes / N each; ``each``: every worker with the full caps). The
-  workers' clocks read M at one start instant the parent names, then M + 1 min at the
-  next; a fire is timed from that instant to the last worker's runs recorded, its CPU
-  summed over the workers (PostgreSQL's printed beside it).
+  workers' clocks read M at one start instant the parent names, then M + 30 min at the
+  next, each worker running the scheduler's loop beside the fires; a fire is timed from
+  that instant to the last worker's runs recorded, its CPU summed over the workers and
+  given per worker, PostgreSQL's CPU and transactions printed beside it, the workers'
+  coordination transactions apart (``--placement members``: the members placement).
+  ``--sim-processes K`` serves the targets from K simulator processes (one holds two
+  descriptors per target).
 * ``asyncssh``: bare asyncssh with the same caps: at most ``--cap`` runs in flight and
   ``--handshakes`` handshakes at a time, connect (pinned host key), run, keep every
   connection; a handshake dropped by the server is retried as fleetcron does (backoff from
@@ -96,7 +100,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Usage, loadavg, percentile, table, work_dir
-from fleet_sim import FleetSim, SimControl, SimTarget, measure_rtt, raise_fd_limit
+from fleet_sim import FleetSim, FleetSims, SimControl, SimTarget, measure_rtt, raise_fd_limit
 
 DESIGNS = ("fleetcron", "fleetcron-pool", "asyncssh", "pssh", "ansible")
 #: ``fleetcron-wN``: a cluster node on PostgreSQL whose shards N worker processes execute
@@ -825,6 +829,20 @@ def parser_of() -> argparse.ArgumentParser:
         "loop's), or each worker with the full caps",
     )
     parser.add_argument("--shards", type=int, default=64, help="fleetcron-wN: FLEETCRON_SHARDS")
+    parser.add_argument(
+        "--placement",
+        choices=("owner", "members"),
+        default="owner",
+        help="fleetcron-wN: FLEETCRON_SHARD_PLACEMENT (members: with a 30 s lease, the node "
+        "a member renewing and placing every FLEETCRON_LEASE_RENEW_S)",
+    )
+    parser.add_argument(
+        "--sim-processes",
+        type=int,
+        default=1,
+        help="simulator processes sharing the targets (one holds two descriptors a target: "
+        "past half the open-file limit use more)",
+    )
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--max-startups", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the fleetcron designs")
@@ -876,14 +894,13 @@ def main() -> None:
         "pool": args.pool,
         "worker_caps": args.worker_caps,
         "shards": args.shards,
+        "placement": args.placement,
     }
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     t_start = time.perf_counter()
-    with FleetSim(
-        n, rtt_ms=rtt, loss=args.loss, max_startups=args.max_startups, work_dir=work / "sim"
-    ) as sim:
+    with simulator(args, work / "sim") as sim:
         m = asyncio.run(measure_rtt(sim.targets[0]))
         print(
             f"round trip measured by a client: {m['round_trip_ms']:.1f} ms "
@@ -932,7 +949,7 @@ def main() -> None:
             if raw.exists():
                 print(f"\nprofile of {design} ({raw}):")
                 print(summarize_profile(raw))
-    for line in workers_lines(results, n) + cpu_budget_lines(results):
+    for line in workers_lines(results, n) + transactions_lines(results) + cpu_budget_lines(results):
         print(line)
     print(f"\nload average at end: {loadavg()}; {time.perf_counter() - t_start:.0f} s in all")
     if "fleetcron" in results and "asyncssh" in results:
@@ -940,6 +957,59 @@ def main() -> None:
         print(f"fleetcron vs asyncssh: {ratio:.2f}x (pooled fire, {n} targets, {rtt:g} ms)")
     for line in goal_lines(results, n, rtt):
         print(line)
+
+
+def simulator(args: argparse.Namespace, work: Path) -> FleetSim | FleetSims:
+    """The fleet simulator, in one process or ``--sim-processes``."""
+    kwargs: dict[str, Any] = {
+        "rtt_ms": args.rtt_ms,
+        "loss": args.loss,
+        "max_startups": args.max_startups,
+    }
+    if args.sim_processes == 1:
+        return FleetSim(args.targets, work_dir=work, **kwargs)
+    return FleetSims(args.targets, processes=args.sim_processes, work_dir=work, **kwargs)
+
+
+def transactions_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """For each ``fleetcron-wN`` design and fire: PostgreSQL's transactions
+    (``pg_stat_database``) less the idle loop's over the same span (what the fire added:
+    claims, recordings), the workers' coordination transactions against the goal (at
+    most 1 per 50 dispatches: over the fire, and a minute's against the minute's
+    dispatches), and each worker's CPU per dispatch."""
+    from fleet_cluster import GOAL_DISPATCHES_PER_COORDINATION as GOAL
+
+    lines = []
+    for design, r in results.items():
+        if not WORKERS_DESIGN.fullmatch(design):
+            continue
+        idle = r["idle"]
+        lines.append(
+            f"{design} idle loop: PostgreSQL {idle['pg_tx_per_s']:.2f} transactions/s; the "
+            f"workers began {idle['coordination_tx_per_s']:.2f}/s coordination, "
+            f"{idle['other_tx_per_s']:.2f}/s other (empty ticks)"
+        )
+        minute = idle["coordination_tx_per_s"] * 60
+        for which in ("first", "pooled"):
+            f = r[which]
+            d = max(1, f["dispatched"])
+            added = f["pg_transactions"] - idle["pg_tx_per_s"] * f["pg_span_s"]
+            k = f["coordination_tx"]
+            lines.append(
+                f"{design} {which}: {f['dispatched']} dispatches; PostgreSQL "
+                f"{f['pg_transactions']} transactions over {f['pg_span_s']:.1f} s, "
+                f"{added:.0f} above the idle loop's ({added / d:.3f} per dispatch); the "
+                f"workers began {k} coordination and {f['other_tx']} other; dispatches per "
+                f"coordination transaction: {d / k if k else float('inf'):.0f} in the fire, "
+                f"{d / minute if minute else float('inf'):.0f} per minute (goal >= {GOAL}); "
+                "CPU ms / dispatch per worker: "
+                + ", ".join(
+                    f"{w['cpu_s'] / max(1, w['dispatched']) * 1000:.2f}" for w in f["workers_cpu"]
+                )
+                + "; first tick s per worker: "
+                + ", ".join(f"{w['tick_s']:.1f}" for w in f["workers_cpu"])
+            )
+    return lines
 
 
 def workers_lines(results: dict[str, dict[str, Any]], n: int) -> list[str]:

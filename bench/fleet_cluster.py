@@ -21,22 +21,29 @@ does, N times the bare loop's).
 Two fires: the parent names a start instant; each worker's clock (real, shifted) reads M
 at it, ticks and waits for its runs recorded, and reports its CPU (the process's user+sys,
 its event loop's and its database thread's, the garbage collector's) and when it was done;
-then the same at M + 1 min over the connections each worker kept. A fire's wall time runs
-from the start instant to the last worker done; lateness is recorded ``started_at`` minus
-``scheduled_for``; the scheduler CPU is summed over the workers; PostgreSQL's CPU (the
-postmaster and its backends) is reported beside it.
+then the same at M + 30 min (the job runs ``*/30 * * * *``) over the connections each
+worker kept. Beside the fires each worker runs the scheduler's loop as ``Scheduler.serve``
+does (the housekeeping, then a tick, every ``tick_s``; a fire's tick takes the loop's
+turn), so its lease, member row and placement step are renewed as in production. A fire's
+wall time runs from the start instant to the last worker done; lateness is recorded
+``started_at`` minus ``scheduled_for``; the scheduler CPU is summed over the workers (and
+given per worker, against its own dispatches); PostgreSQL's CPU (the postmaster and its
+backends) is reported beside it, and its transactions (``pg_stat_database``) over the fire
+and over an idle window after the fires; each worker counts the transactions its engine
+began inside the housekeeping (coordination) and elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,11 +64,28 @@ from workers_bench import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from fleetcron.app import App
     from fleetcron.scheduler.service import Scheduler
 
 #: Issue 29's goal for the fleet at 2 workers, against the one bare asyncssh loop.
 GOAL_POOLED, GOAL_FIRST = 1.0, 0.8
+#: Issue 29's goals for 4 members: CPU per dispatch per member within 10% of one member's,
+#: at most 1 coordination transaction per 50 dispatches.
+GOAL_CPU_SPREAD, GOAL_DISPATCHES_PER_COORDINATION = 0.10, 50
+#: ``--placement members``: FLEETCRON_LEASE_S (the members placement needs a lease). Not
+#: 30 s: a node fences itself when its lease step has not run for 24 s of a 30 s lease, and
+#: the step runs in the scheduler's loop after the tick, which at 10,000 new connections
+#: on one worker took longer than that (docs/benchmarks.md, "20,000 targets over 4
+#: workers"). The renewal period, and so the coordination measured, is the default 10 s.
+MEMBERS_LEASE_S = 120.0
+#: The two fires' minutes: M and M + 30 min (the job runs every 30 minutes), so that the
+#: scheduler's loop, which ticks beside a fire, never reaches the next fire's minute
+#: during a first fire longer than a minute.
+FIRE_GAP = timedelta(minutes=30)
+SCHEDULE = "*/30 * * * *"
+MEMBERS = ("shard_placement", "lease_s")
 
 
 def worker_settings(opts: dict[str, Any], workers: int) -> dict[str, Any]:
@@ -73,6 +97,10 @@ def worker_settings(opts: dict[str, Any], workers: int) -> dict[str, Any]:
     extra = {"ssh_max_concurrency": cap, "ssh_max_connecting": handshakes}
     if opts.get("pool"):
         extra["ssh_max_connections"] = max(opts["pool"], cap)
+    if opts.get("placement") == "members":
+        # Every node a member (here the one node, its worker 0 the member row): the lease
+        # and member renewal and the placement step every FLEETCRON_LEASE_RENEW_S.
+        extra |= {"shard_placement": "members", "lease_s": MEMBERS_LEASE_S}
     return extra
 
 
@@ -84,11 +112,14 @@ def set_up(install: Install, targets: list[Any], command: str) -> None:
     from fleetcron.app import SYSTEM
     from fleetcron.services.jobs import edit as jobs
 
-    app = install.open(NODE_NAME, clock=lambda: install.due - timedelta(seconds=30))
+    # Handed every shard as the owner placement does (a transfer, which the members
+    # placement refuses); with ``--placement members`` the one member keeps them all.
+    owner = replace(install, extra={k: v for k, v in install.extra.items() if k not in MEMBERS})
+    app = owner.open(NODE_NAME, clock=lambda: install.due - timedelta(seconds=30))
     try:
         node_owning_every_shard(app)
         add_ssh_targets(app, targets)
-        jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec("* * * * *", command), bulk=True)
+        jobs.add_job(app, SYSTEM, "fleet", jobs.JobSpec(SCHEDULE, command), bulk=True)
         after_bulk_load(app)
     finally:
         app.close()
@@ -130,6 +161,9 @@ class FireReport:
     connect_retries: int
     transactions: int
     maxrss_mb: float
+    coordination_tx: int
+    other_tx: int
+    tick_s: float
 
 
 def connect_retries(scheduler: Scheduler) -> int:
@@ -137,15 +171,86 @@ def connect_retries(scheduler: Scheduler) -> int:
     return 0 if ssh is None else int(ssh.connect_retries)
 
 
-async def fire(scheduler: Scheduler, commits: collections.Counter[str]) -> FireReport:
-    """One tick (it claims in batches until nothing is due), then every run recorded."""
+@dataclass
+class Transactions:
+    """The transactions this worker's engine began, by what began them: a listener of the
+    bench's on the engine's ``begin`` event (the product is not instrumented). Every
+    database call of a worker runs on its one database thread, one at a time, so a phase
+    set around the housekeeping call on that thread is exact: ``coordination`` is what
+    the housekeeping began (lease and member renewal, the placement step, worker 0's
+    cluster maintenance and retention), ``other`` everything else (claims, recordings,
+    the reads of the loop's ticks)."""
+
+    phase: str = "other"
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def began(self, _conn: object) -> None:
+        self.counts[self.phase] += 1
+
+    def housekeeping(self, scheduler: Scheduler) -> None:
+        """The scheduler's housekeeping call, its transactions counted as coordination
+        (runs on the database thread)."""
+        assert scheduler.maintenance is not None
+        self.phase = "coordination"
+        try:
+            scheduler.maintenance()
+        finally:
+            self.phase = "other"
+
+    def snapshot(self) -> tuple[int, int]:
+        return self.counts["coordination"], self.counts["other"]
+
+
+@dataclass
+class ServeLoop:
+    """What ``Scheduler.serve`` does, from the worker's start to its end: every
+    ``tick_s`` the housekeeping (the lease, with it the member row, renewed; the
+    placement step), then a tick; stopped between two rounds, never inside one (a tick
+    cancelled in a database call would leave the scheduler mid-claim). A fire's own tick
+    takes ``lock``, as a round does, so no two ticks overlap."""
+
+    scheduler: Scheduler
+    tx: Transactions
+    dispatched: int = 0
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run(self) -> None:
+        every = self.scheduler.app.settings.tick_s
+        while not self.stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), every)
+                return
+            async with self.lock:
+                await self.scheduler._in_db(self.tx.housekeeping, self.scheduler)
+                self.dispatched += (await self.scheduler.tick()).dispatched
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[ServeLoop]:
+        task = asyncio.create_task(self.run())
+        try:
+            yield self
+        finally:
+            self.stop.set()
+            await task
+
+
+async def fire(
+    scheduler: Scheduler, commits: collections.Counter[str], loop: ServeLoop
+) -> FireReport:
+    """One tick (it claims in batches until nothing is due), then every run recorded;
+    the scheduler's loop goes on beside it as in ``serve``."""
+    tx = loop.tx
     db0, u0, r0 = await scheduler._in_db(time.thread_time), Usage.now(), connect_retries(scheduler)
-    c0 = commits["commit"]
-    stats = await scheduler.tick()
+    c0, (k0, o0) = commits["commit"], tx.snapshot()
+    d0 = loop.dispatched  # a round may claim the minute first: its dispatches count too
+    async with loop.lock:
+        stats = await scheduler.tick()
     await scheduler.idle()
     done_at, u1 = time.time(), Usage.now()
+    k1, o1 = tx.snapshot()
     return FireReport(
-        dispatched=stats.dispatched,
+        dispatched=stats.dispatched + loop.dispatched - d0,
         done_at=done_at,
         cpu_s=u1.cpu_s - u0.cpu_s,
         loop_cpu_s=u1.thread_s - u0.thread_s,
@@ -155,13 +260,26 @@ async def fire(scheduler: Scheduler, commits: collections.Counter[str]) -> FireR
         connect_retries=connect_retries(scheduler) - r0,
         transactions=commits["commit"] - c0,
         maxrss_mb=u1.maxrss_mb,
+        coordination_tx=k1 - k0,
+        other_tx=o1 - o0,
+        tick_s=stats.seconds,
     )
+
+
+async def idle_window(tx: Transactions) -> dict[str, float]:
+    """The loop with nothing due, from now to the parent's next line: the transactions
+    it began, by kind, and its length."""
+    (k0, o0), t0 = tx.snapshot(), time.time()
+    await asyncio.to_thread(sys.stdin.readline)
+    (k1, o1), t1 = tx.snapshot(), time.time()
+    return {"coordination_tx": k1 - k0, "other_tx": o1 - o0, "seconds": t1 - t0}
 
 
 async def worker_main(worker_of: str) -> None:
     """A worker: build, start, one housekeeping round, "ready"; then for each start
-    instant the parent names (its clock reads M, then M + 1 min, at them) one fire,
-    reported as JSON; then it shuts down."""
+    instant the parent names (its clock reads M, then M + 30 min, at them) one fire,
+    reported as JSON; then the idle loop until the parent's next line, reported; then it
+    shuts down."""
     from sqlalchemy import event
 
     from _common import quiet_production_logging
@@ -176,16 +294,20 @@ async def worker_main(worker_of: str) -> None:
     clock = StartClock(install.due)
     scheduler = build(install, Worker(index, count) if count > 1 else None, clock, "local")
     commits = collections.Counter[str]()  # write transactions: claims and recordings batched
+    tx = Transactions()
     event.listen(scheduler.app.db.engine, "commit", lambda conn: commits.update(["commit"]))
+    event.listen(scheduler.app.db.engine, "begin", tx.began)
     await scheduler.start()
-    assert scheduler.maintenance is not None
-    await scheduler._in_db(scheduler.maintenance)
+    await scheduler._in_db(tx.housekeeping, scheduler)
     print("ready", flush=True)
-    for minutes in range(2):
-        line = await asyncio.to_thread(sys.stdin.readline)
-        clock.minute, clock.at = install.due + timedelta(minutes=minutes), float(line)
-        await asyncio.sleep(max(0.0, clock.at - time.time()))
-        print(json.dumps(asdict(await fire(scheduler, commits))), flush=True)
+    async with ServeLoop(scheduler, tx).running() as loop:
+        for minutes in range(2):
+            line = await asyncio.to_thread(sys.stdin.readline)
+            clock.minute, clock.at = install.due + minutes * FIRE_GAP, float(line)
+            await asyncio.sleep(max(0.0, clock.at - time.time()))
+            print(json.dumps(asdict(await fire(scheduler, commits, loop))), flush=True)
+        await asyncio.to_thread(sys.stdin.readline)  # the idle window starts
+        print(json.dumps(await idle_window(tx)), flush=True)
     await scheduler.shutdown()
     if scheduler.ssh is not None:
         await scheduler.ssh.close()
@@ -282,6 +404,14 @@ def recorded(install: Install, at: datetime, n: int) -> dict[str, Any]:
     }
 
 
+#: PostgreSQL 15 flushes a backend's transaction counts at most once a second, and an
+#: idle backend's within 10 s: ``pg_stat_database`` is read this long after the last
+#: transaction of interest.
+STATS_SETTLE_S = 11.5
+#: The idle window over which the loop's transactions per second are measured.
+IDLE_WINDOW_S = 30.0
+
+
 @dataclass(frozen=True)
 class Bench:
     """What a design's fires share: the installation, its N targets, the simulator's
@@ -292,18 +422,39 @@ class Bench:
     control: Any
     server: Server
 
+    def transactions(self) -> int:
+        """``xact_commit + xact_rollback`` of the bench's database, read from another
+        database (so the reading is not counted)."""
+        import psycopg
+
+        with psycopg.connect(self.server.conninfo("postgres"), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+                (DATABASE,),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+DATABASE = "fleet"
+
 
 def one_fire(workers: Workers, bench: Bench, minutes: int) -> dict[str, Any]:
     """Name a start instant, collect every worker's report; the simulator's and
-    PostgreSQL's counters over the same span."""
+    PostgreSQL's counters over the same span (its transaction count read once the
+    backends have flushed theirs)."""
     from fleet_bench import sim_delta
 
+    time.sleep(STATS_SETTLE_S)
+    x0, t0 = bench.transactions(), time.time()
     s0, pg0 = bench.control.stats(), bench.server.cpu()
     start = time.time() + LEAD_S
     workers.say(repr(start))
     reports = [FireReport(**json.loads(line)) for line in workers.hear()]
     s1, pg1 = bench.control.stats(), bench.server.cpu()
-    at = bench.install.due + timedelta(minutes=minutes)
+    time.sleep(STATS_SETTLE_S)
+    x1, t1 = bench.transactions(), time.time()
+    at = bench.install.due + minutes * FIRE_GAP
     runs = recorded(bench.install, at, bench.targets)
     retried = sum(r.connect_retries for r in reports)
     if retried:
@@ -319,10 +470,50 @@ def one_fire(workers: Workers, bench: Bench, minutes: int) -> dict[str, Any]:
         "gc_cpu_s": sum(r.gc_cpu_s for r in reports),
         "gc_full": sum(r.gc_full for r in reports),
         "transactions": sum(r.transactions for r in reports),
+        "pg_transactions": x1 - x0,
+        "pg_span_s": t1 - t0,
+        "coordination_tx": sum(r.coordination_tx for r in reports),
+        "other_tx": sum(r.other_tx for r in reports),
+        "workers_cpu": [
+            {
+                "dispatched": r.dispatched,
+                "cpu_s": r.cpu_s,
+                "done_s": r.done_at - start,
+                "tick_s": r.tick_s,
+            }
+            for r in reports
+        ],
         "pg_cpu_s": pg1 - pg0,
         "sim": sim_delta(s0, s1),
         "maxrss_mb": [r.maxrss_mb for r in reports],
     }
+
+
+def idle(workers: Workers, bench: Bench) -> dict[str, Any]:
+    """The workers' loops with nothing due for ``IDLE_WINDOW_S``: PostgreSQL's
+    transactions per second (read at both ends, the backends flushing every second while
+    the loops run) and the workers' own, coordination apart."""
+    workers.say("idle")
+    time.sleep(STATS_SETTLE_S)  # the fire's last counts flushed, the loops running
+    x0, t0 = bench.transactions(), time.time()
+    time.sleep(IDLE_WINDOW_S)
+    x1, t1 = bench.transactions(), time.time()
+    workers.say("stop")
+    reports = [json.loads(line) for line in workers.hear()]
+    seconds = [r["seconds"] for r in reports]
+    return {
+        "pg_tx_per_s": (x1 - x0) / (t1 - t0),
+        "coordination_tx_per_s": sum(
+            r["coordination_tx"] / s for r, s in zip(reports, seconds, strict=True)
+        ),
+        "other_tx_per_s": sum(r["other_tx"] / s for r, s in zip(reports, seconds, strict=True)),
+    }
+
+
+def on_the_half_hour(install: Install) -> Install:
+    """The installation with its minute M moved to the next slot of ``SCHEDULE``."""
+    due = install.due
+    return replace(install, minute=(due + timedelta(minutes=-due.minute % 30)).isoformat())
 
 
 def run_fleetcron_workers(
@@ -343,8 +534,10 @@ def run_fleetcron_workers(
                 raise SystemExit("PostgreSQL binaries not found (the fleetcron-wN designs)")
             pid = int((handle.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[attr-defined]
             server = Server(handle, pid)
-            url = handle.create_database("fleet")  # type: ignore[attr-defined]
-            install = new_install(url, opts.get("shards", 64), worker_settings(opts, count))
+            url = handle.create_database(DATABASE)  # type: ignore[attr-defined]
+            install = on_the_half_hour(
+                new_install(url, opts.get("shards", 64), worker_settings(opts, count))
+            )
             set_up(install, targets, command)
             return fires(Bench(install, len(targets), control, server), count)
     finally:
@@ -358,6 +551,7 @@ def fires(bench: Bench, count: int) -> dict[str, Any]:
         workers.hear()  # every worker ready
         first = one_fire(workers, bench, 0)
         pooled = one_fire(workers, bench, 1)
+        background = idle(workers, bench)
         workers.wait()
     finally:
         for proc in workers.procs:
@@ -368,6 +562,7 @@ def fires(bench: Bench, count: int) -> dict[str, Any]:
     return {
         "first": first,
         "pooled": pooled,
+        "idle": background,
         "rss_before_mb": 0.0,
         "peak_tree_rss_mb": sum(rss),
         "workers": count,

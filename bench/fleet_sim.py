@@ -893,25 +893,45 @@ class SimTarget:
 
 
 class SimControl:
-    """A connection to a running simulator's control socket (any process may open one)."""
+    """A connection to a running simulator's control socket (any process may open one);
+    given several paths joined by ``os.pathsep`` (a :class:`FleetSims`), one to each, their
+    counters added up."""
 
     def __init__(self, path: str | Path) -> None:
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.connect(str(path))
-        self._file = self._sock.makefile("rb")
+        self._socks: list[tuple[socket.socket, Any]] = []
+        for one in str(path).split(os.pathsep):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(one)
+            self._socks.append((sock, sock.makefile("rb")))
 
     def stats(self) -> dict[str, Any]:
-        """The server process's counters now (see :meth:`Simulator.stats`)."""
-        self._sock.sendall(b"stats\n")
-        line = self._file.readline()
-        if not line:
-            raise RuntimeError("the fleet simulator closed its control socket")
-        result: dict[str, Any] = json.loads(line)
-        return result
+        """The server processes' counters now (see :meth:`Simulator.stats`), added up
+        (``execs_by_target`` in target order, ``maxrss_mb`` the largest)."""
+        parts = []
+        for sock, file in self._socks:
+            sock.sendall(b"stats\n")
+            line = file.readline()
+            if not line:
+                raise RuntimeError("the fleet simulator closed its control socket")
+            parts.append(json.loads(line))
+        return merged_stats(parts)
 
     def close(self) -> None:
-        self._file.close()
-        self._sock.close()
+        for sock, file in self._socks:
+            file.close()
+            sock.close()
+
+
+def merged_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several simulator processes' counters as one's."""
+    result: dict[str, Any] = dict(parts[0])
+    for part in parts[1:]:
+        for key, value in part.items():
+            if key == "maxrss_mb":
+                result[key] = max(result[key], value)
+            else:
+                result[key] = result[key] + value
+    return result
 
 
 class FleetSim:
@@ -1084,6 +1104,69 @@ class FleetSim:
             "targets": [asdict(t) for t in self.targets],
             "rtt_ms": self.rtt_ms,
             "control": str(self.control_path),
+        }
+
+
+class FleetSims:
+    """N targets served by ``processes`` simulators side by side, each with a share (its
+    own process, so its own open-file limit and core): one process holds a listening
+    socket and an accepted connection per target, so past about half the hard open-file
+    limit the targets need more than one. The same interface as :class:`FleetSim`."""
+
+    def __init__(self, targets: int, *, processes: int, work_dir: Path, **kwargs: Any) -> None:
+        if not 1 <= processes <= targets:
+            raise ValueError(f"processes must be in [1, {targets}], got {processes}")
+        shares = [targets // processes + (k < targets % processes) for k in range(processes)]
+        width = len(str(targets))
+        self.sims = [
+            FleetSim(
+                share,
+                work_dir=work_dir / f"sim{k}",
+                name_format=f"sim{k}-{{:0{width}d}}",
+                **kwargs,
+            )
+            for k, share in enumerate(shares)
+        ]
+        self.targets: list[SimTarget] = []
+        self._control: SimControl | None = None
+
+    def __enter__(self) -> FleetSims:
+        try:
+            for sim in self.sims:
+                sim.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.targets = [t for sim in self.sims for t in sim.targets]
+        self._control = SimControl(self.control_path)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def control_path(self) -> str:
+        return os.pathsep.join(str(sim.control_path) for sim in self.sims)
+
+    def stats(self) -> dict[str, Any]:
+        assert self._control is not None, "not started"
+        return self._control.stats()
+
+    def wait_idle(self, timeout_s: float = 60.0, connections: bool = True) -> dict[str, Any]:
+        return merged_stats([sim.wait_idle(timeout_s, connections) for sim in self.sims])
+
+    def stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        for sim in self.sims:
+            sim.stop()
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "targets": [asdict(t) for t in self.targets],
+            "rtt_ms": self.sims[0].rtt_ms,
+            "control": self.control_path,
         }
 
 
