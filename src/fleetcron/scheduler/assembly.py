@@ -143,12 +143,14 @@ def _cluster_scheduler(
         else:
             every = app.settings.maintenance_interval_s
             extra.append(("member heartbeat", every, membership.heartbeat))
+    housekeeping = Housekeeping(
+        app, lease=lease, extra=extra, node_wide=worker is None or worker.first
+    )
     return Scheduler(
         app,
         guard=node.guard(lease_holds=lease.holds if lease else None),
-        maintenance=Housekeeping(
-            app, lease=lease, extra=extra, node_wide=worker is None or worker.first
-        ),
+        maintenance=housekeeping,
+        renewal=housekeeping.renew_if_due if lease else None,
         metrics=metrics,
         clock=app.clock,
         may_execute=lease.holds if lease else None,

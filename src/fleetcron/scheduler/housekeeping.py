@@ -56,8 +56,10 @@ class Housekeeping:
     def __post_init__(self) -> None:
         s = self.app.settings
         self._tasks: list[_Periodic] = []
+        self._lease: list[_Periodic] = []
         if self.lease is not None:
-            self._tasks.append(_Periodic("lease", s.lease_renew_s, self.lease.step))
+            self._lease.append(_Periodic("lease", s.lease_renew_s, self.lease.step))
+            self._tasks.extend(self._lease)
         self._tasks.extend(_Periodic(name, every, task) for name, every, task in self.extra)
         if not self.node_wide:
             return
@@ -86,8 +88,17 @@ class Housekeeping:
         sessions.prune_expired(self.app)
 
     def __call__(self) -> None:
+        self._run_due(self._tasks)
+
+    def renew_if_due(self) -> None:
+        """The lease renewal alone, when it is due: what the scheduler runs on its database
+        thread between a tick's claim batches, so that a tick claiming thousands of slots
+        never holds the renewal back past the lease (the node would fence itself)."""
+        self._run_due(self._lease)
+
+    def _run_due(self, periodics: list[_Periodic]) -> None:
         now = self.clock()
-        for periodic in self._tasks:
+        for periodic in periodics:
             if now < periodic.due:
                 continue
             periodic.due = now + periodic.every_s

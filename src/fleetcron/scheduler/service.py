@@ -91,6 +91,10 @@ FINISH_BATCH = 500
 FINISH_GATHER_S = 0.05
 #: How often (seconds) the self-fencing watcher checks ``may_execute``.
 FENCE_CHECK_S = 0.05
+#: How often the renewal task asks whether the lease renewal is due (a call on the
+#: database thread that does nothing when it is not).
+RENEWAL_POLL_S = 0.5
+
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
 #: ``ExecResult.error`` of a run whose stop was asked for before its command started.
 STOPPED_BEFORE_START = "stopped before it started"
@@ -157,6 +161,10 @@ class Scheduler:
     #: Called before every tick on the database thread; it keeps its own timers
     #: (see :class:`fleetcron.scheduler.housekeeping.Housekeeping`).
     maintenance: Callable[[], object] | None = None
+    #: Automatic failover: the lease renewal when due (``Housekeeping.renew_if_due``),
+    #: called every :data:`RENEWAL_POLL_S` on the database thread by a task of its own, so
+    #: that it runs between a long tick's claim batches instead of after the tick.
+    renewal: Callable[[], object] | None = None
     metrics: Metrics | None = None
     #: Automatic failover: whether this node still holds its lease (see module docstring).
     may_execute: Callable[[], bool] | None = None
@@ -261,6 +269,9 @@ class Scheduler:
         )
         notifying: asyncio.Task[NotifyStats] | None = None
         next_notify = time.monotonic()
+        renewing = None
+        if self.renewal is not None:
+            renewing = asyncio.create_task(self._keep_renewing(stop), name="fleetcron-renewal")
         try:
             while not stop.is_set():
                 try:
@@ -284,10 +295,27 @@ class Scheduler:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.app.settings.tick_s)
         finally:
+            if renewing is not None:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
             if notifying is not None:
                 await asyncio.wait({notifying}, timeout=2 * self.app.settings.notify_timeout_s)
             await self.prober.stop()
             await self.shutdown()
+
+    async def _keep_renewing(self, stop: asyncio.Event) -> None:
+        """Run :attr:`renewal` every :data:`RENEWAL_POLL_S` until ``stop``. The database
+        thread runs one call at a time, in order: the renewal waits for the claim batch
+        in progress at most, never for the rest of the tick."""
+        assert self.renewal is not None
+        while not stop.is_set():
+            try:
+                await self._in_db(self.renewal)
+            except Exception:
+                log.exception("cron: lease renewal failed", extra={"action": "lease.error"})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RENEWAL_POLL_S)
 
     async def shutdown(self) -> None:
         await self.cleanup.stop()

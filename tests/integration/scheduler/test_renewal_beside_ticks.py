@@ -1,0 +1,95 @@
+"""The lease renewal runs between a long tick's claim batches, not after the tick.
+
+A tick that claims thousands of due slots can take longer than the lease (10,000 targets
+on one worker: ticks of 13-30 s against a 30 s lease, renewed at most 24 s apart before
+the node fences itself). Here the tick is held open by the test; the renewal, a task of
+its own on the database thread, still runs every :data:`RENEWAL_POLL_S`. The negative
+control renews as before, only in the maintenance call before each tick: nothing is
+renewed while the tick is held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from fixtures.app import FakeClock
+from fixtures.cluster import MakeNode, approve
+from fleetcron.app import App
+from fleetcron.scheduler import service
+from fleetcron.scheduler.assembly import build_scheduler
+from fleetcron.scheduler.service import Scheduler, TickStats
+from waiting import eventually_async
+
+
+async def held_ticks(
+    app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, *, own_task: bool
+) -> list[float]:
+    """Serve with one tick held open for 10 polls of the renewal; the renewal calls made
+    while it was held."""
+    renewals: list[float] = []
+    tick_started = asyncio.Event()
+    release = asyncio.Event()
+
+    def renew() -> None:
+        renewals.append(time.monotonic())
+
+    scheduler = Scheduler(
+        app,
+        clock=clock,
+        maintenance=None if own_task else renew,
+        renewal=renew if own_task else None,
+    )
+
+    async def long_tick() -> TickStats:
+        tick_started.set()
+        await release.wait()  # a tick claiming thousands of slots
+        return TickStats()
+
+    monkeypatch.setattr(scheduler, "tick", long_tick)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(scheduler.serve(stop))
+    try:
+        await asyncio.wait_for(tick_started.wait(), 30)
+        held_at = time.monotonic()
+        if own_task:
+            await eventually_async(
+                lambda: sum(t > held_at for t in renewals) >= 3,
+                30,
+                "three renewals while the tick is held",
+            )
+        else:
+            await asyncio.sleep(10 * service.RENEWAL_POLL_S)
+        released_at = time.monotonic()
+        return [t for t in renewals if held_at < t < released_at]
+    finally:
+        release.set()
+        stop.set()
+        await serving
+
+
+async def test_the_lease_is_renewed_while_a_long_tick_runs(
+    app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(await held_ticks(app, clock, monkeypatch, own_task=True)) >= 3
+
+
+async def test_negative_control_renewed_only_before_each_tick_nothing_is_renewed_meanwhile(
+    app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert await held_ticks(app, clock, monkeypatch, own_task=False) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("lease_s", [30.0, None], ids=["lease", "no-lease"])
+def test_a_node_with_a_lease_renews_it_in_a_task_of_its_own(
+    make_node: MakeNode, lease_s: float | None
+) -> None:
+    node = make_node("alpha", lease_s=lease_s)
+    approve(node)
+
+    scheduler = build_scheduler(node.app)
+
+    assert (scheduler.renewal is not None) == (lease_s is not None)
