@@ -97,12 +97,19 @@ def eligible_members(session: Session) -> list[Member]:
     return [Member(member_name(node_id, NODE_WORKER), float(weight)) for node_id, weight in rows]
 
 
+def pins(session: Session) -> dict[int, str]:
+    """The operator's pins (``shard_pins``): shard -> the pinned node's id. Read without
+    a lock, as the other readings of a step: a pin made meanwhile counts from the next
+    step."""
+    return {
+        shard: node for shard, node in session.execute(select(ShardPin.shard, ShardPin.node_id))
+    }
+
+
 def pinned_members(session: Session) -> dict[int, str]:
-    """The operator's pins (``shard_pins``) as the placement takes them: shard -> the
-    member that stands for the pinned node (its worker 0). Read without a lock, as the
-    other readings of a step: a pin made meanwhile counts from the next step."""
-    rows = session.execute(select(ShardPin.shard, ShardPin.node_id)).all()
-    return {shard: member_name(node_id, NODE_WORKER) for shard, node_id in rows}
+    """The pins as the placement takes them: shard -> the member that stands for the
+    pinned node (its worker 0)."""
+    return {shard: member_name(node_id, NODE_WORKER) for shard, node_id in pins(session).items()}
 
 
 def placement_step(

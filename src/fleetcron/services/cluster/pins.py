@@ -27,7 +27,7 @@ from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.store.schema import ClusterNode, ClusterOwnership, ShardPin
 
-__all__ = ["PinResult", "pin_shard", "pin_standings", "pins_of", "unpin_shard"]
+__all__ = ["PinResult", "pin_shard", "pin_standings", "unpin_shard"]
 
 
 @dataclass(frozen=True)
@@ -118,13 +118,6 @@ def _owner(session: Session, shard: int) -> str | None:
     return session.scalar(
         select(ClusterOwnership.owner_node_id).where(ClusterOwnership.shard == shard)
     )
-
-
-def pins_of(session: Session) -> dict[int, str]:
-    """Every pin: shard -> node id."""
-    return {
-        shard: node for shard, node in session.execute(select(ShardPin.shard, ShardPin.node_id))
-    }
 
 
 def pin_standings(session: Session, node_ids: Iterable[str]) -> dict[str, NodeStanding]:

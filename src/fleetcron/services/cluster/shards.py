@@ -21,11 +21,12 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.coordination.guard import db_now
 from fleetcron.coordination.node import Node
+from fleetcron.coordination.shard_moves import pins as pins_of
 from fleetcron.coordination.shard_rows import shard_count, shard_rows
 from fleetcron.core.members import member_name, pin_ignored
 from fleetcron.core.statuses import ACTIVE, RunStatus
 from fleetcron.metrics import MemberReading, ShardReading
-from fleetcron.services.cluster.pins import pin_standings, pins_of
+from fleetcron.services.cluster.pins import pin_standings
 from fleetcron.store.schema import ClusterMember, ClusterOwnership, Run, Target
 
 __all__ = [
