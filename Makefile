@@ -153,8 +153,9 @@ QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py 
 	tests/integration/web/test_schemathesis.py tests/integration/web/test_smoke_api.py \
 	tests/e2e/test_smoke_cli.py
 
+# Two workers (the API's fuzzing, a third of the CPU, comes in parts handed out first).
 quick: $(VENV)/.installed
-	$(BIN)/pytest --quick -q $(QUICK_TESTS)
+	$(BIN)/pytest --quick -q -n 2 --dist loadgroup --no-loadscope-reorder $(QUICK_TESTS)
 
 # The browser tests with whole-page screenshots under test-artifacts/screenshots/ (the suite
 # keeps only what each page's viewport shows: a whole page costs Chromium ten times more).

@@ -12,6 +12,7 @@ and its own temporary directory.
 import os
 import signal
 import threading
+from typing import Any
 
 import pytest
 from _pytest.fixtures import FixtureDef, SubRequest
@@ -103,6 +104,17 @@ def _deselect_heavy(config: pytest.Config, items: list[pytest.Item]) -> None:
         config.hook.pytest_deselected(items=heavy)
         items[:] = [item for item in items if not _needs_heavy(item)]
     config.stash[_QUICK_DESELECTED] = len(heavy)
+    if hasattr(config, "workeroutput"):  # an xdist worker: its controller prints the count
+        config.workeroutput["quick_deselected"] = len(heavy)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of a parallel ``--quick`` run takes the count its workers left out
+    (each collects the same tests)."""
+    output = getattr(node, "workeroutput", {})
+    if "quick_deselected" in output:
+        node.config.stash[_QUICK_DESELECTED] = output["quick_deselected"]
 
 
 _QUICK_DESELECTED = pytest.StashKey[int]()

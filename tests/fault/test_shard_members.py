@@ -55,6 +55,11 @@ MEMBERS = {
     "FLEETCRON_LEASE_S": "3",
     "FLEETCRON_LEASE_RENEW_S": "0.5",
 }
+# The test's own view of a node (for `cluster drain`) has the nodes' placement, but not their
+# short lease: its database sessions would get that lease's bounds (a transaction idle for
+# 1.5 s is ended), which setting up a fleet on a loaded machine was seen to exceed. The view
+# runs no lease of its own: its length bounds only the view's sessions.
+VIEW: dict[str, object] = {"shard_placement": "members", "lease_s": 30.0}
 
 
 def nodes_per_shard(lab: Lab, since: float = 0.0) -> dict[int, set[str]]:
@@ -117,8 +122,7 @@ def c2_generation_never_decreases_per_shard(effects: list[Effect]) -> None:
 @pytest.fixture
 def members_lab(lab: Lab) -> Lab:
     lab.shards = SHARDS
-    # The test's own view of a node (for `cluster drain`) has the nodes' placement.
-    lab.app_settings = {"shard_placement": "members", "lease_s": 3.0, "lease_renew_s": 0.5}
+    lab.app_settings = VIEW
     lab.approve("alpha", "beta", "gamma")
     lab.add_fleet(12, work="sleep 8", timeout_s=12, overlap="allow")
     return lab
@@ -301,7 +305,7 @@ def test_a_killed_nodes_ssh_commands_are_cleaned_by_the_node_taking_its_shards(
     server = isolated_sshd
     env = {**MEMBERS, "FLEETCRON_ACTIVE_CLEANUP": "true" if cleanup else "false"}
     lab.shards = SHARDS
-    lab.app_settings = {"shard_placement": "members", "lease_s": 3.0, "lease_renew_s": 0.5}
+    lab.app_settings = VIEW
     scope = cluster.mark_scope(lab.app("alpha"))
     try:
         lab.approve("alpha", "beta", "gamma")
