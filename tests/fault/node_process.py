@@ -33,7 +33,9 @@ Test-only hooks (environment variables read here, never by fleetcron itself):
 - ``FAULT_NO_BOUNDS=1``: the node's sessions get no PostgreSQL bounds and it ends no
   expired owner's sessions (the negative control);
 - ``FAULT_WORKER`` = ``I/N``: the process is worker I of the node's N worker processes,
-  as ``fleetcron scheduler --workers N`` composes them (the harness starts each one).
+  as ``fleetcron scheduler --workers N`` composes them (the harness starts each one);
+- ``FAULT_PROFILE_DIR``: the node runs under cProfile and writes ``<name>-<pid>.prof``
+  there when it stops (to find where a scenario's CPU goes).
 """
 
 from __future__ import annotations
@@ -183,5 +185,17 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     app.close()
 
 
+def _profiled(directory: Path, node: str) -> None:
+    import cProfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with cProfile.Profile() as profile:
+        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
+    profile.dump_stats(directory / f"{node.replace('/', '-')}-{os.getpid()}.prof")
+
+
 if __name__ == "__main__":
-    main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
+    if os.environ.get("FAULT_PROFILE_DIR"):
+        _profiled(Path(os.environ["FAULT_PROFILE_DIR"]), os.environ["FLEETCRON_NODE_NAME"])
+    else:
+        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
