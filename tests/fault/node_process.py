@@ -33,7 +33,9 @@ Test-only hooks (environment variables read here, never by fleetcron itself):
 - ``FAULT_NO_BOUNDS=1``: the node's sessions get no PostgreSQL bounds and it ends no
   expired owner's sessions (the negative control);
 - ``FAULT_WORKER`` = ``I/N``: the process is worker I of the node's N worker processes,
-  as ``fleetcron scheduler --workers N`` composes them (the harness starts each one).
+  as ``fleetcron scheduler --workers N`` composes them (the harness starts each one);
+- ``FAULT_PROFILE_DIR``: the node runs under cProfile and writes ``<name>-<pid>.prof``
+  there when it stops (to find where a scenario's CPU goes).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
@@ -68,8 +69,18 @@ from fleetcron.services.cluster import lease as cluster_lease
 from fleetcron.store import runs as run_store
 from waiting import eventually
 
-#: The hooks replace functions for the life of the process (never undone).
-PATCH = pytest.MonkeyPatch()
+
+class _Patch:
+    """The hooks replace functions for the life of the process (never undone): a plain
+    ``setattr`` (pytest's MonkeyPatch would cost every node pytest's import, 0.1 s)."""
+
+    @staticmethod
+    def setattr(owner: object, name: str, value: object) -> None:
+        assert hasattr(owner, name), f"{owner!r} has no {name}"
+        setattr(owner, name, value)
+
+
+PATCH = _Patch()
 
 
 def _hold(directory: Path) -> None:
@@ -183,5 +194,17 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     app.close()
 
 
+def _profiled(directory: Path, node: str) -> None:
+    import cProfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with cProfile.Profile() as profile:
+        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
+    profile.dump_stats(directory / f"{node.replace('/', '-')}-{os.getpid()}.prof")
+
+
 if __name__ == "__main__":
-    main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
+    if os.environ.get("FAULT_PROFILE_DIR"):
+        _profiled(Path(os.environ["FAULT_PROFILE_DIR"]), os.environ["FLEETCRON_NODE_NAME"])
+    else:
+        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
