@@ -29,7 +29,7 @@ from fleetcron.services.alerts import incident_ops
 from fleetcron.services.alerts.silences import SilenceSpec, add_silence
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
-from fleetcron.store.schema import Run
+from fleetcron.store.schema import Job, Run
 from integration.notify.conftest import WebhookReceiver
 from integration.notify.scenario import (
     FLEET,
@@ -40,6 +40,7 @@ from integration.notify.scenario import (
     expect,
     failing,
     hook,
+    hook_job,
     messages,
 )
 
@@ -146,13 +147,18 @@ async def test_an_acknowledged_incident_sends_no_reminder_but_its_resolved_messa
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    hook(app, admin, webhook, repeat_interval_s=300)
+    # Two jobs fail on the same five targets in the same slots: "backup", told to the
+    # webhook, is acknowledged; "restore", told to the pager with the same timers, is not
+    # (the negative control of the acknowledgement, from the same half hour of slots).
     add_fleet(app, FLEET[:5])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    for job, receiver in (("backup", webhook), ("restore", pager)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job, repeat_interval_s=300)
     fake.script = failing()
     await drive(app, fake_scheduler, clock, minutes=2)
-    [incident] = incident_ops.list_incidents(app, operator)
+    [incident] = incident_ops.list_incidents(app, operator, job="backup")
     incident_ops.acknowledge(app, operator, incident.id, note="looking at the disks")
     await drive(app, fake_scheduler, clock, minutes=20)
     fake.script = failing(unless=lambda name: True)
@@ -160,27 +166,21 @@ async def test_an_acknowledged_incident_sends_no_reminder_but_its_resolved_messa
 
     expect(webhook, firing=1, reminder=0, resolved=1)
     assert messages(webhook)[-1]["acknowledged_by"] == operator.name
+    assert {body["job"]["name"] for body in messages(webhook)} == {"backup"}
+
+    # Negative control: the same outage unacknowledged reminds every repeat interval.
+    expect(pager, firing=1, reminder=4, resolved=1)
+    assert {body["job"]["name"] for body in messages(pager)} == {"restore"}
+    assert messages(pager)[-1]["acknowledged_by"] is None
 
 
-async def test_an_unacknowledged_incident_reminds_every_repeat_interval(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control of the acknowledgement: the same outage unacknowledged.
-    hook(app, admin, webhook, repeat_interval_s=300)
-    add_fleet(app, FLEET[:5])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    fake.script = failing()
-    await drive(app, fake_scheduler, clock, minutes=22)
-    fake.script = failing(unless=lambda name: True)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    expect(webhook, firing=1, reminder=4, resolved=1)
+def job_runs(app: App, job: str, *, status: str | None = None) -> int:
+    query = select(func.count()).select_from(Run).join(Job, Job.id == Run.job_id)
+    query = query.where(Job.name == job)
+    if status is not None:
+        query = query.where(Run.status == status)
+    with app.db.read() as session:
+        return int(session.scalar(query) or 0)
 
 
 async def test_a_silence_in_force_sends_nothing_and_the_runs_are_still_recorded(
@@ -191,49 +191,30 @@ async def test_a_silence_in_force_sends_nothing_and_the_runs_are_still_recorded(
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    hook(app, admin, webhook)
+    # Two jobs fail on the same ten targets in the same slots: "backup", told to the
+    # webhook, is silenced for an hour; "restore", told to the pager, for 10 minutes of
+    # the 30-minute outage (the negative control of the silence, from the same slots).
     add_fleet(app, FLEET[:10])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    add_silence(
-        app,
-        operator,
-        SilenceSpec(job="backup", duration_s=3600, reason="disk swap on the backup hosts"),
-    )
+    for job, receiver, duration_s in (("backup", webhook, 3600), ("restore", pager, 600)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job)
+        add_silence(app, operator, SilenceSpec(job=job, duration_s=duration_s, reason="disks"))
     fake.script = failing()
     await drive(app, fake_scheduler, clock, minutes=30)
     fake.script = failing(unless=lambda name: True)
     await drive(app, fake_scheduler, clock, minutes=2)
 
     expect(webhook)
-    assert slot_runs(app) == 10 * 32
-    with app.db.read() as session:
-        failed = session.scalar(select(func.count()).select_from(Run).where(Run.status == "failed"))
-    assert failed == 10 * 30
+    assert job_runs(app, "backup") == 10 * 32
+    assert job_runs(app, "backup", status="failed") == 10 * 30
 
-
-async def test_an_expired_silence_lifts_and_the_open_incident_is_announced(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control of the silence: a 10-minute silence over a 30-minute outage.
-    hook(app, admin, webhook)
-    add_fleet(app, FLEET[:10])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    add_silence(app, operator, SilenceSpec(job="backup", duration_s=600, reason="a short one"))
-    fake.script = failing()
-    await drive(app, fake_scheduler, clock, minutes=30)
-    fake.script = failing(unless=lambda name: True)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    expect(webhook, firing=1, resolved=1)
-    # Announced in the first round after it ended (added at 09:00:30 for 10 minutes).
-    assert messages(webhook)[0]["at"] == "2026-03-02T09:10:30+00:00"
+    # Negative control: the expired silence lifts and the open incident is announced, in
+    # the first round after it ended (added at 09:00:30 for 10 minutes).
+    expect(pager, firing=1, resolved=1)
+    assert messages(pager)[0]["at"] == "2026-03-02T09:10:30+00:00"
+    assert messages(pager)[0]["job"]["name"] == "restore"
 
 
 ROLLOUT_FLEET = [f"app{i}" for i in range(6)]
