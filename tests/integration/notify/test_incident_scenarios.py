@@ -9,7 +9,9 @@ count below is of the HTTP requests the receiver got.
 
 Where a test's negative control differs from it only in a rule's timers, one drive tells
 both: the control's rule is on a second channel (the ``pager`` receiver), told of the same
-incidents, so the half hour of slots is simulated once.
+incidents, so the half hour of slots is simulated once. Where it differs in what happens to
+the job (an acknowledgement, a silence, when the flapping stops), the control is a second
+job on the same targets in the same slots, with a rule of its own to the ``pager``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from integration.notify.conftest import WebhookReceiver
 from integration.notify.scenario import (
     FLEET,
     STDERR,
+    Script,
     add_fleet,
     counts,
     drive,
@@ -284,28 +287,19 @@ async def test_a_rollout_halting_every_slot_is_one_halted_incident_with_true_sta
     assert per_slot["reminder"] >= 25
 
 
-def every_other_slot(target: RunTarget, request: ExecRequest) -> FakeOutcome:
-    """Fails in odd minutes, succeeds in even ones: the state flips every slot."""
-    minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
-    return FakeOutcome(exit_code=3, stderr=STDERR) if minute % 2 else FakeOutcome()
+def by_job(modes: dict[str, str]) -> Script:
+    """Each job as ``modes`` says at its run (read then): ``flap`` fails in odd minutes and
+    succeeds in even ones (its state flips every slot), ``fail`` fails, anything else (or
+    no mode) succeeds."""
 
+    def script(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+        mode = modes.get(request.env["FLEETCRON_JOB"])
+        minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
+        if mode == "fail" or (mode == "flap" and minute % 2):
+            return FakeOutcome(exit_code=3, stderr=STDERR)
+        return FakeOutcome()
 
-async def flap(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-    minutes: int,
-) -> None:
-    hook(app, admin, webhook)
-    add_fleet(app, FLEET[:1])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    fake.script = every_other_slot
-    await drive(app, scheduler, clock, minutes=minutes)
-    fake.script = failing(unless=lambda name: True)
+    return script
 
 
 async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_stable(
@@ -316,38 +310,40 @@ async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_s
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=30)
+    # Two jobs on one target flap from the same slot: "backup", told to the webhook, for
+    # half an hour; "restore", told to the pager, for 10 minutes, then it succeeds (the
+    # negative control: five flips in an hour, from the same slots).
+    add_fleet(app, FLEET[:1])
+    for job, receiver in (("backup", webhook), ("restore", pager)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job)
+    modes = {"backup": "flap", "restore": "flap"}
+    fake.script = by_job(modes)
+    await drive(app, fake_scheduler, clock, minutes=10)
+    modes["restore"] = "ok"
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    # Negative control: five incidents, each announced and resolved, no flapping message.
+    with pytest.raises(AssertionError):
+        expect(pager, firing=5, resolved=5, flapping=1)
+    expect(pager, firing=5, resolved=5)
+
+    await drive(app, fake_scheduler, clock, minutes=18)
+    modes["backup"] = "ok"
 
     # Five incidents (09:01, 09:03, ... 09:09) are announced and resolved; the sixth, at
     # 09:11, makes six within an hour: one flapping message, then quiet.
     expect(webhook, firing=5, resolved=5, flapping=1)
-    flapping = messages(webhook)[-1]
-    assert flapping["message"] == "flapping"
-    assert flapping["flapping"] == {"incidents": 6, "window_s": 3600.0}
-    assert "FLAPPING (6 incidents in 1h)" in flapping["subject"]
+    flapping_message = messages(webhook)[-1]
+    assert flapping_message["message"] == "flapping"
+    assert flapping_message["flapping"] == {"incidents": 6, "window_s": 3600.0}
+    assert "FLAPPING (6 incidents in 1h)" in flapping_message["subject"]
 
     # Stable for an hour (the flapping incidents age out of the window), then a real
     # failure is announced as usual.
     await drive(app, fake_scheduler, clock, minutes=61, step_s=60)
-    fake.script = failing()
+    modes["backup"] = "fail"
     await drive(app, fake_scheduler, clock, minutes=1)
     expect(webhook, firing=6, resolved=5, flapping=1)
-
-
-async def test_five_flips_in_an_hour_are_not_flapping(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control: five incidents, each announced and resolved, no flapping message.
-    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=10)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    with pytest.raises(AssertionError):
-        expect(webhook, firing=5, resolved=5, flapping=1)
-    expect(webhook, firing=5, resolved=5)
