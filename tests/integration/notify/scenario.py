@@ -53,6 +53,12 @@ def hook(
     add_rule(app, admin, name, timers=RuleTimers(**timers))
 
 
+def hook_job(app: App, admin: Actor, webhook: WebhookReceiver, job: str, **timers: float) -> None:
+    """A channel to ``webhook`` named after ``job``, with a rule for that job alone."""
+    add_channel(app, admin, job, WebhookSpec(url=webhook.url))
+    add_rule(app, admin, job, job=job, timers=RuleTimers(**timers))
+
+
 def hook_counting(
     app: App,
     admin: Actor,

@@ -9,7 +9,9 @@ count below is of the HTTP requests the receiver got.
 
 Where a test's negative control differs from it only in a rule's timers, one drive tells
 both: the control's rule is on a second channel (the ``pager`` receiver), told of the same
-incidents, so the half hour of slots is simulated once.
+incidents, so the half hour of slots is simulated once. Where it differs in what happens to
+the job (an acknowledgement, a silence, when the flapping stops), the control is a second
+job on the same targets in the same slots, with a rule of its own to the ``pager``.
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ from fleetcron.services.alerts import incident_ops
 from fleetcron.services.alerts.silences import SilenceSpec, add_silence
 from fleetcron.services.jobs import edit as jobs
 from fleetcron.services.jobs.edit import JobSpec
-from fleetcron.store.schema import Run
+from fleetcron.store.schema import Job, Run
 from integration.notify.conftest import WebhookReceiver
 from integration.notify.scenario import (
     FLEET,
     STDERR,
+    Script,
     add_fleet,
     counts,
     drive,
     expect,
     failing,
     hook,
+    hook_job,
     messages,
 )
 
@@ -146,13 +150,18 @@ async def test_an_acknowledged_incident_sends_no_reminder_but_its_resolved_messa
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    hook(app, admin, webhook, repeat_interval_s=300)
+    # Two jobs fail on the same five targets in the same slots: "backup", told to the
+    # webhook, is acknowledged; "restore", told to the pager with the same timers, is not
+    # (the negative control of the acknowledgement, from the same half hour of slots).
     add_fleet(app, FLEET[:5])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
+    for job, receiver in (("backup", webhook), ("restore", pager)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job, repeat_interval_s=300)
     fake.script = failing()
     await drive(app, fake_scheduler, clock, minutes=2)
-    [incident] = incident_ops.list_incidents(app, operator)
+    [incident] = incident_ops.list_incidents(app, operator, job="backup")
     incident_ops.acknowledge(app, operator, incident.id, note="looking at the disks")
     await drive(app, fake_scheduler, clock, minutes=20)
     fake.script = failing(unless=lambda name: True)
@@ -160,27 +169,21 @@ async def test_an_acknowledged_incident_sends_no_reminder_but_its_resolved_messa
 
     expect(webhook, firing=1, reminder=0, resolved=1)
     assert messages(webhook)[-1]["acknowledged_by"] == operator.name
+    assert {body["job"]["name"] for body in messages(webhook)} == {"backup"}
+
+    # Negative control: the same outage unacknowledged reminds every repeat interval.
+    expect(pager, firing=1, reminder=4, resolved=1)
+    assert {body["job"]["name"] for body in messages(pager)} == {"restore"}
+    assert messages(pager)[-1]["acknowledged_by"] is None
 
 
-async def test_an_unacknowledged_incident_reminds_every_repeat_interval(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control of the acknowledgement: the same outage unacknowledged.
-    hook(app, admin, webhook, repeat_interval_s=300)
-    add_fleet(app, FLEET[:5])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    fake.script = failing()
-    await drive(app, fake_scheduler, clock, minutes=22)
-    fake.script = failing(unless=lambda name: True)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    expect(webhook, firing=1, reminder=4, resolved=1)
+def job_runs(app: App, job: str, *, status: str | None = None) -> int:
+    query = select(func.count()).select_from(Run).join(Job, Job.id == Run.job_id)
+    query = query.where(Job.name == job)
+    if status is not None:
+        query = query.where(Run.status == status)
+    with app.db.read() as session:
+        return int(session.scalar(query) or 0)
 
 
 async def test_a_silence_in_force_sends_nothing_and_the_runs_are_still_recorded(
@@ -191,49 +194,30 @@ async def test_a_silence_in_force_sends_nothing_and_the_runs_are_still_recorded(
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    hook(app, admin, webhook)
+    # Two jobs fail on the same ten targets in the same slots: "backup", told to the
+    # webhook, is silenced for an hour; "restore", told to the pager, for 10 minutes of
+    # the 30-minute outage (the negative control of the silence, from the same slots).
     add_fleet(app, FLEET[:10])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    add_silence(
-        app,
-        operator,
-        SilenceSpec(job="backup", duration_s=3600, reason="disk swap on the backup hosts"),
-    )
+    for job, receiver, duration_s in (("backup", webhook, 3600), ("restore", pager, 600)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job)
+        add_silence(app, operator, SilenceSpec(job=job, duration_s=duration_s, reason="disks"))
     fake.script = failing()
     await drive(app, fake_scheduler, clock, minutes=30)
     fake.script = failing(unless=lambda name: True)
     await drive(app, fake_scheduler, clock, minutes=2)
 
     expect(webhook)
-    assert slot_runs(app) == 10 * 32
-    with app.db.read() as session:
-        failed = session.scalar(select(func.count()).select_from(Run).where(Run.status == "failed"))
-    assert failed == 10 * 30
+    assert job_runs(app, "backup") == 10 * 32
+    assert job_runs(app, "backup", status="failed") == 10 * 30
 
-
-async def test_an_expired_silence_lifts_and_the_open_incident_is_announced(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control of the silence: a 10-minute silence over a 30-minute outage.
-    hook(app, admin, webhook)
-    add_fleet(app, FLEET[:10])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    add_silence(app, operator, SilenceSpec(job="backup", duration_s=600, reason="a short one"))
-    fake.script = failing()
-    await drive(app, fake_scheduler, clock, minutes=30)
-    fake.script = failing(unless=lambda name: True)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    expect(webhook, firing=1, resolved=1)
-    # Announced in the first round after it ended (added at 09:00:30 for 10 minutes).
-    assert messages(webhook)[0]["at"] == "2026-03-02T09:10:30+00:00"
+    # Negative control: the expired silence lifts and the open incident is announced, in
+    # the first round after it ended (added at 09:00:30 for 10 minutes).
+    expect(pager, firing=1, resolved=1)
+    assert messages(pager)[0]["at"] == "2026-03-02T09:10:30+00:00"
+    assert messages(pager)[0]["job"]["name"] == "restore"
 
 
 ROLLOUT_FLEET = [f"app{i}" for i in range(6)]
@@ -303,28 +287,19 @@ async def test_a_rollout_halting_every_slot_is_one_halted_incident_with_true_sta
     assert per_slot["reminder"] >= 25
 
 
-def every_other_slot(target: RunTarget, request: ExecRequest) -> FakeOutcome:
-    """Fails in odd minutes, succeeds in even ones: the state flips every slot."""
-    minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
-    return FakeOutcome(exit_code=3, stderr=STDERR) if minute % 2 else FakeOutcome()
+def by_job(modes: dict[str, str]) -> Script:
+    """Each job as ``modes`` says at its run (read then): ``flap`` fails in odd minutes and
+    succeeds in even ones (its state flips every slot), ``fail`` fails, anything else (or
+    no mode) succeeds."""
 
+    def script(target: RunTarget, request: ExecRequest) -> FakeOutcome:
+        mode = modes.get(request.env["FLEETCRON_JOB"])
+        minute = datetime.fromisoformat(request.env["FLEETCRON_SCHEDULED_FOR"]).minute
+        if mode == "fail" or (mode == "flap" and minute % 2):
+            return FakeOutcome(exit_code=3, stderr=STDERR)
+        return FakeOutcome()
 
-async def flap(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-    minutes: int,
-) -> None:
-    hook(app, admin, webhook)
-    add_fleet(app, FLEET[:1])
-    jobs.add_job(app, operator, "backup", JobSpec("* * * * *", "backup"), bulk=True)
-    fake.script = every_other_slot
-    await drive(app, scheduler, clock, minutes=minutes)
-    fake.script = failing(unless=lambda name: True)
+    return script
 
 
 async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_stable(
@@ -335,38 +310,40 @@ async def test_a_flapping_target_sends_one_flapping_message_then_nothing_until_s
     fake: FakeExecutor,
     clock: FakeClock,
     webhook: WebhookReceiver,
+    pager: WebhookReceiver,
 ) -> None:
-    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=30)
+    # Two jobs on one target flap from the same slot: "backup", told to the webhook, for
+    # half an hour; "restore", told to the pager, for 10 minutes, then it succeeds (the
+    # negative control: five flips in an hour, from the same slots).
+    add_fleet(app, FLEET[:1])
+    for job, receiver in (("backup", webhook), ("restore", pager)):
+        jobs.add_job(app, operator, job, JobSpec("* * * * *", job), bulk=True)
+        hook_job(app, admin, receiver, job)
+    modes = {"backup": "flap", "restore": "flap"}
+    fake.script = by_job(modes)
+    await drive(app, fake_scheduler, clock, minutes=10)
+    modes["restore"] = "ok"
+    await drive(app, fake_scheduler, clock, minutes=2)
+
+    # Negative control: five incidents, each announced and resolved, no flapping message.
+    with pytest.raises(AssertionError):
+        expect(pager, firing=5, resolved=5, flapping=1)
+    expect(pager, firing=5, resolved=5)
+
+    await drive(app, fake_scheduler, clock, minutes=18)
+    modes["backup"] = "ok"
 
     # Five incidents (09:01, 09:03, ... 09:09) are announced and resolved; the sixth, at
     # 09:11, makes six within an hour: one flapping message, then quiet.
     expect(webhook, firing=5, resolved=5, flapping=1)
-    flapping = messages(webhook)[-1]
-    assert flapping["message"] == "flapping"
-    assert flapping["flapping"] == {"incidents": 6, "window_s": 3600.0}
-    assert "FLAPPING (6 incidents in 1h)" in flapping["subject"]
+    flapping_message = messages(webhook)[-1]
+    assert flapping_message["message"] == "flapping"
+    assert flapping_message["flapping"] == {"incidents": 6, "window_s": 3600.0}
+    assert "FLAPPING (6 incidents in 1h)" in flapping_message["subject"]
 
     # Stable for an hour (the flapping incidents age out of the window), then a real
     # failure is announced as usual.
     await drive(app, fake_scheduler, clock, minutes=61, step_s=60)
-    fake.script = failing()
+    modes["backup"] = "fail"
     await drive(app, fake_scheduler, clock, minutes=1)
     expect(webhook, firing=6, resolved=5, flapping=1)
-
-
-async def test_five_flips_in_an_hour_are_not_flapping(
-    app: App,
-    admin: Actor,
-    operator: Actor,
-    fake_scheduler: Scheduler,
-    fake: FakeExecutor,
-    clock: FakeClock,
-    webhook: WebhookReceiver,
-) -> None:
-    # Negative control: five incidents, each announced and resolved, no flapping message.
-    await flap(app, admin, operator, fake_scheduler, fake, clock, webhook, minutes=10)
-    await drive(app, fake_scheduler, clock, minutes=2)
-
-    with pytest.raises(AssertionError):
-        expect(webhook, firing=5, resolved=5, flapping=1)
-    expect(webhook, firing=5, resolved=5)
