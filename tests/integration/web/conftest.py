@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +23,9 @@ from fastapi.routing import APIRouter
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, update
 
+from fixtures.app import make_settings
 from fixtures.compiled_cache import share_compiled_cache
+from fixtures.postgres import PostgresServer
 from fleetcron.app import Actor, App
 from fleetcron.services.accounts import users
 from fleetcron.services.accounts.users import create_token
@@ -63,19 +67,51 @@ def cheap_password_hashing(request: pytest.FixtureRequest, monkeypatch: pytest.M
     """Argon2id with the smallest cost for the tests that use ``app``.
 
     The product's cost (64 MiB, 3 passes) spends a large part of a second per log-in, and
-    these tests log in about a hundred times. The hashing is still real argon2id:
-    the seeded users' hashes are rewritten with the cheap parameters (verification reads
-    them from the hash), and new hashes use them too.
+    these tests log in about a hundred times. The hashing is still real argon2id: the
+    seeded users' hashes have the cheap parameters already in this package's templates
+    (:func:`sqlite_template`, :func:`postgres_template`; verification reads them from the
+    hash), and new hashes use them too.
     """
     if "app" not in request.fixturenames:
         return
-    request.getfixturevalue("shared_compiled_statements")  # before the app's engine
-    app: App = request.getfixturevalue("app")
     monkeypatch.setattr(users, "_hasher", CHEAP_HASHER)
-    cheap_hashes(app)
 
 
 CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeded SQLite template with the users' passwords hashed by :data:`CHEAP_HASHER`,
+    made once per process (rewriting them in every test's copy cost each test a
+    transaction); every source a module builds from the template has them too."""
+    directory = tmp_path_factory.mktemp("sqlite-web-template")
+    path = directory / "template.db"
+    shutil.copyfile(sqlite_template, path)
+    _rehash(f"sqlite:///{path}", directory)
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(
+    postgres_template: str,
+    postgres_server: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """The seeded PostgreSQL template with cheap password hashes, as :func:`sqlite_template`."""
+    name = "fleetcron_web_template"
+    url = postgres_server.create_database(name, template=postgres_template)
+    _rehash(url, tmp_path_factory.mktemp("pg-web-template"))
+    postgres_server.disconnect(name)
+    return name
+
+
+def _rehash(database_url: str, data_dir: Path) -> None:
+    the_app = App.open(make_settings(data_dir, database_url))
+    try:
+        cheap_hashes(the_app)
+    finally:
+        the_app.close()
 
 
 def cheap_hashes(app: App) -> None:
