@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,11 +21,15 @@ from argon2 import PasswordHasher
 from fastapi import FastAPI
 from fastapi.routing import APIRouter
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import Engine, update
 
+from fixtures.app import make_settings
+from fixtures.compiled_cache import SharedView, share_compiled_cache
+from fixtures.postgres import PostgresServer
 from fleetcron.app import Actor, App
 from fleetcron.services.accounts import users
 from fleetcron.services.accounts.users import create_token
+from fleetcron.store import db
 from fleetcron.store.schema import User
 from fleetcron.web.app import create_app
 
@@ -43,22 +50,71 @@ _CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 @pytest.fixture(autouse=True)
+def shared_compiled_statements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engines these tests open keep their compiled statements in the process's shared
+    cache (fixtures/compiled_cache.py): each test opens an app of its own, and compiling
+    every statement again for each new engine was about a fifth of a test's CPU. The ORM's
+    own statements for flushes are kept per mapper and dialect: those share it too."""
+    create = db.create_db_engine
+
+    def create_sharing(*args: Any, **kwargs: Any) -> Engine:
+        return share_compiled_cache(create(*args, **kwargs))
+
+    monkeypatch.setattr(db, "create_db_engine", create_sharing)
+    for mapper in User.registry.mappers:  # the flushes' INSERT, UPDATE and DELETE statements
+        monkeypatch.setattr(mapper, "_compiled_cache", SharedView())
+
+
+@pytest.fixture(autouse=True)
 def cheap_password_hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Argon2id with the smallest cost for the tests that use ``app``.
 
     The product's cost (64 MiB, 3 passes) spends a large part of a second per log-in, and
-    these tests log in about a hundred times. The hashing is still real argon2id:
-    the seeded users' hashes are rewritten with the cheap parameters (verification reads
-    them from the hash), and new hashes use them too.
+    these tests log in about a hundred times. The hashing is still real argon2id: the
+    seeded users' hashes have the cheap parameters already in this package's templates
+    (:func:`sqlite_template`, :func:`postgres_template`; verification reads them from the
+    hash), and new hashes use them too.
     """
     if "app" not in request.fixturenames:
         return
-    app: App = request.getfixturevalue("app")
     monkeypatch.setattr(users, "_hasher", CHEAP_HASHER)
-    cheap_hashes(app)
 
 
 CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeded SQLite template with the users' passwords hashed by :data:`CHEAP_HASHER`,
+    made once per process (rewriting them in every test's copy cost each test a
+    transaction); every source a module builds from the template has them too."""
+    directory = tmp_path_factory.mktemp("sqlite-web-template")
+    path = directory / "template.db"
+    shutil.copyfile(sqlite_template, path)
+    _rehash(f"sqlite:///{path}", directory)
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(
+    postgres_template: str,
+    postgres_server: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """The seeded PostgreSQL template with cheap password hashes, as :func:`sqlite_template`."""
+    name = "fleetcron_web_template"
+    url = postgres_server.create_database(name, template=postgres_template)
+    _rehash(url, tmp_path_factory.mktemp("pg-web-template"))
+    postgres_server.disconnect(name)
+    return name
+
+
+def _rehash(database_url: str, data_dir: Path) -> None:
+    the_app = App.open(make_settings(data_dir, database_url))
+    try:
+        cheap_hashes(the_app)
+    finally:
+        the_app.close()
 
 
 def cheap_hashes(app: App) -> None:
