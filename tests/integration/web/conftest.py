@@ -13,7 +13,6 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,15 +20,13 @@ from argon2 import PasswordHasher
 from fastapi import FastAPI
 from fastapi.routing import APIRouter
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, update
+from sqlalchemy import update
 
 from fixtures.app import make_settings
-from fixtures.compiled_cache import SharedView, share_compiled_cache
 from fixtures.postgres import PostgresServer
 from fleetcron.app import Actor, App
 from fleetcron.services.accounts import users
 from fleetcron.services.accounts.users import create_token
-from fleetcron.store import db
 from fleetcron.store.schema import User
 from fleetcron.web.app import create_app
 
@@ -47,22 +44,6 @@ ACCOUNTS = {
 }
 
 _CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-@pytest.fixture(autouse=True)
-def shared_compiled_statements(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engines these tests open keep their compiled statements in the process's shared
-    cache (fixtures/compiled_cache.py): each test opens an app of its own, and compiling
-    every statement again for each new engine was about a fifth of a test's CPU. The ORM's
-    own statements for flushes are kept per mapper and dialect: those share it too."""
-    create = db.create_db_engine
-
-    def create_sharing(*args: Any, **kwargs: Any) -> Engine:
-        return share_compiled_cache(create(*args, **kwargs))
-
-    monkeypatch.setattr(db, "create_db_engine", create_sharing)
-    for mapper in User.registry.mappers:  # the flushes' INSERT, UPDATE and DELETE statements
-        monkeypatch.setattr(mapper, "_compiled_cache", SharedView())
 
 
 @pytest.fixture(autouse=True)
