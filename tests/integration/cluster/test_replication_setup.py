@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from sqlalchemy import select
 
@@ -148,8 +149,15 @@ def test_a_raw_conflicting_insert_stalls_the_subscription_and_status_says_so(
         "INSERT INTO users (name, password_hash, role, created_at, updated_at)"
         " VALUES ('mallory', 'x', 'viewer', now(), now())"
     )
-    pg_pair.execute("left", insert)
-    pg_pair.execute("right", insert)
+    # Both rows must exist before either side's copy of the other arrives: written one
+    # after the other, the left row could reach the right side first (the right INSERT
+    # then fails as a duplicate, and there is no conflict to stall on). So the right row
+    # is inserted in an open transaction first; the left row, committed meanwhile, reaches
+    # the right side's apply worker, which waits on the open row and fails once it commits.
+    with psycopg.connect(pg_pair.conninfo("right"), connect_timeout=10) as right_side:
+        right_side.execute(insert)
+        pg_pair.execute("left", insert)
+        right_side.commit()
 
     def stalled(app: App) -> bool:
         return any(
