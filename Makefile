@@ -34,9 +34,9 @@ run: $(VENV)/.installed
 #
 # Where the time goes now (2 cores, a slower host than the figures further down, measured
 # 2026-12-06 evening with a per-test CPU plugin and /proc/stat; the history follows).
-# `make test` 775-788 s, green: the parallel part 773-785 s (845 CPU-s in pytest and the
-# processes it waits for), the serial part 497-518 s beside it (309-335 CPU-s), the
-# PostgreSQL servers about 225 CPU-s more; the two cores are busy 99% of the time while
+# `make test` 775-846 s: the parallel part 773-843 s (845-914 CPU-s in pytest and the
+# processes it waits for), the serial part 497-525 s beside it (309-348 CPU-s), the
+# PostgreSQL servers 225-323 CPU-s more; the two cores are busy 99% of the time while
 # both parts run and 80-90% in the parallel part's last 270 s. By directory, CPU-s of the
 # pytest processes: integration/web 167 (1,086 tests), integration/notify 90, the browser
 # 94 with Chromium's, integration/cluster 47, integration/store 41, integration/scheduler
@@ -47,7 +47,7 @@ run: $(VENV)/.installed
 # CPU was compiling the same statements again for each new engine), the web templates
 # carry the cheap password hashes, the incident scenarios tell each negative control from
 # the same drive, the fault scenarios' process watch rereads only processes that can be
-# in a watched group, and `make quick` runs on two workers (74 -> 49 s).
+# in a watched group, and `make quick` runs on two workers (74 -> 34-49 s).
 # Where the time goes (2 cores, 2026-12-06). Before the changes of that day the parallel
 # part took 834 s for 3,765 tests on 3 workers and was the critical path (its slowest: the
 # dashboard grid at 500 jobs 40 s, the local gate's sequences 32 s, schemathesis 31 s, each
