@@ -11,15 +11,24 @@ from pathlib import Path
 import pytest
 from harness import Lab, namespaced_sshd
 from netfault import CuttableLink
+from node_forks import NodeForks
 
 from fixtures.postgres import PostgresServer
 from fixtures.sshd import ClientKey, SshServer
 from fleetcron.crypto import generate_key
 
 
+@pytest.fixture(scope="session")
+def node_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeForks]:
+    """This pytest process's node fork server (node_forks.py)."""
+    forks = NodeForks(tmp_path_factory.mktemp("node-forks") / "server.log")
+    yield forks
+    forks.close()
+
+
 @pytest.fixture
-def lab(migrated: str, tmp_path: Path) -> Iterator[Lab]:
-    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode())
+def lab(migrated: str, tmp_path: Path, node_forks: NodeForks) -> Iterator[Lab]:
+    the_lab = Lab(migrated, tmp_path, master_key=generate_key().decode(), forks=node_forks)
     yield the_lab
     the_lab.stop_all()
 

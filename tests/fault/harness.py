@@ -10,7 +10,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -18,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from node_forks import NodeForks, NodeProcess
 from pydantic import SecretStr
 from sqlalchemy import select
 
@@ -34,8 +34,6 @@ from fleetcron.services.targets import edit as targets
 from fleetcron.store.schema import FencedWrite, Run
 from waiting import eventually
 
-NODE_PROCESS = Path(__file__).with_name("node_process.py")
-
 
 @dataclass
 class Lab:
@@ -48,7 +46,9 @@ class Lab:
     master_key: str = ""
     real_epoch: float = field(default_factory=time.time)
     sim_epoch: datetime = field(default_factory=lambda: datetime(2026, 3, 2, 9, 0, 50, tzinfo=UTC))
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    #: The fork server the nodes are started from (this pytest process's: ``node_forks``).
+    forks: NodeForks | None = None
+    processes: dict[str, NodeProcess] = field(default_factory=dict)
     apps: dict[str, App] = field(default_factory=dict)
     #: A replicated pair: each node's own database (a node not named uses database_url).
     database_urls: dict[str, str] = field(default_factory=dict)
@@ -194,21 +194,12 @@ class Lab:
         )
 
     def start(self, name: str, **extra_env: str) -> None:
-        # The node writes its log through its own copy of the descriptor: ours is closed.
-        with open(self.directory / f"{name}.log", "ab") as log:
-            self.processes[name] = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(NODE_PROCESS),
-                    str(self.real_epoch),
-                    self.sim_epoch.isoformat(),
-                    str(self.speed),
-                ],
-                # node_process.py imports tests/waiting.py.
-                env={**self.env(name, **extra_env), "PYTHONPATH": str(NODE_PROCESS.parents[1])},
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
+        assert self.forks is not None, "a lab that starts nodes needs the node_forks fixture"
+        self.processes[name] = self.forks.start(
+            [str(self.real_epoch), self.sim_epoch.isoformat(), str(self.speed)],
+            self.env(name, **extra_env),
+            self.directory / f"{name}.log",
+        )
 
     def start_worker(self, name: str, index: int, count: int, **extra_env: str) -> str:
         """Start worker ``index`` of ``count`` worker processes of node ``name`` (as

@@ -194,17 +194,22 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
     app.close()
 
 
-def _profiled(directory: Path, node: str) -> None:
+def entry(args: Sequence[str]) -> None:
+    """What ``python node_process.py REAL_EPOCH SIM_EPOCH SPEED`` runs (node_server.py forks
+    a child that runs it with these ``args``)."""
+    real_epoch, sim_epoch, speed = float(args[0]), datetime.fromisoformat(args[1]), float(args[2])
+    directory = os.environ.get("FAULT_PROFILE_DIR")
+    if not directory:
+        main(real_epoch, sim_epoch, speed)
+        return
     import cProfile
 
-    directory.mkdir(parents=True, exist_ok=True)
+    Path(directory).mkdir(parents=True, exist_ok=True)
     with cProfile.Profile() as profile:
-        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
-    profile.dump_stats(directory / f"{node.replace('/', '-')}-{os.getpid()}.prof")
+        main(real_epoch, sim_epoch, speed)
+    node = os.environ["FLEETCRON_NODE_NAME"].replace("/", "-")
+    profile.dump_stats(Path(directory) / f"{node}-{os.getpid()}.prof")
 
 
 if __name__ == "__main__":
-    if os.environ.get("FAULT_PROFILE_DIR"):
-        _profiled(Path(os.environ["FAULT_PROFILE_DIR"]), os.environ["FLEETCRON_NODE_NAME"])
-    else:
-        main(float(sys.argv[1]), datetime.fromisoformat(sys.argv[2]), float(sys.argv[3]))
+    entry(sys.argv[1:])

@@ -28,6 +28,7 @@ from checkers import (
 )
 from harness import Lab, wait_until
 from netfault import CuttableLink
+from node_forks import NodeForks
 from sqlalchemy import delete, select
 
 from fixtures.pg_pair import PgPair, loopback_socket, served
@@ -127,7 +128,7 @@ def settle(pl: PairLab) -> None:
 
 
 @pytest.fixture
-def pair_lab(pg_pair: PgPair, tmp_path: Path) -> Iterator[PairLab]:
+def pair_lab(pg_pair: PgPair, tmp_path: Path, node_forks: NodeForks) -> Iterator[PairLab]:
     beta_socket, beta_endpoint = loopback_socket()  # beta answers signed queries
     lab = Lab(
         pg_pair.left_url,
@@ -136,6 +137,7 @@ def pair_lab(pg_pair: PgPair, tmp_path: Path) -> Iterator[PairLab]:
         database_urls={"alpha": pg_pair.left_url, "beta": pg_pair.right_url},
         topology="replicated-pair",
         endpoints={"beta": beta_endpoint},
+        forks=node_forks,
     )
     to_beta = CuttableLink(pg_pair.right.host, pg_pair.right.port)
     to_alpha = CuttableLink(pg_pair.left.host, pg_pair.left.port)
