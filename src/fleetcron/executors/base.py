@@ -78,9 +78,12 @@ class ExecRequest:
     ``FLEETCRON_SCHEDULED_FOR`` there). Raises :class:`InvalidInput` for an empty
     command, a non-positive timeout, a negative output limit or a bad variable name.
 
-    ``watchdog_s`` is the claim deadline as a budget: seconds, counted from the moment
-    the executor's ``run()`` is called, after which the command's whole process group
-    must be gone. It is enforced on the executing machine by a watchdog that does not
+    ``watchdog_s`` is the claim deadline as a budget: seconds, counted from
+    ``budget_from`` (this process's ``time.monotonic()`` when the budget was measured; the
+    scheduler measures it as it builds the request) or, without it, from the moment the
+    executor's ``run()`` is called, after which the command's whole process group must be
+    gone. A scheduler paused between measuring and running (SIGSTOP, a stalled VM) finds
+    its budget spent when it resumes, instead of starting with a fresh one. It is enforced on the executing machine by a watchdog that does not
     depend on the scheduler process (it keeps working when the scheduler is killed,
     stopped or cut off). The executor subtracts the time spent before the command
     started (connecting, waiting for a slot) and refuses to start when nothing is left
@@ -96,6 +99,7 @@ class ExecRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     watchdog_s: float | None = None
+    budget_from: float | None = None
     run_id: int | None = None
     generation: int | None = None
     #: The installation's highest-generation mark the target honours (with ``generation``):
@@ -178,8 +182,13 @@ class ExecRequest:
                 )
 
     def watchdog_budget(self, kill_grace_s: float) -> float:
-        """Seconds from ``run()`` to the moment the process group must be gone."""
+        """Seconds from :meth:`budget_start` to the moment the process group must be gone."""
         return self.watchdog_s if self.watchdog_s is not None else self.timeout_s + kill_grace_s
+
+    def budget_start(self, called: float) -> float:
+        """The ``time.monotonic()`` the budget counts from: ``budget_from``, or ``called``
+        (when ``run()`` was called) for a request that does not say."""
+        return self.budget_from if self.budget_from is not None else called
 
 
 @dataclass(frozen=True)

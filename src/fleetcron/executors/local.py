@@ -223,12 +223,21 @@ class LocalExecutor:
         account = self._permitted_account()
         if isinstance(account, str):
             return _not_started(started_at, self._clock(), called, account)
-        steps = plan(
-            request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
-        )
+        # The deadline on the watchdog's clock is fixed here, with the budget's plan: a pause
+        # from now on (SIGSTOP, a stalled VM) brings it no nearer to being extended.
+        now_boot = boot_clock()
+        elapsed = time.monotonic() - request.budget_start(called)
+        steps = plan(request.timeout_s, request.watchdog_s, self._kill_grace_s, elapsed)
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
-        return await self._run_as(request, account, steps, started_at=started_at, called=called)
+        return await self._run_as(
+            request,
+            account,
+            steps,
+            term_at=now_boot + steps.term_after,
+            started_at=started_at,
+            called=called,
+        )
 
     async def _run_as(
         self,
@@ -236,21 +245,25 @@ class LocalExecutor:
         account: RunAs,
         steps: Plan,
         *,
+        term_at: float,
         started_at: datetime,
         called: float,
     ) -> ExecResult:
-        """Run the command as ``account`` under the deadline ``steps``, its output kept
-        within bounds and its claim file removed after."""
+        """Run the command as ``account`` under the deadline ``steps`` (``term_at``: when
+        its group is told to end, on the watchdog's clock), its output kept within bounds
+        and its claim file removed after."""
         env = self.environment(request, account)
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         direct = account.uid == os.geteuid() and GROUP_WATCH_SUPPORTED
-        script, splitter = self._script(request, env, steps, tee(stderr, request.live), direct)
+        script, splitter = self._script(
+            request, env, steps, tee(stderr, request.live), term_at if direct else None
+        )
         t0 = time.monotonic()
         watched: tuple[str | None, str] = (None, "")
         try:
             if direct:
-                watched = await self._watched(request, account, env, steps)
+                watched = await self._watched(request, account, env, steps, term_at)
             proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
             self._unwatch(watched, None)
@@ -299,14 +312,18 @@ class LocalExecutor:
         )
 
     async def _watched(
-        self, request: ExecRequest, account: RunAs, env: dict[str, str], steps: Plan
+        self,
+        request: ExecRequest,
+        account: RunAs,
+        env: dict[str, str],
+        steps: Plan,
+        term_at: float,
     ) -> tuple[str | None, str]:
         """Before a command run as the scheduler's own user starts: its deadlines handed
         to the group watchdog (its tag, ``FLEETCRON_WATCH``, added to ``env``), its claim
         file written and exported. The tag (``None`` without the watchdog) and the claim
         file's path."""
         key = self.group_watch.key()
-        term_at = boot_clock() + steps.term_after
         if self._watchdog:
             env[WATCH_VARIABLE] = key
             await self.group_watch.arm(key, term_at, term_at + steps.kill_grace)
@@ -362,15 +379,23 @@ class LocalExecutor:
         return account
 
     def _script(
-        self, request: ExecRequest, env: dict[str, str], steps: Plan, stderr: Sink, direct: bool
+        self,
+        request: ExecRequest,
+        env: dict[str, str],
+        steps: Plan,
+        stderr: Sink,
+        term_at: float | None,
     ) -> tuple[str, MarkerLineSplitter]:
         """The ``sh -c`` script and the reader of its stderr. A command run as the
-        scheduler's own user (``direct``) is the script itself, the leader of its group;
-        one run as another user runs under the wrapper, which writes and removes that
+        scheduler's own user (``term_at`` given: its deadline on this machine's boot clock)
+        is the script itself, the leader of its group, and refuses to start once that
+        deadline has passed; one run as another user runs under the wrapper, which writes and removes that
         user's claim file (the scheduler never writes into another user's home) and
         reports the group on stderr."""
-        if direct:
-            command = guarded_command(request.command, request.generation, request.mark_scope)
+        if term_at is not None:
+            command = guarded_command(
+                request.command, request.generation, request.mark_scope, not_after=term_at
+            )
             return command, MarkerLineSplitter.passthrough(stderr)
         splitter = MarkerLineSplitter(PGID_MARKER, stderr)
         if not self._watchdog:

@@ -381,18 +381,17 @@ class SshExecutor:
     ) -> ExecResult:
         if (
             plan(
-                request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
+                request.timeout_s,
+                request.watchdog_s,
+                self._kill_grace_s,
+                time.monotonic() - request.budget_start(called),
             )
             is None
         ):
             # The slot came too late: do not even connect.
             raise ConnectError(NOT_STARTED_DEADLINE)
-        budget = (
-            request.watchdog_s
-            if request.watchdog_s is not None
-            else request.timeout_s + self._kill_grace_s
-        )
-        entry = await self.pool.acquire(key, target, called + budget)
+        budget = request.watchdog_budget(self._kill_grace_s)
+        entry = await self.pool.acquire(key, target, request.budget_start(called) + budget)
         try:
             return await self._run_session(entry, target, request, called)
         finally:
@@ -408,7 +407,10 @@ class SshExecutor:
         started_at = self._clock()
         t0 = time.monotonic()
         steps = plan(
-            request.timeout_s, request.watchdog_s, self._kill_grace_s, time.monotonic() - called
+            request.timeout_s,
+            request.watchdog_s,
+            self._kill_grace_s,
+            time.monotonic() - request.budget_start(called),
         )
         if steps is None:
             raise ConnectError(NOT_STARTED_DEADLINE)

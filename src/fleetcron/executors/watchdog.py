@@ -57,6 +57,7 @@ A command that leaves its process group on purpose (``setsid``, a double fork wi
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -200,30 +201,49 @@ def tags(generation: int | None, mark_scope: str | None) -> str:
     return tag
 
 
-def guarded_command(command: str, generation: int | None, mark_scope: str | None) -> str:
+def guarded_command(
+    command: str, generation: int | None, mark_scope: str | None, *, not_after: float | None = None
+) -> str:
     """The ``sh -c`` script run inside the tagged group T: refuse, before the command
-    starts, when the target's mark names a generation above ``generation``, else run the
-    command in the same shell (``eval``, its variables unset first: no second shell
-    started, which cost a local run about half its children's CPU).
+    starts, when the target's mark names a generation above ``generation``, or when this
+    machine's boot clock (``/proc/uptime``, ``CLOCK_BOOTTIME``) has passed ``not_after``
+    (a local run's deadline: a scheduler paused after it decided to start the run must not
+    start it after its claim's deadline, when a new owner may already run that shard);
+    else run the command in the same shell (``eval``, its variables unset first: no second
+    shell started, which cost a local run about half its children's CPU).
 
-    The check runs in T after ``timeout`` put the group in place with its tag, so an
+    The mark check runs in T after ``timeout`` put the group in place with its tag, so an
     active cleanup that writes the mark and then scans either finds this group or is
     seen here (see :data:`MARK_AND_SCAN_SCRIPT`). Without a generation or a scope (a
-    standalone installation) there is nothing to check.
+    standalone installation) there is no mark to check. The clock check reads hundredths
+    of a second with shell builtins only (no process started).
     """
-    if generation is None or mark_scope is None:
+    checks = _deadline_check(not_after) if not_after is not None else ""
+    if generation is not None and mark_scope is not None:
+        checks += (
+            f"for __fc_m in {mark_directory(mark_scope)}/*; do "
+            '__fc_n=${__fc_m##*/}; case "$__fc_n" in ""|*[!0-9]*) continue;; esac; '
+            f'if [ "$__fc_n" -gt {int(generation)} ]; then '
+            f"printf '%s\\n' \"{SUPERSEDED_PREFIX}generation {int(generation)} superseded by "
+            f'$__fc_n; the command was not started" >&2; exit {SUPERSEDED_EXIT}; fi; done; '
+        )
+    if not checks:
         return command
     # The command, kept in a variable, is read by eval after the unset has been parsed:
     # it runs as the shell's own script, as `sh -c` would run it, with nothing of ours set.
-    run = 'eval "unset __fc_m __fc_n __fc_c; $__fc_c"'
-    check = (
-        f"for __fc_m in {mark_directory(mark_scope)}/*; do "
-        '__fc_n=${__fc_m##*/}; case "$__fc_n" in ""|*[!0-9]*) continue;; esac; '
-        f'if [ "$__fc_n" -gt {int(generation)} ]; then '
-        f"printf '%s\\n' \"{SUPERSEDED_PREFIX}generation {int(generation)} superseded by "
-        f'$__fc_n; the command was not started" >&2; exit {SUPERSEDED_EXIT}; fi; done; '
+    run = 'eval "unset __fc_m __fc_n __fc_u __fc_c; $__fc_c"'
+    return f"__fc_c={shlex.quote(command)}; {checks}{run}"
+
+
+def _deadline_check(not_after: float) -> str:
+    """Refuse when /proc/uptime (``SECONDS.hh``) is at ``not_after`` or past it."""
+    hundredths = math.floor(not_after * 100)
+    return (
+        "read __fc_u __fc_m < /proc/uptime; __fc_u=${__fc_u%.*}${__fc_u#*.}; "
+        f'if [ "$__fc_u" -ge {hundredths} ]; then '
+        f"printf '%s\\n' \"{SUPERSEDED_PREFIX}the claim's deadline passed before the command "
+        f'started; it was not started" >&2; exit {SUPERSEDED_EXIT}; fi; '
     )
-    return f"__fc_c={shlex.quote(command)}; {check}{run}"
 
 
 def superseded_error(exit_code: int | None, stderr_text: str) -> str | None:

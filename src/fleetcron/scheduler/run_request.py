@@ -45,8 +45,9 @@ def exec_request(
     """The executor request, with the watchdog budget left at this moment; or why the run
     must not start (its claim deadline is reached)."""
     budget = None
+    measured = time.monotonic()
     if dispatch.deadline_at is not None and dispatch.claimed_at is not None:
-        elapsed = time.monotonic() - dispatch.claimed_monotonic
+        elapsed = measured - dispatch.claimed_monotonic
         budget = watchdog_budget(dispatch.deadline_at, dispatch.claimed_at, elapsed)
         if budget <= 0:
             return (
@@ -59,6 +60,7 @@ def exec_request(
         timeout_s=float(dispatch.timeout_s),
         output_limit=output_limit,
         watchdog_s=budget,
+        budget_from=measured if budget is not None else None,
         run_id=dispatch.run_id,
         generation=dispatch.generation,
         mark_scope=mark_scope,

@@ -10,9 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from procs import sleeping
@@ -142,6 +145,49 @@ async def test_a_request_with_no_budget_left_is_not_started(tmp_path: Path) -> N
     result = await LocalExecutor(allow_root=True).run(request)
     assert (result.status, result.error) == ("connect_error", NOT_STARTED_DEADLINE)
     assert not marker.exists()
+
+
+async def test_a_budget_measured_before_a_pause_counts_from_its_measurement(
+    tmp_path: Path,
+) -> None:
+    """The scheduler measured 50 s of budget 100 s ago and was paused since (SIGSTOP, a
+    stalled VM): the run is not started. The same budget measured now runs (the control)."""
+    marker = tmp_path / "ran"
+    executor = LocalExecutor(allow_root=True)
+    stale = ExecRequest(f"touch {marker}", watchdog_s=50, budget_from=time.monotonic() - 100)
+    result = await executor.run(stale)
+    assert (result.status, result.error) == ("connect_error", NOT_STARTED_DEADLINE)
+    assert not marker.exists()
+    assert (await executor.run(replace(stale, budget_from=time.monotonic()))).status == "succeeded"
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("paused", [True, False])
+async def test_a_scheduler_paused_just_before_starting_a_run_does_not_start_it_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paused: bool
+) -> None:
+    """Everything before the spawn is done (budget planned, deadline handed to the
+    watchdog, claim file written), then the whole process stops for longer than the
+    budget, as under SIGSTOP: when it resumes, the command itself sees the deadline passed
+    on the boot clock and refuses to start. Without the pause it runs (the control)."""
+    marker = tmp_path / "ran"
+    watched = LocalExecutor._watched
+
+    async def stopped_after(self: LocalExecutor, *args: Any) -> tuple[str | None, str]:
+        result = await watched(self, *args)
+        if paused:
+            time.sleep(1.5)  # the event loop stopped with everything else: no await
+        return result
+
+    monkeypatch.setattr(LocalExecutor, "_watched", stopped_after)
+    request = ExecRequest(f"touch {marker}", timeout_s=60, watchdog_s=1.0, generation=4)
+    result = await LocalExecutor(kill_grace_s=0.2, allow_root=True).run(request)
+    assert marker.exists() is not paused
+    if paused:
+        assert result.status == "connect_error", result
+        assert result.error is not None and "deadline passed" in result.error, result
+    else:
+        assert result.status == "succeeded", result
 
 
 async def test_a_budget_shorter_than_the_timeout_ends_the_run_as_timed_out() -> None:

@@ -3,6 +3,10 @@ processes is in tests/integration/executors/test_generation_mark.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+from pathlib import Path
+
 import pytest
 
 from fleetcron.errors import InvalidInput
@@ -18,6 +22,24 @@ from fleetcron.executors.watchdog import (
     superseded_error,
     watchdog_script,
 )
+
+
+@pytest.mark.parametrize(("offset_s", "runs"), [(-0.5, False), (30.0, True)])
+def test_a_local_command_refuses_to_start_past_its_deadline_on_the_boot_clock(
+    tmp_path: Path, offset_s: float, runs: bool
+) -> None:
+    """``not_after`` is read against /proc/uptime by the shell itself, right before the
+    command: past it, the command is not started and the refusal is the target's."""
+    marker = tmp_path / "ran"
+    not_after = time.clock_gettime(time.CLOCK_BOOTTIME) + offset_s
+    script = guarded_command(f"touch {marker}", None, None, not_after=not_after)
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=False)
+    assert marker.exists() is runs, done
+    if runs:
+        assert (done.returncode, done.stderr) == (0, "")
+    else:
+        refusal = superseded_error(done.returncode, done.stderr)
+        assert refusal is not None and "deadline passed" in refusal, done
 
 
 def test_without_a_generation_or_a_scope_the_command_runs_unchecked() -> None:
