@@ -389,9 +389,9 @@ class LocalExecutor:
         """The ``sh -c`` script and the reader of its stderr. A command run as the
         scheduler's own user (``term_at`` given: its deadline on this machine's boot clock)
         is the script itself, the leader of its group, and refuses to start once that
-        deadline has passed; one run as another user runs under the wrapper, which writes and removes that
-        user's claim file (the scheduler never writes into another user's home) and
-        reports the group on stderr."""
+        deadline has passed; one run as another user runs under the wrapper, which writes
+        and removes that user's claim file (the scheduler never writes into another user's
+        home) and reports the group on stderr."""
         if term_at is not None:
             command = guarded_command(
                 request.command, request.generation, request.mark_scope, not_after=term_at
