@@ -85,8 +85,9 @@ class ExecRequest:
     gone. A scheduler paused between measuring and running (SIGSTOP, a stalled VM) finds
     its budget spent when it resumes, instead of starting with a fresh one. It is enforced
     on the executing machine by a watchdog that does not depend on the scheduler process
-    (it keeps working when the scheduler is killed, stopped or cut off). The executor subtracts the time spent before the command
-    started (connecting, waiting for a slot) and refuses to start when nothing is left
+    (it keeps working when the scheduler is killed, stopped or cut off). The executor
+    subtracts the time spent before the command started (connecting, waiting for a slot)
+    and refuses to start when nothing is left
     (status ``connect_error``, error :data:`NOT_STARTED_DEADLINE`). ``None`` means
     ``timeout_s`` plus the executor's kill grace.
 
