@@ -165,11 +165,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Fault scenarios are marked ``serial``. Tests using a module-, class- or package-scoped
     fixture get an ``xdist_group`` of that module or package (browser tests: one group for
     the package, which shares one server and one Chromium), and the run is put in the order
-    of :func:`_longest_first`."""
+    of :func:`_longest_first`.
+
+    First of the hooks (``tryfirst``): pytest-xdist's worker reads the ``xdist_group``
+    marks in its own ``pytest_collection_modifyitems`` (it appends ``@group`` to each node
+    id, which is what ``--dist loadgroup`` schedules by), and a plugin registered after the
+    conftests, as the worker is, runs before them otherwise: the groups given here were
+    ignored, and every worker set up the module- and package-scoped fixtures again."""
     for item in items:
         path = str(item.path)
         if any(directory in path for directory in SERIAL_DIRECTORIES):
