@@ -32,7 +32,21 @@ run: $(VENV)/.installed
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
-# Where the time goes now (2 cores, a slower host than the figures further down, measured
+# Where the time goes now (2 cores, measured 2026-12-07 with a per-test CPU plugin and
+# /proc/stat on a host faster than the evening before's: a pure-Python loop 0.52 s against
+# 0.70-0.82). `make test` 644-649 s: the parallel part 641-646 s (727-770 CPU-s in pytest
+# and the processes it waits for), the serial part 423-447 s beside it (177-183 CPU-s),
+# the PostgreSQL servers 190-210 CPU-s more; the cores are busy 90-99% of the time. By
+# directory, CPU-s: integration/web 178, integration/notify 89, the CLI commands of
+# tests/e2e about 90 (through the zygote), the browser 56 with Chromium's, integration/
+# cluster 48, integration/store 40, integration/scheduler 37, the fault scenarios' nodes
+# about 120. Under 8 minutes needs about a quarter less CPU again. The cuts of that day:
+# the fault scenarios' nodes fork from one server per worker that imported fleetcron once
+# (the scenarios 334 -> 177 CPU-s, 509 -> 406 s alone), the groups below take effect again
+# (pytest-xdist had been spreading every group over all the workers: four Chromiums and
+# four live servers; the browser tests' wall time 473 -> 162 s), and the serial part
+# collects only tests/fault. Before that, on the slower host of the evening before:
+# Where the time went (2 cores, a slower host than the figures further down, measured
 # 2026-12-06 evening with a per-test CPU plugin and /proc/stat; the history follows).
 # `make test` 775-846 s: the parallel part 773-843 s (845-914 CPU-s in pytest and the
 # processes it waits for), the serial part 497-525 s beside it (309-348 CPU-s), the
