@@ -28,13 +28,16 @@ import traceback
 from typing import Any
 
 import node_process
+from sqlalchemy.orm import configure_mappers
 
 # The SSH executor is loaded only when a node first reaches an SSH target: load it before
 # the forks too. Then move what is loaded out of the collector's sight, so a child's
 # collections do not copy the pages those objects sit on.
 import fleetcron.executors.ssh
-import fleetcron.executors.ssh_connect  # noqa: F401
+import fleetcron.executors.ssh_connect
+import fleetcron.store.schema  # noqa: F401
 
+configure_mappers()  # else done on each node's first query: once here
 gc.freeze()
 
 
