@@ -75,7 +75,7 @@ from fleetcron.executors.watchdog import (
     claim_file_name,
     guarded_command,
     plain_script,
-    plan,
+    plan_for,
     stop_argv,
     superseded_error,
     watchdog_script,
@@ -226,8 +226,7 @@ class LocalExecutor:
         # The deadline on the watchdog's clock is fixed here, with the budget's plan: a pause
         # from now on (SIGSTOP, a stalled VM) brings it no nearer to being extended.
         now_boot = boot_clock()
-        elapsed = time.monotonic() - request.budget_start(called)
-        steps = plan(request.timeout_s, request.watchdog_s, self._kill_grace_s, elapsed)
+        steps = plan_for(request, self._kill_grace_s, called)
         if steps is None:
             return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
         return await self._run_as(
@@ -256,8 +255,15 @@ class LocalExecutor:
         stdout = BoundedOutput(request.output_limit)
         stderr = BoundedOutput(request.output_limit)
         direct = account.uid == os.geteuid() and GROUP_WATCH_SUPPORTED
+        # A run under a claim's budget refuses to start past its deadline (``_script``).
+        claimed = direct and request.watchdog_s is not None
         script, splitter = self._script(
-            request, env, steps, tee(stderr, request.live), term_at if direct else None
+            request,
+            env,
+            steps,
+            tee(stderr, request.live),
+            direct=direct,
+            not_after=term_at if claimed else None,
         )
         t0 = time.monotonic()
         watched: tuple[str | None, str] = (None, "")
@@ -384,17 +390,19 @@ class LocalExecutor:
         env: dict[str, str],
         steps: Plan,
         stderr: Sink,
-        term_at: float | None,
+        *,
+        direct: bool,
+        not_after: float | None,
     ) -> tuple[str, MarkerLineSplitter]:
         """The ``sh -c`` script and the reader of its stderr. A command run as the
-        scheduler's own user (``term_at`` given: its deadline on this machine's boot clock)
-        is the script itself, the leader of its group, and refuses to start once that
-        deadline has passed; one run as another user runs under the wrapper, which writes
-        and removes that user's claim file (the scheduler never writes into another user's
-        home) and reports the group on stderr."""
-        if term_at is not None:
+        scheduler's own user (``direct``) is the script itself, the leader of its group,
+        and refuses to start once ``not_after`` (its claim's deadline on this machine's boot
+        clock, when it has one) has passed; one run as another user runs under the wrapper,
+        which writes and removes that user's claim file (the scheduler never writes into
+        another user's home) and reports the group on stderr."""
+        if direct:
             command = guarded_command(
-                request.command, request.generation, request.mark_scope, not_after=term_at
+                request.command, request.generation, request.mark_scope, not_after=not_after
             )
             return command, MarkerLineSplitter.passthrough(stderr)
         splitter = MarkerLineSplitter(PGID_MARKER, stderr)

@@ -89,7 +89,7 @@ from fleetcron.executors.watchdog import (
     Plan,
     claim_file_name,
     plain_script,
-    plan,
+    plan_for,
     stop_command,
     superseded_error,
     watchdog_script,
@@ -379,15 +379,7 @@ class SshExecutor:
         request: ExecRequest,
         called: float,
     ) -> ExecResult:
-        if (
-            plan(
-                request.timeout_s,
-                request.watchdog_s,
-                self._kill_grace_s,
-                time.monotonic() - request.budget_start(called),
-            )
-            is None
-        ):
+        if plan_for(request, self._kill_grace_s, called) is None:
             # The slot came too late: do not even connect.
             raise ConnectError(NOT_STARTED_DEADLINE)
         budget = request.watchdog_budget(self._kill_grace_s)
@@ -406,12 +398,7 @@ class SshExecutor:
         out = tee(stdout, request.live)
         started_at = self._clock()
         t0 = time.monotonic()
-        steps = plan(
-            request.timeout_s,
-            request.watchdog_s,
-            self._kill_grace_s,
-            time.monotonic() - request.budget_start(called),
-        )
+        steps = plan_for(request, self._kill_grace_s, called)
         if steps is None:
             raise ConnectError(NOT_STARTED_DEADLINE)
         remote, limit, grace = self._remote_command(request, steps)

@@ -60,9 +60,12 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from fleetcron.executors.base import ExecRequest
 
 PGID_MARKER: Final = b"__fleetcron_pgid__="
 GENERATION_VARIABLE: Final = "FLEETCRON_GENERATION"
@@ -147,6 +150,13 @@ def plan(
     limit = min(timeout_s, term_after)
     grace = max(min(kill_grace_s, remaining - limit), MIN_STEP_S / 2)
     return Plan(limit, grace, term_after, kill_grace, term_after < timeout_s)
+
+
+def plan_for(request: ExecRequest, kill_grace_s: float, called: float) -> Plan | None:
+    """:func:`plan` for ``request`` now, its budget spent since it was measured
+    (:meth:`ExecRequest.budget_start`; ``called``: when the executor's ``run()`` was)."""
+    elapsed = time.monotonic() - request.budget_start(called)
+    return plan(request.timeout_s, request.watchdog_s, kill_grace_s, elapsed)
 
 
 def _seconds(value: float) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from fastapi.routing import APIRouter
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from fixtures.app import make_settings
+from fixtures.app import derived_postgres, derived_sqlite, make_settings
 from fixtures.postgres import PostgresServer
 from fleetcron.app import Actor, App
 from fleetcron.services.accounts import users
@@ -69,11 +68,7 @@ def sqlite_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathFact
     """The seeded SQLite template with the users' passwords hashed by :data:`CHEAP_HASHER`,
     made once per process (rewriting them in every test's copy cost each test a
     transaction); every source a module builds from the template has them too."""
-    directory = tmp_path_factory.mktemp("sqlite-web-template")
-    path = directory / "template.db"
-    shutil.copyfile(sqlite_template, path)
-    _rehash(f"sqlite:///{path}", directory)
-    return path
+    return derived_sqlite(sqlite_template, tmp_path_factory.mktemp("sqlite-web-template"), _rehash)
 
 
 @pytest.fixture(scope="session")
@@ -83,11 +78,13 @@ def postgres_template(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
     """The seeded PostgreSQL template with cheap password hashes, as :func:`sqlite_template`."""
-    name = "fleetcron_web_template"
-    url = postgres_server.create_database(name, template=postgres_template)
-    _rehash(url, tmp_path_factory.mktemp("pg-web-template"))
-    postgres_server.disconnect(name)
-    return name
+    return derived_postgres(
+        postgres_server,
+        postgres_template,
+        "fleetcron_web_template",
+        tmp_path_factory.mktemp("pg-web-template"),
+        _rehash,
+    )
 
 
 def _rehash(database_url: str, data_dir: Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,7 +24,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from cli_env import point_the_cli_at
-from fixtures.app import CLOCK_START, FakeClock, make_settings
+from fixtures.app import CLOCK_START, FakeClock, derived_postgres, derived_sqlite, make_settings
 from fixtures.postgres import PostgresServer
 from fleetcron.app import SYSTEM, Actor, App
 from fleetcron.cli.main import cli
@@ -90,11 +89,7 @@ def record_into(database_url: str, directory: Path) -> None:
 
 @pytest.fixture(scope="module")
 def sqlite_history(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("history")
-    path = directory / "history.db"
-    shutil.copyfile(sqlite_template, path)
-    record_into(f"sqlite:///{path}", directory)
-    return path
+    return derived_sqlite(sqlite_template, tmp_path_factory.mktemp("history"), record_into)
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +99,9 @@ def postgres_history(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     name = f"history_{uuid.uuid4().hex[:12]}"
-    url = postgres_server.create_database(name, template=postgres_template)
+    directory = tmp_path_factory.mktemp("history")
     try:
-        record_into(url, tmp_path_factory.mktemp("history"))
-        postgres_server.disconnect(name)
-        yield name
+        yield derived_postgres(postgres_server, postgres_template, name, directory, record_into)
     finally:
         postgres_server.drop_database(name)
 
