@@ -24,16 +24,20 @@ has been idle in a transaction for half the lease (``idle_in_transaction_session
 set for all sessions by :func:`fleetcron.store.db.session_bounds`). Its write is rolled
 back, which is the safe outcome: the stopped node wrote nothing.
 
-A new owner also waits for its predecessors: :meth:`CoordinatedGuard.old_claims` lists, per
-assignment, the claims of older generations whose deadline has not come (revoked or not:
-revocation refuses the old owner's writes, it does not stop its command; the deadline, which
-the watchdog on the executing machine enforces, does). Only a claim ``cleared`` by an
-operator's ``--targets-verified`` or by active cleanup of its target stops counting early.
+A new owner also waits for its predecessors, per shard: :meth:`CoordinatedGuard.old_claims`
+lists, for each assignment, the claims of older generations in that assignment's shard whose
+deadline has not come (revoked or not: revocation refuses the old owner's writes, it does not
+stop its command; the deadline, which the watchdog on the executing machine enforces, does).
+A whole shard waits, not only the assignments with an old claim: an old owner paused between
+two claim batches may still be executing some of the shard's targets while others have no
+claim yet, and in every shard at most one generation executes commands at any moment.
+Only a claim ``cleared`` by an operator's ``--targets-verified`` or by active cleanup of its
+target stops counting early.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import cast
@@ -52,7 +56,7 @@ from fleetcron.core.ownership import (
 )
 from fleetcron.core.planning import OldClaim
 from fleetcron.store.run_guard import NewClaim
-from fleetcron.store.schema import ClusterNode, ExecutionClaim, Run
+from fleetcron.store.schema import Assignment, ClusterNode, ExecutionClaim, Target
 
 #: Claim states whose command may still be running until the claim's deadline.
 UNFINISHED_CLAIM_STATES = ("live", "revoked")
@@ -259,7 +263,7 @@ class CoordinatedGuard:
             # are created under the ownership lock), so none will ever block again.
             self._no_old_claims_since = _generations_key(verdict)
             return {}
-        return _by_assignment(rows, set(assignment_ids), now)
+        return _by_assignment(rows, _shards_of(session, assignment_ids), now)
 
     def live(self, session: Session, verdict: Verdict, run_ids: Sequence[int]) -> set[int]:
         if self.unguarded:
@@ -293,21 +297,23 @@ def _generations_key(verdict: Verdict) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(verdict.generations.items())) or ((0, verdict.generation),)
 
 
+_OldClaimRow = Row[int, int, int, str, int, datetime]
+
+
 def _unfinished_older_claims(
     session: Session, verdict: Verdict, now: datetime
-) -> Sequence[Row[int, int, int, str, int, datetime]]:
+) -> Sequence[_OldClaimRow]:
     """Every claim of a generation before its shard's (as ``verdict`` read it) not yet
-    finished whose deadline is after ``now``, with its run's assignment."""
+    finished whose deadline is after ``now``, with its shard."""
     return session.execute(
         select(
-            Run.assignment_id,
+            ExecutionClaim.shard,
             ExecutionClaim.id,
             ExecutionClaim.run_id,
             ExecutionClaim.node_id,
             ExecutionClaim.generation,
             ExecutionClaim.deadline_at,
         )
-        .join(Run, Run.id == ExecutionClaim.run_id)
         .where(
             ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
             ExecutionClaim.deadline_at > now,
@@ -326,16 +332,24 @@ def older_than(
     return case(verdict.generations, value=column, else_=verdict.generation)
 
 
+def _shards_of(session: Session, assignment_ids: Sequence[int]) -> dict[int, int]:
+    """Each assignment's shard (its target's)."""
+    rows = session.execute(
+        select(Assignment.id, Target.shard)
+        .join(Target, Target.id == Assignment.target_id)
+        .where(Assignment.id.in_(list(assignment_ids)))
+    )
+    return {assignment_id: shard for assignment_id, shard in rows}
+
+
 def _by_assignment(
-    rows: Sequence[Row[int, int, int, str, int, datetime]], wanted: set[int], now: datetime
+    rows: Sequence[_OldClaimRow], shards: Mapping[int, int], now: datetime
 ) -> dict[int, list[OldClaim]]:
-    """The claims of ``rows`` on the ``wanted`` assignments, by assignment, each with the
-    seconds left until its deadline."""
-    found: dict[int, list[OldClaim]] = {}
+    """For each assignment of ``shards`` (assignment id to its shard), the claims of
+    ``rows`` in its shard, each with the seconds left until its deadline."""
+    by_shard: dict[int, list[OldClaim]] = {}
     for r in rows:
-        if r.assignment_id not in wanted:
-            continue
-        found.setdefault(r.assignment_id, []).append(
+        by_shard.setdefault(r.shard, []).append(
             OldClaim(
                 r.id,
                 r.run_id,
@@ -345,4 +359,4 @@ def _by_assignment(
                 (r.deadline_at - now).total_seconds(),
             )
         )
-    return found
+    return {aid: by_shard[shard] for aid, shard in shards.items() if shard in by_shard}

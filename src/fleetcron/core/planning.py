@@ -15,8 +15,9 @@ The caller writes the outcomes and the new ``next_fire_at`` in one transaction, 
 unique (assignment, slot, attempt) constraint, so a slot can never fire twice.
 
 After a change of owner, :func:`wait_for_old_claims` adds one rule: a slot does not fire
-while a claim of an older generation on the same assignment has not reached its deadline
-(the old owner's command may still be running until then).
+while a claim of an older generation in the same shard has not reached its deadline (the
+old owner's command may still be running until then, and in a shard at most one generation
+executes at a time).
 """
 
 from __future__ import annotations
@@ -213,9 +214,9 @@ def black_out(plan: Plan, state: BlackoutState) -> Plan:
 
 @dataclass(frozen=True)
 class OldClaim:
-    """An execution claim of an older generation on the assignment being planned, whose
-    command may still be running: it ends by ``deadline_at`` (database clock), which is
-    ``remaining_s`` seconds after the moment of the decision."""
+    """An execution claim of an older generation in the shard of the assignment being
+    planned, whose command may still be running: it ends by ``deadline_at`` (database
+    clock), which is ``remaining_s`` seconds after the moment of the decision."""
 
     claim_id: int
     run_id: int
@@ -239,7 +240,7 @@ def live_old_claims(claims: Sequence[OldClaim]) -> list[OldClaim]:
 def wait_for_old_claims(
     plan: Plan, claims: Sequence[OldClaim], now: datetime, policy: SlotPolicy
 ) -> Plan | None:
-    """The plan once the previous owners' claims on this assignment are respected.
+    """The plan once the previous owners' claims in this assignment's shard are respected.
 
     No live old claim: ``plan`` unchanged (idle assignments start at once after a
     failover). Otherwise the firing slot waits: when the last old claim reaches its
@@ -292,15 +293,15 @@ def generation_of_shard(
     return generations.get(claim.shard, generation) if generations else generation
 
 
-def assignments_held_for_cleanup(
+def shards_held_for_cleanup(
     claims: Sequence[CleanupClaim], generation: int, pending_targets: Collection[int]
 ) -> frozenset[int]:
-    """The assignments not to plan while their target's cleanup is still under way: an
-    older claim on them may be cleared in a moment, so deciding now would record the slot
-    ``skipped`` (waiting for the deadline) a second before the wait ends. The cleanup's
-    per-target time limit bounds the delay; afterwards the usual rules apply."""
+    """The shards not to plan while the cleanup of one of their targets is still under
+    way: an older claim in them may be cleared in a moment, so deciding now would record
+    the shard's slots ``skipped`` (waiting for the deadline) a second before the wait ends.
+    The cleanup's per-target time limit bounds the delay; afterwards the usual rules apply."""
     return frozenset(
-        c.assignment_id
+        c.shard
         for c in claims
         if c.target_id in pending_targets
         and c.target_kind == TargetKind.SSH

@@ -5,9 +5,9 @@ the one owner; with the members placement, each shard the node takes over), when
 generations' claims still hold assignments back on SSH targets, a background task raises
 each such target's highest-generation mark and kills the older generations there
 (:meth:`~fleetcron.executors.ssh.SshExecutor.mark_and_kill_older_generations`), then
-clears those targets' old claims so their assignments start on the next tick. While a
-target's cleanup is under way its assignments are left alone (:attr:`ActiveCleanup.held`),
-so a slot is not decided a moment before its old claim may be cleared.
+clears those targets' old claims so their shards start on the next tick. While a target's
+cleanup is under way its shard's assignments are left alone (:attr:`ActiveCleanup.held`),
+so a slot is not decided a moment before the old claims holding its shard may be cleared.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from fleetcron.app import App
 from fleetcron.coordination.guard import CoordinatedGuard
-from fleetcron.core.planning import TargetCleanup, assignments_held_for_cleanup
+from fleetcron.core.planning import TargetCleanup, shards_held_for_cleanup
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.kinds import SshKind
 from fleetcron.executors.watchdog import shard_scope
@@ -48,7 +48,7 @@ class ActiveCleanup:
     in_db: Callable[..., Awaitable[Any]]
     #: The cleanup under way (or the last one).
     task: asyncio.Task[None] | None = None
-    #: Assignments left alone while their target's cleanup is under way.
+    #: Shards left alone while the cleanup of one of their targets is under way.
     held: frozenset[int] = frozenset()
     #: What each cleanup did, in order.
     results: list[cluster.CleanupResult] = field(default_factory=list)
@@ -100,7 +100,7 @@ class ActiveCleanup:
             return
         self._cleaned = plan.owned
         if plan.targets:
-            self.held = assignments_held_for_cleanup(
+            self.held = shards_held_for_cleanup(
                 plan.claims, plan.generation, {t.target_id for t in plan.targets}
             )
             self.task = asyncio.create_task(
@@ -192,7 +192,7 @@ class ActiveCleanup:
                 )
                 cleared += count
             pending.discard(outcome.target_id)
-            self.held = assignments_held_for_cleanup(plan.claims, plan.generation, pending)
+            self.held = shards_held_for_cleanup(plan.claims, plan.generation, pending)
         return outcomes, cleared, refused
 
 

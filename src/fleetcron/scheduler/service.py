@@ -411,9 +411,11 @@ class Scheduler:
         """Claim due slots in batches of ``claim_batch`` until a batch comes back short, and
         launch what they start; the assignments held back stay excluded from later batches."""
         batch = self.app.settings.claim_batch
-        held: set[int] = set(self.cleanup.held)
+        held: set[int] = set()
         while True:
-            claimed = await self._in_db(self.runs.claim_due, now, batch, frozenset(held))
+            claimed = await self._in_db(
+                self.runs.claim_due, now, batch, frozenset(held), self.cleanup.held
+            )
             held.update(claimed.held)
             for dispatch in claimed.dispatches:
                 self._launch(dispatch)

@@ -81,8 +81,8 @@ class RunGuard(Protocol):
         *,
         claimed_at: datetime | None = None,
     ) -> dict[int, list[OldClaim]]:
-        """Per assignment, the claims of older generations whose deadline has not come:
-        their commands may still run, so the assignment must not start yet.
+        """Per assignment, the claims of older generations in its shard whose deadline has
+        not come: their commands may still run, so nothing of that shard starts yet.
 
         ``claimed_at``: the time the new claims of this transaction carry, read before
         this call. A claim whose deadline is after it still blocks, so no claim is ever

@@ -182,24 +182,35 @@ class RunStore:
     # -- claiming ---------------------------------------------------------------------
 
     @retry_transient
-    def claim_due(self, now: datetime, limit: int = 500, exclude: Collection[int] = ()) -> Claimed:
+    def claim_due(
+        self,
+        now: datetime,
+        limit: int = 500,
+        exclude: Collection[int] = (),
+        held_shards: Collection[int] = (),
+    ) -> Claimed:
         """Decide every due slot of up to ``limit`` due assignments, in one transaction.
 
         Reads only assignments whose indexed ``next_fire_at`` has come. Returns the runs to
         dispatch (already recorded as ``running``) and how many slots were recorded as
         missed or skipped. On a unique-constraint race nothing is written and nothing is
         returned; the next tick sees the winner's writes. ``exclude``: assignments held in
-        an earlier batch of the same tick (so the next batch makes progress).
+        an earlier batch of the same tick (so the next batch makes progress);
+        ``held_shards``: shards left undecided (active cleanup under way there).
         """
         try:
             with self.db.session() as session:
-                return self._claim_due(session, now, limit, exclude)
+                return self._claim_due(session, now, limit, (exclude, held_shards))
         except Conflict:
             log.warning("claim lost a race; retrying next tick", extra={"action": "claim.race"})
             return Claimed([], 0, 0)
 
     def _claim_due(
-        self, session: Session, now: datetime, limit: int, exclude: Collection[int]
+        self,
+        session: Session,
+        now: datetime,
+        limit: int,
+        exclude: tuple[Collection[int], Collection[int]],
     ) -> Claimed:
         rows = self._due_rows(session, now, limit, exclude)
         if not rows:
@@ -234,19 +245,27 @@ class RunStore:
         return Claimed(dispatches, missed, skipped, len(rows), tuple(held))
 
     def _due_rows(
-        self, session: Session, now: datetime, limit: int, exclude: Collection[int]
+        self,
+        session: Session,
+        now: datetime,
+        limit: int,
+        exclude: tuple[Collection[int], Collection[int]],
     ) -> Sequence[Row[Any]]:
         """Up to ``limit`` enabled assignments whose slot has come, oldest first (through
-        the ``next_fire_at`` index), with what dispatch needs; on PostgreSQL locked, skipping
-        the rows another transaction holds."""
+        the ``next_fire_at`` index), with what dispatch needs, except the ``exclude``d
+        assignments and shards; on PostgreSQL locked, skipping the rows another transaction
+        holds."""
+        assignments, shards = exclude
         query = (
             dispatch_query()
             .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
             .order_by(Assignment.next_fire_at)
             .limit(limit)
         )
-        if exclude:
-            query = query.where(Assignment.id.not_in(list(exclude)))
+        if assignments:
+            query = query.where(Assignment.id.not_in(list(assignments)))
+        if shards:
+            query = query.where(Target.shard.not_in(list(shards)))
         query = query.where(*self.mine(Target.shard))
         if self.db.dialect == "postgresql":
             query = query.with_for_update(skip_locked=True, of=Assignment)

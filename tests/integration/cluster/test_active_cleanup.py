@@ -260,7 +260,7 @@ def test_while_a_targets_cleanup_is_under_way_its_slot_stays_undecided(
     _, b, _ = nodes
     monkeypatch.setattr(cleanup, "CLEANUP_TIMEOUT_S", 120.0)
     if not hold:  # the negative control: the rule switched off, the slot is decided at once
-        monkeypatch.setattr(cleanup, "assignments_held_for_cleanup", lambda *_: frozenset())
+        monkeypatch.setattr(cleanup, "shards_held_for_cleanup", lambda *_: frozenset())
     with socket.create_server(("127.0.0.1", 0)) as silent:
         with b.app.db.session() as session:
             remote = session.scalars(select(Target).where(Target.name == "remote")).one()

@@ -1,4 +1,4 @@
-"""A new owner waits for the old owner's claims, per assignment, on a real PostgreSQL; the
+"""A new owner waits for the old owner's claims, per shard, on a real PostgreSQL; the
 watchdog budget every run gets from its claim.
 
 The fixture clock starts at 2026-03-02 09:00:30 UTC; an every-minute job is due at 09:01.
@@ -39,7 +39,7 @@ from fleetcron.services.runs import reads as runs
 from fleetcron.services.targets import edit as targets
 from fleetcron.store.run_dispatch import Dispatch
 from fleetcron.store.runs import RunStore
-from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run, Target
 from waiting import eventually_async
 
 pytestmark = pytest.mark.postgres
@@ -121,6 +121,40 @@ def test_after_a_takeover_the_busy_assignment_waits_and_the_idle_one_starts_at_o
         f"waiting for the previous owner: claim {old.claim_id} of run {old.id} (node "
         f"{a.node_id}, generation 1) is live until {old.deadline_at.isoformat()}, past this "
         "slot's misfire grace"
+    )
+
+
+def same_shard(node: ClusterNode, *names: str) -> int:
+    """Put the named targets in the first one's shard (as the hash could have)."""
+    with node.app.db.session() as session:
+        found = session.scalars(select(Target).where(Target.name.in_(names))).all()
+        shard = next(t.shard for t in found if t.name == names[0])
+        for target in found:
+            target.shard = shard
+    return shard
+
+
+def test_in_one_shard_the_idle_assignment_waits_too_while_an_old_claim_lives(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    """At most one generation executes in a shard at any moment: the old owner may still be
+    executing ``busy``, so nothing of that shard starts, ``idle`` included (its slot is
+    recorded skipped, naming busy's claim). The test above, with the two targets in
+    different shards, is the control: there ``idle`` starts at once."""
+    a, b = pair
+    same_shard(a, "busy", "idle")
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    clock.advance(seconds=60)  # 09:02
+
+    claimed = store(b).claim_due(clock.now)
+
+    assert claimed.dispatches == []
+    [old, _] = slot_runs(b, "busy")
+    [_, skipped] = slot_runs(b, "idle")
+    assert skipped.status == "skipped" and skipped.reason is not None
+    assert skipped.reason.startswith(
+        f"waiting for the previous owner: claim {old.claim_id} of run {old.id} "
     )
 
 

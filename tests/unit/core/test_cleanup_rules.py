@@ -1,6 +1,6 @@
 """Active cleanup after a change of owner: which targets are cleaned, which claims end early.
 
-The rule: an older generation's claim stops holding its assignment back only when its
+The rule: an older generation's claim stops holding its shard back only when its
 target is an SSH target whose highest-generation mark now stands at the new generation
 (or above) and whose scan and kill succeeded. Everything else waits for the deadline.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from fleetcron.core.planning import (
     CleanupClaim,
     TargetCleanup,
-    assignments_held_for_cleanup,
     claims_cleared_by,
+    shards_held_for_cleanup,
     targets_to_clean,
 )
 
@@ -75,12 +75,19 @@ def test_claims_of_the_current_generation_are_never_cleared() -> None:
     assert claims_cleared_by(CLAIMS, GEN, [TargetCleanup(13, mark=3)]) == []
 
 
-def test_assignments_wait_undecided_only_while_their_targets_cleanup_is_pending() -> None:
-    """Deciding during the cleanup would record the slot skipped a moment before its wait
-    ends; the local assignment (never cleaned) is decided as usual: it waits."""
-    assert assignments_held_for_cleanup(CLAIMS, GEN, {10, 11, 12, 13}) == {100, 101, 110}
-    assert assignments_held_for_cleanup(CLAIMS, GEN, {11}) == {110}
-    assert assignments_held_for_cleanup(CLAIMS, GEN, set()) == frozenset()
+def test_shards_wait_undecided_only_while_one_of_their_targets_cleanup_is_pending() -> None:
+    """Deciding during the cleanup would record the shard's slots skipped a moment before
+    its wait ends; a shard whose only old claim is local (never cleaned) is decided as
+    usual: it waits."""
+    claims = [
+        CleanupClaim(claim_id=1, target_id=10, target_kind="ssh", generation=2, shard=4),
+        CleanupClaim(claim_id=2, target_id=11, target_kind="ssh", generation=2, shard=5),
+        CleanupClaim(claim_id=3, target_id=12, target_kind="local", generation=2, shard=6),
+        CleanupClaim(claim_id=4, target_id=13, target_kind="ssh", generation=3, shard=7),
+    ]
+    assert shards_held_for_cleanup(claims, GEN, {10, 11, 12, 13}) == {4, 5}
+    assert shards_held_for_cleanup(claims, GEN, {11}) == {5}
+    assert shards_held_for_cleanup(claims, GEN, set()) == frozenset()
 
 
 def test_with_shards_a_claim_is_measured_against_its_own_shards_generation() -> None:
