@@ -489,12 +489,16 @@ def _members(node: ClusterNode) -> set[str]:
 
 
 @pytest.mark.postgres
-def test_two_workers_from_the_installed_wheel(
+def test_one_worker_per_core_from_the_installed_wheel(
     installed: Installed, make_node: MakeNode, migrated: str, tmp_path: Path
 ) -> None:
-    """``fleetcron scheduler --workers 2`` from the installed wheel on PostgreSQL: worker 0
-    starts worker 1 with the installed interpreter (never the checkout's), both register
-    as members of the node, and worker 1 stops with worker 0."""
+    """``fleetcron scheduler`` (no ``--workers``) from the installed wheel on a PostgreSQL
+    cluster starts one worker per usable core: worker 0 starts the others with the
+    installed interpreter (never the checkout's), all register as members of the node,
+    and they stop with worker 0."""
+    cores = len(os.sched_getaffinity(0))
+    assert cores >= 2, f"this test needs a machine with 2 cores or more; this one has {cores}"
+    workers = min(cores, 4)  # at most the shard count
     node = make_node("alpha", shards=4)
     approve(node)
     settings = node.app.settings
@@ -517,7 +521,7 @@ def test_two_workers_from_the_installed_wheel(
     elsewhere.mkdir()
     with open(tmp_path / "workers.log", "ab") as log:
         parent = subprocess.Popen(
-            [installed.fleetcron, "scheduler", "--workers", "2"],
+            [installed.fleetcron, "scheduler"],
             cwd=elsewhere,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -529,14 +533,15 @@ def test_two_workers_from_the_installed_wheel(
             60,
             lambda: "worker 1 started; log: " + (tmp_path / "workers.log").read_text()[-2000:],
         )
-        assert argv[argv.index("--worker-of") + 1] == "1/2"
+        assert argv[argv.index("--worker-of") + 1].endswith(f"/{workers}")
         assert Path(argv[0]).is_relative_to(installed.venv), argv  # its interpreter
         me = node.identity.node_id
+        every = {f"{me}/{i}" for i in range(workers)}
         eventually(
-            lambda: {f"{me}/0", f"{me}/1"} <= _members(node),
+            lambda: every <= _members(node),
             60,
             lambda: (
-                f"both workers registered: {_members(node)}; log: "
+                f"all {workers} workers registered: {_members(node)}; log: "
                 + (tmp_path / "workers.log").read_text()[-2000:]
             ),
         )

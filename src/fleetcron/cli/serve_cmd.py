@@ -20,7 +20,7 @@ import uvicorn
 
 from fleetcron import heap
 from fleetcron.app import App
-from fleetcron.config import hide_secret_environment, load_settings
+from fleetcron.config import Settings, hide_secret_environment, load_settings
 from fleetcron.coordination.standalone import only_scheduler
 from fleetcron.core.members import Worker
 from fleetcron.errors import InvalidInput
@@ -28,6 +28,7 @@ from fleetcron.logs import configure_logging
 from fleetcron.metrics import Metrics
 from fleetcron.scheduler.assembly import build_scheduler, prepare
 from fleetcron.scheduler.workers import WorkerGroup, die_with_parent, parse_worker_of
+from fleetcron.services.cluster.workers import default_count, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -142,22 +143,35 @@ async def _run(app: App, listen: tuple[str, int] | None, worker: Worker | None) 
             raise task.exception()  # type: ignore[misc]
 
 
-def _main(listen: tuple[str, int] | None, worker: Worker | None, *, child: bool = False) -> None:
+def _main(
+    listen: tuple[str, int] | None, workers: int | None, *, worker_of: Worker | None = None
+) -> None:
+    """Run the process: worker ``worker_of`` of a group started by its worker 0, or the
+    process the operator started, with ``workers`` processes (None: the default,
+    :func:`~fleetcron.services.cluster.workers.default_count`)."""
     hide_secret_environment()  # re-executes once if a secret is in the environment
-    if child:
+    if worker_of is not None:
         die_with_parent()
     settings = load_settings()
     configure_logging(settings.log_format)
-    if worker is not None:
-        # Each worker's runs name it: <node name>/<index>.
-        base = settings.node_name or socket.gethostname()
-        settings = settings.model_copy(update={"node_name": worker.name(base)})
     with only_scheduler(settings):
         app = prepare(settings)
         try:
+            worker = worker_of or _group(
+                workers if workers is not None else default_count(app, usable_cores())
+            )
+            if worker is not None:
+                # Each worker's runs (and database sessions) name it: <node name>/<index>.
+                app.close()
+                app = prepare(_named(settings, worker))
             asyncio.run(_run(app, listen, worker))
         finally:
             app.close()
+
+
+def _named(settings: Settings, worker: Worker) -> Settings:
+    base = settings.node_name or socket.gethostname()
+    return settings.model_copy(update={"node_name": worker.name(base)})
 
 
 def _group(workers: int) -> Worker | None:
@@ -167,31 +181,28 @@ def _group(workers: int) -> Worker | None:
 
 WORKERS_HELP = (
     "Scheduler processes on this machine, each with its own event loop, splitting the "
-    "node's shards (cluster on PostgreSQL only; at most the shard count)."
+    "node's shards (cluster on PostgreSQL only; at most the shard count). Default: one per "
+    "core this process may use on a cluster sharing PostgreSQL, else 1."
 )
 
 
 @click.command()
-@click.option(
-    "--workers", type=click.IntRange(1, 1024), default=1, show_default=True, help=WORKERS_HELP
-)
+@click.option("--workers", type=click.IntRange(1, 1024), default=None, help=WORKERS_HELP)
 @click.option("--worker-of", hidden=True, help="Internal: worker I of N, started by worker 0.")
-def scheduler(workers: int, worker_of: str | None) -> None:
+def scheduler(workers: int | None, worker_of: str | None) -> None:
     """Run the scheduler alone (no web UI)."""
     if worker_of is not None:
-        _main(None, parse_worker_of(worker_of), child=True)
+        _main(None, None, worker_of=parse_worker_of(worker_of))
         return
-    _main(None, _group(workers))
+    _main(None, workers)
 
 
 @click.command()
 @click.option(
     "--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT of the web UI."
 )
-@click.option(
-    "--workers", type=click.IntRange(1, 1024), default=1, show_default=True, help=WORKERS_HELP
-)
-def serve(listen: str, workers: int) -> None:
-    """Run the scheduler, the web UI and the REST API in one process (with --workers,
-    the web UI runs in worker 0)."""
-    _main(parse_listen(listen), _group(workers))
+@click.option("--workers", type=click.IntRange(1, 1024), default=None, help=WORKERS_HELP)
+def serve(listen: str, workers: int | None) -> None:
+    """Run the scheduler, the web UI and the REST API in one process (with several
+    workers, the web UI runs in worker 0)."""
+    _main(parse_listen(listen), workers)

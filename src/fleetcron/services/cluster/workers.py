@@ -20,19 +20,44 @@ worker count) stands for its node (:mod:`fleetcron.coordination.shard_moves`).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
 from fleetcron.coordination import members
-from fleetcron.coordination.shard_rows import shard_count
+from fleetcron.coordination.shard_rows import DEFAULT_SHARDS, fixed_count, shard_count
 from fleetcron.core.members import Worker, worker_shards
+from fleetcron.core.topology import Topology
 from fleetcron.errors import InvalidInput
 
-__all__ = ["WorkerMembership", "shards_of"]
+__all__ = ["WorkerMembership", "default_count", "shards_of", "usable_cores"]
 
 log = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and
+    ``taskset`` narrow), not the machine's count."""
+    return len(os.sched_getaffinity(0))
+
+
+def default_count(app: App, cores: int) -> int:
+    """How many worker processes ``--workers`` left unset starts: on a cluster sharing
+    PostgreSQL, one per core (``cores``), at most the installation's shard count (or, before
+    it is fixed, the count it will get); one on SQLite and in a replicated pair (one shard:
+    nothing to split) and outside a cluster."""
+    settings = app.settings
+    if (
+        not settings.cluster
+        or app.db.dialect != "postgresql"
+        or settings.topology is Topology.REPLICATED_PAIR
+    ):
+        return 1
+    with app.db.read() as session:
+        shards = fixed_count(session) or settings.shards or DEFAULT_SHARDS
+    return max(1, min(cores, shards))
 
 
 def shards_of(app: App, node_id: str, worker: Worker) -> frozenset[int]:
