@@ -24,6 +24,12 @@ Scenarios, one after the other on the same nodes, repeated ``--repeat`` times:
 * **drain, runs in flight**: the same with a claim on each of gamma's shards that ends
   ``--run-s`` after t0: a shard is handed over at the first step of its owner after that.
 * after each drain gamma is undrained and joins again (timed as a join).
+* **killed, runs in flight**: gamma's process dies (its steps stop: no renewal of its
+  member row or its shards' leases) with a claim on each of its shards ending ``--run-s``
+  after t0; timed from its death to each shard's takeover by alpha or beta (its member row
+  lapses, then the shard's ownership lease; the claims are revoked, and the new owner
+  starts the shard once they have ended: "runs may start" is the later of the two). Then
+  gamma starts again and joins (timed as a join).
 
 Per scenario: the per-shard latency (t0 to that shard's handoff) p50, p90, max, and the
 total (t0 to the last shard handed over); the steps each node made meanwhile and the
@@ -258,6 +264,9 @@ class Result:
     steps: int
     step_ms: float
     step_cpu_ms: float
+    #: A takeover: when each shard may start again (its takeover, or its old claims'
+    #: end if later).
+    may_start: list[float] = field(default_factory=list)
 
     def row(self) -> list[str]:
         m = self.moved or [0.0]
@@ -269,18 +278,27 @@ class Result:
             f"{percentile(m, 50):.2f}",
             f"{percentile(m, 90):.2f}",
             f"{max(m):.2f}",
+            f"{max(self.may_start):.2f}" if self.may_start else "-",
             str(self.steps),
             f"{self.step_ms:.1f}",
             f"{self.step_cpu_ms:.1f}",
         ]
 
 
-def measured(scenario: str, rnd: int, t0: float, moves: Moves, nodes: list[BenchNode]) -> Result:
+def measured(
+    scenario: str,
+    rnd: int,
+    t0: float,
+    moves: Moves,
+    nodes: list[BenchNode],
+    *,
+    kind: str = "handoff",
+) -> Result:
     steps = [s for n in nodes for s in n.stepper.steps if s[0] >= t0]
     return Result(
         scenario,
         rnd,
-        sorted(moves.since(t0, "handoff").values()),
+        sorted(moves.since(t0, kind).values()),
         sorted(moves.since(t0, "drain").values()),
         len(steps),
         median([s[1] for s in steps]) * 1000 if steps else 0.0,
@@ -308,6 +326,21 @@ def drain(gamma: BenchNode, run_s: float) -> tuple[float, int]:
     set_drained(gamma.app, SYSTEM, gamma.node_id, drained=True)
     wait_until("gamma drained", lambda: owned(gamma.app).get(gamma.node_id, 0) == 0)
     return t0, runs
+
+
+def kill(gamma: BenchNode, run_s: float) -> tuple[float, int]:
+    """gamma's process dies with runs of ``run_s`` in flight on its shards (its steps stop,
+    nothing of it renews); returns t0 once the others took every shard of it over."""
+    runs = runs_in_flight(gamma.app, gamma.node_id, run_s)
+    t0 = time.monotonic()
+    gamma.stepper.halt()
+    wait_until("gamma's shards taken over", lambda: owned(gamma.app).get(gamma.node_id, 0) == 0)
+    return t0, runs
+
+
+def restart(gamma: BenchNode, share: int) -> float:
+    """gamma's scheduler starts again; returns t0 once it holds its share again."""
+    return join(gamma, [], share)
 
 
 def undrain(gamma: BenchNode, share: int) -> float:
@@ -340,6 +373,14 @@ def scenarios(nodes: list[BenchNode], moves: Moves, args: argparse.Namespace) ->
         results.append(measured(f"drain, {runs} runs of {args.run_s:g} s", rnd, t0, moves, nodes))
         t0 = undrain(gamma, share)
         results.append(measured("join (undrain)", rnd, t0, moves, nodes))
+        t0, runs = kill(gamma, args.run_s)
+        killed = measured(
+            f"killed, {runs} runs of {args.run_s:g} s", rnd, t0, moves, nodes, kind="takeover"
+        )
+        killed.may_start = [max(m, args.run_s) for m in killed.moved]
+        results.append(killed)
+        t0 = restart(gamma, share)
+        results.append(measured("join (restart)", rnd, t0, moves, nodes))
     return results
 
 
@@ -381,18 +422,19 @@ def main() -> None:
                 n.app.close()
     print(
         f"{args.shards} shards, 3 nodes, lease {LEASE_S:g} s renewed every {args.renew_s:g} s "
-        f"(a step every period per node); times from t0 (the join or `cluster drain`)"
+        f"(a step every period per node); times from t0 (the join, `cluster drain` or the death)"
     )
     print(
         table(
             [
                 "scenario",
                 "#",
-                "shards handed over",
+                "shards moved",
                 "drain started p50 s",
-                "handoff p50 s",
-                "handoff p90 s",
-                "all handed over s",
+                "moved p50 s",
+                "moved p90 s",
+                "all moved s",
+                "runs may start s",
                 "steps (3 nodes)",
                 "step ms (median, wall)",
                 "step CPU ms",

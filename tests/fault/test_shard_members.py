@@ -43,8 +43,10 @@ from fixtures.sshd import SshServer
 from fleetcron.app import SYSTEM
 from fleetcron.services.cluster import status as cluster
 from fleetcron.services.cluster.registry import set_drained
+from fleetcron.services.cluster.shards import shard_view
 from fleetcron.services.runs import reads as runs
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim, Run
+from waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -83,6 +85,13 @@ def owners(lab: Lab) -> dict[int, str | None]:
     with lab.app("alpha").db.read() as session:
         rows = session.execute(select(ClusterOwnership.shard, ClusterOwnership.owner_node_id))
         return {shard: owner for shard, owner in rows}
+
+
+def misplaced(lab: Lab) -> list[tuple[int, str | None, str | None]]:
+    """The shards owned elsewhere than the members placement puts them: (shard, owner,
+    placed on)."""
+    view = shard_view(lab.app("alpha"), SYSTEM, lab.node("alpha"))
+    return [(s.shard, s.owner, s.placed_on) for s in view.shards if s.misplaced]
 
 
 def moves(lab: Lab) -> list[str]:
@@ -147,6 +156,13 @@ def test_nodes_share_the_shards_a_joining_node_takes_its_share_and_a_killed_ones
     assert set(owners(lab).values()) == {
         lab.node(n).identity.node_id for n in ("alpha", "beta", "gamma")
     }
+    # The three nodes agree: every shard ends up where the placement each computes puts it.
+    eventually(
+        lambda: not misplaced(lab),
+        60,
+        lambda: f"every shard owned where the placement puts it; misplaced: {misplaced(lab)}",
+        interval=0.1,
+    )
     # gamma is drained by an operator: its shards go back, each once its runs ended.
     gamma = lab.node("gamma").identity.node_id
     assert set_drained(lab.app("alpha"), SYSTEM, gamma, drained=True)

@@ -126,7 +126,17 @@ def shards(as_json: bool, as_user: str | None) -> None:
         return
     print_table(
         None,
-        ["shard", "owner", "generation", "lease expires", "targets", "running", "waiting", "pin"],
+        [
+            "shard",
+            "owner",
+            "generation",
+            "lease expires",
+            "targets",
+            "running",
+            "waiting",
+            "pin",
+            "placed on",
+        ],
         [
             (
                 s.shard,
@@ -137,10 +147,18 @@ def shards(as_json: bool, as_user: str | None) -> None:
                 s.running,
                 s.waiting,
                 _pin(s.pinned_to, s.pin_ignored),
+                _placed(s.placed_on, s.misplaced),
             )
             for s in view.shards
         ],
     )
+
+
+def _placed(node: str | None, misplaced: bool) -> str:
+    """Where the members placement puts a shard, marked when its owner is another."""
+    if node is None:
+        return ""
+    return node + (" (moving, or the nodes disagree)" if misplaced else "")
 
 
 def _pin(node: str | None, ignored: str | None) -> str:

@@ -313,8 +313,7 @@ def _unfinished_older_claims(
             ExecutionClaim.node_id,
             ExecutionClaim.generation,
             ExecutionClaim.deadline_at,
-        )
-        .where(
+        ).where(
             ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
             ExecutionClaim.deadline_at > now,
             ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from fleetcron.coordination.guard import UNFINISHED_CLAIM_STATES, db_now
 from fleetcron.coordination.ownership_change import revoke_claims
 from fleetcron.coordination.shard_rows import lease_until, shard_count
-from fleetcron.core.members import Decision, decide, member_name, parse_member
+from fleetcron.core.members import Decision, decide, member_name, parse_member, placement
 from fleetcron.core.shards import Member
 from fleetcron.store.schema import (
     ClusterMember,
@@ -112,6 +112,31 @@ def pinned_members(session: Session) -> dict[int, str]:
     return {shard: member_name(node_id, NODE_WORKER) for shard, node_id in pins(session).items()}
 
 
+def placed_nodes(session: Session) -> dict[int, str]:
+    """Where the members placement puts each shard now (shard -> node id; a shard no
+    eligible member may take is absent), as every node's step computes it from these
+    rows: a shard owned elsewhere is moving there, or the nodes disagree."""
+    placed = placement(
+        shard_count(session),
+        eligible_members(session),
+        _owners(_ownership(session)),
+        pinned_members(session),
+    )
+    return {shard: parse_member(member)[0] for shard, member in placed.items()}
+
+
+def _ownership(session: Session) -> Sequence[Row[int, str | None, bool]]:
+    """Every shard's owner and whether it drains."""
+    return session.execute(
+        select(ClusterOwnership.shard, ClusterOwnership.owner_node_id, ClusterOwnership.draining)
+    ).all()
+
+
+def _owners(read: Sequence[Row[int, str | None, bool]]) -> dict[int, str | None]:
+    """Each shard's owner as the placement names members (a node: its worker 0)."""
+    return {shard: member_name(owner, NODE_WORKER) if owner else None for shard, owner, _ in read}
+
+
 def placement_step(
     session: Session, node_id: str, *, lease_s: float, drain: bool = True
 ) -> list[ShardMove]:
@@ -120,12 +145,9 @@ def placement_step(
     its lease step, before (a transaction of its own: a step that waits for a row never
     delays the renewal)."""
     live = eligible_members(session)
-    read = session.execute(
-        select(ClusterOwnership.shard, ClusterOwnership.owner_node_id, ClusterOwnership.draining)
-    ).all()
-    owners = {shard: member_name(owner, NODE_WORKER) if owner else None for shard, owner, _ in read}
+    read = _ownership(session)
     me = member_name(node_id, NODE_WORKER)
-    decision = decide(me, shard_count(session), live, owners, pinned_members(session))
+    decision = decide(me, shard_count(session), live, _owners(read), pinned_members(session))
     draining = {shard for shard, owner, drains in read if owner == node_id and drains}
     now = db_now(session)
     moves = _give(session, node_id, decision, draining, now, lease_s=lease_s, drain=drain)

@@ -85,6 +85,20 @@ class Decision:
         return frozenset(self.keep) | {mv.shard for mv in self.take}
 
 
+def placement(
+    shards: int,
+    live: Sequence[Member],
+    owners: Mapping[int, str | None],
+    pins: Mapping[int, str] | None = None,
+) -> dict[int, str]:
+    """Where the placement puts each shard (shard -> member name; a shard no live member
+    may take is absent), from the same inputs as :func:`decide`: every member that reads
+    the same rows computes the same placement."""
+    eligible = {m.name for m in live if m.weight > 0}
+    held_by_live = {s: o for s, o in owners.items() if o is not None and o in eligible}
+    return dict(place(shards, live, held_by_live, pins))
+
+
 def decide(
     me: str,
     shards: int,
@@ -97,9 +111,7 @@ def decide(
     None) and the operator's ``pins`` (shard -> member name; a pin to a member not live
     is ignored). ``me`` not among the live members (its lease lapsed, or it drains with
     weight 0) gets no shard and gives up every shard it holds."""
-    eligible = {m.name for m in live if m.weight > 0}
-    held_by_live = {s: o for s, o in owners.items() if o is not None and o in eligible}
-    placed = place(shards, live, held_by_live, pins)
+    placed = placement(shards, live, owners, pins)
     held = sorted(s for s, o in owners.items() if o == me)
     return Decision(
         member=me,

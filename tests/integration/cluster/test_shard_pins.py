@@ -24,7 +24,7 @@ from fleetcron.services.accounts.users import add_user
 from fleetcron.services.cluster.pins import pin_shard, unpin_shard
 from fleetcron.services.cluster.registry import set_drained
 from fleetcron.services.cluster.shards import shard_view
-from fleetcron.store.schema import AuditEvent, ExecutionClaim
+from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim
 from integration.cluster.test_shard_moves import join, live_claim, owned_by, owners, step
 
 pytestmark = pytest.mark.postgres
@@ -312,3 +312,36 @@ def test_move_and_unpin_from_the_command_line_are_audited_and_shown(
         "changed": True,
     }
     assert {k: events[2][2][k] for k in ("shard", "node")} == {"shard": shard, "node": beta.node_id}
+
+
+def test_the_shard_view_says_where_the_placement_puts_each_shard_and_which_are_elsewhere(
+    pair: tuple[ClusterNode, ClusterNode],
+) -> None:
+    """Settled, every shard is owned where the placement every node computes puts it; a
+    pin moves the placement first (the shard is shown misplaced: moving) and the owners
+    after; a shard owned against the placement (as a node computing another placement
+    would leave it) is shown misplaced until the nodes move it back."""
+    alpha, beta = pair
+    settled = shard_view(alpha.app, ADMIN, alpha.node).shards
+    assert all(s.placed_on == s.owner and not s.misplaced for s in settled), settled
+
+    shard = min(owned_by(alpha, alpha))
+    pin_shard(alpha.app, ADMIN, shard, beta.node_id)
+    moving = {s.shard: s for s in shard_view(alpha.app, ADMIN, alpha.node).shards if s.misplaced}
+    assert (moving[shard].owner, moving[shard].placed_on) == (alpha.node_id, beta.node_id)
+    # beta's share stays bounded: one of its shards is placed on alpha in exchange.
+    assert [(s.owner, s.placed_on) for k, s in moving.items() if k != shard] == [
+        (beta.node_id, alpha.node_id)
+    ]
+    settle(alpha, beta)
+    assert not any(s.misplaced for s in shard_view(alpha.app, ADMIN, alpha.node).shards)
+
+    other = min(owned_by(alpha, alpha))
+    with alpha.app.db.session() as session:
+        session.execute(
+            update(ClusterOwnership)
+            .where(ClusterOwnership.shard == other)
+            .values(owner_node_id=beta.node_id)
+        )
+    [wrong] = [s for s in shard_view(alpha.app, ADMIN, alpha.node).shards if s.misplaced]
+    assert (wrong.shard, wrong.owner, wrong.placed_on) == (other, beta.node_id, alpha.node_id)

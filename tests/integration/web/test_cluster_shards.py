@@ -96,7 +96,7 @@ def test_the_cli_prints_the_shards_as_a_table_and_as_json(
     assert "owner" in header and "targets" in header and "running" in header
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in table.stdout.splitlines()]
     [row] = [c for c in cells if c and c[0] == str(in_flight)]
-    assert row[1] == "(none)" and row[5:] == ["1", "0", ""]  # running, waiting, no pin
+    assert row[1] == "(none)" and row[5:] == ["1", "0", "", ""]  # no pin, no placement
     assert len([c for c in cells if c and c[0].isdigit()]) == shard_count_of(app)
     shards = json.loads(as_json.stdout)["shards"]
     assert {s["shard"]: s["running"] for s in shards if s["running"]} == {in_flight: 1}

@@ -22,6 +22,7 @@ from fleetcron.app import Actor, App
 from fleetcron.coordination.guard import db_now
 from fleetcron.coordination.node import Node
 from fleetcron.coordination.shard_moves import pins as pins_of
+from fleetcron.coordination.shard_moves import placed_nodes
 from fleetcron.coordination.shard_rows import shard_count, shard_rows
 from fleetcron.core.members import member_name, pin_ignored
 from fleetcron.core.statuses import ACTIVE, RunStatus
@@ -58,6 +59,15 @@ class ShardLine:
     #: ignores that pin now (None: it follows it, or there is no pin).
     pinned_to: str | None = None
     pin_ignored: str | None = None
+    #: With the members placement: the node the placement puts it on now (None: no
+    #: eligible node, or one owner for every shard). Another owner than this one means
+    #: the shard is moving there, or, if it stays so, that the nodes disagree.
+    placed_on: str | None = None
+
+    @property
+    def misplaced(self) -> bool:
+        """Owned elsewhere than where the members placement puts it."""
+        return self.placed_on is not None and self.owner != self.placed_on
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,20 @@ def shard_view(app: App, actor: Actor, node: Node | None) -> ShardsView:
     """Each shard's owner, generation, lease, targets, runs in flight and pin (read-only),
     as ``node`` reads them (None: a standalone node)."""
     actor.authorize("cluster.read")
-    return _with_pins(app, _read_view(app, node.identity.node_id if node is not None else None))
+    view = _read_view(app, node.identity.node_id if node is not None else None)
+    return _with_placement(app, _with_pins(app, view))
+
+
+def _with_placement(app: App, view: ShardsView) -> ShardsView:
+    """With the members placement, the view with each shard's placed node (four
+    statements: the members, the owners, the shard count and the pins)."""
+    if not app.settings.cluster or app.settings.shard_placement != "members":
+        return view
+    with app.db.read() as session:
+        placed = placed_nodes(session)
+    return replace(
+        view, shards=[replace(line, placed_on=placed.get(line.shard)) for line in view.shards]
+    )
 
 
 def _with_pins(app: App, view: ShardsView) -> ShardsView:

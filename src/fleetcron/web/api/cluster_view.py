@@ -20,7 +20,8 @@ def shards(
     request: Request, caller: Annotated[Caller, Depends(requires("cluster.read"))]
 ) -> dict[str, Any]:
     """Each shard: owner, generation, lease, draining, targets, running and waiting runs,
-    and its pin (`pinned_to`) with why the placement ignores it (`pin_ignored`)."""
+    its pin (`pinned_to`) with why the placement ignores it (`pin_ignored`), and with the
+    members placement the node it puts the shard on now (`placed_on`)."""
     app = the_app(request)
     node = Node(app) if app.settings.cluster else None
     return asdict(shard_view(app, caller.actor, node))
