@@ -34,6 +34,9 @@ Test-only hooks (environment variables read here, never by fleetcron itself):
   expired owner's sessions (the negative control);
 - ``FAULT_WORKER`` = ``I/N``: the process is worker I of the node's N worker processes,
   as ``fleetcron scheduler --workers N`` composes them (the harness starts each one);
+- ``FAULT_PLACEMENT=rotated``: with the members placement, the node computes another
+  placement than the others (each shard on the next member of the one the product's rule
+  names), as a node of another version might during an upgrade;
 - ``FAULT_PROFILE_DIR``: the node runs under cProfile and writes ``<name>-<pid>.prof``
   there when it stops (to find where a scenario's CPU goes).
 """
@@ -46,7 +49,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -60,8 +63,10 @@ from fleetcron.app import App
 from fleetcron.config import load_settings
 from fleetcron.coordination import guard, ownership_change, shard_rows
 from fleetcron.coordination.node import GUARDED, GuardPolicy
+from fleetcron.core import members as core_members
 from fleetcron.core import planning
 from fleetcron.core.planning import OldClaim, Plan, SlotPolicy
+from fleetcron.core.shards import Member
 from fleetcron.logs import configure_logging
 from fleetcron.scheduler.assembly import build_scheduler
 from fleetcron.scheduler.workers import parse_worker_of
@@ -144,6 +149,25 @@ def _remove_bounds() -> None:
     PATCH.setattr(cluster_lease.Lease, "_end_expired_owner_sessions", end_nothing)
 
 
+def _rotate_placement() -> None:
+    """This node's placement puts each shard on the member after the one the product's
+    rule names (by name, wrapping around): it disagrees with every other node."""
+    original = core_members.placement
+
+    def rotated(
+        shards: int,
+        live: Sequence[Member],
+        owners: Mapping[int, str | None],
+        pins: Mapping[int, str] | None = None,
+    ) -> dict[int, str]:
+        placed = original(shards, live, owners, pins)
+        names = sorted(set(placed.values()))
+        following = {name: names[(i + 1) % len(names)] for i, name in enumerate(names)}
+        return {shard: following[member] for shard, member in placed.items()}
+
+    PATCH.setattr(core_members, "placement", rotated)
+
+
 def _claim_wait_on_the_scheduler_clock(speed: float) -> None:
     """The planner's claim-versus-grace comparison on one clock (see the module's doc)."""
     original = planning.wait_for_old_claims
@@ -174,6 +198,8 @@ def main(real_epoch: float, sim_epoch: datetime, speed: float) -> None:
         _install_hold(os.environ["FAULT_HOLD_AT"], Path(os.environ["FAULT_HOLD_DIR"]))
     if os.environ.get("FAULT_NO_BOUNDS") == "1":
         _remove_bounds()
+    if os.environ.get("FAULT_PLACEMENT") == "rotated":
+        _rotate_placement()
 
     def clock() -> datetime:
         return sim_epoch + timedelta(seconds=(time.time() - real_epoch) * speed)

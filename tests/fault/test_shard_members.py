@@ -6,7 +6,8 @@ hold throughout (an operator drains the newcomer again meanwhile): every slot re
 once, and in every shard at most one node and generation executing at any moment (C4), no
 older generation running on a target when a newer one starts there (C5). A node paused
 or cut from PostgreSQL loses only its own shards while the other goes on, and a node
-that joins and leaves every few seconds never runs a shard beside another. The commands
+that joins and leaves every few seconds never runs a shard beside another, and three
+rebalances that race (two joins at once, then a drain) settle on one placement. The commands
 a SIGKILLed node left on SSH targets are killed by the active cleanup of the nodes that
 take its shards, whose runs then start before the old claims' deadlines (the control,
 cleanup off, waits for them).
@@ -92,6 +93,16 @@ def misplaced(lab: Lab) -> list[tuple[int, str | None, str | None]]:
     placed on)."""
     view = shard_view(lab.app("alpha"), SYSTEM, lab.node("alpha"))
     return [(s.shard, s.owner, s.placed_on) for s in view.shards if s.misplaced]
+
+
+def draining(lab: Lab) -> set[int]:
+    """The shards whose handoff is under way."""
+    with lab.app("alpha").db.read() as session:
+        return set(
+            session.scalars(
+                select(ClusterOwnership.shard).where(ClusterOwnership.draining.is_(True))
+            )
+        )
 
 
 def moves(lab: Lab) -> list[str]:
@@ -286,6 +297,86 @@ def test_a_paused_or_cut_off_node_loses_only_its_shards_and_the_other_goes_on(
 def _all_started(lab: Lab, after: float) -> bool:
     """beta started commands in every shard after ``after``."""
     return nodes_per_shard(lab, after).keys() == set(range(SHARDS))
+
+
+@pytest.mark.parametrize("gamma_placement", ["same", "rotated"], ids=["agree", "control-disagree"])
+def test_rebalances_that_race_keep_every_shard_on_one_node_and_settle_on_one_placement(
+    members_lab: Lab, gamma_placement: str
+) -> None:
+    """Three rebalances at once: alpha executes every shard's long commands alone; beta
+    and gamma join at the same instant (each node's step computes its moves from rows the
+    others are changing), and an operator drains alpha as soon as its first handoffs
+    drain (alpha's commands still running). Every shard settles on the node the placement
+    puts it on (none misplaced and none draining for 5 s), and C1-C6 hold throughout.
+
+    The control: gamma computes another placement than alpha and beta (as a node of
+    another version might). The shards never settle (they go back and forth by draining
+    handoffs, which the check sees), and C1-C6 still hold: agreement is for liveness,
+    never for safety."""
+    lab = members_lab
+    since = lab.sim_now()
+    watch = ProcessWatch(lab.effects).start()
+    lab.start("alpha", **MEMBERS)
+    wait_until(lambda: started(lab, "alpha") >= 12, timeout=60, what="alpha executing alone")
+    joined = time.time()
+    lab.start("beta", **MEMBERS)
+    gamma_env = {"FAULT_PLACEMENT": "rotated"} if gamma_placement == "rotated" else {}
+    lab.start("gamma", **MEMBERS, **gamma_env)
+    wait_until(lambda: bool(draining(lab)), timeout=60, what="alpha's first handoffs draining")
+    alpha = lab.node("alpha").identity.node_id
+    assert set_drained(lab.app("alpha"), SYSTEM, alpha, drained=True)
+    wait_until(lambda: alpha not in owners(lab).values(), timeout=90, what="alpha drained")
+    settle = Settled(lab, SETTLED_FOR_S)
+    if gamma_placement == "rotated":
+        with pytest.raises(AssertionError, match="settled"):
+            eventually(settle, 30, settle.describe, interval=0.1)
+        lab.stop_all()
+        watch.stop()
+        check_all(lab, since, watch)
+        return
+    eventually(settle, 60, settle.describe, interval=0.1)
+    settled = time.time()
+    wait_until(
+        lambda: len(nodes_per_shard(lab, settled)) == SHARDS,
+        timeout=90,
+        what="every shard executing after the rebalances",
+    )
+    lab.stop_all()
+    watch.stop()
+
+    check_all(lab, since, watch)
+    after = nodes_per_shard(lab, settled)
+    assert all(len(nodes) == 1 and "alpha" not in nodes for nodes in after.values()), after
+    assert {n for nodes in after.values() for n in nodes} == {"beta", "gamma"}, after
+    assert started(lab, "beta", joined) and started(lab, "gamma", joined)
+
+
+#: How long no shard may be misplaced or draining for the placement to count as settled.
+SETTLED_FOR_S = 5.0
+
+
+class Settled:
+    """A predicate: no shard misplaced or draining, continuously for ``seconds``."""
+
+    def __init__(self, lab: Lab, seconds: float) -> None:
+        self.lab, self.seconds = lab, seconds
+        self.since: float | None = None
+        self.last: tuple[object, ...] = ()
+
+    def __call__(self) -> bool:
+        unsettled = (misplaced(self.lab), draining(self.lab))
+        if any(unsettled):
+            self.since, self.last = None, unsettled
+            return False
+        self.since = self.since if self.since is not None else time.monotonic()
+        return time.monotonic() - self.since >= self.seconds
+
+    def describe(self) -> str:
+        misplaced_now, draining_now = self.last or ([], set())
+        return (
+            f"the shards settled for {self.seconds:g} s; last seen misplaced "
+            f"{misplaced_now}, draining {draining_now}"
+        )
 
 
 def test_a_flapping_node_never_runs_a_shard_beside_another(members_lab: Lab) -> None:
