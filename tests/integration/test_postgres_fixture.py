@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from fixtures import pg_reuse
 from fixtures.pg_reuse import Reuse
 from fixtures.postgres import PostgresServer
 
@@ -235,3 +238,119 @@ def test_a_reused_database_keeps_none_of_the_planners_view_an_earlier_test_left(
     statistics, pages = _planner_state(first)
     assert statistics > 0 and pages > 0
     assert _planner_state(reuse.fresh(source)) == (0, 0)
+
+
+@pytest.fixture
+def family(postgres_server: PostgresServer) -> Iterator[str]:
+    """A source with a parent table, a child table referencing it, and an unrelated one."""
+    postgres_server.create_database("t_reuse_family")
+    with psycopg.connect(postgres_server.conninfo("t_reuse_family"), autocommit=True) as conn:
+        conn.execute("CREATE TABLE parent (id serial PRIMARY KEY, name text NOT NULL)")
+        conn.execute("CREATE TABLE child (id serial PRIMARY KEY, parent_id int REFERENCES parent)")
+        conn.execute("CREATE TABLE other (id serial PRIMARY KEY, name text NOT NULL)")
+        conn.execute("INSERT INTO parent (name) VALUES ('p1'), ('p2')")
+        conn.execute("INSERT INTO child (parent_id) VALUES (1), (2)")
+        conn.execute("INSERT INTO other (name) VALUES ('o1'), ('o2')")
+    try:
+        yield "t_reuse_family"
+    finally:
+        postgres_server.drop_database("t_reuse_family")
+
+
+FAMILY = ("parent", "child", "other")
+
+
+def _family(url: str) -> dict[str, list[tuple[object, ...]]]:
+    with psycopg.connect(_conninfo(url)) as conn:
+        return {
+            table: conn.execute(
+                sql.SQL("SELECT * FROM {} ORDER BY id").format(sql.Identifier(table))
+            ).fetchall()
+            for table in FAMILY
+        }
+
+
+def _files(url: str) -> dict[str, int]:
+    """Each table's file node: a ``TRUNCATE`` gives the table a new one."""
+    with psycopg.connect(_conninfo(url)) as conn:
+        rows = conn.execute(
+            "SELECT relname, pg_relation_filenode(oid) FROM pg_class WHERE relname = ANY(%s)",
+            (list(FAMILY),),
+        ).fetchall()
+    return {str(name): int(str(node)) for name, node in rows}
+
+
+Connection = psycopg.Connection[tuple[object, ...]]
+
+
+def _rolled_back_insert(conn: Connection) -> None:
+    with contextlib.suppress(_Undone), conn.transaction():
+        conn.execute("INSERT INTO other (name) SELECT 'n' || i FROM generate_series(1, 500) i")
+        raise _Undone
+
+
+class _Undone(Exception):
+    """Rolls the transaction back."""
+
+
+CHANGES: dict[str, Callable[[Connection], object]] = {
+    "update": lambda c: c.execute("UPDATE other SET name = 'x' WHERE id = 1"),
+    "delete": lambda c: c.execute("DELETE FROM other WHERE id = 2"),
+    "delete and insert, same count": lambda c: c.execute(
+        "DELETE FROM other WHERE id = 2; INSERT INTO other (id, name) VALUES (2, 'o2')"
+    ),
+    "rolled back insert": _rolled_back_insert,
+    "analyze only": lambda c: c.execute("ANALYZE other"),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_reset_rewrites_the_tables_a_test_changed_and_those_referencing_them_only(
+    reuse: Reuse, family: str, change: str
+) -> None:
+    """A first test leaves the copy as the reset wrote it; a second one changes ``other``
+    (each kind of change, including those that leave its rows as they were: a rolled-back
+    insert grows its file, an ``ANALYZE`` sets its estimates) and ``parent``: the next
+    reset rewrites those two and ``child`` (which references ``parent``), whose contents
+    are the source's again, and leaves nothing else touched."""
+    url = reuse.fresh(family)
+    url = reuse.fresh(family)  # a reset copy: what each table holds is known from here on
+    source = _family(url)
+    before = _files(url)
+    assert reuse.fresh(family) == url
+    assert _files(url) == before, "a reset after a test that changed nothing rewrote a table"
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        CHANGES[change](conn)
+        conn.execute("UPDATE parent SET name = 'changed' WHERE id = 1")
+
+    assert reuse.fresh(family) == url
+    after = _files(url)
+    assert _family(url) == source
+    assert {t for t in FAMILY if after[t] != before[t]} == set(FAMILY)
+
+
+def test_a_reset_leaves_a_table_nobody_changed_and_its_dependents_alone(
+    reuse: Reuse, family: str
+) -> None:
+    url = reuse.fresh(family)
+    url = reuse.fresh(family)
+    before = _files(url)
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute("UPDATE child SET parent_id = 1 WHERE id = 2")
+    assert reuse.fresh(family) == url
+    after = _files(url)
+    assert {t for t in FAMILY if after[t] != before[t]} == {"child"}
+    assert _family(url)["child"] == [(1, 1), (2, 2)]
+
+
+def test_negative_control_a_change_the_reset_does_not_see_stays(
+    reuse: Reuse, family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks above can fail: a reset told that nothing changed leaves the change."""
+    url = reuse.fresh(family)
+    url = reuse.fresh(family)
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute("UPDATE other SET name = 'x' WHERE id = 1")
+    monkeypatch.setattr(pg_reuse, "_changed", lambda *_: set())
+    assert reuse.fresh(family) == url
+    assert _family(url)["other"][0] == (1, "x")
