@@ -65,6 +65,8 @@ class ShardReading:
     generation: int
     running: int
     owned: bool
+    #: With the members placement: owned elsewhere than the placement puts it.
+    misplaced: bool = False
 
 
 class _ShardCollector(Collector):
@@ -86,12 +88,18 @@ class _ShardCollector(Collector):
         owned = GaugeMetricFamily(
             "fleetcron_shard_owned", "1 when this node owns the shard.", labels=["shard"]
         )
+        misplaced = GaugeMetricFamily(
+            "fleetcron_shard_misplaced",
+            "1 when the members placement puts the shard on another node than its owner.",
+            labels=["shard"],
+        )
         for s in shards:
             label = [str(s.shard)]
             generation.add_metric(label, s.generation)
             running.add_metric(label, s.running)
             owned.add_metric(label, 1 if s.owned else 0)
-        yield from (generation, running, owned)
+            misplaced.add_metric(label, 1 if s.misplaced else 0)
+        yield from (generation, running, owned, misplaced)
 
 
 @dataclass(frozen=True)

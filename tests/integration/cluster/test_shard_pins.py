@@ -23,7 +23,7 @@ from fleetcron.coordination.shard_moves import ShardMove, placement_step
 from fleetcron.services.accounts.users import add_user
 from fleetcron.services.cluster.pins import pin_shard, unpin_shard
 from fleetcron.services.cluster.registry import set_drained
-from fleetcron.services.cluster.shards import shard_view
+from fleetcron.services.cluster.shards import shard_readings, shard_view
 from fleetcron.store.schema import AuditEvent, ClusterOwnership, ExecutionClaim
 from integration.cluster.test_shard_moves import join, live_claim, owned_by, owners, step
 
@@ -345,3 +345,5 @@ def test_the_shard_view_says_where_the_placement_puts_each_shard_and_which_are_e
         )
     [wrong] = [s for s in shard_view(alpha.app, ADMIN, alpha.node).shards if s.misplaced]
     assert (wrong.shard, wrong.owner, wrong.placed_on) == (other, beta.node_id, alpha.node_id)
+    # The gauge says the same (fleetcron_shard_misplaced).
+    assert [r.shard for r in shard_readings(alpha.app, alpha.node) if r.misplaced] == [other]

@@ -81,6 +81,8 @@ def test_the_metrics_show_each_shards_generation_runs_and_ownership(
     assert sum(" 1.0" in line for line in scraped.splitlines() if "runs_in_flight{" in line) == 1
     assert f'fleetcron_shard_owned{{shard="{in_flight}"}} 1.0' in scraped
     assert f'fleetcron_shard_generation{{shard="{in_flight}"}}' in scraped
+    # One owner (no members placement): no shard is placed elsewhere.
+    assert f'fleetcron_shard_misplaced{{shard="{in_flight}"}} 0.0' in scraped
 
 
 def test_the_cli_prints_the_shards_as_a_table_and_as_json(

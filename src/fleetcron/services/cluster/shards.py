@@ -140,8 +140,13 @@ def _with_pins(app: App, view: ShardsView) -> ShardsView:
 def shard_readings(app: App, node: Node | None) -> list[ShardReading]:
     """What the per-shard gauges show at scrape time (the view's queries, no actor: the
     metrics endpoint's own access rule applies)."""
-    view = _read_view(app, node.identity.node_id if node is not None else None)
-    return [ShardReading(s.shard, s.generation, s.running, view.owned_here(s)) for s in view.shards]
+    view = _with_placement(
+        app, _read_view(app, node.identity.node_id if node is not None else None)
+    )
+    return [
+        ShardReading(s.shard, s.generation, s.running, view.owned_here(s), s.misplaced)
+        for s in view.shards
+    ]
 
 
 def _read_view(app: App, this_node: str | None) -> ShardsView:
