@@ -304,8 +304,11 @@ def _unfinished_older_claims(
     session: Session, verdict: Verdict, now: datetime
 ) -> Sequence[_OldClaimRow]:
     """Every claim of a generation before its shard's (as ``verdict`` read it) not yet
-    finished whose deadline is after ``now``, with its shard."""
-    return session.execute(
+    finished whose deadline is after ``now``, with its shard; only in the shards the
+    verdict gives this node (another node's claims in its own shards never hold back
+    this node's, and reading them would defeat the cache of :meth:`CoordinatedGuard.
+    old_claims` for as long as that node runs anything)."""
+    query = (
         select(
             ExecutionClaim.shard,
             ExecutionClaim.id,
@@ -318,7 +321,10 @@ def _unfinished_older_claims(
             ExecutionClaim.deadline_at > now,
             ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
         )
-    ).all()
+    )
+    if verdict.generations:
+        query = query.where(ExecutionClaim.shard.in_(list(verdict.generations)))
+    return session.execute(query).all()
 
 
 def older_than(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from cli_env import run_in_process
 from fixtures.cluster import ClusterNode, MakeNode, approve
@@ -347,3 +347,33 @@ def test_the_shard_view_says_where_the_placement_puts_each_shard_and_which_are_e
     assert (wrong.shard, wrong.owner, wrong.placed_on) == (other, beta.node_id, alpha.node_id)
     # The gauge says the same (fleetcron_shard_misplaced).
     assert [r.shard for r in shard_readings(alpha.app, alpha.node) if r.misplaced] == [other]
+
+
+def test_another_nodes_claims_in_its_own_shards_never_hold_this_nodes_claim_wait(
+    pair: tuple[ClusterNode, ClusterNode],
+) -> None:
+    """beta runs something in one of its shards under a generation below the highest of
+    alpha's shards. alpha's claim wait looks only at alpha's shards: it finds no older
+    claim there, and from then on, at the same generations, asks the database nothing
+    (the guard remembers it), however long beta's run lasts."""
+    alpha, beta = pair
+    mine = sorted(owned_by(alpha, alpha))
+    theirs = min(owned_by(alpha, beta))
+    with alpha.app.db.session() as session:
+        session.execute(
+            update(ClusterOwnership).where(ClusterOwnership.shard == mine[0]).values(generation=9)
+        )
+    live_claim(beta, theirs, owners(alpha)[theirs][1])
+    guard = alpha.node.guard()
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    with alpha.app.db.session() as session:
+        verdict = guard.verdict(session)
+        assert verdict.generation == 9 > owners(alpha)[theirs][1]
+        assert guard.old_claims(session, verdict, [1]) == {}
+        event.listen(session.connection(), "before_cursor_execute", count)
+        assert guard.old_claims(session, verdict, [1]) == {}
+    assert statements == []
