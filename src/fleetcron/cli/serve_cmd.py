@@ -155,18 +155,37 @@ def _main(
     settings = load_settings()
     configure_logging(settings.log_format)
     with only_scheduler(settings):
-        app = prepare(settings)
+        app, worker = _opened(
+            settings,
+            worker_of or _group(workers or 1),
+            counted=workers is None and worker_of is None,
+        )
         try:
-            worker = worker_of or _group(
-                workers if workers is not None else default_count(app, usable_cores())
-            )
-            if worker is not None:
-                # Each worker's runs (and database sessions) name it: <node name>/<index>.
-                app.close()
-                app = prepare(_named(settings, worker))
             asyncio.run(_run(app, listen, worker))
         finally:
             app.close()
+
+
+def _opened(
+    settings: Settings, worker: Worker | None, *, counted: bool
+) -> tuple[App, Worker | None]:
+    """The app, opened once under the worker's name (each worker's runs and database
+    sessions name it: <node name>/<index>). ``counted``: ``--workers`` was left unset, so
+    the count comes from the installation (:func:`~fleetcron.services.cluster.workers.
+    default_count`), and the app is opened again under worker 0's name when it is more
+    than one."""
+    app = prepare(_named(settings, worker) if worker is not None else settings)
+    if not counted:
+        return app, worker
+    try:
+        worker = _group(default_count(app, usable_cores()))
+    except BaseException:
+        app.close()
+        raise
+    if worker is None:
+        return app, None
+    app.close()
+    return prepare(_named(settings, worker)), worker
 
 
 def _named(settings: Settings, worker: Worker) -> Settings:
