@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import Engine
 
 from fixtures.compiled_cache import SharedView, share_compiled_cache
+from fixtures.warm_connections import WARM
 from fleetcron.store import db
 from fleetcron.store.schema import User
 
@@ -21,7 +22,7 @@ def shared_compiled_statements(monkeypatch: pytest.MonkeyPatch) -> None:
     create = db.create_db_engine
 
     def create_sharing(*args: Any, **kwargs: Any) -> Engine:
-        return share_compiled_cache(create(*args, **kwargs))
+        return WARM.attach(share_compiled_cache(create(*args, **kwargs)))
 
     monkeypatch.setattr(db, "create_db_engine", create_sharing)
     for mapper in User.registry.mappers:  # the flushes' INSERT, UPDATE and DELETE statements

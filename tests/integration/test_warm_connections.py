@@ -1,0 +1,158 @@
+"""The connections kept between tests' engines (fixtures/warm_connections.py) come back as
+a new session finds them, and the reset of a reused database spares only idle ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from fixtures.pg_reuse import Reuse
+from fixtures.postgres import PostgresServer
+from fixtures.warm_connections import WARM, WarmConnections
+
+pytestmark = pytest.mark.postgres
+
+LOCK = 4242
+
+
+@pytest.fixture
+def database(postgres_server: PostgresServer) -> Iterator[str]:
+    url = postgres_server.create_database("t_warm")
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id serial PRIMARY KEY, name text)")
+    yield url
+    postgres_server.drop_database("t_warm")
+
+
+@pytest.fixture
+def warm(database: str) -> Iterator[WarmConnections]:
+    stash = WarmConnections()
+    stash.keep("t_warm")
+    yield stash
+    stash.close()
+
+
+def _conninfo(url: str) -> str:
+    parsed = make_url(url)
+    return f"host={parsed.host} port={parsed.port} user={parsed.username} dbname={parsed.database}"
+
+
+def _engine(stash: WarmConnections, url: str) -> Engine:
+    return stash.attach(
+        create_engine(url, connect_args={"application_name": "fresh", "options": "-c timezone=UTC"})
+    )
+
+
+def _dirty(engine: Engine) -> int:
+    """Use a session as a test might, leave a transaction open, and return its pid."""
+    with engine.connect() as conn:
+        conn.execute(text("SET application_name = 'dirty'"))
+        conn.execute(text("SET statement_timeout = 1234"))
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK})
+        conn.execute(text("CREATE TEMP TABLE scratch (x int)"))
+        conn.execute(text("LISTEN news"))
+        for _ in range(6):  # psycopg prepares a statement from its fifth run on
+            conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
+        conn.commit()
+        conn.execute(text("INSERT INTO items (name) VALUES ('uncommitted')"))
+        pid = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        # the pool's return rolls back; the dispose below gives the connection back
+    engine.dispose()
+    return pid
+
+
+def leftovers(engine: Engine, url: str) -> list[str]:
+    """What a new session would not find on ``engine``'s next connection."""
+    found: list[str] = []
+    with engine.connect() as conn:
+        name, timeout, zone = conn.execute(
+            text(
+                "SELECT current_setting('application_name'), current_setting('statement_timeout'),"
+                " current_setting('timezone')"
+            )
+        ).one()
+        if (name, timeout, zone) != ("fresh", "0", "UTC"):
+            found.append(f"settings {name}, {timeout}, {zone}")
+        if conn.execute(text("SELECT to_regclass('pg_temp.scratch')")).scalar_one() is not None:
+            found.append("temporary table")
+        if conn.execute(text("SELECT count(*) FROM pg_listening_channels()")).scalar_one():
+            found.append("listening")
+        for _ in range(6):
+            conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
+    with psycopg.connect(_conninfo(url), autocommit=True) as other:
+        if other.execute("SELECT pg_try_advisory_lock(%s)", (LOCK,)).fetchone() != (True,):
+            found.append("advisory lock held")
+        if other.execute("SELECT count(*) FROM items").fetchone() != (0,):
+            found.append("rows of an open transaction")
+    return found
+
+
+def _pid(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def test_a_connection_comes_back_to_the_next_engine_as_a_new_session_finds_it(
+    warm: WarmConnections, database: str
+) -> None:
+    pid = _dirty(_engine(warm, database))
+    assert warm.idle_pids() == {pid}
+    following = _engine(warm, database)
+    assert _pid(following) == pid  # the same server process: no new connection
+    assert leftovers(following, database) == []
+    following.dispose()
+
+
+def test_negative_control_a_connection_kept_without_its_reset_shows_what_it_held(
+    warm: WarmConnections, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def kept_as_is(self: WarmConnections, conn: Any) -> bool:
+        self._idle[conn._fleetcron_key].append(conn)
+        return True
+
+    monkeypatch.setattr(WarmConnections, "_give_back", kept_as_is)
+    _dirty(_engine(warm, database))
+    following = _engine(warm, database)
+    found = leftovers(following, database)
+    following.dispose()
+    assert "settings dirty, 1234ms, UTC" in found
+    assert {"temporary table", "listening", "advisory lock held"} <= set(found)
+
+
+def test_connections_to_a_database_not_kept_are_closed(
+    postgres_server: PostgresServer, database: str
+) -> None:
+    stash = WarmConnections()  # keeps no database: t_warm could be a template
+    pid = _dirty(_engine(stash, database))
+    assert stash.idle_pids() == set()
+    with psycopg.connect(postgres_server.conninfo(), autocommit=True) as conn:
+        alive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        assert alive.fetchone() == (0,)
+
+
+def test_a_reset_ends_a_left_session_and_spares_the_idle_kept_ones(
+    postgres_server: PostgresServer, database: str
+) -> None:
+    reuse = Reuse(postgres_server, "t_warm_reuse")
+    try:
+        url = reuse.fresh("t_warm")
+        engine = _engine(WARM, url)
+        kept = _pid(engine)
+        engine.dispose()  # idle in the process's stash
+        left = psycopg.connect(_conninfo(url), autocommit=True)
+        assert reuse.fresh("t_warm") == url
+        with psycopg.connect(postgres_server.conninfo(), autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)",
+                ([kept, left.info.backend_pid],),
+            ).fetchall()
+        assert rows == [(kept,)]
+        left.close()
+    finally:
+        reuse.close()
+    assert kept not in WARM.idle_pids()  # dropping the copy closed its kept connections
