@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import ColumnElement, Row, Table, case, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, Row, Table, case, func, literal, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from fleetcron.coordination.shard_rows import fixed_count, locked_shards, shard_count, shard_rows
@@ -55,6 +55,7 @@ from fleetcron.core.ownership import (
     evaluate_shards,
 )
 from fleetcron.core.planning import OldClaim
+from fleetcron.store.bulk import among, insert_returning
 from fleetcron.store.run_guard import NewClaim
 from fleetcron.store.schema import Assignment, ClusterNode, ExecutionClaim, Target
 
@@ -223,8 +224,9 @@ class CoordinatedGuard:
         generation, inserted in one statement (run ids come back with the claim ids)."""
         if not claims:
             return {}
-        rows = session.connection().execute(
-            insert(CLAIMS).returning(CLAIMS.c.run_id, CLAIMS.c.id),
+        rows = insert_returning(
+            session.connection(),
+            CLAIMS,
             [
                 {
                     "run_id": claim.run_id,
@@ -237,6 +239,7 @@ class CoordinatedGuard:
                 }
                 for claim in claims
             ],
+            ("run_id", "id"),
         )
         return {run_id: claim_id for run_id, claim_id in rows}
 
@@ -273,7 +276,7 @@ class CoordinatedGuard:
         return set(
             session.scalars(
                 select(ExecutionClaim.run_id).where(
-                    ExecutionClaim.run_id.in_(run_ids),
+                    among(session, ExecutionClaim.run_id, run_ids),
                     ExecutionClaim.state == "live",
                     ExecutionClaim.node_id == self.node_id,
                     ExecutionClaim.generation == of_its_shard(verdict, ExecutionClaim.shard),
@@ -287,7 +290,7 @@ class CoordinatedGuard:
             return
         session.execute(
             update(ExecutionClaim)
-            .where(ExecutionClaim.run_id.in_(run_ids), ExecutionClaim.state == "live")
+            .where(among(session, ExecutionClaim.run_id, run_ids), ExecutionClaim.state == "live")
             .values(state="done", released_at=func.clock_timestamp())
         )
 
@@ -308,19 +311,17 @@ def _unfinished_older_claims(
     verdict gives this node (another node's claims in its own shards never hold back
     this node's, and reading them would defeat the cache of :meth:`CoordinatedGuard.
     old_claims` for as long as that node runs anything)."""
-    query = (
-        select(
-            ExecutionClaim.shard,
-            ExecutionClaim.id,
-            ExecutionClaim.run_id,
-            ExecutionClaim.node_id,
-            ExecutionClaim.generation,
-            ExecutionClaim.deadline_at,
-        ).where(
-            ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
-            ExecutionClaim.deadline_at > now,
-            ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
-        )
+    query = select(
+        ExecutionClaim.shard,
+        ExecutionClaim.id,
+        ExecutionClaim.run_id,
+        ExecutionClaim.node_id,
+        ExecutionClaim.generation,
+        ExecutionClaim.deadline_at,
+    ).where(
+        ExecutionClaim.state.in_(UNFINISHED_CLAIM_STATES),
+        ExecutionClaim.deadline_at > now,
+        ExecutionClaim.generation < older_than(verdict, ExecutionClaim.shard),
     )
     if verdict.generations:
         query = query.where(ExecutionClaim.shard.in_(list(verdict.generations)))

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.core.ownership import Verdict
 from fleetcron.core.planning import OldClaim
+from fleetcron.store.bulk import among
 from fleetcron.store.schema import Run
 
 __all__ = ["STANDALONE_VERDICT", "NewClaim", "RunGuard", "Standalone", "shards_of_runs"]
@@ -39,7 +40,9 @@ def shards_of_runs(guard: RunGuard, session: Session, run_ids: Collection[int]) 
     if not run_ids or guard.shards(session) <= 1:
         return None
     return set(
-        session.scalars(select(Run.shard).where(Run.id.in_(sorted(set(run_ids)))).distinct())
+        session.scalars(
+            select(Run.shard).where(among(session, Run.id, sorted(set(run_ids)))).distinct()
+        )
     )
 
 

@@ -44,6 +44,7 @@ from sqlalchemy import String, Table, bindparam, delete, or_, select, type_coerc
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
+from fleetcron.store.bulk import among
 from fleetcron.store.schema import Assignment, Run
 
 ASSIGNMENTS = cast(Table, Assignment.__table__)
@@ -118,7 +119,7 @@ def refresh(session: Session, assignment_ids: Iterable[int]) -> None:
     session.flush()
     postgres = session.get_bind().dialect.name == "postgresql"
     for start in range(0, len(ids), CHUNK):
-        chunk = ASSIGNMENTS.c.id.in_(ids[start : start + CHUNK])
+        chunk = among(session, ASSIGNMENTS.c.id, ids[start : start + CHUNK])
         if postgres:
             session.execute(
                 select(ASSIGNMENTS.c.id).where(chunk).order_by(ASSIGNMENTS.c.id).with_for_update()
@@ -164,7 +165,7 @@ def finished(session: Session, run_ids: Iterable[int]) -> None:
         if session.get_bind().dialect.name == "postgresql":
             session.execute(
                 select(a.id)
-                .where(a.id.in_([d["aid"] for d in direct]))
+                .where(among(session, a.id, [d["aid"] for d in direct]))
                 .order_by(a.id)
                 .with_for_update()
             ).all()

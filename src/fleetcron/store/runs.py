@@ -41,7 +41,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
-    insert,
     or_,
     select,
     update,
@@ -68,6 +67,7 @@ from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
 from fleetcron.store.blackout_windows import in_force, subject_of
+from fleetcron.store.bulk import insert_returning
 from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
 from fleetcron.store.db import Database, retry_transient
 from fleetcron.store.run_dispatch import (
@@ -742,9 +742,8 @@ def _insert_runs(session: Session, rows: list[dict[str, Any]]) -> dict[tuple[Any
     returns them in)."""
     if not rows:
         return {}
-    r = RUNS.c
-    inserted = session.connection().execute(
-        insert(RUNS).returning(r.id, r.assignment_id, r.scheduled_for, r.attempt), rows
+    inserted = insert_returning(
+        session.connection(), RUNS, rows, ("id", "assignment_id", "scheduled_for", "attempt")
     )
     return {(aid, slot, attempt): rid for rid, aid, slot, attempt in inserted}
 

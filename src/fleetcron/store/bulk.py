@@ -1,0 +1,85 @@
+"""Many rows in one ``INSERT … RETURNING``, and many values in one ``IN``, written so that
+the statement's text does not grow with them.
+
+SQLAlchemy sends an executemany with ``RETURNING`` as one ``INSERT … VALUES (…), (…), …``
+per page of rows ("insertmanyvalues"): a claim of 500 runs is a statement of 500 × 21
+placeholders. On PostgreSQL, psycopg rewrites every statement's placeholders before
+sending it and caches that work only for statements under 4 KB, so each claim's
+statement was scanned again, placeholder by placeholder, and the server parsed and
+planned a new statement each time: a fifth of a scheduler's database thread in a fire
+(`bench/workers_bench.py --executor fake`, py-spy). On PostgreSQL the rows are sent here
+as one array per column, unpacked by ``unnest``: the statement's text depends only on the
+columns, so the driver's conversion and SQLAlchemy's compiled form are cached, and the
+server's parse is the same small one each time. Each array is cast to the column's type,
+and every value still goes through the column type's own bind processing (the types' one
+home stays ``store/schema.py``). SQLite keeps SQLAlchemy's statement: it has no such
+rewrite and no array type.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, any_, bindparam, cast, func, insert, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import QueryableAttribute, Session
+from sqlalchemy.sql.dml import Insert
+
+__all__ = ["among", "insert_returning"]
+
+
+def insert_returning(
+    connection: Connection,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    returning: Sequence[str],
+) -> Sequence[tuple[Any, ...]]:
+    """Insert ``rows`` (dicts with the same keys) into ``table`` with one statement and
+    return the ``returning`` columns of every row, in no particular order."""
+    columns = tuple(rows[0])
+    if connection.dialect.name != "postgresql" or any(tuple(row) != columns for row in rows):
+        returned = [table.c[name] for name in returning]
+        return _rows(connection.execute(insert(table).returning(*returned), list(rows)).all())
+    statement = _unnest_insert(table, columns, tuple(returning))
+    arrays = {f"c{i}": [row[name] for row in rows] for i, name in enumerate(columns)}
+    return _rows(connection.execute(statement, arrays).all())
+
+
+def _rows(rows: Sequence[Any]) -> Sequence[tuple[Any, ...]]:
+    # A Row unpacks as a tuple does; its type does not say so to a type checker.
+    return typing.cast(Sequence[tuple[Any, ...]], rows)
+
+
+@functools.cache
+def _unnest_insert(table: Table, columns: tuple[str, ...], returning: tuple[str, ...]) -> Insert:
+    """``INSERT INTO table (columns) SELECT * FROM unnest(c0, c1, …) RETURNING …``, one
+    typed array parameter ``c<i>`` per column (made once per table and columns)."""
+    arrays: list[ColumnElement[Any]] = [
+        cast(bindparam(f"c{i}", type_=ARRAY(table.c[name].type)), ARRAY(table.c[name].type))
+        for i, name in enumerate(columns)
+    ]
+    source = func.unnest(*arrays).table_valued(*columns).render_derived()
+    return (
+        insert(table)
+        .from_select(list(columns), select(*(source.c[name] for name in columns)))
+        .returning(*(table.c[name] for name in returning))
+    )
+
+
+def among(
+    session: Session,
+    column: ColumnElement[Any] | QueryableAttribute[Any],
+    values: Collection[Any],
+) -> ColumnElement[bool]:
+    """``column IN (values)``, written on PostgreSQL as ``column = ANY(array)`` with one
+    typed array parameter, so that the statement's text does not grow with the values
+    (the same reason as :func:`insert_returning`'s)."""
+    expression = column if isinstance(column, ColumnElement) else column.expression
+    if session.get_bind().dialect.name != "postgresql":
+        return expression.in_(values)
+    array = ARRAY(expression.type)
+    return expression == any_(cast(bindparam(None, list(values), type_=array), array))
