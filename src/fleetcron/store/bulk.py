@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, any_, bindparam, cast, func, insert, select
+from sqlalchemy import ColumnElement, Table, any_, bindparam, cast, func, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import QueryableAttribute, Session
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.dml import Insert, Update
+from sqlalchemy.sql.selectable import TableValuedAlias
 
-__all__ = ["among", "insert_returning"]
+__all__ = ["RowsUpdate", "among", "insert_returning", "update_rows"]
 
 
 def insert_returning(
@@ -45,8 +47,7 @@ def insert_returning(
         returned = [table.c[name] for name in returning]
         return _rows(connection.execute(insert(table).returning(*returned), list(rows)).all())
     statement = _unnest_insert(table, columns, tuple(returning))
-    arrays = {f"c{i}": [row[name] for row in rows] for i, name in enumerate(columns)}
-    return _rows(connection.execute(statement, arrays).all())
+    return _rows(connection.execute(statement, _arrays(rows, columns)).all())
 
 
 def _rows(rows: Sequence[Any]) -> Sequence[tuple[Any, ...]]:
@@ -58,11 +59,7 @@ def _rows(rows: Sequence[Any]) -> Sequence[tuple[Any, ...]]:
 def _unnest_insert(table: Table, columns: tuple[str, ...], returning: tuple[str, ...]) -> Insert:
     """``INSERT INTO table (columns) SELECT * FROM unnest(c0, c1, …) RETURNING …``, one
     typed array parameter ``c<i>`` per column (made once per table and columns)."""
-    arrays: list[ColumnElement[Any]] = [
-        cast(bindparam(f"c{i}", type_=ARRAY(table.c[name].type)), ARRAY(table.c[name].type))
-        for i, name in enumerate(columns)
-    ]
-    source = func.unnest(*arrays).table_valued(*columns).render_derived()
+    source = _unnested(table, tuple((name, name) for name in columns))
     return (
         insert(table)
         .from_select(list(columns), select(*(source.c[name] for name in columns)))
@@ -83,3 +80,64 @@ def among(
         return expression.in_(values)
     array = ARRAY(expression.type)
     return expression == any_(cast(bindparam(None, list(values), type_=array), array))
+
+
+@dataclass(frozen=True, eq=False)
+class RowsUpdate:
+    """The same change written on many rows of ``table``, each named by its id: ``sets``
+    maps each row's parameter to the column it sets, ``where`` adds conditions on the
+    table, ``constants`` sets columns to one value for every row. Built once (a module
+    constant); :func:`update_rows` runs it."""
+
+    table: Table
+    key: str
+    sets: Mapping[str, str]
+    where: tuple[ColumnElement[bool], ...] = ()
+    constants: Mapping[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def each(self) -> Update:
+        """``UPDATE table SET column = :param … WHERE id = :key AND …``, for an executemany."""
+        t = self.table
+        return (
+            update(t)
+            .where(t.c.id == bindparam(self.key), *self.where)
+            .values({**self.constants, **{c: bindparam(p) for p, c in self.sets.items()}})
+        )
+
+    @functools.cached_property
+    def unnested(self) -> Update:
+        """``UPDATE table SET column = v.param … FROM unnest(:c0, …) AS v(key, params…)
+        WHERE id = v.key AND …``: every row in one statement."""
+        t = self.table
+        source = _unnested(t, ((self.key, "id"), *self.sets.items()))
+        return (
+            update(t)
+            .where(t.c.id == source.c[self.key], *self.where)
+            .values({**self.constants, **{c: source.c[p] for p, c in self.sets.items()}})
+        )
+
+
+def update_rows(connection: Connection, change: RowsUpdate, rows: Sequence[dict[str, Any]]) -> None:
+    """Apply ``change`` to ``rows`` (dicts of its key and parameters): an executemany,
+    and on PostgreSQL one statement executed once instead of once per row."""
+    params = (change.key, *change.sets)
+    if connection.dialect.name != "postgresql" or any(tuple(row) != params for row in rows):
+        connection.execute(change.each, list(rows))
+        return
+    connection.execute(change.unnested, _arrays(rows, params))
+
+
+def _unnested(table: Table, names: Sequence[tuple[str, str]]) -> TableValuedAlias:
+    """``unnest(CAST(:c0 AS type0[]), …) AS anon(name0, …)``: one typed array parameter per
+    (name, column of ``table`` whose type it has)."""
+    arrays: list[ColumnElement[Any]] = [
+        cast(bindparam(f"c{i}", type_=ARRAY(table.c[column].type)), ARRAY(table.c[column].type))
+        for i, (_, column) in enumerate(names)
+    ]
+    return func.unnest(*arrays).table_valued(*(name for name, _ in names)).render_derived()
+
+
+def _arrays(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, list[Any]]:
+    """The parameters of :func:`_unnested`: each name's values, in the rows' order."""
+    return {f"c{i}": [row[name] for row in rows] for i, name in enumerate(names)}

@@ -37,7 +37,6 @@ from sqlalchemy import (
     ColumnElement,
     Row,
     Table,
-    Update,
     and_,
     bindparam,
     func,
@@ -67,7 +66,7 @@ from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import ExecResult
 from fleetcron.store import run_newest
 from fleetcron.store.blackout_windows import in_force, subject_of
-from fleetcron.store.bulk import insert_returning
+from fleetcron.store.bulk import RowsUpdate, insert_returning, update_rows
 from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
 from fleetcron.store.db import Database, retry_transient
 from fleetcron.store.run_dispatch import (
@@ -585,7 +584,7 @@ class RunStore:
             params = [_finish_params(rid, result) for rid, result in results if rid in live]
             if not params:
                 return refused
-            session.connection().execute(_finish_statement(), params)
+            update_rows(session.connection(), _FINISH, params)
             run_newest.finished(session, live)
             self.guard.release(session, sorted(live))
         return refused
@@ -771,10 +770,9 @@ def _claimed(
         stamp.at,
     )
     if claims:
-        session.connection().execute(
-            update(RUNS)
-            .where(RUNS.c.id == bindparam("rid"))
-            .values(claim_id=bindparam("cid"), generation=bindparam("gen")),
+        update_rows(
+            session.connection(),
+            _CLAIMED,
             [
                 {"rid": rid, "cid": cid, "gen": verdict.generation_of(shards[rid])}
                 for rid, cid in claims.items()
@@ -795,35 +793,36 @@ def _claimed(
     ]
 
 
-def _finish_statement() -> Update:
-    """The completion of one run still ``running`` (an executemany over the
-    :func:`_finish_params` of each); its live snapshot is cleared."""
-    runs = RUNS
-    return (
-        update(runs)
-        .where(and_(runs.c.id == bindparam("rid"), runs.c.status == RunStatus.RUNNING))
-        # The statuses were checked as moves from running by _finish_params.
-        .values(
-            status=bindparam("status"),
-            exit_code=bindparam("exit_code"),
-            stdout_head=bindparam("stdout_head"),
-            stdout_tail=bindparam("stdout_tail"),
-            stdout_bytes=bindparam("stdout_bytes"),
-            stdout_truncated=bindparam("stdout_truncated"),
-            stderr_head=bindparam("stderr_head"),
-            stderr_tail=bindparam("stderr_tail"),
-            stderr_bytes=bindparam("stderr_bytes"),
-            stderr_truncated=bindparam("stderr_truncated"),
-            error=bindparam("error"),
-            started_at=bindparam("started_at"),
-            finished_at=bindparam("finished_at"),
-            duration_ms=bindparam("duration_ms"),
-            # The live snapshot was for followers while it ran; the record replaces it.
-            live_output=None,
-            live_bytes=None,
-            live_at=None,
+#: The completion of runs still ``running``, each with its :func:`_finish_params` (the
+#: statuses were checked as moves from running there); the live snapshot, for followers
+#: while the run went on, is cleared: the record replaces it.
+_FINISH = RowsUpdate(
+    RUNS,
+    "rid",
+    sets={
+        name: name
+        for name in (
+            "status",
+            "exit_code",
+            "stdout_head",
+            "stdout_tail",
+            "stdout_bytes",
+            "stdout_truncated",
+            "stderr_head",
+            "stderr_tail",
+            "stderr_bytes",
+            "stderr_truncated",
+            "error",
+            "started_at",
+            "finished_at",
+            "duration_ms",
         )
-    )
+    },
+    where=(RUNS.c.status == RunStatus.RUNNING,),
+    constants={"live_output": None, "live_bytes": None, "live_at": None},
+)
+#: Each claimed run's claim id and generation.
+_CLAIMED = RowsUpdate(RUNS, "rid", sets={"cid": "claim_id", "gen": "generation"})
 
 
 def _finish_params(run_id: int, result: ExecResult) -> dict[str, Any]:

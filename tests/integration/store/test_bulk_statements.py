@@ -8,12 +8,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Engine, Table, event, insert, select
+import pytest
+from sqlalchemy import Connection, Engine, Table, event, insert, select, text
 from sqlalchemy.orm import Session
 
 from fleetcron.app import App
-from fleetcron.store.bulk import among, insert_returning
-from fleetcron.store.schema import AuditEvent
+from fleetcron.core.statuses import RunStatus
+from fleetcron.store.bulk import RowsUpdate, among, insert_returning, update_rows
+from fleetcron.store.schema import AuditEvent, Run
 
 AUDIT = cast(Table, AuditEvent.__table__)
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -119,3 +121,97 @@ def test_among_answers_as_in_does_and_keeps_one_text(app: App) -> None:
             texts.update(sent)
     if app.db.dialect == "postgresql":
         assert len(texts) == 1, texts
+
+
+RUNS = cast(Table, Run.__table__)
+#: A change like the completion's: a parameter per column, a condition, a constant.
+CHANGE = RowsUpdate(
+    RUNS,
+    "rid",
+    sets={"code": "exit_code", "when": "finished_at"},
+    where=(RUNS.c.status == RunStatus.RUNNING,),
+    constants={"error": "set by every row"},
+)
+
+
+def _runs(app: App, count: int) -> list[int]:
+    rows = [
+        {
+            "assignment_id": 1,
+            "job_id": 1,
+            "target_id": 1,
+            "job_name": "j",
+            "target_name": "t",
+            "origin": "ui",
+            "command": "true",
+            "scheduled_for": AT + timedelta(minutes=i),
+            "trigger": "schedule",
+            "node": "n1",
+            "actor": "scheduler",
+            "created_at": AT,
+            # every third run is no longer running: the condition leaves it alone
+            "status": RunStatus.SUCCEEDED if i % 3 == 0 else RunStatus.RUNNING,
+        }
+        for i in range(count)
+    ]
+    with app.db.session() as session:
+        return sorted(rid for (rid,) in insert_returning(session.connection(), RUNS, rows, ("id",)))
+
+
+def _changed(app: App, ids: list[int]) -> dict[int, tuple[Any, ...]]:
+    with app.db.read() as session:
+        return {
+            row.id: (row.exit_code, row.finished_at, row.error)
+            for row in session.execute(
+                select(Run.id, Run.exit_code, Run.finished_at, Run.error).where(Run.id.in_(ids))
+            )
+        }
+
+
+def test_update_rows_changes_each_row_as_the_executemany_does(app: App) -> None:
+    ids = _runs(app, 300)
+    params = [{"rid": rid, "code": rid % 7, "when": AT + timedelta(seconds=rid)} for rid in ids]
+    with app.db.session() as session:
+        update_rows(session.connection(), CHANGE, params)
+    got = _changed(app, ids)
+    running = [rid for index, rid in enumerate(ids) if index % 3]
+    assert {rid: got[rid] for rid in running} == {
+        rid: (rid % 7, AT + timedelta(seconds=rid), "set by every row") for rid in running
+    }
+    assert all(got[rid] == (None, None, None) for index, rid in enumerate(ids) if index % 3 == 0)
+
+
+def _executions(app: App, write: Callable[[Connection, list[dict[str, Any]]], Any]) -> int:
+    """How many times the server executed an UPDATE of ``runs`` while ``write`` updated 30
+    runs: a statement-level trigger counts them (made and dropped in one transaction that
+    is rolled back, so the reused database's schema never changes)."""
+    ids = _runs(app, 30)
+    params = [{"rid": rid, "code": 1, "when": AT} for rid in ids]
+    with app.db.engine.connect() as conn, conn.begin() as transaction:
+        conn.execute(text("CREATE TEMP TABLE executions (n int)"))
+        conn.execute(
+            text(
+                "CREATE FUNCTION pg_temp.counted() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN INSERT INTO executions VALUES (1); RETURN NULL; END $$"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER counted AFTER UPDATE ON runs"
+                " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.counted()"
+            )
+        )
+        write(conn, params)
+        count = int(conn.execute(text("SELECT count(*) FROM executions")).scalar_one())
+        transaction.rollback()
+    return count
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_on_postgresql_the_rows_are_changed_by_one_execution(app: App) -> None:
+    assert _executions(app, lambda conn, params: update_rows(conn, CHANGE, params)) == 1
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_negative_control_the_executemany_executes_once_per_row(app: App) -> None:
+    assert _executions(app, lambda conn, params: conn.execute(CHANGE.each, params)) == 30
