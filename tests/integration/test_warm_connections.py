@@ -8,9 +8,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ProgrammingError
 
+from fixtures import warm_connections
 from fixtures.pg_reuse import Reuse
 from fixtures.postgres import PostgresServer
 from fixtures.warm_connections import WARM, WarmConnections
@@ -48,64 +50,92 @@ def _engine(stash: WarmConnections, url: str) -> Engine:
     )
 
 
-def _dirty(engine: Engine) -> int:
-    """Use a session as a test might, leave a transaction open, and return its pid."""
-    with engine.connect() as conn:
-        conn.execute(text("SET application_name = 'dirty'"))
-        conn.execute(text("SET statement_timeout = 1234"))
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK})
-        conn.execute(text("CREATE TEMP TABLE scratch (x int)"))
-        conn.execute(text("LISTEN news"))
-        for _ in range(6):  # psycopg prepares a statement from its fifth run on
-            conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
-        conn.commit()
-        conn.execute(text("INSERT INTO items (name) VALUES ('uncommitted')"))
-        pid = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
-        # the pool's return rolls back; the dispose below gives the connection back
-    engine.dispose()
-    return pid
+def _dirty(conn: Connection) -> None:
+    """Use a session as a test might, and commit: psycopg keeps the statement it prepared
+    (a rollback would make it forget them)."""
+    conn.execute(text("SET application_name = 'dirty'"))
+    conn.execute(text("SET statement_timeout = 1234"))
+    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK})
+    conn.execute(text("CREATE TEMP TABLE scratch (x int)"))
+    conn.execute(text("LISTEN news"))
+    for _ in range(6):  # psycopg prepares a statement from its fifth run on
+        conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
+    conn.commit()
 
 
-def leftovers(engine: Engine, url: str) -> list[str]:
-    """What a new session would not find on ``engine``'s next connection."""
+def leftovers(conn: Connection, url: str) -> list[str]:
+    """What a new session would not find on ``conn``."""
     found: list[str] = []
-    with engine.connect() as conn:
-        name, timeout, zone = conn.execute(
-            text(
-                "SELECT current_setting('application_name'), current_setting('statement_timeout'),"
-                " current_setting('timezone')"
-            )
-        ).one()
-        if (name, timeout, zone) != ("fresh", "0", "UTC"):
-            found.append(f"settings {name}, {timeout}, {zone}")
-        if conn.execute(text("SELECT to_regclass('pg_temp.scratch')")).scalar_one() is not None:
-            found.append("temporary table")
-        if conn.execute(text("SELECT count(*) FROM pg_listening_channels()")).scalar_one():
-            found.append("listening")
-        for _ in range(6):
-            conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
+    name, timeout, zone = conn.execute(
+        text(
+            "SELECT current_setting('application_name'), current_setting('statement_timeout'),"
+            " current_setting('timezone')"
+        )
+    ).one()
+    if (name, timeout, zone) != ("fresh", "0", "UTC"):
+        found.append(f"settings {name}, {timeout}, {zone}")
+    if conn.execute(text("SELECT to_regclass('pg_temp.scratch')")).scalar_one() is not None:
+        found.append("temporary table")
+    if conn.execute(text("SELECT count(*) FROM pg_listening_channels()")).scalar_one():
+        found.append("listening")
+    for _ in range(6):
+        conn.execute(text("SELECT count(*) FROM items WHERE name = :n"), {"n": "a"})
+    conn.commit()
     with psycopg.connect(_conninfo(url), autocommit=True) as other:
         if other.execute("SELECT pg_try_advisory_lock(%s)", (LOCK,)).fetchone() != (True,):
             found.append("advisory lock held")
-        if other.execute("SELECT count(*) FROM items").fetchone() != (0,):
-            found.append("rows of an open transaction")
     return found
 
 
-def _pid(engine: Engine) -> int:
+def _backend(conn: Connection) -> int:
+    return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def _rounds(stash: WarmConnections, database: str) -> list[str]:
+    """One kept connection used in turn as tests use theirs: what each use found that a
+    new session would not. The connection goes back to the stash when its pool closes it:
+    an invalidated one (as the pool does past its overflow) is taken again by the same
+    engine, with no first-connect work of the engine's in between, and at the end the
+    engine's dispose hands it to a new engine."""
+    engine = _engine(stash, database)
     with engine.connect() as conn:
-        return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        pid = _backend(conn)  # a short first use: psycopg prepares nothing
+        conn.invalidate()
+    found: list[str] = []
+    try:
+        for _ in range(3):
+            with engine.connect() as conn:
+                assert _backend(conn) == pid  # the same server process: no new connection
+                found += leftovers(conn, database)
+                _dirty(conn)
+                conn.invalidate()
+    finally:
+        engine.dispose()
+    following = _engine(stash, database)
+    try:
+        with following.connect() as conn:
+            assert _backend(conn) == pid
+            found += leftovers(conn, database)
+    finally:
+        following.dispose()
+    return found
 
 
 def test_a_connection_comes_back_to_the_next_engine_as_a_new_session_finds_it(
     warm: WarmConnections, database: str
 ) -> None:
-    pid = _dirty(_engine(warm, database))
-    assert warm.idle_pids() == {pid}
-    following = _engine(warm, database)
-    assert _pid(following) == pid  # the same server process: no new connection
-    assert leftovers(following, database) == []
-    following.dispose()
+    assert _rounds(warm, database) == []
+
+
+def test_negative_control_a_reset_by_discard_all_breaks_a_later_use(
+    warm: WarmConnections, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DISCARD ALL`` also drops the prepared statements, which psycopg notices only the
+    first time it sees the command: here that was after the first use, which prepared
+    nothing, so from the second reset on it names statements the server dropped."""
+    monkeypatch.setattr(warm_connections, "RESET", "DISCARD ALL")
+    with pytest.raises(ProgrammingError, match="prepared statement"):
+        _rounds(warm, database)
 
 
 def test_negative_control_a_connection_kept_without_its_reset_shows_what_it_held(
@@ -116,9 +146,13 @@ def test_negative_control_a_connection_kept_without_its_reset_shows_what_it_held
         return True
 
     monkeypatch.setattr(WarmConnections, "_give_back", kept_as_is)
-    _dirty(_engine(warm, database))
+    engine = _engine(warm, database)
+    with engine.connect() as conn:
+        _dirty(conn)
+    engine.dispose()
     following = _engine(warm, database)
-    found = leftovers(following, database)
+    with following.connect() as conn:
+        found = leftovers(conn, database)
     following.dispose()
     assert "settings dirty, 1234ms, UTC" in found
     assert {"temporary table", "listening", "advisory lock held"} <= set(found)
@@ -128,7 +162,11 @@ def test_connections_to_a_database_not_kept_are_closed(
     postgres_server: PostgresServer, database: str
 ) -> None:
     stash = WarmConnections()  # keeps no database: t_warm could be a template
-    pid = _dirty(_engine(stash, database))
+    engine = _engine(stash, database)
+    with engine.connect() as conn:
+        pid = _backend(conn)
+        _dirty(conn)
+    engine.dispose()
     assert stash.idle_pids() == set()
     with psycopg.connect(postgres_server.conninfo(), autocommit=True) as conn:
         alive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
@@ -142,7 +180,8 @@ def test_a_reset_ends_a_left_session_and_spares_the_idle_kept_ones(
     try:
         url = reuse.fresh("t_warm")
         engine = _engine(WARM, url)
-        kept = _pid(engine)
+        with engine.connect() as conn:
+            kept = _backend(conn)
         engine.dispose()  # idle in the process's stash
         left = psycopg.connect(_conninfo(url), autocommit=True)
         assert reuse.fresh("t_warm") == url
