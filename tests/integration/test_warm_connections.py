@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ProgrammingError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from fixtures import warm_connections
 from fixtures.pg_reuse import Reuse
@@ -195,3 +195,37 @@ def test_a_reset_ends_a_left_session_and_spares_the_idle_kept_ones(
     finally:
         reuse.close()
     assert kept not in WARM.idle_pids()  # dropping the copy closed its kept connections
+
+
+def _terminated_then_taken(stash: WarmConnections, database: str, server: PostgresServer) -> int:
+    """Keep a connection, end its session from the server, and open a new engine; the
+    new engine's server process."""
+    engine = _engine(stash, database)
+    with engine.connect() as conn:
+        kept = _backend(conn)
+    engine.dispose()
+    with psycopg.connect(server.conninfo(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (kept,))
+    following = _engine(stash, database)
+    try:
+        with following.connect() as conn:
+            return _backend(conn)
+    finally:
+        following.dispose()
+
+
+def test_a_kept_connection_whose_session_a_test_ended_is_not_handed_out(
+    warm: WarmConnections, database: str, postgres_server: PostgresServer
+) -> None:
+    assert _terminated_then_taken(warm, database, postgres_server) > 0  # connected anew
+
+
+def test_negative_control_without_asking_the_server_the_ended_session_is_handed_out(
+    warm: WarmConnections,
+    database: str,
+    postgres_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(warm_connections, "_alive", lambda conn: not conn.closed)
+    with pytest.raises(OperationalError, match="terminating connection"):
+        _terminated_then_taken(warm, database, postgres_server)
