@@ -32,6 +32,16 @@ run: $(VENV)/.installed
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
+# Latest (2026-12-07, third): the integration tests' engines take their PostgreSQL
+# connections from those the previous test's engine gave back (tests/fixtures/
+# warm_connections.py: no new server process and catalog caches per test; 1,108 PostgreSQL
+# integration tests 415 -> 377 CPU-s of the machine), the web tests read their CSRF token
+# from the account page, not the dashboard (84 -> 76 CPU-s over 16 modules), and the
+# product's run writes on PostgreSQL are statements that do not grow with the batch. A whole
+# `make test` on a quiet host (a pure-Python loop 0.69-0.72 s, as below): 589 s, the
+# parallel part 587 s, the serial part 446 s beside it. Still over 8 minutes: the suite
+# needs about 1,150 CPU-s of two cores.
+#
 # Latest (2026-12-07, later): a reusable PostgreSQL database's reset now rewrites only the
 # tables the test changed (tests/fixtures/pg_reuse.py): the 557 PostgreSQL tests of
 # integration/web and integration/store took 116 -> 96 s on two workers, their server CPU
