@@ -1,19 +1,21 @@
-"""Many rows in one ``INSERT … RETURNING``, and many values in one ``IN``, written so that
-the statement's text does not grow with them.
+"""Many rows in one ``INSERT … RETURNING`` or ``UPDATE``, and many values in one ``IN``,
+written so that the statement's text does not grow with them and runs once.
 
 SQLAlchemy sends an executemany with ``RETURNING`` as one ``INSERT … VALUES (…), (…), …``
 per page of rows ("insertmanyvalues"): a claim of 500 runs is a statement of 500 × 21
 placeholders. On PostgreSQL, psycopg rewrites every statement's placeholders before
 sending it and caches that work only for statements under 4 KB, so each claim's
 statement was scanned again, placeholder by placeholder, and the server parsed and
-planned a new statement each time: a fifth of a scheduler's database thread in a fire
-(`bench/workers_bench.py --executor fake`, py-spy). On PostgreSQL the rows are sent here
-as one array per column, unpacked by ``unnest``: the statement's text depends only on the
-columns, so the driver's conversion and SQLAlchemy's compiled form are cached, and the
-server's parse is the same small one each time. Each array is cast to the column's type,
-and every value still goes through the column type's own bind processing (the types' one
-home stays ``store/schema.py``). SQLite keeps SQLAlchemy's statement: it has no such
-rewrite and no array type.
+planned a new statement each time: about a quarter of a scheduler's database thread in a
+fire (`bench/workers_bench.py --executor fake`, py-spy). A plain executemany ``UPDATE``
+has a short text but is executed by the server once per row, and the statement triggers
+of ``runs`` with it. On PostgreSQL the rows are sent here as one array per column,
+unpacked by ``unnest`` (the dialect writes each array parameter with its column's array
+type): the statement's text depends only on the columns, so the driver's conversion and
+SQLAlchemy's compiled form are cached, the server parses the same small statement each
+time and executes it once. Every value still goes through its column type's own bind
+processing (the types' one home stays ``store/schema.py``). SQLite keeps SQLAlchemy's
+forms: it has no such rewrite and no array type.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, any_, bindparam, cast, func, insert, select, update
+from sqlalchemy import ColumnElement, Table, any_, bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import QueryableAttribute, Session
@@ -78,8 +80,7 @@ def among(
     expression = column if isinstance(column, ColumnElement) else column.expression
     if session.get_bind().dialect.name != "postgresql":
         return expression.in_(values)
-    array = ARRAY(expression.type)
-    return expression == any_(cast(bindparam(None, list(values), type_=array), array))
+    return expression == any_(bindparam(None, list(values), type_=ARRAY(expression.type)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,11 +130,10 @@ def update_rows(connection: Connection, change: RowsUpdate, rows: Sequence[dict[
 
 
 def _unnested(table: Table, names: Sequence[tuple[str, str]]) -> TableValuedAlias:
-    """``unnest(CAST(:c0 AS type0[]), …) AS anon(name0, …)``: one typed array parameter per
-    (name, column of ``table`` whose type it has)."""
-    arrays: list[ColumnElement[Any]] = [
-        cast(bindparam(f"c{i}", type_=ARRAY(table.c[column].type)), ARRAY(table.c[column].type))
-        for i, (_, column) in enumerate(names)
+    """``unnest(:c0::type0[], …) AS anon(name0, …)``: one typed array parameter per (name,
+    column of ``table`` whose type it has)."""
+    arrays = [
+        bindparam(f"c{i}", type_=ARRAY(table.c[column].type)) for i, (_, column) in enumerate(names)
     ]
     return func.unnest(*arrays).table_valued(*(name for name, _ in names)).render_derived()
 
