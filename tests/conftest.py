@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from _pytest.fixtures import FixtureDef, SubRequest
 
+from fleetcron import heap
+
 pytest_plugins = [
     "fixtures.postgres",
     "fixtures.sshd",
@@ -163,6 +165,15 @@ def pytest_configure(config: pytest.Config) -> None:
         and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     ):
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Settle the heap as a serving process does (:func:`fleetcron.heap.settle`): the
+    collected tests, the imported product and its fixtures' modules live as long as the
+    process, and without it every full collection walked them again (the web tests spent 9%
+    of their CPU in the collector, 3% after)."""
+    heap.settle()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -203,6 +203,12 @@ def delete_runs(session: Session, run_ids: Sequence[int]) -> None:
 def stale(session: Session, limit: int = 100) -> list[int]:
     """The assignments (up to ``limit``) whose newest-run columns disagree with their runs:
     empty when every run write kept them."""
+    return list(session.scalars(_STALE, {"limit": limit}))
+
+
+def _stale_query() -> Any:
+    """:func:`stale`'s statement, built once (its subquery's columns take longer to build
+    than the check of a small database takes to run)."""
     a = ASSIGNMENTS.c
     truth = select(
         a.id.label("id"),
@@ -215,7 +221,7 @@ def stale(session: Session, limit: int = 100) -> list[int]:
     ).subquery("truth")
     newest = Run.__table__.alias("newest_run")
     finished = Run.__table__.alias("finished_run")
-    rows = session.scalars(
+    return (
         select(truth.c.id)
         .outerjoin(newest, newest.c.id == truth.c.true_run_id)
         .outerjoin(finished, finished.c.id == truth.c.true_finished_id)
@@ -228,9 +234,11 @@ def stale(session: Session, limit: int = 100) -> list[int]:
             )
         )
         .order_by(truth.c.id)
-        .limit(limit)
+        .limit(bindparam("limit"))
     )
-    return list(rows)
+
+
+_STALE = _stale_query()
 
 
 def refresh_all(session: Session) -> None:

@@ -120,26 +120,30 @@ def acting_project(request: Request, caller: Caller) -> Actor:
 
 
 def keep_project(request: Request, actor: Actor, project: str) -> None:
-    """Remember ``project`` as the session's choice (:func:`remember_project` writes the
-    cookie on the answer) when the actor sees it and it is a new choice."""
+    """Remember ``project`` as the session's choice (:func:`project_cookie` is the
+    cookie the answer sets) when the actor sees it and it is a new choice."""
     if sees(actor, project) and request.cookies.get(PROJECT_COOKIE) != project:
         request.state.project_chosen = project
 
 
-def remember_project(request: Request, response: Response) -> None:
-    """Write the session's newly chosen project into its cookie (see :func:`keep_project`),
-    unless the answer is an error: a project that does not exist (a global role sees every
-    name) is not kept, so a mistyped ``?project=`` costs one 404 page."""
+def project_cookie(request: Request, status: int) -> str | None:
+    """The ``Set-Cookie`` value that keeps the session's newly chosen project (see
+    :func:`keep_project`), or None: none chosen, or the answer is an error (a project that
+    does not exist, which a global role sees by every name, is not kept, so a mistyped
+    ``?project=`` costs one 404 page)."""
     chosen = getattr(request.state, "project_chosen", None)
-    if chosen is not None and response.status_code < 400:
-        response.set_cookie(
-            PROJECT_COOKIE,
-            chosen,
-            max_age=400 * 24 * 3600,
-            httponly=True,
-            samesite="lax",
-            secure=cookie_is_secure(request),
-        )
+    if chosen is None or status >= 400:
+        return None
+    carrier = Response()
+    carrier.set_cookie(
+        PROJECT_COOKIE,
+        chosen,
+        max_age=400 * 24 * 3600,
+        httponly=True,
+        samesite="lax",
+        secure=cookie_is_secure(request),
+    )
+    return carrier.headers["set-cookie"]
 
 
 async def posted_project(request: Request, caller: Caller) -> Caller:
