@@ -16,13 +16,23 @@ class Node:
         self.other: Node | None = None
 
 
+#: The interpreter's thresholds as a process starts (the test run settles its own heap).
+STARTING_THRESHOLDS = (700, 10, 10)
+
+
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
+    """The collector as a process starts: nothing frozen, the interpreter's thresholds; as
+    it was after the test."""
     thresholds = gc.get_threshold()
+    was_frozen = gc.get_freeze_count() > 0
     gc.unfreeze()
+    gc.set_threshold(*STARTING_THRESHOLDS)
     yield
     gc.unfreeze()
     gc.set_threshold(*thresholds)
+    if was_frozen:
+        gc.freeze()
 
 
 def test_settle_collects_startup_garbage_and_freezes_the_rest(unfrozen: None) -> None:
