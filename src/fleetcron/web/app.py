@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import StatementError
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from fleetcron import __version__
 from fleetcron.app import App
@@ -47,7 +47,7 @@ from fleetcron.web.api import (
 from fleetcron.web.api.cluster_pair import router as cluster_pair_router
 from fleetcron.web.api.history import ChangeSource
 from fleetcron.web.deps import SESSION_COOKIES, project_cookie
-from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, TrustedProxies
+from fleetcron.web.middleware import AuthenticateFirst, BodyLimit, HttpMiddleware, TrustedProxies
 from fleetcron.web.pages import auth, sso, views
 from fleetcron.web.ratelimit import LoginLimiter, RefusalTally
 
@@ -121,7 +121,7 @@ def _add_error_handlers(web: FastAPI) -> None:
     web.add_exception_handler(StatementError, errors.out_of_range)
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """The security headers on every answer; no caching of what a caller with credentials
     sees; redirects made relative; a browser's newly chosen project kept.
 
@@ -130,13 +130,7 @@ class SecurityHeaders:
     route sends it. Starlette's ``BaseHTTPMiddleware`` ran every answer through a task
     group and a memory stream of its own, about a fifth of a short API request's CPU."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
 
         async def with_headers(message: Message) -> None:

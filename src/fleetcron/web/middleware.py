@@ -4,7 +4,8 @@ trusted proxy), how large a body may be, and authentication before a body is rea
 Order, outermost first: :class:`TrustedProxies` (so that the client address and scheme are
 right for everything below), :class:`BodyLimit` (refuses a body that says or turns out to be
 too large), :class:`AuthenticateFirst` (an anonymous state change is refused before its body
-is read or parsed).
+is read or parsed). :class:`HttpMiddleware` is their common base for those that act on
+HTTP requests only (the security headers and the change source are two more).
 """
 
 from __future__ import annotations
@@ -82,6 +83,24 @@ def real_client(
     return client, proto if proto in ("http", "https") else None
 
 
+class HttpMiddleware:
+    """Middleware that acts on HTTP requests only: other scopes (the lifespan) pass
+    through untouched, and a subclass writes :meth:`handle` for the requests."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer, or pass on, one HTTP request."""
+        raise NotImplementedError
+
+
 class TrustedProxies:
     """Rewrite the ASGI ``client`` and ``scheme`` from a trusted proxy's headers."""
 
@@ -127,22 +146,19 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "field": None}}
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """Refuse request bodies over ``limit`` bytes with 413: at once when Content-Length
     says so, else as soon as the streamed chunks add up to more (raised into the route,
     whose error handler answers 413)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
     def _too_large(self) -> str:
         return f"the request body is larger than the limit of {self.limit} bytes (max_body_bytes)"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from fleetcron.app import App
 from fleetcron.core.upcoming import MAX_HOURS
@@ -20,22 +20,17 @@ from fleetcron.services.jobs import versions as svc
 from fleetcron.services.jobs.upcoming import UpcomingQuery, upcoming_fires
 from fleetcron.services.jobs.version_writes import change_source
 from fleetcron.web.deps import Caller, app_of, requires
+from fleetcron.web.middleware import HttpMiddleware
 
 router = APIRouter(tags=["jobs"])
 AppDep = Annotated[App, Depends(app_of)]
 
 
-class ChangeSource:
+class ChangeSource(HttpMiddleware):
     """Job changes made while answering a request are recorded as ``api`` (under
     ``/api/``) or ``web`` (pages); set here once rather than passed through every route."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         source = "api" if str(scope.get("path", "")).startswith("/api/") else "web"
         with change_source(source):
             await self.app(scope, receive, send)
