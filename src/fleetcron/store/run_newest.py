@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import String, Table, bindparam, delete, or_, select, type_coerce, update
+from sqlalchemy import Select, String, Table, bindparam, delete, or_, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from fleetcron.core import statuses
@@ -206,7 +206,7 @@ def stale(session: Session, limit: int = 100) -> list[int]:
     return list(session.scalars(_STALE, {"limit": limit}))
 
 
-def _stale_query() -> Any:
+def _stale_query() -> Select[tuple[int]]:
     """:func:`stale`'s statement, built once (its subquery's columns take longer to build
     than the check of a small database takes to run)."""
     a = ASSIGNMENTS.c

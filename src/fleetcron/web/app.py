@@ -128,7 +128,8 @@ class SecurityHeaders(HttpMiddleware):
     Pure ASGI, as the other middleware (``web/middleware.py``): it changes only the start
     of the answer, so the body (a live run's output stream included) passes through as the
     route sends it. Starlette's ``BaseHTTPMiddleware`` ran every answer through a task
-    group and a memory stream of its own, about a fifth of a short API request's CPU."""
+    group and a memory stream of its own: 0.3-0.7 of a short API request's 4 CPU-ms, and
+    0.7-1.0 of the log-in page's 2-3."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)

@@ -134,7 +134,7 @@ def project_cookie(request: Request, status: int) -> str | None:
     chosen = getattr(request.state, "project_chosen", None)
     if chosen is None or status >= 400:
         return None
-    carrier = Response()
+    carrier = Response()  # Starlette's own cookie formatting, read back as a header value
     carrier.set_cookie(
         PROJECT_COOKIE,
         chosen,
