@@ -73,6 +73,8 @@ SCOPED_PARTS: dict[str, tuple[str, ...]] = {"notify": ("rule",)}
 
 def _scope(name: str, command: click.Command) -> None:
     """Give the command ``name`` (or its scoped subgroups) ``--project``."""
+    if name not in SCOPED and name not in SCOPED_PARTS:
+        return  # unscoped: no need to import the context (the database layer)
     from fleetcron.cli.context import with_project_option
 
     if name in SCOPED:
