@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs, only when they are missing:
 # OpenSSH server (real sshd targets), PostgreSQL server binaries (real database
-# tests), Chromium (browser tests), faketime, systemd-analyze (the checks of the service
-# units in deploy/), promtool from prometheus (the checks of the alert rules in
-# deploy/prometheus/), OpenLDAP's slapd and its client tools (the LDAP log-in's tests),
-# Node.js and npm (the OIDC provider of the single sign-on tests),
+# tests), Chromium's headless shell (browser tests), faketime, systemd-analyze (the
+# checks of the service units in deploy/), promtool from prometheus (the checks of the
+# alert rules in deploy/prometheus/), OpenLDAP's slapd and its client tools (the LDAP
+# log-in's tests), Node.js and npm (the OIDC provider of the single sign-on tests),
 # and Python's venv module with ensurepip (`make run`, and the virtualenv
 # of the wheel install test). Safe to run repeatedly.
 set -euo pipefail
@@ -12,7 +12,7 @@ set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromium-headless-shell ] || need+=(chromium-headless-shell)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)

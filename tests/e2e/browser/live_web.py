@@ -28,7 +28,11 @@ from fleetcron.scheduler.service import Scheduler
 from fleetcron.web.app import create_app
 from waiting import eventually_async
 
-CHROMIUM = "/usr/bin/chromium"
+#: Debian's build of Chromium's headless shell (package chromium-headless-shell): the same
+#: Blink and V8 as the desktop browser, without its window system, what Playwright itself
+#: drives in headless mode. The 77 browser tests cost 35 CPU-s with it against 55 with the
+#: desktop browser's headless mode (pytest, the driver and the browser; 79 s against 96).
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
