@@ -489,7 +489,13 @@ class RunStore:
                     run.job_version = row.job_version
                     self._start(run, row, stamp, now)
                     starting.append((row, run))
-            refresh(session, {run.assignment_id for run in runs})
+            # A run left queued changes no newest-run column (queued runs do not count,
+            # store/run_newest.py): refresh only those started or skipped now, so a new
+            # owner waiting for an older generation's claims does not lock and rewrite
+            # the same assignments every tick until they end.
+            taken_up = {run.assignment_id for run in runs if run.status != RunStatus.QUEUED}
+            if taken_up:
+                refresh(session, taken_up)
             claim_runs(self.guard, session, verdict, [run for _, run in starting], stamp.at)
             return with_jumps(session, [dispatch_from(row, run, stamp) for row, run in starting])
 

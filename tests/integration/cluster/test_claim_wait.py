@@ -319,6 +319,34 @@ def test_a_queued_manual_run_waits_for_the_old_claim_on_its_assignment(
     assert statuses == {"busy": "queued", "idle": "running"}
 
 
+def test_a_run_left_queued_behind_an_old_claim_rewrites_no_assignment_each_tick(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    # Queued runs do not count in the newest-run columns (store/run_newest.py): while the
+    # new owner waits for the old claim, its ticks neither lock nor rewrite the assignment.
+    a, b = pair
+    alpha_runs_then_dies(a, clock)
+    take_over(b)
+    runs.request_run(b.app, SYSTEM, "tick")
+    assert [d.target_name for d in store(b).claim_queued(clock.now)] == ["idle"]
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(" ".join(statement.split()))
+
+    event.listen(b.app.db.engine, "before_cursor_execute", seen)
+    try:
+        again = [store(b).claim_queued(clock.now) for _ in range(3)]
+    finally:
+        event.remove(b.app.db.engine, "before_cursor_execute", seen)
+
+    assert again == [[], [], []]
+    assert any("FROM runs" in s for s in statements), statements  # it did look
+    touching = [s for s in statements if "assignments" in s and "FOR UPDATE" in s]
+    assert touching == [], touching
+    assert not [s for s in statements if s.startswith("UPDATE assignments")], statements
+
+
 def test_every_run_gets_the_claims_remaining_life_as_its_watchdog_budget(
     pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
 ) -> None:
