@@ -32,6 +32,20 @@ run: $(VENV)/.installed
 # Honest by default (pyproject.toml, tests/conftest.py): a warning fails its test, and with
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
+# Latest (2026-12-07, fifth): the browser tests drive Chromium's headless shell (Debian's
+# chromium-headless-shell) instead of the desktop browser's headless mode (the 77 tests 55 ->
+# 35 CPU-s with the browser's, 96 -> 79 s alone); the replicated pair's two databases are
+# copies of two templates made once per process, not migrated and seeded (at the product's
+# password cost) for every pair (the 20 pair tests of integration/cluster and e2e 35 -> 15
+# CPU-s of pytest and its children, 87 -> 62 s; PostgreSQL's share falls too); a cold
+# `fleetcron cron` command no longer imports the database layer. A profiled whole run
+# (procs, /proc/stat) on this host before these: the pytest processes 523 CPU-s, the
+# PostgreSQL servers 163, the fault scenarios' nodes 131, the CLI commands forked from the
+# zygote 47 (more than half of it `init` migrating a new database), Chromium 38, the
+# scheduler processes of integration/scheduler about 35. `make test` 609 s after them on a
+# host slower than the morning's (the same tree took 566-633 s there): under 8 minutes
+# still needs about 200 CPU-s less.
+#
 # Latest (2026-12-07, fourth): the test processes settle their heap once the tests are
 # collected, as a serving process does (fleetcron.heap.settle: the web tests spent 9% of
 # their CPU in the collector, 3% after), the notification scenarios step their fake clock
