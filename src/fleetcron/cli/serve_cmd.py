@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import socket
-import sys
 from collections.abc import Iterator
 
 import click
@@ -79,24 +77,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def use_pidfd_child_watcher() -> None:
-    """On Python 3.11, wait for local runs through pidfds: the default watcher starts a
-    ``waitpid`` thread per process and blocks the event loop until it runs, which made a
-    fire of 1,000 local runs about twice as slow (docs/benchmarks.md). Python 3.12 and
-    later use pidfds by default."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
-        return
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except OSError:  # kernel without pidfd support
-        return
-    watcher = asyncio.PidfdChildWatcher()
-    asyncio.set_child_watcher(watcher)
-    watcher.attach_loop(asyncio.get_running_loop())
-
-
 async def _run(app: App, listen: tuple[str, int] | None, worker: Worker | None) -> None:
-    use_pidfd_child_watcher()
     stop = asyncio.Event()
 
     loop = asyncio.get_running_loop()

@@ -46,6 +46,7 @@ from fleetcron.executors.base import (
     timeout_error,
     utc_now,
 )
+from fleetcron.executors.child_exit import watch_exits_by_pidfd
 from fleetcron.executors.group_watchdog import group_alive
 from fleetcron.executors.local_watch import SUPPORTED as GROUP_WATCH_SUPPORTED
 from fleetcron.executors.local_watch import (
@@ -503,6 +504,7 @@ class LocalExecutor:
     async def _spawn(
         self, script: str, account: RunAs, env: dict[str, str]
     ) -> asyncio.subprocess.Process:
+        watch_exits_by_pidfd()  # once per process, on Python 3.11 (executors/child_exit.py)
         switch: dict[str, Any] = {}
         if account.uid != os.geteuid():
             switch = {"user": account.uid, "group": account.gid, "extra_groups": account.groups}
