@@ -24,15 +24,12 @@ the same span; children CPU is the ``true`` processes and their shells, with the
 the local executor's group watchdog (a detached process, read from ``/proc/<pid>/stat``)
 added and also shown alone.
 
-Experiments (not the product's behaviour, to size possible fixes):
-``--child-watcher pidfd`` installs asyncio's ``PidfdChildWatcher`` (Python 3.11 defaults
-to ``ThreadedChildWatcher``: one ``waitpid`` thread started per subprocess, and the event
-loop waits for each thread to start); ``--cache-passwd`` makes the local executor's
-``pwd.getpwuid`` lookup (once per run) a cached one.
+Experiments (not the product's behaviour, to size possible fixes): ``--cache-passwd``
+makes the local executor's ``pwd.getpwuid`` lookup (once per run) a cached one.
 
 Run by hand: ``.venv/bin/python bench/overhead_bench.py [--backends sqlite,postgresql]
 [--mode tick|serve] [--individual] [--runs 1000] [--repeat 3]
-[--child-watcher pidfd] [--cache-passwd] [--executor local|fake]``.
+[--cache-passwd] [--executor local|fake]``.
 """
 
 from __future__ import annotations
@@ -77,11 +74,6 @@ from fleetcron.store.schema import Assignment, Job, Run, Target
 def install_experiments(args: argparse.Namespace) -> list[str]:
     """Bench-only changes that size a possible fix; returns their names for the output."""
     names = []
-    if args.child_watcher == "pidfd":
-        watcher = asyncio.PidfdChildWatcher()
-        asyncio.set_child_watcher(watcher)
-        watcher.attach_loop(asyncio.get_running_loop())
-        names.append("PidfdChildWatcher")
     if args.cache_passwd:
         import pwd
 
@@ -330,7 +322,6 @@ async def main() -> None:
     parser.add_argument("--individual", action="store_true", help="1 job per target")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1, help="fresh database each time")
-    parser.add_argument("--child-watcher", choices=("default", "pidfd"), default="default")
     parser.add_argument("--cache-passwd", action="store_true")
     parser.add_argument(
         "--executor",
