@@ -33,20 +33,21 @@ run: $(VENV)/.installed
 # CI (or STRICT_SKIPS) set a skip whose reason is not in ALLOWED_SKIPS fails the run.
 #
 # Latest (2026-12-07, fifth): the browser tests drive Chromium's headless shell (Debian's
-# chromium-headless-shell) instead of the desktop browser's headless mode (the 77 tests 55 ->
-# 35 CPU-s with the browser's, 96 -> 79 s alone); the replicated pair's two databases are
+# chromium-headless-shell) instead of the desktop browser's headless mode (the 77 tests 55
+# -> 35 CPU-s with the browser's, 96 -> 79 s alone); the replicated pair's two databases are
 # copies of two templates made once per process, not migrated and seeded (at the product's
 # password cost) for every pair (the 20 pair tests of integration/cluster and e2e 35 -> 15
 # CPU-s of pytest and its children, 87 -> 62 s; PostgreSQL's share falls too); a cold
 # `fleetcron cron` command no longer imports the database layer. A profiled whole run
-# (procs, /proc/stat) on this host before these: the pytest processes 523 CPU-s, the
-# PostgreSQL servers 163, the fault scenarios' nodes 131, the CLI commands forked from the
-# zygote 47 (more than half of it `init` migrating a new database), Chromium 38, the
-# scheduler processes of integration/scheduler about 35. Every process that starts local
-# runs now waits for them through pidfds (executors/child_exit.py; the fault scenarios'
-# nodes had the thread-per-process default). `make test` 609 and 608 s after these on a
-# host slower than the morning's (a 10-million-step Python loop 0.72-0.77 s; the tree
-# before took 566-633 s on a faster one): under 8 minutes still needs about 200 CPU-s less.
+# (procs, /proc/stat) with the headless shell, before the pair templates: the pytest
+# processes 523 CPU-s, the PostgreSQL servers 163, the fault scenarios' nodes 131, the CLI
+# commands forked from the zygote 47 (more than half of it `init` migrating a new database),
+# Chromium 38, the scheduler processes of integration/scheduler about 35. Every process that
+# starts local runs now waits for them through pidfds (executors/child_exit.py; the fault
+# scenarios' nodes had the thread-per-process default). `make test` 609 and 608 s after
+# these on a host slower than the morning's (a 10-million-step Python loop 0.72-0.77 s; the
+# tree before took 566-633 s on a faster one): under 8 minutes still needs about 200 CPU-s
+# less.
 #
 # Latest (2026-12-07, fourth): the test processes settle their heap once the tests are
 # collected, as a serving process does (fleetcron.heap.settle: the web tests spent 9% of
