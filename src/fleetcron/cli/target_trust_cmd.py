@@ -10,7 +10,7 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import echo, print_json, print_table, read_bounded
-from fleetcron.executors.user_certs import EXPIRY_WARNING
+from fleetcron.core.targets import CLIENT_CERT_EXPIRY_WARNING
 from fleetcron.services.targets.trust import (
     ABSENT,
     ALREADY,
@@ -68,7 +68,7 @@ def _cert_text(expires: datetime | None) -> str:
     left = expires - datetime.now(UTC)
     if left <= timedelta(0):
         return f"EXPIRED {shown}"
-    return f"expires {shown}" + (" (soon)" if left <= EXPIRY_WARNING else "")
+    return f"expires {shown}" + (" (soon)" if left <= CLIENT_CERT_EXPIRY_WARNING else "")
 
 
 @trust.command("import")

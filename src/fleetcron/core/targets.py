@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 
 from fleetcron.core import validation as v
@@ -19,6 +20,9 @@ from fleetcron.core.target_zones import validate_target_timezone
 from fleetcron.errors import InvalidInput
 
 DEFAULT_SSH_PORT = 22
+#: How long before its expiry a target's client certificate in use is warned about (the
+#: executor logs it, `target trust` marks it).
+CLIENT_CERT_EXPIRY_WARNING = timedelta(days=7)
 
 
 class TargetKind(StrEnum):

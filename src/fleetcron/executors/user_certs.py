@@ -4,21 +4,20 @@ A target may log in with a user certificate (``ssh-keygen -s CA -I ID -n USER``)
 its private key. :func:`read_user_cert` checks one before it is stored: a user (not host)
 certificate, for the target's private key, not expired. At connection time
 :func:`refuse_expired` refuses an expired one with a clear message before anything is
-tried; :data:`EXPIRY_WARNING` before expiry, the executor logs a warning.
+tried; within :data:`~fleetcron.core.targets.CLIENT_CERT_EXPIRY_WARNING` of its expiry,
+the executor logs a warning.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import asyncssh
 from asyncssh.public_key import CERT_TYPE_USER, SSHOpenSSHCertificate
 
+from fleetcron.core.targets import CLIENT_CERT_EXPIRY_WARNING
 from fleetcron.errors import AuthError, InvalidInput
-
-#: How long before its expiry a certificate in use is warned about.
-EXPIRY_WARNING = timedelta(days=7)
 
 #: ``valid_before`` of a certificate that never expires (OpenSSH's ``forever``).
 FOREVER = 2**64 - 1
@@ -119,4 +118,4 @@ def refuse_expired(name: str, info: UserCert, now: datetime) -> None:
 
 
 def expires_soon(info: UserCert, now: datetime) -> bool:
-    return info.valid_before is not None and info.valid_before - now <= EXPIRY_WARNING
+    return info.valid_before is not None and info.valid_before - now <= CLIENT_CERT_EXPIRY_WARNING

@@ -50,7 +50,6 @@ from fleetcron.errors import (
     FleetcronError,
     InvalidInput,
 )
-from fleetcron.executors import ssh_jump
 from fleetcron.services.audit import AuditNote, audited, command_excerpt, record, record_failure
 from fleetcron.services.fleet.assignments import (
     extend_jobs_to,
@@ -285,6 +284,8 @@ def _plan_edit(
     tofu = False
     tofu_wanted = changes.trust_on_first_use and not changes.host_key and not updated["host_ca"]
     if tofu_wanted and updated["kind"].over_ssh:
+        from fleetcron.executors import ssh_jump  # loaded where a connection is made
+
         updated["host_key"] = run_ssh(
             ssh_jump.fetch_host_key_via(
                 hops_via(app, updated["via_id"]),

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import asyncssh
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -20,7 +19,6 @@ from fleetcron.core.target_zones import validate_target_timezone
 from fleetcron.core.targets import DEFAULT_SSH_PORT, CheckedTarget, TargetKind, check_ssh_present
 from fleetcron.errors import Conflict, InvalidInput, PermissionDenied
 from fleetcron.executors.hostkeys import normalize_host_ca, normalize_key_line
-from fleetcron.executors.user_certs import read_user_cert
 from fleetcron.services.projects.scope import target_reaches
 from fleetcron.services.targets.pairing import check_local_enabled
 from fleetcron.store.schema import Target
@@ -96,6 +94,8 @@ def fill_ssh_fields(app: App, target: Target, fields: CheckedTarget) -> None:
     if fields.host_ca:
         target.host_ca = normalize_host_ca(fields.host_ca)
     if fields.client_cert:
+        from fleetcron.executors.user_certs import read_user_cert  # SSH loaded when used
+
         info = read_user_cert(fields.client_cert, fields.private_key, now=app.now())
         target.client_cert_enc = app.master_key.encrypt(fields.client_cert)
         target.client_cert_expires_at = info.valid_before
@@ -244,6 +244,8 @@ def _cert_values(app: App, current: Target, changes: TargetChanges) -> dict[str,
         if changes.private_key is not None
         else app.master_key.decrypt(current.private_key_enc or b"").reveal()
     )
+    from fleetcron.executors.user_certs import read_user_cert  # SSH loaded when used
+
     info = read_user_cert(changes.client_cert, key, now=app.now())
     return {
         "client_cert": app.master_key.encrypt(changes.client_cert),
@@ -270,6 +272,8 @@ def probe_target(current: Target, updated: Mapping[str, Any]) -> Target:
 
 def check_private_key(private_key: bytes) -> None:
     """Refuse a key that cannot be used (encrypted with a passphrase, or not a key at all)."""
+    import asyncssh  # loaded where a key is read
+
     try:
         asyncssh.import_private_key(private_key)
     except (asyncssh.KeyImportError, ValueError) as exc:

@@ -50,7 +50,6 @@ from fleetcron.errors import (
     HostKeyMismatch,
     InvalidInput,
 )
-from fleetcron.executors import ssh_jump
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.hostkeys import fingerprint, normalize_key_line, split_host_ca
 from fleetcron.services.audit import AuditNote, audited, record_failure
@@ -451,6 +450,8 @@ def _resolve_host_key(
     if not trust_on_first_use:
         raise missing_host_key(target.name)
     assert target.host and target.port
+    from fleetcron.executors import ssh_jump  # loaded where a connection is made
+
     timeout = app.settings.ssh_connect_timeout_s
     hops = hops_via(app, target.via_id)
     offered = run_ssh(ssh_jump.fetch_host_key_via(hops, target.host, target.port, timeout))
@@ -463,6 +464,8 @@ def verify_connection(
     """Log in with ``host_key`` pinned (through the target's jump hosts, each with its own
     pinned key) and check the command channel; with ``probe``, run that command too and
     return what it printed (``None`` without)."""
+    from fleetcron.executors import ssh_jump  # loaded where a connection is made
+
     assert target.host and target.port and target.user and target.private_key_enc
     endpoint = SshTarget(
         name=target.name,
@@ -515,6 +518,8 @@ def plan_repin(
     else:
         assert target.host and target.port
         refuse_private_path(app, target)
+        from fleetcron.executors import ssh_jump  # loaded where a connection is made
+
         new_key = run_ssh(
             ssh_jump.fetch_host_key_via(
                 hops_via(app, target.via_id),

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -34,9 +35,11 @@ from fleetcron.core.reach import Reach, due, is_down, last_slot, words
 from fleetcron.core.targets import TargetKind
 from fleetcron.core.topology import Topology
 from fleetcron.executors.base import RunTarget
-from fleetcron.executors.ssh_probe import ProbeResult
 from fleetcron.store.schema import Target
 from fleetcron.store.target_connections import connections
+
+if TYPE_CHECKING:  # the prober itself needs the SSH library; reading its results does not
+    from fleetcron.executors.ssh_probe import ProbeResult
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +184,7 @@ def _as_hop(result: ProbeResult, name: str) -> ProbeResult:
     error = result.error
     if error is not None and error.startswith(prefix):
         error = error[len(prefix) :]
-    return ProbeResult(result.target_id, result.reach, error, result.seconds)
+    return replace(result, error=error, hop=None)
 
 
 def _store(target: Target, result: ProbeResult, now: datetime) -> int:
