@@ -44,10 +44,10 @@ run: $(VENV)/.installed
 # commands forked from the zygote 47 (more than half of it `init` migrating a new database),
 # Chromium 38, the scheduler processes of integration/scheduler about 35. Every process that
 # starts local runs now waits for them through pidfds (executors/child_exit.py; the fault
-# scenarios' nodes had the thread-per-process default). `make test` 609 and 608 s after
-# these on a host slower than the morning's (a 10-million-step Python loop 0.72-0.77 s; the
-# tree before took 566-633 s on a faster one): under 8 minutes still needs about 200 CPU-s
-# less.
+# scenarios' nodes had the thread-per-process default). `make test` 564-636 s (six runs)
+# after these on a host slower than the morning's (a 10-million-step Python loop 0.72-0.77
+# s; the tree before took 566-633 s on a faster one): under 8 minutes still needs about 200
+# CPU-s less.
 #
 # Latest (2026-12-07, fourth): the test processes settle their heap once the tests are
 # collected, as a serving process does (fleetcron.heap.settle: the web tests spent 9% of
