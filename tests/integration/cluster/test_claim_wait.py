@@ -301,13 +301,21 @@ def test_status_says_what_the_new_owner_waits_for(
     )
 
 
-def test_a_queued_manual_run_waits_for_the_old_claim_on_its_assignment(
+def queued_after_takeover(
     pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
-) -> None:
+) -> tuple[ClusterNode, list[int]]:
+    """alpha dies with its run on ``busy`` claimed, beta takes over, and a "run now" of
+    the job is queued on beta: beta and the queued runs."""
     a, b = pair
     alpha_runs_then_dies(a, clock)
     take_over(b)
-    queued = runs.request_run(b.app, SYSTEM, "tick")
+    return b, runs.request_run(b.app, SYSTEM, "tick")
+
+
+def test_a_queued_manual_run_waits_for_the_old_claim_on_its_assignment(
+    pair: tuple[ClusterNode, ClusterNode], clock: FakeClock
+) -> None:
+    b, queued = queued_after_takeover(pair, clock)
 
     started = store(b).claim_queued(clock.now)
 
@@ -324,10 +332,7 @@ def test_a_run_left_queued_behind_an_old_claim_rewrites_no_assignment_each_tick(
 ) -> None:
     # Queued runs do not count in the newest-run columns (store/run_newest.py): while the
     # new owner waits for the old claim, its ticks neither lock nor rewrite the assignment.
-    a, b = pair
-    alpha_runs_then_dies(a, clock)
-    take_over(b)
-    runs.request_run(b.app, SYSTEM, "tick")
+    b, _ = queued_after_takeover(pair, clock)
     assert [d.target_name for d in store(b).claim_queued(clock.now)] == ["idle"]
     statements: list[str] = []
 
