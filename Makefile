@@ -215,7 +215,8 @@ SERIAL_TESTS := tests/fault
 
 test: $(VENV)/.installed
 	bash scripts/system-deps.sh
-	@serial_log=$$(mktemp); \
+	@. scripts/test-tmpdir.sh; \
+	serial_log=$$(mktemp); \
 	echo "the fault scenarios (marked serial) run beside the rest; their report comes last"; \
 	$(BIN)/pytest -m serial -n $(SERIAL_WORKERS) --dist loadgroup --durations=$(DURATIONS) $(SERIAL_TESTS) > $$serial_log 2>&1 & serial_pid=$$!; \
 	nice -n $(TEST_NICE) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" --durations=$(DURATIONS); \
@@ -233,6 +234,7 @@ QUICK_TESTS := tests/unit tests/integration/executors/test_executor_contract.py 
 
 # Two workers (the API's fuzzing, a third of the CPU, comes in parts handed out first).
 quick: $(VENV)/.installed
+	@. scripts/test-tmpdir.sh; \
 	$(BIN)/pytest --quick -q -n 2 --dist loadgroup --no-loadscope-reorder $(QUICK_TESTS)
 
 # The browser tests with whole-page screenshots under test-artifacts/screenshots/ (the suite

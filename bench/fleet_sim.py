@@ -57,6 +57,7 @@ import random
 import re
 import resource
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -942,8 +943,10 @@ class FleetSim:
         rtt_ms: round-trip time every connection sees (half each way).
         loss: probability that a chunk is held an extra 200 ms (a retransmission).
         max_startups: refuse connections above this many unauthenticated ones at once.
-        work_dir: where keys, the spec and the control socket go (a temporary directory
-            if None, removed on exit).
+        work_dir: where keys and the spec go (a temporary directory if None, removed on
+            exit). The control socket goes to a short directory of its own in the
+            temporary directory: a socket's path is limited to 107 bytes, which a test's
+            ``tmp_path`` with a long name can exceed.
         host: the loopback address every target listens on (one port each).
     """
 
@@ -978,6 +981,7 @@ class FleetSim:
         self.proc: subprocess.Popen[bytes] | None = None
         self._control: SimControl | None = None
         self.control_path: Path | None = None
+        self._socket_dir: Path | None = None
 
     def __enter__(self) -> FleetSim:
         try:
@@ -1014,9 +1018,9 @@ class FleetSim:
         config_path.touch(0o600)
         config_path.write_text(json.dumps(config))
         ready = self.work_dir / "ready.json"
-        control = self.work_dir / "control.sock"
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="fleet-sim-sock-"))
+        control = self._socket_dir / "control.sock"
         ready.unlink(missing_ok=True)
-        control.unlink(missing_ok=True)
         log = open(self.work_dir / "sim.log", "wb")  # noqa: SIM115 - closed below
         try:
             self.proc = subprocess.Popen(
@@ -1093,9 +1097,10 @@ class FleetSim:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
         if self._own_dir:
-            import shutil
-
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def spec(self) -> dict[str, Any]:

