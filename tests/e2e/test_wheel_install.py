@@ -64,6 +64,7 @@ RUNTIME_FILES = (
     "fleetcron/store/migrations/env.py",
     "fleetcron/store/migrations/script.py.mako",
     "fleetcron/store/migrations/versions/0001_initial_schema.py",
+    "fleetcron/store/sqlite_head.sql",
 )
 
 

@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -350,8 +351,11 @@ class Database:
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot reach the database: {exc}") from exc
 
-    def upgrade(self) -> None:
-        """Migrate the schema to the newest revision."""
+    def upgrade(self, *, from_script: bool = True) -> None:
+        """Migrate the schema to the newest revision. An empty SQLite file gets it from the
+        head script instead (``store/sqlite_head.py``), unless ``from_script`` is False."""
+        if from_script and self._load_head_script():
+            return
         log.info("migrating database to head", extra={"action": "db.upgrade"})
         from alembic import command
 
@@ -362,6 +366,38 @@ class Database:
         finally:
             if engine is not self.engine:
                 engine.dispose()
+
+    def _load_head_script(self) -> bool:
+        """Load the head script into an empty SQLite database; False (nothing done) for
+        any other database or when the script is not at :data:`HEAD_REVISION`."""
+        if self.dialect != "sqlite":
+            return False
+        from fleetcron.store import sqlite_head
+
+        text_ = sqlite_head.script()
+        if sqlite_head.script_revision(text_) != HEAD_REVISION:
+            log.warning(
+                "the SQLite head script is not at revision %s: migrating instead",
+                HEAD_REVISION,
+                extra={"action": "db.head_script_stale"},
+            )
+            return False
+        raw = self.engine.raw_connection()
+        try:
+            connection = raw.driver_connection
+            if not isinstance(connection, sqlite3.Connection):
+                return False
+            if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                return False
+            log.info(
+                "creating the schema at revision %s",
+                HEAD_REVISION,
+                extra={"action": "db.upgrade", "via": "head script"},
+            )
+            sqlite_head.load(connection, text_)
+        finally:
+            raw.close()
+        return True
 
     def ensure_current(self, *, auto_upgrade: bool = False) -> None:
         """Stop with a clear message when the schema is not the one this code expects."""
