@@ -62,18 +62,20 @@ def _rows(
     return sorted(kept, key=repr)
 
 
-def migrated(path: Path) -> Snapshot:
+def built(path: Path, *, from_script: bool) -> Snapshot:
+    """A new database at ``path`` brought to head by the script or by the migrations."""
     with closing(sqlite3.connect(path)) as clock:
         start = sqlite_head.now(clock)
-    upgrade(path, from_script=False)
+    upgrade(path, from_script=from_script)
     return snapshot(path, _until_now(path, start))
 
 
 def loaded(path: Path) -> Snapshot:
-    with closing(sqlite3.connect(path)) as clock:
-        start = sqlite_head.now(clock)
-    upgrade(path, from_script=True)
-    return snapshot(path, _until_now(path, start))
+    return built(path, from_script=True)
+
+
+def migrated(path: Path) -> Snapshot:
+    return built(path, from_script=False)
 
 
 def upgrade(path: Path, *, from_script: bool) -> None:
