@@ -38,9 +38,10 @@ run: $(VENV)/.installed
 # tests alone 108-110 -> 95-98 s, their system CPU 26-29 -> 16 CPU-s; over a whole profiled
 # run the machine's system CPU 247 -> 216 CPU-s. A new SQLite database is made from the
 # head script instead of 42 migrations (store/sqlite_head.py; `fleetcron init` 1.60 -> 1.04
-# CPU-s): the 202 CLI end-to-end tests 96 -> 77 CPU-s, 64 -> 54 s. `make test` 570, 568 and
-# 521 s (three green runs; the parallel part the longer, 519-568 s, the serial part
-# 447-462 s beside it). Under 8 minutes still needs the parallel part about 40-90 s shorter.
+# CPU-s): the 202 CLI end-to-end tests 96 -> 77 CPU-s, 64 -> 54 s. `make test` 570, 568,
+# 521 and 512 s (four green runs in a row; the parallel part the longer, 509-568 s, the
+# serial part 447-462 s beside it). Under 8 minutes still needs the parallel part about
+# 30-90 s shorter.
 #
 # Latest (2026-12-07, fifth): the browser tests drive Chromium's headless shell (Debian's
 # chromium-headless-shell) instead of the desktop browser's headless mode (the 77 tests 55
