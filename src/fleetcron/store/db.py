@@ -385,16 +385,21 @@ class Database:
         raw = self.engine.raw_connection()
         try:
             connection = raw.driver_connection
-            if not isinstance(connection, sqlite3.Connection):
-                return False
-            if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            if not isinstance(connection, sqlite3.Connection) or sqlite_head.has_schema(connection):
                 return False
             log.info(
                 "creating the schema at revision %s",
                 HEAD_REVISION,
                 extra={"action": "db.upgrade", "via": "head script"},
             )
-            sqlite_head.load(connection, text_)
+            try:
+                sqlite_head.load(connection, text_)
+            except sqlite3.Error as exc:
+                # Another process made the schema since the check: the migrations take
+                # it from there (it is at head, so they do nothing).
+                if sqlite_head.has_schema(connection):
+                    return False
+                raise StoreError(f"cannot create the schema from the head script: {exc}") from exc
         finally:
             raw.close()
         return True

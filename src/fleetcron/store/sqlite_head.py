@@ -4,19 +4,20 @@ Replaying the 42 Alembic migrations on an empty SQLite file costs about 0.35-0.4
 (loading each migration module, rebuilding tables in batch mode), the larger part of
 ``fleetcron init``. ``sqlite_head.sql``, shipped beside this module, holds what those
 migrations leave behind: every table with its rows (the default project, the cluster
-settings, ``alembic_version``, the AUTOINCREMENT counters), then every index, view and
-trigger, in the order SQLite recorded them. :func:`Database.upgrade
+settings, ``alembic_version``, the AUTOINCREMENT counters), the full-text index built,
+then every index, view and trigger, in the order SQLite recorded them. :func:`Database.upgrade
 <fleetcron.store.db.Database.upgrade>` loads it into an empty file in one transaction when
 the script is at the code's head revision, and replays the migrations otherwise (an
 existing database, PostgreSQL, or a script left behind by a new migration).
 
 The script is rendered from a freshly migrated database by :func:`render`
 (``python -m fleetcron.store.sqlite_head > src/fleetcron/store/sqlite_head.sql``; the times
-the migrations write into their rows become ``CURRENT_TIMESTAMP``, the loading time); a test
-renders it again from the migrations and fails when the shipped one differs, and another
+the migrations write into their rows become ``CURRENT_TIMESTAMP``, the loading time). A test
 checks that a loaded database equals a migrated one, row for row, the full-text index's
-own tables included. The same idea as a framework's schema file (Rails' ``schema.rb``):
-migrations stay the way an existing database moves; a new one starts from their result.
+own tables included; it compares contents, not the script's text, because Alembic's batch
+mode writes a rebuilt table's constraints in an order that changes between interpreters.
+The same idea as a framework's schema file (Rails' ``schema.rb``): migrations stay the way
+an existing database moves; a new one starts from their result.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["Window", "load", "migrated_script", "now", "render", "script", "script_revision"]
+__all__ = [
+    "Window",
+    "has_schema",
+    "load",
+    "migrated_script",
+    "now",
+    "render",
+    "script",
+    "script_revision",
+]
 
 #: The script's first line names the revision it holds.
 _HEADER = "-- fleetcron SQLite schema at revision {revision} (see store/sqlite_head.py)"
@@ -48,6 +58,11 @@ def script_revision(text: str) -> str | None:
     """The revision named in the script's first line, or None if it names none."""
     found = _REVISION.match(text)
     return found.group(1) if found else None
+
+
+def has_schema(connection: sqlite3.Connection) -> bool:
+    """Whether the database holds any table, index, view or trigger."""
+    return connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
 
 
 def load(connection: sqlite3.Connection, text: str) -> None:
@@ -102,9 +117,10 @@ def render(connection: sqlite3.Connection, revision: str, migrated: Window) -> s
     for name, sql in tables:
         lines.append(f"{sql};")
         lines.extend(_inserts(connection, name, migrated))
-    # Inserting a row with its id has already counted it: the counters are written whole.
-    lines.append("DELETE FROM sqlite_sequence;")
-    lines.extend(_inserts(connection, "sqlite_sequence", migrated))
+    if any(name == "sqlite_sequence" for _, name, _ in objects):
+        # Inserting a row with its id has already counted it: the counters are written whole.
+        lines.append("DELETE FROM sqlite_sequence;")
+        lines.extend(_inserts(connection, "sqlite_sequence", migrated))
     # A full-text index is built from its content table once the rows are in.
     lines.extend(
         f"INSERT INTO {_quote_name(name)}({_quote_name(name)}) VALUES ('rebuild');"
@@ -117,11 +133,6 @@ def render(connection: sqlite3.Connection, revision: str, migrated: Window) -> s
 
 def _inserts(connection: sqlite3.Connection, table: str, migrated: Window) -> list[str]:
     quoted = _quote_name(table)
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-    ).fetchone()
-    if exists is None:
-        return []
     rows = connection.execute(f"SELECT * FROM {quoted} ORDER BY rowid").fetchall()
     values = (", ".join(_literal(connection, v, migrated) for v in row) for row in rows)
     return [f"INSERT INTO {quoted} VALUES ({one});" for one in values]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetcron.errors import StoreError
 from fleetcron.store import sqlite_head
 from fleetcron.store.db import HEAD_REVISION, Database
 
@@ -155,10 +156,31 @@ def test_a_script_that_fails_halfway_leaves_the_file_empty(
     monkeypatch.setattr(
         sqlite_head, "script", lambda: _shipped() + "\nCREATE TABLE projects (x);\n"
     )
-    with pytest.raises(sqlite3.OperationalError, match="already exists"):
+    with pytest.raises(StoreError, match="already exists"):
         upgrade(tmp_path / "new.db", from_script=True)
     with closing(sqlite3.connect(tmp_path / "new.db")) as connection:
         assert connection.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
+def test_two_processes_making_one_new_file_at_once_leave_one_schema_and_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other one loads the script between this one's emptiness check and its load:
+    this one's script fails on the first table and the migrations find the file at head."""
+    path = tmp_path / "new.db"
+    original = sqlite_head.load
+
+    def after_the_other(connection: sqlite3.Connection, text: str) -> None:
+        with closing(sqlite3.connect(path)) as other:
+            original(other, text)
+        original(connection, text)
+
+    monkeypatch.setattr(sqlite_head, "load", after_the_other)
+    upgrade(path, from_script=True)
+    monkeypatch.setattr(sqlite_head, "load", original)
+    assert loaded(tmp_path / "alone.db") == snapshot(path, _until_now(path, "0000")), (
+        "the file made by two processes differs from one made by one"
+    )
 
 
 def test_a_database_with_a_schema_is_migrated_not_loaded(
