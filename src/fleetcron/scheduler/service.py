@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from fleetcron.app import App
@@ -383,18 +384,17 @@ class Scheduler:
         if time.monotonic() >= self._next_lost_check:
             await self._close_lost(now)  # before the claims: an overlap check reads them
         stats = TickStats()
-        await self._claim_due(now, stats)
-        # Rolled-out slots: the next wave, or the halt of the rest (scheduler/rollout.py).
-        step = await self._in_db(self.runs.advance_rollouts, now)
-        for dispatch in step.dispatches:
-            self._launch(dispatch)
-        stats.dispatched += len(step.dispatches)
-        stats.skipped += sum(h.skipped for h in step.halted)
-        log_rollout_step(step)
-        for dispatch in await self._in_db(self.runs.claim_queued, now):
-            self._launch(dispatch)
-            stats.dispatched += 1
-        await self._follow_live(now)
+        # One read says which of the transactions below have work (store/tick_work.py).
+        work = await self._in_db(partial(self.runs.waiting, now, live=bool(self.running)))
+        # Decided slots may leave a rollout's first rows or deferred runs behind.
+        decided = await self._claim_due(now, stats) if work.due else 0
+        if work.rollouts or decided:
+            await self._advance_rollouts(now, stats)
+        if work.queued or decided:
+            for dispatch in await self._in_db(self.runs.claim_queued, now):
+                self._launch(dispatch)
+                stats.dispatched += 1
+        await self._follow_live(now, stops=work.stops)
         if stats.dispatched or stats.missed or stats.skipped:
             _log_tick(now, stats)
         self.last_tick = now
@@ -407,11 +407,22 @@ class Scheduler:
             self.metrics.in_flight.set(len(self.running))
         return stats
 
-    async def _claim_due(self, now: datetime, stats: TickStats) -> None:
+    async def _advance_rollouts(self, now: datetime, stats: TickStats) -> None:
+        """Rolled-out slots: the next wave, or the halt of the rest (scheduler/rollout.py)."""
+        step = await self._in_db(self.runs.advance_rollouts, now)
+        for dispatch in step.dispatches:
+            self._launch(dispatch)
+        stats.dispatched += len(step.dispatches)
+        stats.skipped += sum(h.skipped for h in step.halted)
+        log_rollout_step(step)
+
+    async def _claim_due(self, now: datetime, stats: TickStats) -> int:
         """Claim due slots in batches of ``claim_batch`` until a batch comes back short, and
-        launch what they start; the assignments held back stay excluded from later batches."""
+        launch what they start; the assignments held back stay excluded from later batches.
+        Returns how many due assignments the batches read."""
         batch = self.app.settings.claim_batch
         held: set[int] = set()
+        decided = 0
         while True:
             claimed = await self._in_db(
                 self.runs.claim_due, now, batch, frozenset(held), self.cleanup.held
@@ -422,8 +433,9 @@ class Scheduler:
             stats.dispatched += len(claimed.dispatches)
             stats.missed += claimed.missed
             stats.skipped += claimed.skipped
+            decided += claimed.assignments
             if claimed.assignments < batch:
-                break
+                return decided
 
     async def _close_lost(self, now: datetime) -> None:
         """Record as ``lost`` this node's runs that no process runs any more (a crash left
@@ -675,14 +687,16 @@ class Scheduler:
         by ``by``); False when it does not. Callable from any thread (the web app)."""
         return self.live.request_stop(run_id, by)
 
-    async def _follow_live(self, now: datetime) -> None:
+    async def _follow_live(self, now: datetime, *, stops: bool) -> None:
         """Every tick: act on the stop requests made elsewhere (the CLI, another node) for
-        runs of this node; every ``live_snapshot_s``: write the tail of the output of runs
-        whose output grew, in one transaction."""
+        runs of this node, when the tick's first read saw any (``stops``); every
+        ``live_snapshot_s``: write the tail of the output of runs whose output grew, in one
+        transaction."""
         if not self.running:
             return
         try:
-            for run_id, by in (await self._in_db(self.runs.stop_requests)).items():
+            asked = await self._in_db(self.runs.stop_requests) if stops else {}
+            for run_id, by in asked.items():
                 entry = self.live.get(run_id)
                 if entry is not None and not entry.output.stop_requested:
                     entry.request_stop(by)

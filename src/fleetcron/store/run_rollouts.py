@@ -47,6 +47,7 @@ from fleetcron.core.rollout import (
 )
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.errors import InvalidInput
+from fleetcron.store import tick_work
 from fleetcron.store.run_dispatch import (
     Dispatch,
     RunWriter,
@@ -143,7 +144,7 @@ def _pending_slots(store: RunWriter) -> Select[int, datetime]:
     worker's shards, a node's own shards), oldest first."""
     return (
         select(Run.job_id, Run.scheduled_for)
-        .where(Run.status == RunStatus.PENDING, *store.mine(Run.shard))
+        .where(*tick_work.pending(store.mine))
         .group_by(Run.job_id, Run.scheduled_for)
         .order_by(Run.scheduled_for, Run.job_id)
     )

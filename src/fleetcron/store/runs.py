@@ -40,7 +40,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
-    or_,
     select,
     update,
 )
@@ -64,7 +63,7 @@ from fleetcron.core.planning import (
 from fleetcron.core.statuses import RunStatus, SkipKind
 from fleetcron.errors import Conflict, InvalidInput
 from fleetcron.executors.base import ExecResult
-from fleetcron.store import run_newest
+from fleetcron.store import run_newest, tick_work
 from fleetcron.store.blackout_windows import in_force, subject_of
 from fleetcron.store.bulk import RowsUpdate, insert_returning, update_rows
 from fleetcron.store.calendar_sets import filtered_schedule, load_calendars
@@ -257,7 +256,7 @@ class RunStore:
         assignments, shards = exclude
         query = (
             dispatch_query()
-            .where(Assignment.enabled.is_(True), Assignment.next_fire_at <= now)
+            .where(*tick_work.due(now, self.mine))
             .order_by(Assignment.next_fire_at)
             .limit(limit)
         )
@@ -265,7 +264,6 @@ class RunStore:
             query = query.where(Assignment.id.not_in(list(assignments)))
         if shards:
             query = query.where(Target.shard.not_in(list(shards)))
-        query = query.where(*self.mine(Target.shard))
         if self.db.dialect == "postgresql":
             query = query.with_for_update(skip_locked=True, of=Assignment)
         return session.execute(query).all()
@@ -441,6 +439,12 @@ class RunStore:
             "deadline_at": None,
         }
 
+    def waiting(self, now: datetime, *, live: bool) -> tick_work.TickWork:
+        """Which of a tick's transactions have something to do, in one read
+        (:mod:`fleetcron.store.tick_work`; ``live``: this scheduler has runs in flight)."""
+        with self.db.read() as session:
+            return tick_work.tick_work(session, now, self.node, self.mine, live=live)
+
     @retry_transient
     def advance_rollouts(self, now: datetime) -> RolloutStep:
         """Start the next rows of rolled-out slots, or halt their rest, as the rollout plan
@@ -453,15 +457,8 @@ class RunStore:
         deferred by a blackout window whose ``not_before`` has come."""
         with self.db.session() as session:
             query = (
-                select(Run)
-                .where(
-                    Run.status == RunStatus.QUEUED,
-                    or_(Run.not_before.is_(None), Run.not_before <= now),
-                )
-                .order_by(Run.id)
-                .limit(limit)
+                select(Run).where(*tick_work.queued(now, self.mine)).order_by(Run.id).limit(limit)
             )
-            query = query.where(*self.mine(Run.shard))
             if self.db.dialect == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             runs = session.scalars(query).all()
@@ -704,11 +701,7 @@ class RunStore:
         runs: run id -> who asked."""
         with self.db.read() as session:
             rows = session.execute(
-                select(Run.id, Run.stop_requested_by).where(
-                    Run.status == RunStatus.RUNNING,
-                    Run.node == self.node,
-                    Run.stop_requested_at.is_not(None),
-                )
+                select(Run.id, Run.stop_requested_by).where(*tick_work.stop_asked(self.node))
             ).all()
         return {row.id: row.stop_requested_by or "someone" for row in rows}
 
