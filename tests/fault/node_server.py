@@ -28,6 +28,9 @@ import traceback
 from typing import Any
 
 import node_process
+
+# The database driver, loaded on a node's first connection (0.05 CPU-s each): before the forks.
+import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
 from sqlalchemy.orm import configure_mappers
 
 # The SSH executor is loaded only when a node first reaches an SSH target: load it before
