@@ -56,6 +56,14 @@ import fleetcron.executors.ssh, fleetcron.executors.ssh_connect  # noqa: E401
 import fleetcron.store.schema
 from sqlalchemy.orm import configure_mappers
 configure_mappers()
+# Passwords are hashed with argon2id at its smallest cost, as in the web and browser tests:
+# at the product's (64 MiB, 3 passes, 0.23 CPU-s a hash or a check) the commands that make
+# or check a password (init, user add, passwd) spent a quarter of these tests' CPU. A
+# command started cold (`run_fleetcron`, the terminal tests of init, the wheel's) hashes at
+# the product's cost, and test_cli_init checks that cost.
+from argon2 import PasswordHasher
+from fleetcron.services.accounts import users
+users._hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 gc.freeze()
 
 

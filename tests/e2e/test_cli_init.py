@@ -75,7 +75,13 @@ def test_in_a_terminal_init_asks_for_the_password_twice(tmp_path: Path) -> None:
     assert b"Password for the first admin" in transcript
     assert b"typed-on-a-tty-1" not in transcript  # not echoed
     assert b"admin user:  admin (created)" in transcript
-    assert HASHER.verify(stored_hash(tmp_path, "admin"), "typed-on-a-tty-1")
+    stored = stored_hash(tmp_path, "admin")
+    assert HASHER.verify(stored, "typed-on-a-tty-1")
+    # Started cold, as a user starts it: hashed at the product's cost (argon2id, 64 MiB, 3
+    # passes), not at the smallest cost the zygote's commands use.
+    assert stored.startswith("$argon2id$") and not HASHER.check_needs_rehash(stored), stored
+    cheapest = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    assert HASHER.check_needs_rehash(cheapest.hash("x"))  # the check can fail
 
 
 def test_in_a_terminal_an_abandoned_prompt_fails_and_leaves_nothing(tmp_path: Path) -> None:
