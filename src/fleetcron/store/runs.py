@@ -36,6 +36,7 @@ from typing import Any, cast
 from sqlalchemy import (
     ColumnElement,
     Row,
+    Select,
     Table,
     and_,
     bindparam,
@@ -160,6 +161,9 @@ class RunStore:
         self.policy = policy or SlotPolicy()
         self._now = clock
         self.margin = claim_margin
+        #: The tick's questions (:meth:`waiting`), built for these shards and this owner.
+        self._asked_for: tuple[frozenset[int] | None, str | None] | None = None
+        self._asked: dict[bool, Select[bool, bool, bool, bool]] = {}
 
     def mine(
         self, shard: ColumnElement[int] | InstrumentedAttribute[int]
@@ -442,8 +446,14 @@ class RunStore:
     def waiting(self, now: datetime, *, live: bool) -> tick_work.TickWork:
         """Which of a tick's transactions have something to do, in one read
         (:mod:`fleetcron.store.tick_work`; ``live``: this scheduler has runs in flight)."""
+        state = (self.shards, self.owner)
+        if self._asked_for != state:  # the shards it starts changed: build the questions anew
+            self._asked_for, self._asked = state, {}
+        asked = self._asked.get(live)
+        if asked is None:
+            asked = self._asked[live] = tick_work.question(self.node, self.mine, live=live)
         with self.db.read() as session:
-            return tick_work.tick_work(session, now, self.node, self.mine, live=live)
+            return tick_work.tick_work(session, asked, now)
 
     @retry_transient
     def advance_rollouts(self, now: datetime) -> RolloutStep:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, false, or_, select
+from sqlalchemy import ColumnElement, Select, bindparam, false, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from fleetcron.core.statuses import RunStatus
@@ -30,15 +30,19 @@ from fleetcron.store.schema import Assignment, Run, Target
 
 #: A scheduler's conditions on a shard column: the work it starts (``RunStore.mine``).
 Mine = Callable[[ColumnElement[int] | InstrumentedAttribute[int]], list[ColumnElement[bool]]]
+#: A moment: a value, or the statement's parameter ``now``.
+When = datetime | ColumnElement[datetime]
+#: The tick's moment in :func:`question` (bound at each tick).
+NOW: ColumnElement[datetime] = bindparam("now")
 
 
-def due(now: datetime, mine: Mine) -> list[ColumnElement[bool]]:
+def due(now: When, mine: Mine) -> list[ColumnElement[bool]]:
     """An enabled assignment whose slot has come (the ``next_fire_at`` index), on this
     scheduler's shards (``Target.shard``: the assignments joined to their targets)."""
     return [Assignment.enabled.is_(True), Assignment.next_fire_at <= now, *mine(Target.shard)]
 
 
-def queued(now: datetime, mine: Mine) -> list[ColumnElement[bool]]:
+def queued(now: When, mine: Mine) -> list[ColumnElement[bool]]:
     """A queued run (asked for by hand, retried, or deferred by a blackout window) whose
     ``not_before`` has come, on this scheduler's shards."""
     return [
@@ -72,19 +76,23 @@ class TickWork:
     stops: bool
 
 
-def tick_work(session: Session, now: datetime, node: str, mine: Mine, *, live: bool) -> TickWork:
-    """The four questions in one statement (``live``: whether this scheduler has runs in
-    flight, the only ones a stop request can be for)."""
+def question(node: str, mine: Mine, *, live: bool) -> Select[bool, bool, bool, bool]:
+    """The four questions as one statement, the tick's moment a parameter (``now``): a
+    scheduler builds it once for its shards, not at every tick (``live``: whether it has
+    runs in flight, the only ones a stop request can be for)."""
     stops = select(Run.id).where(*stop_asked(node)).exists() if live else false()
-    row = session.execute(
-        select(
-            select(Assignment.id)
-            .join(Target, Target.id == Assignment.target_id)
-            .where(*due(now, mine))
-            .exists(),
-            select(Run.id).where(*pending(mine)).exists(),
-            select(Run.id).where(*queued(now, mine)).exists(),
-            stops,
-        )
-    ).one()
+    return select(
+        select(Assignment.id)
+        .join(Target, Target.id == Assignment.target_id)
+        .where(*due(NOW, mine))
+        .exists(),
+        select(Run.id).where(*pending(mine)).exists(),
+        select(Run.id).where(*queued(NOW, mine)).exists(),
+        stops,
+    )
+
+
+def tick_work(session: Session, asked: Select[bool, bool, bool, bool], now: datetime) -> TickWork:
+    """The answers to :func:`question` at ``now``."""
+    row = session.execute(asked, {"now": now}).one()
     return TickWork(*(bool(value) for value in row))

@@ -162,3 +162,18 @@ async def test_a_stop_asked_elsewhere_is_seen_while_the_run_is_live(
     assert waiting(fake_scheduler, clock).stops
     # Without live runs there is nobody to stop: the question is not asked.
     assert not fake_scheduler.runs.waiting(clock.now, live=False).stops
+
+
+async def test_the_question_follows_the_shards_the_scheduler_starts(
+    app: App, operator: Actor, box: str, fake_scheduler: Scheduler, clock: FakeClock
+) -> None:
+    """The statement is built once per set of shards: a worker given other shards asks
+    about those (a question kept from before would still see the due slot)."""
+    jobs.add_job(app, operator, "once", JobSpec(AT_0901, "true"), target=box)
+    clock.advance(seconds=30)  # 09:01:00
+    store = fake_scheduler.runs
+    assert store.waiting(clock.now, live=False).due
+    store.shards = frozenset({10_000})  # no target is in that shard
+    assert store.waiting(clock.now, live=False) == NOTHING
+    store.shards = None
+    assert store.waiting(clock.now, live=False).due
