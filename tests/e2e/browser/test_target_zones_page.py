@@ -96,7 +96,10 @@ def test_a_target_local_job_shows_and_fires_at_each_targets_own_time(
         )
 
     # Fire all three now: the live scheduler runs them and moves each to its own next 02:00.
-    slot = server.app.now().replace(second=0, microsecond=0)
+    # The slot is this second, not this minute's start: a slot is fired within its misfire
+    # grace (60 s) of its time and recorded missed after, so a minute's start set in its
+    # last second was missed whenever the next tick came a moment late.
+    slot = server.app.now().replace(microsecond=0)
     with server.app.db.session() as session:
         session.execute(
             update(Assignment)
