@@ -107,7 +107,12 @@ async def test_a_stop_asked_for_elsewhere_is_picked_up_on_the_next_tick(
     add(app, operator, "slow", f"echo hello; sleep {main}")
     scheduler.live_snapshot_s = 0.0
     run_id = await started(app, operator, scheduler, "slow")
-    await eventually_async(lambda: bool(sleeping(main)), message="the command sleeping")
+    # The command sleeping is not enough: its line may still be in the pipe, not yet read.
+    await eventually_async(
+        lambda: bool(sleeping(main))
+        and runs.follow_output(app, operator, run_id, 0, live=scheduler.live).text == "hello\n",
+        message="the command sleeping, its line in the scheduler's live output",
+    )
     await scheduler.tick()  # writes the snapshot
 
     # Another process (the CLI, another node's web app) reads the run row.
