@@ -1,0 +1,102 @@
+"""The directory's TLS context is built once per CA file and again when that file changes:
+building one reads the whole bundle (about 20 ms of CPU), and a log-in binds two or three
+times. A kept context must never outlive the trust it was built from."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import ssl
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from fleetcron.services.identity.configs import LdapConfig
+from fleetcron.services.identity.ldap import tls_context
+
+
+def write_ca(path: Path, common_name: str) -> None:
+    """A self-signed CA certificate named ``common_name`` in ``path``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def config(ca_file: Path | None) -> LdapConfig:
+    return LdapConfig(
+        url="ldaps://127.0.0.1:1636",
+        ca_file=str(ca_file) if ca_file else None,
+        bind_dn=None,
+        bind_password=None,
+        user_base="ou=people,dc=example,dc=org",
+        user_filter="(uid={login})",
+        username_attribute="uid",
+        group_base="ou=groups,dc=example,dc=org",
+        group_filter="(member={dn})",
+        label="directory",
+        mapping=(),
+        timeout_s=2.0,
+    )
+
+
+def trusted_names(ca_file: Path) -> set[str]:
+    return names_of(tls_context(config(ca_file)))
+
+
+def names_of(context: ssl.SSLContext) -> set[str]:
+    """The common names of the CAs ``context`` trusts."""
+    return {
+        str(attribute.value)
+        for der in context.get_ca_certs(binary_form=True)
+        for attribute in x509.load_der_x509_certificate(der).subject.get_attributes_for_oid(
+            NameOID.COMMON_NAME
+        )
+    }
+
+
+def test_one_context_per_ca_file_until_the_file_changes(tmp_path: Path) -> None:
+    ca_file = tmp_path / "ca.pem"
+    write_ca(ca_file, "first CA")
+    first = tls_context(config(ca_file))
+    assert tls_context(config(ca_file)) is first, "built again for the same file"
+    assert trusted_names(ca_file) == {"first CA"}
+
+    # The administrator replaces the CA (a new inode, as an editor or a deploy writes it).
+    replacement = tmp_path / "ca.pem.new"
+    write_ca(replacement, "second CA")
+    os.replace(replacement, ca_file)
+    assert tls_context(config(ca_file)) is not first
+    assert trusted_names(ca_file) == {"second CA"}
+
+    # The check can fail: the kept context still trusts only the CA it was built from.
+    assert names_of(first) == {"first CA"}
+
+
+def test_a_ca_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
+    ca_file = tmp_path / "ca.pem"
+    write_ca(ca_file, "first CA")
+    first = tls_context(config(ca_file))
+    write_ca(ca_file, "second CA, a longer name")  # same inode, another size and time
+    assert tls_context(config(ca_file)) is not first
+    assert trusted_names(ca_file) == {"second CA, a longer name"}
+
+
+def test_the_system_bundle_is_kept_too() -> None:
+    system = tls_context(config(None))
+    assert tls_context(config(None)) is system
+    assert (system.verify_mode, system.check_hostname) == (ssl.CERT_REQUIRED, True)
