@@ -26,6 +26,7 @@ from fleetcron.crypto import Secret
 from fleetcron.errors import InvalidInput
 from fleetcron.notify import ChannelKind, ChannelSpec, Config, DeliveryFailed, Sending
 from fleetcron.notify.channels import MAX_SECRET_LENGTH, is_loopback
+from fleetcron.tls import verifying_context
 
 MAX_RECIPIENTS = 50
 _ADDRESS = re.compile(r"[^@\s<>()\[\],;:\"]+@[^@\s<>()\[\],;:\"]+")
@@ -235,7 +236,7 @@ def send_mail(server: SmtpServer, mail: MailMessage, *, timeout: float) -> str |
         with smtplib.SMTP(server.host, server.port, timeout=timeout) as smtp:
             smtp.ehlo()
             if server.starttls:
-                smtp.starttls(context=ssl.create_default_context())
+                smtp.starttls(context=verifying_context())
                 smtp.ehlo()
             if server.username:
                 password = server.password

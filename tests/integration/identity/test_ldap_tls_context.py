@@ -4,7 +4,6 @@ times. A kept context must never outlive the trust it was built from."""
 
 from __future__ import annotations
 
-import datetime
 import os
 import socket
 import ssl
@@ -12,31 +11,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fixtures.certificates import self_signed
 from fleetcron.services.identity.configs import LdapConfig
 from fleetcron.services.identity.ldap import _StdlibTls, tls_context
 
 
 def write_ca(path: Path, common_name: str) -> None:
     """A self-signed CA certificate named ``common_name`` in ``path``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    scratch = path.parent / f"{path.name}.parts"
+    scratch.mkdir(exist_ok=True)
+    cert, _ = self_signed(scratch, common_name)
+    path.write_bytes(cert.read_bytes())
 
 
 def config(ca_file: Path | None) -> LdapConfig:

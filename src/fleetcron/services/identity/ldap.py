@@ -27,9 +27,7 @@ here is the standard library's ``SSLContext`` with ``check_hostname`` on
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
-import os
 import socket
 import ssl
 import struct
@@ -55,6 +53,7 @@ from fleetcron.services.audit import AuditNote, record
 from fleetcron.services.identity.configs import LdapConfig
 from fleetcron.services.identity.provision import Identity, provision, refusal
 from fleetcron.store.schema import User, WebSession
+from fleetcron.tls import verifying_context
 
 WRONG = "unknown user or wrong password"
 #: The groups read of one user at most.
@@ -83,46 +82,10 @@ class _StdlibTls(ldap3.Tls):  # type: ignore[misc]
         )
 
 
-#: What a file's contents are taken to be: its path, and its inode, size and change time
-#: (None when it cannot be read).
-FileStamp = tuple[str, tuple[int, int, int] | None]
-
-
-def _stamp(path: str | None) -> FileStamp | None:
-    if path is None:
-        return None
-    try:
-        found = os.stat(path)
-    except OSError:
-        return (path, None)
-    return (path, (found.st_ino, found.st_size, found.st_mtime_ns))
-
-
-def trust_stamp(ca_file: str | None) -> tuple[FileStamp | None, ...]:
-    """What the trust of a context for ``ca_file`` is read from, as it is on disk now: the
-    file itself, or the system's default bundle and directory when there is none."""
-    if ca_file is not None:
-        return (_stamp(ca_file),)
-    defaults = ssl.get_default_verify_paths()
-    return (
-        _stamp(defaults.cafile or defaults.openssl_cafile),
-        _stamp(defaults.capath or defaults.openssl_capath),
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _context(ca_file: str | None, stamp: tuple[FileStamp | None, ...]) -> ssl.SSLContext:
-    # ``stamp`` is only the cache key: a changed CA file (or system bundle) is a new key.
-    return ssl.create_default_context(cafile=ca_file)
-
-
 def tls_context(config: LdapConfig) -> ssl.SSLContext:
-    """The verifying TLS context for ``config``'s directory. Building one reads the CA file
-    or the system's bundle (about 20 ms of CPU for Debian's), and a log-in binds two or three
-    times, so a context is kept per CA file and built again when that file changes on disk;
-    a context only verifies (no client certificate, no session state of a log-in), and one
-    may wrap several connections at once."""
-    return _context(config.ca_file, trust_stamp(config.ca_file))
+    """The verifying TLS context for ``config``'s directory (:mod:`fleetcron.tls`: kept per
+    CA file, built again when the file changes)."""
+    return verifying_context(config.ca_file)
 
 
 def _server(config: LdapConfig) -> ldap3.Server:
