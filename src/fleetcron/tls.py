@@ -16,14 +16,14 @@ import functools
 import os
 import ssl
 
-__all__ = ["FileStamp", "trust_stamp", "verifying_context"]
+__all__ = ["verifying_context"]
 
 #: What a file's contents are taken to be: its path, and its inode, size and modification
 #: time (None when it cannot be read).
-FileStamp = tuple[str, tuple[int, int, int] | None]
+_FileStamp = tuple[str, tuple[int, int, int] | None]
 
 
-def _stamp(path: str | None) -> FileStamp | None:
+def _stamp(path: str | None) -> _FileStamp | None:
     if path is None:
         return None
     try:
@@ -33,7 +33,7 @@ def _stamp(path: str | None) -> FileStamp | None:
     return (path, (found.st_ino, found.st_size, found.st_mtime_ns))
 
 
-def trust_stamp(ca_file: str | None) -> tuple[FileStamp | None, ...]:
+def _trust_stamp(ca_file: str | None) -> tuple[_FileStamp | None, ...]:
     """What the trust of a context for ``ca_file`` is read from, as it is on disk now: the
     file itself, or the system's default bundle and directory when there is none."""
     if ca_file is not None:
@@ -46,7 +46,7 @@ def trust_stamp(ca_file: str | None) -> tuple[FileStamp | None, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def _context(ca_file: str | None, stamp: tuple[FileStamp | None, ...]) -> ssl.SSLContext:
+def _context(ca_file: str | None, stamp: tuple[_FileStamp | None, ...]) -> ssl.SSLContext:
     # ``stamp`` is only the cache key: a changed CA file (or system bundle) is a new key.
     return ssl.create_default_context(cafile=ca_file)
 
@@ -54,4 +54,4 @@ def _context(ca_file: str | None, stamp: tuple[FileStamp | None, ...]) -> ssl.SS
 def verifying_context(ca_file: str | None = None) -> ssl.SSLContext:
     """The context that verifies a server against ``ca_file`` (None: the system's CAs) and
     its host name, built again only when what it trusts changed on disk."""
-    return _context(ca_file, trust_stamp(ca_file))
+    return _context(ca_file, _trust_stamp(ca_file))

@@ -82,17 +82,11 @@ class _StdlibTls(ldap3.Tls):  # type: ignore[misc]
         )
 
 
-def tls_context(config: LdapConfig) -> ssl.SSLContext:
-    """The verifying TLS context for ``config``'s directory (:mod:`fleetcron.tls`: kept per
-    CA file, built again when the file changes)."""
-    return verifying_context(config.ca_file)
-
-
 def _server(config: LdapConfig) -> ldap3.Server:
     parts = urlsplit(config.url)
     secure = parts.scheme == "ldaps"
     host = parts.hostname or ""
-    context = tls_context(config)
+    context = verifying_context(config.ca_file)  # kept per CA file (fleetcron.tls)
     return ldap3.Server(
         host,
         port=parts.port or (636 if secure else 389),
