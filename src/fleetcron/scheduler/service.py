@@ -90,6 +90,10 @@ FINISH_BATCH = 500
 #: While other runs are in flight, how long a completion waits for others to share its
 #: transaction (each run's times are the executor's, so only when it shows is delayed).
 FINISH_GATHER_S = 0.05
+#: Fewer completions than this wait once more while the last wait brought others, at most
+#: :data:`FINISH_GATHER_WAITS` waits in all (:func:`gather_again`).
+FINISH_FEW = 64
+FINISH_GATHER_WAITS = 5
 #: How often (seconds) the self-fencing watcher checks ``may_execute``.
 FENCE_CHECK_S = 0.05
 #: How often the renewal task asks whether the lease renewal is due (a call on the
@@ -638,12 +642,18 @@ class Scheduler:
     # -- recording --------------------------------------------------------------------
 
     async def _gather_finished(self) -> list[_Finished]:
-        """The next batch of completions to record: what the queue holds, after a short
-        wait for the runs that end together when others are in flight (runs that end one
-        after the other in a burst of local runs would each take a transaction)."""
+        """The next batch of completions to record: what the queue holds, after short
+        waits for the runs that end together or one after the other while others are in
+        flight (:func:`gather_again`; runs that end one after the other in a burst of
+        local runs, or a worker's share of a fleet, would each take a transaction)."""
         batch = [await self._finished.get()]
-        if self._finished.qsize() + 1 < FINISH_BATCH and len(self.running) > 1:
+        queued = brought = self._finished.qsize()
+        waits = 0
+        while gather_again(len(batch) + queued, brought, waits, len(self.running)):
             await asyncio.sleep(FINISH_GATHER_S)
+            waits += 1
+            brought = self._finished.qsize() - queued
+            queued += brought
         while len(batch) < FINISH_BATCH and not self._finished.empty():
             batch.append(self._finished.get_nowait())
         return batch
@@ -721,6 +731,24 @@ class Scheduler:
         while self.running or self._retries:
             await asyncio.gather(*self.running.values(), *self._retries, return_exceptions=True)
         await self._finished.join()
+
+
+def gather_again(gathered: int, brought: int, waits: int, in_flight: int) -> bool:
+    """Whether ``gathered`` completions wait :data:`FINISH_GATHER_S` more for others to
+    share their transaction, after ``waits`` waits of which the last ``brought`` some.
+
+    The first wait is taken whenever other runs are in flight and the batch is not full.
+    A batch of fewer than :data:`FINISH_FEW` waits again while completions keep coming,
+    up to :data:`FINISH_GATHER_WAITS` waits: a worker of several (``--workers``) sees
+    only its share of a fleet's completions, and each transaction's fixed cost (the
+    guard's lock, the claims released, the commit) would otherwise fall on a few rows.
+    When a wait brings nothing, the batch is written at once.
+    """
+    if gathered >= FINISH_BATCH or in_flight <= 1:
+        return False
+    if waits == 0:
+        return True
+    return waits < FINISH_GATHER_WAITS and brought > 0 and gathered < FINISH_FEW
 
 
 def _log_tick(now: datetime, stats: TickStats) -> None:
