@@ -987,7 +987,8 @@ def transactions_lines(results: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(
             f"{design} idle loop: PostgreSQL {idle['pg_tx_per_s']:.2f} transactions/s; the "
             f"workers began {idle['coordination_tx_per_s']:.2f}/s coordination, "
-            f"{idle['other_tx_per_s']:.2f}/s other (empty ticks)"
+            f"{idle['other_tx_per_s']:.2f}/s other (empty ticks); CPU ms/s per worker: "
+            + ", ".join(f"{ms:.1f}" for ms in idle.get("cpu_ms_per_s", []))
         )
         minute = idle["coordination_tx_per_s"] * 60
         for which in ("first", "pooled"):

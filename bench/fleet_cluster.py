@@ -268,11 +268,16 @@ async def fire(
 
 async def idle_window(tx: Transactions) -> dict[str, float]:
     """The loop with nothing due, from now to the parent's next line: the transactions
-    it began, by kind, and its length."""
-    (k0, o0), t0 = tx.snapshot(), time.time()
+    it began, by kind, the process's CPU, and its length."""
+    (k0, o0), t0, u0 = tx.snapshot(), time.time(), Usage.now()
     await asyncio.to_thread(sys.stdin.readline)
-    (k1, o1), t1 = tx.snapshot(), time.time()
-    return {"coordination_tx": k1 - k0, "other_tx": o1 - o0, "seconds": t1 - t0}
+    (k1, o1), t1, u1 = tx.snapshot(), time.time(), Usage.now()
+    return {
+        "coordination_tx": k1 - k0,
+        "other_tx": o1 - o0,
+        "cpu_s": u1.cpu_s - u0.cpu_s,
+        "seconds": t1 - t0,
+    }
 
 
 async def worker_main(worker_of: str) -> None:
@@ -507,6 +512,7 @@ def idle(workers: Workers, bench: Bench) -> dict[str, Any]:
             r["coordination_tx"] / s for r, s in zip(reports, seconds, strict=True)
         ),
         "other_tx_per_s": sum(r["other_tx"] / s for r, s in zip(reports, seconds, strict=True)),
+        "cpu_ms_per_s": [1000 * r["cpu_s"] / s for r, s in zip(reports, seconds, strict=True)],
     }
 
 
