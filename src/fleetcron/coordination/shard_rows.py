@@ -33,6 +33,7 @@ __all__ = [
     "fixed_shards",
     "lease_until",
     "locked_shards",
+    "owned_generations",
     "renew_leases",
     "shard_count",
     "shard_rows",
@@ -76,6 +77,18 @@ def fixed_shards(app: App, session: Session) -> int:
     between) have one shard."""
     single = app.db.dialect == "sqlite" or app.settings.topology is Topology.REPLICATED_PAIR
     return fix_shard_count(session, app.settings.shards, single=single, now=app.now())
+
+
+def owned_generations(session: Session, node_id: str) -> frozenset[tuple[int, int]]:
+    """The ``(shard, generation)`` of every ownership row naming ``node_id`` its owner,
+    unlocked: every pair a verdict can find the node owning (it may find fewer: a lapsed
+    lease, a node refused), read in one indexed statement without evaluating anything."""
+    rows = session.execute(
+        select(ClusterOwnership.shard, ClusterOwnership.generation).where(
+            ClusterOwnership.owner_node_id == node_id
+        )
+    )
+    return frozenset((int(shard), int(generation)) for shard, generation in rows)
 
 
 def shard_rows(session: Session, *, lock: bool) -> list[ClusterOwnership]:

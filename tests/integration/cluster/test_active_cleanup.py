@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from fixtures.app import FakeClock
 from fixtures.cluster import ClusterNode, approve
@@ -198,6 +198,43 @@ def test_a_standby_and_an_owner_without_old_claims_plan_nothing_to_clean(
     # Only the local claim is left: it is waited for, but there is nothing to clean.
     again = plan_for(b)
     assert again is not None and again.targets == ()
+
+
+def statements_of(node: ClusterNode, call: Callable[[], object]) -> tuple[object, int]:
+    """What ``call`` returns, and how many statements it sent to the database."""
+    sent: list[str] = []
+
+    def count(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    event.listen(node.app.db.engine, "before_cursor_execute", count)
+    try:
+        return call(), len(sent)
+    finally:
+        event.remove(node.app.db.engine, "before_cursor_execute", count)
+
+
+def test_the_tick_s_check_with_nothing_fresh_reads_one_statement(
+    nodes: tuple[ClusterNode, ClusterNode, ClusterNode],
+) -> None:
+    """Every tick asks for the plan; once the shards and generations owned are done, the
+    answer comes from one read of the ownership rows naming the node, not the verdict."""
+    a, b, _ = nodes
+    plan = plan_for(b)
+    assert plan is not None
+
+    again, sent = statements_of(b, lambda: plan_for(b, done=plan.owned))
+    assert (again, sent) == (None, 1)
+    # The controls: with nothing done the verdict and the claims are read; a node that
+    # owns nothing (alpha, fenced) has nothing fresh either.
+    first, sent = statements_of(b, lambda: plan_for(b))
+    assert first is not None and sent > 3
+    assert statements_of(a, lambda: plan_for(a, done=plan.owned)) == (None, 1)
+    # A new generation of its shard is fresh again (as if beta had taken it anew).
+    with b.app.db.session() as session:
+        session.execute(update(ClusterOwnership).values(generation=ClusterOwnership.generation + 1))
+    later = plan_for(b, done=plan.owned)
+    assert later is not None and {g for _, g in later.owned} == {3}
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
