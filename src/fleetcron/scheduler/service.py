@@ -647,8 +647,7 @@ class Scheduler:
         flight (:func:`gather_again`; runs that end one after the other in a burst of
         local runs, or a worker's share of a fleet, would each take a transaction)."""
         batch = [await self._finished.get()]
-        queued = brought = self._finished.qsize()
-        waits = 0
+        queued, brought, waits = self._finished.qsize(), 0, 0
         while gather_again(len(batch) + queued, brought, waits, len(self.running)):
             await asyncio.sleep(FINISH_GATHER_S)
             waits += 1
