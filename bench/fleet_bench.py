@@ -296,6 +296,15 @@ def run_fleetcron(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> d
 # -- bare asyncssh --------------------------------------------------------------------------
 
 
+def cipher_options(design: str) -> dict[str, Any]:
+    """``asyncssh-aes`` offers fleetcron's cipher order; ``asyncssh`` asyncssh's own."""
+    if design != "asyncssh-aes":
+        return {}
+    from fleetcron.executors.ssh_connect import CIPHERS
+
+    return {"encryption_algs": CIPHERS}
+
+
 def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> dict[str, Any]:
     import random
 
@@ -304,11 +313,6 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
     targets = targets_of(spec)
     control = SimControl(spec["control"])
     retryable = (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError)
-    ciphers: dict[str, Any] = {}
-    if opts["design"] == "asyncssh-aes":
-        from fleetcron.executors.ssh_connect import CIPHERS
-
-        ciphers["encryption_algs"] = CIPHERS
 
     async def main() -> dict[str, Any]:
         slots = asyncio.Semaphore(opts["cap"])
@@ -337,7 +341,7 @@ def run_asyncssh(spec: dict[str, Any], command: str, opts: dict[str, Any]) -> di
                             config=None,
                             agent_path=None,
                             connect_timeout=60,
-                            **ciphers,
+                            **cipher_options(opts["design"]),
                         )
                     except retryable:
                         pass
