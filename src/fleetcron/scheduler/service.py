@@ -94,7 +94,8 @@ FINISH_GATHER_S = 0.05
 #: :data:`FINISH_GATHER_WAITS` waits in all (:func:`gather_again`).
 FINISH_FEW = 64
 FINISH_GATHER_WAITS = 5
-#: How often (seconds) the self-fencing watcher checks ``may_execute``.
+#: How often (seconds) the self-fencing watcher checks ``may_execute`` while runs are in
+#: flight; with none it sleeps until one starts.
 FENCE_CHECK_S = 0.05
 #: How often the renewal task asks whether the lease renewal is due (a call on the
 #: database thread that does nothing when it is not).
@@ -198,6 +199,8 @@ class Scheduler:
         self._writer: asyncio.Task[None] | None = None
         self._fence_watch: asyncio.Task[None] | None = None
         self._retries: set[asyncio.Task[None]] = set()
+        #: Set when a run or a retry starts: wakes the self-fencing watcher.
+        self._started = asyncio.Event()
         self._recording: set[asyncio.Task[None]] = set()
         self.self_fenced = 0
         #: The installation's highest-generation mark on targets (cluster mode only).
@@ -501,6 +504,7 @@ class Scheduler:
         )
         task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")
         self.running[dispatch.run_id] = task
+        self._started.set()
         run_id = dispatch.run_id
 
         def forget(_task: asyncio.Task[None]) -> None:
@@ -540,6 +544,7 @@ class Scheduler:
         ):
             task = asyncio.create_task(self._retry(dispatch))
             self._retries.add(task)
+            self._started.set()
             task.add_done_callback(self._retries.discard)
 
     async def _retry(self, previous: Dispatch) -> None:
@@ -607,6 +612,11 @@ class Scheduler:
         """Cancel every in-flight run as soon as this node may no longer execute."""
         assert self.may_execute is not None
         while True:
+            if not (self.running or self._retries):
+                # Nothing to cancel: sleep until a run starts rather than wake 20 times
+                # a second (an idle worker's most frequent wake-up).
+                self._started.clear()
+                await self._started.wait()
             await asyncio.sleep(FENCE_CHECK_S)
             if self.may_execute() or not (self.running or self._retries):
                 continue
