@@ -5,6 +5,7 @@ server allows none of them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -23,21 +24,19 @@ def restricted(
 ) -> Iterator[dict[str, SshServer]]:
     """Two servers by the one cipher each allows: ChaCha20-Poly1305 (offered, not first)
     and AES-128-CBC (never offered)."""
-    with (
-        running_sshd(
-            tmp_path_factory.mktemp("sshd-chacha"),
-            authorized_keys=[sshd_client_key.public_key_line],
-            client_key=sshd_client_key,
-            settings={"Ciphers": "chacha20-poly1305@openssh.com"},
-        ) as chacha,
-        running_sshd(
-            tmp_path_factory.mktemp("sshd-cbc"),
-            authorized_keys=[sshd_client_key.public_key_line],
-            client_key=sshd_client_key,
-            settings={"Ciphers": "aes128-cbc"},
-        ) as cbc,
-    ):
-        yield {"chacha": chacha, "cbc": cbc}
+    allowed = {"chacha": "chacha20-poly1305@openssh.com", "cbc": "aes128-cbc"}
+    with contextlib.ExitStack() as servers:
+        yield {
+            name: servers.enter_context(
+                running_sshd(
+                    tmp_path_factory.mktemp(f"sshd-{name}"),
+                    authorized_keys=[sshd_client_key.public_key_line],
+                    client_key=sshd_client_key,
+                    settings={"Ciphers": cipher},
+                )
+            )
+            for name, cipher in allowed.items()
+        }
 
 
 async def negotiated(target: SshTarget) -> tuple[str, str]:
