@@ -200,7 +200,7 @@ class Scheduler:
         self._fence_watch: asyncio.Task[None] | None = None
         self._retries: set[asyncio.Task[None]] = set()
         #: Set when a run or a retry starts: wakes the self-fencing watcher.
-        self._started = asyncio.Event()
+        self._run_started = asyncio.Event()
         self._recording: set[asyncio.Task[None]] = set()
         self.self_fenced = 0
         #: The installation's highest-generation mark on targets (cluster mode only).
@@ -504,7 +504,7 @@ class Scheduler:
         )
         task = asyncio.create_task(self._execute(dispatch), name=f"run-{dispatch.run_id}")
         self.running[dispatch.run_id] = task
-        self._started.set()
+        self._run_started.set()
         run_id = dispatch.run_id
 
         def forget(_task: asyncio.Task[None]) -> None:
@@ -544,7 +544,7 @@ class Scheduler:
         ):
             task = asyncio.create_task(self._retry(dispatch))
             self._retries.add(task)
-            self._started.set()
+            self._run_started.set()
             task.add_done_callback(self._retries.discard)
 
     async def _retry(self, previous: Dispatch) -> None:
@@ -615,8 +615,8 @@ class Scheduler:
             if not (self.running or self._retries):
                 # Nothing to cancel: sleep until a run starts rather than wake 20 times
                 # a second (an idle worker's most frequent wake-up).
-                self._started.clear()
-                await self._started.wait()
+                self._run_started.clear()
+                await self._run_started.wait()
             await asyncio.sleep(FENCE_CHECK_S)
             if self.may_execute() or not (self.running or self._retries):
                 continue
