@@ -10,24 +10,10 @@ import click
 
 from fleetcron.cli.context import acting, as_user_option, opened_app
 from fleetcron.cli.output import ID, print_json, print_table
+from fleetcron.core.blackouts import WINDOW_KEYS
 from fleetcron.core.incidents import parse_duration
 from fleetcron.services.blackouts import windows as svc
 
-#: The options that make a window (``--duration`` becomes ``duration_s``).
-SPEC_FIELDS = (
-    "name",
-    "reason",
-    "job",
-    "target",
-    "selector",
-    "zone",
-    "start",
-    "end",
-    "cron",
-    "weekly",
-    "duration",
-    "until",
-)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
@@ -41,7 +27,7 @@ def window_spec_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def specified(*args: object, **kwargs: Any) -> None:
-        given = {field: kwargs.pop(field) for field in SPEC_FIELDS}
+        given = {field: kwargs.pop(field) for field in WINDOW_KEYS}
         duration = given.pop("duration")
         seconds = None if duration is None else parse_duration(duration).total_seconds()
         given["duration_s"] = None if seconds is None else int(seconds)

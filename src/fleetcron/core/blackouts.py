@@ -52,6 +52,24 @@ MAX_CHAIN: Final = 1000
 EARLIEST_OFFSET: Final = timedelta(hours=14)
 LATEST_OFFSET: Final = timedelta(hours=12)
 
+#: What an operator writes to make a window, in the order every adapter shows it: the
+#: CLI's options, the web form's fields, the keys of a schedule file's ``blackouts``
+#: (``duration`` is text such as ``2h``, read by ``core.incidents.parse_duration``).
+WINDOW_KEYS: Final = (
+    "name",
+    "reason",
+    "job",
+    "target",
+    "selector",
+    "zone",
+    "start",
+    "end",
+    "cron",
+    "weekly",
+    "duration",
+    "until",
+)
+
 _DAYS: Final = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 
 
@@ -308,6 +326,7 @@ __all__ = [
     "MAX_DURATION",
     "MAX_ONCE",
     "ON_BLACKOUT",
+    "WINDOW_KEYS",
     "Hit",
     "OnBlackout",
     "Scope",

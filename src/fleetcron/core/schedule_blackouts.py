@@ -26,25 +26,10 @@ from typing import Any, Literal
 
 from yaml.nodes import Node, ScalarNode, SequenceNode
 
+from fleetcron.core.blackouts import WINDOW_KEYS
 from fleetcron.core.incidents import parse_duration
 from fleetcron.core.yaml_nodes import TAGS, Problem, Reader, kind_of, line_of
 from fleetcron.errors import InvalidInput
-
-#: Keys of one window, in the order export writes them (the CLI's options).
-BLACKOUT_KEYS = (
-    "name",
-    "reason",
-    "job",
-    "target",
-    "selector",
-    "zone",
-    "start",
-    "end",
-    "cron",
-    "weekly",
-    "duration",
-    "until",
-)
 
 #: Keys holding a time, which YAML may read as a date: taken as written.
 _TIME_KEYS = frozenset({"start", "end", "until"})
@@ -67,7 +52,7 @@ class BlackoutDecl:
 
     def problem(self, key: str, message: str) -> Problem:
         key = "duration" if key == "duration_s" else key
-        known = key in BLACKOUT_KEYS
+        known = key in WINDOW_KEYS
         path = f"blackouts[{self.index}]" + (f".{key}" if known else "")
         return Problem(self.lines.get(key, self.line), path, message)
 
@@ -108,7 +93,7 @@ def read_blackouts(reader: Reader, node: Node) -> list[BlackoutDecl]:
 def _read_blackout(reader: Reader, node: Node, index: int) -> BlackoutDecl | None:
     path = f"blackouts[{index}]"
     before = len(reader.problems)
-    keys = reader.mapping(node, path, BLACKOUT_KEYS, "a window (a mapping with name, reason, ...)")
+    keys = reader.mapping(node, path, WINDOW_KEYS, "a window (a mapping with name, reason, ...)")
     if keys is None:
         return None
     lines = {key: line_of(value) for key, (_, value) in keys.items()}
@@ -156,7 +141,6 @@ def duration_text(seconds: int) -> str:
 
 
 __all__ = [
-    "BLACKOUT_KEYS",
     "BlackoutChange",
     "BlackoutDecl",
     "duration_text",

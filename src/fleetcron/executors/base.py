@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -211,6 +212,53 @@ class ExecResult:
     finished_at: datetime
     duration_ms: int
     error: str | None = None
+
+    @classmethod
+    def ended(
+        cls,
+        status: Status,
+        exit_code: int | None,
+        error: str | None,
+        *,
+        stdout: OutputExcerpt,
+        stderr: OutputExcerpt,
+        started_at: datetime,
+        finished_at: datetime,
+        t0: float,
+    ) -> ExecResult:
+        """A run that ended ``status`` at ``finished_at``, timed from the monotonic ``t0``."""
+        return cls(
+            status=status,
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            started_at=started_at,
+            finished_at=finished_at,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            error=error,
+        )
+
+    @classmethod
+    def not_started(
+        cls,
+        error: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime | None = None,
+        t0: float | None = None,
+    ) -> ExecResult:
+        """A run whose command never started: ``connect_error`` saying why, no output. Its
+        duration runs from the monotonic ``t0`` (none given: zero)."""
+        return cls(
+            status="connect_error",
+            exit_code=None,
+            stdout=EMPTY_OUTPUT,
+            stderr=EMPTY_OUTPUT,
+            started_at=started_at,
+            finished_at=started_at if finished_at is None else finished_at,
+            duration_ms=0 if t0 is None else int((time.monotonic() - t0) * 1000),
+            error=error,
+        )
 
 
 @dataclass(frozen=True)

@@ -140,13 +140,13 @@ class FakeExecutor:
         stdout, stderr = BoundedOutput(request.output_limit), BoundedOutput(request.output_limit)
         stdout.feed(outcome.stdout.encode())
         stderr.feed(outcome.stderr.encode())
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
+        return ExecResult.ended(
+            status,
+            exit_code,
+            error,
             stdout=stdout.excerpt(),
             stderr=stderr.excerpt(),
             started_at=started_at,
             finished_at=self._clock(),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            error=error,
+            t0=t0,
         )

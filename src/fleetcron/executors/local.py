@@ -37,7 +37,6 @@ from typing import Any, Final, TypeVar
 
 from fleetcron.executors.base import (
     DEFAULT_KILL_GRACE_S,
-    EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
     Clock,
     ExecRequest,
@@ -78,7 +77,7 @@ from fleetcron.executors.watchdog import (
     plain_script,
     plan_for,
     stop_argv,
-    superseded_error,
+    unless_superseded,
     watchdog_script,
 )
 
@@ -223,13 +222,17 @@ class LocalExecutor:
         started_at = self._clock()
         account = self._permitted_account()
         if isinstance(account, str):
-            return _not_started(started_at, self._clock(), called, account)
+            return ExecResult.not_started(
+                account, started_at=started_at, finished_at=self._clock(), t0=called
+            )
         # The deadline on the watchdog's clock is fixed here, with the budget's plan: a pause
         # from now on (SIGSTOP, a stalled VM) brings it no nearer to being extended.
         now_boot = boot_clock()
         steps = plan_for(request, self._kill_grace_s, called)
         if steps is None:
-            return _not_started(started_at, self._clock(), called, NOT_STARTED_DEADLINE)
+            return ExecResult.not_started(
+                NOT_STARTED_DEADLINE, started_at=started_at, finished_at=self._clock(), t0=called
+            )
         return await self._run_as(
             request,
             account,
@@ -274,8 +277,11 @@ class LocalExecutor:
             proc = await self._spawn_whole(script, account, env, stdout, splitter)
         except (OSError, subprocess.SubprocessError) as exc:
             self._unwatch(watched, None)
-            return _not_started(
-                started_at, self._clock(), called, f"could not start as {account.name}: {exc}"
+            return ExecResult.not_started(
+                f"could not start as {account.name}: {exc}",
+                started_at=started_at,
+                finished_at=self._clock(),
+                t0=called,
             )
         if watched[0] is not None:
             self.group_watch.started(watched[0], proc.pid)
@@ -286,16 +292,16 @@ class LocalExecutor:
         finally:
             self._unwatch(watched, proc)
         splitter.flush()
-        status, exit_code, error = _unless_superseded(status, exit_code, error, stderr)
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
+        status, exit_code, error = unless_superseded(status, exit_code, error, stderr)
+        return ExecResult.ended(
+            status,
+            exit_code,
+            error,
             stdout=stdout.excerpt(),
             stderr=stderr.excerpt(),
             started_at=started_at,
             finished_at=self._clock(),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            error=error,
+            t0=t0,
         )
 
     async def _watch(
@@ -656,32 +662,6 @@ async def _uncancelled(awaitable: Awaitable[_T]) -> _T:
         except asyncio.CancelledError:
             if future.done():
                 return future.result()
-
-
-def _unless_superseded(
-    status: Status, exit_code: int | None, error: str | None, stderr: BoundedOutput
-) -> tuple[Status, int | None, str | None]:
-    """The outcome, or ``connect_error`` with the target's refusal when the run's
-    generation had been superseded (the command was not started)."""
-    refused = superseded_error(exit_code, stderr.excerpt().head)
-    if refused is not None:
-        return "connect_error", None, refused
-    return status, exit_code, error
-
-
-def _not_started(
-    started_at: datetime, finished_at: datetime, called: float, error: str
-) -> ExecResult:
-    return ExecResult(
-        status="connect_error",
-        exit_code=None,
-        stdout=EMPTY_OUTPUT,
-        stderr=EMPTY_OUTPUT,
-        started_at=started_at,
-        finished_at=finished_at,
-        duration_ms=int((time.monotonic() - called) * 1000),
-        error=error,
-    )
 
 
 _WATCHDOG_ENDS: Final = frozenset({124, 128 + signal.SIGTERM, 128 + signal.SIGKILL})

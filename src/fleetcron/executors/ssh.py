@@ -60,7 +60,6 @@ import asyncssh
 from fleetcron.errors import ConnectError, ExecutionError
 from fleetcron.executors.base import (
     DEFAULT_KILL_GRACE_S,
-    EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
     Clock,
     ExecRequest,
@@ -91,7 +90,7 @@ from fleetcron.executors.watchdog import (
     plain_script,
     plan_for,
     stop_command,
-    superseded_error,
+    unless_superseded,
     watchdog_script,
 )
 
@@ -234,15 +233,8 @@ class SshExecutor:
             try:
                 return await self._run_on_pool(key, target, request, called)
             except ExecutionError as exc:
-                return ExecResult(
-                    status="connect_error",
-                    exit_code=None,
-                    stdout=EMPTY_OUTPUT,
-                    stderr=EMPTY_OUTPUT,
-                    started_at=started_at,
-                    finished_at=self._clock(),
-                    duration_ms=int((time.monotonic() - t0) * 1000),
-                    error=exc.message,
+                return ExecResult.not_started(
+                    exc.message, started_at=started_at, finished_at=self._clock(), t0=t0
                 )
 
     async def kill_older_generations(self, target: SshTarget, generation: int) -> int:
@@ -410,18 +402,16 @@ class SshExecutor:
             entry.conn, chan, request, splitter=splitter, limit=limit, grace=grace, due=due
         )
         splitter.flush()
-        refused = superseded_error(exit_code, stderr.excerpt().head)
-        if refused is not None:
-            status, exit_code, error = "connect_error", None, refused
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
+        status, exit_code, error = unless_superseded(status, exit_code, error, stderr)
+        return ExecResult.ended(
+            status,
+            exit_code,
+            error,
             stdout=stdout.excerpt(),
             stderr=stderr.excerpt(),
             started_at=started_at,
             finished_at=self._clock(),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            error=error,
+            t0=t0,
         )
 
     def _remote_command(self, request: ExecRequest, steps: Plan) -> tuple[str, float, float]:

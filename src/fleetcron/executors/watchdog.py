@@ -65,7 +65,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from fleetcron.executors.base import ExecRequest
+from fleetcron.executors.base import ExecRequest, Status
+from fleetcron.executors.output import BoundedOutput
 
 PGID_MARKER: Final = b"__fleetcron_pgid__="
 GENERATION_VARIABLE: Final = "FLEETCRON_GENERATION"
@@ -266,6 +267,17 @@ def superseded_error(exit_code: int | None, stderr_text: str) -> str | None:
         if line.startswith(SUPERSEDED_PREFIX):
             return line[len("fleetcron: ") :]
     return None
+
+
+def unless_superseded(
+    status: Status, exit_code: int | None, error: str | None, stderr: BoundedOutput
+) -> tuple[Status, int | None, str | None]:
+    """The outcome, or ``connect_error`` with the target's refusal when the run's
+    generation had been superseded (the command was not started)."""
+    refused = superseded_error(exit_code, stderr.excerpt().head)
+    if refused is not None:
+        return "connect_error", None, refused
+    return status, exit_code, error
 
 
 def claim_file_name(run_id: int | None) -> str:

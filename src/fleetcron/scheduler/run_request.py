@@ -1,23 +1,20 @@
 """What the scheduler hands an executor for one claimed run: where it runs
 (:func:`run_target`), its environment (:func:`run_environment`) and the request with the
 watchdog budget left until its claim deadline (:func:`exec_request`); and the result of a
-run that was not started (:func:`not_started`)."""
+run that was not started (``ExecResult.not_started``)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from urllib.parse import quote
 
 from fleetcron.coordination.claim_check import claim_secret, fencing_token
 from fleetcron.core.ownership import watchdog_budget
 from fleetcron.crypto import Secret
 from fleetcron.executors.base import (
-    EMPTY_OUTPUT,
     NOT_STARTED_DEADLINE,
     ExecRequest,
-    ExecResult,
     RunTarget,
 )
 from fleetcron.executors.output import LiveOutput
@@ -123,17 +120,4 @@ def run_target(dispatch: Dispatch) -> RunTarget:
         ),
         host_ca=dispatch.host_ca,
         client_cert_enc=dispatch.client_cert_enc,
-    )
-
-
-def not_started(now: datetime, error: str) -> ExecResult:
-    return ExecResult(
-        status="connect_error",
-        exit_code=None,
-        stdout=EMPTY_OUTPUT,
-        stderr=EMPTY_OUTPUT,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0,
-        error=error,
     )

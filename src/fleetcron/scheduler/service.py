@@ -71,7 +71,6 @@ from fleetcron.scheduler.run_log import log_dispatch, log_done, log_stopped, log
 from fleetcron.scheduler.run_request import (
     ClaimAsking,
     exec_request,
-    not_started,
     run_target,
 )
 from fleetcron.services.alerts.runner import NOTIFY_INTERVAL_S, NotifyStats, run_notifications
@@ -584,7 +583,7 @@ class Scheduler:
             async with executor.admit():
                 entry = self.live.get(dispatch.run_id)
                 if entry is not None and entry.output.stop_requested:
-                    return not_started(self.clock(), STOPPED_BEFORE_START)
+                    return ExecResult.not_started(STOPPED_BEFORE_START, started_at=self.clock())
                 request = self._request(dispatch)
                 if isinstance(request, str):
                     return self._refused_start(dispatch, request)
@@ -597,7 +596,7 @@ class Scheduler:
                 dispatch.run_id,
                 extra={"action": "run.error", "run_id": dispatch.run_id},
             )
-            return not_started(self.clock(), f"could not start: {exc}")
+            return ExecResult.not_started(f"could not start: {exc}", started_at=self.clock())
 
     def _refused_start(self, dispatch: Dispatch, why: str) -> ExecResult:
         log.warning(
@@ -606,7 +605,7 @@ class Scheduler:
             why,
             extra={"action": "run.not_started", "run_id": dispatch.run_id},
         )
-        return not_started(self.clock(), why)
+        return ExecResult.not_started(why, started_at=self.clock())
 
     async def _watch_fence(self) -> None:
         """Cancel every in-flight run as soon as this node may no longer execute."""

@@ -11,7 +11,7 @@ the script is at the code's head revision, and replays the migrations otherwise 
 existing database, PostgreSQL, or a script left behind by a new migration).
 
 The script is rendered from a freshly migrated database by :func:`render`
-(``python -m fleetcron.store.sqlite_head > src/fleetcron/store/sqlite_head.sql``; the times
+(``python -m fleetcron.store.sqlite_head_build > src/fleetcron/store/sqlite_head.sql``; the times
 the migrations write into their rows become ``CURRENT_TIMESTAMP``, the loading time). A test
 checks that a loaded database equals a migrated one, row for row, the full-text index's
 own tables included; it compares contents, not the script's text, because Alembic's batch
@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from contextlib import closing
 from dataclasses import dataclass
 from importlib.resources import files
-from pathlib import Path
 
 __all__ = [
     "Window",
     "has_schema",
     "load",
-    "migrated_script",
     "now",
     "render",
     "script",
@@ -149,27 +146,3 @@ def _literal(connection: sqlite3.Connection, value: object, migrated: Window) ->
         return "CURRENT_TIMESTAMP"
     (literal,) = connection.execute("SELECT quote(?)", (value,)).fetchone()
     return str(literal)
-
-
-def migrated_script(path: Path) -> str:
-    """Migrate a new SQLite file at ``path`` through every migration and render it: what
-    ``sqlite_head.sql`` must hold."""
-    from fleetcron.store.db import HEAD_REVISION, Database
-
-    with closing(sqlite3.connect(path)) as clock:
-        start = now(clock)
-    database = Database(f"sqlite:///{path}")
-    try:
-        database.upgrade(from_script=False)
-    finally:
-        database.dispose()
-    with closing(sqlite3.connect(path)) as migrated:
-        return render(migrated, HEAD_REVISION, Window(start, now(migrated)))
-
-
-if __name__ == "__main__":  # pragma: no cover - the maintainers' regeneration command
-    import sys
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as directory:
-        sys.stdout.write(migrated_script(Path(directory) / "head.db"))

@@ -25,7 +25,7 @@ from fleetcron.store.db import HEAD_REVISION, Database
 
 REGENERATE = (
     "the shipped head script differs from what the migrations build: regenerate it with "
-    "`python -m fleetcron.store.sqlite_head > src/fleetcron/store/sqlite_head.sql`"
+    "`python -m fleetcron.store.sqlite_head_build > src/fleetcron/store/sqlite_head.sql`"
 )
 
 Snapshot = dict[str, object]

@@ -25,6 +25,7 @@ from fleetcron.core.incidents import (
     job_link,
     of_project,
 )
+from fleetcron.core.validation import validate_int
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.metrics import IncidentReading, IncidentsReading
 from fleetcron.services.alerts.incidents import failed_slots
@@ -127,13 +128,7 @@ def list_incidents(
             value=status,
             allowed=", ".join(LIST_STATUSES),
         )
-    if not 1 <= limit <= LIST_MAX:
-        raise InvalidInput(
-            f"limit: {limit} is out of range (1 to {LIST_MAX})",
-            field="limit",
-            value=limit,
-            allowed=f"1..{LIST_MAX}",
-        )
+    validate_int(limit, field="limit", low=1, high=LIST_MAX)
     with app.db.read() as session:
         query = (
             select(Incident)

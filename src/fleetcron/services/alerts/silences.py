@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from fleetcron.app import Actor, App
 from fleetcron.core.incidents import silence_window
+from fleetcron.core.validation import validate_int
 from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
 from fleetcron.services.fleet.assignments import get_target
@@ -140,13 +141,7 @@ def list_silences(
     """Silences in force (and with ``include_expired`` the ended ones) of the actor's
     project, newest first."""
     actor.authorize_in("silence.read")
-    if not 1 <= limit <= LIST_MAX:
-        raise InvalidInput(
-            f"limit: {limit} is out of range (1 to {LIST_MAX})",
-            field="limit",
-            value=limit,
-            allowed=f"1..{LIST_MAX}",
-        )
+    validate_int(limit, field="limit", low=1, high=LIST_MAX)
     now = app.now()
     with app.db.read() as session:
         query = (

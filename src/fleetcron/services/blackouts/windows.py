@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core import blackouts as rule
 from fleetcron.core.target_zones import TARGET_LOCAL, validate_zone
+from fleetcron.core.validation import validate_int
 from fleetcron.cron import CronSchedule, parse
 from fleetcron.errors import InvalidInput, NotFound, found
 from fleetcron.services.audit import AuditNote, audited
@@ -152,13 +153,7 @@ def list_blackouts(
     """Windows in force (with ``include_ended`` the lifted and expired ones too) of the
     actor's project, newest first."""
     actor.authorize_in("blackout.read")
-    if not 1 <= limit <= LIST_MAX:
-        raise InvalidInput(
-            f"limit: {limit} is out of range (1 to {LIST_MAX})",
-            field="limit",
-            value=limit,
-            allowed=f"1..{LIST_MAX}",
-        )
+    validate_int(limit, field="limit", low=1, high=LIST_MAX)
     now = app.now()
     with app.db.read() as session:
         query = (

@@ -13,10 +13,11 @@ from sqlalchemy.orm import Session
 from fleetcron.app import Actor, App
 from fleetcron.core.reach import Reach, is_down, words
 from fleetcron.core.status_display import STATE_OF, STATES, State, state_of
+from fleetcron.core.validation import validate_int
 from fleetcron.services.fleet.states import (
+    OFFSET_MAX,
     PAGE_MAX,
     JobCounts,
-    check_range,
     with_newest,
 )
 from fleetcron.services.projects.scope import place, target_reaches
@@ -112,8 +113,8 @@ def fleet_grid(
     """Paired targets by bulk jobs, ``limit`` targets from ``offset`` and the first
     ``jobs`` bulk jobs by name; each cell the class of the newest run there."""
     actor.authorize_in("run.read")
-    check_range("offset", offset, 0, 10_000_000)
-    check_range("limit", limit, 1, PAGE_MAX)
+    validate_int(offset, field="offset", low=0, high=OFFSET_MAX)
+    validate_int(limit, field="limit", low=1, high=PAGE_MAX)
     with app.db.read() as session:
         pid = place(session, actor)
         # the project's targets and those shared into it; its own bulk jobs

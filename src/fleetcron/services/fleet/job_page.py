@@ -40,12 +40,13 @@ from fleetcron.core.bounded import Bounded
 from fleetcron.core.labels import format_selector, parse_labels, selector_matches
 from fleetcron.core.status_display import STATE_OF, STATES, State, state_of
 from fleetcron.core.statuses import RunStatus
+from fleetcron.core.validation import validate_int
 from fleetcron.errors import InvalidInput, NotFound
 from fleetcron.services.fleet.states import (
     CHUNK,
+    OFFSET_MAX,
     PAGE_MAX,
     JobCounts,
-    check_range,
     with_newest,
 )
 from fleetcron.services.health.failure_streak import counted, failure_streak, newest_success
@@ -338,9 +339,9 @@ def _check_query(q: TargetQuery) -> tuple[set[str], dict[str, str], str, bool]:
             value=q.sort,
             allowed=", ".join(SORTS),
         )
-    check_range("limit", q.limit, 1, PAGE_MAX)
-    check_range("offset", q.offset, 0, 10_000_000)
-    check_range("strip", q.strip, 0, STRIP_MAX)
+    validate_int(q.limit, field="limit", low=1, high=PAGE_MAX)
+    validate_int(q.offset, field="offset", low=0, high=OFFSET_MAX)
+    validate_int(q.strip, field="strip", low=0, high=STRIP_MAX)
     return wanted, labels, key.lstrip("-"), descending
 
 

@@ -21,11 +21,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, String, null, select, type_coerce
 from sqlalchemy.orm import Session
 
-from fleetcron.errors import InvalidInput
 from fleetcron.store.run_newest import unindexed as unindexed
 from fleetcron.store.schema import Assignment, Job, Run, Target
 
 PAGE_MAX = 1000
+#: The furthest a page of a list may start (rows skipped).
+OFFSET_MAX = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,6 @@ def newest_slot(condition: ColumnElement[bool]) -> Any:
         .correlate(Assignment)
         .scalar_subquery()
     )
-
-
-def check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise InvalidInput(
-            f"{name}: {value} is out of range; allowed: {low} to {high}",
-            field=name,
-            value=str(value),
-            allowed=f"{low} to {high}",
-        )
 
 
 #: A run status (its string) -> the state it puts a target in.

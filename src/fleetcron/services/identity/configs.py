@@ -1,5 +1,4 @@
-"""The single sign-on settings as the flows take them, and the log-in form's choice
-between a local password and the directory.
+"""The single sign-on settings as the flows take them.
 
 Kept apart from :mod:`~fleetcron.services.identity.oidc` and
 :mod:`~fleetcron.services.identity.ldap` so that the web application imports their
@@ -10,14 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
 from fleetcron.app import App
 from fleetcron.config import Settings
 from fleetcron.core.sso_mapping import GroupRole, parse_mapping
-from fleetcron.services.accounts import sessions
-from fleetcron.services.accounts.sessions import LoggedIn
-from fleetcron.store.schema import User
 
 
 @dataclass(frozen=True)
@@ -113,21 +107,3 @@ def warn_unknown_projects(app: App, oidc: OidcConfig | None, ldap: LdapConfig | 
     for config, field in ((oidc, "oidc_role_mapping"), (ldap, "ldap_role_mapping")):
         if config is not None:
             check_projects(app, config.mapping, Provider(config.label, field))
-
-
-def form_login(
-    app: App, config: LdapConfig | None, name: str, password: str, address: str
-) -> tuple[str, LoggedIn]:
-    """The log-in form's check: a local account's password (always, so the local admin
-    is the break-glass way in), else the directory's when one is configured."""
-    if config is None or _is_local(app, name):
-        return sessions.login(app, name, password, address)
-    from fleetcron.services.identity.ldap import login
-
-    return login(app, config, name, password, address)
-
-
-def _is_local(app: App, name: str) -> bool:
-    with app.db.read() as session:
-        provider = session.execute(select(User.identity_provider).where(User.name == name)).first()
-    return provider is not None and provider[0] is None

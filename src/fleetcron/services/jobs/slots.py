@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, aliased
 from fleetcron.app import Actor, App
 from fleetcron.core.rollout import ROLLOUT_FAILURES
 from fleetcron.core.statuses import FAILED_VALUES, SkipKind
+from fleetcron.core.validation import validate_int
 from fleetcron.errors import NotFound
-from fleetcron.services.fleet.states import check_range
 from fleetcron.services.projects.scope import place
 from fleetcron.store.schema import Job, Run
 
@@ -64,7 +64,7 @@ def job_slots(
     """The newest slots of job ``name`` (older than ``before``), each with its counts per
     status; keyset paging by slot time. ``run_ids``: also list each slot's runs."""
     actor.authorize_in("run.read")
-    check_range("limit", limit, 1, SLOTS_MAX)
+    validate_int(limit, field="limit", low=1, high=SLOTS_MAX)
     with app.db.read() as session:
         job = session.scalar(
             select(Job).where(Job.name == name, Job.project_id == place(session, actor))

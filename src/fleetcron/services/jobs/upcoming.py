@@ -22,10 +22,14 @@ from fleetcron.core.upcoming import (
     dst_preview,
     upcoming,
 )
+from fleetcron.core.validation import validate_int
 from fleetcron.errors import FleetcronError, InvalidInput, NotFound
 from fleetcron.services.projects.scope import place, target_reaches
 from fleetcron.store.calendar_sets import load_calendars
 from fleetcron.store.schema import Assignment, Job, Target
+
+#: The most slots one listing returns.
+LIMIT_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,7 @@ def _check(query: UpcomingQuery) -> None:
             value=query.hours,
             allowed=f"more than 0 and at most {MAX_HOURS} (a week)",
         )
-    if not 1 <= query.limit <= 10_000:
-        raise InvalidInput(
-            f"limit: {query.limit} is out of range; allowed: 1 to 10000",
-            field="limit",
-            value=query.limit,
-            allowed="1 to 10000",
-        )
+    validate_int(query.limit, field="limit", low=1, high=LIMIT_MAX)
 
 
 def _rollout(job: Job) -> RolloutOptions:

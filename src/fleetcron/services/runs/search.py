@@ -166,13 +166,7 @@ def _merged_by_status(page_q: Select[Any], wanted: int) -> Select[Any]:
 
 
 def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(
-            f"limit: {limit} is out of range; allowed: 1 to {MAX_LIMIT}",
-            field="limit",
-            value=limit,
-            allowed=f"1 to {MAX_LIMIT}",
-        )
+    v.validate_int(limit, field="limit", low=1, high=MAX_LIMIT)
 
 
 def _page_query(

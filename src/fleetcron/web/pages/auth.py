@@ -13,7 +13,8 @@ from fleetcron.core import validation as v
 from fleetcron.core.validation import too_long_message
 from fleetcron.errors import AuthenticationFailed, SsoRefused, TooManyAttempts
 from fleetcron.services.accounts import sessions
-from fleetcron.services.identity.configs import OidcConfig, form_login
+from fleetcron.services.identity.configs import OidcConfig
+from fleetcron.services.identity.form_login import form_login
 from fleetcron.web.deps import (
     SESSION_COOKIE,
     SESSION_COOKIES,

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.datastructures import FormData
 
+from fleetcron.core.blackouts import WINDOW_KEYS
 from fleetcron.core.incidents import parse_duration
 from fleetcron.errors import FleetcronError, NotFound
 from fleetcron.services.blackouts import windows as svc
@@ -19,21 +20,6 @@ from fleetcron.web.pages.forms import Posted, page, redirect, text
 
 router = APIRouter(include_in_schema=False)
 BlackoutId = Annotated[int, Path(ge=1, le=2**31 - 1)]
-#: The form's fields, in the order the page shows them.
-FIELDS = (
-    "name",
-    "reason",
-    "job",
-    "target",
-    "selector",
-    "zone",
-    "start",
-    "end",
-    "cron",
-    "weekly",
-    "duration",
-    "until",
-)
 
 
 def _blank(value: str) -> str | None:
@@ -96,7 +82,7 @@ def add_window(
     form: Posted,
     caller: Annotated[Caller, Depends(requires("blackout.add"))],
 ) -> Response:
-    fields = {name: text(form, name) for name in FIELDS}
+    fields = {name: text(form, name) for name in WINDOW_KEYS}
     try:
         view = svc.add_blackout(the_app(request), caller.actor, _spec(form))
     except FleetcronError as exc:
