@@ -1,7 +1,7 @@
 """What a log-in through an LDAP directory costs this process, on SQLite: a real slapd on
 loopback (the test fixture's, ``tests/fixtures/slapd.py``), StartTLS and LDAPS, the
 reader's bind and search, the user's bind and the group search, the account provisioned
-and a session opened (:func:`fleetcron.services.identity.configs.form_login`). Two ways
+and a session opened (:func:`fleetcron.services.identity.form_login.form_login`). Two ways
 to trust the directory: its own CA in ``ldap_ca_file``, and none there, as for a directory
 whose certificate a public CA signed: then the system's bundle is what TLS checks against
 (here the system's bundle with the fixture's CA appended, through ``SSL_CERT_FILE``).
@@ -39,7 +39,8 @@ def system_bundle_with(ca_file: Path, path: Path) -> Path:
 def main(count: int) -> None:
     from _common import make_app
     from fixtures.slapd import PEOPLE, start_slapd, stop_slapd
-    from fleetcron.services.identity.configs import LdapConfig, form_login
+    from fleetcron.services.identity.configs import LdapConfig
+    from fleetcron.services.identity.form_login import form_login
 
     directory = work_dir("ldap-login")
     (directory / "slapd").mkdir()
