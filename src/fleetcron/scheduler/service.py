@@ -97,8 +97,13 @@ FINISH_GATHER_WAITS = 5
 #: flight; with none it sleeps until one starts.
 FENCE_CHECK_S = 0.05
 #: How often the renewal task asks whether the lease renewal is due (a call on the
-#: database thread that does nothing when it is not).
+#: database thread that does nothing when it is not), when the renewal does not say when
+#: it is due next; when it does, the task sleeps until then, at most
+#: :data:`RENEWAL_SLEEP_MAX_S`.
 RENEWAL_POLL_S = 0.5
+RENEWAL_SLEEP_MAX_S = 60.0
+#: Added to the time the renewal says it is due, so that the task wakes after it.
+RENEWAL_MARGIN_S = 0.005
 
 SELF_FENCED = "this node could not renew its ownership lease in time and fenced itself"
 #: ``ExecResult.error`` of a run whose stop was asked for before its command started.
@@ -153,6 +158,14 @@ def claim_asking(app: App) -> ClaimAsking | None:
         return None
 
 
+def renewal_sleep(due_in: float | None) -> float:
+    """How long the renewal task sleeps when the renewal is due in ``due_in`` seconds
+    (``None``: unknown, or the renewal failed)."""
+    if due_in is None:
+        return RENEWAL_POLL_S
+    return min(due_in + RENEWAL_MARGIN_S, RENEWAL_SLEEP_MAX_S)
+
+
 @dataclass
 class Scheduler:
     """One scheduler of one node. ``clock`` is the only time source (tests inject one)."""
@@ -167,9 +180,11 @@ class Scheduler:
     #: (see :class:`fleetcron.scheduler.housekeeping.Housekeeping`).
     maintenance: Callable[[], object] | None = None
     #: Automatic failover: the lease renewal when due (``Housekeeping.renew_if_due``),
-    #: called every :data:`RENEWAL_POLL_S` on the database thread by a task of its own, so
-    #: that it runs between a long tick's claim batches instead of after the tick.
-    renewal: Callable[[], object] | None = None
+    #: called on the database thread by a task of its own, so that it runs between a long
+    #: tick's claim batches instead of after the tick. It returns the seconds until it is
+    #: due again, and the task sleeps until then (``None``: it asks every
+    #: :data:`RENEWAL_POLL_S`).
+    renewal: Callable[[], float | None] | None = None
     metrics: Metrics | None = None
     #: Automatic failover: whether this node still holds its lease (see module docstring).
     may_execute: Callable[[], bool] | None = None
@@ -312,17 +327,18 @@ class Scheduler:
             await self.shutdown()
 
     async def _keep_renewing(self, stop: asyncio.Event) -> None:
-        """Run :attr:`renewal` every :data:`RENEWAL_POLL_S` until ``stop``. The database
-        thread runs one call at a time, in order: the renewal waits for the claim batch
-        in progress at most, never for the rest of the tick."""
+        """Run :attr:`renewal` when it is due until ``stop``. The database thread runs one
+        call at a time, in order: the renewal waits for the claim batch in progress at
+        most, never for the rest of the tick."""
         assert self.renewal is not None
         while not stop.is_set():
+            due_in: float | None = None
             try:
-                await self._in_db(self.renewal)
+                due_in = await self._in_db(self.renewal)
             except Exception:
                 log.exception("cron: lease renewal failed", extra={"action": "lease.error"})
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RENEWAL_POLL_S)
+                await asyncio.wait_for(stop.wait(), renewal_sleep(due_in))
 
     async def shutdown(self) -> None:
         await self.cleanup.stop()

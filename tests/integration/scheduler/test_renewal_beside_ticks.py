@@ -3,7 +3,8 @@
 A tick that claims thousands of due slots can take longer than the lease (10,000 targets
 on one worker: ticks of 13-30 s against a 30 s lease, renewed at most 24 s apart before
 the node fences itself). Here the tick is held open by the test; the renewal, a task of
-its own on the database thread, still runs every :data:`RENEWAL_POLL_S`. The negative
+its own on the database thread, still runs (every :data:`RENEWAL_POLL_S` when the renewal
+does not say when it is due, else when it is due). The negative
 control renews as before, only in the maintenance call before each tick: nothing is
 renewed while the tick is held.
 """
@@ -11,6 +12,7 @@ renewed while the tick is held.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -93,3 +95,59 @@ def test_a_node_with_a_lease_renews_it_in_a_task_of_its_own(
     scheduler = build_scheduler(node.app)
 
     assert (scheduler.renewal is not None) == (lease_s is not None)
+
+
+async def renewal_calls(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch, *, say_when: bool
+) -> list[tuple[float, float | None]]:
+    """Serve a leased node (renewal every second, ticks doing nothing) for 4.2 s; each call
+    of its renewal task: (monotonic time, what the renewal said). ``say_when=False`` hides
+    when the renewal is due next, as a renewal that does not say."""
+    node = make_node("alpha", lease_s=30.0, lease_renew_s=1.0)
+    approve(node)
+    scheduler = build_scheduler(node.app)
+    renewal = scheduler.renewal
+    assert renewal is not None
+    calls: list[tuple[float, float | None]] = []
+
+    def counted() -> float | None:
+        due_in = renewal()
+        calls.append((time.monotonic(), due_in))
+        return due_in if say_when else None
+
+    async def idle_tick() -> TickStats:
+        return TickStats()
+
+    scheduler.renewal = counted
+    monkeypatch.setattr(scheduler, "tick", idle_tick)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(scheduler.serve(stop))
+    await asyncio.sleep(4.2)
+    stop.set()
+    await serving
+    return calls
+
+
+@pytest.mark.postgres
+async def test_the_renewal_task_sleeps_until_the_renewal_is_due(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It wakes when the renewal is due (every second here), not every
+    :data:`RENEWAL_POLL_S`: about 5 calls in 4.2 s instead of 9, each a renewal, on time."""
+    calls = await renewal_calls(make_node, monkeypatch, say_when=True)
+    assert 2 <= len(calls) <= 6, calls
+    # Every call renewed: it said the next renewal is a whole interval away.
+    assert all(due_in is not None and due_in > 0.9 for _, due_in in calls), calls
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(calls)]
+    # None early (it is not due before), none a whole interval late (none missed).
+    assert all(0.95 < gap < 2.0 for gap in gaps), gaps
+
+
+@pytest.mark.postgres
+async def test_negative_control_a_renewal_that_does_not_say_when_is_asked_every_poll(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count above can tell: asked every :data:`RENEWAL_POLL_S`, most calls find the
+    renewal not due."""
+    calls = await renewal_calls(make_node, monkeypatch, say_when=False)
+    assert sum(due_in is not None and due_in < 0.9 for _, due_in in calls) >= 2, calls
