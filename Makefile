@@ -36,7 +36,8 @@ run: $(VENV)/.installed
 # suite is CPU-bound on two cores (a whole run keeps them busy for about 1,150 CPU-s: the
 # pytest workers and their children about 720, the fault scenarios' nodes about 140, the
 # PostgreSQL servers 140-180), so its wall time is about that divided by two; the serial
-# part (about 440-465 s, mostly waiting) ends first. `make test` 508-575 s on 2026-12-07.
+# part (about 440-465 s, mostly waiting) ends first. `make test` 508-575 s on 2026-12-07,
+# 484-541 s on 2026-12-08.
 # Four workers on two cores: a worker often waits (a command, a timeout, PostgreSQL, a
 # browser) and the others fill the cores meanwhile; three and four were alike within the noise.
 TEST_WORKERS ?= 4
