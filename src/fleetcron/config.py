@@ -174,6 +174,16 @@ class Settings(BaseSettings):
         le=24 * 3600,
         description="A pooled SSH connection unused this long is closed.",
     )
+    ssh_keepalive_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="A pooled SSH connection (and a jump host's) that received nothing this "
+        "long sends a keepalive, and is closed after 3 unanswered ones, so a silent peer is "
+        "noticed; 0: none. A connection used every minute sends one between two runs at "
+        "30 s: a longer interval saves that CPU on a large fleet, a shorter one keeps NAT "
+        "mappings with short idle timeouts open.",
+    )
     ssh_jump_max_connections: int = Field(
         default=8,
         ge=1,

@@ -38,6 +38,7 @@ def test_the_scheduler_builds_its_ssh_executor_from_the_pool_settings(
     monkeypatch.setenv("FLEETCRON_SSH_CONNECT_BACKOFF_S", "0.5")
     monkeypatch.setenv("FLEETCRON_SSH_CONNECT_BACKOFF_MAX_S", "7")
     monkeypatch.setenv("FLEETCRON_SSH_IDLE_TIMEOUT_S", "90")
+    monkeypatch.setenv("FLEETCRON_SSH_KEEPALIVE_S", "120")
     ssh = standard_executors(load_settings(), utc_now, lambda b: b)["ssh"]
     assert isinstance(ssh, SshKind)
     executor = ssh.executor
@@ -45,6 +46,7 @@ def test_the_scheduler_builds_its_ssh_executor_from_the_pool_settings(
     assert executor.pool.connecting._value == 48
     assert (executor.pool.connect_backoff_s, executor.pool.connect_backoff_max_s) == (0.5, 7.0)
     assert executor.pool.idle_timeout_s == 90.0
+    assert executor.pool.keepalive_s == executor.pool.jumps.keepalive_s == 120.0
     assert executor.pool.connect_attempts is None  # retried for as long as the run's budget
     # The soft open-file limit now holds the pool (up to what the hard limit allows).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -78,4 +80,12 @@ def test_a_zero_handshake_cap_is_refused_naming_the_variable(
 ) -> None:
     monkeypatch.setenv("FLEETCRON_SSH_MAX_CONNECTING", "0")
     with pytest.raises(ConfigError, match=r"FLEETCRON_SSH_MAX_CONNECTING: .*greater than or equal"):
+        load_settings()
+
+
+def test_a_negative_keepalive_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEETCRON_SSH_KEEPALIVE_S", "-1")
+    with pytest.raises(ConfigError, match=r"FLEETCRON_SSH_KEEPALIVE_S: .*greater than or equal"):
         load_settings()

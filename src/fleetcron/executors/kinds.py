@@ -134,6 +134,7 @@ def standard_executors(
         ),
         decrypt,
     )
+    ssh.executor.pool.keep_alive_every(settings.ssh_keepalive_s)
     ssh.executor.pool.jumps.limit(
         JumpLimits(settings.ssh_jump_max_connections, settings.ssh_jump_targets_per_connection)
     )

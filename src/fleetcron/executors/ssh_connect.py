@@ -15,7 +15,7 @@ import hashlib
 import logging
 import socket
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import asyncssh
 
@@ -178,6 +178,19 @@ CIPHERS = (
     "aes128-ctr",
 )
 
+#: Seconds without traffic before a pooled connection sends a keepalive
+#: (``FLEETCRON_SSH_KEEPALIVE_S``); after :data:`KEEPALIVES_UNANSWERED` unanswered ones it
+#: is closed, and the pool opens a new one for the next run. One-off connections (pairing,
+#: probes) send none.
+KEEPALIVE_S: Final = 30.0
+KEEPALIVES_UNANSWERED: Final = 3
+
+
+def keep_alive(conn: asyncssh.SSHClientConnection, interval_s: float) -> None:
+    """Make ``conn`` send keepalives after ``interval_s`` without traffic (0: none)."""
+    conn.set_keepalive(interval_s, KEEPALIVES_UNANSWERED)
+
+
 #: No ~/.ssh/config, agent, password or other method: the given client key only.
 ONLY_THE_GIVEN_KEY: dict[str, Any] = {
     "config": None,
@@ -186,7 +199,6 @@ ONLY_THE_GIVEN_KEY: dict[str, Any] = {
     "kbdint_auth": False,
     "gss_auth": False,
     "preferred_auth": "publickey",
-    "keepalive_interval": 30,
     "encryption_algs": CIPHERS,
 }
 

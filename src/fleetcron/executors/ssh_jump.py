@@ -27,9 +27,11 @@ import asyncssh
 from fleetcron.errors import ConnectError, FleetcronError
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.ssh_connect import (
+    KEEPALIVE_S,
     PinnedClient,
     fetch_host_key,
     import_private_key,
+    keep_alive,
     key_digest,
     open_pinned,
     verify_target,
@@ -169,6 +171,7 @@ class JumpPool:
         self.max_connections = max_connections
         self.targets_per_connection = targets_per_connection
         self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = KEEPALIVE_S
         self._conns: dict[ChainKey, list[JumpConn]] = {}
         self._locks: dict[ChainKey, asyncio.Lock] = {}
         self.connections_opened = 0
@@ -212,6 +215,7 @@ class JumpPool:
                 self.release(parent)
             raise
         self.connections_opened += 1
+        keep_alive(conn, self.keepalive_s)
         return JumpConn(key, conn, client, parent)
 
     def release(self, jump: JumpConn) -> None:

@@ -25,9 +25,11 @@ import asyncssh
 from fleetcron.errors import ConnectError, FleetcronError
 from fleetcron.executors.base import SshTarget
 from fleetcron.executors.ssh_connect import (
+    KEEPALIVE_S,
     RETRYABLE,
     PinnedClient,
     import_private_key,
+    keep_alive,
     key_digest,
     open_pinned,
 )
@@ -90,6 +92,9 @@ class SshPool:
         max_connecting: int,
     ) -> None:
         self.max_connections = max_connections
+        self.keepalive_s = KEEPALIVE_S
+        """Seconds without traffic before a pooled connection sends a keepalive
+        (:meth:`keep_alive_every`)."""
         self.idle_timeout_s = idle_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.connect_attempts = connect_attempts
@@ -113,6 +118,12 @@ class SshPool:
             connect_timeout_s=connect_timeout_s,
         )
         """The jump host connections the pooled ones go through."""
+
+    def keep_alive_every(self, seconds: float) -> None:
+        """Apply ``ssh_keepalive_s`` (0: none) to the connections opened from now on, the
+        jump hosts' too: one that received nothing for ``seconds`` sends a keepalive, and
+        is closed after 3 unanswered ones."""
+        self.keepalive_s = self.jumps.keepalive_s = seconds
 
     def __len__(self) -> int:
         """Connections currently held open."""
@@ -253,6 +264,7 @@ class SshPool:
                     dropped: BaseException = exc
                 else:
                     self.connections_opened += 1
+                    keep_alive(conn, self.keepalive_s)
                     return conn, client
             wait = delay * random.uniform(0.5, 1.0)
             out_of_tries = self.connect_attempts is not None and attempt >= self.connect_attempts
