@@ -90,16 +90,18 @@ class Housekeeping:
     def __call__(self) -> None:
         self._run_due(self._tasks)
 
-    def renew_if_due(self) -> float:
+    def renew_if_due(self) -> float | None:
         """The lease renewal alone, when it is due: what the scheduler runs on its database
         thread between a tick's claim batches, so that a tick claiming thousands of slots
         never holds the renewal back past the lease (the node would fence itself). Returns
         the seconds until it is due again (by :attr:`clock`), the time the scheduler's
         renewal task may sleep: a renewal made meanwhile before a tick only moves that
-        time later, and the task then sleeps again."""
+        time later, and the task then sleeps again. ``None`` without a lease."""
+        if not self._lease:
+            return None
         self._run_due(self._lease)
-        now = self.clock()
-        return max(min((p.due for p in self._lease), default=now) - now, 0.0)
+        (lease,) = self._lease
+        return max(lease.due - self.clock(), 0.0)
 
     def _run_due(self, periodics: list[_Periodic]) -> None:
         now = self.clock()

@@ -1,7 +1,6 @@
 """What the scheduler hands an executor for one claimed run: where it runs
 (:func:`run_target`), its environment (:func:`run_environment`) and the request with the
-watchdog budget left until its claim deadline (:func:`exec_request`); and the result of a
-run that was not started (``ExecResult.not_started``)."""
+watchdog budget left until its claim deadline (:func:`exec_request`)."""
 
 from __future__ import annotations
 

@@ -77,7 +77,8 @@ class Proxy:
                 if not data:
                     return
                 sink.sendall(data)
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: close() closed the socket between two selects (its fd is -1).
             return
 
     def stall(self) -> None:
